@@ -1,0 +1,145 @@
+// Package netns is the only package in ovpnperf that switches network
+// namespaces. Everything else either asks it for a netlink handle bound to a
+// namespace (which never moves the caller's thread), asks it to run a function
+// inside a namespace, or starts programs through `ip netns exec`.
+//
+// Namespaces are named and bind-mounted under /run/netns exactly as
+// `ip netns add` does, so `ip netns exec NAME …` works on every lab node.
+package netns
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Dir is where iproute2 bind-mounts named namespaces.
+const Dir = "/run/netns"
+
+// Path returns the bind-mount path of a named namespace.
+func Path(name string) string { return filepath.Join(Dir, name) }
+
+// Exists reports whether a named namespace is mounted.
+func Exists(name string) bool {
+	_, err := os.Stat(Path(name))
+	return err == nil
+}
+
+// Create makes a named network namespace without moving the caller.
+//
+// Equivalent to: ip netns add NAME
+func Create(name string) error {
+	errc := make(chan error, 1)
+	go func() {
+		// A fresh goroutine on a locked thread does the switch; if switching
+		// back fails the thread stays locked and dies with the goroutine, so
+		// no other goroutine ever runs in the wrong namespace.
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- fmt.Errorf("reading current network namespace: %w", err)
+			return
+		}
+		defer orig.Close()
+		ns, err := netns.NewNamed(name)
+		if err != nil {
+			if e := netns.Set(orig); e != nil {
+				errc <- fmt.Errorf("creating namespace %s: %v; switching back: %w", name, err, e)
+				return
+			}
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("creating network namespace %s: %w", name, err)
+			return
+		}
+		ns.Close()
+		if err := netns.Set(orig); err != nil {
+			errc <- fmt.Errorf("switching back after creating %s: %w", name, err)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- nil
+	}()
+	return <-errc
+}
+
+// Delete unmounts and removes a named namespace. A namespace that does not
+// exist is not an error (delete is idempotent).
+//
+// Equivalent to: ip netns del NAME
+func Delete(name string) error {
+	if !Exists(name) {
+		return nil
+	}
+	if err := netns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("deleting network namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// Do runs fn with the calling goroutine's OS thread inside the named
+// namespace, following containernetworking/plugins pkg/ns: a fresh goroutine
+// locks its thread, switches, runs fn, switches back, and unlocks only if the
+// switch back worked. fn must not start goroutines that expect to be in the
+// namespace. Sockets opened inside fn stay in the namespace wherever they are
+// used afterwards.
+func Do(name string, fn func() error) error {
+	target, err := netns.GetFromName(name)
+	if err != nil {
+		return fmt.Errorf("opening network namespace %s: %w", name, err)
+	}
+	defer target.Close()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- fmt.Errorf("reading current network namespace: %w", err)
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(target); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("entering network namespace %s: %w", name, err)
+			return
+		}
+		ferr := fn()
+		if err := netns.Set(orig); err != nil {
+			errc <- fmt.Errorf("leaving network namespace %s: %w", name, err)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// Handle returns a netlink handle whose requests act in the named namespace;
+// the caller's thread never moves. Close it when done.
+func Handle(name string) (*netlink.Handle, error) {
+	ns, err := netns.GetFromName(name)
+	if err != nil {
+		return nil, fmt.Errorf("opening network namespace %s: %w", name, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle in %s: %w", name, err)
+	}
+	return h, nil
+}
+
+// Fd opens the named namespace and returns its handle, for APIs such as
+// netlink.LinkAttrs.Namespace that take a namespace file descriptor. Close it
+// when done.
+func Fd(name string) (netns.NsHandle, error) {
+	ns, err := netns.GetFromName(name)
+	if err != nil {
+		return 0, fmt.Errorf("opening network namespace %s: %w", name, err)
+	}
+	return ns, nil
+}

@@ -1,0 +1,113 @@
+// Package runner runs external programs (ip, tc, iptables, openvpn, iperf3,
+// openssl) with a fixed C locale, and turns their failures into errors that
+// carry the whole command line and its output.
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// Env is the environment given to every program: the caller's, with the
+// locale forced to C so that output can be parsed.
+func Env() []string {
+	env := make([]string, 0, len(os.Environ())+1)
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "LC_ALL=") || strings.HasPrefix(kv, "LANG=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "LC_ALL=C")
+}
+
+// Command builds an *exec.Cmd with the C locale. It does not start it.
+func Command(ctx context.Context, argv ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = Env()
+	return cmd
+}
+
+// InNetns builds a command that runs inside the named network namespace,
+// through `ip netns exec`, so that anyone can reproduce it by hand.
+func InNetns(ctx context.Context, ns string, argv ...string) *exec.Cmd {
+	return Command(ctx, append([]string{"ip", "netns", "exec", ns}, argv...)...)
+}
+
+// Run runs argv and returns its combined output. On failure the error names
+// the command, the exit status and the output.
+func Run(ctx context.Context, argv ...string) ([]byte, error) {
+	return Output(Command(ctx, argv...))
+}
+
+// RunIn runs argv inside the named network namespace.
+func RunIn(ctx context.Context, ns string, argv ...string) ([]byte, error) {
+	return Output(InNetns(ctx, ns, argv...))
+}
+
+// Output runs a prepared command and returns its combined output, wrapping a
+// failure as described for Run.
+func Output(cmd *exec.Cmd) ([]byte, error) {
+	var buf bytes.Buffer
+	cmd.Stdout = &buf
+	cmd.Stderr = &buf
+	err := cmd.Run()
+	if err != nil {
+		return buf.Bytes(), fmt.Errorf("running %q: %w\n%s", strings.Join(cmd.Args, " "), err, bytes.TrimSpace(buf.Bytes()))
+	}
+	return buf.Bytes(), nil
+}
+
+// MissingProgramError says which Debian package provides a program that is
+// not installed.
+type MissingProgramError struct {
+	Program string
+	Package string
+}
+
+func (e *MissingProgramError) Error() string {
+	return fmt.Sprintf("%s not found in PATH: install the Debian package %s (apt-get install %s)", e.Program, e.Package, e.Package)
+}
+
+// packages maps the programs ovpnperf runs to the Debian packages that ship them.
+var packages = map[string]string{
+	"ip":        "iproute2",
+	"tc":        "iproute2",
+	"iptables":  "iptables",
+	"ip6tables": "iptables",
+	"openvpn":   "openvpn",
+	"iperf3":    "iperf3",
+	"openssl":   "openssl",
+	"tcpdump":   "tcpdump",
+	"ping":      "iputils-ping",
+	"sockperf":  "sockperf",
+	"taskset":   "util-linux",
+	"modprobe":  "kmod",
+	"sysctl":    "procps",
+}
+
+// Require checks that each program is in PATH and returns a
+// *MissingProgramError for the first one that is not.
+func Require(programs ...string) error {
+	for _, p := range programs {
+		if _, err := exec.LookPath(p); err != nil {
+			pkg := packages[p]
+			if pkg == "" {
+				pkg = p
+			}
+			return &MissingProgramError{Program: p, Package: pkg}
+		}
+	}
+	return nil
+}
+
+// IsMissingProgram reports whether err says a program is not installed.
+func IsMissingProgram(err error) bool {
+	var m *MissingProgramError
+	return errors.As(err, &m)
+}
