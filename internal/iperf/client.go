@@ -1,0 +1,184 @@
+package iperf
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+)
+
+// ClientOptions configures one iperf3 client run. Zero values mean iperf3's
+// defaults except where noted.
+type ClientOptions struct {
+	// Server is the address to connect to (-c); its family picks -4 or -6.
+	Server netip.Addr
+	// Port (-p); 0 means DefaultPort.
+	Port int
+	// Duration of the measured part (-t), in whole seconds; 0 means 10 s.
+	Duration time.Duration
+	// Omit is a warm-up left out of the totals (-O), in whole seconds.
+	Omit time.Duration
+	// Parallel streams (-P); 0 means 1.
+	Parallel int
+	// Reverse makes the server send (-R): the "down" direction when the
+	// server is the lab's server.
+	Reverse bool
+	// UDP instead of TCP (-u).
+	UDP bool
+	// BitrateBps is the sender's target rate (-b). 0 means unlimited for
+	// both protocols: Run always passes -b, so iperf3's 1 Mbit/s UDP
+	// default never applies by accident.
+	BitrateBps uint64
+	// LengthBytes is the size of each write (-l): the UDP payload size.
+	LengthBytes int
+	// FilePath (-F) sends this file's bytes instead of random data. The
+	// file must hold at least Duration × rate bytes: iperf3 ends the test
+	// at the end of the file, and Run reports a test that ended early as
+	// an error. Not allowed with Reverse (the client would overwrite the
+	// file with what it receives); give the file to the server instead.
+	FilePath string
+	// Bind is the local address to send from (-B).
+	Bind netip.Addr
+	// MSS sets the TCP maximum segment size (-M).
+	MSS int
+	// WindowBytes sets the socket buffers (-w).
+	WindowBytes int
+	// ConnectTimeout bounds the control connection setup
+	// (--connect-timeout); 0 means 5 s.
+	ConnectTimeout time.Duration
+	// ExtraArgs are appended as they are (for example "-C", "cubic").
+	ExtraArgs []string
+}
+
+func wholeSeconds(name string, d time.Duration) (int, error) {
+	if d < 0 || d%time.Second != 0 {
+		return 0, usage.Errorf("iperf3 %s must be a whole number of seconds, got %v", name, d)
+	}
+	return int(d / time.Second), nil
+}
+
+// Args returns the iperf3 argument vector for the options.
+func (o ClientOptions) Args() ([]string, error) {
+	if !o.Server.IsValid() {
+		return nil, errors.New("iperf3 client: no server address given")
+	}
+	if o.FilePath != "" && o.Reverse {
+		return nil, usage.Errorf("iperf3 client: a payload file cannot be used with reverse (-R): the client would overwrite %q with what it receives; give it to the server", o.FilePath)
+	}
+	dur := o.Duration
+	if dur == 0 {
+		dur = 10 * time.Second
+	}
+	secs, err := wholeSeconds("duration", dur)
+	if err != nil {
+		return nil, err
+	}
+	omit, err := wholeSeconds("omit", o.Omit)
+	if err != nil {
+		return nil, err
+	}
+	port := o.Port
+	if port == 0 {
+		port = DefaultPort
+	}
+	ct := o.ConnectTimeout
+	if ct == 0 {
+		ct = 5 * time.Second
+	}
+	fam := "-4"
+	if o.Server.Is6() && !o.Server.Is4In6() {
+		fam = "-6"
+	}
+	argv := []string{"iperf3", "-c", o.Server.String(), "-p", strconv.Itoa(port), fam, "-J",
+		"-t", strconv.Itoa(secs), "--connect-timeout", strconv.FormatInt(ct.Milliseconds(), 10)}
+	if omit > 0 {
+		argv = append(argv, "-O", strconv.Itoa(omit))
+	}
+	if o.Parallel > 1 {
+		argv = append(argv, "-P", strconv.Itoa(o.Parallel))
+	}
+	if o.Reverse {
+		argv = append(argv, "-R")
+	}
+	if o.UDP {
+		argv = append(argv, "-u")
+	}
+	argv = append(argv, "-b", strconv.FormatUint(o.BitrateBps, 10))
+	if o.LengthBytes > 0 {
+		argv = append(argv, "-l", strconv.Itoa(o.LengthBytes))
+	}
+	if o.FilePath != "" {
+		argv = append(argv, "-F", o.FilePath)
+	}
+	if o.Bind.IsValid() {
+		argv = append(argv, "-B", o.Bind.String())
+	}
+	if o.MSS > 0 {
+		argv = append(argv, "-M", strconv.Itoa(o.MSS))
+	}
+	if o.WindowBytes > 0 {
+		argv = append(argv, "-w", strconv.Itoa(o.WindowBytes))
+	}
+	return append(argv, o.ExtraArgs...), nil
+}
+
+// Run runs one iperf3 client test through command and parses its result.
+//
+// It returns an error when iperf3 reports one (also as a *TestError, with
+// the partial Result), when the output is not iperf3 JSON, when a payload
+// file ran out before the requested duration, or when the test overruns its
+// duration by more than the connect timeout plus 30 s (the client is then
+// killed). Errors carry the whole command line.
+func Run(ctx context.Context, command CommandFunc, opts ClientOptions) (*Result, error) {
+	if err := runner.Require("iperf3"); err != nil {
+		return nil, err
+	}
+	argv, err := opts.Args()
+	if err != nil {
+		return nil, err
+	}
+	dur := opts.Duration
+	if dur == 0 {
+		dur = 10 * time.Second
+	}
+	ct := opts.ConnectTimeout
+	if ct == 0 {
+		ct = 5 * time.Second
+	}
+	// A server that stops answering mid-test leaves a 3.12 client waiting
+	// for minutes; bound it.
+	ctx, cancel := context.WithTimeout(ctx, dur+opts.Omit+ct+30*time.Second)
+	defer cancel()
+
+	cmd := command(ctx, argv...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	cmdline := strings.Join(cmd.Args, " ")
+
+	res, perr := Parse(stdout.Bytes())
+	if res == nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("running %q: %w", cmdline, ctx.Err())
+		}
+		return nil, fmt.Errorf("running %q: %v: %w\n%s", cmdline, runErr, perr, bytes.TrimSpace(append(stderr.Bytes(), stdout.Bytes()...)))
+	}
+	if perr != nil {
+		return res, fmt.Errorf("running %q: %w", cmdline, perr)
+	}
+	if runErr != nil {
+		return res, fmt.Errorf("running %q: %w\n%s", cmdline, runErr, bytes.TrimSpace(stderr.Bytes()))
+	}
+	if opts.FilePath != "" && res.ReceivedDuration < dur*9/10 {
+		return res, fmt.Errorf("running %q: the payload file %s ran out after %v of %v (%d bytes): write a larger one",
+			cmdline, opts.FilePath, res.ReceivedDuration.Round(time.Millisecond), dur, res.ReceivedBytes)
+	}
+	return res, nil
+}

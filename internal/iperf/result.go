@@ -1,0 +1,277 @@
+// Package iperf runs iperf3 (3.12 and later) servers and clients, inside the
+// lab's namespaces or anywhere else a caller knows how to start a program,
+// and parses the client's `-J` JSON into a typed Result.
+//
+// Callers say how a program is started with a CommandFunc; for the lab that
+// is l.Command bound to a node, so every iperf3 runs under `ip netns exec`
+// and can be reproduced by hand:
+//
+//	srv, err := iperf.StartServer(ctx, labCmd(lab.Server), iperf.ServerOptions{Port: 5201})
+//	defer srv.Stop()
+//	res, err := iperf.Run(ctx, labCmd(lab.Client), iperf.ClientOptions{
+//		Server: lab.ServerV4, Port: 5201, Duration: 10 * time.Second})
+//	fmt.Println(res.ReceivedBitsPerSec)
+//
+// Two behaviours of iperf3 3.12 shape this package:
+//   - With -J the client exits with status 0 even when the test failed
+//     (connection refused, server busy): the failure is only in the JSON's
+//     "error" key, so Parse and Run treat that key as the authority.
+//   - With -F FILE the sender stops at the end of the file, whatever -t says,
+//     so Run refuses a result that ended well before the requested duration.
+package iperf
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Result is what one iperf3 client run measured, from the client's -J
+// output. "Sent" is the sender's account and "Received" the receiver's,
+// whichever end each was (with Reverse the server sends); iperf3 exchanges
+// both at the end of a test.
+type Result struct {
+	Version  string `json:"version"`  // "iperf 3.12"
+	Protocol string `json:"protocol"` // "TCP" or "UDP"
+	Streams  int    `json:"streams"`
+	Reverse  bool   `json:"reverse"`
+	// Requested is the test length asked for with -t (without -O omit).
+	Requested time.Duration `json:"requested_ns"`
+	// Omit is the warm-up excluded from the totals (-O).
+	Omit time.Duration `json:"omit_ns"`
+	// BlockBytes is the size of each write (-l, or iperf3's default).
+	BlockBytes int `json:"block_bytes"`
+	// Start is when the client started, as iperf3 reported it.
+	Start time.Time `json:"start"`
+
+	SentBytes          uint64        `json:"sent_bytes"`
+	SentBitsPerSec     float64       `json:"sent_bps"`
+	SentDuration       time.Duration `json:"sent_duration_ns"`
+	ReceivedBytes      uint64        `json:"received_bytes"`
+	ReceivedBitsPerSec float64       `json:"received_bps"`
+	ReceivedDuration   time.Duration `json:"received_duration_ns"`
+
+	// Retransmits counts TCP retransmissions by the sender; -1 when iperf3
+	// did not report them (UDP, or a kernel without TCP_INFO).
+	Retransmits int64 `json:"retransmits"`
+	// UDP only: the receiver's counts.
+	UDP *UDPStats `json:"udp,omitempty"`
+
+	CPU CPUUtilization `json:"cpu_utilization_percent"`
+
+	SenderCongestion   string `json:"sender_tcp_congestion,omitempty"`
+	ReceiverCongestion string `json:"receiver_tcp_congestion,omitempty"`
+
+	// Intervals are the per-interval sums as the client saw them (-i,
+	// default 1 s); with Reverse they are the client's received bytes.
+	Intervals []Interval `json:"intervals"`
+
+	// Error is iperf3's own "error" message, empty when the test ran.
+	Error string `json:"error,omitempty"`
+}
+
+// UDPStats are the receiver's counts for a UDP test.
+type UDPStats struct {
+	Packets     int64   `json:"packets"`
+	LostPackets int64   `json:"lost_packets"`
+	LostPercent float64 `json:"lost_percent"`
+	JitterMs    float64 `json:"jitter_ms"`
+	OutOfOrder  int64   `json:"out_of_order"`
+}
+
+// CPUUtilization is iperf3's own CPU account of the client ("host") and
+// server ("remote") processes, in percent of one CPU over the test.
+type CPUUtilization struct {
+	HostTotal    float64 `json:"host_total"`
+	HostUser     float64 `json:"host_user"`
+	HostSystem   float64 `json:"host_system"`
+	RemoteTotal  float64 `json:"remote_total"`
+	RemoteUser   float64 `json:"remote_user"`
+	RemoteSystem float64 `json:"remote_system"`
+}
+
+// Interval is one periodic report summed over streams.
+type Interval struct {
+	Start      time.Duration `json:"start_ns"`
+	End        time.Duration `json:"end_ns"`
+	Bytes      uint64        `json:"bytes"`
+	BitsPerSec float64       `json:"bps"`
+	// Retransmits in this interval (TCP sender side only, else -1).
+	Retransmits int64 `json:"retransmits"`
+	// Omitted intervals belong to the -O warm-up.
+	Omitted bool `json:"omitted"`
+	// Sender is true when the client was sending in this interval.
+	Sender bool `json:"sender"`
+}
+
+// TestError is a failure iperf3 reported in its JSON "error" key.
+type TestError struct {
+	Msg string
+}
+
+func (e *TestError) Error() string { return "iperf3: " + e.Msg }
+
+// IsServerBusy reports whether err says the server was still running
+// another test (iperf3 serves one test at a time).
+func IsServerBusy(err error) bool {
+	var te *TestError
+	return errors.As(err, &te) && te.Msg == "the server is busy running a test. try again later"
+}
+
+// The JSON of iperf3 -J, as far as Result needs it.
+type jsonDoc struct {
+	Start struct {
+		Version   string `json:"version"`
+		Timestamp struct {
+			TimeSecs int64 `json:"timesecs"`
+		} `json:"timestamp"`
+		TestStart struct {
+			Protocol   string `json:"protocol"`
+			NumStreams int    `json:"num_streams"`
+			BlkSize    int    `json:"blksize"`
+			Omit       int    `json:"omit"`
+			Duration   int    `json:"duration"`
+			Reverse    int    `json:"reverse"`
+		} `json:"test_start"`
+	} `json:"start"`
+	Intervals []struct {
+		Sum jsonSum `json:"sum"`
+	} `json:"intervals"`
+	End struct {
+		Sum                   *jsonSum        `json:"sum"`
+		SumSent               *jsonSum        `json:"sum_sent"`
+		SumReceived           *jsonSum        `json:"sum_received"`
+		CPUUtilizationPercent *CPUUtilization `json:"cpu_utilization_percent"`
+		SenderTCPCongestion   string          `json:"sender_tcp_congestion"`
+		ReceiverTCPCongestion string          `json:"receiver_tcp_congestion"`
+		Streams               []struct {
+			UDP *struct {
+				OutOfOrder int64 `json:"out_of_order"`
+			} `json:"udp"`
+		} `json:"streams"`
+	} `json:"end"`
+	Error string `json:"error"`
+}
+
+type jsonSum struct {
+	Start         float64  `json:"start"`
+	End           float64  `json:"end"`
+	Seconds       float64  `json:"seconds"`
+	Bytes         uint64   `json:"bytes"`
+	BitsPerSecond float64  `json:"bits_per_second"`
+	Retransmits   *int64   `json:"retransmits"`
+	JitterMs      *float64 `json:"jitter_ms"`
+	LostPackets   *int64   `json:"lost_packets"`
+	Packets       *int64   `json:"packets"`
+	LostPercent   *float64 `json:"lost_percent"`
+	Omitted       bool     `json:"omitted"`
+	Sender        bool     `json:"sender"`
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Parse reads the JSON that `iperf3 -c … -J` prints. A document with an
+// "error" key gives the partial Result it holds and a *TestError; text that
+// is not iperf3 JSON gives a nil Result and an error.
+func Parse(data []byte) (*Result, error) {
+	var doc jsonDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("parsing iperf3 JSON: %w", err)
+	}
+	if doc.Start.Version == "" && doc.Error == "" {
+		return nil, errors.New("parsing iperf3 JSON: no start.version and no error: not iperf3 -J output")
+	}
+	ts := doc.Start.TestStart
+	r := &Result{
+		Version:            doc.Start.Version,
+		Protocol:           ts.Protocol,
+		Streams:            ts.NumStreams,
+		Reverse:            ts.Reverse != 0,
+		Requested:          time.Duration(ts.Duration) * time.Second,
+		Omit:               time.Duration(ts.Omit) * time.Second,
+		BlockBytes:         ts.BlkSize,
+		Retransmits:        -1,
+		SenderCongestion:   doc.End.SenderTCPCongestion,
+		ReceiverCongestion: doc.End.ReceiverTCPCongestion,
+		Error:              doc.Error,
+	}
+	if doc.Start.Timestamp.TimeSecs != 0 {
+		r.Start = time.Unix(doc.Start.Timestamp.TimeSecs, 0).UTC()
+	}
+	if c := doc.End.CPUUtilizationPercent; c != nil {
+		r.CPU = *c
+	}
+
+	sent, recv := doc.End.SumSent, doc.End.SumReceived
+	// 3.12 has sum_sent and sum_received for both protocols; older
+	// releases summed UDP in end.sum only. Fall back to it where they lack.
+	if sent == nil {
+		sent = doc.End.Sum
+	}
+	if recv == nil {
+		recv = doc.End.Sum
+	}
+	if sent != nil {
+		r.SentBytes = sent.Bytes
+		r.SentBitsPerSec = sent.BitsPerSecond
+		r.SentDuration = seconds(sent.Seconds)
+		if sent.Retransmits != nil {
+			r.Retransmits = *sent.Retransmits
+		}
+	}
+	if recv != nil {
+		r.ReceivedBytes = recv.Bytes
+		r.ReceivedBitsPerSec = recv.BitsPerSecond
+		r.ReceivedDuration = seconds(recv.Seconds)
+	}
+	if r.Protocol == "UDP" {
+		// The receiver's loss and jitter: end.sum carries them in every
+		// version; sum_received repeats them in 3.12.
+		src := doc.End.Sum
+		if src == nil {
+			src = recv
+		}
+		if src != nil {
+			u := &UDPStats{}
+			if src.Packets != nil {
+				u.Packets = *src.Packets
+			}
+			if src.LostPackets != nil {
+				u.LostPackets = *src.LostPackets
+			}
+			if src.LostPercent != nil {
+				u.LostPercent = *src.LostPercent
+			}
+			if src.JitterMs != nil {
+				u.JitterMs = *src.JitterMs
+			}
+			for _, s := range doc.End.Streams {
+				if s.UDP != nil {
+					u.OutOfOrder += s.UDP.OutOfOrder
+				}
+			}
+			r.UDP = u
+		}
+	}
+	for _, iv := range doc.Intervals {
+		s := iv.Sum
+		rt := int64(-1)
+		if s.Retransmits != nil {
+			rt = *s.Retransmits
+		}
+		r.Intervals = append(r.Intervals, Interval{
+			Start:       seconds(s.Start),
+			End:         seconds(s.End),
+			Bytes:       s.Bytes,
+			BitsPerSec:  s.BitsPerSecond,
+			Retransmits: rt,
+			Omitted:     s.Omitted,
+			Sender:      s.Sender,
+		})
+	}
+	if doc.Error != "" {
+		return r, &TestError{Msg: doc.Error}
+	}
+	return r, nil
+}

@@ -1,0 +1,272 @@
+package iperf
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The files under testdata/ were captured from iperf3 3.12 on loopback:
+//
+//	iperf3 -c 127.0.0.1 -p P -t 1 -J              tcp.json
+//	… -R                                           tcp_reverse.json
+//	… -P 2                                         tcp_parallel2.json
+//	iperf3 -c ::1 -6 …                             tcp_v6.json
+//	… -u -b 50M                                    udp.json
+//	… -u -b 50M -R                                 udp_reverse.json
+//	… -u -b 0 -l 1400                              udp_unlimited.json (receiver loses ~45 %)
+//	… -t 2 -F zeros.bin (1 MB file)                tcp_file.json (ends after 1.3 ms)
+//	… -t 2 -O 1                                    tcp_omit.json
+//	a second client while a test runs              busy.json
+//	server killed after 1.2 s of a 3 s test        killed.json
+//	no server on the port                          refused.json
+func readTestdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseTCP(t *testing.T) {
+	r, err := Parse(readTestdata(t, "tcp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Version != "iperf 3.12" || r.Protocol != "TCP" || r.Streams != 1 || r.Reverse {
+		t.Errorf("header: %+v", r)
+	}
+	if r.Requested != time.Second || r.Omit != 0 || r.BlockBytes != 131072 {
+		t.Errorf("test_start: requested %v omit %v blksize %d", r.Requested, r.Omit, r.BlockBytes)
+	}
+	if r.SentBytes != 4567859200 || r.ReceivedBytes != 4567859200 {
+		t.Errorf("bytes: sent %d received %d", r.SentBytes, r.ReceivedBytes)
+	}
+	if r.ReceivedBitsPerSec != 36531840984.022827 || r.SentBitsPerSec != 36533228827.589516 {
+		t.Errorf("bps: sent %v received %v", r.SentBitsPerSec, r.ReceivedBitsPerSec)
+	}
+	if r.ReceivedDuration != 1000302*time.Microsecond {
+		t.Errorf("received duration %v", r.ReceivedDuration)
+	}
+	if r.Retransmits != 0 {
+		t.Errorf("retransmits %d, want 0", r.Retransmits)
+	}
+	if r.UDP != nil {
+		t.Errorf("UDP stats on a TCP test: %+v", r.UDP)
+	}
+	if r.CPU.HostTotal != 96.542875465127068 || r.CPU.RemoteTotal != 72.843300047085251 {
+		t.Errorf("cpu %+v", r.CPU)
+	}
+	if r.SenderCongestion != "bbr" || r.ReceiverCongestion != "bbr" {
+		t.Errorf("congestion %q %q", r.SenderCongestion, r.ReceiverCongestion)
+	}
+	if len(r.Intervals) != 1 || r.Intervals[0].Bytes != 4567859200 || !r.Intervals[0].Sender || r.Intervals[0].Retransmits != 0 {
+		t.Errorf("intervals %+v", r.Intervals)
+	}
+	if r.Start != time.Unix(1795313518, 0).UTC() {
+		t.Errorf("start %v", r.Start)
+	}
+	if r.Error != "" {
+		t.Errorf("error %q", r.Error)
+	}
+}
+
+func TestParseTCPReverse(t *testing.T) {
+	r, err := Parse(readTestdata(t, "tcp_reverse.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Reverse {
+		t.Error("Reverse not set")
+	}
+	// The client received: its intervals are receiver intervals.
+	for _, iv := range r.Intervals {
+		if iv.Sender {
+			t.Errorf("reverse interval marked sender: %+v", iv)
+		}
+	}
+	if r.ReceivedBytes != 4295098368 || r.SentBytes != 4295229440 {
+		t.Errorf("bytes: sent %d received %d", r.SentBytes, r.ReceivedBytes)
+	}
+}
+
+func TestParseParallel(t *testing.T) {
+	r, err := Parse(readTestdata(t, "tcp_parallel2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Streams != 2 {
+		t.Errorf("streams %d", r.Streams)
+	}
+	if r.ReceivedBitsPerSec <= 0 || r.ReceivedBytes == 0 {
+		t.Errorf("received %d bytes at %v", r.ReceivedBytes, r.ReceivedBitsPerSec)
+	}
+}
+
+func TestParseV6(t *testing.T) {
+	r, err := Parse(readTestdata(t, "tcp_v6.json"))
+	if err != nil || r.ReceivedBytes == 0 {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
+
+func TestParseUDP(t *testing.T) {
+	r, err := Parse(readTestdata(t, "udp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Protocol != "UDP" || r.UDP == nil {
+		t.Fatalf("protocol %q udp %+v", r.Protocol, r.UDP)
+	}
+	if r.Retransmits != -1 {
+		t.Errorf("retransmits %d on UDP, want -1", r.Retransmits)
+	}
+	if r.UDP.Packets != 191 || r.UDP.LostPackets != 0 || r.UDP.JitterMs != 0.0033083758639129257 {
+		t.Errorf("udp %+v", r.UDP)
+	}
+	if r.ReceivedBitsPerSec != 50061844.537785716 {
+		t.Errorf("received %v", r.ReceivedBitsPerSec)
+	}
+}
+
+func TestParseUDPLoss(t *testing.T) {
+	r, err := Parse(readTestdata(t, "udp_unlimited.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sum_received counts only what arrived: (packets − lost) × 1400.
+	if want := uint64(172650-77307) * 1400; r.ReceivedBytes != want {
+		t.Errorf("received %d bytes, want %d", r.ReceivedBytes, want)
+	}
+	if r.SentBytes != 172650*1400 {
+		t.Errorf("sent %d", r.SentBytes)
+	}
+	if r.UDP.LostPackets != 77307 || r.UDP.Packets != 172650 || r.UDP.LostPercent < 44 || r.UDP.LostPercent > 45 {
+		t.Errorf("udp %+v", r.UDP)
+	}
+	if r.ReceivedBitsPerSec >= r.SentBitsPerSec {
+		t.Errorf("received %v ≥ sent %v despite loss", r.ReceivedBitsPerSec, r.SentBitsPerSec)
+	}
+}
+
+func TestParseUDPReverse(t *testing.T) {
+	r, err := Parse(readTestdata(t, "udp_reverse.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Reverse || r.UDP == nil || r.ReceivedBytes == 0 {
+		t.Errorf("%+v", r)
+	}
+}
+
+func TestParseOmit(t *testing.T) {
+	r, err := Parse(readTestdata(t, "tcp_omit.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Omit != time.Second || r.Requested != 2*time.Second {
+		t.Errorf("omit %v requested %v", r.Omit, r.Requested)
+	}
+	if len(r.Intervals) != 3 || !r.Intervals[0].Omitted || r.Intervals[1].Omitted {
+		t.Errorf("intervals %+v", r.Intervals)
+	}
+	// The totals leave the warm-up out.
+	if r.ReceivedDuration < 1900*time.Millisecond || r.ReceivedDuration > 2100*time.Millisecond {
+		t.Errorf("received duration %v", r.ReceivedDuration)
+	}
+}
+
+func TestParseFileRanOut(t *testing.T) {
+	r, err := Parse(readTestdata(t, "tcp_file.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ReceivedBytes != 1000000 || r.ReceivedDuration > 10*time.Millisecond {
+		t.Errorf("received %d bytes in %v", r.ReceivedBytes, r.ReceivedDuration)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		file, msg string
+		busy      bool
+		partial   bool
+	}{
+		{"refused.json", "unable to connect to server: Connection refused", false, false},
+		{"busy.json", "the server is busy running a test. try again later", true, false},
+		{"killed.json", "the server has terminated", false, true},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			r, err := Parse(readTestdata(t, tc.file))
+			var te *TestError
+			if !errors.As(err, &te) || te.Msg != tc.msg {
+				t.Fatalf("err %v, want TestError %q", err, tc.msg)
+			}
+			if r == nil || r.Error != tc.msg {
+				t.Fatalf("result %+v", r)
+			}
+			if IsServerBusy(err) != tc.busy {
+				t.Errorf("IsServerBusy = %v", !tc.busy)
+			}
+			if tc.partial && r.SentBytes == 0 {
+				t.Error("partial result lost the sent bytes")
+			}
+			if tc.partial && r.ReceivedBytes != 0 {
+				t.Errorf("received %d after the server died", r.ReceivedBytes)
+			}
+		})
+	}
+}
+
+func TestParseNotJSON(t *testing.T) {
+	for _, in := range []string{
+		"iperf3: unrecognized option '--bogus'\nUsage: iperf3 [-s|-c host] [options]\n",
+		"",
+		`{"foo": 1}`,
+		readFileString(t, "server_addrinuse.txt"),
+	} {
+		r, err := Parse([]byte(in))
+		if err == nil || r != nil {
+			t.Errorf("Parse(%q) = %+v, %v; want an error", in, r, err)
+		}
+		var te *TestError
+		if errors.As(err, &te) {
+			t.Errorf("Parse(%q): TestError for text that is not iperf3 JSON", in)
+		}
+	}
+}
+
+func readFileString(t *testing.T, name string) string { return string(readTestdata(t, name)) }
+
+func TestReadyLine(t *testing.T) {
+	// The server's banner, captured from `iperf3 -s --forceflush`.
+	found := false
+	for _, l := range strings.Split(readFileString(t, "server_listening.txt"), "\n") {
+		if strings.HasPrefix(l, readyLine) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no %q line in the captured banner", readyLine)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, n := range []string{"tcp.json", "udp.json", "busy.json", "killed.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", n))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := Parse(data)
+		if r == nil && err == nil {
+			t.Fatal("nil result without error")
+		}
+	})
+}
