@@ -1,0 +1,382 @@
+package emulate
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// recvSlots is how many datagrams one recvmmsg call takes. The kernel
+	// sends every queued packet as its own netlink datagram, so batching
+	// happens here, not inside one buffer.
+	recvSlots = 64
+	// recvSlotBytes holds one packet message with a one-byte copy (about
+	// 150 bytes: headers, ids, interfaces, hardware address, cap length).
+	recvSlotBytes = 2048
+	// copyRange is how much of each packet is copied to us. We only need
+	// its length, which the kernel reports in NFQA_CAP_LEN when it cuts.
+	copyRange = 1
+	// outBytes is the verdict buffer: up to 2048 verdicts in one write.
+	outBytes = 2048 * verdictMsgLen
+	// timerSlack is the queue thread's timer slack (PR_SET_TIMERSLACK):
+	// the default 50 µs would add up to that much to every release.
+	timerSlack = time.Microsecond
+	// ackTimeout bounds the wait for the kernel's answer to a config
+	// message.
+	ackTimeout = 5 * time.Second
+)
+
+// epoch anchors the monotonic clock the scheduler runs on.
+var epoch = time.Now()
+
+func monotime() int64 { return int64(time.Since(epoch)) }
+
+// published are the counters of one queue as readers see them. The queue's
+// thread stores them after each loop iteration; readers load them.
+type published struct {
+	received, receivedBytes, released, releasedBytes atomic.Uint64
+	droppedLoss, late, batches, pending              atomic.Uint64
+	enobufs, verdictErrors, truncated                atomic.Uint64
+	maxLateness                                      atomic.Int64
+}
+
+// queue is one netfilter queue bound to its own netlink socket, driven by
+// one goroutine locked to its OS thread.
+type queue struct {
+	cfg   QueueConfig
+	fd    int
+	sched *scheduler
+	seq   uint32
+
+	// receive side: recvSlots datagrams of recvSlotBytes each
+	rbuf []byte
+	iov  []unix.Iovec
+	msgs []unix.Mmsghdr
+
+	// verdicts waiting to be written
+	out []byte
+
+	// owned by the queue thread, published with the scheduler's counters
+	enobufs, verdictErrors, truncated uint64
+
+	// the config request in flight, answered by an NLMSG_ERROR
+	waitSeq uint32
+	acked   bool
+	ackErr  int32
+
+	pub published
+	ts  unix.Timespec
+	fds [2]unix.PollFd
+}
+
+// openQueue opens a netlink socket in the caller's network namespace, binds
+// queue qc.Num to it and configures it.
+//
+// Roughly what `nfqnl_test` of libnetfilter_queue does at start:
+// nfq_create_queue, nfq_set_mode(NFQNL_COPY_PACKET, 1),
+// nfq_set_queue_maxlen, nfq_set_queue_flags (no FAIL_OPEN).
+func openQueue(qc QueueConfig, rcvbuf int, seed uint64) (*queue, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	if err != nil {
+		return nil, fmt.Errorf("opening netfilter netlink socket: %w (the kernel needs CONFIG_NETFILTER_NETLINK_QUEUE)", err)
+	}
+	q := &queue{
+		cfg:   qc,
+		fd:    fd,
+		sched: newScheduler(qc, seed),
+		rbuf:  make([]byte, recvSlots*recvSlotBytes),
+		iov:   make([]unix.Iovec, recvSlots),
+		msgs:  make([]unix.Mmsghdr, recvSlots),
+		out:   make([]byte, 0, outBytes),
+	}
+	for i := range q.msgs {
+		q.iov[i].Base = &q.rbuf[i*recvSlotBytes]
+		q.iov[i].SetLen(recvSlotBytes)
+		q.msgs[i].Hdr.Iov = &q.iov[i]
+		q.msgs[i].Hdr.SetIovlen(1)
+	}
+	if err := q.setup(rcvbuf); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return q, nil
+}
+
+func (q *queue) setup(rcvbuf int) error {
+	if err := unix.Bind(q.fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("binding netfilter netlink socket: %w", err)
+	}
+	// SO_RCVBUFFORCE goes past net.core.rmem_max (we run as root); fall
+	// back to what rmem_max allows without CAP_NET_ADMIN.
+	if err := unix.SetsockoptInt(q.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf); err != nil {
+		if err := unix.SetsockoptInt(q.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf); err != nil {
+			return fmt.Errorf("setting netlink receive buffer: %w", err)
+		}
+	}
+	if err := unix.SetNonblock(q.fd, true); err != nil {
+		return fmt.Errorf("netlink socket: %w", err)
+	}
+	q.fds[0] = unix.PollFd{Fd: int32(q.fd), Events: unix.POLLIN}
+	p := queueParams{
+		CopyRange: copyRange,
+		MaxLen:    q.cfg.maxLen(),
+		// With loss, every segment must be its own packet so that loss
+		// hits single packets, not 64 KiB aggregates; without loss an
+		// aggregate can go whole (fewer messages, no software checksum).
+		GSO: q.cfg.LossPercent == 0,
+	}
+	err := q.request(appendBind(nil, q.cfg.Num, q.nextSeq(), p))
+	switch {
+	case errors.Is(err, unix.EBUSY):
+		return fmt.Errorf("netfilter queue %d is already bound by another process in this network namespace (is another ovpnperf emulator running?): %w", q.cfg.Num, err)
+	case errors.Is(err, unix.EPERM):
+		return fmt.Errorf("binding netfilter queue %d: %w (needs root or CAP_NET_ADMIN)", q.cfg.Num, err)
+	case err != nil:
+		return fmt.Errorf("binding netfilter queue %d: %w", q.cfg.Num, err)
+	}
+	return nil
+}
+
+func (q *queue) nextSeq() uint32 {
+	q.seq++
+	return q.seq
+}
+
+// request sends one config message and waits for its ack. Packets that
+// arrive meanwhile (the queue may already be bound) go to the scheduler as
+// usual, so none is stranded.
+func (q *queue) request(msg []byte) error {
+	q.waitSeq = binary.NativeEndian.Uint32(msg[8:]) // nlmsg_seq
+	q.acked, q.ackErr = false, 0
+	if err := q.write(msg); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(ackTimeout)
+	for !q.acked {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("no answer from the kernel within %v", ackTimeout)
+		}
+		ts := unix.NsecToTimespec(int64(left))
+		fds := q.fds[:1]
+		if _, err := unix.Ppoll(fds, &ts, nil); err != nil && err != unix.EINTR {
+			return fmt.Errorf("waiting for netlink answer: %w", err)
+		}
+		if _, err := q.recvBatch(); err != nil {
+			return err
+		}
+		q.sched.release(monotime(), q)
+		if err := q.flush(); err != nil {
+			return err
+		}
+	}
+	q.waitSeq = 0
+	if q.ackErr != 0 {
+		return unix.Errno(-q.ackErr)
+	}
+	return nil
+}
+
+// write sends a buffer of netlink messages to the kernel, which handles
+// them one after the other within this call.
+func (q *queue) write(b []byte) error {
+	for tries := 0; ; tries++ {
+		_, err := unix.Write(q.fd, b)
+		switch {
+		case err == nil:
+			return nil
+		case err == unix.EINTR:
+			continue
+		case (err == unix.ENOBUFS || err == unix.ENOMEM || err == unix.EAGAIN) && tries < 100:
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		return fmt.Errorf("sending to netfilter queue %d: %w", q.cfg.Num, err)
+	}
+}
+
+// flush writes the verdicts gathered so far. A verdict that cannot be sent
+// is counted; the packets it concerned stay in the kernel queue until a
+// later batch verdict releases them or the queue is unbound.
+func (q *queue) flush() error {
+	if len(q.out) == 0 {
+		return nil
+	}
+	err := q.write(q.out)
+	if err != nil {
+		q.verdictErrors += uint64(len(q.out) / verdictMsgLen)
+	}
+	q.out = q.out[:0]
+	return err
+}
+
+func (q *queue) drop(id uint32) {
+	if len(q.out)+verdictMsgLen > cap(q.out) {
+		q.flush()
+	}
+	q.out = appendVerdict(q.out, q.cfg.Num, q.nextSeq(), false, nfDrop, id)
+}
+
+func (q *queue) acceptThrough(id uint32) {
+	if len(q.out)+verdictMsgLen > cap(q.out) {
+		q.flush()
+	}
+	q.out = appendVerdict(q.out, q.cfg.Num, q.nextSeq(), true, nfAccept, id)
+}
+
+// recvBatch takes every datagram waiting on the socket, up to recvSlots,
+// without blocking, and hands them to the scheduler. It returns how many
+// datagrams it read.
+func (q *queue) recvBatch() (int, error) {
+	for {
+		for i := range q.msgs {
+			q.msgs[i].Hdr.Flags = 0
+			q.msgs[i].Len = 0
+		}
+		r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(q.fd),
+			uintptr(unsafe.Pointer(&q.msgs[0])), uintptr(len(q.msgs)), unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case 0:
+		case unix.EAGAIN, unix.EINTR:
+			return 0, nil
+		case unix.ENOBUFS:
+			// The socket overran: the kernel dropped packet messages (and
+			// the packets, counted as user_dropped). Keep reading.
+			q.enobufs++
+			continue
+		default:
+			return 0, fmt.Errorf("receiving from netfilter queue %d: %w", q.cfg.Num, errno)
+		}
+		now := monotime()
+		for i := 0; i < int(r); i++ {
+			m := &q.msgs[i]
+			n := int(m.Len)
+			trunc := m.Hdr.Flags&unix.MSG_TRUNC != 0 || n > recvSlotBytes
+			q.datagram(q.rbuf[i*recvSlotBytes:i*recvSlotBytes+min(n, recvSlotBytes)], trunc, now)
+		}
+		return int(r), nil
+	}
+}
+
+// datagram handles the netlink messages of one received datagram.
+func (q *queue) datagram(b []byte, trunc bool, now int64) {
+	if trunc {
+		q.truncated++
+	}
+	for len(b) > 0 {
+		m, rest, err := nextMessage(b)
+		if err != nil {
+			// Only a cut datagram ends like this; its packet (if any)
+			// will be released by the next batch verdict.
+			if !trunc {
+				q.truncated++
+			}
+			return
+		}
+		b = rest
+		switch m.Type {
+		case nfqType(nfqnlMsgPacket):
+			p, err := parsePacket(m.Payload)
+			if err != nil {
+				q.truncated++
+				continue
+			}
+			q.sched.arrive(now, p.ID, p.Len, q)
+		case nlmsgError:
+			errno, seq, err := parseError(m.Payload)
+			if err != nil {
+				continue
+			}
+			if q.waitSeq != 0 && seq == q.waitSeq {
+				q.acked, q.ackErr = true, errno
+			} else if errno != 0 {
+				q.verdictErrors++
+			}
+		}
+	}
+}
+
+// publish copies the counters for readers.
+func (q *queue) publish() {
+	c := &q.sched.c
+	p := &q.pub
+	p.received.Store(c.Received)
+	p.receivedBytes.Store(c.ReceivedBytes)
+	p.released.Store(c.Released)
+	p.releasedBytes.Store(c.ReleasedBytes)
+	p.droppedLoss.Store(c.DroppedLoss)
+	p.late.Store(c.Late)
+	p.batches.Store(c.Batches)
+	p.maxLateness.Store(c.MaxLateness)
+	p.pending.Store(uint64(q.sched.q.len()))
+	p.enobufs.Store(q.enobufs)
+	p.verdictErrors.Store(q.verdictErrors)
+	p.truncated.Store(q.truncated)
+}
+
+// run is the queue's loop: receive what is waiting, release what is due,
+// then sleep in ppoll until the next packet arrives, the head of the FIFO
+// is due, or stopfd becomes readable.
+//
+// ppoll's timeout is an hrtimer, so the thread wakes within microseconds of
+// the due time (Go's own timers round to the millisecond when the process
+// is idle). The goroutine therefore keeps its OS thread locked and never
+// unlocks it: the thread, with its lowered timer slack, ends with the
+// goroutine instead of going back to the scheduler's pool.
+func (q *queue) run(stopfd int) error {
+	runtime.LockOSThread()
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(timerSlack), 0, 0, 0)
+	q.fds[1] = unix.PollFd{Fd: int32(stopfd), Events: unix.POLLIN}
+	for {
+		n, err := q.recvBatch()
+		if err != nil {
+			return err
+		}
+		q.sched.release(monotime(), q)
+		ferr := q.flush()
+		q.publish()
+		if ferr != nil {
+			return ferr
+		}
+		if n == recvSlots {
+			continue // more may be waiting
+		}
+		var ts *unix.Timespec
+		if due, ok := q.sched.next(); ok {
+			d := due - monotime()
+			if d <= 0 {
+				continue
+			}
+			q.ts = unix.NsecToTimespec(d)
+			ts = &q.ts
+		}
+		q.fds[0].Revents, q.fds[1].Revents = 0, 0
+		if _, err := unix.Ppoll(q.fds[:], ts, nil); err != nil && err != unix.EINTR {
+			return fmt.Errorf("netfilter queue %d: ppoll: %w", q.cfg.Num, err)
+		}
+		if q.fds[1].Revents != 0 {
+			return nil
+		}
+	}
+}
+
+// close unbinds the queue (the kernel drops what it still holds for us)
+// and closes the socket. The queue thread must have stopped.
+func (q *queue) close() error {
+	err := q.request(appendUnbind(nil, q.cfg.Num, q.nextSeq()))
+	q.publish()
+	if cerr := unix.Close(q.fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("unbinding netfilter queue %d: %w", q.cfg.Num, err)
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package emulate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// procQueues is the kernel's per-namespace queue table. thread-self, not
+// self: a caller inside netns.Do has switched only its own thread.
+const procQueues = "/proc/thread-self/net/netfilter/nfnetlink_queue"
+
+// Emulator is a running set of queues. Open binds them; Run drives them.
+type Emulator struct {
+	cfg    Config
+	queues []*queue
+	stopfd int
+
+	procMu  sync.Mutex
+	proc    *os.File // opened in the emulator's namespace, read with pread
+	procBuf []byte
+
+	closeOnce sync.Once
+	closeErr  error
+	running   bool
+}
+
+// Open binds the configured queues to netlink sockets in the calling
+// thread's network namespace (call it inside netns.Do to emulate in
+// another namespace; the sockets stay there). Packets the kernel queues from
+// now on are held and released by the emulator once Run starts; until then
+// they wait in the socket buffer.
+func Open(cfg Config) (*Emulator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rcvbuf := cfg.SocketBufferBytes
+	if rcvbuf == 0 {
+		rcvbuf = DefaultSocketBufferBytes
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("link emulator: eventfd: %w", err)
+	}
+	e := &Emulator{cfg: cfg, stopfd: efd, procBuf: make([]byte, 0, 64<<10)}
+	// Without the proc file the kernel's drop counters are unknown; the
+	// emulator still runs and reports kernel_read=false.
+	e.proc, _ = os.Open(procQueues)
+	for _, qc := range cfg.Queues {
+		seed := qc.Seed
+		if seed == 0 {
+			seed = rand.Uint64()
+		}
+		q, err := openQueue(qc, rcvbuf, seed)
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("link emulator: %w", err)
+		}
+		e.queues = append(e.queues, q)
+	}
+	return e, nil
+}
+
+// Run is Open, then Emulator.Run, then Close.
+func Run(ctx context.Context, cfg Config, statsPath string) error {
+	e, err := Open(cfg)
+	if err != nil {
+		return err
+	}
+	err = e.Run(ctx, statsPath)
+	return errors.Join(err, e.Close())
+}
+
+// Run drives the queues until ctx is cancelled or a queue fails, writing a
+// stats snapshot to statsPath (if not empty) every StatsInterval. It then
+// stops the queues, unbinds them and writes a last snapshot with Running
+// false. Run can be called once.
+func (e *Emulator) Run(ctx context.Context, statsPath string) error {
+	if e.running {
+		return errors.New("link emulator: Run called twice")
+	}
+	e.running = true
+	var wg sync.WaitGroup
+	errc := make(chan error, len(e.queues))
+	for _, q := range e.queues {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := q.run(e.stopfd); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	tick := time.NewTicker(StatsInterval)
+	defer tick.Stop()
+	var err error
+	write := func(running bool) {
+		if statsPath == "" {
+			return
+		}
+		if werr := writeStats(statsPath, e.snapshot(running)); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	write(true)
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err = <-errc:
+			break loop
+		case <-tick.C:
+			write(true)
+		}
+	}
+	e.stop()
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errc:
+		default:
+		}
+	}
+	// The kernel counters disappear with the queues: read them first.
+	final := e.snapshot(false)
+	cerr := e.Close()
+	if statsPath != "" {
+		final.Time = time.Now()
+		for i := range final.Queues {
+			final.Queues[i].Pending = e.queues[i].pub.pending.Load()
+		}
+		if werr := writeStats(statsPath, final); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return errors.Join(err, cerr)
+}
+
+// stop wakes every queue thread through the eventfd; it stays readable, so
+// each thread sees it.
+func (e *Emulator) stop() {
+	var one [8]byte
+	one[0] = 1 // host byte order on little-endian; any non-zero value wakes
+	unix.Write(e.stopfd, one[:])
+}
+
+// Stats returns the current counters.
+func (e *Emulator) Stats() Stats { return e.snapshot(true) }
+
+func (e *Emulator) snapshot(running bool) Stats {
+	s := Stats{Backend: Backend, Time: time.Now(), Running: running}
+	kq := e.readKernel()
+	for _, q := range e.queues {
+		p := &q.pub
+		qs := QueueStats{
+			Num:           q.cfg.Num,
+			Delay:         q.cfg.Delay,
+			Jitter:        q.cfg.Jitter,
+			LossPercent:   q.cfg.LossPercent,
+			Tolerance:     q.cfg.tolerance(),
+			Received:      p.received.Load(),
+			ReceivedBytes: p.receivedBytes.Load(),
+			Released:      p.released.Load(),
+			ReleasedBytes: p.releasedBytes.Load(),
+			DroppedLoss:   p.droppedLoss.Load(),
+			Pending:       p.pending.Load(),
+			Batches:       p.batches.Load(),
+			Late:          p.late.Load(),
+			MaxLateness:   time.Duration(p.maxLateness.Load()),
+			ENOBUFS:       p.enobufs.Load(),
+			VerdictErrors: p.verdictErrors.Load(),
+			Truncated:     p.truncated.Load(),
+		}
+		qs.LatenessMedian, qs.LatenessP99, qs.LatenessSamples = q.sched.res.quantiles()
+		for _, k := range kq {
+			if k.Num == q.cfg.Num {
+				qs.KernelRead = true
+				qs.KernelQueueDrops = k.Dropped
+				qs.KernelUserDropped = k.UserDropped
+				qs.KernelQueued = k.Total
+			}
+		}
+		qs.setBehind()
+		s.Behind = s.Behind || qs.Behind
+		s.Queues = append(s.Queues, qs)
+	}
+	return s
+}
+
+// readKernel reads the namespace's queue table through the file opened by
+// Open, from offset 0 each time (seq_file regenerates it).
+func (e *Emulator) readKernel() []kernelQueue {
+	e.procMu.Lock()
+	defer e.procMu.Unlock()
+	if e.proc == nil {
+		return nil
+	}
+	b := e.procBuf[:cap(e.procBuf)]
+	n, err := e.proc.ReadAt(b, 0)
+	if err != nil && err != io.EOF {
+		return nil
+	}
+	qs, err := parseKernelQueues(b[:n])
+	if err != nil {
+		return nil
+	}
+	return qs
+}
+
+// Close unbinds the queues and releases the sockets. The kernel drops the
+// packets it still holds for them. Close is idempotent; call it after Run
+// has returned (Run closes on its own).
+func (e *Emulator) Close() error {
+	e.closeOnce.Do(func() {
+		var errs []error
+		for _, q := range e.queues {
+			errs = append(errs, q.close())
+		}
+		e.procMu.Lock()
+		if e.proc != nil {
+			errs = append(errs, e.proc.Close())
+			e.proc = nil
+		}
+		e.procMu.Unlock()
+		errs = append(errs, unix.Close(e.stopfd))
+		e.closeErr = errors.Join(errs...)
+	})
+	return e.closeErr
+}
