@@ -1,0 +1,453 @@
+package pps
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Config is what a client run asks for.
+type Config struct {
+	// Server is the pps server's UDP address, host:port.
+	Server string
+	Params Params
+	// Count bounds the probes sent over all flows; 0 = no bound but Duration.
+	Count uint64
+	// Window bounds the unresolved probes per flow (a power of two); the
+	// sender waits when it is full. 0 = 4 Mi.
+	Window uint32
+	// HandshakeTimeout is how long to wait for the server's answer, over
+	// all retransmissions. 0 = 1 s.
+	HandshakeTimeout time.Duration
+	// Interval, if set, is called with each second of the series once its
+	// losses are known (one timeout after the second ends).
+	Interval func(Interval)
+}
+
+// Errors of Run that callers may want to tell apart.
+var (
+	ErrNoServer = errors.New("no pps server answered")
+	ErrRefused  = errors.New("the pps server refused the test")
+)
+
+// flow is one socket (source port) with its sender and receiver.
+type flow struct {
+	id   uint16
+	conn *net.UDPConn
+	bc   batchConn
+
+	mu sync.Mutex
+	t  *flowTracker
+}
+
+// Run performs the handshake with the server, sends probes within the
+// accepted parameters, waits for the last echoes, closes the session and
+// returns the result. If ctx ends while sending, Run stops early and returns
+// the result so far with Interrupted set, and ctx's error.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	raddr, err := net.ResolveUDPAddr("udp", cfg.Server)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %s: %w", cfg.Server, err)
+	}
+	ctl, err := net.DialUDP("udp", nil, raddr)
+	if err != nil {
+		return nil, fmt.Errorf("%s is unreachable: %w", raddr, err)
+	}
+	defer ctl.Close()
+	nonce := [16]byte{}
+	_, _ = rand.Read(nonce[:])
+	wait := cfg.HandshakeTimeout
+	if wait <= 0 {
+		wait = time.Second
+	}
+	acc, err := exchange(ctx, ctl, &Control{Version: Version, Type: MsgHello, Nonce: nonce, Params: cfg.Params}, MsgAccept, wait)
+	if err != nil {
+		if errors.Is(err, errExchangeTimeout) {
+			return nil, fmt.Errorf("%w the handshake at udp %s within %v: start `ovpnperf pps server` there, and check that udp port %d is open", ErrNoServer, raddr, wait, raddr.Port)
+		}
+		return nil, err
+	}
+	res := &Result{Server: raddr.String(), Session: acc.Session, Requested: cfg.Params, Params: acc.Params, Count: cfg.Count}
+	p := acc.Params
+	if p.Size != cfg.Params.Size || p.Flows != cfg.Params.Flows || p.Timeout != cfg.Params.Timeout ||
+		p.RatePPS != cfg.Params.RatePPS || p.Duration > cfg.Params.Duration || p.Duration <= 0 {
+		return nil, fmt.Errorf("the pps server at %s accepted parameters other than those asked for (%+v, asked %+v)", raddr, p, cfg.Params)
+	}
+	if p.Duration < cfg.Params.Duration {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the server caps the duration at %v", p.Duration))
+	}
+
+	flows := make([]*flow, p.Flows)
+	defer func() {
+		for _, f := range flows {
+			if f != nil {
+				f.conn.Close()
+			}
+		}
+	}()
+	for i := range flows {
+		c, err := net.DialUDP("udp", nil, raddr)
+		if err != nil {
+			return nil, fmt.Errorf("opening flow %d to %s: %w", i, raddr, err)
+		}
+		setBuffers(c, 4<<20)
+		flows[i] = &flow{id: uint16(i), conn: c, bc: newBatchConn(c), t: newFlowTracker(p.Timeout, cfg.Window)}
+	}
+
+	res.Start = time.Now()
+	epoch := res.Start
+	u0, s0 := cpuTime()
+	sendCtx, stopSending := context.WithTimeout(ctx, p.Duration)
+	defer stopSending()
+	var senders, receivers sync.WaitGroup
+	var errMu sync.Mutex
+	var flowErr error
+	fail := func(err error) {
+		errMu.Lock()
+		if flowErr == nil {
+			flowErr = err
+		}
+		errMu.Unlock()
+		stopSending()
+	}
+	rate := float64(p.RatePPS) / float64(p.Flows)
+	for i, f := range flows {
+		quota := uint64(0)
+		if cfg.Count > 0 {
+			quota = cfg.Count / uint64(p.Flows)
+			if uint64(i) < cfg.Count%uint64(p.Flows) {
+				quota++
+			}
+			if quota == 0 {
+				continue
+			}
+		}
+		receivers.Add(1)
+		go func() {
+			defer receivers.Done()
+			if err := f.receive(epoch, acc.Session, p.Size); err != nil {
+				fail(err)
+			}
+		}()
+		senders.Add(1)
+		go func() {
+			defer senders.Done()
+			if err := f.send(sendCtx, epoch, acc.Session, p.Size, rate, quota); err != nil {
+				fail(err)
+			}
+		}()
+	}
+	sendDone := make(chan struct{})
+	go func() { senders.Wait(); close(sendDone) }()
+
+	// Resolve losses, report finished seconds, and end when every probe is
+	// echoed or its timeout has passed.
+	timeoutNs := int64(p.Timeout)
+	emitted := 0
+	emit := func(upTo int, sendEndNs int64, final bool) {
+		for ; emitted < upTo; emitted++ {
+			iv := mergeSecond(flows, emitted, sendEndNs, final && emitted == upTo-1)
+			res.Series = append(res.Series, iv)
+			if cfg.Interval != nil {
+				cfg.Interval(iv)
+			}
+		}
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var sendEndNs int64 = -1
+	for {
+		select {
+		case <-tick.C:
+		case <-sendDone:
+		}
+		nowNs := int64(time.Since(epoch))
+		outstanding := 0
+		for _, f := range flows {
+			f.mu.Lock()
+			f.t.resolve(nowNs)
+			outstanding += f.t.outstanding()
+			f.mu.Unlock()
+		}
+		if sendEndNs < 0 {
+			select {
+			case <-sendDone:
+				sendEndNs = nowNs
+			default:
+			}
+		}
+		if sendEndNs >= 0 && (outstanding == 0 || nowNs >= sendEndNs+timeoutNs) {
+			for _, f := range flows {
+				f.mu.Lock()
+				f.t.resolve(max(nowNs, sendEndNs+timeoutNs))
+				f.mu.Unlock()
+			}
+			break
+		}
+		// Second i is final once every probe sent in it is resolved.
+		ready := int((nowNs - timeoutNs) / int64(time.Second))
+		if sendEndNs < 0 && ready > 0 {
+			emit(ready, -1, false)
+		}
+	}
+	n := int((sendEndNs + int64(time.Second) - 1) / int64(time.Second))
+	emit(max(n, emitted), sendEndNs, true)
+	wall := time.Since(epoch)
+	u1, s1 := cpuTime()
+	res.CPU = cpuOf(u1-u0, s1-s0, wall)
+
+	// Stop the receivers (no echo is awaited any more).
+	for _, f := range flows {
+		_ = f.conn.SetReadDeadline(time.Now())
+	}
+	receivers.Wait()
+
+	res.SendSeconds = float64(sendEndNs) / 1e9
+	var h histogram
+	for _, f := range flows {
+		res.Counters.add(f.t.counters)
+		res.Flows = append(res.Flows, f.t.counters)
+		h.merge(&f.t.rtt)
+	}
+	res.summarize(&h)
+	if ctx.Err() != nil {
+		res.Interrupted = true
+	}
+
+	// Close the session; the server reports what it saw.
+	fctx := context.WithoutCancel(ctx)
+	rep, err := exchange(fctx, ctl, &Control{Version: Version, Type: MsgFinish, Nonce: nonce, Session: acc.Session}, MsgReport, wait)
+	if err != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the server did not report its counters: %v", err))
+	} else {
+		res.ServerReport = &rep.Report
+		c := cpuOf(rep.Report.CPUUser, rep.Report.CPUSystem, rep.Report.Elapsed)
+		res.ServerCPU = &c
+	}
+	if flowErr != nil {
+		return res, flowErr
+	}
+	if res.Interrupted {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// mergeSecond sums second i over the flows. The last interval ends when
+// sending ended and also takes the echoes that arrived after it.
+func mergeSecond(flows []*flow, i int, sendEndNs int64, last bool) Interval {
+	iv := Interval{StartS: float64(i), EndS: float64(i + 1)}
+	if last && sendEndNs >= 0 {
+		iv.EndS = max(float64(sendEndNs)/1e9, iv.StartS)
+	}
+	var rttSum float64
+	for _, f := range flows {
+		f.mu.Lock()
+		for j := i; j < len(f.t.series); j++ {
+			s := f.t.series[j]
+			if j == i {
+				iv.Sent += s.sent
+				iv.Lost += s.lost
+			}
+			if s.received > 0 {
+				if iv.Received == 0 || float64(s.rttMin)/1e3 < iv.RTTMinUs {
+					iv.RTTMinUs = float64(s.rttMin) / 1e3
+				}
+				iv.RTTMaxUs = max(iv.RTTMaxUs, float64(s.rttMax)/1e3)
+				iv.Received += s.received
+				rttSum += s.rttSum
+			}
+			if !last {
+				break
+			}
+		}
+		f.mu.Unlock()
+	}
+	if iv.Received > 0 {
+		iv.RTTMeanUs = rttSum / float64(iv.Received) / 1e3
+	}
+	if d := iv.EndS - iv.StartS; d > 0 {
+		iv.PPS = float64(iv.Received) / d
+		iv.SentPPS = float64(iv.Sent) / d
+	}
+	if iv.Sent > 0 {
+		iv.LossPercent = 100 * float64(iv.Lost) / float64(iv.Sent)
+	}
+	return iv
+}
+
+// send paces probes: quota 0 means no count bound, rate 0 as fast as the
+// socket takes them.
+func (f *flow) send(ctx context.Context, epoch time.Time, session uint32, size int, rate float64, quota uint64) error {
+	batch := batchLen
+	if rate > 0 {
+		// About a millisecond of probes per system call.
+		batch = int(min(max(rate/1000, 1), batchLen))
+	}
+	msgs := newMessages(batch, size)
+	// Backlog the pacer may catch up at once after a stall: 10 ms worth.
+	maxBacklog := uint64(max(rate/100, float64(batch)))
+	var sent uint64
+	var forgiven float64 // probes the pacer gave up on after stalls
+	for {
+		if ctx.Err() != nil || (quota > 0 && sent >= quota) {
+			return nil
+		}
+		now := time.Now()
+		elapsed := now.Sub(epoch)
+		n := batch
+		if rate > 0 {
+			due := elapsed.Seconds()*rate - forgiven - float64(sent)
+			if due < 1 {
+				next := time.Duration((float64(sent) + forgiven + 1) / rate * 1e9)
+				sleepUntil(ctx, epoch.Add(next))
+				continue
+			}
+			if due > float64(maxBacklog) {
+				forgiven += due - float64(maxBacklog)
+				due = float64(maxBacklog)
+			}
+			n = min(batch, int(due))
+		}
+		if quota > 0 {
+			n = int(min(uint64(n), quota-sent))
+		}
+		nowNs := int64(elapsed)
+		f.mu.Lock()
+		first, got := f.t.reserve(n, nowNs)
+		f.mu.Unlock()
+		if got == 0 {
+			sleepUntil(ctx, now.Add(time.Millisecond)) // window full
+			continue
+		}
+		for i := range got {
+			Probe{Session: session, Flow: f.id, Seq: first + uint32(i), SentNs: uint64(nowNs)}.Encode(msgs[i].Buffers[0])
+		}
+		k, err := writeAll(f.bc, msgs[:got])
+		if k < got {
+			f.mu.Lock()
+			f.t.unreserve(got - k)
+			f.mu.Unlock()
+		}
+		sent += uint64(k)
+		if err != nil {
+			if !isTransient(err) {
+				return fmt.Errorf("sending flow %d: %w", f.id, err)
+			}
+			// A refused or unreachable destination shows as lost probes;
+			// back off so as not to spin.
+			sleepUntil(ctx, time.Now().Add(time.Millisecond))
+		}
+	}
+}
+
+func sleepUntil(ctx context.Context, t time.Time) {
+	d := time.Until(t)
+	if d <= 0 {
+		return
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-ctx.Done():
+	}
+}
+
+// receive records echoes until the socket's read deadline is set to the past.
+func (f *flow) receive(epoch time.Time, session uint32, size int) error {
+	msgs := newMessages(batchLen, size+1)
+	probes := make([]Probe, 0, batchLen)
+	for {
+		n, err := f.bc.ReadBatch(msgs, 0)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			if isTransient(err) {
+				continue
+			}
+			return fmt.Errorf("receiving flow %d: %w", f.id, err)
+		}
+		nowNs := int64(time.Since(epoch))
+		probes = probes[:0]
+		stray := 0
+		for i := range msgs[:n] {
+			p, err := DecodeProbe(msgs[i].Buffers[0][:msgs[i].N])
+			if err != nil || p.Session != session || p.Flow != f.id || msgs[i].N != size {
+				stray++
+				continue
+			}
+			probes = append(probes, p)
+		}
+		f.mu.Lock()
+		for _, p := range probes {
+			f.t.received(p, nowNs)
+		}
+		f.t.counters.Stray += uint64(stray)
+		f.mu.Unlock()
+	}
+}
+
+var errExchangeTimeout = errors.New("no answer")
+
+// exchange sends req and waits for a reply of type want carrying the same
+// nonce, retransmitting four times within wait. A refusal is an error.
+func exchange(ctx context.Context, c *net.UDPConn, req *Control, want MsgType, wait time.Duration) (*Control, error) {
+	b, err := req.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	const tries = 4
+	buf := make([]byte, 2048)
+	for range tries {
+		if _, err := c.Write(b); err != nil {
+			return nil, describeNetErr(c.RemoteAddr(), err)
+		}
+		deadline := time.Now().Add(wait / tries)
+		_ = c.SetReadDeadline(deadline)
+		for {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			n, err := c.Read(buf)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			if err != nil {
+				return nil, describeNetErr(c.RemoteAddr(), err)
+			}
+			r, err := ParseControl(buf[:n])
+			if err != nil || r.Nonce != req.Nonce {
+				continue // not ours
+			}
+			switch {
+			case r.Type == MsgRefuse:
+				return nil, fmt.Errorf("%w: %s", ErrRefused, r.Reason)
+			case r.Version != Version:
+				return nil, fmt.Errorf("the pps server at %s speaks protocol version %d, this client %d", c.RemoteAddr(), r.Version, Version)
+			case r.Type == want && (want != MsgReport || r.Session == req.Session):
+				return r, nil
+			}
+		}
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return nil, errExchangeTimeout
+}
+
+// describeNetErr turns socket errors of the handshake into sentences.
+func describeNetErr(to net.Addr, err error) error {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%w at udp %s: connection refused, nothing listens on that port (start `ovpnperf pps server` there)", ErrNoServer, to)
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return fmt.Errorf("%s is unreachable: %w", to, err)
+	}
+	return fmt.Errorf("talking to %s: %w", to, err)
+}

@@ -1,0 +1,210 @@
+package pps
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// startServer runs a Server on an ephemeral loopback port for the test.
+func startServer(t *testing.T, limits Limits) (addr string, events chan Event) {
+	t.Helper()
+	events = make(chan Event, 64)
+	s := &Server{Addr: "127.0.0.1:0", Limits: limits, Events: func(e Event) {
+		select {
+		case events <- e:
+		default:
+		}
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	a := s.LocalAddr(wctx)
+	if a == nil {
+		t.Fatal("server did not start listening")
+	}
+	return a.String(), events
+}
+
+func TestLoopbackNoLossAtModestRate(t *testing.T) {
+	addr, events := startServer(t, DefaultLimits)
+	var lines []Interval
+	res, err := Run(context.Background(), Config{
+		Server:   addr,
+		Params:   Params{RatePPS: 2000, Size: MinSize, Duration: 1500 * time.Millisecond, Flows: 2, Timeout: time.Second},
+		Interval: func(iv Interval) { lines = append(lines, iv) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sent %d received %d lost %d late %d pps_median %.0f rtt p50 %.1fus p99 %.1fus cpu %.1f%%",
+		res.Sent, res.Received, res.Lost, res.Late, res.PPSMedian, res.RTTP50Us, res.RTTP99Us, res.CPU.Percent)
+	if res.Sent == 0 || res.Received != res.Sent || res.Lost != 0 {
+		t.Errorf("sent %d received %d lost %d, want all echoed", res.Sent, res.Received, res.Lost)
+	}
+	// 2000 pps for 1.5 s; allow wide slack for a loaded machine, but the
+	// pacer must neither flood nor starve.
+	if res.Sent < 1500 || res.Sent > 3100 {
+		t.Errorf("sent %d probes, want about 3000", res.Sent)
+	}
+	if len(res.Series) != 2 || len(lines) != 2 {
+		t.Errorf("series has %d intervals, callback saw %d, want 2", len(res.Series), len(lines))
+	}
+	var sum uint64
+	for _, iv := range res.Series {
+		sum += iv.Sent
+	}
+	if sum != res.Sent {
+		t.Errorf("series sums to %d sent, total %d", sum, res.Sent)
+	}
+	if res.RTTP50Us <= 0 || res.RTTP99Us < res.RTTP50Us {
+		t.Errorf("rtt p50 %v p99 %v", res.RTTP50Us, res.RTTP99Us)
+	}
+	if res.ServerReport == nil {
+		t.Fatal("no server report")
+	}
+	if res.ServerReport.Received != res.Sent || res.ServerReport.Echoed != res.Sent {
+		t.Errorf("server received %d echoed %d, client sent %d", res.ServerReport.Received, res.ServerReport.Echoed, res.Sent)
+	}
+	kinds := map[string]bool{}
+	for len(events) > 0 {
+		kinds[(<-events).Kind] = true
+	}
+	if !kinds["accepted"] || !kinds["finished"] {
+		t.Errorf("server events %v, want accepted and finished", kinds)
+	}
+}
+
+func TestLoopbackCountBoundsTheRun(t *testing.T) {
+	addr, _ := startServer(t, DefaultLimits)
+	res, err := Run(context.Background(), Config{
+		Server: addr,
+		Params: Params{RatePPS: 0, Size: 512, Duration: 10 * time.Second, Flows: 3, Timeout: time.Second},
+		Count:  1000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 1000 {
+		t.Errorf("sent %d, want exactly --count 1000", res.Sent)
+	}
+	if res.SendSeconds > 5 {
+		t.Errorf("took %.1fs to send 1000 probes as fast as possible", res.SendSeconds)
+	}
+	if res.Received+res.Lost != res.Sent {
+		t.Errorf("received %d + lost %d != sent %d", res.Received, res.Lost, res.Sent)
+	}
+}
+
+func TestNoServerIsAQuickClearError(t *testing.T) {
+	// A port nothing listens on: the kernel answers port unreachable.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	pc.Close()
+	start := time.Now()
+	_, err = Run(context.Background(), Config{Server: addr, Params: Params{RatePPS: 1000, Size: MinSize, Duration: time.Second, Flows: 1, Timeout: time.Second}})
+	if !errors.Is(err, ErrNoServer) {
+		t.Fatalf("err = %v, want ErrNoServer", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v to give up", d)
+	}
+	t.Log(err)
+}
+
+func TestSilentPeerIsNoServer(t *testing.T) {
+	// Something listens but does not speak the protocol: no probe may be
+	// sent to it, only the handshake.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	got := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 70000)
+		n := 0
+		probes := 0
+		for {
+			_ = pc.SetReadDeadline(time.Now().Add(2 * time.Second))
+			m, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				break
+			}
+			n++
+			if IsProbe(buf[:m]) {
+				probes++
+			}
+		}
+		got <- probes
+	}()
+	_, err = Run(context.Background(), Config{Server: pc.LocalAddr().String(), Params: Params{RatePPS: 1000, Size: MinSize, Duration: time.Second, Flows: 1, Timeout: time.Second}})
+	if !errors.Is(err, ErrNoServer) {
+		t.Fatalf("err = %v, want ErrNoServer", err)
+	}
+	t.Log(err)
+	if p := <-got; p != 0 {
+		t.Errorf("client sent %d probes to a host that never accepted", p)
+	}
+}
+
+func TestServerRefusesOutOfLimits(t *testing.T) {
+	addr, events := startServer(t, Limits{MaxDuration: 2 * time.Second, MaxFlows: 2, MaxSize: 1500, MaxTimeout: 2 * time.Second, MaxSessions: 4})
+	_, err := Run(context.Background(), Config{Server: addr, Params: Params{RatePPS: 10, Size: MinSize, Duration: time.Second, Flows: 3, Timeout: time.Second}})
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("err = %v, want ErrRefused", err)
+	}
+	t.Log(err)
+	if e := <-events; e.Kind != "refused" {
+		t.Errorf("event %q, want refused", e.Kind)
+	}
+	// Duration is capped, not refused.
+	res, err := Run(context.Background(), Config{Server: addr, Params: Params{RatePPS: 100, Size: MinSize, Duration: time.Hour, Flows: 1, Timeout: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Params.Duration != 2*time.Second || len(res.Warnings) == 0 {
+		t.Errorf("accepted duration %v, warnings %q; want capped at 2s with a warning", res.Params.Duration, res.Warnings)
+	}
+	if res.SendSeconds > 2.5 {
+		t.Errorf("sent for %.1fs beyond the server's 2s cap", res.SendSeconds)
+	}
+}
+
+func TestServerSurvivesGarbage(t *testing.T) {
+	addr, _ := startServer(t, DefaultLimits)
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	junk := [][]byte{
+		{}, {'o'}, []byte("oPPS"), append([]byte("oPPS\x01\x01"), make([]byte, 10)...),
+		append([]byte("oPPS\x01\x07"), make([]byte, 200)...),
+		append([]byte("oPPS\x01\x03\xff"), make([]byte, 30)...),
+		[]byte("pd0123456789abcdef"), make([]byte, 1400),
+	}
+	for _, j := range junk {
+		_, _ = c.Write(j)
+	}
+	res, err := Run(context.Background(), Config{Server: addr, Params: Params{RatePPS: 500, Size: MinSize, Duration: 300 * time.Millisecond, Flows: 1, Timeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Received == 0 {
+		t.Error("server stopped echoing after garbage")
+	}
+}

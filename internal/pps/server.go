@@ -1,0 +1,391 @@
+package pps
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/ipv4"
+)
+
+// Server echoes the probes of sessions it accepted.
+type Server struct {
+	// Addr is the UDP address to listen on, e.g. ":7007" (all addresses,
+	// IPv4 and IPv6) or "198.51.100.2:7007".
+	Addr   string
+	Limits Limits
+	// Once makes Serve return after the first session ends.
+	Once bool
+	// Workers is the number of sockets sharing the port (SO_REUSEPORT),
+	// each served by its own goroutine; 0 picks GOMAXPROCS, at most 4.
+	Workers int
+	// Events, if set, is told about sessions starting and ending. It is
+	// called from the serving goroutines and must not block for long.
+	Events func(Event)
+
+	mu       sync.Mutex
+	sessions map[uint32]*session
+	byNonce  map[[16]byte]*session
+	ended    chan struct{}
+	bound    chan net.Addr
+}
+
+// Event is something that happened to a session.
+type Event struct {
+	Time    time.Time     `json:"time"`
+	Kind    string        `json:"event"` // "accepted", "refused", "finished", "expired"
+	Client  string        `json:"client"`
+	Session uint32        `json:"session,omitempty"`
+	Params  *Params       `json:"params,omitempty"`
+	Reason  string        `json:"reason,omitempty"`
+	Report  *ServerReport `json:"report,omitempty"`
+}
+
+type session struct {
+	id       uint32
+	nonce    [16]byte
+	client   netip.Addr
+	params   Params
+	accepted time.Time
+	cpuUser  time.Duration
+	cpuSys   time.Duration
+	// echoUntil is the end of echoing, as Unix ns; reset to the finish
+	// time when the client says it is done.
+	echoUntil atomic.Int64
+	removeAt  time.Time
+	received  atomic.Uint64
+	echoed    atomic.Uint64
+	report    *ServerReport // set once finished
+	done      bool
+}
+
+// graceAfterDuration is how long past its duration (plus timeout) a session
+// is echoed, for scheduling slack of the client.
+const graceAfterDuration = 2 * time.Second
+
+// LocalAddr blocks until the server is listening and returns its address,
+// or returns nil if ctx ends first.
+func (s *Server) LocalAddr(ctx context.Context) net.Addr {
+	s.init()
+	select {
+	case a := <-s.bound:
+		s.bound <- a
+		return a
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+var initMu sync.Mutex
+
+func (s *Server) init() {
+	initMu.Lock()
+	defer initMu.Unlock()
+	if s.bound == nil {
+		s.bound = make(chan net.Addr, 1)
+		s.ended = make(chan struct{}, 1)
+	}
+}
+
+// Serve listens and echoes until ctx ends (or, with Once, the first session
+// ends). It returns nil when stopped by ctx or Once.
+func (s *Server) Serve(ctx context.Context) error {
+	s.init()
+	if s.Limits == (Limits{}) {
+		s.Limits = DefaultLimits
+	}
+	s.sessions = map[uint32]*session{}
+	s.byNonce = map[[16]byte]*session{}
+	workers := s.Workers
+	if workers <= 0 {
+		workers = min(runtime.GOMAXPROCS(0), 4)
+	}
+	lc := net.ListenConfig{Control: reusePort}
+	var conns []*net.UDPConn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	addr := s.Addr
+	for i := range workers {
+		pc, err := lc.ListenPacket(ctx, "udp", addr)
+		if err != nil {
+			return fmt.Errorf("listening on udp %s: %w", s.Addr, err)
+		}
+		c := pc.(*net.UDPConn)
+		conns = append(conns, c)
+		setBuffers(c, 4<<20)
+		if i == 0 {
+			addr = c.LocalAddr().String() // a port 0 becomes the chosen port
+			s.bound <- c.LocalAddr()
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.serveConn(c); err != nil && ctx.Err() == nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err = <-errs:
+			break loop
+		case <-s.ended:
+			if s.Once {
+				break loop
+			}
+		case now := <-tick.C:
+			s.reap(now)
+		}
+	}
+	cancel()
+	for _, c := range conns {
+		c.Close()
+	}
+	wg.Wait()
+	return err
+}
+
+// reap forgets sessions whose time is up.
+func (s *Server) reap(now time.Time) {
+	s.mu.Lock()
+	var expired []*session
+	for id, ss := range s.sessions {
+		if now.After(ss.removeAt) {
+			delete(s.sessions, id)
+			delete(s.byNonce, ss.nonce)
+			if !ss.done {
+				ss.done = true
+				expired = append(expired, ss)
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, ss := range expired {
+		r := ss.makeReport(now)
+		s.event(Event{Kind: "expired", Client: ss.client.String(), Session: ss.id, Report: &r})
+		s.signalEnd()
+	}
+}
+
+func (s *Server) signalEnd() {
+	select {
+	case s.ended <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Server) event(e Event) {
+	if s.Events != nil {
+		e.Time = time.Now()
+		s.Events(e)
+	}
+}
+
+func (ss *session) makeReport(now time.Time) ServerReport {
+	u, sy := cpuTime()
+	return ServerReport{
+		Received:  ss.received.Load(),
+		Echoed:    ss.echoed.Load(),
+		CPUUser:   u - ss.cpuUser,
+		CPUSystem: sy - ss.cpuSys,
+		Elapsed:   now.Sub(ss.accepted),
+	}
+}
+
+func addrIP(a net.Addr) netip.Addr {
+	if u, ok := a.(*net.UDPAddr); ok {
+		ip, _ := netip.AddrFromSlice(u.IP)
+		return ip.Unmap()
+	}
+	return netip.Addr{}
+}
+
+// serveConn is the echo loop of one socket.
+func (s *Server) serveConn(c *net.UDPConn) error {
+	bc := newBatchConn(c)
+	in := newMessages(batchLen, 1<<16)
+	out := make([]ipv4.Message, batchLen)
+	for i := range out {
+		out[i].Buffers = make([][]byte, 1)
+	}
+	var (
+		cached    *session
+		cachedIP  netip.Addr
+		cachedAdr net.Addr
+	)
+	for {
+		n, err := bc.ReadBatch(in, 0)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			if isTransient(err) {
+				continue
+			}
+			return fmt.Errorf("receiving: %w", err)
+		}
+		now := time.Now()
+		nowNs := now.UnixNano()
+		nout := 0
+		for i := range in[:n] {
+			b := in[i].Buffers[0][:in[i].N]
+			switch {
+			case IsProbe(b):
+				id := probeSession(b)
+				if cached == nil || cached.id != id {
+					s.mu.Lock()
+					cached = s.sessions[id]
+					s.mu.Unlock()
+					cachedAdr = nil
+				}
+				if cached == nil {
+					continue
+				}
+				if in[i].Addr != cachedAdr {
+					cachedIP, cachedAdr = addrIP(in[i].Addr), in[i].Addr
+				}
+				if cachedIP != cached.client {
+					continue
+				}
+				cached.received.Add(1)
+				if nowNs > cached.echoUntil.Load() {
+					continue
+				}
+				cached.echoed.Add(1)
+				out[nout].Buffers[0] = b
+				out[nout].Addr = in[i].Addr
+				nout++
+			case IsControl(b):
+				s.control(bc, b, in[i].Addr, now)
+				cached = nil
+			}
+		}
+		if nout > 0 {
+			_, err := writeAll(bc, out[:nout])
+			if err != nil && !isTransient(err) {
+				if errors.Is(err, net.ErrClosed) {
+					return nil
+				}
+				return fmt.Errorf("echoing: %w", err)
+			}
+		}
+	}
+}
+
+// control answers one control message.
+func (s *Server) control(bc batchConn, b []byte, from net.Addr, now time.Time) {
+	c, err := ParseControl(b)
+	if err != nil {
+		return // malformed: no answer, nothing to amplify
+	}
+	reply := func(r *Control) {
+		r.Version = Version
+		r.Nonce = c.Nonce
+		out, err := r.Marshal()
+		if err != nil {
+			return
+		}
+		_, _ = bc.WriteBatch([]ipv4.Message{{Buffers: [][]byte{out}, Addr: from}}, 0)
+	}
+	client := addrIP(from)
+	if c.Version != Version {
+		if c.Type == MsgHello || c.Type == MsgFinish {
+			reply(&Control{Type: MsgRefuse, Reason: fmt.Sprintf("protocol version %d not supported, this server speaks %d", c.Version, Version)})
+		}
+		return
+	}
+	switch c.Type {
+	case MsgHello:
+		ss, reason := s.accept(c, client, now)
+		if ss == nil {
+			reply(&Control{Type: MsgRefuse, Reason: reason})
+			s.event(Event{Kind: "refused", Client: from.String(), Reason: reason, Params: &c.Params})
+			return
+		}
+		reply(&Control{Type: MsgAccept, Session: ss.id, Params: ss.params, Limits: s.Limits})
+		if reason == "" { // a retransmitted hello has reason "again"
+			s.event(Event{Kind: "accepted", Client: from.String(), Session: ss.id, Params: &ss.params})
+		}
+	case MsgFinish:
+		s.mu.Lock()
+		ss := s.sessions[c.Session]
+		if ss == nil || ss.nonce != c.Nonce || ss.client != client {
+			s.mu.Unlock()
+			reply(&Control{Type: MsgRefuse, Reason: "no such session"})
+			return
+		}
+		first := ss.report == nil
+		if first {
+			ss.echoUntil.Store(now.UnixNano())
+			r := ss.makeReport(now)
+			ss.report = &r
+			ss.done = true
+			ss.removeAt = now.Add(5 * time.Second) // answers retransmitted finishes
+		}
+		r := *ss.report
+		s.mu.Unlock()
+		reply(&Control{Type: MsgReport, Session: ss.id, Report: r})
+		if first {
+			s.event(Event{Kind: "finished", Client: from.String(), Session: ss.id, Report: &r})
+			s.signalEnd()
+		}
+	}
+}
+
+// accept validates a hello and creates its session. A retransmitted hello
+// (same nonce, same client) gets the same session with reason "again".
+func (s *Server) accept(c *Control, client netip.Addr, now time.Time) (*session, string) {
+	p, err := s.Limits.Check(c.Params)
+	if err != nil {
+		return nil, err.Error()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss := s.byNonce[c.Nonce]; ss != nil {
+		if ss.client == client && !ss.done {
+			return ss, "again"
+		}
+		return nil, "nonce already used"
+	}
+	if len(s.sessions) >= s.Limits.MaxSessions {
+		return nil, fmt.Sprintf("busy: %d sessions running, try later", len(s.sessions))
+	}
+	var id uint32
+	for id == 0 || s.sessions[id] != nil {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		id = binary.BigEndian.Uint32(b[:])
+	}
+	ss := &session{id: id, nonce: c.Nonce, client: client, params: p, accepted: now}
+	ss.cpuUser, ss.cpuSys = cpuTime()
+	end := now.Add(p.Duration + p.Timeout + graceAfterDuration)
+	ss.echoUntil.Store(end.UnixNano())
+	ss.removeAt = end.Add(time.Second)
+	s.sessions[id] = ss
+	s.byNonce[c.Nonce] = ss
+	return ss, ""
+}
