@@ -80,13 +80,19 @@ func (h *histogram) merge(o *histogram) {
 }
 
 // quantile returns the value at quantile q (0..1): the smallest recorded
-// bucket whose cumulative count reaches ceil(q·n), clamped to [min, max].
+// bucket whose cumulative count reaches ceil(q·n), clamped to [min, max];
+// quantile 0 is the minimum and 1 the maximum, exactly.
 func (h *histogram) quantile(q float64) time.Duration {
 	if h.n == 0 {
 		return 0
 	}
+	if q <= 0 {
+		return time.Duration(h.min)
+	}
 	rank := uint64(math.Ceil(q * float64(h.n)))
-	rank = max(rank, 1)
+	if rank >= h.n {
+		return time.Duration(h.max)
+	}
 	var cum uint64
 	for i, c := range h.counts {
 		cum += c

@@ -46,18 +46,18 @@ type Result struct {
 	LossPercent float64 `json:"loss_percent"`
 	// PPSMedian, PPSMin and PPSMax are over the whole seconds of the series,
 	// of echoes received per second; PPSMean is received / SendSeconds.
-	PPSMedian   float64 `json:"pps_median"`
-	PPSMin      float64 `json:"pps_min"`
-	PPSMax      float64 `json:"pps_max"`
-	PPSMean     float64 `json:"pps_mean"`
-	SentPPSMean float64 `json:"sent_pps_mean"`
-	RTTMinUs    float64 `json:"rtt_min_us"`
-	RTTMeanUs   float64 `json:"rtt_mean_us"`
-	RTTP50Us    float64 `json:"rtt_p50_us"`
-	RTTP90Us    float64 `json:"rtt_p90_us"`
-	RTTP99Us    float64 `json:"rtt_p99_us"`
-	RTTP999Us   float64 `json:"rtt_p999_us"`
-	RTTMaxUs    float64 `json:"rtt_max_us"`
+	PPSMedian   float64    `json:"pps_median"`
+	PPSMin      float64    `json:"pps_min"`
+	PPSMax      float64    `json:"pps_max"`
+	PPSMean     float64    `json:"pps_mean"`
+	SentPPSMean float64    `json:"sent_pps_mean"`
+	RTTMinUs    float64    `json:"rtt_min_us"`
+	RTTMeanUs   float64    `json:"rtt_mean_us"`
+	RTTP50Us    float64    `json:"rtt_p50_us"`
+	RTTP90Us    float64    `json:"rtt_p90_us"`
+	RTTP99Us    float64    `json:"rtt_p99_us"`
+	RTTP999Us   float64    `json:"rtt_p999_us"`
+	RTTMaxUs    float64    `json:"rtt_max_us"`
 	Series      []Interval `json:"series"`
 	CPU         CPU        `json:"cpu"`
 	// ServerReport is what the server counted; nil if it did not answer
