@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -43,6 +44,8 @@ and iperf3 across them. Most commands need root.`,
 }
 
 func main() {
+	// A lab's owner process is this binary re-executed; it never returns.
+	lab.RunOwnerIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCommand().ExecuteContext(ctx)
 	stop()
@@ -56,6 +59,10 @@ func exitStatus(err error) int {
 	if err == nil {
 		return 0
 	}
+	var code exitCode
+	if errors.As(err, &code) {
+		return int(code)
+	}
 	fmt.Fprintf(os.Stderr, "ovpnperf: %v\n", err)
 	switch {
 	case usage.Is(err) || isCobraUsage(err):
@@ -65,6 +72,12 @@ func exitStatus(err error) int {
 	}
 	return 1
 }
+
+// exitCode is returned by commands that pass on another program's exit
+// status (lab exec); main exits with it and prints nothing.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // isCobraUsage recognises cobra's own argument errors (unknown command,
 // wrong number of arguments), which it does not type.

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+)
+
+func init() { register(newLabCommand) }
+
+func newLabCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "lab",
+		Short: "Build emulated client–router–server paths in network namespaces",
+		Long: `A lab is three network namespaces, client — router — server, joined by two veth
+pairs, with IPv4 and IPv6 on both segments. The router emulates the path: rate
+(tbf), delay, jitter and loss (netem where the kernel has it, else ovpnperf's
+userspace emulator behind iptables NFQUEUE), the MTU of the router–server
+segment and an ICMP black hole. Up is client→server, down is server→client.
+
+Addresses: client 192.0.2.2 / 2001:db8:c::2, server 198.51.100.2 / 2001:db8:5::2,
+router 192.0.2.1 / 2001:db8:c::1 (client side) and 198.51.100.1 / 2001:db8:5::1.
+Namespaces: ovpnperf-NAME-client, ovpnperf-NAME-router, ovpnperf-NAME-server.`,
+	}
+	c.AddCommand(newLabUpCommand(), newLabDownCommand(), newLabStatusCommand(), newLabExecCommand(), newLabCleanCommand())
+	return c
+}
+
+type labUpOptions struct {
+	name  string
+	flags pathFlags
+	json  bool
+}
+
+func newLabUpCommand() *cobra.Command {
+	var o labUpOptions
+	c := &cobra.Command{
+		Use:   "up [flags]",
+		Short: "Build a lab that stays up until `ovpnperf lab down NAME`",
+		Example: `  ovpnperf lab up --name branch --rate 15mbit --rtt 150ms
+  ovpnperf lab up --name pppoe --mtu 1492 --icmp-blackhole
+  ovpnperf lab up --name sat --up-rate 2mbit --down-rate 20mbit --rtt 600ms --loss 0.5%`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return runLabUp(cmd.Context(), cmd.OutOrStdout(), o) },
+	}
+	c.Flags().StringVar(&o.name, "name", "", "lab id (lower-case letters, digits, dashes; default: random)")
+	c.Flags().BoolVar(&o.json, "json", false, "print the lab's state as JSON")
+	o.flags.bind(c.Flags())
+	return c
+}
+
+func runLabUp(ctx context.Context, w io.Writer, o labUpOptions) error {
+	p, err := o.flags.path()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	l, err := lab.Up(ctx, lab.Options{Name: o.name, Path: p})
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	if o.json {
+		return writeJSON(w, l.State())
+	}
+	fmt.Fprintf(w, "lab %s up in %v (emulation: %s)\n", l.Name(), elapsed.Round(time.Millisecond), l.Backend())
+	fmt.Fprintf(w, "  %s\n", describePath(p))
+	fmt.Fprintf(w, "  client  %-22s %s, %s\n", l.Namespace(lab.Client), lab.ClientV4, v6(p, lab.ClientV6.String()))
+	fmt.Fprintf(w, "  router  %-22s %s / %s\n", l.Namespace(lab.Router), lab.RouterClientV4, lab.RouterServerV4)
+	fmt.Fprintf(w, "  server  %-22s %s, %s\n", l.Namespace(lab.Server), lab.ServerV4, v6(p, lab.ServerV6.String()))
+	fmt.Fprintf(w, "try: ovpnperf lab exec %s client -- ping -c 3 %s\n", l.Name(), lab.ServerV4)
+	fmt.Fprintf(w, "end: ovpnperf lab down %s\n", l.Name())
+	return nil
+}
+
+func v6(p lab.Path, s string) string {
+	if p.NoIPv6 {
+		return "no IPv6"
+	}
+	return s
+}
+
+// describePath prints a path the way a person would say it.
+func describePath(p lab.Path) string {
+	dir := func(l lab.Link) string {
+		parts := []string{lab.FormatRate(l.RateBitsPerSec)}
+		if l.Delay > 0 {
+			parts = append(parts, fmt.Sprintf("delay %v", l.Delay))
+		}
+		if l.Jitter > 0 {
+			parts = append(parts, fmt.Sprintf("jitter ±%v", l.Jitter))
+		}
+		if l.LossPercent > 0 {
+			parts = append(parts, fmt.Sprintf("loss %g%%", l.LossPercent))
+		}
+		return strings.Join(parts, " ")
+	}
+	s := fmt.Sprintf("up: %s; down: %s; mtu %d", dir(p.Up), dir(p.Down), p.EffectiveMTU())
+	if p.ICMPBlackhole {
+		s += "; ICMP black hole"
+	}
+	return s
+}
+
+func newLabDownCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "down NAME...",
+		Short: "Tear down labs: processes, namespaces (with their links, qdiscs and rules), files",
+		Args:  args(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, names []string) error {
+			if os.Geteuid() != 0 {
+				return usage.Errorf("ovpnperf lab down needs root")
+			}
+			var errs []error
+			for _, n := range names {
+				l, err := lab.Open(n)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				if err := l.Down(); err != nil {
+					errs = append(errs, fmt.Errorf("lab %s: %w", n, err))
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "lab %s down\n", n)
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+// labStatus is one lab in `lab status --json`.
+type labStatus struct {
+	lab.State
+	OwnerAlive bool `json:"owner_alive"`
+	Emulator   any  `json:"emulator,omitempty"`
+}
+
+func newLabStatusCommand() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status [NAME]",
+		Short: "List labs, their settings and the emulator's counters",
+		Args:  args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, names []string) error {
+			states, err := lab.List()
+			if err != nil {
+				return err
+			}
+			var out []labStatus
+			for _, st := range states {
+				if len(names) == 1 && st.Name != names[0] {
+					continue
+				}
+				s := labStatus{State: st, OwnerAlive: st.OwnerAlive()}
+				if st.Backend == lab.BackendNFQueue {
+					if l, err := lab.Open(st.Name); err == nil {
+						if es, err := l.Stats(); err == nil {
+							s.Emulator = es
+						}
+					}
+				}
+				out = append(out, s)
+			}
+			if len(names) == 1 && len(out) == 0 {
+				return usage.Errorf("no lab named %q", names[0])
+			}
+			if asJSON {
+				if out == nil {
+					out = []labStatus{}
+				}
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tOWNER\tEMULATION\tPATH")
+			for _, s := range out {
+				owner := "alive"
+				if !s.OwnerAlive {
+					owner = "DEAD (run ovpnperf lab clean)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, owner, s.Backend, describePath(s.Path))
+				if s.Emulator != nil {
+					b, _ := json.Marshal(s.Emulator)
+					fmt.Fprintf(tw, "\t\temulator:\t%s\n", b)
+				}
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func newLabExecCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "exec NAME client|router|server -- COMMAND [ARG...]",
+		Short: "Run a command in a lab node (like ip netns exec)",
+		Example: `  ovpnperf lab exec branch client -- ping -c 10 198.51.100.2
+  ovpnperf lab exec branch server -- iperf3 -s -1`,
+		Args: args(cobra.MinimumNArgs(3)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			l, err := lab.Open(a[0])
+			if err != nil {
+				return err
+			}
+			node := lab.Node(a[1])
+			if node != lab.Client && node != lab.Router && node != lab.Server {
+				return usage.Errorf("node %q: want client, router or server", a[1])
+			}
+			c := l.Command(cmd.Context(), node, a[2:]...)
+			c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if err := c.Run(); err != nil {
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					return exitCode(ee.ExitCode())
+				}
+				return err
+			}
+			return nil
+		},
+	}
+}
+
+func newLabCleanCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "clean",
+		Short: "Remove labs whose owner process died (SIGKILL, crash); never touches anything else",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if os.Geteuid() != 0 {
+				return usage.Errorf("ovpnperf lab clean needs root")
+			}
+			names, err := lab.Clean()
+			for _, n := range names {
+				fmt.Fprintf(cmd.OutOrStdout(), "removed orphaned lab %s\n", n)
+			}
+			if len(names) == 0 && err == nil {
+				fmt.Fprintln(cmd.OutOrStdout(), "no orphaned labs")
+			}
+			return err
+		},
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,92 @@
+// Package lab builds an emulated network path on one Linux host out of three
+// network namespaces and tears down exactly what it built.
+//
+//	  client ns                 router ns                     server ns
+//	+-----------+  veth   +---------------------+  veth   +-----------+
+//	| c0        |---------| rc              rs  |---------|        s0 |
+//	| 192.0.2.2 |         | 192.0.2.1  198.51.100.1       | 198.51.100.2
+//	| 2001:db8:c::2       | 2001:db8:c::1  2001:db8:5::1  | 2001:db8:5::2
+//	+-----------+         +---------------------+         +-----------+
+//	                        up   (client→server): leaves rs
+//	                        down (server→client): leaves rc
+//
+// Rate limits are tbf qdiscs on the router's egress ports. Delay, jitter and
+// loss use netem where the kernel has it, or else the userspace emulator of
+// package emulate fed by iptables NFQUEUE rules in the router. The MTU
+// bottleneck is the router–server segment.
+package lab
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Node is one of the three hosts of a lab.
+type Node string
+
+// The lab's nodes.
+const (
+	Client Node = "client"
+	Router Node = "router"
+	Server Node = "server"
+)
+
+// Nodes lists the nodes in creation order.
+var Nodes = []Node{Client, Router, Server}
+
+// Addresses of the lab. Every lab uses the same ones: each lives in its own
+// namespaces, so labs never collide. Documentation ranges only.
+var (
+	ClientV4       = netip.MustParseAddr("192.0.2.2")
+	RouterClientV4 = netip.MustParseAddr("192.0.2.1")
+	RouterServerV4 = netip.MustParseAddr("198.51.100.1")
+	ServerV4       = netip.MustParseAddr("198.51.100.2")
+	ClientV6       = netip.MustParseAddr("2001:db8:c::2")
+	RouterClientV6 = netip.MustParseAddr("2001:db8:c::1")
+	RouterServerV6 = netip.MustParseAddr("2001:db8:5::1")
+	ServerV6       = netip.MustParseAddr("2001:db8:5::2")
+
+	// TunnelV4 and TunnelV6 are free for tunnels built across the lab
+	// (OpenVPN's server subnet), sliced as callers need.
+	TunnelV4 = netip.MustParsePrefix("203.0.113.0/24")
+	TunnelV6 = netip.MustParsePrefix("2001:db8:7::/64")
+)
+
+// Link is the emulation applied to one direction of the path.
+type Link struct {
+	// RateBitsPerSec limits the direction's rate; 0 leaves it unshaped.
+	RateBitsPerSec uint64 `json:"rate_bps"`
+	// Delay is the one-way delay added to every packet.
+	Delay time.Duration `json:"delay_ns"`
+	// Jitter spreads the delay uniformly by ± Jitter (packets keep their order).
+	Jitter time.Duration `json:"jitter_ns"`
+	// LossPercent drops this share of packets at random (0–100).
+	LossPercent float64 `json:"loss_percent"`
+}
+
+// Emulated reports whether the direction needs delay, jitter or loss.
+func (l Link) Emulated() bool { return l.Delay > 0 || l.Jitter > 0 || l.LossPercent > 0 }
+
+// Path is the emulated path between client and server.
+type Path struct {
+	Up   Link `json:"up"`   // client → server
+	Down Link `json:"down"` // server → client
+	// MTU of the router–server segment; 0 means 1500.
+	MTU int `json:"mtu"`
+	// ICMPBlackhole drops ICMP "fragmentation needed" and ICMPv6 "packet too
+	// big" at the router, breaking path-MTU discovery.
+	ICMPBlackhole bool `json:"icmp_blackhole"`
+	// QueueBytes is the bottleneck buffer of each rate limiter; 0 picks one
+	// bandwidth-delay product (at least 64 KiB).
+	QueueBytes int `json:"queue_bytes"`
+	// NoIPv6 builds an IPv4-only lab (needed for an MTU below 1280).
+	NoIPv6 bool `json:"no_ipv6"`
+}
+
+// EffectiveMTU returns the MTU of the bottleneck segment.
+func (p Path) EffectiveMTU() int {
+	if p.MTU == 0 {
+		return 1500
+	}
+	return p.MTU
+}

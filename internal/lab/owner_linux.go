@@ -1,0 +1,283 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+)
+
+// OwnerEnv, when set to a lab name, makes RunOwnerIfRequested turn the
+// process into that lab's owner. The owner is this same binary re-executed
+// inside the router namespace: ovpnperf itself, or a test binary.
+const OwnerEnv = "OVPNPERF_LAB_OWNER"
+
+// The owner process
+//
+//	creator (lab up / lab run / a test)
+//	   │ ip netns exec ROUTER <self>   (env OVPNPERF_LAB_OWNER=NAME)
+//	   ▼
+//	owner ── runs the NFQUEUE emulator (if any), writes stats.json
+//	   │     prints "ready" on stdout, then waits
+//	   ├─ SIGTERM (lab down, Lab.Down) ─────────► exits; the caller tears down
+//	   └─ creator gone, lab ephemeral ───────────► tears the lab down, exits
+//
+// A lab whose owner is gone without a teardown (SIGKILL, crash) is what
+// `ovpnperf lab clean` removes.
+
+// RunOwnerIfRequested runs the lab owner and exits if this process was
+// started as one; otherwise it returns at once. Call it first thing in main
+// and in TestMain of every test package that builds labs.
+func RunOwnerIfRequested() {
+	name := os.Getenv(OwnerEnv)
+	if name == "" {
+		return
+	}
+	err := runOwner(name)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ovpnperf lab owner %s: %v\n", name, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func (l *Lab) startOwner(ctx context.Context, opts Options) error {
+	exe := opts.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return fmt.Errorf("finding own executable for the lab owner: %w", err)
+		}
+	}
+	cmd := l.Command(context.Background(), Router, exe)
+	cmd.Args = append(cmd.Args, "__lab-owner")
+	cmd.Env = append(runner.Env(), OwnerEnv+"="+l.name)
+	// Its own session: a Ctrl-C in the creator's terminal reaches only the
+	// creator, which then decides what to tear down.
+	// An ephemeral lab's owner notices its creator's death by polling its
+	// parent pid rather than by PR_SET_PDEATHSIG, which fires when the
+	// creating OS thread exits, not the process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	logf, err := os.OpenFile(filepath.Join(l.Dir(), "owner.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd.Stderr = logf
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting lab owner: %w", err)
+	}
+	ticks, _ := startTicks(cmd.Process.Pid)
+	if err := l.state.record(Resource{Kind: KindProcess, Name: "owner", Netns: l.Namespace(Router), Pid: cmd.Process.Pid, StartTicks: ticks}); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return err
+	}
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if strings.TrimSpace(line) == "ready" {
+			ready <- nil
+			_, _ = io.Copy(io.Discard, out)
+			return
+		}
+		if err == nil {
+			err = fmt.Errorf("unexpected %q", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			_ = cmd.Wait()
+			b, _ := os.ReadFile(filepath.Join(l.Dir(), "owner.log"))
+			return fmt.Errorf("%w: %s", errNoOwner, strings.TrimSpace(string(b)))
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("lab owner did not become ready within 10s")
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return ctx.Err()
+	}
+	l.owner = cmd
+	// Reap it when it exits so it does not linger as a zombie.
+	go func() { _ = cmd.Wait() }()
+	return l.state.update(func(s *State) {
+		s.Owner = Owner{Pid: cmd.Process.Pid, StartTicks: ticks}
+		s.Ready = true
+	})
+}
+
+// runOwner is the body of the owner process. It runs in the router
+// namespace (started through `ip netns exec`).
+func runOwner(name string) error {
+	st, err := readState(name)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	creator := os.Getppid()
+	errc := make(chan error, 1)
+	if st.Backend == BackendNFQueue {
+		go func() { errc <- runEmulator(ctx, st.Path, filepath.Join(labDir(name), "stats.json")) }()
+		if err := waitQueuesBound(st.Path, errc); err != nil {
+			return err
+		}
+	}
+	fmt.Println("ready")
+	os.Stdout.Close()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			stop()
+			if st.Backend == BackendNFQueue {
+				return <-errc
+			}
+			return nil
+		case err := <-errc:
+			// The emulator failed: without it the lab drops every emulated
+			// packet, so say so loudly in the owner log and keep the lab
+			// for inspection until it is taken down.
+			fmt.Fprintf(os.Stderr, "emulator stopped: %v\n", err)
+			errc = nil
+		case <-tick.C:
+			if st.Ephemeral && os.Getppid() != creator {
+				// The process that owned this lab died without taking it
+				// down: do it now.
+				stop()
+				cur, err := readState(name)
+				if err != nil {
+					return err
+				}
+				return teardownState(cur)
+			}
+		}
+	}
+}
+
+// waitQueuesBound waits until the kernel lists the emulator's queues as
+// bound (/proc/net/netfilter/nfnetlink_queue in this namespace).
+func waitQueuesBound(p Path, errc chan error) error {
+	want := map[int]bool{}
+	if p.Up.Emulated() {
+		want[queueUp] = true
+	}
+	if p.Down.Emulated() {
+		want[queueDown] = true
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("emulator: %w", err)
+		default:
+		}
+		b, _ := os.ReadFile("/proc/net/netfilter/nfnetlink_queue")
+		bound := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 0 {
+				if n, err := strconv.Atoi(f[0]); err == nil && want[n] {
+					bound++
+				}
+			}
+		}
+		if bound == len(want) {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return errors.New("emulator queues not bound within 5s")
+}
+
+// Open returns a handle on an existing lab, from its state file.
+func Open(name string) (*Lab, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	st, err := readState(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, usage.Errorf("no lab named %q (see `ovpnperf lab status`)", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Lab{name: name, state: &stateFile{path: statePath(name), st: st}}, nil
+}
+
+// OwnerAlive reports whether the lab's owner process still runs.
+func (s State) OwnerAlive() bool { return alive(s.Owner.Pid, s.Owner.StartTicks) }
+
+// Down stops the owner and every process of the lab, deletes its namespaces
+// (with the links, qdiscs and rules inside them) and removes its directory.
+// Resources already gone are not errors; calling Down twice is harmless.
+func (l *Lab) Down() error {
+	cur, err := readState(l.name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	terminate(cur.Owner.Pid, cur.Owner.StartTicks, 3*time.Second)
+	return teardownState(cur)
+}
+
+// Clean tears down every lab whose owner is gone (killed, crashed) and
+// returns their names. Labs with a live owner are left alone, and nothing
+// that no lab state file lists is touched.
+func Clean() ([]string, error) {
+	states, err := List()
+	if err != nil {
+		return nil, err
+	}
+	var cleaned []string
+	var errs []error
+	for _, st := range states {
+		if st.OwnerAlive() {
+			continue
+		}
+		if err := teardownState(st); err != nil {
+			errs = append(errs, fmt.Errorf("lab %s: %w", st.Name, err))
+			continue
+		}
+		cleaned = append(cleaned, st.Name)
+	}
+	// A directory without a state file is a lab whose creator died between
+	// claiming the name and writing the state; give a creator 10 s to
+	// write it.
+	entries, _ := os.ReadDir(BaseDir)
+	for _, e := range entries {
+		dir := filepath.Join(BaseDir, e.Name())
+		if _, err := os.Stat(filepath.Join(dir, "state.json")); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 10*time.Second {
+			if os.RemoveAll(dir) == nil {
+				cleaned = append(cleaned, e.Name())
+			}
+		}
+	}
+	return cleaned, errors.Join(errs...)
+}

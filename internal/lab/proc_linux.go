@@ -1,0 +1,196 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+)
+
+// startTicks returns a process's start time in clock ticks since boot (field
+// 22 of /proc/PID/stat). Together with the pid it names one process for good:
+// a recycled pid has another start time.
+func startTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may contain spaces and parentheses; the
+	// fields after it start behind the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); field 22 is f[19].
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// alive reports whether the process pid with this start time still runs
+// (a zombie counts as gone).
+func alive(pid int, ticks uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	t, err := startTicks(pid)
+	if err != nil || (ticks != 0 && t != ticks) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// self identifies the calling process.
+func self() Owner {
+	t, _ := startTicks(os.Getpid())
+	return Owner{Pid: os.Getpid(), StartTicks: t}
+}
+
+// pidsInNetns lists the processes whose network namespace is the named one
+// (what `ip netns pids NAME` prints).
+func pidsInNetns(name string) []int {
+	var target syscall.Stat_t
+	if err := syscall.Stat(netns.Path(name), &target); err != nil {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st); err != nil {
+			continue
+		}
+		if st.Dev == target.Dev && st.Ino == target.Ino {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// terminate sends SIGTERM, waits up to grace for the process to go, then
+// sends SIGKILL. A process that is already gone is not an error.
+func terminate(pid int, ticks uint64, grace time.Duration) {
+	if !alive(pid, ticks) {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if !alive(pid, ticks) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 100 && alive(pid, ticks); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Process is a long-running program started in a lab node and recorded in
+// the lab's state, so that teardown stops it even after a crash.
+type Process struct {
+	Cmd   *exec.Cmd
+	ticks uint64
+	done  chan struct{}
+	err   error
+}
+
+// Pid returns the process id. `ip netns exec` execs the program in place,
+// so this is the program's own pid.
+func (p *Process) Pid() int { return p.Cmd.Process.Pid }
+
+// Wait waits for the process to exit and returns its error.
+func (p *Process) Wait() error { <-p.done; return p.err }
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Stop ends the process (SIGTERM, then SIGKILL after 3 s) and waits for it.
+func (p *Process) Stop() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(3 * time.Second):
+		_ = p.Cmd.Process.Kill()
+		<-p.done
+	}
+	return nil
+}
+
+// Start runs argv in node, with stdout and stderr appended to logPath (or
+// discarded when logPath is empty), and records it in the lab's state. The
+// process is not tied to ctx's lifetime beyond start: stop it with Stop, or
+// let Down do it.
+func (l *Lab) Start(ctx context.Context, node Node, logPath string, argv ...string) (*Process, error) {
+	cmd := l.Command(context.Background(), node, argv...)
+	var logf *os.File
+	if logPath != "" {
+		f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		logf = f
+		cmd.Stdout, cmd.Stderr = f, f
+	}
+	// Its own process group keeps a Ctrl-C in the terminal from reaching it
+	// before ovpnperf has decided what to stop.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := ctx.Err(); err != nil {
+		if logf != nil {
+			logf.Close()
+		}
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		if logf != nil {
+			logf.Close()
+		}
+		return nil, fmt.Errorf("starting %q in %s: %w", strings.Join(argv, " "), node, err)
+	}
+	ticks, _ := startTicks(cmd.Process.Pid)
+	p := &Process{Cmd: cmd, ticks: ticks, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		if logf != nil {
+			logf.Close()
+		}
+		close(p.done)
+	}()
+	if err := l.state.record(Resource{Kind: KindProcess, Name: filepath.Base(argv[0]), Netns: l.Namespace(node), Pid: cmd.Process.Pid, StartTicks: ticks, Detail: strings.Join(argv, " ")}); err != nil {
+		_ = p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+var errNotRoot = errors.New("ovpnperf lab needs root (network namespaces, tc and iptables): run it as root")

@@ -1,0 +1,161 @@
+package lab
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// BaseDir holds one directory per lab: its state file, emulator statistics,
+// logs and keys. /run is a tmpfs, so a reboot (which also ends every
+// namespace) leaves no stale state behind.
+var BaseDir = "/run/ovpnperf/labs"
+
+// Resource kinds recorded in a lab's state file.
+const (
+	KindDir       = "dir"       // the lab directory
+	KindNetns     = "netns"     // a named network namespace
+	KindLink      = "link"      // a veth pair (lives in the lab's namespaces)
+	KindQdisc     = "qdisc"     // a qdisc (lives on a lab link)
+	KindIptables  = "iptables"  // a rule (lives in the router namespace)
+	KindProcess   = "process"   // a process started for the lab
+	KindFile      = "file"      // a file outside the lab directory
+	KindEmulation = "emulation" // the userspace emulator (runs in the owner)
+)
+
+// Resource is one thing a lab created. It is written to the state file
+// before it is created, so that teardown after a crash knows about it.
+type Resource struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Netns is the namespace the resource lives in, if any; deleting that
+	// namespace removes the resource with it.
+	Netns string `json:"netns,omitempty"`
+	// Pid and StartTicks identify a process; the start time guards against
+	// a recycled pid.
+	Pid        int    `json:"pid,omitempty"`
+	StartTicks uint64 `json:"start_ticks,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+}
+
+// Owner identifies the process that keeps a lab alive. When it is gone the
+// lab is orphaned and `ovpnperf lab clean` removes it.
+type Owner struct {
+	Pid        int    `json:"pid"`
+	StartTicks uint64 `json:"start_ticks"`
+}
+
+// State is the lab's state file, /run/ovpnperf/labs/NAME/state.json.
+type State struct {
+	Name      string     `json:"name"`
+	Created   time.Time  `json:"created"`
+	Path      Path       `json:"path"`
+	Backend   string     `json:"emulation_backend"`
+	Ephemeral bool       `json:"ephemeral"`
+	Owner     Owner      `json:"owner"`
+	Ready     bool       `json:"ready"`
+	Resources []Resource `json:"resources"`
+}
+
+// stateFile guards the on-disk state of one lab.
+type stateFile struct {
+	mu   sync.Mutex
+	path string
+	st   State
+}
+
+func labDir(name string) string { return filepath.Join(BaseDir, name) }
+
+func statePath(name string) string { return filepath.Join(labDir(name), "state.json") }
+
+// readState loads a lab's state file.
+func readState(name string) (State, error) {
+	var st State
+	b, err := os.ReadFile(statePath(name))
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("lab %s: corrupt state file %s: %w", name, statePath(name), err)
+	}
+	return st, nil
+}
+
+// record appends r to the state and writes the file before returning, so the
+// caller creates r only once it is on disk.
+func (s *stateFile) record(r Resource) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Resources = append(s.st.Resources, r)
+	return s.writeLocked()
+}
+
+func (s *stateFile) update(fn func(*State)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(&s.st)
+	return s.writeLocked()
+}
+
+func (s *stateFile) snapshot() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.st
+	st.Resources = append([]Resource(nil), s.st.Resources...)
+	return st
+}
+
+// writeLocked replaces the state file atomically (write, fsync, rename).
+func (s *stateFile) writeLocked() error {
+	b, err := json.MarshalIndent(s.st, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := s.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("writing lab state: %w", err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("writing lab state: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("writing lab state: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing lab state: %w", err)
+	}
+	return os.Rename(tmp, s.path)
+}
+
+// List returns the state of every lab on this host, sorted by name.
+func List() ([]State, error) {
+	entries, err := os.ReadDir(BaseDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []State
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		st, err := readState(e.Name())
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}

@@ -1,0 +1,447 @@
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+)
+
+// Link names inside the lab's namespaces. They never appear in the host
+// namespace, so they need no lab id; the namespaces carry it.
+const (
+	clientIf       = "c0" // client's port
+	routerClientIf = "rc" // router's port towards the client
+	routerServerIf = "rs" // router's port towards the server
+	serverIf       = "s0" // server's port
+)
+
+// Emulation backends.
+const (
+	BackendNone    = "none"    // no delay, jitter or loss configured
+	BackendNetem   = "netem"   // the kernel's sch_netem
+	BackendNFQueue = "nfqueue" // ovpnperf's userspace emulator behind iptables NFQUEUE
+)
+
+// NFQUEUE queue numbers used in the router namespace. Queue numbers are per
+// network namespace, so labs never share them.
+const (
+	queueUp   = 0
+	queueDown = 1
+)
+
+// Options configure a new lab.
+type Options struct {
+	// Name is the lab id; empty picks a random one.
+	Name string
+	Path Path
+	// Ephemeral labs belong to the calling process: if it dies, the lab's
+	// owner process tears the lab down. Persistent labs (`ovpnperf lab up`)
+	// outlive the command that made them, until `ovpnperf lab down`.
+	Ephemeral bool
+	// Executable is the ovpnperf binary that runs the owner process; empty
+	// means this process's own executable (tests re-execute themselves, see
+	// RunOwnerIfRequested).
+	Executable string
+}
+
+// Lab is a running lab.
+type Lab struct {
+	name  string
+	state *stateFile
+	owner *exec.Cmd // set in the process that created the lab
+}
+
+// Name returns the lab id.
+func (l *Lab) Name() string { return l.name }
+
+// Namespace returns the network namespace name of a node.
+func (l *Lab) Namespace(n Node) string { return NamespaceName(l.name, n) }
+
+// NamespaceName returns the network namespace name of a node of lab name.
+func NamespaceName(name string, n Node) string { return "ovpnperf-" + name + "-" + string(n) }
+
+// Dir returns the lab's private directory (mode 0700), removed by Down.
+func (l *Lab) Dir() string { return labDir(l.name) }
+
+// Path returns the lab's path settings.
+func (l *Lab) Path() Path { return l.state.snapshot().Path }
+
+// Backend returns the emulation backend in use.
+func (l *Lab) Backend() string { return l.state.snapshot().Backend }
+
+// State returns a copy of the lab's state.
+func (l *Lab) State() State { return l.state.snapshot() }
+
+// Command builds a command that runs argv in node through `ip netns exec`.
+func (l *Lab) Command(ctx context.Context, n Node, argv ...string) *exec.Cmd {
+	return runner.InNetns(ctx, l.Namespace(n), argv...)
+}
+
+// Addr returns the address of the client or the server (for the router, its
+// address on the client segment) in the given family (4 or 6).
+func Addr(n Node, family int) netip.Addr {
+	switch {
+	case n == Client && family == 6:
+		return ClientV6
+	case n == Client:
+		return ClientV4
+	case n == Server && family == 6:
+		return ServerV6
+	case n == Server:
+		return ServerV4
+	case family == 6:
+		return RouterClientV6
+	}
+	return RouterClientV4
+}
+
+// NewName returns a random lab id.
+func NewName() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Preflight checks what every lab needs from the host: root, the programs it
+// runs, network namespaces and the tun device.
+func Preflight() error {
+	if os.Geteuid() != 0 {
+		return errNotRoot
+	}
+	if err := runner.Require("ip", "iptables-restore", "ip6tables-restore"); err != nil {
+		return err
+	}
+	if _, err := os.Stat("/proc/self/ns/net"); err != nil {
+		return errors.New("this kernel has no network namespaces (CONFIG_NET_NS): ovpnperf lab cannot run here")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		return errors.New("no /dev/net/tun: load the tun module (modprobe tun) or build the kernel with CONFIG_TUN")
+	}
+	return nil
+}
+
+// Up builds a lab and returns once the owner process holds it. On any error,
+// and when ctx is cancelled while it builds, it tears down what it built.
+func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
+	if err := opts.Path.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Name == "" {
+		opts.Name = NewName()
+	}
+	if err := ValidateName(opts.Name); err != nil {
+		return nil, err
+	}
+	if err := Preflight(); err != nil {
+		return nil, err
+	}
+	for _, n := range Nodes {
+		if netns.Exists(NamespaceName(opts.Name, n)) {
+			return nil, usage.Errorf("--name %q: lab name already in use (namespace %s exists); pick another or run `ovpnperf lab down %s`", opts.Name, NamespaceName(opts.Name, n), opts.Name)
+		}
+	}
+	if err := os.MkdirAll(BaseDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", BaseDir, err)
+	}
+	// Mkdir is the lock on the name: it fails if another lab has it.
+	if err := os.Mkdir(labDir(opts.Name), 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, usage.Errorf("--name %q: lab name already in use; pick another or run `ovpnperf lab down %s`", opts.Name, opts.Name)
+		}
+		return nil, fmt.Errorf("creating lab directory: %w", err)
+	}
+	sf := &stateFile{path: statePath(opts.Name), st: State{
+		Name: opts.Name, Created: time.Now().UTC(), Path: opts.Path,
+		Ephemeral: opts.Ephemeral, Owner: self(), Backend: BackendNone,
+	}}
+	l := &Lab{name: opts.Name, state: sf}
+	if err := sf.record(Resource{Kind: KindDir, Name: labDir(opts.Name)}); err != nil {
+		os.RemoveAll(labDir(opts.Name))
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = l.teardown()
+		}
+	}()
+	if err := l.build(ctx, opts); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := l.startOwner(ctx, opts); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// build creates namespaces, links, addresses, routes, qdiscs and rules.
+func (l *Lab) build(ctx context.Context, opts Options) error {
+	p := opts.Path
+	for _, n := range Nodes {
+		ns := l.Namespace(n)
+		if err := l.state.record(Resource{Kind: KindNetns, Name: ns}); err != nil {
+			return err
+		}
+		// Equivalent to: ip netns add NS
+		if err := netns.Create(ns); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if err := l.sysctls(p); err != nil {
+		return err
+	}
+	mtu := p.EffectiveMTU()
+	if err := l.veth(Client, clientIf, routerClientIf, 1500); err != nil {
+		return err
+	}
+	if err := l.veth(Server, serverIf, routerServerIf, mtu); err != nil {
+		return err
+	}
+	type addr struct {
+		node   Node
+		ifname string
+		a      netip.Addr
+		bits   int
+	}
+	addrs := []addr{
+		{Client, clientIf, ClientV4, 24}, {Router, routerClientIf, RouterClientV4, 24},
+		{Router, routerServerIf, RouterServerV4, 24}, {Server, serverIf, ServerV4, 24},
+	}
+	if !p.NoIPv6 {
+		addrs = append(addrs,
+			addr{Client, clientIf, ClientV6, 64}, addr{Router, routerClientIf, RouterClientV6, 64},
+			addr{Router, routerServerIf, RouterServerV6, 64}, addr{Server, serverIf, ServerV6, 64})
+	}
+	for _, a := range addrs {
+		if err := l.withHandle(a.node, func(h *netlink.Handle) error {
+			link, err := h.LinkByName(a.ifname)
+			if err != nil {
+				return err
+			}
+			// Equivalent to: ip -n NS addr add A/BITS dev IF nodad
+			return h.AddrAdd(link, &netlink.Addr{IPNet: prefixNet(a.a, a.bits), Flags: nodadFlag(a.a)})
+		}); err != nil {
+			return fmt.Errorf("adding %s to %s in %s: %w", a.a, a.ifname, a.node, err)
+		}
+	}
+	for _, n := range Nodes {
+		if err := l.withHandle(n, func(h *netlink.Handle) error {
+			links, err := h.LinkList()
+			if err != nil {
+				return err
+			}
+			for _, link := range links {
+				// Equivalent to: ip -n NS link set IF up
+				if err := h.LinkSetUp(link); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("setting links up in %s: %w", n, err)
+		}
+	}
+	routes := []struct {
+		node Node
+		gw   netip.Addr
+	}{{Client, RouterClientV4}, {Server, RouterServerV4}}
+	if !p.NoIPv6 {
+		routes = append(routes, struct {
+			node Node
+			gw   netip.Addr
+		}{Client, RouterClientV6}, struct {
+			node Node
+			gw   netip.Addr
+		}{Server, RouterServerV6})
+	}
+	for _, r := range routes {
+		if err := l.withHandle(r.node, func(h *netlink.Handle) error {
+			// Equivalent to: ip -n NS route add default via GW
+			return h.RouteAdd(&netlink.Route{Gw: net.IP(r.gw.AsSlice()), Family: family(r.gw)})
+		}); err != nil {
+			return fmt.Errorf("default route in %s via %s: %w", r.node, r.gw, err)
+		}
+	}
+	backend := BackendNone
+	if p.Up.Emulated() || p.Down.Emulated() {
+		backend = BackendNFQueue
+		if NetemAvailable() {
+			backend = BackendNetem
+		}
+	}
+	if err := l.state.update(func(s *State) { s.Backend = backend }); err != nil {
+		return err
+	}
+	if err := l.qdiscs(p, backend); err != nil {
+		return err
+	}
+	return l.rules(ctx, p, backend)
+}
+
+func family(a netip.Addr) int {
+	if a.Is4() {
+		return netlink.FAMILY_V4
+	}
+	return netlink.FAMILY_V6
+}
+
+func prefixNet(a netip.Addr, bits int) *net.IPNet {
+	size := 32
+	if a.Is6() {
+		size = 128
+	}
+	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(bits, size)}
+}
+
+// nodadFlag skips IPv6 duplicate address detection, so addresses are usable
+// at once (nothing else is on these links).
+func nodadFlag(a netip.Addr) int {
+	if a.Is6() {
+		return 0x02 // IFA_F_NODAD
+	}
+	return 0
+}
+
+func (l *Lab) withHandle(n Node, fn func(h *netlink.Handle) error) error {
+	h, err := netns.Handle(l.Namespace(n))
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return fn(h)
+}
+
+// sysctls turns on forwarding in the router and quiets IPv6 autoconfiguration.
+func (l *Lab) sysctls(p Path) error {
+	for _, n := range Nodes {
+		set := map[string]string{
+			"net/ipv6/conf/all/accept_dad":     "0",
+			"net/ipv6/conf/default/accept_dad": "0",
+			"net/ipv6/conf/all/accept_ra":      "0",
+			"net/ipv6/conf/default/accept_ra":  "0",
+		}
+		if p.NoIPv6 {
+			set["net/ipv6/conf/all/disable_ipv6"] = "1"
+			set["net/ipv6/conf/default/disable_ipv6"] = "1"
+		}
+		if n == Router {
+			set["net/ipv4/ip_forward"] = "1"
+			if !p.NoIPv6 {
+				set["net/ipv6/conf/all/forwarding"] = "1"
+			}
+		}
+		// Equivalent to: ip netns exec NS sysctl -w KEY=VALUE
+		err := netns.Do(l.Namespace(n), func() error {
+			for k, v := range set {
+				if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+					return fmt.Errorf("sysctl %s=%s: %w", strings.ReplaceAll(k, "/", "."), v, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// veth creates a veth pair with one end (name) in node and the peer in the
+// router; both ends get the given MTU.
+//
+// Equivalent to: ip -n ROUTER link add PEER mtu M type veth peer name NAME netns NODE mtu M
+func (l *Lab) veth(node Node, name, peer string, mtu int) error {
+	if err := l.state.record(Resource{Kind: KindLink, Name: peer + "/" + name, Netns: l.Namespace(Router), Detail: "veth to " + l.Namespace(node)}); err != nil {
+		return err
+	}
+	nodeNs, err := netns.Fd(l.Namespace(node))
+	if err != nil {
+		return err
+	}
+	defer nodeNs.Close()
+	return l.withHandle(Router, func(h *netlink.Handle) error {
+		la := netlink.NewLinkAttrs()
+		la.Name = peer
+		la.MTU = mtu
+		v := &netlink.Veth{LinkAttrs: la, PeerName: name, PeerMTU: uint32(mtu), PeerNamespace: netlink.NsFd(int(nodeNs))}
+		if err := h.LinkAdd(v); err != nil {
+			return fmt.Errorf("creating veth %s–%s: %w", peer, name, err)
+		}
+		return nil
+	})
+}
+
+// teardown removes what the state lists, newest first. Links, qdiscs and
+// rules live inside the lab's namespaces and go with them. A resource that
+// is already gone is not an error. The calling process is never killed.
+func (l *Lab) teardown() error { return teardownState(l.state.snapshot()) }
+
+func teardownState(st State) error {
+	var errs []error
+	me := os.Getpid()
+	// Processes first: a namespace with processes in it outlives its name.
+	for i := len(st.Resources) - 1; i >= 0; i-- {
+		r := st.Resources[i]
+		if r.Kind == KindProcess && r.Pid != me {
+			terminate(r.Pid, r.StartTicks, 2*time.Second)
+		}
+	}
+	if st.Owner.Pid != me {
+		terminate(st.Owner.Pid, st.Owner.StartTicks, 2*time.Second)
+	}
+	// Anything else still running in the lab's namespaces was started in
+	// them by ovpnperf (lab exec, or a child of a recorded process).
+	for _, r := range st.Resources {
+		if r.Kind != KindNetns {
+			continue
+		}
+		for _, pid := range pidsInNetns(r.Name) {
+			if pid == me {
+				continue
+			}
+			t, err := startTicks(pid)
+			if err == nil {
+				terminate(pid, t, time.Second)
+			}
+		}
+	}
+	for i := len(st.Resources) - 1; i >= 0; i-- {
+		r := st.Resources[i]
+		switch r.Kind {
+		case KindNetns:
+			if err := netns.Delete(r.Name); err != nil {
+				errs = append(errs, err)
+			}
+		case KindFile:
+			if err := os.Remove(r.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		if err := os.RemoveAll(labDir(st.Name)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
