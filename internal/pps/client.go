@@ -196,8 +196,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			emit(ready, -1, false)
 		}
 	}
-	n := int((sendEndNs + int64(time.Second) - 1) / int64(time.Second))
-	emit(max(n, emitted), sendEndNs, true)
+	// Whole seconds, and the rest as a last interval unless it is a sliver
+	// (under 50 ms), which joins the second before it.
+	n := int((sendEndNs - 50*int64(time.Millisecond) + int64(time.Second) - 1) / int64(time.Second))
+	emit(max(n, emitted, 1), sendEndNs, true)
 	wall := time.Since(epoch)
 	u1, s1 := cpuTime()
 	res.CPU = cpuOf(u1-u0, s1-s0, wall)
@@ -240,7 +242,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 }
 
 // mergeSecond sums second i over the flows. The last interval ends when
-// sending ended and also takes the echoes that arrived after it.
+// sending ended and takes everything after second i: the echoes that
+// arrived after sending ended, and a sliver of sending merged into it.
 func mergeSecond(flows []*flow, i int, sendEndNs int64, last bool) Interval {
 	iv := Interval{StartS: float64(i), EndS: float64(i + 1)}
 	if last && sendEndNs >= 0 {
@@ -251,10 +254,8 @@ func mergeSecond(flows []*flow, i int, sendEndNs int64, last bool) Interval {
 		f.mu.Lock()
 		for j := i; j < len(f.t.series); j++ {
 			s := f.t.series[j]
-			if j == i {
-				iv.Sent += s.sent
-				iv.Lost += s.lost
-			}
+			iv.Sent += s.sent
+			iv.Lost += s.lost
 			if s.received > 0 {
 				if iv.Received == 0 || float64(s.rttMin)/1e3 < iv.RTTMinUs {
 					iv.RTTMinUs = float64(s.rttMin) / 1e3
