@@ -1,0 +1,247 @@
+package openvpn
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+)
+
+// Proc is a started program as this package needs to see it. *lab.Process
+// satisfies it, so the lab can start OpenVPN and record it in its state.
+type Proc interface {
+	Pid() int
+	// Stop ends the program (SIGTERM, then SIGKILL) and waits for it.
+	Stop() error
+	// Done is closed when the program has exited; Wait then returns its
+	// error.
+	Done() <-chan struct{}
+	Wait() error
+}
+
+// Launcher starts argv, with stdout and stderr appended to logPath, in the
+// network namespace it stands for. An adapter for the lab:
+//
+//	func(ctx context.Context, logPath string, argv ...string) (openvpn.Proc, error) {
+//		p, err := l.Start(ctx, lab.Server, logPath, argv...)
+//		if err != nil {
+//			return nil, err
+//		}
+//		return p, nil
+//	}
+type Launcher func(ctx context.Context, logPath string, argv ...string) (Proc, error)
+
+// NetnsLauncher starts programs with `ip netns exec NS` (runner.InNetns),
+// in their own process group, killed if ovpnperf dies.
+func NetnsLauncher(ns string) Launcher {
+	return func(ctx context.Context, logPath string, argv ...string) (Proc, error) {
+		f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		// The process outlives ctx on purpose: Stop ends it.
+		cmd := runner.InNetns(context.Background(), ns, argv...)
+		cmd.Stdout, cmd.Stderr = f, f
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+		if err := ctx.Err(); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("starting %q: %w", strings.Join(cmd.Args, " "), err)
+		}
+		p := &cmdProc{cmd: cmd, done: make(chan struct{})}
+		go func() {
+			p.err = cmd.Wait()
+			f.Close()
+			close(p.done)
+		}()
+		return p, nil
+	}
+}
+
+type cmdProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func (p *cmdProc) Pid() int              { return p.cmd.Process.Pid }
+func (p *cmdProc) Done() <-chan struct{} { return p.done }
+func (p *cmdProc) Wait() error           { <-p.done; return p.err }
+
+func (p *cmdProc) Stop() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(StopGrace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	return nil
+}
+
+// StopGrace is how long Stop waits after SIGTERM before SIGKILL. OpenVPN
+// closes its tun device and, for UDP clients with explicit-exit-notify,
+// tells the server, within well under a second.
+const StopGrace = 3 * time.Second
+
+var roleRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// Process is one running OpenVPN.
+type Process struct {
+	Role       string
+	ConfigPath string
+	LogPath    string
+	proc       Proc
+}
+
+// Start renders cfg, writes it to DIR/ROLE.conf (0600) and starts
+// `ip netns exec NS openvpn --config DIR/ROLE.conf` with its output in
+// DIR/ROLE.log. Role names the side ("server", "client", "client-2").
+func Start(ctx context.Context, ns string, cfg *Config, dir, role string) (*Process, error) {
+	return StartWith(ctx, NetnsLauncher(ns), cfg, dir, role)
+}
+
+// StartWith is Start with the caller choosing how the program is started,
+// for example through the lab so that it is recorded in the lab's state.
+func StartWith(ctx context.Context, launch Launcher, cfg *Config, dir, role string) (*Process, error) {
+	if !roleRE.MatchString(role) {
+		return nil, fmt.Errorf("openvpn role %q: use 1-32 characters a-z, 0-9, '_' or '-'", role)
+	}
+	if err := runner.Require("openvpn"); err != nil {
+		return nil, err
+	}
+	text, err := cfg.Render()
+	if err != nil {
+		return nil, fmt.Errorf("%s config: %w", role, err)
+	}
+	p := &Process{
+		Role:       role,
+		ConfigPath: filepath.Join(dir, role+".conf"),
+		LogPath:    filepath.Join(dir, role+".log"),
+	}
+	if err := writeFile0600(p.ConfigPath, []byte(text)); err != nil {
+		return nil, err
+	}
+	proc, err := launch(ctx, p.LogPath, "openvpn", "--config", p.ConfigPath)
+	if err != nil {
+		return nil, fmt.Errorf("starting openvpn %s: %w", role, err)
+	}
+	p.proc = proc
+	return p, nil
+}
+
+// writeFile0600 replaces path with data, mode 0600 from the start.
+func writeFile0600(path string, data []byte) error {
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	if err := writeExclusive(tmp, data); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// Pid returns the process id.
+func (p *Process) Pid() int { return p.proc.Pid() }
+
+// Done is closed when OpenVPN has exited.
+func (p *Process) Done() <-chan struct{} { return p.proc.Done() }
+
+// Stop ends OpenVPN (SIGTERM, then SIGKILL) and waits for it.
+func (p *Process) Stop() error { return p.proc.Stop() }
+
+// ReadyLine is what OpenVPN logs when its tun device is up and, on a
+// client, the server's push has been applied.
+const ReadyLine = "Initialization Sequence Completed"
+
+// TailLines is how many log lines errors from WaitReady carry.
+const TailLines = 15
+
+// WaitReady waits until the log says ReadyLine. If OpenVPN exits first, the
+// timeout passes or ctx ends, the error carries the last TailLines lines of
+// this side's log.
+func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
+	return p.WaitLogged(ctx, timeout, ReadyLine)
+}
+
+// DataChannelLine starts the line OpenVPN logs once the data channel's
+// keys are installed ("Data Channel: cipher 'AES-256-GCM', peer-id: 0").
+// A server logs it a moment after its client's ready line.
+const DataChannelLine = "Data Channel: cipher"
+
+// WaitLogged waits until the log contains text, with the errors of
+// WaitReady.
+func (p *Process) WaitLogged(ctx context.Context, timeout time.Duration, text string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b, _ := os.ReadFile(p.LogPath)
+		if bytes.Contains(b, []byte(text)) {
+			return nil
+		}
+		select {
+		case <-p.proc.Done():
+			b, _ := os.ReadFile(p.LogPath)
+			if bytes.Contains(b, []byte(text)) {
+				return nil
+			}
+			werr := p.proc.Wait()
+			if werr == nil {
+				werr = errors.New("exit status 0")
+			}
+			return fmt.Errorf("openvpn %s exited before logging %q (%v); last lines of %s:\n%s", p.Role, text, werr, p.LogPath, p.Tail(TailLines))
+		case <-ctx.Done():
+			what := "timed out after " + timeout.String()
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				what = ctx.Err().Error()
+			}
+			return fmt.Errorf("openvpn %s has not logged %q: %s; last lines of %s:\n%s", p.Role, text, what, p.LogPath, p.Tail(TailLines))
+		case <-tick.C:
+		}
+	}
+}
+
+// Tail returns the last n lines of the log.
+func (p *Process) Tail(n int) string {
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Log parses the log written so far.
+func (p *Process) Log() (*Log, error) {
+	f, err := os.Open(p.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseLog(f)
+}

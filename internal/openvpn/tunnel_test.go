@@ -1,0 +1,333 @@
+package openvpn
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
+)
+
+// Tier 2: real OpenVPN 2.6 in two namespaces joined by a veth pair.
+//
+//	ovpnperf-ovtID-a (server)          ovpnperf-ovtID-b (client)
+//	ovpnperfID 198.51.100.2/24 ---veth--- ovpnperfIDp 198.51.100.3/24
+//	tun ovpnperf-s0 203.0.113.1  <== OpenVPN ==>  tun ovpnperf-c0 203.0.113.2
+//
+// Set OVPNPERF_CAPTURE=1 to copy the logs and management replies into
+// testdata/ (how the tier-1 parser tests' inputs were made).
+
+type pair struct {
+	server, client string // namespaces
+	pki            *PKI
+	dir            string
+}
+
+var (
+	pairServerAddr = netip.MustParseAddr("198.51.100.2")
+	pairTunnel     = netip.MustParsePrefix("203.0.113.0/24")
+)
+
+func newPair(t *testing.T) *pair {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequirePrograms(t, "openvpn", "ip", "ping")
+	b := make([]byte, 3)
+	rand.Read(b)
+	id := hex.EncodeToString(b)
+	p := &pair{server: "ovpnperf-ovt" + id + "-a", client: "ovpnperf-ovt" + id + "-b", dir: t.TempDir()}
+	for _, ns := range []string{p.server, p.client} {
+		if err := netns.Create(ns); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := netns.Delete(ns); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	ctx := context.Background()
+	va, vb := "ovpnperf"+id, "ovpnperf"+id+"p"
+	// The pair is created inside the namespaces and never exists in the
+	// host's; deleting the namespaces removes it.
+	for _, argv := range [][]string{
+		{"ip", "-n", p.server, "link", "add", va, "type", "veth", "peer", "name", vb, "netns", p.client},
+		{"ip", "-n", p.server, "addr", "add", pairServerAddr.String() + "/24", "dev", va},
+		{"ip", "-n", p.client, "addr", "add", "198.51.100.3/24", "dev", vb},
+		{"ip", "-n", p.server, "link", "set", va, "up"},
+		{"ip", "-n", p.client, "link", "set", vb, "up"},
+		{"ip", "-n", p.server, "link", "set", "lo", "up"},
+		{"ip", "-n", p.client, "link", "set", "lo", "up"},
+	} {
+		if _, err := runner.Run(ctx, argv...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pki, err := NewPKI(filepath.Join(p.dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.pki = pki
+	return p
+}
+
+func (p *pair) configs(t *testing.T, proto string, v Variant) (srv, cli *Config) {
+	t.Helper()
+	srv, err := ServerConfig(ServerParams{Proto: proto, Local: pairServerAddr, Tunnel: pairTunnel,
+		Credentials: p.pki.Server(), Management: filepath.Join(p.dir, "server.sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err = ClientConfig(ClientParams{Proto: proto, Remote: pairServerAddr,
+		Credentials: p.pki.Client(""), Management: filepath.Join(p.dir, "client.sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Apply(srv, cli)
+	return srv, cli
+}
+
+// up starts server and client and waits until both are ready.
+func (p *pair) up(t *testing.T, srv, cli *Config) (*Process, *Process) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Start(ctx, p.server, srv, p.dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop() })
+	if err := s.WaitReady(ctx, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Start(ctx, p.client, cli, p.dir, "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	if err := c.WaitReady(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
+func capture(t *testing.T, name string, data []byte) {
+	if os.Getenv("OVPNPERF_CAPTURE") == "" {
+		return
+	}
+	path := filepath.Join("testdata", name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTunnelVariants proves that each built-in variant's directives bring
+// up a working tunnel with OpenVPN 2.6 and negotiate what they claim.
+func TestTunnelVariants(t *testing.T) {
+	want := map[string]struct {
+		cipher, auth string
+		tunMTU       int
+		pingSize     int
+	}{
+		"default":   {"AES-256-GCM", "", 1500, 56},
+		"aes256gcm": {"AES-256-GCM", "", 1500, 56},
+		"aes128gcm": {"AES-128-GCM", "", 1500, 56},
+		"chacha20":  {"CHACHA20-POLY1305", "", 1500, 56},
+		"aes256cbc": {"AES-256-CBC", "SHA256", 1500, 56},
+		"none":      {"none", "none", 1500, 56},
+		// 8000 bytes of ICMP payload with DF set only pass a 9000-byte tun.
+		"jumbo": {"AES-256-GCM", "", 9000, 8000},
+	}
+	for _, v := range BuiltinVariants() {
+		t.Run(v.Name, func(t *testing.T) {
+			w, ok := want[v.Name]
+			if !ok {
+				t.Fatalf("no expectation for built-in variant %s", v.Name)
+			}
+			p := newPair(t)
+			srv, cli := p.configs(t, UDP, v)
+			s, c := p.up(t, srv, cli)
+			ctx := context.Background()
+			out, err := runner.RunIn(ctx, p.client, "ping", "-n", "-c", "3", "-i", "0.2", "-W", "2", "-M", "do", "-s", strconv.Itoa(w.pingSize), "203.0.113.1")
+			if err != nil {
+				t.Fatalf("ping through the tunnel: %v", err)
+			}
+			t.Logf("%s", lastLine(string(out)))
+			// The server logs the data channel a moment after the
+			// client's ready line.
+			if err := s.WaitLogged(ctx, 10*time.Second, DataChannelLine); err != nil {
+				t.Fatal(err)
+			}
+			for _, proc := range []*Process{s, c} {
+				l, err := proc.Log()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l.DataCipher != w.cipher || l.DataAuth != w.auth {
+					t.Errorf("%s: data channel %q/%q, want %q/%q", proc.Role, l.DataCipher, l.DataAuth, w.cipher, w.auth)
+				}
+				if l.TunMTU != w.tunMTU {
+					t.Errorf("%s: tun MTU %d, want %d", proc.Role, l.TunMTU, w.tunMTU)
+				}
+				if !l.Ready || l.Version == "" || len(l.SocketBuffers) == 0 {
+					t.Errorf("%s: log summary incomplete: %+v", proc.Role, l)
+				}
+				if len(l.Errors) > 0 {
+					t.Errorf("%s: errors in log: %q", proc.Role, l.Errors)
+				}
+			}
+			if err := c.Stop(); err != nil {
+				t.Error(err)
+			}
+			if err := s.Stop(); err != nil {
+				t.Error(err)
+			}
+			for _, proc := range []*Process{s, c} {
+				b, _ := os.ReadFile(proc.LogPath)
+				capture(t, filepath.Join("logs", v.Name+"-"+proc.Role+".log"), anonymizeLog(b, p))
+			}
+		})
+	}
+}
+
+// TestManagement drives both sides' management interfaces over a real
+// tunnel and ends the client with `signal SIGTERM`.
+func TestManagement(t *testing.T) {
+	p := newPair(t)
+	srv, cli := p.configs(t, UDP, Variant{Name: "default"})
+	s, c := p.up(t, srv, cli)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := runner.RunIn(ctx, p.client, "ping", "-n", "-c", "3", "-i", "0.2", "-W", "2", "203.0.113.1"); err != nil {
+		t.Fatal(err)
+	}
+
+	cm, err := DialManagement(ctx, filepath.Join(p.dir, "client.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close()
+	if !strings.Contains(cm.Banner, "OpenVPN Management Interface") {
+		t.Errorf("banner %q", cm.Banner)
+	}
+	st, err := cm.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Name != "CONNECTED" || st.TunIPv4 != "203.0.113.2" || st.Remote != pairServerAddr.String() {
+		t.Errorf("client state %+v", st)
+	}
+	cls, err := cm.LoadStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cls.BytesIn == 0 || cls.BytesOut == 0 {
+		t.Errorf("client load-stats %+v: no traffic counted after a ping", cls)
+	}
+	cstat, err := cm.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cstat.Counters["TUN/TAP read bytes"] == 0 || cstat.Counters["TCP/UDP write bytes"] == 0 {
+		t.Errorf("client status counters %v", cstat.Counters)
+	}
+	if _, err := cm.Command(ctx, "no-such-command"); err == nil {
+		t.Error("unknown command: want an ERROR reply")
+	}
+
+	sm, err := DialManagement(ctx, filepath.Join(p.dir, "server.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm.Close()
+	sls, err := sm.LoadStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sls.Clients != 1 {
+		t.Errorf("server load-stats %+v, want 1 client", sls)
+	}
+	sstat, err := sm.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sstat.Clients) != 1 || sstat.Clients[0]["Common Name"] != "ovpnperf client" || sstat.Clients[0]["Virtual Address"] != "203.0.113.2" {
+		t.Errorf("server status clients %v", sstat.Clients)
+	}
+	sst, err := sm.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sst.Name != "CONNECTED" {
+		t.Errorf("server state %+v", sst)
+	}
+
+	if err := cm.Signal(ctx, "SIGTERM"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+		t.Fatal("client still running after signal SIGTERM")
+	}
+	if os.Getenv("OVPNPERF_CAPTURE") != "" {
+		// Raw replies for the parser tests.
+		for _, cmd := range []string{"state", "status 3", "load-stats", "version"} {
+			lines, err := sm.Command(ctx, cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			capture(t, filepath.Join("mgmt", "server-"+strings.ReplaceAll(cmd, " ", "")+".txt"), []byte(strings.Join(lines, "\n")+"\n"))
+		}
+		capture(t, filepath.Join("mgmt", "client-status3.txt"), []byte(strings.Join(cstat.Lines, "\n")+"\n"))
+	}
+	_ = s
+}
+
+// TestWaitReadyReportsFailure: a config OpenVPN refuses makes WaitReady
+// fail at once with the log's last lines, not after the timeout.
+func TestWaitReadyReportsFailure(t *testing.T) {
+	p := newPair(t)
+	srv, _ := p.configs(t, UDP, Variant{})
+	srv.Set(D("data-ciphers", "BF-CBC")) // needs the legacy provider
+	ctx := context.Background()
+	s, err := Start(ctx, p.server, srv, p.dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop() })
+	err = s.WaitReady(ctx, 60*time.Second)
+	if err == nil {
+		t.Fatal("WaitReady succeeded with an unsupported cipher")
+	}
+	if !strings.Contains(err.Error(), "exited before logging") || !strings.Contains(err.Error(), "BF-CBC") {
+		t.Errorf("error does not carry the log: %v", err)
+	}
+	b, _ := os.ReadFile(s.LogPath)
+	capture(t, filepath.Join("logs", "bfcbc-nolegacy-server.log"), anonymizeLog(b, p))
+}
+
+// anonymizeLog replaces the per-run temporary paths in a captured log so
+// that testdata does not change with every capture.
+func anonymizeLog(b []byte, p *pair) []byte {
+	return []byte(strings.ReplaceAll(string(b), p.dir, "/run/ovpnperf/LAB"))
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
