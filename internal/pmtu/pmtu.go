@@ -142,6 +142,8 @@ type Options struct {
 	MinRoundWait time.Duration
 	// Spread is how many sizes a narrowing round may send (default 24).
 	Spread int
+	// Trace, if set, sees every round's answers (for --verbose and tests).
+	Trace func(round int, answers []Answer)
 }
 
 func (o Options) withDefaults() Options {
@@ -225,6 +227,9 @@ func Search(ctx context.Context, p Prober, opts Options) (Result, error) {
 		if err != nil {
 			return res, err
 		}
+		if opts.Trace != nil {
+			opts.Trace(res.Rounds, answers)
+		}
 		for _, a := range answers {
 			if a.Outcome == Reply && (res.RTT == 0 || a.RTT < res.RTT) {
 				res.RTT = a.RTT
@@ -299,6 +304,23 @@ func (s *searchState) absorb(answers []Answer) error {
 	for _, a := range answers {
 		if a.Outcome == Reply && a.Size > s.lo {
 			s.lo = a.Size
+		}
+	}
+	// A size that vanished before and now passed shows that its round lost
+	// probes for reasons other than size (neighbour discovery on a cold
+	// path, congestion): forget every earlier silence and let the next
+	// rounds ask again.
+	contradicted := false
+	for size, c := range s.fails {
+		if c == causeSilence && size <= s.lo {
+			contradicted = true
+		}
+	}
+	if contradicted {
+		for size, c := range s.fails {
+			if c == causeSilence {
+				delete(s.fails, size)
+			}
 		}
 	}
 	fail := func(size int, c hiCause) {

@@ -2,6 +2,8 @@ package pmtu
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"net/netip"
 	"testing"
 	"time"
@@ -53,7 +55,16 @@ func testSearch(t *testing.T, c pathCase, p Prober) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := Search(ctx, p, Options{})
+	res, err := Search(ctx, p, Options{Trace: func(r int, as []Answer) {
+		var b strings.Builder
+		for _, a := range as {
+			fmt.Fprintf(&b, " %d:%v", a.Size, a.Outcome)
+			if a.Outcome == Reply {
+				fmt.Fprintf(&b, "(%v)", a.RTT.Round(time.Millisecond))
+			}
+		}
+		t.Logf("round %d:%s", r, b.String())
+	}})
 	if err != nil {
 		t.Fatalf("Search: %v", err)
 	}
@@ -218,4 +229,21 @@ func (f *fake) Round(_ context.Context, sizes []int, w Wait) ([]Answer, error) {
 		f.clock += max(time.Duration(w.RTTFactor)*f.rtt, w.Min)
 	}
 	return out, nil
+}
+
+// A cold path (neighbour discovery still running) loses a whole first round
+// of echo requests while the router's errors arrive: the search must not
+// take those silences for a black hole.
+func TestSearchFakeColdStart(t *testing.T) {
+	for _, c := range []pathCase{{family: IPv6, mtu: 1400}, {family: IPv4, mtu: 1400, blackhole: true}} {
+		f := newFake(c)
+		f.loseOnce = map[int]bool{}
+		for _, s := range firstRound(c.family.MinMTU(), 1500) {
+			if s <= c.mtu {
+				f.loseOnce[s] = true
+			}
+		}
+		res := testSearch(t, c, f)
+		t.Logf("%+v", res)
+	}
 }
