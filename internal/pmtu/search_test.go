@@ -3,8 +3,8 @@ package pmtu
 import (
 	"context"
 	"fmt"
-	"strings"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 )
