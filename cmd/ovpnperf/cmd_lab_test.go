@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+)
+
+// The lab's life cycle through the command line: up, status, exec, down, and
+// nothing left.
+func TestLabCommandLifeCycle(t *testing.T) {
+	labtest.Require(t)
+	name := "c" + lab.NewName()
+	t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
+	r := ovpnperf(t, "lab", "up", "--name", name, "--rate", "20mbit", "--rtt", "20ms", "--mtu", "1492").mustSucceed(t)
+	if !strings.Contains(r.stdout, "lab "+name+" up") {
+		t.Errorf("lab up output: %s", r.stdout)
+	}
+	var st []labStatus
+	r = ovpnperf(t, "lab", "status", "--json").mustSucceed(t)
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	var mine *labStatus
+	for i := range st {
+		if st[i].Name == name {
+			mine = &st[i]
+		}
+	}
+	if mine == nil {
+		t.Fatalf("lab %s missing from status: %s", name, r.stdout)
+	}
+	if !mine.OwnerAlive || mine.Path.MTU != 1492 || mine.Path.Up.RateBitsPerSec != 20e6 || mine.Path.Down.Delay != 10*time.Millisecond || mine.Backend == "" {
+		t.Errorf("status does not show the lab's settings: %+v", *mine)
+	}
+	r = ovpnperf(t, "lab", "exec", name, "client", "--", "ping", "-c", "2", "-i", "0.2", lab.ServerV4.String()).mustSucceed(t)
+	if !strings.Contains(r.stdout, "2 received") {
+		t.Errorf("ping through the lab: %s", r.stdout)
+	}
+	// exec passes on the command's exit status.
+	if r := ovpnperf(t, "lab", "exec", name, "server", "--", "sh", "-c", "exit 7"); r.code != 7 {
+		t.Errorf("exec exit status %d, want 7", r.code)
+	}
+	ovpnperf(t, "lab", "down", name).mustSucceed(t)
+	labtest.CheckGone(t, name)
+	// A second down of the same lab is a clear error, not a crash.
+	ovpnperf(t, "lab", "down", name).mustBeUsageError(t, name)
+}
+
+// Must show 3 through the command line: SIGKILL the owner, then lab clean.
+func TestLabCommandCleanAfterKill(t *testing.T) {
+	labtest.Require(t)
+	name := "c" + lab.NewName()
+	t.Cleanup(func() { ovpnperf(t, "lab", "down", name) })
+	r := ovpnperf(t, "lab", "up", "--name", name, "--rtt", "10ms", "--loss", "1%", "--json").mustSucceed(t)
+	var st lab.State
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("lab up --json: %v\n%s", err, r.stdout)
+	}
+	if err := syscall.Kill(st.Owner.Pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing owner %d: %v", st.Owner.Pid, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	r = ovpnperf(t, "lab", "status").mustSucceed(t)
+	if !strings.Contains(r.stdout, "DEAD") {
+		t.Errorf("status does not show the dead owner:\n%s", r.stdout)
+	}
+	r = ovpnperf(t, "lab", "clean").mustSucceed(t)
+	if !strings.Contains(r.stdout, name) {
+		t.Errorf("clean did not report %s: %s", name, r.stdout)
+	}
+	labtest.CheckGone(t, name)
+	// The killed owner may linger as a zombie until init reaps it; it must
+	// not be running.
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(st.Owner.Pid) + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+		t.Errorf("owner pid %d still running: %s", st.Owner.Pid, b)
+	}
+}
+
+// Bad input: one line naming the flag, exit 2, nothing created.
+func TestLabCommandBadInput(t *testing.T) {
+	labtest.Require(t)
+	before, _ := lab.List()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rate", "15furlongs"}, "--rate"},
+		{[]string{"--rate", "0"}, "--rate"},
+		{[]string{"--rtt", "-10ms"}, "--rtt"},
+		{[]string{"--rtt", "11s"}, "--rtt"},
+		{[]string{"--loss", "101%"}, "--loss"},
+		{[]string{"--up-loss", "-1%"}, "--loss"},
+		{[]string{"--mtu", "500"}, "--mtu"},
+		{[]string{"--mtu", "1000"}, "1280"},
+		{[]string{"--name", "Bad Name"}, "--name"},
+		{[]string{"--jitter", "fast"}, "--jitter"},
+		{[]string{"--frobnicate"}, "frobnicate"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			ovpnperf(t, append([]string{"lab", "up"}, c.args...)...).mustBeUsageError(t, c.want)
+		})
+	}
+	after, _ := lab.List()
+	if len(after) != len(before) {
+		t.Errorf("bad input created a lab: before %d labs, after %d", len(before), len(after))
+	}
+	// A name in use.
+	l := labtest.New(t, lab.Path{})
+	ovpnperf(t, "lab", "up", "--name", l.Name()).mustBeUsageError(t, "already in use")
+	ovpnperf(t, "lab", "exec", l.Name(), "gateway", "--", "true").mustBeUsageError(t, "gateway")
+}

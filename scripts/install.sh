@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what ovpnperf needs on Debian (as root) and builds ./bin/ovpnperf.
+# Idempotent: packages already present are left alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# program -> Debian package
+need=(
+  "ip:iproute2" "tc:iproute2" "iptables:iptables" "ip6tables-restore:iptables"
+  "openvpn:openvpn" "iperf3:iperf3" "openssl:openssl" "tcpdump:tcpdump"
+  "ping:iputils-ping" "sockperf:sockperf" "taskset:util-linux" "unshare:util-linux"
+  "sysctl:procps" "gcc:gcc" "git:git"
+)
+missing=()
+for pair in "${need[@]}"; do
+  prog=${pair%%:*} pkg=${pair#*:}
+  command -v "$prog" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
+  missing+=(golang-go)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: $(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # iperf3's package asks whether to start a daemon; say no.
+  echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
+  apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+fi
+# Debian's openvpn and iperf3 packages may start system services; ovpnperf
+# runs its own processes and needs none of them.
+for svc in openvpn iperf3; do
+  systemctl disable --now "$svc" >/dev/null 2>&1 || true
+done
+
+PATH=/usr/local/go/bin:$PATH
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+mkdir -p bin
+go build -o bin/ovpnperf ./cmd/ovpnperf
+echo "built $(pwd)/bin/ovpnperf" >&2
