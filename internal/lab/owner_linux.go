@@ -61,7 +61,10 @@ func (l *Lab) startOwner(ctx context.Context, opts Options) error {
 		}
 	}
 	cmd := l.Command(context.Background(), Router, exe)
-	cmd.Args = append(cmd.Args, "__lab-owner")
+	// "-test.run=^$" makes a test binary that forgot to route TestMain
+	// through labtest.Main run no tests instead of all of them; ovpnperf
+	// itself never parses these arguments (main hands over first).
+	cmd.Args = append(cmd.Args, "-test.run=^$", "lab-owner")
 	cmd.Env = append(runner.Env(), OwnerEnv+"="+l.name)
 	// Its own session: a Ctrl-C in the creator's terminal reaches only the
 	// creator, which then decides what to tear down.
@@ -106,7 +109,11 @@ func (l *Lab) startOwner(ctx context.Context, opts Options) error {
 		if err != nil {
 			_ = cmd.Wait()
 			b, _ := os.ReadFile(filepath.Join(l.Dir(), "owner.log"))
-			return fmt.Errorf("%w: %s", errNoOwner, strings.TrimSpace(string(b)))
+			hint := ""
+			if strings.HasSuffix(exe, ".test") {
+				hint = " (a test binary must call labtest.Main from TestMain)"
+			}
+			return fmt.Errorf("%w%s: %s", errNoOwner, hint, strings.TrimSpace(string(b)))
 		}
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
