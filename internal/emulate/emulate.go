@@ -4,14 +4,14 @@
 // holds each packet for the configured delay (± jitter) and then gives it
 // back to the kernel, or drops it at random to emulate loss.
 //
-//	            router namespace
-//	  rc ──► FORWARD -j NFQUEUE 0 ──► [ queue 0: up   ] ──► rs
-//	  rc ◄── [ queue 1: down ] ◄── FORWARD -j NFQUEUE 1 ◄── rs
-//	                  │   ▲
-//	       NFQNL_MSG_PACKET  NFQNL_MSG_VERDICT(_BATCH)
-//	                  ▼   │
-//	     one netlink socket and one OS thread per queue:
-//	     recvmmsg ─► loss? ─► FIFO(due) ─► ppoll until the head is due
+//	          router namespace
+//	rc ──► FORWARD -j NFQUEUE 0 ──► [ queue 0: up   ] ──► rs
+//	rc ◄── [ queue 1: down ] ◄── FORWARD -j NFQUEUE 1 ◄── rs
+//	                │   ▲
+//	     NFQNL_MSG_PACKET  NFQNL_MSG_VERDICT(_BATCH)
+//	                ▼   │
+//	   one netlink socket and one OS thread per queue:
+//	   recvmmsg ─► loss? ─► FIFO(due) ─► ppoll until the head is due
 //
 // Packets are never reordered: release times are kept non-decreasing, so the
 // FIFO releases in the kernel queue's own order and one batch verdict
@@ -178,6 +178,10 @@ type QueueStats struct {
 	VerdictErrors uint64 `json:"verdict_errors"`
 	// Truncated counts packet messages cut by our receive slot size.
 	Truncated uint64 `json:"truncated"`
+
+	// Realtime says the queue's thread runs with SCHED_FIFO priority; when
+	// false (no CAP_SYS_NICE), releases are late whenever the host is busy.
+	Realtime bool `json:"realtime"`
 
 	// Kernel counters of the queue (/proc/net/netfilter/nfnetlink_queue):
 	// packets dropped because the queue was full, packets dropped because

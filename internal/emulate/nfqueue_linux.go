@@ -28,6 +28,10 @@ const (
 	// timerSlack is the queue thread's timer slack (PR_SET_TIMERSLACK):
 	// the default 50 µs would add up to that much to every release.
 	timerSlack = time.Microsecond
+	// rtPriority is the SCHED_FIFO priority of the queue threads: above
+	// every normal thread, below the kernel's own RT threads (50 and up for
+	// threaded interrupts).
+	rtPriority = 10
 	// ackTimeout bounds the wait for the kernel's answer to a config
 	// message.
 	ackTimeout = 5 * time.Second
@@ -45,6 +49,7 @@ type published struct {
 	droppedLoss, late, batches, pending              atomic.Uint64
 	enobufs, verdictErrors, truncated                atomic.Uint64
 	maxLateness                                      atomic.Int64
+	realtime                                         atomic.Bool
 }
 
 // queue is one netfilter queue bound to its own netlink socket, driven by
@@ -134,10 +139,8 @@ func (q *queue) setup(rcvbuf int) error {
 	}
 	err := q.request(appendBind(nil, q.cfg.Num, q.nextSeq(), p))
 	switch {
-	case errors.Is(err, unix.EBUSY):
-		return fmt.Errorf("netfilter queue %d is already bound by another process in this network namespace (is another ovpnperf emulator running?): %w", q.cfg.Num, err)
-	case errors.Is(err, unix.EPERM):
-		return fmt.Errorf("binding netfilter queue %d: %w (needs root or CAP_NET_ADMIN)", q.cfg.Num, err)
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EBUSY):
+		return fmt.Errorf("binding netfilter queue %d: %w (needs CAP_NET_ADMIN, and the queue must not be bound by another process)", q.cfg.Num, err)
 	case err != nil:
 		return fmt.Errorf("binding netfilter queue %d: %w", q.cfg.Num, err)
 	}
@@ -333,6 +336,17 @@ func (q *queue) publish() {
 func (q *queue) run(stopfd int) error {
 	runtime.LockOSThread()
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(timerSlack), 0, 0, 0)
+	// A link does not wait for the CPU: with the host busy (iperf3,
+	// openvpn, other tests) a normal thread wakes milliseconds late. The
+	// thread sleeps nearly all the time, and the kernel's RT throttling
+	// (sched_rt_runtime_us) bounds it if it ever does not.
+	attr := unix.SchedAttr{
+		Size:     unix.SizeofSchedAttr,
+		Policy:   unix.SCHED_FIFO,
+		Priority: rtPriority,
+		Flags:    unix.SCHED_FLAG_RESET_ON_FORK,
+	}
+	q.pub.realtime.Store(unix.SchedSetAttr(0, &attr, 0) == nil)
 	q.fds[1] = unix.PollFd{Fd: int32(stopfd), Events: unix.POLLIN}
 	for {
 		n, err := q.recvBatch()

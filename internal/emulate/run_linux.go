@@ -53,6 +53,16 @@ func Open(cfg Config) (*Emulator, error) {
 	// Without the proc file the kernel's drop counters are unknown; the
 	// emulator still runs and reports kernel_read=false.
 	e.proc, _ = os.Open(procQueues)
+	// The kernel answers a bind of a queue held by another socket with
+	// EPERM, which reads like a missing capability; say what it is.
+	for _, k := range e.readKernel() {
+		for _, qc := range cfg.Queues {
+			if k.Num == qc.Num {
+				e.Close()
+				return nil, fmt.Errorf("link emulator: netfilter queue %d is already bound by netlink port %d in this network namespace (is another ovpnperf emulator running?)", k.Num, k.PortID)
+			}
+		}
+	}
 	for _, qc := range cfg.Queues {
 		seed := qc.Seed
 		if seed == 0 {
@@ -178,6 +188,7 @@ func (e *Emulator) snapshot(running bool) Stats {
 			ENOBUFS:       p.enobufs.Load(),
 			VerdictErrors: p.verdictErrors.Load(),
 			Truncated:     p.truncated.Load(),
+			Realtime:      p.realtime.Load(),
 		}
 		qs.LatenessMedian, qs.LatenessP99, qs.LatenessSamples = q.sched.res.quantiles()
 		for _, k := range kq {

@@ -1,0 +1,214 @@
+package emulate
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+)
+
+// parsePing reads the summary of iputils ping -q.
+func parsePing(out string) (pingResult, error) {
+	var r pingResult
+	found := false
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "packets transmitted") {
+			if _, err := fmt.Sscanf(line, "%d packets transmitted, %d received", &r.sent, &r.received); err != nil {
+				return r, fmt.Errorf("ping summary %q: %w", line, err)
+			}
+			found = true
+		}
+		if rest, ok := strings.CutPrefix(line, "rtt min/avg/max/mdev = "); ok {
+			f := strings.Split(strings.TrimSuffix(rest, " ms"), "/")
+			if len(f) != 4 {
+				return r, fmt.Errorf("ping rtt line %q", line)
+			}
+			var v [3]time.Duration
+			for i := range v {
+				ms, err := strconv.ParseFloat(f[i], 64)
+				if err != nil {
+					return r, fmt.Errorf("ping rtt line %q: %w", line, err)
+				}
+				v[i] = time.Duration(ms * float64(time.Millisecond))
+			}
+			r.min, r.avg, r.max = v[0], v[1], v[2]
+		}
+	}
+	if !found {
+		return r, fmt.Errorf("no ping summary")
+	}
+	return r, nil
+}
+
+func TestParsePing(t *testing.T) {
+	// Captured from iputils-ping 20221126 (Debian 12).
+	out := "PING 127.0.0.1 (127.0.0.1) 56(84) bytes of data.\n\n--- 127.0.0.1 ping statistics ---\n" +
+		"3 packets transmitted, 3 received, 0% packet loss, time 39ms\n" +
+		"rtt min/avg/max/mdev = 0.012/0.020/0.025/0.005 ms\n"
+	r, err := parsePing(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pingResult{sent: 3, received: 3, min: 12 * time.Microsecond, avg: 20 * time.Microsecond, max: 25 * time.Microsecond}
+	if r != want {
+		t.Errorf("got %+v, want %+v", r, want)
+	}
+	if _, err := parsePing("ping: connect: Network is unreachable\n"); err == nil {
+		t.Error("no error for output without summary")
+	}
+}
+
+// TestDelayRoundTrip pings across the emulated path with 25 ms each way:
+// every round trip must take at least the 50 ms set, and not much more.
+func TestDelayRoundTrip(t *testing.T) {
+	n := newTestNet(t)
+	_, statsPath := n.startEmulator(t, Config{Queues: []QueueConfig{
+		{Num: queueUp, Delay: 25 * time.Millisecond},
+		{Num: queueDown, Delay: 25 * time.Millisecond},
+	}})
+	r := ping(t, n.A, testAddrB, "-c", "20", "-i", "0.02", "-W", "2")
+	if r.received != r.sent {
+		t.Errorf("lost %d of %d pings on a path without loss", r.sent-r.received, r.sent)
+	}
+	// Lower bound is strict: the emulator never releases early. The upper
+	// bound is generous: the machine is shared.
+	if r.min < 50*time.Millisecond {
+		t.Errorf("min RTT %v is below the 50 ms set", r.min)
+	}
+	if r.avg > 80*time.Millisecond {
+		t.Errorf("average RTT %v is far above the 50 ms set", r.avg)
+	}
+	t.Logf("RTT min/avg/max %v/%v/%v", r.min, r.avg, r.max)
+	time.Sleep(2 * StatsInterval)
+	s, err := ReadStats(statsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Running || s.Backend != Backend || len(s.Queues) != 2 {
+		t.Fatalf("stats: %+v", s)
+	}
+	for _, q := range s.Queues {
+		if q.Received != uint64(r.sent) && q.Num == queueUp {
+			t.Errorf("queue %d received %d packets, ping sent %d", q.Num, q.Received, r.sent)
+		}
+		if q.Released != q.Received || q.DroppedLoss != 0 || q.Pending != 0 {
+			t.Errorf("queue %d: received %d released %d dropped %d pending %d", q.Num, q.Received, q.Released, q.DroppedLoss, q.Pending)
+		}
+		// ping -s 56: 84 bytes from the IP header on.
+		if q.Received > 0 && q.ReceivedBytes != 84*q.Received {
+			t.Errorf("queue %d: %d bytes for %d packets, want 84 each", q.Num, q.ReceivedBytes, q.Received)
+		}
+		if !q.KernelRead {
+			t.Errorf("queue %d: kernel counters not read", q.Num)
+		}
+		t.Logf("queue %d: lateness median %v p99 %v max %v, late %d, behind %v", q.Num, q.LatenessMedian, q.LatenessP99, q.MaxLateness, q.Late, q.Behind)
+	}
+}
+
+// TestLoss sends pings through a 10 % loss on the way up. With 400 pings
+// the number lost is binomial(400, 0.1): mean 40, sd 6; accepting 16–70 is
+// beyond four standard deviations either side.
+func TestLoss(t *testing.T) {
+	n := newTestNet(t)
+	e, _ := n.startEmulator(t, Config{Queues: []QueueConfig{
+		{Num: queueUp, LossPercent: 10},
+		{Num: queueDown},
+	}})
+	r := ping(t, n.A, testAddrB, "-c", "400", "-i", "0.002", "-W", "1")
+	lost := r.sent - r.received
+	if lost < 16 || lost > 70 {
+		t.Errorf("lost %d of %d pings, want about 10%%", lost, r.sent)
+	}
+	// Wait for the counters of the last packets to be published.
+	var up QueueStats
+	for range 50 {
+		up = e.Stats().Queues[0]
+		if up.Received >= uint64(r.sent) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if up.DroppedLoss != uint64(lost) {
+		t.Errorf("emulator dropped %d, ping lost %d", up.DroppedLoss, lost)
+	}
+	if up.Released+up.DroppedLoss != up.Received {
+		t.Errorf("received %d = released %d + dropped %d does not hold", up.Received, up.Released, up.DroppedLoss)
+	}
+	t.Logf("lost %d of %d (%.1f%%)", lost, r.sent, 100*float64(lost)/float64(r.sent))
+}
+
+// TestNoListenerDrops checks the safety property the lab relies on: with
+// the emulator gone, queued traffic is dropped, not passed undelayed.
+func TestNoListenerDrops(t *testing.T) {
+	n := newTestNet(t)
+	r := ping(t, n.A, testAddrB, "-c", "3", "-i", "0.05", "-W", "1")
+	if r.received != 0 {
+		t.Errorf("%d pings crossed without an emulator", r.received)
+	}
+}
+
+// TestQueueBusy binds the same queue twice in one namespace: the second
+// Open must fail and say why.
+func TestQueueBusy(t *testing.T) {
+	n := newTestNet(t)
+	n.startEmulator(t, Config{Queues: []QueueConfig{{Num: queueUp}}})
+	err := netns.Do(n.R, func() error {
+		e, err := Open(Config{Queues: []QueueConfig{{Num: queueUp}}})
+		if err == nil {
+			e.Close()
+		}
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "already bound") {
+		t.Errorf("second bind: %v, want an 'already bound' error", err)
+	}
+}
+
+// TestJitterKeepsOrder runs a fast ping stream through 20 ms ± 15 ms of
+// jitter. The queue never reorders, so no release may find its packet gone
+// (a verdict error) and every packet must come back.
+func TestJitterKeepsOrder(t *testing.T) {
+	n := newTestNet(t)
+	e, _ := n.startEmulator(t, Config{Queues: []QueueConfig{
+		{Num: queueUp, Delay: 20 * time.Millisecond, Jitter: 15 * time.Millisecond},
+		{Num: queueDown},
+	}})
+	r := ping(t, n.A, testAddrB, "-c", "200", "-i", "0.002", "-W", "2")
+	if r.received != r.sent {
+		t.Errorf("lost %d of %d", r.sent-r.received, r.sent)
+	}
+	if r.min < 5*time.Millisecond || r.max < 20*time.Millisecond {
+		t.Errorf("RTT min %v max %v: jitter of 20±15 ms not applied", r.min, r.max)
+	}
+	st := e.Stats()
+	for _, q := range st.Queues {
+		if q.VerdictErrors != 0 || q.Truncated != 0 {
+			t.Errorf("queue %d: %d verdict errors, %d truncated", q.Num, q.VerdictErrors, q.Truncated)
+		}
+	}
+}
+
+// TestGoroutinesEnd checks that a stopped emulator leaves no goroutine
+// behind.
+func TestGoroutinesEnd(t *testing.T) {
+	before := runtime.NumGoroutine()
+	// Cleanups run last-in first-out: registered first, this check runs
+	// after the emulator has stopped and the namespaces are gone.
+	t.Cleanup(func() {
+		deadline := time.Now().Add(2 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if g := runtime.NumGoroutine(); g > before {
+			buf := make([]byte, 1<<16)
+			t.Errorf("%d goroutines left over (before: %d)\n%s", g, before, buf[:runtime.Stack(buf, true)])
+		}
+	})
+	n := newTestNet(t)
+	n.startEmulator(t, Config{Queues: []QueueConfig{{Num: queueUp, Delay: time.Millisecond}, {Num: queueDown}}})
+	ping(t, n.A, testAddrB, "-c", "3", "-i", "0.01", "-W", "1")
+}

@@ -1,0 +1,112 @@
+package emulate
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata captured from the kernel")
+
+// TestKernelMessages speaks the protocol by hand over a raw socket: the
+// bind message this package encodes must be accepted, a ping must arrive as
+// a packet message that parsePacket understands, and a batch verdict must
+// let it through. With -update the packet message is saved under testdata
+// for the tier-1 decoding tests.
+func TestKernelMessages(t *testing.T) {
+	n := newTestNet(t)
+	// Only the up direction is queued here; replies pass.
+	if _, err := runner.RunIn(context.Background(), n.R, "iptables", "-D", "FORWARD", "-i", "rb", "-j", "NFQUEUE", "--queue-num", "1"); err != nil {
+		t.Fatal(err)
+	}
+	var fd int
+	err := netns.Do(n.R, func() error {
+		var err error
+		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+		if err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	tv := unix.NsecToTimeval(int64(3 * time.Second))
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	recv := func() []byte {
+		t.Helper()
+		b := make([]byte, 8192)
+		k, _, err := unix.Recvfrom(fd, b, 0)
+		if err != nil {
+			t.Fatalf("recv: %v", err)
+		}
+		return b[:k]
+	}
+	expectAck := func(seq uint32) {
+		t.Helper()
+		m, _, err := nextMessage(recv())
+		if err != nil || m.Type != nlmsgError {
+			t.Fatalf("want an ack, got type %d err %v", m.Type, err)
+		}
+		errno, s, err := parseError(m.Payload)
+		if err != nil || errno != 0 || s != seq {
+			t.Fatalf("ack: errno %d seq %d (want %d) err %v", errno, s, seq, err)
+		}
+	}
+
+	if _, err := unix.Write(fd, appendBind(nil, queueUp, 7, queueParams{CopyRange: copyRange, MaxLen: 128})); err != nil {
+		t.Fatal(err)
+	}
+	expectAck(7)
+
+	done := make(chan pingResult, 1)
+	go func() {
+		out, _ := runner.RunIn(context.Background(), n.A, "ping", "-n", "-q", "-c", "1", "-s", "100", "-W", "3", testAddrB)
+		r, _ := parsePing(string(out))
+		done <- r
+	}()
+	raw := recv()
+	m, rest, err := nextMessage(raw)
+	if err != nil || len(rest) != 0 {
+		t.Fatalf("packet datagram: %v, %d bytes left", err, len(rest))
+	}
+	if m.Type != nfqType(nfqnlMsgPacket) {
+		t.Fatalf("message type %#x, want packet", m.Type)
+	}
+	p, err := parsePacket(m.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ping -s 100: 8 bytes ICMP header + 20 bytes IPv4 header.
+	if p.Queue != queueUp || p.Len != 128 || p.HWProtocol != 0x0800 || p.Hook != 2 /* NF_INET_FORWARD */ {
+		t.Errorf("parsed %+v, want queue 0, 128 bytes, IPv4, forward hook", p)
+	}
+	if *update {
+		path := filepath.Join("testdata", "packet-ipv4-ping.bin")
+		if err := os.WriteFile(path, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := unix.Write(fd, appendVerdict(nil, queueUp, 8, true, nfAccept, p.ID)); err != nil {
+		t.Fatal(err)
+	}
+	// The reply comes back through the unqueued direction.
+	if r := <-done; r.received != 1 {
+		t.Errorf("ping did not come back after the batch verdict: %+v", r)
+	}
+	if _, err := unix.Write(fd, appendUnbind(nil, queueUp, 9)); err != nil {
+		t.Fatal(err)
+	}
+	expectAck(9)
+}

@@ -1,0 +1,48 @@
+package emulate
+
+import (
+	"os"
+	"testing"
+)
+
+// TestQueueDatagram feeds the captured packet message through the queue's
+// receive path without a socket: with no delay the packet is released at
+// once by one batch verdict naming its id.
+func TestQueueDatagram(t *testing.T) {
+	requireLittleEndian(t)
+	raw, err := os.ReadFile("testdata/packet-ipv4-ping.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &queue{cfg: QueueConfig{Num: 0}, sched: newScheduler(QueueConfig{}, 1), out: make([]byte, 0, outBytes)}
+	q.datagram(raw, false, 1000)
+	if q.sched.c.Received != 1 || q.sched.c.ReceivedBytes != 128 {
+		t.Fatalf("counters %+v", q.sched.c)
+	}
+	q.sched.release(1000, q)
+	want := appendVerdict(nil, 0, 1, true, nfAccept, 1)
+	if string(q.out) != string(want) {
+		t.Errorf("verdicts %x, want %x", q.out, want)
+	}
+	// A datagram cut short is counted, never fatal.
+	q.datagram(raw[:40], true, 2000)
+	if q.truncated != 1 {
+		t.Errorf("truncated %d, want 1", q.truncated)
+	}
+	// An error answer to a verdict is counted.
+	e := []byte{0xfe, 0xff, 0xff, 0xff} // -ENOENT
+	e = append(e, want[:nlmsgHdrLen]...)
+	msg := appendNlmsg(nlmsgError, e)
+	q.datagram(msg, false, 3000)
+	if q.verdictErrors != 1 {
+		t.Errorf("verdict errors %d, want 1", q.verdictErrors)
+	}
+}
+
+func appendNlmsg(typ uint16, payload []byte) []byte {
+	b := make([]byte, nlmsgHdrLen, nlmsgHdrLen+len(payload))
+	n := uint32(nlmsgHdrLen + len(payload))
+	b[0], b[1], b[2], b[3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
+	b[4], b[5] = byte(typ), byte(typ>>8)
+	return append(b, payload...)
+}
