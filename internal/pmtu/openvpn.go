@@ -1,0 +1,282 @@
+package pmtu
+
+// OpenVPN translation: what a measured path MTU means for an OpenVPN 2.6
+// data channel. The arithmetic follows OpenVPN 2.6 src/openvpn/mtu.c
+// (frame_calculate_protocol_header_size, frame_calculate_payload_overhead),
+// mss.c (frame_calculate_mssfix, adjust_payload_max_cbc, mss_fixup_ipv6)
+// and crypto.c (calculate_crypto_overhead), TLS mode with peer-id
+// (P_DATA_V2), which every 2.6 peer negotiates.
+//
+//	outer IP | UDP or TCP(+2 length) | opcode+peer-id 4 | AEAD: packet-id 4, tag 16
+//	                                                    | CBC:  HMAC, IV, E(packet-id 4, payload, pad 1…block)
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// cipherSpec is what a data-channel cipher adds to a packet.
+type cipherSpec struct {
+	aead  bool
+	cbc   bool
+	block int // CBC block size
+	iv    int
+	tag   int
+}
+
+var ciphers = map[string]cipherSpec{
+	"AES-128-GCM":       {aead: true, tag: 16, iv: 12},
+	"AES-192-GCM":       {aead: true, tag: 16, iv: 12},
+	"AES-256-GCM":       {aead: true, tag: 16, iv: 12},
+	"CHACHA20-POLY1305": {aead: true, tag: 16, iv: 12},
+	"AES-128-CBC":       {cbc: true, block: 16, iv: 16},
+	"AES-192-CBC":       {cbc: true, block: 16, iv: 16},
+	"AES-256-CBC":       {cbc: true, block: 16, iv: 16},
+	"CAMELLIA-128-CBC":  {cbc: true, block: 16, iv: 16},
+	"CAMELLIA-256-CBC":  {cbc: true, block: 16, iv: 16},
+	"ARIA-128-CBC":      {cbc: true, block: 16, iv: 16},
+	"ARIA-256-CBC":      {cbc: true, block: 16, iv: 16},
+	"BF-CBC":            {cbc: true, block: 8, iv: 8},
+	"DES-EDE3-CBC":      {cbc: true, block: 8, iv: 8},
+	"NONE":              {},
+}
+
+var hmacs = map[string]int{
+	"NONE": 0, "SHA1": 20, "SHA224": 28, "SHA256": 32, "SHA384": 48, "SHA512": 64,
+	"SHA512-224": 28, "SHA512-256": 32, "SHA3-256": 32, "SHA3-512": 64, "BLAKE2S256": 32,
+}
+
+// Ciphers lists the data-channel ciphers the translation knows.
+func Ciphers() []string {
+	var out []string
+	for c := range ciphers {
+		if c != "NONE" {
+			out = append(out, c)
+		}
+	}
+	sort.Strings(out)
+	return append(out, "none")
+}
+
+// DataChannel is the OpenVPN data-channel configuration that decides the
+// per-packet overhead.
+type DataChannel struct {
+	Cipher string // negotiated data cipher, e.g. AES-256-GCM; "none" for none
+	Auth   string // HMAC digest for non-AEAD ciphers (OpenVPN default SHA1); ignored for AEAD
+	// Compress is the compression framing: "" (none, the 2.6 default),
+	// "lzo", "lz4", "stub" (1 byte each) or "lz4-v2", "stub-v2" (none).
+	Compress string
+	// Fragment: --fragment is on (4 bytes per packet, UDP only).
+	Fragment bool
+}
+
+// Transport is the outer transport of the tunnel.
+type Transport struct {
+	Proto  string // "udp" or "tcp"
+	Family Family // of the outer packets
+}
+
+func (t Transport) String() string { return fmt.Sprintf("%s over %s", t.Proto, t.Family) }
+
+type frame struct {
+	spec     cipherSpec
+	hmac     int
+	header   int // protocol header (frame_calculate_protocol_header_size, occ=false)
+	payload  int // payload overhead (frame_calculate_payload_overhead)
+	encap    int // outer IP + UDP/TCP (datagram_overhead)
+	tcpFrame bool
+}
+
+func (dc DataChannel) frame(t Transport) (frame, error) {
+	name := strings.ToUpper(dc.Cipher)
+	if name == "" {
+		name = "AES-256-GCM"
+	}
+	spec, ok := ciphers[name]
+	if !ok {
+		return frame{}, fmt.Errorf("unknown data cipher %q: known are %s", dc.Cipher, strings.Join(Ciphers(), ", "))
+	}
+	f := frame{spec: spec}
+	if !spec.aead {
+		auth := strings.ToUpper(dc.Auth)
+		if auth == "" {
+			auth = "SHA1"
+		}
+		h, ok := hmacs[auth]
+		if !ok {
+			return frame{}, fmt.Errorf("unknown --auth digest %q", dc.Auth)
+		}
+		f.hmac = h
+	}
+	switch t.Proto {
+	case "udp":
+		f.encap = 8
+	case "tcp":
+		f.encap = 20
+		f.header += 2 // 16-bit length prefix of the TCP stream
+		f.tcpFrame = true
+	default:
+		return frame{}, fmt.Errorf("unknown transport %q (udp or tcp)", t.Proto)
+	}
+	f.encap += t.Family.HeaderBytes()
+	f.header += 4 // P_DATA_V2 opcode + peer-id
+	const packetID = 4
+	switch {
+	case spec.aead:
+		f.header += packetID + spec.tag
+	case spec.cbc:
+		f.header += spec.iv + f.hmac
+		f.payload += packetID // encrypted with the payload
+	default: // cipher none
+		f.header += packetID + f.hmac
+	}
+	switch strings.ToLower(dc.Compress) {
+	case "", "no", "lz4-v2", "stub-v2":
+	case "lzo", "lz4", "stub", "comp-lzo":
+		f.payload++
+	default:
+		return frame{}, fmt.Errorf("unknown compression %q", dc.Compress)
+	}
+	if dc.Fragment {
+		if t.Proto != "udp" {
+			return frame{}, fmt.Errorf("--fragment works only with UDP transport")
+		}
+		f.payload += 4
+	}
+	return f, nil
+}
+
+// outerSize is the size of the outer IP packet that carries an inner packet
+// of n bytes.
+func (f frame) outerSize(n int) int {
+	body := f.payload + n
+	if f.spec.cbc {
+		// PKCS#7 padding adds 1 … block bytes.
+		body = (body/f.spec.block + 1) * f.spec.block
+	}
+	return f.encap + f.header + body
+}
+
+// Overhead returns the bytes OpenVPN adds to an inner packet of innerBytes,
+// outer headers included. For AEAD ciphers it does not depend on the size;
+// for CBC the padding makes it vary by up to one block.
+func (dc DataChannel) Overhead(t Transport, innerBytes int) (int, error) {
+	f, err := dc.frame(t)
+	if err != nil {
+		return 0, err
+	}
+	return f.outerSize(innerBytes) - innerBytes, nil
+}
+
+// MaxTunMTU returns the largest tun-mtu whose full-size packets still fit an
+// outer path MTU of pathMTU bytes without fragmentation.
+func (dc DataChannel) MaxTunMTU(t Transport, pathMTU int) (int, error) {
+	f, err := dc.frame(t)
+	if err != nil {
+		return 0, err
+	}
+	for n := pathMTU; n > 0; n-- {
+		if f.outerSize(n) <= pathMTU {
+			return n, nil
+		}
+	}
+	return 0, nil
+}
+
+// MSS returns the TCP MSS that OpenVPN 2.6 writes into SYNs of inner
+// IPv4 (v6=false) or IPv6 TCP connections for `mssfix value mtu`
+// (encap=true: value counts outer IP and UDP/TCP headers) or `mssfix value`.
+func (dc DataChannel) MSS(t Transport, value int, encap, v6 bool) (int, error) {
+	f, err := dc.frame(t)
+	if err != nil {
+		return 0, err
+	}
+	target := value - f.header
+	if encap {
+		target -= f.encap
+	}
+	if f.spec.cbc {
+		target = target/f.spec.block*f.spec.block - 1 // adjust_payload_max_cbc
+	}
+	mss := target - f.payload - 40 // inner IPv4 + TCP headers without options
+	if v6 {
+		mss -= 20 // mss_fixup_ipv6
+	}
+	return mss, nil
+}
+
+// Translation is the OpenVPN meaning of a path MTU for one outer transport.
+type Translation struct {
+	Transport string `json:"transport"`      // "udp" or "tcp"
+	Family    string `json:"outer_family"`   // "ipv4" or "ipv6"
+	Measured  bool   `json:"measured"`       // false: assumes the same path MTU for this family
+	PathMTU   int    `json:"path_mtu"`       // outer packets, bytes
+	Overhead  int    `json:"overhead_bytes"` // added to a full-size inner packet
+	// MaxTunMTU is the largest tun-mtu that avoids fragmenting the outer
+	// packets; TunMTU1500Fits says whether the default tun-mtu 1500 does.
+	MaxTunMTU      int  `json:"max_tun_mtu"`
+	TunMTU1500Fits bool `json:"tun_mtu_1500_fits"`
+	// MSSFix is the 2.6 directive ("mssfix N mtu", N counts outer IP and
+	// UDP/TCP headers); MSSFix25 the 2.5 form ("mssfix N", N counts the
+	// UDP/TCP payload). InnerMSS4/6 are the MSS values 2.6 then announces to
+	// tunnelled IPv4/IPv6 TCP.
+	MSSFix    string `json:"mssfix"`
+	MSSFix25  string `json:"mssfix_2_5"`
+	InnerMSS4 int    `json:"inner_mss_ipv4"`
+	InnerMSS6 int    `json:"inner_mss_ipv6"`
+	// DefaultMSSFixOK: the 2.6 default "mssfix 1492 mtu" already fits.
+	DefaultMSSFixOK bool `json:"default_mssfix_ok"`
+	// Fragment is the directive to use when FragmentNeeded, else "".
+	FragmentNeeded bool   `json:"fragment_needed"`
+	Fragment       string `json:"fragment,omitempty"`
+	Advice         string `json:"advice"`
+}
+
+// Translate computes the OpenVPN settings for a path MTU measured (or, with
+// measured false, assumed) for t.Family. blackhole says that routers' ICMP
+// errors do not come back, so neither the kernel nor OpenVPN will learn the
+// path MTU by themselves.
+func (dc DataChannel) Translate(t Transport, pathMTU int, blackhole, measured bool) (Translation, error) {
+	f, err := dc.frame(t)
+	if err != nil {
+		return Translation{}, err
+	}
+	tr := Translation{Transport: t.Proto, Family: t.Family.String(), Measured: measured, PathMTU: pathMTU}
+	tr.MaxTunMTU, _ = dc.MaxTunMTU(t, pathMTU)
+	tr.Overhead = f.outerSize(tr.MaxTunMTU) - tr.MaxTunMTU
+	tr.TunMTU1500Fits = f.outerSize(1500) <= pathMTU
+	tr.MSSFix = fmt.Sprintf("mssfix %d mtu", pathMTU)
+	tr.MSSFix25 = fmt.Sprintf("mssfix %d", pathMTU-f.encap)
+	tr.InnerMSS4, _ = dc.MSS(t, pathMTU, true, false)
+	tr.InnerMSS6, _ = dc.MSS(t, pathMTU, true, true)
+	tr.DefaultMSSFixOK = pathMTU >= 1492
+
+	var advice []string
+	switch {
+	case tr.TunMTU1500Fits:
+		advice = append(advice, fmt.Sprintf("the defaults fit: tun-mtu 1500 makes %d-byte outer packets, no fragmentation", f.outerSize(1500)))
+	case t.Proto == "tcp":
+		advice = append(advice, "TCP transport never fragments the outer packets (the stream is re-segmented);",
+			fmt.Sprintf("%s keeps tunnelled TCP segments from being split across outer segments", tr.MSSFix))
+		if blackhole {
+			advice = append(advice, fmt.Sprintf("but the outer TCP connection itself stalls on this black hole unless its MSS is clamped to %d (or net.ipv4.tcp_mtu_probing=1 on both peers)", pathMTU-t.Family.HeaderBytes()-20))
+		}
+	case blackhole:
+		tr.FragmentNeeded = true
+		tr.Fragment = fmt.Sprintf("fragment %d mtu", pathMTU)
+		advice = append(advice,
+			fmt.Sprintf("set %s on both peers (2.5: %s): OpenVPN cannot learn this path MTU because the ICMP errors are lost, and the default mssfix 1492 lets TCP inside the tunnel stall", tr.MSSFix, tr.MSSFix25),
+			fmt.Sprintf("non-TCP packets larger than %d bytes vanish: either lower tun-mtu to %d on both peers, or use %s (2.5: fragment %d; disables DCO)", tr.MaxTunMTU, tr.MaxTunMTU, tr.Fragment, pathMTU-f.encap))
+	default:
+		if tr.DefaultMSSFixOK {
+			advice = append(advice, fmt.Sprintf("the default mssfix 1492 mtu is fine for TCP; %s would be exact", tr.MSSFix))
+		} else {
+			advice = append(advice, fmt.Sprintf("set %s (2.5: %s); OpenVPN 2.6 also lowers mssfix by itself once the kernel learns the path MTU from the router's ICMP error", tr.MSSFix, tr.MSSFix25))
+		}
+		advice = append(advice, fmt.Sprintf("non-TCP packets above %d bytes are fragmented outside the tunnel (works while the path passes IP fragments; otherwise lower tun-mtu to %d, or %s)", tr.MaxTunMTU, tr.MaxTunMTU, fmt.Sprintf("fragment %d mtu", pathMTU)),
+			"with DCO on Linux mssfix is not applied: lower tun-mtu instead")
+	}
+	tr.Advice = strings.Join(advice, "; ")
+	return tr, nil
+}
