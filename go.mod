@@ -22,6 +22,7 @@ require (
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/vbauerster/mpb/v8 v8.9.3 // indirect
 	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sync v0.20.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
