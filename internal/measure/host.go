@@ -1,0 +1,147 @@
+package measure
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+)
+
+// HostInfo describes the machine a report was measured on: enough to tell
+// whether two reports can be compared.
+type HostInfo struct {
+	// Kernel is the running kernel's release (uname -r).
+	Kernel string `json:"kernel"`
+	// Arch is the machine (uname -m).
+	Arch     string `json:"arch"`
+	CPUModel string `json:"cpu_model"`
+	// CPUs is the number of online processors the kernel lists.
+	CPUs int `json:"cpus"`
+	// AESNI is true when the CPU has AES instructions (x86 "aes" flag,
+	// arm64 "aes" feature), which decides the cost of AES-GCM and -CBC.
+	AESNI bool `json:"aes_ni"`
+	// OpenVPNVersion and Iperf3Version are the first lines of
+	// `openvpn --version` and `iperf3 --version`, empty when not installed.
+	OpenVPNVersion string `json:"openvpn_version"`
+	Iperf3Version  string `json:"iperf3_version"`
+	// EmulationBackend is how the lab emulated delay and loss ("netem",
+	// "nfqueue", or "none"); set by the caller, which knows.
+	EmulationBackend string `json:"emulation_backend"`
+}
+
+// CollectHost reads the kernel, CPU and program versions of this machine.
+// A program that is not installed leaves its version empty; only an
+// unreadable /proc/cpuinfo or failing uname is an error.
+func CollectHost(ctx context.Context) (HostInfo, error) {
+	var h HostInfo
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return h, fmt.Errorf("uname: %w", err)
+	}
+	h.Kernel = unix.ByteSliceToString(u.Release[:])
+	h.Arch = unix.ByteSliceToString(u.Machine[:])
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return h, err
+	}
+	h.CPUModel, h.CPUs, h.AESNI = ParseCPUInfo(b)
+	if h.CPUs == 0 {
+		h.CPUs = runtime.NumCPU()
+	}
+	h.OpenVPNVersion = firstLineOf(ctx, "openvpn", "--version")
+	h.Iperf3Version = firstLineOf(ctx, "iperf3", "--version")
+	return h, nil
+}
+
+// firstLineOf runs argv and returns the first line of its output, or ""
+// if the program is missing or prints nothing. openvpn --version exits
+// with status 1 on some releases, so the status is not looked at.
+func firstLineOf(ctx context.Context, argv ...string) string {
+	if runner.Require(argv[0]) != nil {
+		return ""
+	}
+	out, _ := runner.Run(ctx, argv...)
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line)
+}
+
+// ParseCPUInfo reads /proc/cpuinfo: the first "model name" (x86) or
+// "Hardware"/"CPU part" fallback, the number of "processor" entries, and
+// whether the "flags" (x86) or "Features" (arm64) of the first processor
+// name aes.
+func ParseCPUInfo(b []byte) (model string, cpus int, aes bool) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	flagsSeen := false
+	var hardware string
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		switch key {
+		case "processor":
+			cpus++
+		case "model name":
+			if model == "" {
+				model = val
+			}
+		case "Hardware":
+			hardware = val
+		case "flags", "Features":
+			if !flagsSeen {
+				flagsSeen = true
+				for _, f := range strings.Fields(val) {
+					if f == "aes" {
+						aes = true
+					}
+				}
+			}
+		}
+	}
+	if model == "" {
+		model = hardware
+	}
+	return model, cpus, aes
+}
+
+// String is the one-line host description printed above tables.
+func (h HostInfo) String() string {
+	aes := "no AES-NI"
+	if h.AESNI {
+		aes = "AES-NI"
+	}
+	s := fmt.Sprintf("%s, %d CPUs, %s; %s", orUnknown(h.CPUModel), h.CPUs, aes,
+		strings.Join(strings.Fields("Linux "+h.Kernel+" "+h.Arch), " "))
+	if h.OpenVPNVersion != "" {
+		f := strings.Fields(h.OpenVPNVersion)
+		if len(f) >= 2 {
+			s += "; OpenVPN " + f[1]
+		}
+	}
+	if h.Iperf3Version != "" {
+		f := strings.Fields(h.Iperf3Version)
+		if len(f) >= 2 {
+			s += "; iperf3 " + f[1]
+		}
+	}
+	if h.EmulationBackend != "" {
+		s += "; emulation " + h.EmulationBackend
+	}
+	return s
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown CPU"
+	}
+	return s
+}

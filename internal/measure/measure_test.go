@@ -1,0 +1,352 @@
+package measure
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func TestStats(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		xs               []float64
+		median, min, max float64
+		p25, p90         float64
+		rel              float64
+	}{
+		{nil, nan, nan, nan, nan, nan, 0},
+		{[]float64{5}, 5, 5, 5, 5, 5, 0},
+		{[]float64{3, 1, 2}, 2, 1, 3, 1.5, 2.8, 1},
+		{[]float64{4, 1, 3, 2}, 2.5, 1, 4, 1.75, 3.7, 1.2},
+		{[]float64{48e6, 47e6, 49e6, 47.5e6, 48.5e6}, 48e6, 47e6, 49e6, 47.5e6, 48.8e6, 2.0 / 48},
+	} {
+		in := slices.Clone(tc.xs)
+		eq := func(name string, got, want float64) {
+			t.Helper()
+			if math.IsNaN(want) != math.IsNaN(got) || (!math.IsNaN(want) && math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want))) {
+				t.Errorf("%s(%v) = %v, want %v", name, tc.xs, got, want)
+			}
+		}
+		eq("Median", Median(tc.xs), tc.median)
+		eq("Min", Min(tc.xs), tc.min)
+		eq("Max", Max(tc.xs), tc.max)
+		eq("P25", Percentile(tc.xs, 25), tc.p25)
+		eq("P90", Percentile(tc.xs, 90), tc.p90)
+		s := Summarize(tc.xs)
+		if len(tc.xs) == 0 {
+			if s != (Spread{}) {
+				t.Errorf("Summarize(nil) = %+v", s)
+			}
+		} else {
+			eq("Summarize.Median", s.Median, tc.median)
+			eq("Summarize.RelRange", s.RelRange, tc.rel)
+			if s.N != len(tc.xs) {
+				t.Errorf("N = %d", s.N)
+			}
+		}
+		if !slices.Equal(in, tc.xs) {
+			t.Errorf("input reordered: %v → %v", in, tc.xs)
+		}
+	}
+	if !math.IsNaN(Percentile([]float64{1}, 101)) || !math.IsNaN(Percentile([]float64{1}, -1)) {
+		t.Error("percentile outside 0–100 not NaN")
+	}
+	if Percentile([]float64{1, 2, 3}, 0) != 1 || Percentile([]float64{1, 2, 3}, 100) != 3 {
+		t.Error("percentile ends")
+	}
+}
+
+func TestSpreadOverlaps(t *testing.T) {
+	a := Summarize([]float64{10, 12, 11})
+	b := Summarize([]float64{11.5, 13, 14})
+	c := Summarize([]float64{20, 21})
+	if !a.Overlaps(b) || !b.Overlaps(a) {
+		t.Error("a, b overlap")
+	}
+	if a.Overlaps(c) || c.Overlaps(a) {
+		t.Error("a, c do not overlap")
+	}
+	if a.Overlaps(Spread{}) {
+		t.Error("empty overlaps")
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{FormatMbps(0), "0"},
+		{FormatMbps(953e3), "0.953"},
+		{FormatMbps(2.5e6), "2.50"},
+		{FormatMbps(47.34e6), "47.3"},
+		{FormatMbps(912.4e6), "912"},
+		{FormatMbps(2.345e9), "2345"},
+		{FormatMbps(math.NaN()), "-"},
+		{FormatRate(47.34e6), "47.3 Mbit/s"},
+		{FormatMbpsSpread(Summarize([]float64{47e6, 48e6, 49.01e6})), "48.0 (47.0–49.0)"},
+		{FormatMbpsSpread(Summarize([]float64{47e6})), "47.0"},
+		{FormatMbpsSpread(Spread{}), "-"},
+		{FormatRatio(0.9612), "0.96"},
+		{FormatRatio(0), "-"},
+		{FormatCPUPerGB(map[string]float64{"iperf3": 0.4212, "client": 1.2, "server": 13.12, "emulator": 120.4}),
+			"server 13.1 client 1.20 emulator 120 iperf3 0.42"},
+		{FormatCPUPerGB(nil), "-"},
+		{FormatSocketBuffers("R=[212992->212992] S=[212992->212992]"), "R 208K S 208K"},
+		{FormatSocketBuffers("Socket Buffers: R=[524288->425984] S=[65536->65536]"), "R 416K←512K S 64K"},
+		{FormatSocketBuffers("R=[0->212992] S=[1000->2000]"), "R 208K S 2000←1000"},
+		{FormatSocketBuffers("sndbuf 65536"), "sndbuf 65536"},
+		{FormatSocketBuffers(""), "-"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+// TestRowJSONKeys pins the JSON contract of lab run and the recipes.
+func TestRowJSONKeys(t *testing.T) {
+	r := Row{Network: "wan", Variant: "default", Path: PathTunnel, Direction: DirectionUp, Proto: "udp",
+		CPUSecondsPerGB: map[string]float64{"server": 1}, Valid: true}
+	r.AddSample(47e6)
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want := []string{"cpu_seconds_per_gb", "direction", "max_bps", "median_bps", "min_bps", "network", "path", "proto", "samples_bps", "valid", "variant"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("keys %v\nwant %v", keys, want)
+	}
+	r.RatioToRouted, r.Cipher, r.SocketBuffers, r.Error, r.Extra = 0.9, "AES-256-GCM", "R=[212992->212992] S=[212992->212992]", "x", map[string]any{"pps": 1}
+	b, _ = json.Marshal(r)
+	for _, k := range []string{`"ratio_to_routed":0.9`, `"cipher":"AES-256-GCM"`, `"socket_buffers":`, `"error":"x"`, `"extra":{"pps":1}`} {
+		if !bytes.Contains(b, []byte(k)) {
+			t.Errorf("%s lacks %s", b, k)
+		}
+	}
+
+	rep := NewReport(HostInfo{}, Scenario{})
+	b, _ = json.Marshal(rep)
+	for _, k := range []string{`"schema":"ovpnperf/run/v1"`, `"host":{`, `"scenario":{`, `"rows":null`, `"started":`, `"finished":`} {
+		if !bytes.Contains(b, []byte(k)) {
+			t.Errorf("%s lacks %s", b, k)
+		}
+	}
+}
+
+func sampleReport() *Report {
+	rep := &Report{
+		Schema: Schema,
+		Host: HostInfo{Kernel: "6.18.44", Arch: "x86_64", CPUModel: "AMD EPYC", CPUs: 2, AESNI: true,
+			OpenVPNVersion: "OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)]", Iperf3Version: "iperf 3.12 (cJSON 1.7.15)",
+			EmulationBackend: "nfqueue"},
+		Scenario: Scenario{Command: "lab run", DurationSeconds: 10, Repeat: 3, Parallel: 1, Networks: []Network{
+			{Name: "lan", Description: "unshaped"},
+			{Name: "wan", Description: "50 Mbit/s, 60 ms RTT", Path: map[string]any{"mtu": 1500.0}},
+		}},
+		Started:  time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC),
+		Finished: time.Date(2026, 11, 22, 2, 1, 30, 0, time.UTC),
+	}
+	add := func(r Row, samples ...float64) {
+		r.Valid = true
+		for _, s := range samples {
+			r.AddSample(s)
+		}
+		rep.Rows = append(rep.Rows, r)
+	}
+	// Figures invented for the table's shape, not measurements.
+	add(Row{Network: "wan", Variant: "routed", Path: PathRouted, Direction: DirectionUp, Proto: "tcp"}, 47.9e6, 47.6e6, 48.1e6)
+	add(Row{Network: "wan", Variant: "routed", Path: PathRouted, Direction: DirectionDown, Proto: "tcp"}, 47.8e6, 47.7e6, 47.9e6)
+	add(Row{Network: "wan", Variant: "default", Path: PathTunnel, Direction: DirectionUp, Proto: "udp",
+		Cipher: "AES-256-GCM", SocketBuffers: "R=[212992->212992] S=[212992->212992]",
+		CPUSecondsPerGB: map[string]float64{"server": 3.1, "client": 3.4}}, 46.1e6, 45.9e6, 46.3e6)
+	bad := Row{Network: "wan", Variant: "default", Path: PathTunnel, Direction: DirectionDown, Proto: "udp",
+		Cipher: "AES-256-GCM", CPUSecondsPerGB: map[string]float64{"server": 3.3, "client": 3.0}}
+	bad.AddSample(45.2e6)
+	bad.Invalidate("emulator fell behind: 1204 packets queued late\nsecond line")
+	bad.Invalidate("later reason")
+	rep.Rows = append(rep.Rows, bad)
+	add(Row{Network: "lan", Variant: "routed", Path: PathRouted, Direction: DirectionUp, Proto: "tcp"}, 9.1e9, 9.4e9, 8.8e9)
+	add(Row{Network: "lan", Variant: "jumbo", Path: PathTunnel, Direction: DirectionUp, Proto: "udp",
+		CPUSecondsPerGB: map[string]float64{"server": 1.9, "client": 2.1, "iperf3": 0.3}}, 1.02e9, 0.98e9, 1.1e9)
+	rep.FillRatios()
+	return rep
+}
+
+func TestFillRatios(t *testing.T) {
+	rep := sampleReport()
+	want := map[string]float64{
+		"wan default up":   46.1e6 / 47.9e6,
+		"wan default down": 0, // one sample, but the baseline is valid: ratio is set below
+		"lan jumbo up":     1.02e9 / 9.1e9,
+	}
+	want["wan default down"] = 45.2e6 / 47.8e6
+	for _, r := range rep.Rows {
+		if r.Path == PathRouted {
+			if r.RatioToRouted != 0 {
+				t.Errorf("routed row has ratio %v", r.RatioToRouted)
+			}
+			continue
+		}
+		k := r.Network + " " + r.Variant + " " + r.Direction
+		if math.Abs(r.RatioToRouted-want[k]) > 1e-12 {
+			t.Errorf("%s: ratio %v, want %v", k, r.RatioToRouted, want[k])
+		}
+	}
+	// Without a baseline in that direction there is no ratio.
+	rep.Rows = slices.DeleteFunc(rep.Rows, func(r Row) bool { return r.Path == PathRouted && r.Direction == DirectionDown })
+	rep.FillRatios()
+	for _, r := range rep.Rows {
+		if r.Direction == DirectionDown && r.RatioToRouted != 0 {
+			t.Errorf("ratio %v without a baseline", r.RatioToRouted)
+		}
+	}
+}
+
+func TestFillRatiosPrefersSameProto(t *testing.T) {
+	rep := &Report{Rows: []Row{
+		{Network: "n", Variant: "routed", Path: PathRouted, Direction: "up", Proto: "tcp", MedianBps: 100, Valid: true},
+		{Network: "n", Variant: "routed", Path: PathRouted, Direction: "up", Proto: "udp", MedianBps: 50, Valid: true},
+		{Network: "n", Variant: "v", Path: PathTunnel, Direction: "up", Proto: "udp", MedianBps: 40},
+		{Network: "n", Variant: "w", Path: PathTunnel, Direction: "up", Proto: "sctp", MedianBps: 40},
+		{Network: "other", Variant: "v", Path: PathTunnel, Direction: "up", Proto: "udp", MedianBps: 40},
+	}}
+	rep.FillRatios()
+	if got := []float64{rep.Rows[2].RatioToRouted, rep.Rows[3].RatioToRouted, rep.Rows[4].RatioToRouted}; !slices.Equal(got, []float64{0.8, 0.4, 0}) {
+		t.Errorf("ratios %v", got)
+	}
+}
+
+func TestInvalidateKeepsFirstReason(t *testing.T) {
+	r := Row{Valid: true}
+	r.Invalidate("first")
+	r.Invalidate("second")
+	if r.Valid || r.Error != "first" {
+		t.Errorf("%+v", r)
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	rep := sampleReport()
+	var buf bytes.Buffer
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Network.Path is any: it comes back as generic JSON, as it went in
+	// here. Absent CPU figures come back as empty maps, so compare JSON.
+	if !reflect.DeepEqual(back.Scenario, rep.Scenario) || back.Host != rep.Host || !back.Started.Equal(rep.Started) {
+		t.Errorf("round trip differs:\n%+v\n%+v", back, rep)
+	}
+	a, _ := json.Marshal(rep)
+	b, _ := json.Marshal(back)
+	if !bytes.Equal(a, b) {
+		t.Errorf("round trip differs:\n%s\n%s", a, b)
+	}
+	if !bytes.Contains(a, []byte(`"cpu_seconds_per_gb":{}`)) {
+		t.Errorf("routed rows: CPU figures not written as {}: %s", a)
+	}
+
+	if _, err := ReadJSON(strings.NewReader(`{"schema":"ovpnperf/run/v0"}`)); err == nil {
+		t.Error("old schema accepted")
+	}
+
+	rep.Rows[0].CPUSecondsPerGB = map[string]float64{"server": math.Inf(1)}
+	if err := rep.WriteJSON(&buf); err == nil || !strings.Contains(err.Error(), "wan/routed/up/tcp") {
+		t.Errorf("non-finite number: %v", err)
+	}
+}
+
+func TestParseCPUInfo(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "cpuinfo_amd_epyc.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, cpus, aes := ParseCPUInfo(b)
+	if model != "AMD EPYC" || cpus != 2 || !aes {
+		t.Errorf("got %q %d %v", model, cpus, aes)
+	}
+	// The same machine without AES: only the whole word counts ("vaes",
+	// "aes" inside other flags must not).
+	noAES := bytes.ReplaceAll(b, []byte(" aes "), []byte(" "))
+	if _, _, aes := ParseCPUInfo(noAES); aes {
+		t.Error("aes found after removing it (matched vaes?)")
+	}
+	// arm64 layout: no "model name", features in "Features".
+	arm := "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 cpuid\nCPU implementer\t: 0x41\n\n" +
+		"processor\t: 1\nFeatures\t: fp asimd\n\nHardware\t: BCM2835\n"
+	model, cpus, aes = ParseCPUInfo([]byte(arm))
+	if model != "BCM2835" || cpus != 2 || !aes {
+		t.Errorf("arm: got %q %d %v", model, cpus, aes)
+	}
+}
+
+func TestCollectHost(t *testing.T) {
+	h, err := CollectHost(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Kernel == "" || h.Arch == "" || h.CPUs < 1 {
+		t.Errorf("%+v", h)
+	}
+	if _, err := os.Stat("/usr/sbin/openvpn"); err == nil && !strings.HasPrefix(h.OpenVPNVersion, "OpenVPN 2.") {
+		t.Errorf("openvpn version %q", h.OpenVPNVersion)
+	}
+	if _, err := os.Stat("/usr/bin/iperf3"); err == nil && !strings.HasPrefix(h.Iperf3Version, "iperf 3.") {
+		t.Errorf("iperf3 version %q", h.Iperf3Version)
+	}
+	if s := h.String(); !strings.Contains(s, h.Kernel) {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+func TestHostString(t *testing.T) {
+	h := sampleReport().Host
+	want := "AMD EPYC, 2 CPUs, AES-NI; Linux 6.18.44 x86_64; OpenVPN 2.6.14; iperf3 3.12; emulation nfqueue"
+	if got := h.String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got := (HostInfo{CPUs: 1}).String(); got != "unknown CPU, 1 CPUs, no AES-NI; Linux" {
+		t.Errorf("empty host: %q", got)
+	}
+}
+
+func TestRenderTableGolden(t *testing.T) {
+	var buf bytes.Buffer
+	if err := RenderTable(&buf, sampleReport()); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "table.golden")
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := buf.String(); got != string(want) {
+		t.Errorf("table differs from %s (go test -update to accept):\n%s", golden, got)
+	}
+}

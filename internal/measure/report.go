@@ -1,0 +1,234 @@
+// Package measure holds what ovpnperf's measuring commands (`lab run`, the
+// recipes) report: the versioned JSON document (Report, Schema), the host
+// it was measured on (HostInfo, CollectHost), the statistics over repeated
+// samples (Median, Percentile, Summarize), the text table people read
+// (RenderTable) and the progress display shown while measuring.
+//
+// JSON is the contract; its keys are documented on the types and never
+// change meaning within one Schema version. Rates are bits per second,
+// durations carry their unit in the key.
+package measure
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"time"
+)
+
+// Schema names this version of the document. A change of meaning or a
+// removed key needs a new version; added keys do not.
+const Schema = "ovpnperf/run/v1"
+
+// Values of Row.Path.
+const (
+	PathRouted = "routed" // the bare routed path, no tunnel: the baseline
+	PathTunnel = "tunnel" // through OpenVPN
+)
+
+// Values of Row.Direction.
+const (
+	DirectionUp   = "up"   // client → server
+	DirectionDown = "down" // server → client
+)
+
+// Report is one run of a measuring command.
+type Report struct {
+	Schema   string    `json:"schema"`
+	Host     HostInfo  `json:"host"`
+	Scenario Scenario  `json:"scenario"`
+	Rows     []Row     `json:"rows"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+}
+
+// NewReport starts a report of the current schema.
+func NewReport(host HostInfo, sc Scenario) *Report {
+	return &Report{Schema: Schema, Host: host, Scenario: sc, Started: time.Now().UTC()}
+}
+
+// Scenario is what was asked for: the command, the measurement settings
+// and the emulated networks (paths) it ran on.
+type Scenario struct {
+	// Command is what ran, e.g. "lab run" or "recipe ciphers".
+	Command string `json:"command"`
+	// DurationSeconds of each iperf3 sample.
+	DurationSeconds float64 `json:"duration_seconds"`
+	// Repeat is how many samples each row has (interleaved A B C A B C).
+	Repeat int `json:"repeat"`
+	// Parallel iperf3 streams.
+	Parallel int `json:"parallel"`
+	// Networks are the emulated paths; rows name theirs in Row.Network.
+	Networks []Network `json:"networks"`
+	// Extra holds command-specific settings (payload kind, variants …).
+	Extra map[string]any `json:"extra,omitempty"`
+}
+
+// Network is one emulated path a scenario measured on.
+type Network struct {
+	// Name is what rows refer to, e.g. "lan" or "wan".
+	Name string `json:"name"`
+	// Description is one line for people, e.g. "50 Mbit/s, 60 ms RTT".
+	Description string `json:"description,omitempty"`
+	// Path holds the lab's path settings (lab.Path marshals itself).
+	Path any `json:"path"`
+}
+
+// Row is one measured combination: a variant (or the routed baseline) on
+// one network in one direction, with all its samples.
+type Row struct {
+	// Network names the Scenario.Networks entry this row ran on.
+	Network string `json:"network"`
+	// Variant is the tunnel variant's name; "routed" rows use "routed".
+	Variant string `json:"variant"`
+	// Path is PathRouted or PathTunnel.
+	Path string `json:"path"`
+	// Direction is DirectionUp (client→server) or DirectionDown.
+	Direction string `json:"direction"`
+	// Proto is the tunnel's transport, "udp" or "tcp" (OpenVPN --proto);
+	// for routed rows the protocol iperf3 measured with.
+	Proto string `json:"proto"`
+
+	// SamplesBps are the receiver's rates of each sample, in run order.
+	SamplesBps []float64 `json:"samples_bps"`
+	MedianBps  float64   `json:"median_bps"`
+	MinBps     float64   `json:"min_bps"`
+	MaxBps     float64   `json:"max_bps"`
+	// RatioToRouted is MedianBps over the routed row's median of the same
+	// network and direction; absent on routed rows or without a baseline.
+	RatioToRouted float64 `json:"ratio_to_routed,omitempty"`
+
+	// CPUSecondsPerGB is CPU time per 10^9 bytes moved, per side:
+	// "server", "client" (the openvpn processes), "iperf3" …
+	CPUSecondsPerGB map[string]float64 `json:"cpu_seconds_per_gb"`
+
+	// What OpenVPN reported about itself (tunnel rows).
+	Cipher        string `json:"cipher,omitempty"`
+	SocketBuffers string `json:"socket_buffers,omitempty"`
+
+	// Valid is false when a sample failed or the emulator fell behind;
+	// Error says why.
+	Valid bool   `json:"valid"`
+	Error string `json:"error,omitempty"`
+
+	// Extra holds recipe-specific figures (pps, loss, RTT, fragments …).
+	Extra map[string]any `json:"extra,omitempty"`
+}
+
+// MarshalJSON writes absent samples and CPU figures as [] and {} rather
+// than null, so that every row has the same shape.
+func (r Row) MarshalJSON() ([]byte, error) {
+	type plain Row
+	p := plain(r)
+	if p.SamplesBps == nil {
+		p.SamplesBps = []float64{}
+	}
+	if p.CPUSecondsPerGB == nil {
+		p.CPUSecondsPerGB = map[string]float64{}
+	}
+	return json.Marshal(p)
+}
+
+// AddSample appends one rate and refreshes median, min and max.
+func (r *Row) AddSample(bps float64) {
+	r.SamplesBps = append(r.SamplesBps, bps)
+	r.Summarize()
+}
+
+// Summarize sets MedianBps, MinBps and MaxBps from SamplesBps (0 without
+// samples: a row without samples is not Valid).
+func (r *Row) Summarize() {
+	s := Summarize(r.SamplesBps)
+	r.MedianBps, r.MinBps, r.MaxBps = s.Median, s.Min, s.Max
+}
+
+// Invalidate marks the row invalid, keeping the first reason given.
+func (r *Row) Invalidate(reason string) {
+	r.Valid = false
+	if r.Error == "" {
+		r.Error = reason
+	}
+}
+
+// FillRatios sets RatioToRouted on every tunnel row: its median over the
+// median of the routed row on the same network and in the same direction
+// (one with the same Proto where several exist). Rows without a usable
+// baseline get none.
+func (rep *Report) FillRatios() {
+	for i := range rep.Rows {
+		r := &rep.Rows[i]
+		r.RatioToRouted = 0
+		if r.Path == PathRouted {
+			continue
+		}
+		base := rep.baseline(r)
+		if base == nil || base.MedianBps <= 0 || !base.Valid {
+			continue
+		}
+		r.RatioToRouted = r.MedianBps / base.MedianBps
+	}
+}
+
+func (rep *Report) baseline(r *Row) *Row {
+	var first *Row
+	for i := range rep.Rows {
+		b := &rep.Rows[i]
+		if b.Path != PathRouted || b.Network != r.Network || b.Direction != r.Direction {
+			continue
+		}
+		if b.Proto == r.Proto {
+			return b
+		}
+		if first == nil {
+			first = b
+		}
+	}
+	return first
+}
+
+// Finish stamps the end time and fills the ratios.
+func (rep *Report) Finish() {
+	rep.Finished = time.Now().UTC()
+	rep.FillRatios()
+}
+
+// WriteJSON writes the report as indented JSON. Non-finite numbers (which
+// JSON cannot carry) are refused with the row that holds them.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	if err := rep.check(); err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+func (rep *Report) check() error {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	for _, r := range rep.Rows {
+		bad := !finite(r.MedianBps) || !finite(r.MinBps) || !finite(r.MaxBps) || !finite(r.RatioToRouted)
+		for _, s := range r.SamplesBps {
+			bad = bad || !finite(s)
+		}
+		for _, v := range r.CPUSecondsPerGB {
+			bad = bad || !finite(v)
+		}
+		if bad {
+			return fmt.Errorf("row %s/%s/%s/%s holds a non-finite number", r.Network, r.Variant, r.Direction, r.Proto)
+		}
+	}
+	return nil
+}
+
+// ReadJSON reads a report and checks its schema.
+func ReadJSON(r io.Reader) (*Report, error) {
+	var rep Report
+	if err := json.NewDecoder(r).Decode(&rep); err != nil {
+		return nil, fmt.Errorf("reading report: %w", err)
+	}
+	if rep.Schema != Schema {
+		return nil, fmt.Errorf("report schema %q, this ovpnperf reads %q", rep.Schema, Schema)
+	}
+	return &rep, nil
+}
