@@ -145,12 +145,18 @@ func (p *Progress) Done() {
 	p.mp.Wait()
 }
 
-// isTerminal reports whether w is a file that is a terminal.
+// isTerminal reports whether w is a file that is a terminal with a known
+// width. A terminal of 0 columns (a pty nobody sized, as under script(1)
+// or some CI runners) gets plain lines: mpb would draw nothing there.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(interface{ Fd() uintptr })
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	fd := int(f.Fd())
+	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err != nil {
+		return false
+	}
+	ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
+	return err == nil && ws.Col > 0
 }

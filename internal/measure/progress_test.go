@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 type lockedBuffer struct {
@@ -99,7 +101,13 @@ func TestIsTerminal(t *testing.T) {
 		t.Skipf("no /dev/ptmx: %v", err)
 	}
 	defer ptm.Close()
+	if isTerminal(ptm) {
+		t.Error("a pty of 0 columns counts as a terminal")
+	}
+	if err := unix.IoctlSetWinsize(int(ptm.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 30, Col: 100}); err != nil {
+		t.Fatal(err)
+	}
 	if !isTerminal(ptm) {
-		t.Error("/dev/ptmx is not a terminal")
+		t.Error("/dev/ptmx with 100 columns is not a terminal")
 	}
 }
