@@ -300,7 +300,11 @@ func Parse(r io.Reader) (*Config, error) {
 			c.Directives = append(c.Directives, Directive{Name: name, Inline: true, Body: body.String()})
 			continue
 		}
-		c.Directives = append(c.Directives, Directive{Name: toks[0], Args: toks[1:]})
+		d := Directive{Name: toks[0]}
+		if len(toks) > 1 {
+			d.Args = toks[1:]
+		}
+		c.Directives = append(c.Directives, d)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err

@@ -357,6 +357,9 @@ func checkArgs(name string, sp spec, args []string) ([]string, error) {
 		}
 		return nil, fmt.Errorf("%s: %v (accepted: %s)", name, err, sp.form)
 	}
+	if len(out) == 0 {
+		return nil, nil
+	}
 	return out, nil
 }
 
