@@ -23,8 +23,12 @@ type Config struct {
 	// sender waits when it is full. 0 = 4 Mi.
 	Window uint32
 	// HandshakeTimeout is how long to wait for the server's answer, over
-	// all retransmissions. 0 = 1 s.
+	// all retransmissions (every half second). 0 = 3 s.
 	HandshakeTimeout time.Duration
+	// OpenIn, if set, opens the sockets: Run calls it with a function that
+	// creates them. Labs use it to send from inside a network namespace
+	// (netns.Do).
+	OpenIn func(open func() error) error
 	// Interval, if set, is called with each second of the series once its
 	// losses are known (one timeout after the second ends).
 	Interval func(Interval)
@@ -55,7 +59,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving %s: %w", cfg.Server, err)
 	}
-	ctl, err := net.DialUDP("udp", nil, raddr)
+	openIn := cfg.OpenIn
+	if openIn == nil {
+		openIn = func(open func() error) error { return open() }
+	}
+	var ctl *net.UDPConn
+	err = openIn(func() (err error) {
+		ctl, err = net.DialUDP("udp", nil, raddr)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s is unreachable: %w", raddr, err)
 	}
@@ -64,7 +76,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	_, _ = rand.Read(nonce[:])
 	wait := cfg.HandshakeTimeout
 	if wait <= 0 {
-		wait = time.Second
+		wait = 3 * time.Second
 	}
 	acc, err := exchange(ctx, ctl, &Control{Version: Version, Type: MsgHello, Nonce: nonce, Params: cfg.Params}, MsgAccept, wait)
 	if err != nil {
@@ -91,13 +103,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 	}()
-	for i := range flows {
-		c, err := net.DialUDP("udp", nil, raddr)
-		if err != nil {
-			return nil, fmt.Errorf("opening flow %d to %s: %w", i, raddr, err)
+	err = openIn(func() error {
+		for i := range flows {
+			c, err := net.DialUDP("udp", nil, raddr)
+			if err != nil {
+				return fmt.Errorf("opening flow %d to %s: %w", i, raddr, err)
+			}
+			setBuffers(c, 4<<20)
+			flows[i] = &flow{id: uint16(i), conn: c, bc: newBatchConn(c), t: newFlowTracker(p.Timeout, cfg.Window)}
 		}
-		setBuffers(c, 4<<20)
-		flows[i] = &flow{id: uint16(i), conn: c, bc: newBatchConn(c), t: newFlowTracker(p.Timeout, cfg.Window)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	res.Start = time.Now()
@@ -218,6 +236,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		h.merge(&f.t.rtt)
 	}
 	res.summarize(&h)
+	if p.RatePPS > 0 && res.SendSeconds > 0 && res.SentPPSMean < 0.95*float64(p.RatePPS) &&
+		(cfg.Count == 0 || res.Sent < cfg.Count) {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the client sent %.0f pps, short of the %d pps asked for: it could not keep up (busy CPU?)", res.SentPPSMean, p.RatePPS))
+	}
 	if ctx.Err() != nil {
 		res.Interrupted = true
 	}
@@ -292,8 +314,10 @@ func (f *flow) send(ctx context.Context, epoch time.Time, session uint32, size i
 		batch = int(min(max(rate/1000, 1), batchLen))
 	}
 	msgs := newMessages(batch, size)
-	// Backlog the pacer may catch up at once after a stall: 10 ms worth.
-	maxBacklog := uint64(max(rate/100, float64(batch)))
+	// Backlog the pacer catches up after a stall (the machine was busy, a
+	// timer fired late): up to 250 ms worth, sent back to back in batches;
+	// beyond that it gives up on the missed probes rather than burst.
+	maxBacklog := uint64(max(rate/4, float64(batch)))
 	var sent uint64
 	var forgiven float64 // probes the pacer gave up on after stalls
 	for {
@@ -399,19 +423,19 @@ func (f *flow) receive(epoch time.Time, session uint32, size int) error {
 var errExchangeTimeout = errors.New("no answer")
 
 // exchange sends req and waits for a reply of type want carrying the same
-// nonce, retransmitting four times within wait. A refusal is an error.
+// nonce, retransmitting every half second within wait. A refusal is an error.
 func exchange(ctx context.Context, c *net.UDPConn, req *Control, want MsgType, wait time.Duration) (*Control, error) {
 	b, err := req.Marshal()
 	if err != nil {
 		return nil, err
 	}
-	const tries = 4
+	tries := max(int(wait/(500*time.Millisecond)), 1)
 	buf := make([]byte, 2048)
 	for range tries {
 		if _, err := c.Write(b); err != nil {
 			return nil, describeNetErr(c.RemoteAddr(), err)
 		}
-		deadline := time.Now().Add(wait / tries)
+		deadline := time.Now().Add(wait / time.Duration(tries))
 		_ = c.SetReadDeadline(deadline)
 		for {
 			if ctx.Err() != nil {

@@ -27,6 +27,10 @@ type Server struct {
 	// Workers is the number of sockets sharing the port (SO_REUSEPORT),
 	// each served by its own goroutine; 0 picks GOMAXPROCS, at most 4.
 	Workers int
+	// OpenIn, if set, opens the sockets: Serve calls it with a function
+	// that creates them. Labs use it to listen inside a network namespace
+	// (netns.Do); a socket stays in the namespace it was created in.
+	OpenIn func(open func() error) error
 	// Events, if set, is told about sessions starting and ending. It is
 	// called from the serving goroutines and must not block for long.
 	Events func(Event)
@@ -115,20 +119,32 @@ func (s *Server) Serve(ctx context.Context) error {
 			c.Close()
 		}
 	}()
-	addr := s.Addr
-	for i := range workers {
-		pc, err := lc.ListenPacket(ctx, "udp", addr)
-		if err != nil {
-			return fmt.Errorf("listening on udp %s: %w", s.Addr, err)
+	open := func() error {
+		addr := s.Addr
+		for i := range workers {
+			pc, err := lc.ListenPacket(ctx, "udp", addr)
+			if err != nil {
+				return fmt.Errorf("listening on udp %s: %w", s.Addr, err)
+			}
+			c := pc.(*net.UDPConn)
+			conns = append(conns, c)
+			setBuffers(c, 4<<20)
+			if i == 0 {
+				addr = c.LocalAddr().String() // a port 0 becomes the chosen port
+			}
 		}
-		c := pc.(*net.UDPConn)
-		conns = append(conns, c)
-		setBuffers(c, 4<<20)
-		if i == 0 {
-			addr = c.LocalAddr().String() // a port 0 becomes the chosen port
-			s.bound <- c.LocalAddr()
-		}
+		return nil
 	}
+	var err error
+	if s.OpenIn != nil {
+		err = s.OpenIn(open)
+	} else {
+		err = open()
+	}
+	if err != nil {
+		return err
+	}
+	s.bound <- conns[0].LocalAddr()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -145,7 +161,6 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
-	var err error
 loop:
 	for {
 		select {
