@@ -108,6 +108,15 @@ func StartServer(ctx context.Context, command CommandFunc, opts ServerOptions) (
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
+	// Its own process group keeps a Ctrl-C in the terminal from reaching
+	// it before the caller decides to stop it; the parent-death signal
+	// ends it if ovpnperf dies without Stop (ip netns exec execs iperf3,
+	// so the signal reaches iperf3 itself).
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
@@ -200,6 +209,48 @@ func (s *Server) Stop() error {
 		}
 	})
 	return s.stopErr
+}
+
+// WaitListening waits until the iperf3 server writing to logPath says it
+// listens: for servers started by another runner, such as lab.Start, which
+// records the process in the lab's state and sends its output to a file.
+// Start such a server with ServerOptions.Args (its --forceflush makes the
+// line appear at once). exited, if not nil, is closed when the server
+// exits; timeout 0 means 10 s. A server that exits or times out gives an
+// error with the end of its log.
+func WaitListening(ctx context.Context, logPath string, exited <-chan struct{}, timeout time.Duration) error {
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	logTail := func() string {
+		b, _ := os.ReadFile(logPath)
+		if len(b) > 4096 {
+			b = b[len(b)-4096:]
+		}
+		return strings.TrimSpace(string(b))
+	}
+	for {
+		if b, err := os.ReadFile(logPath); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(line, readyLine) {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-exited:
+			return fmt.Errorf("iperf3 server exited before listening:\n%s", logTail())
+		case <-deadline.C:
+			return fmt.Errorf("iperf3 server did not report listening within %v:\n%s", timeout, logTail())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // tailBuffer keeps the last lines written to it, up to max bytes.
