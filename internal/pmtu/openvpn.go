@@ -257,7 +257,7 @@ func (dc DataChannel) Translate(t Transport, pathMTU int, blackhole, measured bo
 	case tr.TunMTU1500Fits:
 		advice = append(advice, fmt.Sprintf("the defaults fit: tun-mtu 1500 makes %d-byte outer packets, no fragmentation", f.outerSize(1500)))
 	case t.Proto == "tcp":
-		advice = append(advice, "TCP transport never fragments the outer packets (the stream is re-segmented);",
+		advice = append(advice, "TCP transport never fragments the outer packets (the stream is re-segmented)",
 			fmt.Sprintf("%s keeps tunnelled TCP segments from being split across outer segments", tr.MSSFix))
 		if blackhole {
 			advice = append(advice, fmt.Sprintf("but the outer TCP connection itself stalls on this black hole unless its MSS is clamped to %d (or net.ipv4.tcp_mtu_probing=1 on both peers)", pathMTU-t.Family.HeaderBytes()-20))

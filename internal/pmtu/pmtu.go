@@ -266,7 +266,7 @@ func Search(ctx context.Context, p Prober, opts Options) (Result, error) {
 	res.Hop, res.HopMTU = s.hop, s.hopMTU
 	res.Blackhole = s.hiCause == causeSilence
 	res.LocalLimit = s.hiCause == causeLocal ||
-		(s.hiCause == causeCap && opts.Max == 0 && res.LocalMTU > 0 && s.lo == res.LocalMTU)
+		(s.hiCause == causeCap && opts.Max == 0 && res.LocalMTU > 0 && s.lo == maxSize)
 	res.Elapsed = time.Since(start)
 	return res, nil
 }

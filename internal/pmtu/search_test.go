@@ -15,8 +15,9 @@ type pathCase struct {
 	name      string
 	family    Family
 	mtu       int  // of the bottleneck link
-	blackhole bool // the router's ICMP errors are dropped
-	localMTU  int  // of the client's interface (0: 1500)
+	blackhole bool          // the router's ICMP errors are dropped
+	localMTU  int           // of the client's interface (0: 1500)
+	rtt       time.Duration // added by the path (the fake answers at 100 ms when 0)
 }
 
 func (c pathCase) local() int {
@@ -27,9 +28,12 @@ func (c pathCase) local() int {
 }
 
 var pathCases = []pathCase{
-	{name: "v4-1400", family: IPv4, mtu: 1400},
-	{name: "v4-1492", family: IPv4, mtu: 1492},
-	{name: "v4-1400-blackhole", family: IPv4, mtu: 1400, blackhole: true},
+	// The must-show cases: 100 ms RTT.
+	{name: "v4-1400", family: IPv4, mtu: 1400, rtt: 100 * time.Millisecond},
+	{name: "v4-1492", family: IPv4, mtu: 1492, rtt: 100 * time.Millisecond},
+	{name: "v4-1400-blackhole", family: IPv4, mtu: 1400, blackhole: true, rtt: 100 * time.Millisecond},
+	{name: "v6-1400-rtt", family: IPv6, mtu: 1400, rtt: 100 * time.Millisecond},
+	{name: "v6-1400-blackhole-rtt", family: IPv6, mtu: 1400, blackhole: true, rtt: 100 * time.Millisecond},
 	{name: "v4-1337-uncommon", family: IPv4, mtu: 1337},
 	{name: "v4-1337-uncommon-blackhole", family: IPv4, mtu: 1337, blackhole: true},
 	{name: "v4-576", family: IPv4, mtu: 576},
@@ -187,7 +191,12 @@ type fake struct {
 	sizes       []int
 }
 
-func newFake(c pathCase) *fake { return &fake{c: c, rtt: 100 * time.Millisecond} }
+func newFake(c pathCase) *fake {
+	if c.rtt == 0 {
+		c.rtt = 100 * time.Millisecond
+	}
+	return &fake{c: c, rtt: c.rtt}
+}
 
 func (f *fake) Family() Family { return f.c.family }
 func (f *fake) LocalMTU() int  { return f.c.local() }
