@@ -14,7 +14,7 @@ import (
 type pathCase struct {
 	name      string
 	family    Family
-	mtu       int  // of the bottleneck link
+	mtu       int           // of the bottleneck link
 	blackhole bool          // the router's ICMP errors are dropped
 	localMTU  int           // of the client's interface (0: 1500)
 	rtt       time.Duration // added by the path (the fake answers at 100 ms when 0)
