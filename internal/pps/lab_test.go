@@ -113,9 +113,11 @@ func TestLabLoss(t *testing.T) {
 			if math.Abs(res.LossPercent-tc.want) > tc.tol {
 				t.Errorf("loss %.2f%%, want %.2f ± %.1f %%", res.LossPercent, tc.want, tc.tol)
 			}
-			if l.Backend() != lab.BackendNone && dropped != res.Lost {
-				// The emulator counts what it dropped; every drop is one
-				// probe or one echo, so the books must agree exactly.
+			if l.Backend() != lab.BackendNone && (dropped < res.Lost || dropped > res.Lost+8) {
+				// The emulator counts what it dropped: every lost probe
+				// is one drop, and a few more drops may have hit the
+				// handshake (hello, accept, finish, report), which the
+				// client retransmits.
 				t.Errorf("the emulator dropped %d packets, pps counted %d lost", dropped, res.Lost)
 			}
 			if res.Received+res.Lost != res.Sent {
