@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
+)
+
+func TestPMTUUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pmtu"}, "HOST"},
+		{[]string{"pmtu", "-4", "-6", "192.0.2.1"}, "-4 and -6"},
+		{[]string{"pmtu", "--cipher", "ROT13", "192.0.2.1"}, "ROT13"},
+		{[]string{"pmtu", "--timeout", "1ns", "192.0.2.1"}, "--timeout"},
+		{[]string{"pmtu", "--max", "10", "192.0.2.1"}, "--max"},
+		{[]string{"pmtu", "--through-tunnel", "tun-far-end"}, "not an IP address"},
+		{[]string{"pmtu", "--through-tunnel", "10.8.0.1", "192.0.2.1"}, "not both"},
+		{[]string{"pmtu", "-6", "192.0.2.1"}, "not an IPv6 address"},
+		{[]string{"pmtu", "a", "b"}, "accepts between 0 and 1 arg"},
+	} {
+		ovpnperf(t, c.args...).mustBeUsageError(t, c.want)
+	}
+}
+
+// Without CAP_NET_RAW the command says what it needs, in one line, exit 1.
+func TestPMTUNoPermission(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequirePrograms(t, "setpriv")
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "ovpnperf")
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := runner.Command(context.Background(), "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin, "pmtu", "127.0.0.1")
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("unprivileged pmtu: %v (stderr %q), want exit 1", err, se.String())
+	}
+	if !strings.Contains(se.String(), "CAP_NET_RAW") || strings.Count(strings.TrimSpace(se.String()), "\n") != 0 {
+		t.Errorf("stderr %q, want one line naming CAP_NET_RAW", se.String())
+	}
+}
+
+// pmtuJSON holds the keys the issue requires of --json.
+type pmtuJSON struct {
+	PathMTU        int     `json:"path_mtu"`
+	Blackhole      bool    `json:"blackhole"`
+	Hop            *string `json:"hop"`
+	HopMTU         int     `json:"hop_mtu"`
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	Family         string  `json:"family"`
+	OpenVPN        struct {
+		Rows []pmtu.Translation `json:"translations"`
+	} `json:"openvpn"`
+}
+
+// The issue's must-show cases through the command line, on labs with a
+// 100 ms round trip: the figures are logged, the time bound is loose.
+func TestPMTUMustShow(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		mtu       int
+		blackhole bool
+		dst       string
+		family    string
+		hop       string
+	}{
+		{"v4-1400", 1400, false, lab.ServerV4.String(), "ipv4", lab.RouterClientV4.String()},
+		{"v4-1400-blackhole", 1400, true, lab.ServerV4.String(), "ipv4", ""},
+		{"v4-1492", 1492, false, lab.ServerV4.String(), "ipv4", lab.RouterClientV4.String()},
+		{"v6-1400", 1400, false, lab.ServerV6.String(), "ipv6", lab.RouterClientV6.String()},
+		{"v6-1400-blackhole", 1400, true, lab.ServerV6.String(), "ipv6", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := labtest.New(t, lab.Path{MTU: c.mtu, ICMPBlackhole: c.blackhole,
+				Up: lab.Link{Delay: 50 * time.Millisecond}, Down: lab.Link{Delay: 50 * time.Millisecond}})
+			start := time.Now()
+			out, err := runner.RunIn(context.Background(), l.Namespace(lab.Client), binary, "pmtu", c.dst, "--json")
+			wall := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r pmtuJSON
+			if err := json.Unmarshal(out, &r); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			t.Logf("%s: path_mtu %d blackhole %v hop %v elapsed_seconds %.3f (wall %.3f s)", c.name, r.PathMTU, r.Blackhole, deref(r.Hop), r.ElapsedSeconds, wall.Seconds())
+			if r.PathMTU != c.mtu || r.Blackhole != c.blackhole || r.Family != c.family || deref(r.Hop) != c.hop {
+				t.Errorf("got %+v, want path_mtu %d blackhole %v family %s hop %q", r, c.mtu, c.blackhole, c.family, c.hop)
+			}
+			if r.ElapsedSeconds <= 0 || r.ElapsedSeconds > 10 {
+				t.Errorf("elapsed_seconds %v, want (0, 10]", r.ElapsedSeconds)
+			}
+			if len(r.OpenVPN.Rows) != 4 || r.OpenVPN.Rows[0].PathMTU != c.mtu || r.OpenVPN.Rows[0].FragmentNeeded != c.blackhole {
+				t.Errorf("openvpn translation: %+v", r.OpenVPN.Rows)
+			}
+		})
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// The text report for people, from a fixed result: golden lines.
+func TestPMTUText(t *testing.T) {
+	res := pmtu.Result{Family: pmtu.IPv4, PathMTU: 1400, Blackhole: true, LocalMTU: 1500, Rounds: 2, Probes: 44,
+		RTT: 100 * time.Millisecond, Elapsed: 600 * time.Millisecond}
+	sec, err := translatePMTU("AES-256-GCM", "SHA1", res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := pmtuReport{Host: "vpn.example.net", Address: "198.51.100.2", Family: "ipv4", PathMTU: 1400, Blackhole: true,
+		Interface: "eth0", LocalMTU: 1500, ElapsedSeconds: 0.6, RTTMillis: 100, Rounds: 2, Probes: 44,
+		Explanation: explainPMTU(res, false, "eth0"), OpenVPN: sec}
+	var b bytes.Buffer
+	writePMTUText(&b, rep)
+	for _, want := range []string{
+		"path MTU to vpn.example.net (198.51.100.2, ipv4 via eth0): 1400 bytes — ICMP BLACK HOLE\n",
+		"found in 0.60 s: 2 rounds, 44 probes, RTT 100.0 ms\n",
+		"Path-MTU discovery is broken on this path: TCP connections that send full-size segments stall",
+		"  udp/ipv4    52        1348         mssfix 1400 mtu  mssfix 1372   1308/1288        fragment 1400 mtu\n",
+		"  tcp/ipv4    66        1334         mssfix 1400 mtu  mssfix 1360   1294/1274        n/a (TCP)\n",
+		"  udp/ipv6 *  72        1328         mssfix 1400 mtu  mssfix 1352   1288/1268        fragment 1400 mtu\n",
+		"* assumes the same path MTU over ipv6 (not probed)",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text output lacks %q:\n%s", want, b.String())
+		}
+	}
+	var j bytes.Buffer
+	if err := writeJSON(&j, rep); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(j.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"path_mtu", "blackhole", "hop", "elapsed_seconds", "family"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON lacks %q: %s", k, j.String())
+		}
+	}
+	if m["hop"] != nil {
+		t.Errorf("hop %v, want null on a black hole", m["hop"])
+	}
+}
