@@ -164,6 +164,9 @@ func Run(ctx context.Context, command CommandFunc, opts ClientOptions) (*Result,
 	cmdline := strings.Join(cmd.Args, " ")
 
 	res, perr := Parse(stdout.Bytes())
+	if res != nil && cmd.ProcessState != nil {
+		res.ClientCPUSeconds = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	}
 	if res == nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("running %q: %w", cmdline, ctx.Err())

@@ -19,7 +19,9 @@ var loopback = netip.MustParseAddr("127.0.0.1")
 
 // freePort returns a loopback TCP port that nothing listened on a moment
 // ago. Other engineers' tests share this host, hence not 5201.
-func freePort(t *testing.T) int {
+func freePort(t *testing.T) int { return freePortTB(t) }
+
+func freePortTB(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -102,6 +104,11 @@ func TestLoopback(t *testing.T) {
 			}
 			if r.Reverse != o.Reverse || (r.Protocol == "UDP") != o.UDP {
 				t.Errorf("reverse %v protocol %s", r.Reverse, r.Protocol)
+			}
+			// Unshaped TCP on loopback keeps the client busy for most of
+			// the second; its rusage must show it.
+			if !o.UDP && r.ClientCPUSeconds < 0.05 {
+				t.Errorf("client CPU %.3f s over a full-speed TCP test", r.ClientCPUSeconds)
 			}
 			if o.Parallel > 1 && r.Streams != o.Parallel {
 				t.Errorf("streams %d", r.Streams)

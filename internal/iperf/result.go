@@ -69,6 +69,11 @@ type Result struct {
 
 	// Error is iperf3's own "error" message, empty when the test ran.
 	Error string `json:"error,omitempty"`
+
+	// ClientCPUSeconds is the user+system CPU time of the iperf3 client
+	// process, from its rusage when Run reaped it (0 from Parse). Under
+	// `ip netns exec` it is iperf3's own: ip execs without forking.
+	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
 }
 
 // UDPStats are the receiver's counts for a UDP test.
