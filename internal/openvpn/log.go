@@ -180,7 +180,7 @@ func isErrorLine(line string) bool {
 	if strings.HasPrefix(line, "Note:") {
 		return false
 	}
-	for _, s := range []string{"ERROR", "Options error", "TLS Error", "AUTH_FAILED", "Cannot ", "cannot ", "failed", "Fatal", "fatal error", "VERIFY ERROR"} {
+	for _, s := range []string{"ERROR", "Options error", "TLS Error", "AUTH_FAILED", "Cannot ", "cannot ", "failed", "Fatal", "fatal error", "VERIFY ERROR", "Unsupported ", "unsupported "} {
 		if strings.Contains(line, s) {
 			return true
 		}
