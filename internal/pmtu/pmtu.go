@@ -23,6 +23,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sort"
 	"time"
 )
 
@@ -182,9 +183,14 @@ type Result struct {
 	Elapsed time.Duration `json:"-"`
 	Rounds  int           `json:"rounds"`
 	Probes  int           `json:"probes"`
-	// Lost counts probes no larger than PathMTU that were not answered
-	// (random loss, not size).
+	// Lost counts probes of sizes that passed at another try (random loss,
+	// not size).
 	Lost int `json:"lost_small_probes"`
+	// LargestPassed, when above PathMTU, is the largest size that was
+	// echoed although sizes from HoleFrom up vanished: the path loses a
+	// band of sizes above its MTU but carries larger packets (fragmented).
+	LargestPassed int `json:"largest_passed,omitempty"`
+	HoleFrom      int `json:"hole_from,omitempty"`
 }
 
 // commonMTUs are link MTUs met in practice; the first round probes each and
@@ -213,7 +219,9 @@ func Search(ctx context.Context, p Prober, opts Options) (Result, error) {
 		return res, fmt.Errorf("largest probe %d bytes is below the %s minimum MTU %d", maxSize, fam, minSize)
 	}
 
-	s := &searchState{hi: maxSize + 1, hiCause: causeCap, limit: maxSize + 1, fails: map[int]hiCause{}}
+	s := &searchState{limit: maxSize + 1, passed: map[int]bool{}, fails: map[int]hiCause{},
+		lost: map[int]int{}, holes: map[int]bool{}}
+	s.derive()
 	wait := Wait{Max: opts.Timeout, Min: opts.MinRoundWait, RTTFactor: 3}
 
 	sizes := firstRound(minSize, maxSize)
@@ -238,19 +246,21 @@ func Search(ctx context.Context, p Prober, opts Options) (Result, error) {
 		if err := s.absorb(answers); err != nil {
 			return res, err
 		}
-		switch {
-		case s.lo == 0:
+		if s.lo == 0 {
 			// Not even the smallest probe came back: ask once more.
 			if s.emptyRounds++; s.emptyRounds >= 2 {
 				return res, fmt.Errorf("no echo reply to %d-byte probes: the host is down, unreachable, or drops ICMP echo requests", minSize)
 			}
 			sizes = []int{minSize, minSize}
-		case s.hi == s.lo+1 && s.hiCause == causeSilence && !s.confirmed:
+		} else if sizes = s.recheck(2 * opts.Spread); len(sizes) > 0 {
+			// Sizes vanished although larger ones passed: random loss, or
+			// a hole in the sizes the path carries. Ask again.
+		} else if s.hi == s.lo+1 && s.hiCause == causeSilence && !s.confirmed {
 			// A boundary that rests on silence alone may be random loss:
 			// send the size again, twice, before calling it a black hole.
 			s.confirmed = true
 			sizes = []int{s.hi, s.hi, s.lo}
-		default:
+		} else {
 			sizes = s.narrow(opts.Spread)
 		}
 		if len(sizes) == 0 {
@@ -262,7 +272,19 @@ func Search(ctx context.Context, p Prober, opts Options) (Result, error) {
 	}
 
 	res.PathMTU = s.lo
-	res.Lost = s.lostSmall
+	for size, n := range s.lost {
+		if s.passed[size] {
+			res.Lost += n
+		}
+	}
+	for size := range s.passed {
+		res.LargestPassed = max(res.LargestPassed, size)
+	}
+	if res.LargestPassed > res.PathMTU {
+		res.HoleFrom = s.hi
+	} else {
+		res.LargestPassed = 0
+	}
 	res.Hop, res.HopMTU = s.hop, s.hopMTU
 	res.Blackhole = s.hiCause == causeSilence
 	res.LocalLimit = s.hiCause == causeLocal ||
@@ -281,15 +303,24 @@ const (
 	causeTooBig                 // a router said so
 )
 
+// searchState is the evidence gathered so far. The path MTU is the largest
+// size below which everything passes: normally lo, the largest size echoed,
+// with hi the smallest size that failed above it. A path can also drop a
+// band of sizes while larger ones pass — a tunnel whose outer packets carry
+// Don't-Fragment into a black hole loses inner packets just above its MTU,
+// yet fragments bigger ones — so a size that vanished below an echoed one is
+// asked again, and one that vanishes twice is a hole that caps the search.
 type searchState struct {
-	lo      int     // largest size echoed
-	hi      int     // smallest size known not to pass (derived from fails)
+	limit  int             // one above the largest size we may probe
+	passed map[int]bool    // sizes echoed at least once
+	fails  map[int]hiCause // sizes never echoed, with the strongest reason
+	lost   map[int]int     // times each size vanished
+	holes  map[int]bool    // sizes that vanished twice below an echoed size
+
+	lo      int     // largest size echoed below the first hole
+	hi      int     // smallest size above lo known not to pass
 	hiCause hiCause // why hi fails
-	limit   int     // one above the largest size we may probe
-	// fails holds every size that did not pass and the strongest reason;
-	// sizes at or below lo are loss, not size, and are ignored.
-	fails     map[int]hiCause
-	lostSmall int
+
 	hop       netip.Addr
 	hopMTU    int
 	hint      int  // an MTU named by a router, to verify
@@ -300,52 +331,29 @@ type searchState struct {
 }
 
 func (s *searchState) absorb(answers []Answer) error {
-	// Replies first: they decide which silences are size and which are loss.
-	for _, a := range answers {
-		if a.Outcome == Reply && a.Size > s.lo {
-			s.lo = a.Size
-		}
-	}
-	// A size that vanished before and now passed shows that its round lost
-	// probes for reasons other than size (neighbour discovery on a cold
-	// path, congestion): forget every earlier silence and let the next
-	// rounds ask again.
 	contradicted := false
-	for size, c := range s.fails {
-		if c == causeSilence && size <= s.lo {
-			contradicted = true
-		}
-	}
-	if contradicted {
-		for size, c := range s.fails {
-			if c == causeSilence {
-				delete(s.fails, size)
-			}
-		}
-	}
-	fail := func(size int, c hiCause) {
-		if old, ok := s.fails[size]; !ok || c > old {
-			s.fails[size] = c
-		}
-	}
 	for _, a := range answers {
 		switch a.Outcome {
+		case Reply:
+			if s.fails[a.Size] == causeSilence && s.lost[a.Size] > 0 {
+				contradicted = true
+			}
+			s.passed[a.Size] = true
+			delete(s.fails, a.Size)
+			delete(s.holes, a.Size)
 		case TooBig:
-			fail(a.Size, causeTooBig)
+			s.fail(a.Size, causeTooBig)
 			if a.MTU > 0 && (s.hopMTU == 0 || a.MTU <= s.hopMTU) {
 				s.hop, s.hopMTU = a.From, a.MTU
 			}
-			if a.MTU > s.lo && a.MTU < a.Size {
+			if a.MTU < a.Size {
 				s.hint = a.MTU
 			}
 		case LocalTooBig:
-			fail(a.Size, causeLocal)
+			s.fail(a.Size, causeLocal)
 		case Lost:
-			if a.Size <= s.lo {
-				s.lostSmall++
-				continue
-			}
-			fail(a.Size, causeSilence)
+			s.lost[a.Size]++
+			s.fail(a.Size, causeSilence)
 		case Unreachable:
 			if s.unreachable == nil {
 				a := a
@@ -353,21 +361,98 @@ func (s *searchState) absorb(answers []Answer) error {
 			}
 		}
 	}
+	top := s.maxPassed()
+	if contradicted {
+		// A size that vanished before has now passed: its round lost
+		// probes for reasons other than size (neighbour discovery on a
+		// cold path, congestion). Forget the other single silences above
+		// the echoed sizes; narrowing asks for them again.
+		for size, c := range s.fails {
+			if c == causeSilence && s.lost[size] == 1 && size > top {
+				delete(s.fails, size)
+			}
+		}
+	}
+	// A size that vanished twice, never passed, and lies below an echoed
+	// size is a hole.
+	for size, c := range s.fails {
+		if c == causeSilence && size < top && s.lost[size] >= 2 && !s.passed[size] {
+			s.holes[size] = true
+		}
+	}
+	oldHi := s.hi
+	s.derive()
 	if s.lo == 0 && s.unreachable != nil {
 		u := s.unreachable
 		return fmt.Errorf("destination unreachable: %s (ICMP error from %s)", u.Detail, u.From)
-	}
-	oldHi := s.hi
-	s.hi, s.hiCause = s.limit, causeCap
-	for size, c := range s.fails {
-		if size > s.lo && (size < s.hi || size == s.hi && c > s.hiCause) {
-			s.hi, s.hiCause = size, c
-		}
 	}
 	if s.hi != oldHi || s.hi > s.lo+1 {
 		s.confirmed = false
 	}
 	return nil
+}
+
+func (s *searchState) fail(size int, c hiCause) {
+	if s.passed[size] {
+		return
+	}
+	if old, ok := s.fails[size]; !ok || c > old {
+		s.fails[size] = c
+	}
+}
+
+func (s *searchState) maxPassed() int {
+	top := 0
+	for size := range s.passed {
+		top = max(top, size)
+	}
+	return top
+}
+
+// derive recomputes lo, hi and hiCause from the evidence.
+func (s *searchState) derive() {
+	ceiling, cause := s.limit, causeCap
+	for size := range s.holes {
+		if size < ceiling {
+			ceiling, cause = size, causeSilence
+		}
+	}
+	s.lo = 0
+	for size := range s.passed {
+		if size < ceiling && size > s.lo {
+			s.lo = size
+		}
+	}
+	s.hi, s.hiCause = ceiling, cause
+	for size, c := range s.fails {
+		if size <= s.lo || size > s.hi {
+			continue
+		}
+		// A silence below an echoed size is not evidence until re-asked.
+		if c == causeSilence && !s.holes[size] && size < s.maxPassed() {
+			continue
+		}
+		if size < s.hi || c > s.hiCause {
+			s.hi, s.hiCause = size, c
+		}
+	}
+}
+
+// recheck lists the sizes that vanished once but lie below an echoed size,
+// smallest first (the smallest hole decides), at most n of them.
+func (s *searchState) recheck(n int) []int {
+	top := s.maxPassed()
+	var sizes []int
+	for size, c := range s.fails {
+		if c == causeSilence && size < top && s.lost[size] == 1 && size > 0 {
+			sizes = append(sizes, size)
+		}
+	}
+	sort.Ints(sizes)
+	if len(sizes) > n {
+		sizes = sizes[:n]
+	}
+	return sizes
 }
 
 // narrow picks the sizes of the next round strictly between lo and hi.

@@ -188,6 +188,8 @@ type fake struct {
 	loseOnce    map[int]bool
 	dead        bool
 	unreachable bool
+	// band of sizes that always vanish, though sizes above pass
+	holeLo, holeHi int
 	sizes       []int
 }
 
@@ -213,6 +215,9 @@ func (f *fake) Round(_ context.Context, sizes []int, w Wait) ([]Answer, error) {
 			a.Outcome, a.MTU = LocalTooBig, f.c.local()
 		case f.unreachable:
 			a.Outcome, a.Detail, a.From, a.RTT = Unreachable, "host unreachable", routerAddr(f.c.family), f.rtt/2
+		case s >= f.holeLo && s <= f.holeHi:
+			a.Outcome = Lost
+			pending = true
 		case f.dead || f.loseOnce[s]:
 			delete(f.loseOnce, s)
 			a.Outcome = Lost
@@ -254,5 +259,27 @@ func TestSearchFakeColdStart(t *testing.T) {
 		}
 		res := testSearch(t, c, f)
 		t.Logf("%+v", res)
+	}
+}
+
+// Through a tunnel over a black hole, inner packets whose outer packets
+// would just exceed the path MTU vanish (outer Don't-Fragment), while larger
+// ones pass because the kernel fragments the outer packets locally. The
+// search must report the largest size below which everything passes, and
+// the band.
+func TestSearchFakeHole(t *testing.T) {
+	c := pathCase{family: IPv4, mtu: 1500}
+	f := newFake(c)
+	f.holeLo, f.holeHi = 1349, 1448
+	res, err := Search(context.Background(), f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PathMTU != 1348 || !res.Blackhole || res.LargestPassed != 1500 || res.HoleFrom != 1349 {
+		t.Errorf("got %+v, want PathMTU 1348, black hole, hole from 1349, largest passed 1500", res)
+	}
+	t.Logf("%d rounds, %d probes, virtual time %v", res.Rounds, res.Probes, f.clock)
+	if res.Rounds > 6 {
+		t.Errorf("%d rounds", res.Rounds)
 	}
 }
