@@ -190,7 +190,7 @@ type fake struct {
 	unreachable bool
 	// band of sizes that always vanish, though sizes above pass
 	holeLo, holeHi int
-	sizes       []int
+	sizes          []int
 }
 
 func newFake(c pathCase) *fake {
