@@ -180,10 +180,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	var sendEndNs int64 = -1
+	wake := sendDone // nil once seen closed, so the loop does not spin
 	for {
 		select {
 		case <-tick.C:
-		case <-sendDone:
+		case <-wake:
+			wake = nil
 		}
 		nowNs := int64(time.Since(epoch))
 		outstanding := 0

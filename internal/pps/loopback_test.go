@@ -208,3 +208,21 @@ func TestServerSurvivesGarbage(t *testing.T) {
 		t.Error("server stopped echoing after garbage")
 	}
 }
+
+// BenchmarkLoopback floods a server on loopback from one flow for 2 s and
+// reports the rates; with -cpuprofile it shows where the generator and the
+// echo server spend their time.
+//
+//	go test -run XXX -bench Loopback -benchtime 1x ./internal/pps
+func BenchmarkLoopback(b *testing.B) {
+	addr, _ := startServer(&testing.T{}, DefaultLimits)
+	for range b.N {
+		res, err := Run(context.Background(), Config{Server: addr, Params: Params{RatePPS: 0, Size: MinSize, Duration: 2 * time.Second, Flows: 1, Timeout: time.Second}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(res.SentPPSMean, "sent-pps")
+		b.ReportMetric(res.PPSMedian, "echo-pps")
+		b.ReportMetric(res.CPU.Percent, "client-cpu-%")
+	}
+}

@@ -1,0 +1,163 @@
+package pps
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
+)
+
+var sockperfRate = regexp.MustCompile(`Summary: Message Rate is ([0-9.]+) \[msg/sec\]`)
+
+// parseSockperfRate reads the send rate from `sockperf throughput` output.
+func parseSockperfRate(out []byte) (float64, error) {
+	m := sockperfRate.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no \"Message Rate\" line in sockperf output:\n%s", out)
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+func TestParseSockperfRate(t *testing.T) {
+	out, err := readTestdata("sockperf-3.7-throughput.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := parseSockperfRate(out)
+	if err != nil || r != 37676 {
+		t.Errorf("rate %v, %v; want 37676 as in the capture", r, err)
+	}
+	if _, err := parseSockperfRate([]byte("sockperf: ERROR: connection refused\n")); err == nil {
+		t.Error("accepted output without a rate")
+	}
+}
+
+// spread is the median, minimum and maximum of some samples.
+type spread struct{ med, min, max float64 }
+
+func spreadOf(v []float64) spread {
+	if len(v) == 0 {
+		return spread{}
+	}
+	return spread{median(v), slices.Min(v), slices.Max(v)}
+}
+
+func (s spread) String() string {
+	return fmt.Sprintf("%9.0f pps (min %9.0f, max %9.0f)", s.med, s.min, s.max)
+}
+
+// BenchmarkGeneratorRates compares the packet rate of the three generators
+// against the same unshaped lab path (client → router → server, kernel
+// forwarding, 18-byte UDP payloads, one flow each), in three interleaved
+// repetitions of 3 s, and logs each one's median, minimum and maximum:
+//
+//   - sockperf throughput -m 18: the rate sockperf sent (it does not count
+//     what arrived);
+//   - iperf3 -u -l 18 -b 0: the rate iperf3 sent, and what its server
+//     received;
+//   - ovpnperf pps --rate 0: the rate sent, what the server received, and
+//     the echoes back (each echo crosses the path twice); once with one
+//     flow as the others, once with two (-P 2).
+//
+// Everything shares the host's cores, so the figures say how the
+// generators compare here, not what the path could forward. Run it with
+//
+//	go test -run XXX -bench GeneratorRates -benchtime 1x -v ./internal/pps
+func BenchmarkGeneratorRates(b *testing.B) {
+	testenv.RequirePrograms(b, "sockperf", "iperf3")
+	l := labtest.New(b, lab.Path{})
+	ctx := context.Background()
+	const (
+		reps    = 3
+		seconds = 3
+		spPort  = 11111
+	)
+	sp, err := l.Start(ctx, lab.Server, filepath.Join(l.Dir(), "sockperf-server.log"),
+		"sockperf", "server", "-i", lab.ServerV4.String(), "-p", strconv.Itoa(spPort))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sp.Stop()
+	labCmd := func(n lab.Node) iperf.CommandFunc {
+		return func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, n, argv...) }
+	}
+	ip, err := iperf.StartServer(ctx, labCmd(lab.Server), iperf.ServerOptions{Bind: lab.ServerV4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ip.Stop()
+	port := labServer(b, l, lab.ServerV4)
+	time.Sleep(500 * time.Millisecond) // sockperf server has no ready signal
+
+	var spSent, ipSent, ipRecv, oSent, oRecvd, oEcho, oCPU, o2Sent, o2Echo []float64
+	for range b.N {
+		for rep := range reps {
+			out, err := runner.Output(l.Command(ctx, lab.Client, "sockperf", "throughput",
+				"-i", lab.ServerV4.String(), "-p", strconv.Itoa(spPort), "-m", "18", "-t", strconv.Itoa(seconds)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			r, err := parseSockperfRate(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			spSent = append(spSent, r)
+
+			ir, err := iperf.Run(ctx, labCmd(lab.Client), iperf.ClientOptions{
+				Server: lab.ServerV4, Port: ip.Port(), UDP: true, LengthBytes: 18, BitrateBps: 0,
+				Duration: seconds * time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ipSent = append(ipSent, float64(ir.SentBytes)/18/ir.SentDuration.Seconds())
+			if ir.UDP != nil {
+				ipRecv = append(ipRecv, float64(ir.UDP.Packets-ir.UDP.LostPackets)/ir.ReceivedDuration.Seconds())
+			}
+
+			res2 := labRun(b, l, lab.ServerV4, port, Params{RatePPS: 0, Size: MinSize, Duration: seconds * time.Second, Flows: 2, Timeout: time.Second})
+			o2Sent = append(o2Sent, res2.SentPPSMean)
+			o2Echo = append(o2Echo, res2.PPSMedian)
+
+			res := labRun(b, l, lab.ServerV4, port, Params{RatePPS: 0, Size: MinSize, Duration: seconds * time.Second, Flows: 1, Timeout: time.Second})
+			oSent = append(oSent, res.SentPPSMean)
+			oEcho = append(oEcho, res.PPSMedian)
+			oCPU = append(oCPU, res.CPU.Percent)
+			if res.ServerReport != nil {
+				oRecvd = append(oRecvd, float64(res.ServerReport.Received)/res.SendSeconds)
+			}
+			b.Logf("rep %d: sockperf sent %.0f; iperf3 sent %.0f; ovpnperf sent %.0f, echoed %.0f pps; -P 2 sent %.0f, echoed %.0f", rep+1, r, ipSent[len(ipSent)-1], res.SentPPSMean, res.PPSMedian, res2.SentPPSMean, res2.PPSMedian)
+		}
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "packet rates, 18-byte UDP payload, unshaped lab path, %d × %d s, median (min, max):\n", reps*b.N, seconds)
+	fmt.Fprintf(&sb, "  sockperf throughput sent      %v\n", spreadOf(spSent))
+	fmt.Fprintf(&sb, "  iperf3 -u -b 0      sent      %v\n", spreadOf(ipSent))
+	fmt.Fprintf(&sb, "  iperf3              received  %v\n", spreadOf(ipRecv))
+	fmt.Fprintf(&sb, "  ovpnperf pps        sent      %v\n", spreadOf(oSent))
+	fmt.Fprintf(&sb, "  ovpnperf pps        server rx %v\n", spreadOf(oRecvd))
+	fmt.Fprintf(&sb, "  ovpnperf pps        echoed    %v (client CPU median %.0f%% of a core)\n", spreadOf(oEcho), median(oCPU))
+	fmt.Fprintf(&sb, "  ovpnperf pps -P 2    sent      %v\n", spreadOf(o2Sent))
+	fmt.Fprintf(&sb, "  ovpnperf pps -P 2    echoed    %v\n", spreadOf(o2Echo))
+	b.Log("\n" + sb.String())
+	b.ReportMetric(median(spSent), "sockperf-sent-pps")
+	b.ReportMetric(median(ipSent), "iperf3-sent-pps")
+	b.ReportMetric(median(oSent), "ovpnperf-sent-pps")
+	b.ReportMetric(median(oEcho), "ovpnperf-echo-pps")
+}
+
+func readTestdata(name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join("testdata", name))
+}
