@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,9 @@ type Launcher func(ctx context.Context, logPath string, argv ...string) (Proc, e
 // in their own process group, killed if ovpnperf dies.
 func NetnsLauncher(ns string) Launcher {
 	return func(ctx context.Context, logPath string, argv ...string) (Proc, error) {
+		if err := runner.Require(argv[0]); err != nil {
+			return nil, err
+		}
 		f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return nil, err
@@ -109,6 +113,9 @@ type Process struct {
 	ConfigPath string
 	LogPath    string
 	proc       Proc
+	// logStart is the log's size before this process started: a log
+	// reused by a restart is appended to, and older lines must not count.
+	logStart int64
 }
 
 // Start renders cfg, writes it to DIR/ROLE.conf (0600) and starts
@@ -124,9 +131,6 @@ func StartWith(ctx context.Context, launch Launcher, cfg *Config, dir, role stri
 	if !roleRE.MatchString(role) {
 		return nil, fmt.Errorf("openvpn role %q: use 1-32 characters a-z, 0-9, '_' or '-'", role)
 	}
-	if err := runner.Require("openvpn"); err != nil {
-		return nil, err
-	}
 	text, err := cfg.Render()
 	if err != nil {
 		return nil, fmt.Errorf("%s config: %w", role, err)
@@ -138,6 +142,9 @@ func StartWith(ctx context.Context, launch Launcher, cfg *Config, dir, role stri
 	}
 	if err := writeFile0600(p.ConfigPath, []byte(text)); err != nil {
 		return nil, err
+	}
+	if st, err := os.Stat(p.LogPath); err == nil {
+		p.logStart = st.Size()
 	}
 	proc, err := launch(ctx, p.LogPath, "openvpn", "--config", p.ConfigPath)
 	if err != nil {
@@ -181,7 +188,29 @@ const TailLines = 15
 // timeout passes or ctx ends, the error carries the last TailLines lines of
 // this side's log.
 func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
-	return p.WaitLogged(ctx, timeout, ReadyLine)
+	if err := p.WaitLogged(ctx, timeout, ReadyLine); err != nil {
+		return err
+	}
+	// "Initialization Sequence Completed With Errors": up, but a route or
+	// address could not be set; measuring through it would mislead.
+	if bytes.Contains(p.logBytes(), []byte(ReadyLine+" With Errors")) {
+		return fmt.Errorf("openvpn %s started with errors; last lines of %s:\n%s", p.Role, p.LogPath, p.Tail(TailLines))
+	}
+	return nil
+}
+
+// logBytes returns what this process has logged so far.
+func (p *Process) logBytes() []byte {
+	f, err := os.Open(p.LogPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(p.logStart, io.SeekStart); err != nil {
+		return nil
+	}
+	b, _ := io.ReadAll(f)
+	return b
 }
 
 // DataChannelLine starts the line OpenVPN logs once the data channel's
@@ -197,14 +226,12 @@ func (p *Process) WaitLogged(ctx context.Context, timeout time.Duration, text st
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		b, _ := os.ReadFile(p.LogPath)
-		if bytes.Contains(b, []byte(text)) {
+		if bytes.Contains(p.logBytes(), []byte(text)) {
 			return nil
 		}
 		select {
 		case <-p.proc.Done():
-			b, _ := os.ReadFile(p.LogPath)
-			if bytes.Contains(b, []byte(text)) {
+			if bytes.Contains(p.logBytes(), []byte(text)) {
 				return nil
 			}
 			werr := p.proc.Wait()
@@ -223,11 +250,11 @@ func (p *Process) WaitLogged(ctx context.Context, timeout time.Duration, text st
 	}
 }
 
-// Tail returns the last n lines of the log.
+// Tail returns the last n lines this process logged.
 func (p *Process) Tail(n int) string {
-	b, err := os.ReadFile(p.LogPath)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
+	b := p.logBytes()
+	if len(b) == 0 {
+		return "(nothing logged)"
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
@@ -236,12 +263,7 @@ func (p *Process) Tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Log parses the log written so far.
+// Log parses what this process has logged so far.
 func (p *Process) Log() (*Log, error) {
-	f, err := os.Open(p.LogPath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return ParseLog(f)
+	return ParseLog(bytes.NewReader(p.logBytes()))
 }

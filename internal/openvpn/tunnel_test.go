@@ -33,8 +33,9 @@ type pair struct {
 }
 
 var (
-	pairServerAddr = netip.MustParseAddr("198.51.100.2")
-	pairTunnel     = netip.MustParsePrefix("203.0.113.0/24")
+	pairServerAddr  = netip.MustParseAddr("198.51.100.2")
+	pairServerAddr6 = netip.MustParseAddr("2001:db8:5::2")
+	pairTunnel      = netip.MustParsePrefix("203.0.113.0/24")
 )
 
 func newPair(t *testing.T) *pair {
@@ -63,6 +64,8 @@ func newPair(t *testing.T) *pair {
 		{"ip", "-n", p.server, "link", "add", va, "type", "veth", "peer", "name", vb, "netns", p.client},
 		{"ip", "-n", p.server, "addr", "add", pairServerAddr.String() + "/24", "dev", va},
 		{"ip", "-n", p.client, "addr", "add", "198.51.100.3/24", "dev", vb},
+		{"ip", "-n", p.server, "addr", "add", pairServerAddr6.String() + "/64", "dev", va, "nodad"},
+		{"ip", "-n", p.client, "addr", "add", "2001:db8:5::3/64", "dev", vb, "nodad"},
 		{"ip", "-n", p.server, "link", "set", va, "up"},
 		{"ip", "-n", p.client, "link", "set", vb, "up"},
 		{"ip", "-n", p.server, "link", "set", "lo", "up"},
@@ -81,13 +84,21 @@ func newPair(t *testing.T) *pair {
 }
 
 func (p *pair) configs(t *testing.T, proto string, v Variant) (srv, cli *Config) {
+	return p.configsV6(t, proto, false, v)
+}
+
+func (p *pair) configsV6(t *testing.T, proto string, ipv6 bool, v Variant) (srv, cli *Config) {
 	t.Helper()
-	srv, err := ServerConfig(ServerParams{Proto: proto, Local: pairServerAddr, Tunnel: pairTunnel,
+	addr := pairServerAddr
+	if ipv6 {
+		addr = pairServerAddr6
+	}
+	srv, err := ServerConfig(ServerParams{Proto: proto, IPv6: ipv6, Local: addr, Tunnel: pairTunnel,
 		Credentials: p.pki.Server(), Management: filepath.Join(p.dir, "server.sock")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err = ClientConfig(ClientParams{Proto: proto, Remote: pairServerAddr,
+	cli, err = ClientConfig(ClientParams{Proto: proto, IPv6: ipv6, Remote: addr,
 		Credentials: p.pki.Client(""), Management: filepath.Join(p.dir, "client.sock")})
 	if err != nil {
 		t.Fatal(err)
@@ -316,6 +327,108 @@ func TestWaitReadyReportsFailure(t *testing.T) {
 	}
 	b, _ := os.ReadFile(s.LogPath)
 	capture(t, filepath.Join("logs", "bfcbc-nolegacy-server.log"), anonymizeLog(b, p))
+}
+
+// TestTunnelTransports brings a tunnel up over TCP and over IPv6, started
+// through a caller-supplied Launcher as the lab will do.
+func TestTunnelTransports(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		proto string
+		ipv6  bool
+		link  string // what the client's log says about its transport
+	}{
+		{"tcp", TCP, false, "TCP connection established with [AF_INET]198.51.100.2:1194"},
+		{"udp6", UDP, true, "UDPv6 link remote: [AF_INET6]2001:db8:5::2"},
+		{"tcp6", TCP, true, "TCP connection established with [AF_INET6]2001:db8:5::2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPair(t)
+			srv, cli := p.configsV6(t, tt.proto, tt.ipv6, Variant{})
+			ctx := context.Background()
+			var launched [][]string
+			launch := func(ns string) Launcher {
+				return func(ctx context.Context, logPath string, argv ...string) (Proc, error) {
+					launched = append(launched, append([]string{ns, logPath}, argv...))
+					return NetnsLauncher(ns)(ctx, logPath, argv...)
+				}
+			}
+			s, err := StartWith(ctx, launch(p.server), srv, p.dir, "server")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Stop() })
+			if err := s.WaitReady(ctx, 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			c, err := StartWith(ctx, launch(p.client), cli, p.dir, "client")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Stop() })
+			if err := c.WaitReady(ctx, 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := runner.RunIn(ctx, p.client, "ping", "-n", "-c", "3", "-i", "0.2", "-W", "2", "203.0.113.1"); err != nil {
+				t.Fatalf("ping through the tunnel: %v", err)
+			}
+			b, _ := os.ReadFile(c.LogPath)
+			if !strings.Contains(string(b), tt.link) {
+				t.Errorf("client log lacks %q:\n%s", tt.link, c.Tail(TailLines))
+			}
+			want := []string{p.client, filepath.Join(p.dir, "client.log"), "openvpn", "--config", filepath.Join(p.dir, "client.conf")}
+			if len(launched) != 2 || strings.Join(launched[1], " ") != strings.Join(want, " ") {
+				t.Errorf("launched %q, want second %q", launched, want)
+			}
+			st, err := os.Stat(c.ConfigPath)
+			if err != nil || st.Mode().Perm() != 0o600 {
+				t.Errorf("config file %v %v, want mode 0600", st, err)
+			}
+			if err := c.Stop(); err != nil {
+				t.Error(err)
+			}
+			select {
+			case <-c.Done():
+			default:
+				t.Error("Stop returned before the client exited")
+			}
+		})
+	}
+}
+
+// TestTwoClients connects a second client with a certificate from
+// IssueClient to the same server, as multi-client runs will.
+func TestTwoClients(t *testing.T) {
+	p := newPair(t)
+	srv, cli := p.configs(t, UDP, Variant{})
+	p.up(t, srv, cli)
+	if _, _, err := p.pki.IssueClient("c2"); err != nil {
+		t.Fatal(err)
+	}
+	cli2, err := ClientConfig(ClientParams{Dev: "ovpnperf-c1", Remote: pairServerAddr, Credentials: p.pki.Client("c2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c2, err := Start(ctx, p.client, cli2, p.dir, "client-c2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c2.Stop() })
+	if err := c2.WaitReady(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c2.Log()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(l.PushReply, "ifconfig 203.0.113.3 ") {
+		t.Errorf("second client got %q, want the pool's second address", l.PushReply)
+	}
+	// Each client's tun is its own; ping the server through the second.
+	if _, err := runner.RunIn(ctx, p.client, "ping", "-n", "-c", "3", "-i", "0.2", "-W", "2", "-I", "ovpnperf-c1", "203.0.113.1"); err != nil {
+		t.Fatalf("ping through the second client: %v", err)
+	}
 }
 
 // anonymizeLog replaces the per-run temporary paths in a captured log so
