@@ -1,0 +1,171 @@
+package cryptobench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// WriteText writes the report for people: the cipher × block size table in
+// MB/s with and without AES-NI (the layout of the cookbook), the projection
+// onto OpenVPN, the preferred cipher and how noisy the figures are.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", r.OpenSSL)
+	fmt.Fprintf(&b, "CPU: %s, %d cores\n", orUnknown(r.CPU.Model), r.CPU.Cores)
+	switch {
+	case r.AESNIUsed == nil:
+		fmt.Fprintf(&b, "AES-NI used: unknown (%s)\n", r.AESNIEvidence)
+	case *r.AESNIUsed:
+		fmt.Fprintf(&b, "AES-NI used: yes. %s\n", r.AESNIEvidence)
+	default:
+		fmt.Fprintf(&b, "AES-NI used: no. %s\n", r.AESNIEvidence)
+	}
+
+	fmt.Fprintf(&b, "\nEncryption, MB/s (10^6 bytes per second) on one core, openssl speed -evp, %s CPU time per figure", seconds(r.SecondsPerMeasurement))
+	if r.Repeat > 1 {
+		fmt.Fprintf(&b, ", median of %d", r.Repeat)
+	}
+	b.WriteString(":\n")
+	header := []string{"Cipher", "AES-NI"}
+	for _, s := range r.BlockSizes {
+		h := fmt.Sprintf("%d B", s)
+		if s == r.Projection.PacketBytes {
+			h += " *"
+		}
+		header = append(header, h)
+	}
+	t := &textTable{header: header, leftCols: 2}
+	rows := append([]CipherResult(nil), r.Ciphers...)
+	if r.HMAC != nil {
+		rows = append(rows, CipherResult{Cipher: r.HMAC.Algorithm + " (auth)", Available: true, Sizes: []SizeResult{*r.HMAC}})
+	}
+	for _, cr := range rows {
+		if !cr.Available {
+			row := []string{cr.Cipher, "not measured"}
+			for range r.BlockSizes {
+				row = append(row, "-")
+			}
+			t.rows = append(t.rows, row)
+			continue
+		}
+		for _, v := range []Variant{WithAESNI, WithoutAESNI} {
+			label, name := "as is", cr.Cipher
+			if v == WithoutAESNI {
+				label, name = "masked", ""
+			}
+			row := []string{name, label}
+			for _, s := range r.BlockSizes {
+				sr, ok := cr.at(s)
+				switch {
+				case !ok:
+					row = append(row, "")
+				case v == WithAESNI:
+					row = append(row, mb(sr.WithAESNI.BytesPerSecond))
+				default:
+					row = append(row, mb(sr.WithoutAESNI.BytesPerSecond))
+				}
+			}
+			t.rows = append(t.rows, row)
+		}
+	}
+	t.write(&b)
+	fmt.Fprintf(&b, "* packet size of the projection. masked: OPENSSL_ia32cap=%s\n", r.AESNIMask)
+	for _, cr := range r.Ciphers {
+		if cr.Note != "" {
+			fmt.Fprintf(&b, "%s: %s\n", cr.Cipher, cr.Note)
+		}
+	}
+
+	p := r.Projection
+	fmt.Fprintf(&b, "\nOpenVPN projection: one core, crypto alone, %d-byte tunnel packets:\n", p.PacketBytes)
+	pt := &textTable{header: []string{"Data channel", "MB/s", "packets/s", "ceiling Mbit/s", "% core at 700 Mbit/s", "without AES-NI, Mbit/s"}, leftCols: 1}
+	for _, cp := range p.Ciphers {
+		pt.rows = append(pt.rows, []string{
+			cp.DataChannel,
+			mb(cp.WithAESNI.BytesPerSecondPerCore),
+			fmt.Sprintf("%.0f", cp.WithAESNI.PacketsPerSecondPerCore),
+			fmt.Sprintf("%.0f", cp.WithAESNI.CeilingMbitPerSec),
+			fmt.Sprintf("%.1f", cp.WithAESNI.CorePercentAtPublished),
+			fmt.Sprintf("%.0f", cp.WithoutAESNI.CeilingMbitPerSec),
+		})
+	}
+	pt.write(&b)
+	fmt.Fprintf(&b, "Prefer %s. %s\n", orUnknown(p.PreferredCipher), p.PreferredReason)
+	fmt.Fprintf(&b, "%s\n", p.Note)
+
+	n := r.Noise
+	switch n.Method {
+	case "repeats":
+		fmt.Fprintf(&b, "\nNoise: spread (max−min)/median over %d repeats: median %.1f%%, worst %.1f%% (%d figures).",
+			r.Repeat, n.MedianSpreadPercent, n.MaxSpreadPercent, n.Compared)
+	case "control pairs":
+		fmt.Fprintf(&b, "\nNoise: %d figures that AES-NI masking cannot change differ between their two runs by median %.1f%%, worst %.1f%%.",
+			n.Compared, n.MedianSpreadPercent, n.MaxSpreadPercent)
+	default:
+		b.WriteString("\nNoise: not estimated; use --repeat 2 or more.")
+	}
+	b.WriteString(" --seconds 1 --repeat 3 gives steadier figures.\n")
+	if n.ClockTimed < n.Samples {
+		fmt.Fprintf(&b, "%d of %d runs are timed by openssl itself, in %s steps.\n", n.Samples-n.ClockTimed, n.Samples, seconds(r.TimerResolutionSeconds))
+	}
+	if n.Unreliable > 0 {
+		fmt.Fprintf(&b, "Warning: in %d of %d runs the kernel took much of openssl's CPU time outside the cipher loop even after %d attempts: the machine is busy and these figures are low.\n",
+			n.Unreliable, n.Samples, maxAttempts)
+	}
+	for _, note := range r.Notes {
+		fmt.Fprintf(&b, "Note: %s\n", note)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func mb(bps float64) string { return fmt.Sprintf("%.0f", bps/1e6) }
+
+func seconds(s float64) string { return strings.TrimSuffix(fmt.Sprintf("%g", s), ".0") + " s" }
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// textTable renders a plain-text table: the first leftCols columns
+// left-aligned, the others (figures) right-aligned, a rule under the header.
+type textTable struct {
+	header   []string
+	rows     [][]string
+	leftCols int
+}
+
+func (t *textTable) write(b *strings.Builder) {
+	width := make([]int, len(t.header))
+	for _, row := range append([][]string{t.header}, t.rows...) {
+		for i, c := range row {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	line := func(row []string) {
+		var parts []string
+		for i, c := range row {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
+			if i < t.leftCols {
+				parts = append(parts, c+pad)
+			} else {
+				parts = append(parts, pad+c)
+			}
+		}
+		b.WriteString(strings.TrimRight(strings.Join(parts, "  "), " ") + "\n")
+	}
+	line(t.header)
+	rule := make([]string, len(width))
+	for i, w := range width {
+		rule[i] = strings.Repeat("-", w)
+	}
+	line(rule)
+	for _, row := range t.rows {
+		line(row)
+	}
+}
