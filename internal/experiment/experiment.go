@@ -1,0 +1,378 @@
+// Package experiment measures OpenVPN variants against the bare routed path,
+// in labs it builds for the purpose: every variant's tunnel is up at once,
+// and samples are interleaved (routed A B C, routed A B C, …) so that a
+// drift in the shared machine's load touches every variant alike. Each
+// sample records the rate iperf3's receiver saw and the CPU time the
+// OpenVPN processes and the iperf3 server used, as CPU-seconds per GB.
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
+	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+)
+
+// Network is one emulated path to measure on.
+type Network struct {
+	Name        string
+	Description string
+	Path        lab.Path
+	// Variants, when set, replace Spec.Variants on this network.
+	Variants []openvpn.Variant
+	// Omit, when set, replaces Spec.Omit (a path without delay needs no
+	// slow-start warm-up).
+	Omit *time.Duration
+}
+
+// variants returns the variants measured on n.
+func (n Network) variants(spec Spec) []openvpn.Variant {
+	if n.Variants != nil {
+		return n.Variants
+	}
+	return spec.Variants
+}
+
+// Spec is what to measure.
+type Spec struct {
+	// Command names the run in the report ("lab run", "recipe ciphers").
+	Command  string
+	Networks []Network
+	// Variants are the tunnels; Routed adds the bare path as baseline.
+	Variants []openvpn.Variant
+	Routed   bool
+	// Proto is the tunnels' transport, "udp" or "tcp".
+	Proto string
+	// Directions: measure.DirectionUp (client→server) and/or DirectionDown.
+	Directions []string
+	Repeat     int
+	// Duration of each sample and the warm-up left out of it (iperf3 -t, -O).
+	Duration, Omit time.Duration
+	Parallel       int
+	// Payload is "" (iperf3's own data), "random" or "zeros".
+	Payload string
+	// PKIDir reuses a PKI; empty makes a throw-away one inside the lab.
+	PKIDir string
+	// Configure edits a variant's configs beyond what variants can say.
+	Configure func(variant string, server, client *openvpn.Config)
+	// Progress receives progress lines; nil shows none.
+	Progress io.Writer
+	// Extra goes into the report's scenario.
+	Extra map[string]any
+}
+
+// Routed is the variant name of the baseline rows.
+const Routed = "routed"
+
+// Run measures spec and returns the report. Labs are torn down on return,
+// also on error and when ctx is cancelled.
+func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
+	if spec.Repeat < 1 {
+		spec.Repeat = 1
+	}
+	if spec.Proto == "" {
+		spec.Proto = "udp"
+	}
+	if len(spec.Directions) == 0 {
+		spec.Directions = []string{measure.DirectionUp, measure.DirectionDown}
+	}
+	for _, n := range spec.Networks {
+		if len(n.variants(spec)) > tunnel.MaxSlots {
+			return nil, fmt.Errorf("at most %d variants at once", tunnel.MaxSlots)
+		}
+	}
+	host, err := measure.CollectHost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc := measure.Scenario{
+		Command: spec.Command, DurationSeconds: spec.Duration.Seconds(), Repeat: spec.Repeat,
+		Parallel: max(spec.Parallel, 1), Extra: map[string]any{"proto": spec.Proto, "payload": payloadName(spec.Payload)},
+	}
+	for k, v := range spec.Extra {
+		sc.Extra[k] = v
+	}
+	variants := map[string]string{}
+	total := 0
+	for _, n := range spec.Networks {
+		sc.Networks = append(sc.Networks, measure.Network{Name: n.Name, Description: n.Description, Path: n.Path})
+		for _, v := range n.variants(spec) {
+			variants[v.Name] = v.String()
+		}
+		total += len(spec.Directions) * spec.Repeat * (len(n.variants(spec)) + btoi(spec.Routed))
+	}
+	sc.Extra["variants"] = variants
+	rep := measure.NewReport(host, sc)
+	prog := measure.NewProgress(total, spec.Progress)
+	defer prog.Done()
+	for _, n := range spec.Networks {
+		rows, backend, err := runNetwork(ctx, spec, n, prog)
+		if backend != lab.BackendNone && backend != "" {
+			rep.Host.EmulationBackend = backend
+		} else if rep.Host.EmulationBackend == "" {
+			rep.Host.EmulationBackend = backend
+		}
+		rep.Rows = append(rep.Rows, rows...)
+		if err != nil {
+			return rep, err
+		}
+	}
+	rep.FillRatios()
+	rep.Finish()
+	return rep, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func payloadName(p string) string {
+	if p == "" {
+		return "iperf3"
+	}
+	return p
+}
+
+// subject is one thing measured on a network: the routed path or a tunnel.
+type subject struct {
+	name   string
+	target netip.Addr
+	tun    *tunnel.Tunnel
+}
+
+func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progress) (rows []measure.Row, backend string, err error) {
+	prog.Logf("%s: building lab (%s)", n.Name, n.Description)
+	l, err := lab.Up(ctx, lab.Options{Path: n.Path, Ephemeral: true})
+	if err != nil {
+		return nil, "", err
+	}
+	defer func() {
+		if derr := l.Down(); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	backend = l.Backend()
+	pki, err := loadPKI(spec.PKIDir, l)
+	if err != nil {
+		return nil, backend, err
+	}
+	cmd := func(node lab.Node) iperf.CommandFunc {
+		return func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, node, argv...) }
+	}
+	srv, err := iperf.StartServer(ctx, cmd(lab.Server), iperf.ServerOptions{})
+	if err != nil {
+		return nil, backend, err
+	}
+	defer srv.Stop()
+	// With a file payload, the down direction needs a server that sends
+	// the file (-F on the server side serves reverse tests only).
+	var payload string
+	var downSrv *iperf.Server
+	if spec.Payload != "" {
+		payload = filepath.Join(l.Dir(), "payload-"+spec.Payload)
+		rate := n.Path.Up.RateBitsPerSec
+		if n.Path.Down.RateBitsPerSec > rate {
+			rate = n.Path.Down.RateBitsPerSec
+		}
+		if rate == 0 {
+			rate = 4e9
+		}
+		if err := iperf.WritePayload(payload, spec.Payload, iperf.PayloadSize(rate, spec.Duration+spec.Omit)); err != nil {
+			return nil, backend, err
+		}
+		downSrv, err = iperf.StartServer(ctx, cmd(lab.Server), iperf.ServerOptions{Port: iperf.DefaultPort + 1, FilePath: payload})
+		if err != nil {
+			return nil, backend, err
+		}
+		defer downSrv.Stop()
+	}
+	var subjects []subject
+	if spec.Routed {
+		subjects = append(subjects, subject{name: Routed, target: lab.ServerV4})
+	}
+	if n.Omit != nil {
+		spec.Omit = *n.Omit
+	}
+	for i, v := range n.variants(spec) {
+		prog.Logf("%s: starting OpenVPN %s (%s)", n.Name, v.Name, spec.Proto)
+		opts := tunnel.Options{Variant: v, Slot: i, Proto: spec.Proto, PKI: pki}
+		if spec.Configure != nil {
+			name := v.Name
+			opts.Configure = func(s, c *openvpn.Config) { spec.Configure(name, s, c) }
+		}
+		t, err := tunnel.Up(ctx, l, opts)
+		if err != nil {
+			return nil, backend, err
+		}
+		defer t.Down()
+		subjects = append(subjects, subject{name: v.Name, target: t.ServerAddr, tun: t})
+	}
+	// One row per subject and direction, filled sample by sample.
+	index := map[[2]string]int{}
+	for _, s := range subjects {
+		for _, d := range spec.Directions {
+			r := measure.Row{Network: n.Name, Variant: s.name, Path: measure.PathRouted, Direction: d, Proto: "tcp", Valid: true, CPUSecondsPerGB: map[string]float64{}}
+			if s.tun != nil {
+				r.Path, r.Proto, r.Cipher, r.SocketBuffers = measure.PathTunnel, spec.Proto, s.tun.Cipher(), s.tun.SocketBuffers()
+			}
+			index[[2]string{s.name, d}] = len(rows)
+			rows = append(rows, r)
+		}
+	}
+	cpuSum := make([]map[string]float64, len(rows))
+	bytesSum := make([]uint64, len(rows))
+	for rep := 0; rep < spec.Repeat; rep++ {
+		for _, s := range subjects {
+			for _, d := range spec.Directions {
+				i := index[[2]string{s.name, d}]
+				prog.Step(fmt.Sprintf("%s %s %s (%d/%d)", n.Name, s.name, d, rep+1, spec.Repeat))
+				res, cpu, err := sample(ctx, l, spec, s, d, srv, downSrv, payload, cmd(lab.Client))
+				if ctx.Err() != nil {
+					return rows, backend, ctx.Err()
+				}
+				if err != nil {
+					rows[i].Invalidate(err.Error())
+					continue
+				}
+				rows[i].AddSample(res.ReceivedBitsPerSec)
+				if cpuSum[i] == nil {
+					cpuSum[i] = map[string]float64{}
+				}
+				for side, sec := range cpu {
+					cpuSum[i][side] += sec
+				}
+				bytesSum[i] += res.ReceivedBytes
+			}
+		}
+	}
+	for i := range rows {
+		for side, sec := range cpuSum[i] {
+			rows[i].CPUSecondsPerGB[side] = cpuacct.PerGB(sec, bytesSum[i])
+		}
+		rows[i].Summarize()
+	}
+	return rows, backend, nil
+}
+
+// sample runs one iperf3 test and returns its result and the CPU-seconds
+// each side used during it. It fails when the emulator fell behind.
+func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, srv, downSrv *iperf.Server, payload string, client iperf.CommandFunc) (*iperf.Result, map[string]float64, error) {
+	pids := map[string]int{"iperf3": srv.Pid()}
+	port := srv.Port()
+	opts := iperf.ClientOptions{Server: s.target, Duration: spec.Duration, Omit: spec.Omit, Parallel: spec.Parallel, Reverse: dir == measure.DirectionDown}
+	if payload != "" {
+		if opts.Reverse {
+			pids["iperf3"], port = downSrv.Pid(), downSrv.Port()
+		} else {
+			opts.FilePath = payload
+		}
+	}
+	opts.Port = port
+	if s.tun != nil {
+		for side, pid := range s.tun.Pids() {
+			pids[side] = pid
+		}
+	}
+	var list []int
+	for _, p := range pids {
+		list = append(list, p)
+	}
+	before, err := cpuacct.Snapshot(list...)
+	if err != nil {
+		return nil, nil, err
+	}
+	emuBefore := readEmulator(l)
+	res, err := iperf.Run(ctx, client, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	after, err := cpuacct.Snapshot(list...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("a process died during the sample: %w", err)
+	}
+	if why := judge(emuBefore, readEmulator(l)); why != "" {
+		return nil, nil, errors.New(why)
+	}
+	delta, err := cpuacct.Delta(before, after)
+	if err != nil {
+		return nil, nil, err
+	}
+	cpu := map[string]float64{}
+	for side, pid := range pids {
+		cpu[side] = delta[pid]
+	}
+	return res, cpu, nil
+}
+
+// emuCounters are the userspace emulator's counters that judge a sample.
+type emuCounters struct {
+	Released, Late, Lost uint64
+}
+
+// readEmulator returns the emulator's counters (zero with netem or no
+// emulation, which have nothing to fall behind).
+func readEmulator(l *lab.Lab) emuCounters {
+	if l.Backend() != lab.BackendNFQueue {
+		return emuCounters{}
+	}
+	st, err := l.Stats()
+	if err != nil {
+		return emuCounters{}
+	}
+	return Counters(st)
+}
+
+// Counters sums the emulator's queues: packets released, released late
+// (beyond the emulator's tolerance), and lost against its will (kernel
+// queue overflow, socket overrun, failed verdicts, unparsable messages).
+func Counters(st emulate.Stats) emuCounters {
+	var c emuCounters
+	for _, q := range st.Queues {
+		c.Released += q.Released
+		c.Late += q.Late
+		c.Lost += q.KernelQueueDrops + q.KernelUserDropped + q.VerdictErrors + q.Truncated
+	}
+	return c
+}
+
+// MaxLateShare is the share of packets that may be released late (beyond
+// the emulator's tolerance, 1 ms or 10 % of the delay) before a sample is
+// declared invalid. A few late packets are scheduler hiccups on a busy
+// host, which a kernel netem shows too; more means the emulator fell behind.
+const MaxLateShare = 0.01
+
+// judge returns why a sample is invalid, or "" if the emulator kept up.
+func judge(before, after emuCounters) string {
+	released := after.Released - before.Released
+	late := after.Late - before.Late
+	if lost := after.Lost - before.Lost; lost > 0 {
+		return fmt.Sprintf("the link emulator lost %d packets it could not handle during the sample: figure not valid", lost)
+	}
+	if released > 0 && float64(late) > MaxLateShare*float64(released) {
+		return fmt.Sprintf("the link emulator fell behind during the sample (%d of %d packets released late): figure not valid", late, released)
+	}
+	return ""
+}
+
+// loadPKI reuses dir or makes a throw-away PKI in the lab's directory.
+func loadPKI(dir string, l *lab.Lab) (*openvpn.PKI, error) {
+	if dir != "" {
+		return openvpn.LoadPKI(dir)
+	}
+	return openvpn.NewPKI(filepath.Join(l.Dir(), "pki"))
+}
