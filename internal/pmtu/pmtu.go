@@ -108,12 +108,26 @@ type Answer struct {
 }
 
 // Wait bounds one round of probes. The round ends when every probe is
-// answered, at Max, or — once an echo reply has shown the round-trip time —
-// at max(RTTFactor × the slowest reply seen, Min) after the round started.
+// answered, at Max, or — once the round-trip time is known from RTT or from
+// an echo reply of this round — at max(RTTFactor × the slowest, Min) after
+// the round started.
 type Wait struct {
 	Max       time.Duration
 	Min       time.Duration
 	RTTFactor int
+	// RTT is the slowest echo of the last round that had replies (0: none
+	// yet), so that a round whose probes all vanish need not wait for Max.
+	RTT time.Duration
+}
+
+// Deadline is how long after its start a round ends, given the slowest
+// echo reply seen in it so far (0 if none).
+func (w Wait) Deadline(slowest time.Duration) time.Duration {
+	rtt := max(w.RTT, slowest)
+	if rtt == 0 {
+		return w.Max
+	}
+	return min(max(time.Duration(w.RTTFactor)*rtt, w.Min), w.Max)
 }
 
 // Prober sends probes of given sizes toward one destination.
@@ -238,10 +252,17 @@ func Search(ctx context.Context, p Prober, opts Options) (Result, error) {
 		if opts.Trace != nil {
 			opts.Trace(res.Rounds, answers)
 		}
+		var slowest time.Duration
 		for _, a := range answers {
-			if a.Outcome == Reply && (res.RTT == 0 || a.RTT < res.RTT) {
-				res.RTT = a.RTT
+			if a.Outcome == Reply {
+				if res.RTT == 0 || a.RTT < res.RTT {
+					res.RTT = a.RTT
+				}
+				slowest = max(slowest, a.RTT)
 			}
+		}
+		if slowest > 0 {
+			wait.RTT = slowest
 		}
 		if err := s.absorb(answers); err != nil {
 			return res, err
@@ -255,7 +276,7 @@ func Search(ctx context.Context, p Prober, opts Options) (Result, error) {
 		} else if sizes = s.recheck(2 * opts.Spread); len(sizes) > 0 {
 			// Sizes vanished although larger ones passed: random loss, or
 			// a hole in the sizes the path carries. Ask again.
-		} else if s.hi == s.lo+1 && s.hiCause == causeSilence && !s.confirmed {
+		} else if s.hi == s.lo+1 && s.hiCause == causeSilence && !s.confirmed && !s.holes[s.hi] {
 			// A boundary that rests on silence alone may be random loss:
 			// send the size again, twice, before calling it a black hole.
 			s.confirmed = true

@@ -195,9 +195,8 @@ func (p *rawProber) Round(ctx context.Context, sizes []int, w Wait) ([]Answer, e
 		pending++
 	}
 	start := time.Now()
-	deadline := start.Add(w.Max)
 	var slowest time.Duration
-	timer := time.NewTimer(w.Max)
+	timer := time.NewTimer(w.Deadline(0))
 	defer timer.Stop()
 	for pending > 0 {
 		select {
@@ -217,10 +216,7 @@ func (p *rawProber) Round(ctx context.Context, sizes []int, w Wait) ([]Answer, e
 			pending--
 			if a.Outcome == Reply && a.RTT > slowest {
 				slowest = a.RTT
-				if d := start.Add(max(time.Duration(w.RTTFactor)*slowest, w.Min)); d.Before(deadline) {
-					deadline = d
-					timer.Reset(time.Until(deadline))
-				}
+				timer.Reset(time.Until(start.Add(w.Deadline(slowest))))
 			}
 		}
 	}

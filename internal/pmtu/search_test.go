@@ -234,13 +234,17 @@ func (f *fake) Round(_ context.Context, sizes []int, w Wait) ([]Answer, error) {
 	}
 	// The round lasts until every probe is answered, or as a real prober
 	// would wait for the missing ones.
+	replied := false
+	for _, a := range out {
+		replied = replied || a.Outcome == Reply
+	}
 	switch {
 	case !pending:
 		f.clock += f.rtt
-	case f.dead:
-		f.clock += w.Max
+	case replied:
+		f.clock += w.Deadline(f.rtt)
 	default:
-		f.clock += max(time.Duration(w.RTTFactor)*f.rtt, w.Min)
+		f.clock += w.Deadline(0)
 	}
 	return out, nil
 }
