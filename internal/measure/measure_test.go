@@ -331,12 +331,63 @@ func TestHostString(t *testing.T) {
 	}
 }
 
+// recipeReport has the shape of `ovpnperf recipe tcp`: published figures
+// beside measured ones, and a verdict. Figures invented, not measured.
+func recipeReport() *Report {
+	rep := &Report{Schema: Schema, Host: HostInfo{CPUModel: "AMD EPYC", CPUs: 2, Kernel: "6.18.44", Arch: "x86_64"},
+		Scenario: Scenario{Command: "recipe tcp", Networks: []Network{{Name: "lan", Description: "unshaped"}}}}
+	for _, v := range []struct {
+		name, proto string
+		pub         float64
+		samples     []float64
+	}{
+		{"routed", "tcp", 0, []float64{940e6, 935e6, 941e6}},
+		{"udp", "udp", 147e6, []float64{410e6, 402e6, 415e6}},
+		{"tcp", "tcp", 115e6, []float64{380e6, 371e6, 390e6}},
+		{"tcp-nodelay", "tcp", 146e6, []float64{383e6, 377e6, 385e6}},
+	} {
+		path := PathTunnel
+		if v.name == "routed" {
+			path = PathRouted
+		}
+		r := NewRow("lan", v.name, path, DirectionUp, v.proto)
+		r.PublishedBps = v.pub
+		for _, x := range v.samples {
+			r.AddSample(x)
+		}
+		rep.Rows = append(rep.Rows, r)
+	}
+	rep.Verdicts = []Verdict{{Claim: "TCP transport is slower than UDP (147 vs 115 Mbit/s)", Outcome: Confirmed,
+		Reason: "tcp median 380 is 0.93 of udp 410, ranges apart"}}
+	rep.FillRatios()
+	return rep
+}
+
+func TestNewRow(t *testing.T) {
+	r := NewRow("wan", "default", PathTunnel, DirectionDown, "udp")
+	if !r.Valid || r.Key() != "wan/default/down/udp" || r.SamplesBps != nil {
+		t.Errorf("%+v %s", r, r.Key())
+	}
+}
+
 func TestRenderTableGolden(t *testing.T) {
+	for _, tc := range []struct {
+		golden string
+		rep    *Report
+	}{
+		{"table.golden", sampleReport()},
+		{"table_recipe.golden", recipeReport()},
+	} {
+		t.Run(tc.golden, func(t *testing.T) { checkGolden(t, tc.golden, tc.rep) })
+	}
+}
+
+func checkGolden(t *testing.T, name string, rep *Report) {
 	var buf bytes.Buffer
-	if err := RenderTable(&buf, sampleReport()); err != nil {
+	if err := RenderTable(&buf, rep); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "table.golden")
+	golden := filepath.Join("testdata", name)
 	if *update {
 		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)

@@ -35,10 +35,12 @@ const (
 
 // Report is one run of a measuring command.
 type Report struct {
-	Schema   string    `json:"schema"`
-	Host     HostInfo  `json:"host"`
-	Scenario Scenario  `json:"scenario"`
-	Rows     []Row     `json:"rows"`
+	Schema   string   `json:"schema"`
+	Host     HostInfo `json:"host"`
+	Scenario Scenario `json:"scenario"`
+	Rows     []Row    `json:"rows"`
+	// Verdicts are a recipe's conclusions, computed from the rows.
+	Verdicts []Verdict `json:"verdicts,omitempty"`
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 }
@@ -103,6 +105,10 @@ type Row struct {
 	// "server", "client" (the openvpn processes), "iperf3" …
 	CPUSecondsPerGB map[string]float64 `json:"cpu_seconds_per_gb"`
 
+	// PublishedBps is the figure a publication reported for this row, for
+	// recipes that reproduce one; 0 when there is none.
+	PublishedBps float64 `json:"published_bps,omitempty"`
+
 	// What OpenVPN reported about itself (tunnel rows).
 	Cipher        string `json:"cipher,omitempty"`
 	SocketBuffers string `json:"socket_buffers,omitempty"`
@@ -114,6 +120,34 @@ type Row struct {
 
 	// Extra holds recipe-specific figures (pps, loss, RTT, fragments …).
 	Extra map[string]any `json:"extra,omitempty"`
+}
+
+// NewRow starts a valid row without samples.
+func NewRow(network, variant, path, direction, proto string) Row {
+	return Row{Network: network, Variant: variant, Path: path, Direction: direction, Proto: proto, Valid: true}
+}
+
+// Key names the row in messages: "wan/default/up/udp".
+func (r *Row) Key() string {
+	return r.Network + "/" + r.Variant + "/" + r.Direction + "/" + r.Proto
+}
+
+// Outcomes of a Verdict.
+const (
+	Confirmed = "confirmed" // the measurement agrees with the claim
+	Changed   = "changed"   // same direction, clearly different size
+	Refuted   = "refuted"   // the measurement contradicts the claim
+	Noise     = "noise"     // the samples' spread hides any difference
+)
+
+// Verdict is a recipe's conclusion about one published claim.
+type Verdict struct {
+	// Claim is what was published, in one line.
+	Claim string `json:"claim"`
+	// Outcome is Confirmed, Changed, Refuted or Noise.
+	Outcome string `json:"outcome"`
+	// Reason says which figures decided it, in one line.
+	Reason string `json:"reason"`
 }
 
 // MarshalJSON writes absent samples and CPU figures as [] and {} rather
@@ -207,7 +241,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 func (rep *Report) check() error {
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	for _, r := range rep.Rows {
-		bad := !finite(r.MedianBps) || !finite(r.MinBps) || !finite(r.MaxBps) || !finite(r.RatioToRouted)
+		bad := !finite(r.MedianBps) || !finite(r.MinBps) || !finite(r.MaxBps) || !finite(r.RatioToRouted) || !finite(r.PublishedBps)
 		for _, s := range r.SamplesBps {
 			bad = bad || !finite(s)
 		}
@@ -215,7 +249,7 @@ func (rep *Report) check() error {
 			bad = bad || !finite(v)
 		}
 		if bad {
-			return fmt.Errorf("row %s/%s/%s/%s holds a non-finite number", r.Network, r.Variant, r.Direction, r.Proto)
+			return fmt.Errorf("row %s holds a non-finite number", r.Key())
 		}
 	}
 	return nil

@@ -17,9 +17,11 @@ const maxErrorWidth = 40
 
 // RenderTable writes the report for people: the host line, then one table
 // per network with, for each row: variant, direction, transport, Mbit/s
-// median (min–max) over n samples, ratio to the routed baseline, CPU-s/GB
+// median (min–max) over n samples, ratio to the routed baseline, the
+// published figure (only where a row of that network has one), CPU-s/GB
 // per side, what OpenVPN reported (cipher, socket buffers), and ok or the
-// reason the row is invalid. Call Report.FillRatios (or Finish) first.
+// reason the row is invalid; then the verdicts, one a line. Call
+// Report.FillRatios (or Finish) first.
 func RenderTable(w io.Writer, rep *Report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Host: %s\n", rep.Host)
@@ -27,6 +29,12 @@ func RenderTable(w io.Writer, rep *Report) error {
 		b.WriteString("\n")
 		b.WriteString(renderNetwork(g))
 		b.WriteString("\n")
+	}
+	if len(rep.Verdicts) > 0 {
+		b.WriteString("\n")
+		for _, v := range rep.Verdicts {
+			fmt.Fprintf(&b, "%-9s %s: %s\n", v.Outcome, v.Claim, v.Reason)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -81,7 +89,15 @@ func renderNetwork(g rowGroup) string {
 	style.Format.Header = text.FormatDefault // "CPU-s/GB", not "CPU-S/GB"
 	t.SetStyle(style)
 	t.SetTitle(g.title)
-	t.AppendHeader(table.Row{"variant", "dir", "proto", "n", "Mbit/s median (min–max)", "× routed", "CPU-s/GB", "cipher", "socket buffers", "status"})
+	published := false
+	for _, r := range g.rows {
+		published = published || r.PublishedBps > 0
+	}
+	header := table.Row{"variant", "dir", "proto", "n", "Mbit/s median (min–max)", "× routed"}
+	if published {
+		header = append(header, "published")
+	}
+	t.AppendHeader(append(header, "CPU-s/GB", "cipher", "socket buffers", "status"))
 	for _, r := range g.rows {
 		status := "ok"
 		if !r.Valid {
@@ -94,17 +110,26 @@ func renderNetwork(g rowGroup) string {
 		if r.Path == PathRouted {
 			ratio = "baseline"
 		}
-		t.AppendRow(table.Row{
-			r.Variant, r.Direction, r.Proto, len(r.SamplesBps),
-			FormatMbpsSpread(Summarize(r.SamplesBps)), ratio,
-			FormatCPUPerGB(r.CPUSecondsPerGB), dash(r.Cipher), FormatSocketBuffers(r.SocketBuffers), status,
-		})
+		row := table.Row{r.Variant, r.Direction, r.Proto, len(r.SamplesBps),
+			FormatMbpsSpread(Summarize(r.SamplesBps)), ratio}
+		if published {
+			p := "-"
+			if r.PublishedBps > 0 {
+				p = FormatMbps(r.PublishedBps)
+			}
+			row = append(row, p)
+		}
+		t.AppendRow(append(row, FormatCPUPerGB(r.CPUSecondsPerGB), dash(r.Cipher), FormatSocketBuffers(r.SocketBuffers), status))
 	}
-	t.SetColumnConfigs([]table.ColumnConfig{
+	configs := []table.ColumnConfig{
 		{Number: 4, Align: text.AlignRight},
 		{Number: 5, Align: text.AlignRight},
 		{Number: 6, Align: text.AlignRight},
-	})
+	}
+	if published {
+		configs = append(configs, table.ColumnConfig{Number: 7, Align: text.AlignRight})
+	}
+	t.SetColumnConfigs(configs)
 	return t.Render()
 }
 
