@@ -212,3 +212,27 @@ func TestGoroutinesEnd(t *testing.T) {
 	n.startEmulator(t, Config{Queues: []QueueConfig{{Num: queueUp, Delay: time.Millisecond}, {Num: queueDown}}})
 	ping(t, n.A, testAddrB, "-c", "3", "-i", "0.01", "-W", "1")
 }
+
+// TestQueueFullIsBehind holds 200 ms of a 1000 pps ping stream in a kernel
+// queue of 16 packets: the kernel must drop the overflow (not pass it),
+// and the emulator must report that it fell behind.
+func TestQueueFullIsBehind(t *testing.T) {
+	n := newTestNet(t)
+	e, _ := n.startEmulator(t, Config{Queues: []QueueConfig{
+		{Num: queueUp, Delay: 200 * time.Millisecond, MaxLen: 16},
+		{Num: queueDown},
+	}})
+	r := ping(t, n.A, testAddrB, "-c", "100", "-i", "0.001", "-W", "2")
+	if r.received == r.sent || r.received == 0 {
+		t.Errorf("%d of %d pings came back, want some lost to the full queue", r.received, r.sent)
+	}
+	if r.received > 0 && r.min < 200*time.Millisecond {
+		t.Errorf("min RTT %v: a packet passed without its delay", r.min)
+	}
+	st := e.Stats()
+	up := st.Queues[0]
+	if !up.KernelRead || up.KernelQueueDrops == 0 || !up.Behind || !st.Behind {
+		t.Errorf("queue full but stats say %+v", up)
+	}
+	t.Logf("kernel queue drops %d, received %d, released %d", up.KernelQueueDrops, up.Received, up.Released)
+}

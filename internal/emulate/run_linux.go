@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -97,6 +98,17 @@ func (e *Emulator) Run(ctx context.Context, statsPath string) error {
 		return errors.New("link emulator: Run called twice")
 	}
 	e.running = true
+	// Each queue thread sleeps in ppoll and needs a Go P for a few
+	// microseconds when it wakes. If every P is busy with other goroutines
+	// (a benchmark's sender, a caller's work), the real-time thread would
+	// wait for a normal-priority one: give the queues Ps of their own.
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + len(e.queues))
+	defer func() {
+		if runtime.GOMAXPROCS(0) == procs+len(e.queues) {
+			runtime.GOMAXPROCS(procs)
+		}
+	}()
 	var wg sync.WaitGroup
 	errc := make(chan error, len(e.queues))
 	for _, q := range e.queues {

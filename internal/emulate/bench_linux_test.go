@@ -1,0 +1,236 @@
+package emulate
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+)
+
+// The benchmarks below measure the emulator end to end, as root:
+//
+//	go test -run '^$' -bench . -benchtime 2s -count 5 ./internal/emulate
+//
+// A UDP probe stream goes from namespace A through the router, where queue
+// 0 delays it by benchDelay, to namespace B, all in this process. Each probe
+// carries its send time; the receiver computes the one-way delay, so
+// "err-p50-µs" and "err-p99-µs" are (one-way delay − benchDelay): the
+// emulator's error plus the host's own forwarding and scheduling latency
+// (measured without the emulator, the path takes tens of µs). Send times
+// are taken just before sendmmsg, receive times by B's kernel. "late-*" are
+// the emulator's own release lateness (stats), and "behind" is 1 when the
+// emulator reported falling behind (late beyond tolerance, kernel queue
+// drops, socket overruns). BenchmarkRate offers a fixed packet rate; the
+// highest rate with behind=0 and recv-%=100 is what the emulator holds on
+// this machine.
+
+const (
+	benchDelay   = 20 * time.Millisecond
+	probeBytes   = 64 // UDP payload: 92-byte IPv4 packets
+	probeBatch   = 64 // messages per sendmmsg / recvmmsg
+	probeDrainTo = time.Second
+)
+
+type probeResult struct {
+	sent, received int
+	sendTime       time.Duration
+	delays         []time.Duration // one-way, per received probe
+}
+
+// runProbe sends count probes from A to B at rate packets per second with
+// sendmmsg and receives them with recvmmsg. The send time of a batch is
+// taken once, just before sendmmsg.
+func runProbe(b *testing.B, n *testNet, rate float64, count int) probeResult {
+	b.Helper()
+	var rc, sc *net.UDPConn
+	if err := netns.Do(n.B, func() error {
+		var err error
+		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(testAddrB)})
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	defer rc.Close()
+	rc.SetReadBuffer(4 << 20)
+	if err := netns.Do(n.A, func() error {
+		var err error
+		sc, err = net.DialUDP("udp4", nil, rc.LocalAddr().(*net.UDPAddr))
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	defer sc.Close()
+	sc.SetWriteBuffer(4 << 20)
+
+	res := probeResult{delays: make([]time.Duration, 0, count)}
+	recvDone := make(chan error, 1)
+	// The receive time is the kernel's (SO_TIMESTAMPNS, taken when B's
+	// stack takes the packet in), so the receiver goroutine's own
+	// scheduling delay does not count as emulator error. Send times are
+	// CLOCK_REALTIME too.
+	raw, err := rc.SyscallConn()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var serr error
+	raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) })
+	if serr != nil {
+		b.Fatal(serr)
+	}
+	go func() {
+		pc := ipv4.NewPacketConn(rc)
+		msgs := make([]ipv4.Message, probeBatch)
+		for i := range msgs {
+			msgs[i].Buffers = [][]byte{make([]byte, 1500)}
+			msgs[i].OOB = make([]byte, 128)
+		}
+		for res.received < count {
+			k, err := pc.ReadBatch(msgs, 0)
+			if err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					err = nil
+				}
+				recvDone <- err
+				return
+			}
+			for _, m := range msgs[:k] {
+				if m.N < 16 {
+					continue
+				}
+				at, err := rxTimestamp(m.OOB[:m.NN])
+				if err != nil {
+					recvDone <- err
+					return
+				}
+				sent := int64(binary.LittleEndian.Uint64(m.Buffers[0][8:]))
+				res.delays = append(res.delays, time.Duration(at-sent))
+				res.received++
+			}
+		}
+		recvDone <- nil
+	}()
+
+	pc := ipv4.NewPacketConn(sc)
+	msgs := make([]ipv4.Message, probeBatch)
+	for i := range msgs {
+		msgs[i].Buffers = [][]byte{make([]byte, probeBytes)}
+	}
+	b.ResetTimer()
+	start := monotime()
+	for res.sent < count {
+		due := int(float64(monotime()-start)*rate/1e9) + 1
+		k := min(due-res.sent, probeBatch, count-res.sent)
+		if k <= 0 {
+			// Wait for the next probe's time; Go's timers make this up to
+			// about a millisecond, so probes go in bursts of up to
+			// rate/1000.
+			next := start + int64(float64(res.sent)*1e9/rate)
+			time.Sleep(time.Duration(next - monotime()))
+			continue
+		}
+		now := time.Now().UnixNano()
+		for i := range k {
+			binary.LittleEndian.PutUint64(msgs[i].Buffers[0], uint64(res.sent+i))
+			binary.LittleEndian.PutUint64(msgs[i].Buffers[0][8:], uint64(now))
+		}
+		w, err := pc.WriteBatch(msgs[:k], 0)
+		if err != nil {
+			b.Fatalf("sending probes: %v", err)
+		}
+		res.sent += w
+	}
+	res.sendTime = time.Duration(monotime() - start)
+	b.StopTimer()
+	rc.SetReadDeadline(time.Now().Add(benchDelay + probeDrainTo))
+	if err := <-recvDone; err != nil {
+		b.Fatalf("receiving probes: %v", err)
+	}
+	return res
+}
+
+// rxTimestamp finds the SCM_TIMESTAMPNS control message.
+func rxTimestamp(oob []byte) (int64, error) {
+	cms, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, err
+	}
+	for _, cm := range cms {
+		if cm.Header.Level == unix.SOL_SOCKET && cm.Header.Type == unix.SCM_TIMESTAMPNS && len(cm.Data) >= 16 {
+			sec := int64(binary.NativeEndian.Uint64(cm.Data))
+			nsec := int64(binary.NativeEndian.Uint64(cm.Data[8:]))
+			return sec*1e9 + nsec, nil
+		}
+	}
+	return 0, errors.New("no SCM_TIMESTAMPNS on a received probe")
+}
+
+func quantile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[int(q*float64(len(d)-1)+0.5)]
+}
+
+// reportProbe reports the probe stream's and the emulator's figures.
+func reportProbe(b *testing.B, r probeResult, st Stats) {
+	b.Helper()
+	slices.Sort(r.delays)
+	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	b.ReportMetric(float64(r.sent)/r.sendTime.Seconds(), "sent-pps")
+	b.ReportMetric(100*float64(r.received)/float64(max(r.sent, 1)), "recv-%")
+	b.ReportMetric(us(quantile(r.delays, 0.5)-benchDelay), "err-p50-µs")
+	b.ReportMetric(us(quantile(r.delays, 0.99)-benchDelay), "err-p99-µs")
+	up := st.Queues[0]
+	b.ReportMetric(us(up.LatenessMedian), "late-p50-µs")
+	b.ReportMetric(us(up.LatenessP99), "late-p99-µs")
+	b.ReportMetric(us(up.MaxLateness), "late-max-µs")
+	behind := 0.0
+	if up.Behind {
+		behind = 1
+	}
+	b.ReportMetric(behind, "behind")
+	b.ReportMetric(float64(up.KernelQueueDrops+up.KernelUserDropped), "kdrops")
+	if up.Behind {
+		b.Logf("behind: late %d (tolerance %v, max %v), kernel queue drops %d, user drops %d, enobufs %d",
+			up.Late, up.Tolerance, up.MaxLateness, up.KernelQueueDrops, up.KernelUserDropped, up.ENOBUFS)
+	}
+}
+
+// benchNet builds the path and starts the emulator as its own process;
+// stop ends it and returns its final stats.
+func benchNet(b *testing.B) (n *testNet, stop func() Stats) {
+	n = newTestNet(b)
+	stop = n.startEmulatorProcess(b, Config{Queues: []QueueConfig{
+		{Num: queueUp, Delay: benchDelay},
+		{Num: queueDown},
+	}})
+	return n, stop
+}
+
+// BenchmarkDelayError sends 1000 probes per second through benchDelay; one
+// op is one probe.
+func BenchmarkDelayError(b *testing.B) {
+	n, stop := benchNet(b)
+	r := runProbe(b, n, 1000, b.N)
+	reportProbe(b, r, stop())
+}
+
+// BenchmarkRate offers fixed probe rates; one op is one probe.
+func BenchmarkRate(b *testing.B) {
+	for _, pps := range []float64{10e3, 25e3, 50e3, 100e3, 150e3, 200e3, 300e3} {
+		b.Run(fmt.Sprintf("pps=%.0f", pps), func(b *testing.B) {
+			n, stop := benchNet(b)
+			r := runProbe(b, n, pps, b.N)
+			reportProbe(b, r, stop())
+		})
+	}
+}
