@@ -23,6 +23,10 @@ type ClientOptions struct {
 	Port int
 	// Duration of the measured part (-t), in whole seconds; 0 means 10 s.
 	Duration time.Duration
+	// Bytes, if not 0, ends the test after this many bytes (-n) instead of
+	// after Duration: the way to send a payload file on a path too fast
+	// for a file of Duration × rate bytes. Run then allows 5 minutes.
+	Bytes uint64
 	// Omit is a warm-up left out of the totals (-O), in whole seconds.
 	Omit time.Duration
 	// Parallel streams (-P); 0 means 1.
@@ -96,8 +100,13 @@ func (o ClientOptions) Args() ([]string, error) {
 	if o.Server.Is6() && !o.Server.Is4In6() {
 		fam = "-6"
 	}
-	argv := []string{"iperf3", "-c", o.Server.String(), "-p", strconv.Itoa(port), fam, "-J",
-		"-t", strconv.Itoa(secs), "--connect-timeout", strconv.FormatInt(ct.Milliseconds(), 10)}
+	argv := []string{"iperf3", "-c", o.Server.String(), "-p", strconv.Itoa(port), fam, "-J"}
+	if o.Bytes > 0 {
+		argv = append(argv, "-n", strconv.FormatUint(o.Bytes, 10))
+	} else {
+		argv = append(argv, "-t", strconv.Itoa(secs))
+	}
+	argv = append(argv, "--connect-timeout", strconv.FormatInt(ct.Milliseconds(), 10))
 	if omit > 0 {
 		argv = append(argv, "-O", strconv.Itoa(omit))
 	}
@@ -148,6 +157,9 @@ func Run(ctx context.Context, command CommandFunc, opts ClientOptions) (*Result,
 	if dur == 0 {
 		dur = 10 * time.Second
 	}
+	if opts.Bytes > 0 {
+		dur = 5 * time.Minute
+	}
 	ct := opts.ConnectTimeout
 	if ct == 0 {
 		ct = 5 * time.Second
@@ -179,7 +191,11 @@ func Run(ctx context.Context, command CommandFunc, opts ClientOptions) (*Result,
 	if runErr != nil {
 		return res, fmt.Errorf("running %q: %w\n%s", cmdline, runErr, bytes.TrimSpace(stderr.Bytes()))
 	}
-	if opts.FilePath != "" && res.ReceivedDuration < dur*9/10 {
+	if opts.FilePath != "" && opts.Bytes > 0 && res.SentBytes < opts.Bytes {
+		return res, fmt.Errorf("running %q: the payload file %s ran out after %d of %d bytes: write a larger one",
+			cmdline, opts.FilePath, res.SentBytes, opts.Bytes)
+	}
+	if opts.FilePath != "" && opts.Bytes == 0 && res.ReceivedDuration < dur*9/10 {
 		return res, fmt.Errorf("running %q: the payload file %s ran out after %v of %v (%d bytes): write a larger one",
 			cmdline, opts.FilePath, res.ReceivedDuration.Round(time.Millisecond), dur, res.ReceivedBytes)
 	}

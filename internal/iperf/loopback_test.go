@@ -143,6 +143,26 @@ func TestLoopback(t *testing.T) {
 		}
 	})
 
+	t.Run("payload by bytes", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "random")
+		if err := WritePayload(p, PayloadRandom, 4<<20); err != nil {
+			t.Fatal(err)
+		}
+		o := base
+		o.FilePath, o.Bytes = p, 4<<20
+		r, err := Run(ctx, Local, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.SentBytes != 4<<20 {
+			t.Errorf("sent %d bytes, asked %d", r.SentBytes, 4<<20)
+		}
+		o.Bytes = 8 << 20 // more than the file holds
+		if _, err := Run(ctx, Local, o); err == nil || !strings.Contains(err.Error(), "ran out") {
+			t.Errorf("err %v, want ran out", err)
+		}
+	})
+
 	select {
 	case <-srv.Done():
 		t.Fatalf("server exited during the tests:\n%s", srv.Output())

@@ -58,8 +58,9 @@ func WritePayload(path string, kind string, size int64) (err error) {
 }
 
 // PayloadSize returns a file size that lasts a test of duration d at
-// rateBps with a 25 % margin, and at least 1 MiB. For an unshaped path
-// estimate the rate high: the file usually lives on tmpfs (/run), in RAM.
+// rateBps with a 25 % margin, and at least 1 MiB. Mind the size on fast
+// paths: /run is tmpfs (RAM) on most systems, and 4 Gbit/s for 12 s is
+// 7.5 GB. There, a fixed file with ClientOptions.Bytes is the better way.
 func PayloadSize(rateBps uint64, d time.Duration) int64 {
 	n := int64(float64(rateBps) / 8 * d.Seconds() * 1.25)
 	if n < 1<<20 {
