@@ -444,3 +444,95 @@ func lastLine(s string) string {
 	}
 	return s
 }
+
+// TestTunnelVariantDirectives brings a tunnel up with each directive of
+// the variant table at least once, proving OpenVPN 2.6 accepts what
+// ParseVariant lets through.
+func TestTunnelVariantDirectives(t *testing.T) {
+	tests := []struct {
+		variant string
+		proto   string
+		check   func(t *testing.T, srv, cli *Log)
+	}{
+		{"buf=sndbuf 524288;rcvbuf 524288;push sndbuf 393216;push rcvbuf 393216", UDP, func(t *testing.T, srv, cli *Log) {
+			// Linux caps SO_SNDBUF/SO_RCVBUF at {w,r}mem_max and doubles
+			// them; the pushed values replace the client's own.
+			want := func(v int, sysctl string) int {
+				b, err := os.ReadFile("/proc/sys/net/core/" + sysctl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				max, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				return 2 * min(v, max)
+			}
+			s, c := srv.SocketBuffers[len(srv.SocketBuffers)-1], cli.SocketBuffers[len(cli.SocketBuffers)-1]
+			t.Logf("server %+v client %+v", s, c)
+			if s.SendAfter != want(524288, "wmem_max") || s.RecvAfter != want(524288, "rmem_max") {
+				t.Errorf("server socket buffers %+v", s)
+			}
+			if len(cli.SocketBuffers) < 2 || c.SendAfter != want(393216, "wmem_max") || c.RecvAfter != want(393216, "rmem_max") {
+				t.Errorf("client socket buffers after the push %+v", cli.SocketBuffers)
+			}
+		}},
+		{"lz4=allow-compression yes;compress lz4-v2", UDP, func(t *testing.T, srv, cli *Log) {
+			if len(cli.Compression) == 0 {
+				t.Error("client logged nothing about compression")
+			}
+		}},
+		{"lzo=allow-compression yes;comp-lzo adaptive", UDP, nil},
+		{"stub=compress stub-v2", UDP, nil},
+		{"frag=fragment 1300 mtu;mssfix 1300 mtu", UDP, nil},
+		{"fio=fast-io;txqueuelen 1000;tun-mtu 1400;mssfix 1360 fixed", UDP, func(t *testing.T, srv, cli *Log) {
+			if cli.TunMTU != 1400 {
+				t.Errorf("client tun MTU %d", cli.TunMTU)
+			}
+		}},
+		{"nodelay=tcp-nodelay", TCP, nil},
+		{"shape=shaper 1000000", UDP, nil},
+		{"tmm=tun-mtu-max 9000;server:tun-mtu 9000", UDP, func(t *testing.T, srv, cli *Log) {
+			if cli.TunMTU != 9000 {
+				t.Errorf("client took tun MTU %d from the push, want 9000", cli.TunMTU)
+			}
+		}},
+		{"pmtu=push tun-mtu 1400;server:tun-mtu 1400", UDP, nil},
+		{"bf=providers legacy default;data-ciphers BF-CBC;auth SHA1", UDP, func(t *testing.T, srv, cli *Log) {
+			if cli.DataCipher != "BF-CBC" {
+				t.Errorf("cipher %q", cli.DataCipher)
+			}
+		}},
+		{"list=data-ciphers CHACHA20-POLY1305:AES-128-GCM;data-ciphers-fallback AES-128-GCM;cipher AES-128-GCM;reneg-bytes 1000000000", UDP, func(t *testing.T, srv, cli *Log) {
+			if cli.DataCipher != "CHACHA20-POLY1305" {
+				t.Errorf("cipher %q", cli.DataCipher)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		v, err := ParseVariant(tt.variant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(v.Name, func(t *testing.T) {
+			p := newPair(t)
+			srv, cli := p.configs(t, tt.proto, v)
+			s, c := p.up(t, srv, cli)
+			ctx := context.Background()
+			if _, err := runner.RunIn(ctx, p.client, "ping", "-n", "-c", "3", "-i", "0.2", "-W", "2", "-s", "1300", "203.0.113.1"); err != nil {
+				t.Fatalf("ping through the tunnel: %v", err)
+			}
+			if err := s.WaitLogged(ctx, 10*time.Second, DataChannelLine); err != nil {
+				t.Fatal(err)
+			}
+			sl, _ := s.Log()
+			cl, _ := c.Log()
+			for _, l := range []*Log{sl, cl} {
+				if len(l.Errors) > 0 {
+					t.Errorf("errors: %q", l.Errors)
+				}
+			}
+			if tt.check != nil {
+				tt.check(t, sl, cl)
+			}
+			t.Logf("warnings: %q %q", sl.Warnings, cl.Warnings)
+		})
+	}
+}

@@ -72,7 +72,10 @@ func init() {
 		"rcvbuf":                {side: BothSides, form: "rcvbuf BYTES (1-1073741824)", check: number(1, 1<<30), pushable: true},
 		"txqueuelen":            {side: BothSides, form: "txqueuelen N (1-1000000)", check: number(1, 1000000)},
 		"fast-io":               {side: BothSides, form: "fast-io", check: noArgs},
-		"tcp-nodelay":           {side: BothSides, form: "tcp-nodelay", check: noArgs},
+		// A server with tcp-nodelay sets TCP_NODELAY on its sockets and
+		// pushes it to clients; on a client OpenVPN 2.6 warns that it
+		// does not affect the server.
+		"tcp-nodelay": {side: ServerSide, form: "tcp-nodelay", check: noArgs},
 		"comp-lzo":              {side: BothSides, form: "comp-lzo [yes|no|adaptive]", check: optionalOneOf([]string{"yes", "no", "adaptive"}), pushable: true},
 		"compress":              {side: BothSides, form: "compress [lz4-v2|lz4|lzo|stub|stub-v2]", check: optionalOneOf([]string{"lz4-v2", "lz4", "lzo", "stub", "stub-v2"}), pushable: true},
 		"allow-compression":     {side: BothSides, form: "allow-compression yes|no|asym", check: oneOf([]string{"yes", "no", "asym"}, false)},

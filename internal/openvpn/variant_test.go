@@ -24,7 +24,7 @@ func TestParseVariant(t *testing.T) {
 			{D("sndbuf", "1048576"), BothSides}, {D("rcvbuf", "1048576"), BothSides},
 			{D("push", "sndbuf 1048576"), ServerSide}, {D("push", "rcvbuf 1048576"), ServerSide}}},
 		{"srv=server:sndbuf 4096", []VariantItem{{D("sndbuf", "4096"), ServerSide}}},
-		{"fio=fast-io;tcp-nodelay;txqueuelen 1000", []VariantItem{{D("fast-io"), BothSides}, {D("tcp-nodelay"), BothSides}, {D("txqueuelen", "1000"), BothSides}}},
+		{"fio=fast-io;tcp-nodelay;txqueuelen 1000", []VariantItem{{D("fast-io"), BothSides}, {D("tcp-nodelay"), ServerSide}, {D("txqueuelen", "1000"), BothSides}}},
 		{"lz=allow-compression yes;compress lz4-v2", []VariantItem{{D("allow-compression", "yes"), BothSides}, {D("compress", "lz4-v2"), BothSides}}},
 		{"lzo=comp-lzo adaptive", []VariantItem{{D("comp-lzo", "adaptive"), BothSides}}},
 		{"shape=shaper 125000", []VariantItem{{D("shaper", "125000"), ClientSide}}},
