@@ -401,3 +401,32 @@ func checkGolden(t *testing.T, name string, rep *Report) {
 		t.Errorf("table differs from %s (go test -update to accept):\n%s", golden, got)
 	}
 }
+
+// TestReportJSONGolden pins the whole document of schema ovpnperf/run/v1:
+// a changed key or shape shows up here first.
+func TestReportJSONGolden(t *testing.T) {
+	var buf bytes.Buffer
+	rep := recipeReport()
+	rep.Started = time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC)
+	rep.Finished = rep.Started.Add(90 * time.Second)
+	rep.Rows[1].CPUSecondsPerGB = map[string]float64{"server": 2.5, "client": 2.25, "iperf3": 0.5}
+	rep.Rows[1].Cipher, rep.Rows[1].SocketBuffers = "AES-256-GCM", "R=[212992->212992] S=[212992->212992]"
+	rep.Rows[2].Invalidate("iperf3: the server has terminated")
+	rep.Rows[2].Extra = map[string]any{"retransmits": 12}
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "report.golden.json")
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if buf.String() != string(want) {
+		t.Errorf("JSON differs from %s (go test -update to accept):\n%s", golden, buf.String())
+	}
+}

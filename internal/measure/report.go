@@ -10,6 +10,7 @@
 package measure
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -161,7 +162,14 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	if p.CPUSecondsPerGB == nil {
 		p.CPUSecondsPerGB = map[string]float64{}
 	}
-	return json.Marshal(p)
+	// Keep "->" in OpenVPN's socket buffer line readable: no HTML escaping.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 // AddSample appends one rate and refreshes median, min and max.
@@ -235,6 +243,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(rep)
 }
 
