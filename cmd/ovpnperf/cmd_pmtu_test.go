@@ -14,6 +14,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -141,7 +142,7 @@ func TestPMTUText(t *testing.T) {
 	}
 	rep := pmtuReport{Host: "vpn.example.net", Address: "198.51.100.2", Family: "ipv4", PathMTU: 1400, Blackhole: true,
 		Interface: "eth0", LocalMTU: 1500, ElapsedSeconds: 0.6, RTTMillis: 100, Rounds: 2, Probes: 44,
-		Explanation: explainPMTU(res, false, "eth0"), OpenVPN: sec}
+		Explanation: explainPMTU(res, false, "eth0", 0), OpenVPN: sec}
 	var b bytes.Buffer
 	writePMTUText(&b, rep)
 	for _, want := range []string{
@@ -172,5 +173,67 @@ func TestPMTUText(t *testing.T) {
 	}
 	if m["hop"] != nil {
 		t.Errorf("hop %v, want null on a black hole", m["hop"])
+	}
+}
+
+// --through-tunnel across real OpenVPN over a 1400-byte black-hole path:
+// the inner MTU is 1400 minus AES-256-GCM's 52 bytes.
+func TestPMTUThroughTunnel(t *testing.T) {
+	testenv.RequirePrograms(t, "openvpn")
+	l := labtest.New(t, lab.Path{MTU: 1400, ICMPBlackhole: true,
+		Up: lab.Link{Delay: 10 * time.Millisecond}, Down: lab.Link{Delay: 10 * time.Millisecond}})
+	dir := t.TempDir()
+	pki, err := openvpn.NewPKI(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := openvpn.ServerConfig(openvpn.ServerParams{Local: lab.ServerV4, Tunnel: lab.TunnelV4, Credentials: pki.Server()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := openvpn.ClientConfig(openvpn.ClientParams{Remote: lab.ServerV4, Credentials: pki.Client("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := openvpn.Start(ctx, l.Namespace(lab.Server), srv, dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop() })
+	if err := s.WaitReady(ctx, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c, err := openvpn.Start(ctx, l.Namespace(lab.Client), cli, dir, "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	if err := c.WaitReady(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	far := lab.TunnelV4.Addr().Next().String()
+	out, err := runner.RunIn(ctx, l.Namespace(lab.Client), binary, "pmtu", "--through-tunnel", far, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		pmtuJSON
+		ThroughTunnel   bool   `json:"through_tunnel"`
+		LargestPassed   int    `json:"largest_passed"`
+		ImpliedOuterMTU int    `json:"implied_outer_path_mtu"`
+		Interface       string `json:"interface"`
+		Explanation     string `json:"explanation"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Logf("through the tunnel: path_mtu %d blackhole %v largest_passed %d implied outer %d via %s in %.3f s\n%s",
+		r.PathMTU, r.Blackhole, r.LargestPassed, r.ImpliedOuterMTU, r.Interface, r.ElapsedSeconds, r.Explanation)
+	if !r.ThroughTunnel || r.PathMTU != 1348 || !r.Blackhole || r.ImpliedOuterMTU != 1400 || r.OpenVPN.Rows != nil {
+		t.Errorf("got %+v, want through_tunnel, path_mtu 1348, blackhole, implied outer 1400, no translation rows", r)
+	}
+	if !strings.Contains(r.Explanation, "Measured inside the tunnel") || !strings.Contains(r.Explanation, "mssfix 1400 mtu") {
+		t.Errorf("explanation does not say it measured inside the tunnel: %s", r.Explanation)
 	}
 }
