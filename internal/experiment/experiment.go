@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
@@ -297,7 +298,7 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, s
 		return nil, nil, err
 	}
 	emuBefore := readEmulator(l)
-	res, err := iperf.Run(ctx, client, opts)
+	res, err := runIperf(ctx, client, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -317,6 +318,30 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, s
 		cpu[side] = delta[pid]
 	}
 	return res, cpu, nil
+}
+
+// runIperf runs one iperf3 client. iperf3 3.12's server sometimes refuses or
+// resets the control connection of a test that follows the previous one
+// closely; such a test never started, so it is tried again (twice at most).
+func runIperf(ctx context.Context, client iperf.CommandFunc, opts iperf.ClientOptions) (*iperf.Result, error) {
+	var err error
+	for try := 0; try < 3; try++ {
+		var res *iperf.Result
+		res, err = iperf.Run(ctx, client, opts)
+		if err == nil {
+			return res, nil
+		}
+		msg := err.Error()
+		if !iperf.IsServerBusy(err) && !strings.Contains(msg, "unable to receive control message") && !strings.Contains(msg, "unable to connect") {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	return nil, err
 }
 
 // emuCounters are the userspace emulator's counters that judge a sample.
