@@ -43,6 +43,7 @@ const (
 type probeResult struct {
 	sent, received int
 	sendTime       time.Duration
+	rcvbufDrops    uint32 // probes the receiving socket dropped (SO_RXQ_OVFL)
 	delays         []time.Duration // one-way, per received probe
 }
 
@@ -60,7 +61,6 @@ func runProbe(b *testing.B, n *testNet, rate float64, count int) probeResult {
 		b.Fatal(err)
 	}
 	defer rc.Close()
-	rc.SetReadBuffer(4 << 20)
 	if err := netns.Do(n.A, func() error {
 		var err error
 		sc, err = net.DialUDP("udp4", nil, rc.LocalAddr().(*net.UDPAddr))
@@ -81,8 +81,15 @@ func runProbe(b *testing.B, n *testNet, rate float64, count int) probeResult {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// A deep receive buffer and SO_RXQ_OVFL: probes the receiver itself
+	// failed to take in time are counted apart from the emulator's.
 	var serr error
-	raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) })
+	raw.Control(func(fd uintptr) {
+		serr = errors.Join(
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1),
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1),
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20))
+	})
 	if serr != nil {
 		b.Fatal(serr)
 	}
@@ -106,7 +113,7 @@ func runProbe(b *testing.B, n *testNet, rate float64, count int) probeResult {
 				if m.N < 16 {
 					continue
 				}
-				at, err := rxTimestamp(m.OOB[:m.NN])
+				at, ovfl, err := rxControl(m.OOB[:m.NN])
 				if err != nil {
 					recvDone <- err
 					return
@@ -114,6 +121,7 @@ func runProbe(b *testing.B, n *testNet, rate float64, count int) probeResult {
 				sent := int64(binary.LittleEndian.Uint64(m.Buffers[0][8:]))
 				res.delays = append(res.delays, time.Duration(at-sent))
 				res.received++
+				res.rcvbufDrops = max(res.rcvbufDrops, ovfl)
 			}
 		}
 		recvDone <- nil
@@ -157,20 +165,28 @@ func runProbe(b *testing.B, n *testNet, rate float64, count int) probeResult {
 	return res
 }
 
-// rxTimestamp finds the SCM_TIMESTAMPNS control message.
-func rxTimestamp(oob []byte) (int64, error) {
+// rxControl finds the SCM_TIMESTAMPNS and SO_RXQ_OVFL control messages.
+func rxControl(oob []byte) (at int64, ovfl uint32, err error) {
 	cms, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	found := false
 	for _, cm := range cms {
-		if cm.Header.Level == unix.SOL_SOCKET && cm.Header.Type == unix.SCM_TIMESTAMPNS && len(cm.Data) >= 16 {
+		switch {
+		case cm.Header.Level != unix.SOL_SOCKET:
+		case cm.Header.Type == unix.SCM_TIMESTAMPNS && len(cm.Data) >= 16:
 			sec := int64(binary.NativeEndian.Uint64(cm.Data))
 			nsec := int64(binary.NativeEndian.Uint64(cm.Data[8:]))
-			return sec*1e9 + nsec, nil
+			at, found = sec*1e9+nsec, true
+		case cm.Header.Type == unix.SO_RXQ_OVFL && len(cm.Data) >= 4:
+			ovfl = binary.NativeEndian.Uint32(cm.Data)
 		}
 	}
-	return 0, errors.New("no SCM_TIMESTAMPNS on a received probe")
+	if !found {
+		return 0, 0, errors.New("no SCM_TIMESTAMPNS on a received probe")
+	}
+	return at, ovfl, nil
 }
 
 func quantile(d []time.Duration, q float64) time.Duration {
@@ -181,7 +197,8 @@ func quantile(d []time.Duration, q float64) time.Duration {
 }
 
 // reportProbe reports the probe stream's and the emulator's figures.
-func reportProbe(b *testing.B, r probeResult, st Stats) {
+func reportProbe(b *testing.B, r probeResult, p processResult) {
+	st := p.Stats
 	b.Helper()
 	slices.Sort(r.delays)
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
@@ -199,6 +216,12 @@ func reportProbe(b *testing.B, r probeResult, st Stats) {
 	}
 	b.ReportMetric(behind, "behind")
 	b.ReportMetric(float64(up.KernelQueueDrops+up.KernelUserDropped), "kdrops")
+	b.ReportMetric(float64(r.rcvbufDrops), "rcvbuf-drops")
+	// The emulator's CPU time per packet bounds the rate one queue thread
+	// can hold however quiet the host: 1e6 / µs-per-packet.
+	if up.Received > 0 {
+		b.ReportMetric(us(p.CPU)/float64(up.Received), "emu-cpu-µs/pkt")
+	}
 	if up.Behind {
 		b.Logf("behind: late %d (tolerance %v, max %v), kernel queue drops %d, user drops %d, enobufs %d",
 			up.Late, up.Tolerance, up.MaxLateness, up.KernelQueueDrops, up.KernelUserDropped, up.ENOBUFS)
@@ -207,7 +230,7 @@ func reportProbe(b *testing.B, r probeResult, st Stats) {
 
 // benchNet builds the path and starts the emulator as its own process;
 // stop ends it and returns its final stats.
-func benchNet(b *testing.B) (n *testNet, stop func() Stats) {
+func benchNet(b *testing.B) (n *testNet, stop func() processResult) {
 	n = newTestNet(b)
 	stop = n.startEmulatorProcess(b, Config{Queues: []QueueConfig{
 		{Num: queueUp, Delay: benchDelay},

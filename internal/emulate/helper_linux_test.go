@@ -44,9 +44,17 @@ func helperMain(cfgJSON, statsPath string) int {
 	return 0
 }
 
+// processResult is what an emulator process leaves: its final stats and
+// the CPU time (user + system) it used, which includes the kernel's
+// forwarding work done in its verdict calls.
+type processResult struct {
+	Stats
+	CPU time.Duration
+}
+
 // startEmulatorProcess runs the emulator as its own process in the router
 // namespace. The returned function stops it and returns its final stats.
-func (n *testNet) startEmulatorProcess(tb testing.TB, cfg Config) (stop func() Stats) {
+func (n *testNet) startEmulatorProcess(tb testing.TB, cfg Config) (stop func() processResult) {
 	tb.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -71,9 +79,9 @@ func (n *testNet) startEmulatorProcess(tb testing.TB, cfg Config) (stop func() S
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
-	var final Stats
+	var final processResult
 	stopped := false
-	stop = func() Stats {
+	stop = func() processResult {
 		if stopped {
 			return final
 		}
@@ -90,9 +98,12 @@ func (n *testNet) startEmulatorProcess(tb testing.TB, cfg Config) (stop func() S
 			<-waited
 			tb.Errorf("emulator process did not stop within 10 s")
 		}
-		final, err = ReadStats(statsPath)
+		final.Stats, err = ReadStats(statsPath)
 		if err != nil {
 			tb.Error(err)
+		}
+		if ps := cmd.ProcessState; ps != nil {
+			final.CPU = ps.UserTime() + ps.SystemTime()
 		}
 		return final
 	}

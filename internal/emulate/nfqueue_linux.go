@@ -348,10 +348,15 @@ func (q *queue) run(stopfd int) error {
 	}
 	q.pub.realtime.Store(unix.SchedSetAttr(0, &attr, 0) == nil)
 	q.fds[1] = unix.PollFd{Fd: int32(stopfd), Events: unix.POLLIN}
+	readable := true
 	for {
-		n, err := q.recvBatch()
-		if err != nil {
-			return err
+		// A timer wake-up skips the receive: nothing new arrived.
+		n := 0
+		if readable {
+			var err error
+			if n, err = q.recvBatch(); err != nil {
+				return err
+			}
 		}
 		q.sched.release(monotime(), q)
 		ferr := q.flush()
@@ -360,12 +365,14 @@ func (q *queue) run(stopfd int) error {
 			return ferr
 		}
 		if n == recvSlots {
+			readable = true
 			continue // more may be waiting
 		}
 		var ts *unix.Timespec
 		if due, ok := q.sched.next(); ok {
 			d := due - monotime()
 			if d <= 0 {
+				readable = false
 				continue
 			}
 			q.ts = unix.NsecToTimespec(d)
@@ -378,6 +385,7 @@ func (q *queue) run(stopfd int) error {
 		if q.fds[1].Revents != 0 {
 			return nil
 		}
+		readable = q.fds[0].Revents != 0 || ts == nil
 	}
 }
 
