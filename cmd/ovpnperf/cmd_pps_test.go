@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+)
+
+func TestParsePPS(t *testing.T) {
+	for in, want := range map[string]uint64{"0": 0, "1000": 1000, "100k": 100000, "1.5M": 1500000, "20000pps": 20000, "2.5K": 2500} {
+		if got, err := parsePPS(in); err != nil || got != want {
+			t.Errorf("parsePPS(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "fast", "-1", "1G", "NaN", "2e9"} {
+		if _, err := parsePPS(in); err == nil {
+			t.Errorf("parsePPS(%q) accepted", in)
+		}
+	}
+}
+
+func TestPPSUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pps", "client"}, "arg"},
+		{[]string{"pps", "client", "127.0.0.1", "--size", "17"}, "--size 17"},
+		{[]string{"pps", "client", "127.0.0.1", "--flows", "65"}, "--flows 65"},
+		{[]string{"pps", "client", "127.0.0.1", "--rate", "lots"}, "--rate"},
+		{[]string{"pps", "client", "127.0.0.1", "--duration", "301s"}, "--duration"},
+		{[]string{"pps", "client", "127.0.0.1", "--timeout", "0s"}, "--timeout"},
+		{[]string{"pps", "client", "127.0.0.1", "--port", "0"}, "--port 0"},
+		{[]string{"pps", "server", "--bind", "nowhere"}, "--bind"},
+		{[]string{"pps", "server", "--max-duration", "0s"}, "--max-duration"},
+	} {
+		ovpnperf(t, tc.args...).mustBeUsageError(t, tc.want)
+	}
+}
+
+// freeUDPPort returns a loopback UDP port nothing listens on right now.
+func freeUDPPort(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	return strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port)
+}
+
+func TestPPSNoServer(t *testing.T) {
+	start := time.Now()
+	r := ovpnperf(t, "pps", "client", "127.0.0.1", "--port", freeUDPPort(t), "--duration", "1s")
+	if r.code != 1 || !strings.Contains(r.stderr, "no pps server answered") || !strings.Contains(r.stderr, "ovpnperf pps server") {
+		t.Errorf("exit %d, stderr %q; want 1 and a sentence saying to start the server", r.code, r.stderr)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v", d)
+	}
+	if strings.Contains(r.stdout, "Interval") {
+		t.Errorf("printed a report without a server:\n%s", r.stdout)
+	}
+}
+
+// TestPPSClientServer runs `pps server --once` and two clients against it
+// as a user would, over loopback: the JSON contract, then the text report.
+func TestPPSClientServer(t *testing.T) {
+	port := freeUDPPort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := runner.Command(ctx, binary, "pps", "server", "--bind", "127.0.0.1", "--port", port)
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = srv.Wait()
+	}()
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || !strings.Contains(lines.Text(), "listening on udp 127.0.0.1:"+port) {
+		t.Fatalf("server said %q", lines.Text())
+	}
+
+	r := ovpnperf(t, "pps", "client", "127.0.0.1", "-p", port, "--rate", "2k", "--flows", "2", "--duration", "1500ms", "--json").mustSucceed(t)
+	var res map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("--json output is not JSON: %v\n%s", err, r.stdout)
+	}
+	for _, k := range []string{"sent", "received", "lost", "pps_median", "rtt_p50_us", "rtt_p99_us", "series", "cpu", "server_report", "loss_percent"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("JSON lacks key %q", k)
+		}
+	}
+	if res["sent"].(float64) < 1000 || res["lost"].(float64) != 0 {
+		t.Errorf("sent %v lost %v", res["sent"], res["lost"])
+	}
+	if s, _ := res["series"].([]any); len(s) != 2 {
+		t.Errorf("series of %d intervals, want 2", len(s))
+	}
+
+	r = ovpnperf(t, "pps", "client", "127.0.0.1", "-p", port, "--rate", "500", "--count", "300", "--size", "1400").mustSucceed(t)
+	for _, want := range []string{"Interval", "0.00-", "sent 300, received 300, lost 0", "RTT: min", "client CPU", "server: received 300"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("text report lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	var events []string
+	for len(events) < 4 && lines.Scan() {
+		events = append(events, lines.Text())
+	}
+	if len(events) != 4 || !strings.Contains(events[0], "accepted") || !strings.Contains(events[1], "finished") {
+		t.Errorf("server events:\n%s", strings.Join(events, "\n"))
+	}
+}
+
+// TestPPSServerOnce: with --once the server exits by itself after the
+// session, leaving nothing behind.
+func TestPPSServerOnce(t *testing.T) {
+	port := freeUDPPort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := runner.Command(ctx, binary, "pps", "server", "--bind", "127.0.0.1", "--port", port, "--once", "--json")
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	lines := bufio.NewScanner(out)
+	var events []map[string]any
+	go func() {
+		for lines.Scan() {
+			var e map[string]any
+			if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
+				t.Errorf("server line %q is not JSON", lines.Text())
+			}
+			events = append(events, e)
+		}
+		done <- srv.Wait()
+	}()
+	var r result
+	for range 50 { // the server may take a moment to listen
+		r = ovpnperf(t, "pps", "client", "127.0.0.1", "-p", port, "--count", "100", "--rate", "1000")
+		if r.code == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.mustSucceed(t)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("server: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("pps server --once still running after its session")
+	}
+	if len(events) != 2 || events[0]["event"] != "accepted" || events[1]["event"] != "finished" {
+		t.Errorf("events %v", events)
+	}
+}
