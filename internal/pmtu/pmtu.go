@@ -330,13 +330,14 @@ const (
 // band of sizes while larger ones pass — a tunnel whose outer packets carry
 // Don't-Fragment into a black hole loses inner packets just above its MTU,
 // yet fragments bigger ones — so a size that vanished below an echoed one is
-// asked again, and one that vanishes twice is a hole that caps the search.
+// asked again, and one that vanishes three times is a hole that caps the
+// search.
 type searchState struct {
 	limit  int             // one above the largest size we may probe
 	passed map[int]bool    // sizes echoed at least once
 	fails  map[int]hiCause // sizes never echoed, with the strongest reason
 	lost   map[int]int     // times each size vanished
-	holes  map[int]bool    // sizes that vanished twice below an echoed size
+	holes  map[int]bool    // sizes that vanished 3 times below an echoed size
 
 	lo      int     // largest size echoed below the first hole
 	hi      int     // smallest size above lo known not to pass
@@ -394,10 +395,11 @@ func (s *searchState) absorb(answers []Answer) error {
 			}
 		}
 	}
-	// A size that vanished twice, never passed, and lies below an echoed
-	// size is a hole.
+	// A size that vanished three times, never passed, and lies below an
+	// echoed size is a hole. (Three: at 5 % round-trip loss, two losses of
+	// one size in a row happen too often among a dozen re-asked sizes.)
 	for size, c := range s.fails {
-		if c == causeSilence && size < top && s.lost[size] >= 2 && !s.passed[size] {
+		if c == causeSilence && size < top && s.lost[size] >= 3 && !s.passed[size] {
 			s.holes[size] = true
 		}
 	}
@@ -459,13 +461,14 @@ func (s *searchState) derive() {
 	}
 }
 
-// recheck lists the sizes that vanished once but lie below an echoed size,
-// smallest first (the smallest hole decides), at most n of them.
+// recheck lists the sizes that vanished but lie below an echoed size and
+// are not yet holes, smallest first (the smallest hole decides), at most n
+// of them, each twice.
 func (s *searchState) recheck(n int) []int {
 	top := s.maxPassed()
 	var sizes []int
 	for size, c := range s.fails {
-		if c == causeSilence && size < top && s.lost[size] == 1 && size > 0 {
+		if c == causeSilence && size < top && !s.holes[size] {
 			sizes = append(sizes, size)
 		}
 	}
@@ -473,7 +476,11 @@ func (s *searchState) recheck(n int) []int {
 	if len(sizes) > n {
 		sizes = sizes[:n]
 	}
-	return sizes
+	twice := make([]int, 0, 2*len(sizes))
+	for _, size := range sizes {
+		twice = append(twice, size, size)
+	}
+	return twice
 }
 
 // narrow picks the sizes of the next round strictly between lo and hi.

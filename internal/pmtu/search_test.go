@@ -3,6 +3,7 @@ package pmtu
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"net/netip"
 	"strings"
 	"testing"
@@ -190,6 +191,9 @@ type fake struct {
 	unreachable bool
 	// band of sizes that always vanish, though sizes above pass
 	holeLo, holeHi int
+	// random loss of probes or answers
+	lossRate float64
+	rng      *rand.Rand
 	sizes          []int
 }
 
@@ -215,6 +219,9 @@ func (f *fake) Round(_ context.Context, sizes []int, w Wait) ([]Answer, error) {
 			a.Outcome, a.MTU = LocalTooBig, f.c.local()
 		case f.unreachable:
 			a.Outcome, a.Detail, a.From, a.RTT = Unreachable, "host unreachable", routerAddr(f.c.family), f.rtt/2
+		case f.rng != nil && f.rng.Float64() < f.lossRate:
+			a.Outcome = Lost
+			pending = true
 		case s >= f.holeLo && s <= f.holeHi:
 			a.Outcome = Lost
 			pending = true
@@ -285,5 +292,37 @@ func TestSearchFakeHole(t *testing.T) {
 	t.Logf("%d rounds, %d probes, virtual time %v", res.Rounds, res.Probes, f.clock)
 	if res.Rounds > 6 {
 		t.Errorf("%d rounds", res.Rounds)
+	}
+}
+
+// Random loss (6 % of probes or their answers, about 3 % each way) must
+// rarely change the answer. Seeded, so the figures are reproducible.
+func TestSearchFakeLossy(t *testing.T) {
+	for _, c := range []pathCase{
+		{family: IPv4, mtu: 1400},
+		{family: IPv4, mtu: 1400, blackhole: true},
+		{family: IPv4, mtu: 1337, blackhole: true},
+	} {
+		const runs = 400
+		wrong, failed, rounds := 0, 0, 0
+		var worst time.Duration
+		for i := range runs {
+			f := newFake(c)
+			f.lossRate, f.rng = 0.06, rand.New(rand.NewSource(int64(i)))
+			res, err := Search(context.Background(), f, Options{})
+			switch {
+			case err != nil:
+				failed++
+			case res.PathMTU != c.mtu || res.Blackhole != c.blackhole:
+				wrong++
+			}
+			rounds += res.Rounds
+			worst = max(worst, f.clock)
+		}
+		t.Logf("mtu %d blackhole %v: %d/%d wrong, %d failed, %.1f rounds on average, slowest %v at 100 ms RTT",
+			c.mtu, c.blackhole, wrong, runs, failed, float64(rounds)/runs, worst)
+		if wrong+failed > runs/50 {
+			t.Errorf("%d wrong and %d failed of %d runs at 6 %% loss, want under 2 %%", wrong, failed, runs)
+		}
 	}
 }
