@@ -194,7 +194,7 @@ type fake struct {
 	// random loss of probes or answers
 	lossRate float64
 	rng      *rand.Rand
-	sizes          []int
+	sizes    []int
 }
 
 func newFake(c pathCase) *fake {
