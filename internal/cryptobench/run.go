@@ -112,14 +112,55 @@ func (o Options) sizes() []int {
 	return slices.Compact(s)
 }
 
-// Cells returns how many openssl runs Run makes for opts with all ciphers
-// available, for estimating the duration.
-func (o Options) Cells() int {
-	n := len(o.Ciphers) * len(o.sizes()) * 2
-	if o.needsHMAC() {
-		n += 2
+// cells lists what opts measures, skipping unavailable ciphers.
+func (o Options) cells(unavailable map[string]string) []cell {
+	var cells []cell
+	for _, n := range o.Ciphers {
+		if unavailable[n] != "" {
+			continue
+		}
+		for _, size := range o.sizes() {
+			for _, v := range []Variant{WithAESNI, WithoutAESNI} {
+				cells = append(cells, cell{n, size, v})
+			}
+		}
 	}
-	return n * o.Repeat
+	if o.needsHMAC() {
+		for _, v := range []Variant{WithAESNI, WithoutAESNI} {
+			cells = append(cells, cell{hmacAlgorithm, o.PacketBytes, v})
+		}
+	}
+	return cells
+}
+
+// passes returns the runs in order: Repeat passes over all cells, then
+// further passes over the AEAD cells at the packet size until those have
+// PacketRepeat samples.
+func (o Options) passes(cells []cell) [][]cell {
+	var passes [][]cell
+	for range o.Repeat {
+		passes = append(passes, cells)
+	}
+	for i := o.Repeat; i < PacketRepeat; i++ {
+		var extra []cell
+		for _, c := range cells {
+			if ci, ok := LookupCipher(c.Algorithm); ok && ci.AEAD && c.Bytes == o.PacketBytes {
+				extra = append(extra, c)
+			}
+		}
+		passes = append(passes, extra)
+	}
+	return passes
+}
+
+// Runs returns how many openssl runs Run makes for opts when all ciphers
+// are available, for estimating the duration.
+func (o Options) Runs() int {
+	n := 0
+	for _, p := range o.passes(o.cells(nil)) {
+		n += len(p)
+	}
+	return n
 }
 
 func (o Options) needsHMAC() bool {
@@ -184,30 +225,19 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 
-	var cells []cell
-	for _, n := range opts.Ciphers {
-		if unavailable[n] != "" {
-			continue
-		}
-		for _, size := range opts.sizes() {
-			for _, v := range []Variant{WithAESNI, WithoutAESNI} {
-				cells = append(cells, cell{n, size, v})
-			}
-		}
-	}
-	if opts.needsHMAC() {
-		for _, v := range []Variant{WithAESNI, WithoutAESNI} {
-			cells = append(cells, cell{hmacAlgorithm, opts.PacketBytes, v})
-		}
-	}
+	cells := opts.cells(unavailable)
 
 	// Passes over all cells rather than repeats of one cell in a row, so
 	// that a change of load on the shared machine spreads over all figures
 	// instead of biasing some.
+	passes := opts.passes(cells)
 	m := Measurements{}
-	total, done := len(cells)*opts.Repeat, 0
-	for range opts.Repeat {
-		for _, c := range cells {
+	total, done := 0, 0
+	for _, p := range passes {
+		total += len(p)
+	}
+	for _, pass := range passes {
+		for _, c := range pass {
 			var r SpeedResult
 			for attempt := 1; ; attempt++ {
 				r, err = speed(ctx, env, c, opts.PerMeasurement)

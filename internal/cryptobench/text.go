@@ -18,14 +18,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	case r.AESNIUsed == nil:
 		fmt.Fprintf(&b, "AES-NI used: unknown (%s)\n", r.AESNIEvidence)
 	case *r.AESNIUsed:
-		fmt.Fprintf(&b, "AES-NI used: yes. %s\n", r.AESNIEvidence)
+		fmt.Fprintf(&b, "AES-NI used: yes (%s)\n", r.AESNIEvidence)
 	default:
-		fmt.Fprintf(&b, "AES-NI used: no. %s\n", r.AESNIEvidence)
+		fmt.Fprintf(&b, "AES-NI used: no (%s)\n", r.AESNIEvidence)
 	}
 
 	fmt.Fprintf(&b, "\nEncryption, MB/s (10^6 bytes per second) on one core, openssl speed -evp, %s CPU time per figure", seconds(r.SecondsPerMeasurement))
 	if r.Repeat > 1 {
 		fmt.Fprintf(&b, ", median of %d", r.Repeat)
+	} else {
+		fmt.Fprintf(&b, "; the AEAD ciphers at %d bytes median of %d", r.Projection.PacketBytes, PacketRepeat)
 	}
 	b.WriteString(":\n")
 	header := []string{"Cipher", "AES-NI"}
@@ -96,22 +98,25 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%s\n", p.Note)
 
 	n := r.Noise
-	switch n.Method {
-	case "repeats":
-		fmt.Fprintf(&b, "\nNoise: spread (max−min)/median over %d repeats: median %.1f%%, worst %.1f%% (%d figures).",
-			r.Repeat, n.MedianSpreadPercent, n.MaxSpreadPercent, n.Compared)
-	case "control pairs":
-		fmt.Fprintf(&b, "\nNoise: %d figures that AES-NI masking cannot change differ between their two runs by median %.1f%%, worst %.1f%%.",
-			n.Compared, n.MedianSpreadPercent, n.MaxSpreadPercent)
-	default:
+	if n.Compared == 0 {
 		b.WriteString("\nNoise: not estimated; use --repeat 2 or more.")
+	} else {
+		var how []string
+		if strings.Contains(n.Method, "repeats") {
+			how = append(how, "(max−min)/median of figures measured several times")
+		}
+		if strings.Contains(n.Method, "control pairs") {
+			how = append(how, "difference between the two runs of figures AES-NI masking cannot change")
+		}
+		fmt.Fprintf(&b, "\nNoise, %s: median %.1f%%, worst %.1f%% of %d.",
+			strings.Join(how, " and "), n.MedianSpreadPercent, n.MaxSpreadPercent, n.Compared)
 	}
 	b.WriteString(" --seconds 1 --repeat 3 gives steadier figures.\n")
 	if n.ClockTimed < n.Samples {
 		fmt.Fprintf(&b, "%d of %d runs are timed by openssl itself, in %s steps.\n", n.Samples-n.ClockTimed, n.Samples, seconds(r.TimerResolutionSeconds))
 	}
 	if n.Unreliable > 0 {
-		fmt.Fprintf(&b, "Warning: in %d of %d runs the kernel took much of openssl's CPU time outside the cipher loop even after %d attempts: the machine is busy and these figures are low.\n",
+		fmt.Fprintf(&b, "Warning: %d of %d runs stayed unreliable after %d attempts: the kernel used much of openssl's CPU time outside the cipher loop (a busy machine); their figures are the lower, conservative ones.\n",
 			n.Unreliable, n.Samples, maxAttempts)
 	}
 	for _, note := range r.Notes {
