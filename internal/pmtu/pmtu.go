@@ -108,9 +108,11 @@ type Answer struct {
 }
 
 // Wait bounds one round of probes. The round ends when every probe is
-// answered, at Max, or — once the round-trip time is known from RTT or from
-// an echo reply of this round — at max(RTTFactor × the slowest, Min) after
-// the round started.
+// answered, at Max, or — once the round-trip time is known from an echo
+// reply of this round (else from RTT) — at max(RTTFactor × the slowest
+// reply, Min) after the round started. The round's own replies win over RTT
+// because the first round on a cold path (ARP or neighbour discovery) is
+// slower than the path.
 type Wait struct {
 	Max       time.Duration
 	Min       time.Duration
@@ -123,7 +125,10 @@ type Wait struct {
 // Deadline is how long after its start a round ends, given the slowest
 // echo reply seen in it so far (0 if none).
 func (w Wait) Deadline(slowest time.Duration) time.Duration {
-	rtt := max(w.RTT, slowest)
+	rtt := slowest
+	if rtt == 0 {
+		rtt = w.RTT
+	}
 	if rtt == 0 {
 		return w.Max
 	}
