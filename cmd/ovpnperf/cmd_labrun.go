@@ -32,6 +32,7 @@ type labRunOptions struct {
 	json      bool
 	out       string
 	pki       string
+	name      string
 }
 
 func newLabRunCommand() *cobra.Command {
@@ -77,6 +78,7 @@ directives are accepted; each is checked before anything starts.`,
 	f.BoolVar(&o.noRouted, "no-routed", false, "skip the routed baseline")
 	f.BoolVar(&o.json, "json", false, "print one JSON document (schema "+measure.Schema+") instead of tables")
 	f.StringVar(&o.out, "out", "", "also write the JSON document to this file")
+	f.StringVar(&o.name, "name", "", "name the run's labs, to watch them with `ovpnperf lab exec` while it runs (NAME-lan and NAME-wan for the built-in paths; default random)")
 	f.StringVar(&o.pki, "pki", "", "reuse the PKI in this directory (made by an earlier run) instead of a throw-away one")
 	return c
 }
@@ -174,6 +176,12 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 			wanVariants = spec.Variants[:1]
 		}
 		spec.Networks = builtinNetworks(wanVariants)
+	}
+	if o.name != "" {
+		if err := lab.ValidateName(o.name + "-lan"); err != nil {
+			return spec, usage.Errorf("--name %q: want 1–16 lower-case letters, digits or dashes", o.name)
+		}
+		spec.LabName = o.name
 	}
 	if o.pki != "" {
 		if _, err := openvpn.LoadPKI(o.pki); err != nil {

@@ -64,6 +64,9 @@ type Spec struct {
 	Parallel       int
 	// Payload is "" (iperf3's own data), "random" or "zeros".
 	Payload string
+	// LabName names the labs (NAME, or NAME-NETWORK with several
+	// networks); empty picks random names.
+	LabName string
 	// PKIDir reuses a PKI; empty makes a throw-away one inside the lab.
 	PKIDir string
 	// Configure edits a variant's configs beyond what variants can say.
@@ -158,7 +161,11 @@ type subject struct {
 
 func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progress) (rows []measure.Row, backend string, err error) {
 	prog.Logf("%s: building lab (%s)", n.Name, n.Description)
-	l, err := lab.Up(ctx, lab.Options{Path: n.Path, Ephemeral: true})
+	name := spec.LabName
+	if name != "" && len(spec.Networks) > 1 {
+		name += "-" + n.Name
+	}
+	l, err := lab.Up(ctx, lab.Options{Name: name, Path: n.Path, Ephemeral: true})
 	if err != nil {
 		return nil, "", err
 	}

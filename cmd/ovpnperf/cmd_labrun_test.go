@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
+)
+
+// checkGoneRun fails if anything of the labs a run named NAME made is left:
+// NAME itself, or NAME-lan/NAME-wan for the built-in paths.
+func checkGoneRun(t *testing.T, name string) {
+	t.Helper()
+	for _, n := range []string{name, name + "-lan", name + "-wan"} {
+		labtest.CheckGone(t, n)
+	}
+}
+
+// Must show 1: on a 50 Mbit/s, 20 ms path the routed baseline reaches 45–50
+// Mbit/s and the default tunnel at least 90 % of it in both directions
+// (52 bytes of overhead on 1500 predict about 96 %).
+func TestLabRunWAN(t *testing.T) {
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "openvpn", "iperf3")
+	name := "r" + lab.NewName()
+	r := ovpnperf(t, "lab", "run", "--name", name, "--rate", "50mbit", "--rtt", "20ms", "--variant", "default", "--repeat", "3", "--json").mustSucceed(t)
+	checkGoneRun(t, name)
+	rep, err := measure.ReadJSON(strings.NewReader(r.stdout))
+	if err != nil {
+		t.Fatalf("lab run --json: %v\n%s", err, r.stdout)
+	}
+	if rep.Schema != measure.Schema || rep.Host.OpenVPNVersion == "" || rep.Host.EmulationBackend == "" || len(rep.Scenario.Networks) != 1 {
+		t.Errorf("report header incomplete: schema %q host %+v networks %d", rep.Schema, rep.Host, len(rep.Scenario.Networks))
+	}
+	routed := map[string]float64{}
+	for _, row := range rep.Rows {
+		if row.Path == measure.PathRouted {
+			routed[row.Direction] = row.MedianBps
+		}
+	}
+	seen := 0
+	for _, row := range rep.Rows {
+		t.Logf("%s %s %s: median %.1f Mbit/s samples %v valid %v %s cpu %v cipher %s", row.Variant, row.Path, row.Direction, row.MedianBps/1e6, row.SamplesBps, row.Valid, row.Error, row.CPUSecondsPerGB, row.Cipher)
+		if len(row.SamplesBps) == 0 {
+			t.Errorf("%s %s: no valid sample (%s)", row.Variant, row.Direction, row.Error)
+			continue
+		}
+		switch row.Path {
+		case measure.PathRouted:
+			if row.MedianBps < 45e6 || row.MedianBps > 50e6 {
+				t.Errorf("routed %s median %.1f Mbit/s, want 45–50", row.Direction, row.MedianBps/1e6)
+			}
+		case measure.PathTunnel:
+			seen++
+			if ratio := row.MedianBps / routed[row.Direction]; ratio < 0.9 {
+				t.Errorf("tunnel default %s at %.0f%% of routed, want ≥ 90%%", row.Direction, 100*ratio)
+			}
+			if row.Cipher != "AES-256-GCM" || row.SocketBuffers == "" || row.CPUSecondsPerGB["server"] <= 0 || row.CPUSecondsPerGB["client"] <= 0 {
+				t.Errorf("tunnel row lacks what OpenVPN reported or its CPU: %+v", row)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("want tunnel rows for both directions, got %d", seen)
+	}
+}
+
+// Must show 3: a variant that names an unknown cipher or smuggles a
+// directive is refused before anything starts.
+func TestLabRunRefusesBadVariants(t *testing.T) {
+	labtest.Require(t)
+	name := "r" + lab.NewName()
+	run := func(args ...string) result {
+		return ovpnperf(t, append([]string{"lab", "run", "--name", name}, args...)...)
+	}
+	run("--variant", "bad=data-ciphers FOO").mustBeUsageError(t, "data-ciphers")
+	run("--variant", `x=tun-mtu 1500\nup /bin/sh`).mustBeUsageError(t, "tun-mtu")
+	run("--variant", "x=tun-mtu 1500\nup /bin/sh").mustBeUsageError(t, "tun-mtu")
+	run("--variant", "y=up /bin/sh").mustBeUsageError(t, "up")
+	run("--proto", "sctp").mustBeUsageError(t, "--proto")
+	run("--repeat", "0").mustBeUsageError(t, "--repeat")
+	checkGoneRun(t, name)
+}
+
+// Ctrl-C in the middle of a run tears everything down.
+func TestLabRunInterrupted(t *testing.T) {
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "openvpn", "iperf3")
+	name := "r" + lab.NewName()
+	procsBefore := labProcesses()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := runner.Command(ctx, binary, "lab", "run", "--name", name, "--rate", "20mbit", "--variant", "default", "--repeat", "5", "--time", "3s")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until a sample runs (the progress line), then interrupt.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "[2/") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if err == nil || !errors.As(err, &ee) {
+		t.Errorf("interrupted run exited %v, want a non-zero status", err)
+	}
+	checkGoneRun(t, name)
+	for pid := range labProcesses() {
+		if !procsBefore[pid] {
+			t.Errorf("process %d of a lab still runs after the interrupt", pid)
+		}
+	}
+}
+
+// labProcesses returns the pids of processes whose command line names a
+// lab directory (OpenVPN's --config, for one).
+func labProcesses() map[int]bool {
+	m := map[int]bool{}
+	out, _ := exec.Command("pgrep", "-f", lab.BaseDir+"/").Output()
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			m[pid] = true
+		}
+	}
+	return m
+}
