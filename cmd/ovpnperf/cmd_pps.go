@@ -170,7 +170,12 @@ second ends. Sent and lost count probes sent in that second; received (and
 the echo rate) counts echoes that arrived in it. The summary gives the median
 echo rate over whole seconds, RTT percentiles from every echo (±0.8 %), loss,
 late echoes (after the timeout, counted lost), duplicates, reordering, and
-the CPU the client and the server used.`,
+the CPU the client and the server used.
+
+Loss is per round trip: a probe is lost when it or its echo is dropped. A
+path that drops p one way shows p; one that drops p each way (a lab's
+symmetric --loss) shows 1−(1−p)², e.g. 9.75 % for 5 %. The server's count of
+probes received tells the two directions apart.`,
 		Example: `  ovpnperf pps client 198.51.100.2
   ovpnperf pps client 198.51.100.2 --rate 0 --flows 2 --duration 5s
   ovpnperf pps client 2001:db8:5::2 --size 1400 --rate 50k --json`,

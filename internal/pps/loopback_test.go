@@ -4,9 +4,26 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 )
+
+// leakCheck fails the test if goroutines started during it outlive it (the
+// server's and the client's). Register it first: cleanups run last-first.
+func leakCheck(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<16)
+			t.Errorf("%d goroutines leaked:\n%s", n-before, buf[:runtime.Stack(buf, true)])
+		}
+	})
+}
 
 // startServer runs a Server on an ephemeral loopback port for the test.
 func startServer(t *testing.T, limits Limits) (addr string, events chan Event) {
@@ -37,6 +54,7 @@ func startServer(t *testing.T, limits Limits) (addr string, events chan Event) {
 }
 
 func TestLoopbackNoLossAtModestRate(t *testing.T) {
+	leakCheck(t)
 	addr, events := startServer(t, DefaultLimits)
 	var lines []Interval
 	res, err := Run(context.Background(), Config{
@@ -86,6 +104,7 @@ func TestLoopbackNoLossAtModestRate(t *testing.T) {
 }
 
 func TestLoopbackCountBoundsTheRun(t *testing.T) {
+	leakCheck(t)
 	addr, _ := startServer(t, DefaultLimits)
 	res, err := Run(context.Background(), Config{
 		Server: addr,
@@ -107,6 +126,7 @@ func TestLoopbackCountBoundsTheRun(t *testing.T) {
 }
 
 func TestNoServerIsAQuickClearError(t *testing.T) {
+	leakCheck(t)
 	// A port nothing listens on: the kernel answers port unreachable.
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -126,6 +146,7 @@ func TestNoServerIsAQuickClearError(t *testing.T) {
 }
 
 func TestSilentPeerIsNoServer(t *testing.T) {
+	leakCheck(t)
 	// Something listens but does not speak the protocol: no probe may be
 	// sent to it, only the handshake.
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -162,6 +183,7 @@ func TestSilentPeerIsNoServer(t *testing.T) {
 }
 
 func TestServerRefusesOutOfLimits(t *testing.T) {
+	leakCheck(t)
 	addr, events := startServer(t, Limits{MaxDuration: 2 * time.Second, MaxFlows: 2, MaxSize: 1500, MaxTimeout: 2 * time.Second, MaxSessions: 4})
 	_, err := Run(context.Background(), Config{Server: addr, Params: Params{RatePPS: 10, Size: MinSize, Duration: time.Second, Flows: 3, Timeout: time.Second}})
 	if !errors.Is(err, ErrRefused) {
@@ -185,6 +207,7 @@ func TestServerRefusesOutOfLimits(t *testing.T) {
 }
 
 func TestServerSurvivesGarbage(t *testing.T) {
+	leakCheck(t)
 	addr, _ := startServer(t, DefaultLimits)
 	c, err := net.Dial("udp", addr)
 	if err != nil {
