@@ -43,14 +43,15 @@ core at the packet size, the ceiling in Mbit/s that crypto alone allows, and
 the cipher to prefer on this CPU. CBC ciphers are projected with the
 HMAC-SHA1 OpenVPN adds to every packet.
 
-Timing: openssl speed in OpenSSL 3 takes whole seconds only. ovpnperf gives it
-a whole-second backstop and ends each run after --seconds with SIGALRM, the
-signal of openssl's own timer; openssl then reports the buffers it processed
-and the CPU time it measured (in 10 ms steps). The default, 0.1 s per figure,
-makes about 50 runs and takes about 6 seconds; figures are then good to a few
-per cent, and the noise is reported. Use --seconds 1 --repeat 3 (about 3
-minutes) for steadier ones. Runs are sequential, one openssl at a time; no
-root needed, nothing is left behind.`,
+Timing: openssl speed in OpenSSL 3 takes whole seconds only and times itself
+in 10 ms steps. ovpnperf gives each run a whole-second backstop and ends it
+after --seconds of CPU time with SIGALRM, the signal of openssl's own timer;
+openssl reports the buffers it processed, and ovpnperf divides by the CPU time
+it read from openssl's process CPU clock (nanoseconds). The default, 0.1 s per
+figure, makes 62 runs (the AEAD ciphers at the packet size three times, as
+the verdicts rest on them) and takes about 8 seconds; the noise is reported.
+Use --seconds 1 --repeat 3 (about 2.5 minutes) for steadier figures. Runs are
+sequential, one openssl at a time; no root needed, nothing is left behind.`,
 		Example: `  ovpnperf crypto
   ovpnperf crypto --json
   ovpnperf crypto --seconds 1 --repeat 3

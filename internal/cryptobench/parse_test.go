@@ -161,7 +161,7 @@ func TestAESNIMaskAgainstOpenSSL(t *testing.T) {
 	if want := plain &^ (1<<57 | 1<<33); masked != want {
 		t.Errorf("masked word %#x, want %#x (plain %#x)", masked, want, plain)
 	}
-	if !strings.Contains(string(readTestdata(t, "version-a-masked.txt")), "env:"+AESNIMask) {
+	if !strings.Contains(string(readTestdata(t, "version-a-masked.txt")), "env:"+AESNIMask+"\n") {
 		t.Error("testdata was not captured with AESNIMask")
 	}
 }

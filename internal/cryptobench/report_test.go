@@ -312,10 +312,10 @@ func TestSpeedArgs(t *testing.T) {
 		d    time.Duration
 		want string
 	}{
-		{cell{"AES-256-GCM", 1024, WithAESNI}, 100 * time.Millisecond, "openssl speed -seconds 1 -bytes 1024 -mr -evp aes-256-gcm"},
-		{cell{"AES-256-GCM", 1024, WithoutAESNI}, 2500 * time.Millisecond, "openssl speed -seconds 3 -bytes 1024 -mr -evp aes-256-gcm"},
-		{cell{"BF-CBC", 256, WithAESNI}, time.Second, "openssl speed -provider legacy -provider default -seconds 1 -bytes 256 -mr -evp bf-cbc"},
-		{cell{hmacAlgorithm, 1440, WithAESNI}, time.Second, "openssl speed -seconds 1 -bytes 1440 -mr -hmac sha1"},
+		{cell{"AES-256-GCM", 1024, WithAESNI}, 100 * time.Millisecond, "openssl speed -seconds 2 -bytes 1024 -mr -evp aes-256-gcm"},
+		{cell{"AES-256-GCM", 1024, WithoutAESNI}, 2500 * time.Millisecond, "openssl speed -seconds 4 -bytes 1024 -mr -evp aes-256-gcm"},
+		{cell{"BF-CBC", 256, WithAESNI}, time.Second, "openssl speed -provider legacy -provider default -seconds 2 -bytes 256 -mr -evp bf-cbc"},
+		{cell{hmacAlgorithm, 1440, WithAESNI}, time.Second, "openssl speed -seconds 2 -bytes 1440 -mr -hmac sha1"},
 	} {
 		if got := strings.Join(speedArgs(tc.c, tc.d), " "); got != tc.want {
 			t.Errorf("speedArgs(%v, %v) = %q, want %q", tc.c, tc.d, got, tc.want)

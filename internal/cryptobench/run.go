@@ -306,8 +306,8 @@ func (e envs) command(ctx context.Context, v Variant, argv ...string) *exec.Cmd 
 	return cmd
 }
 
-// SpeedArgs returns the openssl command line that measures c for at least
-// d of CPU time (whole seconds, the backstop of the early SIGALRM).
+// speedArgs returns the openssl command line that measures c; its -seconds
+// is only the backstop of the SIGALRM ovpnperf sends after d.
 func speedArgs(c cell, d time.Duration) []string {
 	argv := []string{"openssl", "speed"}
 	if ci, ok := LookupCipher(c.Algorithm); ok && ci.Legacy {
@@ -320,16 +320,19 @@ func speedArgs(c cell, d time.Duration) []string {
 	return append(argv, "-evp", strings.ToLower(c.Algorithm))
 }
 
+// backstopSeconds is openssl's own limit (wall-clock, via alarm(2)): a
+// second more than d, so that ovpnperf's signal after d of CPU time comes
+// first unless the machine is so busy that openssl gets less than d/(d+1)
+// of a CPU.
 func backstopSeconds(d time.Duration) int {
-	return int(math.Ceil(d.Seconds()))
+	return int(math.Ceil(d.Seconds())) + 1
 }
 
-// speed runs one openssl speed measurement. When d is not a whole number of
-// seconds, ovpnperf ends the run itself: it reads openssl's CPU clock when
-// openssl announces the run (+DT line) and sends SIGALRM once openssl has
-// used d of CPU time; openssl's handler ends the loop and openssl reports
-// the buffers it processed. The rate then divides by the CPU time read from
-// the clock (see SpeedResult.Rate).
+// speed runs one openssl speed measurement. ovpnperf ends the run itself:
+// it reads openssl's CPU clock when openssl announces the run (+DT line) and
+// sends SIGALRM once openssl has used d of CPU time; openssl's handler ends
+// the loop and openssl reports the buffers it processed. The rate then
+// divides by the CPU time read from the clock (see SpeedResult.Rate).
 func speed(ctx context.Context, env envs, c cell, d time.Duration) (SpeedResult, error) {
 	argv := speedArgs(c, d)
 	cmd := env.command(ctx, c.Variant, argv...)
@@ -352,10 +355,8 @@ func speed(ctx context.Context, env envs, c cell, d time.Duration) (SpeedResult,
 	for {
 		line, err := r.ReadString('\n')
 		if strings.HasPrefix(line, "+DT:") {
-			if time.Duration(backstopSeconds(d))*time.Second != d {
-				timing = make(chan cpuWindow, 1)
-				go func() { timing <- stopAfterCPU(cmd.Process, d, stop) }()
-			}
+			timing = make(chan cpuWindow, 1)
+			go func() { timing <- stopAfterCPU(cmd.Process, d, stop) }()
 			break
 		}
 		if err != nil {
