@@ -1,6 +1,7 @@
 package emulate
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -235,4 +236,45 @@ func TestQueueFullIsBehind(t *testing.T) {
 		t.Errorf("queue full but stats say %+v", up)
 	}
 	t.Logf("kernel queue drops %d, received %d, released %d", up.KernelQueueDrops, up.Received, up.Released)
+}
+
+// TestSocketOverrunIsBehind lets packets pile up in a tiny socket buffer
+// before the emulator starts reading: the kernel drops what does not fit
+// (user_dropped), the socket reports ENOBUFS, and the emulator says it is
+// behind.
+func TestSocketOverrunIsBehind(t *testing.T) {
+	n := newTestNet(t)
+	var e *Emulator
+	if err := netns.Do(n.R, func() error {
+		var err error
+		e, err = Open(Config{SocketBufferBytes: 1, Queues: []QueueConfig{{Num: queueUp}}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody reads yet: 50 pings fill the socket buffer (the kernel's
+	// minimum, about 2 KiB, holds a few packet messages).
+	ping(t, n.A, testAddrB, "-c", "50", "-i", "0.002", "-W", "0.1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, "") }()
+	var up QueueStats
+	for range 100 {
+		up = e.Stats().Queues[0]
+		if up.ENOBUFS > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if up.ENOBUFS == 0 || up.KernelUserDropped == 0 || !up.Behind {
+		t.Errorf("socket overrun not reported: %+v", up)
+	}
+	if up.Received+up.KernelUserDropped != 50 {
+		t.Errorf("received %d + dropped by the kernel %d, want 50", up.Received, up.KernelUserDropped)
+	}
+	t.Logf("received %d, kernel user_dropped %d, enobufs %d", up.Received, up.KernelUserDropped, up.ENOBUFS)
 }
