@@ -54,8 +54,11 @@ type Spec struct {
 	// Variants are the tunnels; Routed adds the bare path as baseline.
 	Variants []openvpn.Variant
 	Routed   bool
-	// Proto is the tunnels' transport, "udp" or "tcp".
-	Proto string
+	// Proto is the tunnels' transport, "udp" or "tcp"; Protos overrides it
+	// for the variants it names, so UDP and TCP tunnels can be compared in
+	// one interleaved run.
+	Proto  string
+	Protos map[string]string
 	// Directions: measure.DirectionUp (client→server) and/or DirectionDown.
 	Directions []string
 	Repeat     int
@@ -75,6 +78,14 @@ type Spec struct {
 	Progress io.Writer
 	// Extra goes into the report's scenario.
 	Extra map[string]any
+}
+
+// protoOf returns the transport of a variant's tunnel.
+func (spec Spec) protoOf(variant string) string {
+	if p, ok := spec.Protos[variant]; ok {
+		return p
+	}
+	return spec.Proto
 }
 
 // Routed is the variant name of the baseline rows.
@@ -217,8 +228,8 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 		spec.Omit = *n.Omit
 	}
 	for i, v := range n.variants(spec) {
-		prog.Logf("%s: starting OpenVPN %s (%s)", n.Name, v.Name, spec.Proto)
-		opts := tunnel.Options{Variant: v, Slot: i, Proto: spec.Proto, PKI: pki}
+		prog.Logf("%s: starting OpenVPN %s (%s)", n.Name, v.Name, spec.protoOf(v.Name))
+		opts := tunnel.Options{Variant: v, Slot: i, Proto: spec.protoOf(v.Name), PKI: pki}
 		if spec.Configure != nil {
 			name := v.Name
 			opts.Configure = func(s, c *openvpn.Config) { spec.Configure(name, s, c) }
@@ -236,7 +247,7 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 		for _, d := range spec.Directions {
 			r := measure.Row{Network: n.Name, Variant: s.name, Path: measure.PathRouted, Direction: d, Proto: "tcp", Valid: true, CPUSecondsPerGB: map[string]float64{}}
 			if s.tun != nil {
-				r.Path, r.Proto, r.Cipher, r.SocketBuffers = measure.PathTunnel, spec.Proto, s.tun.Cipher(), s.tun.SocketBuffers()
+				r.Path, r.Proto, r.Cipher, r.SocketBuffers = measure.PathTunnel, s.tun.Proto, s.tun.Cipher(), s.tun.SocketBuffers()
 			}
 			index[[2]string{s.name, d}] = len(rows)
 			rows = append(rows, r)

@@ -71,6 +71,9 @@ func Up(ctx context.Context, l *lab.Lab, o Options) (_ *Tunnel, err error) {
 	if o.PKI == nil {
 		return nil, fmt.Errorf("tunnel needs a PKI")
 	}
+	if o.Proto == "" {
+		o.Proto = openvpn.UDP
+	}
 	dir := filepath.Join(l.Dir(), fmt.Sprintf("tunnel%d-%s", o.Slot, o.Variant.Name))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
