@@ -48,7 +48,7 @@ const (
 type probeResult struct {
 	sent, received int
 	sendTime       time.Duration
-	rcvbufDrops    uint32 // probes the receiving socket dropped (SO_RXQ_OVFL)
+	rcvbufDrops    uint32          // probes the receiving socket dropped (SO_RXQ_OVFL)
 	delays         []time.Duration // one-way, per received probe
 }
 
