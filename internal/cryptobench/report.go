@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 )
 
 // ReportVersion is the version of the JSON layout of Report.
@@ -12,9 +14,11 @@ const ReportVersion = 1
 
 // Report is the result of Run; its JSON form is ovpnperf crypto --json.
 type Report struct {
-	Version int      `json:"version"`
-	OpenSSL string   `json:"openssl_version"`
-	CPU     CPUFacts `json:"cpu"`
+	Version int `json:"version"`
+	// Host is the machine, as every ovpnperf report describes it.
+	Host    *measure.HostInfo `json:"host,omitempty"`
+	OpenSSL string            `json:"openssl_version"`
+	CPU     CPUFacts          `json:"cpu"`
 	// AESNIUsed is derived from the measurements: AES-GCM runs at least
 	// SpeedupThreshold times faster as is than with AES-NI masked. Null when
 	// no AES-GCM cipher was measured.
@@ -143,6 +147,7 @@ type Noise struct {
 
 // Host describes the machine, gathered before measuring.
 type Host struct {
+	Machine          *measure.HostInfo
 	OpenSSL          string
 	CPU              CPUInfo
 	Cores            int
@@ -155,6 +160,7 @@ type Host struct {
 func Analyze(opts Options, host Host, m Measurements, unavailable map[string]string) *Report {
 	r := &Report{
 		Version: ReportVersion,
+		Host:    host.Machine,
 		OpenSSL: host.OpenSSL,
 		CPU: CPUFacts{
 			Model:            host.CPU.Model,

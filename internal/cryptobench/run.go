@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
@@ -187,6 +188,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	env := newEnvs()
 
 	host := Host{Cores: runtime.NumCPU()}
+	if h, err := measure.CollectHost(ctx); err == nil {
+		h.EmulationBackend = "none" // no lab: nothing is emulated
+		host.Machine = &h
+	} else {
+		host.Notes = append(host.Notes, fmt.Sprintf("cannot describe the host: %v", err))
+	}
 	out, err := runner.Output(env.command(ctx, WithAESNI, "openssl", "version", "-a"))
 	if err != nil {
 		return nil, err

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/jedib0t/go-pretty/v6/text"
 )
 
 // WriteText writes the report for people: the cipher × block size table in
@@ -30,7 +32,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "; the AEAD ciphers at %d bytes median of %d", r.Projection.PacketBytes, PacketRepeat)
 	}
 	b.WriteString(":\n")
-	header := []string{"Cipher", "AES-NI"}
+	header := table.Row{"cipher", "AES-NI"}
 	for _, s := range r.BlockSizes {
 		h := fmt.Sprintf("%d B", s)
 		if s == r.Projection.PacketBytes {
@@ -38,18 +40,25 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		header = append(header, h)
 	}
-	t := &textTable{header: header, leftCols: 2}
+	t := newTable()
+	t.AppendHeader(header)
+	var cols []table.ColumnConfig
+	for i := range r.BlockSizes {
+		cols = append(cols, table.ColumnConfig{Number: 3 + i, Align: text.AlignRight, AlignHeader: text.AlignRight})
+	}
+	t.SetColumnConfigs(cols)
 	rows := append([]CipherResult(nil), r.Ciphers...)
 	if r.HMAC != nil {
 		rows = append(rows, CipherResult{Cipher: r.HMAC.Algorithm + " (auth)", Available: true, Sizes: []SizeResult{*r.HMAC}})
 	}
 	for _, cr := range rows {
 		if !cr.Available {
-			row := []string{cr.Cipher, "not measured"}
+			row := table.Row{cr.Cipher, "not measured"}
 			for range r.BlockSizes {
 				row = append(row, "-")
 			}
-			t.rows = append(t.rows, row)
+			t.AppendRow(row)
+			t.AppendSeparator()
 			continue
 		}
 		for _, v := range []Variant{WithAESNI, WithoutAESNI} {
@@ -57,7 +66,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			if v == WithoutAESNI {
 				label, name = "masked", ""
 			}
-			row := []string{name, label}
+			row := table.Row{name, label}
 			for _, s := range r.BlockSizes {
 				sr, ok := cr.at(s)
 				switch {
@@ -69,10 +78,12 @@ func (r *Report) WriteText(w io.Writer) error {
 					row = append(row, mb(sr.WithoutAESNI.BytesPerSecond))
 				}
 			}
-			t.rows = append(t.rows, row)
+			t.AppendRow(row)
 		}
+		t.AppendSeparator()
 	}
-	t.write(&b)
+	b.WriteString(t.Render())
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "* packet size of the projection. masked: OPENSSL_ia32cap=%s\n", r.AESNIMask)
 	for _, cr := range r.Ciphers {
 		if cr.Note != "" {
@@ -82,9 +93,15 @@ func (r *Report) WriteText(w io.Writer) error {
 
 	p := r.Projection
 	fmt.Fprintf(&b, "\nOpenVPN projection: one core, crypto alone, %d-byte tunnel packets:\n", p.PacketBytes)
-	pt := &textTable{header: []string{"Data channel", "MB/s", "packets/s", "ceiling Mbit/s", "% core at 700 Mbit/s", "without AES-NI, Mbit/s"}, leftCols: 1}
+	pt := newTable()
+	pt.AppendHeader(table.Row{"data channel", "MB/s", "packets/s", "ceiling Mbit/s", "% of a core at 700 Mbit/s", "ceiling Mbit/s without AES-NI"})
+	var pcols []table.ColumnConfig
+	for i := 2; i <= 6; i++ {
+		pcols = append(pcols, table.ColumnConfig{Number: i, Align: text.AlignRight, AlignHeader: text.AlignRight})
+	}
+	pt.SetColumnConfigs(pcols)
 	for _, cp := range p.Ciphers {
-		pt.rows = append(pt.rows, []string{
+		pt.AppendRow(table.Row{
 			cp.DataChannel,
 			mb(cp.WithAESNI.BytesPerSecondPerCore),
 			fmt.Sprintf("%.0f", cp.WithAESNI.PacketsPerSecondPerCore),
@@ -93,7 +110,8 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Sprintf("%.0f", cp.WithoutAESNI.CeilingMbitPerSec),
 		})
 	}
-	pt.write(&b)
+	b.WriteString(pt.Render())
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "Prefer %s. %s\n", orUnknown(p.PreferredCipher), p.PreferredReason)
 	fmt.Fprintf(&b, "%s\n", p.Note)
 
@@ -137,40 +155,11 @@ func orUnknown(s string) string {
 	return s
 }
 
-// textTable renders a plain-text table: the first leftCols columns
-// left-aligned, the others (figures) right-aligned, a rule under the header.
-type textTable struct {
-	header   []string
-	rows     [][]string
-	leftCols int
-}
-
-func (t *textTable) write(b *strings.Builder) {
-	width := make([]int, len(t.header))
-	for _, row := range append([][]string{t.header}, t.rows...) {
-		for i, c := range row {
-			width[i] = max(width[i], utf8.RuneCountInString(c))
-		}
-	}
-	line := func(row []string) {
-		var parts []string
-		for i, c := range row {
-			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
-			if i < t.leftCols {
-				parts = append(parts, c+pad)
-			} else {
-				parts = append(parts, pad+c)
-			}
-		}
-		b.WriteString(strings.TrimRight(strings.Join(parts, "  "), " ") + "\n")
-	}
-	line(t.header)
-	rule := make([]string, len(width))
-	for i, w := range width {
-		rule[i] = strings.Repeat("-", w)
-	}
-	line(rule)
-	for _, row := range t.rows {
-		line(row)
-	}
+// newTable returns a table in the style of ovpnperf's other reports.
+func newTable() table.Writer {
+	t := table.NewWriter()
+	style := table.StyleLight
+	style.Format.Header = text.FormatDefault // "MB/s", not "MB/S"
+	t.SetStyle(style)
+	return t
 }
