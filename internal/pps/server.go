@@ -328,7 +328,9 @@ func (s *Server) control(bc batchConn, b []byte, from net.Addr, now time.Time) {
 	}
 	client := addrIP(from)
 	if c.Version != Version {
-		if c.Type == MsgHello || c.Type == MsgFinish {
+		// Answer only a request padded as ours are, so that the
+		// refusal is never larger than what caused it.
+		if (c.Type == MsgHello || c.Type == MsgFinish) && len(b) >= requestLen {
 			reply(&Control{Type: MsgRefuse, Reason: fmt.Sprintf("protocol version %d not supported, this server speaks %d", c.Version, Version)})
 		}
 		return
