@@ -3,6 +3,7 @@ package pmtu
 import (
 	"context"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ func serverAddr(f Family) netip.Addr {
 // newRealProber opens the raw-socket prober in a namespace.
 func newRealProber(t *testing.T, ns string, dst netip.Addr) Prober {
 	t.Helper()
+	before := runtime.NumGoroutine()
 	var p Prober
 	err := netns.Do(ns, func() error {
 		var err error
@@ -47,7 +49,19 @@ func newRealProber(t *testing.T, ns string, dst netip.Addr) Prober {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("closing the prober: %v", err)
+		}
+		// Close waits for the reader; nothing of the prober may remain.
+		for deadline := time.Now().Add(time.Second); runtime.NumGoroutine() > before; {
+			if time.Now().After(deadline) {
+				t.Errorf("%d goroutines after closing the prober, %d before", runtime.NumGoroutine(), before)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
 	return p
 }
 
