@@ -110,6 +110,25 @@ func TestDelayRoundTrip(t *testing.T) {
 	}
 }
 
+// TestIPv6 sends pings over IPv6 through the same queues (ip6tables rules
+// name the same queue numbers).
+func TestIPv6(t *testing.T) {
+	n := newTestNet(t)
+	e, _ := n.startEmulator(t, Config{Queues: []QueueConfig{
+		{Num: queueUp, Delay: 10 * time.Millisecond},
+		{Num: queueDown, Delay: 10 * time.Millisecond},
+	}})
+	r := ping(t, n.A, testAddrB6, "-6", "-c", "10", "-i", "0.01", "-W", "2")
+	if r.received != r.sent || r.min < 20*time.Millisecond {
+		t.Errorf("ping over IPv6: %+v, want all back after at least 20 ms", r)
+	}
+	up := e.Stats().Queues[0]
+	// ping -s 56 over IPv6: 40 + 8 + 56 = 104 bytes.
+	if up.Received < uint64(r.sent) || up.ReceivedBytes%104 != 0 {
+		t.Errorf("up queue saw %d packets, %d bytes; want %d packets of 104 bytes", up.Received, up.ReceivedBytes, r.sent)
+	}
+}
+
 // TestLoss sends pings through a 10 % loss on the way up. With 400 pings
 // the number lost is binomial(400, 0.1): mean 40, sd 6; accepting 16–70 is
 // beyond four standard deviations either side.

@@ -19,23 +19,26 @@ import (
 //
 //	  A ns                   R ns                     B ns
 //	a0 192.0.2.2 ── ra 192.0.2.1 | rb 198.51.100.1 ── b0 198.51.100.2
-//	              FORWARD -i ra → NFQUEUE up   (queue 0)
+//	2001:db8:c::2   2001:db8:c::1  2001:db8:5::1      2001:db8:5::2
+//	              FORWARD -i ra → NFQUEUE up   (queue 0), iptables and ip6tables
 //	              FORWARD -i rb → NFQUEUE down (queue 1)
 type testNet struct {
 	A, R, B string
 }
 
 const (
-	testAddrA = "192.0.2.2"
-	testAddrB = "198.51.100.2"
-	queueUp   = 0
-	queueDown = 1
+	testAddrA  = "192.0.2.2"
+	testAddrB  = "198.51.100.2"
+	testAddrA6 = "2001:db8:c::2"
+	testAddrB6 = "2001:db8:5::2"
+	queueUp    = 0
+	queueDown  = 1
 )
 
 func newTestNet(tb testing.TB) *testNet {
 	tb.Helper()
 	testenv.RequireRoot(tb)
-	testenv.RequirePrograms(tb, "ip", "iptables", "sysctl")
+	testenv.RequirePrograms(tb, "ip", "iptables", "ip6tables", "sysctl")
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	id := hex.EncodeToString(rnd[:])
@@ -63,6 +66,10 @@ func newTestNet(tb testing.TB) *testNet {
 		{"ip", "-n", n.R, "addr", "add", "198.51.100.1/24", "dev", "rb"},
 		{"ip", "-n", n.A, "addr", "add", testAddrA + "/24", "dev", "a0"},
 		{"ip", "-n", n.B, "addr", "add", testAddrB + "/24", "dev", "b0"},
+		{"ip", "-n", n.R, "addr", "add", "2001:db8:c::1/64", "dev", "ra", "nodad"},
+		{"ip", "-n", n.R, "addr", "add", "2001:db8:5::1/64", "dev", "rb", "nodad"},
+		{"ip", "-n", n.A, "addr", "add", testAddrA6 + "/64", "dev", "a0", "nodad"},
+		{"ip", "-n", n.B, "addr", "add", testAddrB6 + "/64", "dev", "b0", "nodad"},
 	}
 	for _, ns := range []string{n.A, n.R, n.B} {
 		cmds = append(cmds, []string{"ip", "-n", ns, "link", "set", "lo", "up"})
@@ -74,11 +81,16 @@ func newTestNet(tb testing.TB) *testNet {
 		[]string{"ip", "-n", n.B, "link", "set", "b0", "up"},
 		[]string{"ip", "-n", n.A, "route", "add", "default", "via", "192.0.2.1"},
 		[]string{"ip", "-n", n.B, "route", "add", "default", "via", "198.51.100.1"},
+		[]string{"ip", "-n", n.A, "-6", "route", "add", "default", "via", "2001:db8:c::1"},
+		[]string{"ip", "-n", n.B, "-6", "route", "add", "default", "via", "2001:db8:5::1"},
 		[]string{"ip", "netns", "exec", n.R, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
+		[]string{"ip", "netns", "exec", n.R, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"},
 		// No --queue-bypass: without a listener the packets are dropped,
 		// never passed undelayed.
 		[]string{"ip", "netns", "exec", n.R, "iptables", "-A", "FORWARD", "-i", "ra", "-j", "NFQUEUE", "--queue-num", "0"},
 		[]string{"ip", "netns", "exec", n.R, "iptables", "-A", "FORWARD", "-i", "rb", "-j", "NFQUEUE", "--queue-num", "1"},
+		[]string{"ip", "netns", "exec", n.R, "ip6tables", "-A", "FORWARD", "-i", "ra", "-j", "NFQUEUE", "--queue-num", "0"},
+		[]string{"ip", "netns", "exec", n.R, "ip6tables", "-A", "FORWARD", "-i", "rb", "-j", "NFQUEUE", "--queue-num", "1"},
 	)
 	for _, c := range cmds {
 		if _, err := runner.Run(ctx, c...); err != nil {

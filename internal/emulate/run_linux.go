@@ -151,15 +151,12 @@ loop:
 		default:
 		}
 	}
-	// The kernel counters disappear with the queues: read them first.
-	final := e.snapshot(false)
+	// The kernel counters disappear with the queues: read them first. The
+	// rest is read after Close, which may still take in a few packets.
+	kq := e.readKernel()
 	cerr := e.Close()
 	if statsPath != "" {
-		final.Time = time.Now()
-		for i := range final.Queues {
-			final.Queues[i].Pending = e.queues[i].pub.pending.Load()
-		}
-		if werr := writeStats(statsPath, final); werr != nil && err == nil {
+		if werr := writeStats(statsPath, e.snapshotWith(false, kq)); werr != nil && err == nil {
 			err = werr
 		}
 	}
@@ -177,9 +174,10 @@ func (e *Emulator) stop() {
 // Stats returns the current counters.
 func (e *Emulator) Stats() Stats { return e.snapshot(true) }
 
-func (e *Emulator) snapshot(running bool) Stats {
+func (e *Emulator) snapshot(running bool) Stats { return e.snapshotWith(running, e.readKernel()) }
+
+func (e *Emulator) snapshotWith(running bool, kq []kernelQueue) Stats {
 	s := Stats{Backend: Backend, Time: time.Now(), Running: running}
-	kq := e.readKernel()
 	for _, q := range e.queues {
 		p := &q.pub
 		qs := QueueStats{
