@@ -11,12 +11,24 @@
 //
 //	round 1: 68 … 1280 1281 … 1400 1401 … 1492 1493 1500 … (one burst)
 //	         ↓ replies raise lo, errors and silence lower hi
-//	round 2: the sizes between lo and hi (all of them if few), or the MTU a
-//	         router named and the size above it
-//	round 3: confirm a boundary that rests on silence alone
+//	then:    re-ask (twice) sizes that vanished below an echoed size —
+//	         random loss, or a band of sizes the path drops (a "hole");
+//	         or the MTU a router named and the size above it;
+//	         or the sizes between lo and hi (all of them if few);
+//	last:    confirm a boundary that rests on silence alone
+//
+// Each round waits until every probe is answered or, once echo replies show
+// the round-trip time, for max(3 × RTT, 300 ms), so that a black hole costs
+// a few round trips rather than timeouts.
 //
 // Search is independent of sockets: it drives a Prober, which the real
 // raw-socket prober (NewProber) and the tests' fake both implement.
+//
+// State: the prober's socket is closed by Close. The kernel itself records
+// the MTU named by a router's ICMP error as a route exception for the
+// destination (`ip route get DST` shows "mtu N", expiring after
+// net.ipv4.route.mtu_expires / net.ipv6.route.mtu_expires), as it would for
+// any traffic; probes ignore that cache (IP_PMTUDISC_PROBE).
 package pmtu
 
 import (
@@ -185,7 +197,8 @@ func (o Options) withDefaults() Options {
 // Result is the outcome of a search.
 type Result struct {
 	Family Family `json:"family"`
-	// PathMTU is the largest probe (whole IP packet, bytes) that was echoed.
+	// PathMTU is the largest probe size (whole IP packet, bytes) that was
+	// echoed with every smaller probed size echoed too.
 	PathMTU int `json:"path_mtu"`
 	// Blackhole: probes above PathMTU vanished without any ICMP error, so
 	// path-MTU discovery does not work on this path.
