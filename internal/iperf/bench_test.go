@@ -27,7 +27,7 @@ func benchRuns(b *testing.B, srv *Server, client CommandFunc, opts ClientOptions
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := Run(ctx, client, opts)
+		r, err := runRetry(b, ctx, client, opts)
 		if err != nil {
 			b.Fatal(err)
 		}

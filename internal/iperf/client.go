@@ -141,10 +141,12 @@ func (o ClientOptions) Args() ([]string, error) {
 // Run runs one iperf3 client test through command and parses its result.
 //
 // It returns an error when iperf3 reports one (also as a *TestError, with
-// the partial Result), when the output is not iperf3 JSON, when a payload
-// file ran out before the requested duration, or when the test overruns its
-// duration by more than the connect timeout plus 30 s (the client is then
-// killed). Errors carry the whole command line.
+// the partial Result), when the output is not iperf3 JSON, when the figures
+// contradict each other (wrapping ErrInconsistent, with the Result: retry
+// such a sample once), when a payload file ran out before the requested
+// duration, or when the test overruns its duration by more than the connect
+// timeout plus 30 s (the client is then killed). Errors carry the whole
+// command line.
 func Run(ctx context.Context, command CommandFunc, opts ClientOptions) (*Result, error) {
 	if err := runner.Require("iperf3"); err != nil {
 		return nil, err
@@ -195,9 +197,13 @@ func Run(ctx context.Context, command CommandFunc, opts ClientOptions) (*Result,
 		return res, fmt.Errorf("running %q: the payload file %s ran out after %d of %d bytes: write a larger one",
 			cmdline, opts.FilePath, res.SentBytes, opts.Bytes)
 	}
-	if opts.FilePath != "" && opts.Bytes == 0 && res.ReceivedDuration < dur*9/10 {
+	if short := time.Duration(float64(dur) * (1 - windowTolerance)); opts.FilePath != "" && opts.Bytes == 0 &&
+		(res.SentDuration < short || res.ReceivedDuration < short) {
 		return res, fmt.Errorf("running %q: the payload file %s ran out after %v of %v (%d bytes): write a larger one",
 			cmdline, opts.FilePath, res.ReceivedDuration.Round(time.Millisecond), dur, res.ReceivedBytes)
+	}
+	if err := res.Check(); err != nil {
+		return res, fmt.Errorf("running %q: %w", cmdline, err)
 	}
 	return res, nil
 }

@@ -57,7 +57,7 @@ func TestLab(t *testing.T) {
 				o.Server = lab.ServerV4
 			}
 			o.Port, o.Duration = srv.Port(), 2*time.Second
-			r, err := Run(ctx, in(l, lab.Client), o)
+			r, err := runRetry(t, ctx, in(l, lab.Client), o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +90,7 @@ func TestLab(t *testing.T) {
 		if err := WaitListening(ctx, logPath, p.Done(), 0); err != nil {
 			t.Fatal(err)
 		}
-		r, err := Run(ctx, in(l, lab.Client), ClientOptions{Server: lab.ServerV4, Port: opts.Port, Duration: time.Second})
+		r, err := runRetry(t, ctx, in(l, lab.Client), ClientOptions{Server: lab.ServerV4, Port: opts.Port, Duration: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

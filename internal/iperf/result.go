@@ -110,6 +110,51 @@ type Interval struct {
 	Sender bool `json:"sender"`
 }
 
+// ErrInconsistent marks a sample whose figures cannot all be right; see
+// Result.Check. Such a sample is worth one retry, not a report.
+var ErrInconsistent = errors.New("inconsistent iperf3 sample")
+
+// Tolerances of Check: how far a side's measuring window may stray from
+// the requested duration, and how far the receiver may count above the
+// sender. Runs of 2 s on an idle 2-core VM stay within 2 % of both.
+const (
+	windowTolerance  = 0.075
+	receiveTolerance = 0.05
+)
+
+// Check reports (wrapping ErrInconsistent) a sample that iperf3's own
+// figures contradict:
+//
+//   - a side measured over a window more than 7.5 % off the requested
+//     duration: on a busy machine the -O (omit) timer fires late, and the
+//     rate of a short window is not the rate of the test;
+//   - the receiver counted more than 5 % above the sender: a starved
+//     receiver read a backlog built up during the -O warm-up after the
+//     counters were reset (iperf3 issues #236, #443), which has been seen
+//     to put 61.7 Mbit/s through a 50 Mbit/s limiter.
+//
+// Tests of a fixed size (-n) have no requested duration; only the second
+// rule applies to them.
+func (r *Result) Check() error {
+	if r.Requested > 0 {
+		for _, w := range []struct {
+			side string
+			d    time.Duration
+		}{{"sender", r.SentDuration}, {"receiver", r.ReceivedDuration}} {
+			off := float64(w.d-r.Requested) / float64(r.Requested)
+			if w.d > 0 && (off > windowTolerance || off < -windowTolerance) {
+				return fmt.Errorf("%w: the %s measured over %v of the %v asked (timers late on a busy machine)",
+					ErrInconsistent, w.side, w.d.Round(time.Millisecond), r.Requested)
+			}
+		}
+	}
+	if r.SentBitsPerSec > 0 && r.ReceivedBitsPerSec > r.SentBitsPerSec*(1+receiveTolerance) {
+		return fmt.Errorf("%w: the receiver counted %.2f Mbit/s, the sender %.2f (a backlog crossed the -O warm-up)",
+			ErrInconsistent, r.ReceivedBitsPerSec/1e6, r.SentBitsPerSec/1e6)
+	}
+	return nil
+}
+
 // TestError is a failure iperf3 reported in its JSON "error" key.
 type TestError struct {
 	Msg string

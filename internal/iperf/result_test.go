@@ -270,3 +270,66 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckCaptured(t *testing.T) {
+	for _, tc := range []struct {
+		file         string
+		inconsistent bool
+	}{
+		{"tcp.json", false},
+		{"tcp_reverse.json", false},
+		{"tcp_parallel2.json", false},
+		{"tcp_v6.json", false},
+		{"udp.json", false},
+		{"udp_reverse.json", false},
+		{"udp_unlimited.json", false},
+		{"tcp_omit.json", false},
+		// 1 MB of payload in a 2 s test: over after 1.3 ms.
+		{"tcp_file.json", true},
+	} {
+		r, err := Parse(readTestdata(t, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Check(); (err != nil) != tc.inconsistent || (err != nil && !errors.Is(err, ErrInconsistent)) {
+			t.Errorf("%s: Check() = %v", tc.file, err)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	// Figures seen in the lab (50 Mbit/s limiter, 1 s samples after -O 1,
+	// a busy 2-core VM), and variations around the tolerances.
+	for _, tc := range []struct {
+		name       string
+		r          Result
+		wantSubstr string
+	}{
+		{"good", Result{Requested: 2 * time.Second, SentDuration: 2000 * time.Millisecond, ReceivedDuration: 2034 * time.Millisecond,
+			SentBitsPerSec: 46.92e6, ReceivedBitsPerSec: 47.73e6}, ""},
+		{"late omit timer", Result{Requested: time.Second, SentDuration: 899857 * time.Microsecond, ReceivedDuration: 915539 * time.Microsecond,
+			SentBitsPerSec: 52.56e6, ReceivedBitsPerSec: 55.75e6}, "sender measured over 900ms of the 1s"},
+		{"long receiver window", Result{Requested: time.Second, SentDuration: time.Second, ReceivedDuration: 1080 * time.Millisecond,
+			SentBitsPerSec: 40e6, ReceivedBitsPerSec: 40e6}, "receiver measured over 1.08s"},
+		{"backlog across omit", Result{Requested: time.Second, SentDuration: 1040 * time.Millisecond, ReceivedDuration: 960 * time.Millisecond,
+			SentBitsPerSec: 43.94e6, ReceivedBitsPerSec: 51.19e6}, "receiver counted 51.19 Mbit/s, the sender 43.94"},
+		{"receiver 4 % above", Result{Requested: time.Second, SentDuration: time.Second, ReceivedDuration: time.Second,
+			SentBitsPerSec: 100e6, ReceivedBitsPerSec: 104e6}, ""},
+		{"fixed size", Result{SentDuration: 5 * time.Millisecond, ReceivedDuration: 6 * time.Millisecond,
+			SentBitsPerSec: 10e9, ReceivedBitsPerSec: 9e9}, ""},
+		{"nothing sent", Result{Requested: time.Second, SentDuration: time.Second, ReceivedDuration: time.Second}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.r.Check()
+			if tc.wantSubstr == "" {
+				if err != nil {
+					t.Errorf("Check() = %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInconsistent) || !strings.Contains(err.Error(), tc.wantSubstr) {
+				t.Errorf("Check() = %v, want ErrInconsistent with %q", err, tc.wantSubstr)
+			}
+		})
+	}
+}
