@@ -27,9 +27,13 @@ func leakCheck(t *testing.T) {
 
 // startServer runs a Server on an ephemeral loopback port for the test.
 func startServer(t *testing.T, limits Limits) (addr string, events chan Event) {
+	return startServerOn(t, "127.0.0.1:0", limits)
+}
+
+func startServerOn(t *testing.T, listen string, limits Limits) (addr string, events chan Event) {
 	t.Helper()
 	events = make(chan Event, 64)
-	s := &Server{Addr: "127.0.0.1:0", Limits: limits, Events: func(e Event) {
+	s := &Server{Addr: listen, Limits: limits, Events: func(e Event) {
 		select {
 		case events <- e:
 		default:
@@ -247,5 +251,60 @@ func BenchmarkLoopback(b *testing.B) {
 		b.ReportMetric(res.SentPPSMean, "sent-pps")
 		b.ReportMetric(res.PPSMedian, "echo-pps")
 		b.ReportMetric(res.CPU.Percent, "client-cpu-%")
+	}
+}
+
+// TestDualStackServer: the default server listens on all addresses with one
+// IPv6 socket, which also receives IPv4 (as v4-mapped addresses) and must
+// answer each client in its own family.
+func TestDualStackServer(t *testing.T) {
+	leakCheck(t)
+	addr, _ := startServerOn(t, ":0", DefaultLimits)
+	_, port, _ := net.SplitHostPort(addr)
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		if host == "::1" {
+			if c, err := net.ListenPacket("udp6", "[::1]:0"); err != nil {
+				t.Logf("no IPv6 loopback here: %v", err)
+				continue
+			} else {
+				c.Close()
+			}
+		}
+		res, err := Run(context.Background(), Config{Server: net.JoinHostPort(host, port),
+			Params: Params{RatePPS: 1000, Size: 512, Duration: 500 * time.Millisecond, Flows: 2, Timeout: time.Second}})
+		if err != nil {
+			t.Fatalf("%s: %v", host, err)
+		}
+		if res.Sent == 0 || res.Received != res.Sent {
+			t.Errorf("%s: sent %d received %d", host, res.Sent, res.Received)
+		}
+	}
+}
+
+// TestInterruptedRun: cancelling the context stops sending early; the
+// result so far comes back with the context's error, and the server's
+// session is closed.
+func TestInterruptedRun(t *testing.T) {
+	leakCheck(t)
+	addr, events := startServer(t, DefaultLimits)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(700*time.Millisecond, cancel)
+	start := time.Now()
+	res, err := Run(ctx, Config{Server: addr, Params: Params{RatePPS: 1000, Size: MinSize, Duration: time.Minute, Flows: 1, Timeout: 200 * time.Millisecond}})
+	if !errors.Is(err, context.Canceled) || res == nil || !res.Interrupted {
+		t.Fatalf("err %v, result %v", err, res)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v to stop", d)
+	}
+	if res.Sent == 0 || res.Received+res.Lost != res.Sent || res.ServerReport == nil {
+		t.Errorf("sent %d received %d lost %d, server report %v", res.Sent, res.Received, res.Lost, res.ServerReport)
+	}
+	var finished bool
+	for len(events) > 0 {
+		finished = finished || (<-events).Kind == "finished"
+	}
+	if !finished {
+		t.Error("the server's session was not closed")
 	}
 }
