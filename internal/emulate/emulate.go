@@ -29,10 +29,9 @@
 // runs SCHED_FIFO with a 1 µs timer slack so that a busy host does not
 // delay releases, and Run gives the process one spare Go P per queue so a
 // waking queue thread never waits for a busy goroutine. Lateness is then
-// the host's own wake-up latency (about 10 µs median on the 2-core VM this
-// was written on); stalls of the whole machine (a loaded or oversubscribed
-// VM, a kernel without preemption) still show up as late packets, and
-// BenchmarkHostWakeup measures them without the emulator.
+// the host's own wake-up latency; stalls of the whole machine (a loaded or
+// oversubscribed VM, a kernel without preemption) still show up as late
+// packets. BenchmarkHostWakeup measures both without the emulator.
 //
 // Costs per packet: one recvmmsg share on arrival (up to 64 messages per
 // call), one write share on release (a batch verdict covers every packet
