@@ -18,8 +18,8 @@
 //
 // Programs started with `ip netns exec NS PROG` keep the pid of the started
 // command: ip switches namespace and then execs PROG without forking, so
-// cmd.Process.Pid is openvpn's (or iperf3's) own pid. TestNetnsExecKeepsPid
-// checks this against the installed iproute2.
+// cmd.Process.Pid is openvpn's (or iperf3's) own pid. TestNetnsExecOpenVPN
+// and TestNetnsExecKeepsPid check this against the installed iproute2.
 package cpuacct
 
 import (

@@ -240,10 +240,9 @@ func TestPerGB(t *testing.T) {
 	}
 }
 
-// TestNetnsExecKeepsPid checks what the package comment promises: the pid
-// of `ip netns exec NS PROG` is PROG's own, so its CPU can be read from
-// /proc while it runs.
-func TestNetnsExecKeepsPid(t *testing.T) {
+// tempNetns creates a randomly named namespace removed at the end of the test.
+func tempNetns(t *testing.T) string {
+	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequirePrograms(t, "ip")
 	name := fmt.Sprintf("ovpnperf-cpuacct-%d", time.Now().UnixNano()%1e9)
@@ -255,6 +254,56 @@ func TestNetnsExecKeepsPid(t *testing.T) {
 			t.Errorf("deleting namespace %s: %v", name, err)
 		}
 	})
+	return name
+}
+
+// TestNetnsExecOpenVPN: the pid of `ip netns exec NS openvpn …` is
+// openvpn's own. The openvpn here has no peer and no tun (--dev null): it
+// binds a UDP port inside the namespace and waits, sending nothing.
+func TestNetnsExecOpenVPN(t *testing.T) {
+	name := tempNetns(t)
+	testenv.RequirePrograms(t, "openvpn")
+	cmd := runner.InNetns(context.Background(), name, "openvpn", "--dev", "null", "--proto", "udp", "--lport", "0", "--verb", "3")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	}()
+	sc := bufio.NewScanner(stdout)
+	up := false
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "link local (bound)") {
+			up = true
+			break
+		}
+	}
+	if !up {
+		t.Fatal("openvpn did not bind its socket")
+	}
+	go func() { // keep draining so that openvpn never blocks on its log
+		for sc.Scan() {
+		}
+	}()
+	tm, err := Read(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm.Comm != "openvpn" {
+		t.Errorf("pid %d of `ip netns exec … openvpn` is %q", cmd.Process.Pid, tm.Comm)
+	}
+}
+
+// TestNetnsExecKeepsPid checks what the package comment promises: the pid
+// of `ip netns exec NS PROG` is PROG's own, so its CPU can be read from
+// /proc while it runs.
+func TestNetnsExecKeepsPid(t *testing.T) {
+	name := tempNetns(t)
 	cmd, out, release := func() (*exec.Cmd, *bufio.Reader, func()) {
 		c := runner.InNetns(context.Background(), name, os.Args[0], "-test.run=^$")
 		c.Env = append(c.Env, spinEnv+"=200ms")
