@@ -1,0 +1,169 @@
+// Package recipe re-runs the published OpenVPN tuning experiments (the
+// cookbook's performance chapter, forum measurements, a forwarding
+// benchmark, the multi-instance write-up) in a lab on today's kernel and
+// OpenVPN, and judges each published claim from the measurements: confirmed,
+// changed, refuted, or noise when the spread of the figures does not allow a
+// verdict. Verdicts are computed, never written in advance.
+package recipe
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+)
+
+// Options are what the user may change about any recipe.
+type Options struct {
+	// Path, when set, replaces the recipe's own path(s).
+	Path *lab.Path
+	// Repeat and Duration override the recipe's defaults when non-zero.
+	Repeat   int
+	Duration time.Duration
+	// Progress receives progress lines; nil shows none.
+	Progress io.Writer
+	// PKIDir reuses a PKI.
+	PKIDir string
+	// Executable is the ovpnperf binary, for recipes that run ovpnperf's
+	// own tools (pps, pmtu) inside lab namespaces.
+	Executable string
+	// LabName names the recipe's labs; empty picks random names.
+	LabName string
+}
+
+// repeat returns the user's repeat count or the recipe's default.
+func (o Options) repeat(def int) int {
+	if o.Repeat > 0 {
+		return o.Repeat
+	}
+	return def
+}
+
+// duration returns the user's sample length or the recipe's default.
+func (o Options) duration(def time.Duration) time.Duration {
+	if o.Duration > 0 {
+		return o.Duration
+	}
+	return def
+}
+
+// path returns the user's path or the recipe's default.
+func (o Options) path(def lab.Path) lab.Path {
+	if o.Path != nil {
+		return *o.Path
+	}
+	return def
+}
+
+// Recipe is one published experiment.
+type Recipe struct {
+	Name string
+	// Summary is one line for `recipe list`.
+	Summary string
+	// Source names the publication and what it measured.
+	Source string
+	// Needs lists programs beyond openvpn, iperf3 and ip.
+	Needs []string
+	Run   func(ctx context.Context, o Options) (*measure.Report, error)
+}
+
+var registry = map[string]Recipe{}
+
+func register(r Recipe) { registry[r.Name] = r }
+
+// All returns the recipes in the order `recipe all` runs them.
+func All() []Recipe {
+	var out []Recipe
+	for _, r := range registry {
+		out = append(out, r)
+	}
+	order := map[string]int{}
+	for i, n := range Order {
+		order[n] = i + 1
+	}
+	sort.Slice(out, func(i, j int) bool {
+		oi, oj := order[out[i].Name], order[out[j].Name]
+		if oi == 0 {
+			oi = 1000
+		}
+		if oj == 0 {
+			oj = 1000
+		}
+		if oi != oj {
+			return oi < oj
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Order is the running order of `recipe all`: cheap and fundamental first.
+var Order = []string{"mtu", "ciphers", "ipv6", "compression", "fragment", "tcp", "buffers", "shaper", "pps", "instances"}
+
+// Lookup finds a recipe by name.
+func Lookup(name string) (Recipe, bool) {
+	r, ok := registry[name]
+	return r, ok
+}
+
+// Outcomes of a verdict (measure.Verdict.Outcome).
+const (
+	Confirmed = "confirmed"
+	Changed   = "changed"
+	Refuted   = "refuted"
+	Noise     = "noise"
+)
+
+// verdict builds a measure.Verdict.
+func verdict(claim, outcome, format string, a ...any) measure.Verdict {
+	return measure.Verdict{Claim: claim, Outcome: outcome, Reason: fmt.Sprintf(format, a...)}
+}
+
+// row finds the row of a network, variant and direction (nil if absent or
+// without samples).
+func row(rep *measure.Report, network, variant, dir string) *measure.Row {
+	for i := range rep.Rows {
+		r := &rep.Rows[i]
+		if (network == "" || r.Network == network) && r.Variant == variant && r.Direction == dir && len(r.SamplesBps) > 0 {
+			return r
+		}
+	}
+	return nil
+}
+
+// separated reports whether a is above b beyond the spread of both: the
+// lowest sample of a exceeds the highest of b. With n ≥ 3 interleaved
+// samples that is a difference the machine's noise did not make.
+func separated(a, b *measure.Row) bool {
+	return a.MinBps > b.MaxBps
+}
+
+// compareRates judges a claim that a is faster than b by at least minRatio
+// (1 for "faster at all"). It returns the outcome and the ratio of medians.
+func compareRates(a, b *measure.Row, minRatio float64) (string, float64) {
+	if a == nil || b == nil || b.MedianBps == 0 {
+		return Noise, 0
+	}
+	ratio := a.MedianBps / b.MedianBps
+	switch {
+	case separated(a, b) && ratio >= minRatio:
+		return Confirmed, ratio
+	case separated(b, a):
+		return Refuted, ratio
+	case separated(a, b):
+		return Changed, ratio
+	}
+	return Noise, ratio
+}
+
+// mbps formats a row's median with its spread.
+func mbps(r *measure.Row) string {
+	if r == nil {
+		return "no valid sample"
+	}
+	return fmt.Sprintf("%s Mbit/s (%s–%s)", measure.FormatMbps(r.MedianBps), measure.FormatMbps(r.MinBps), measure.FormatMbps(r.MaxBps))
+}
