@@ -2,6 +2,7 @@ package pps
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -99,8 +100,33 @@ func BenchmarkGeneratorRates(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ip.Stop()
-	port := labServer(b, l, lab.ServerV4)
-	time.Sleep(500 * time.Millisecond) // sockperf server has no ready signal
+	// ovpnperf runs as users run it: the built command, server and client
+	// each its own process, like sockperf's and iperf3's.
+	bin := filepath.Join(b.TempDir(), "ovpnperf")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ovpnperf/ovpnperf/cmd/ovpnperf").CombinedOutput(); err != nil {
+		b.Fatalf("building ovpnperf: %v\n%s", err, out)
+	}
+	const port = 7007
+	ps, err := l.Start(ctx, lab.Server, filepath.Join(l.Dir(), "pps-server.log"),
+		bin, "pps", "server", "--bind", lab.ServerV4.String(), "--port", strconv.Itoa(port))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ps.Stop()
+	time.Sleep(500 * time.Millisecond) // sockperf and pps servers give no ready signal
+	ovpnperfRun := func(flows int) *Result {
+		out, err := runner.Output(l.Command(ctx, lab.Client, bin, "pps", "client", lab.ServerV4.String(),
+			"--port", strconv.Itoa(port), "--rate", "0", "--flows", strconv.Itoa(flows),
+			"--duration", strconv.Itoa(seconds)+"s", "--json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r Result
+		if err := json.Unmarshal(out, &r); err != nil {
+			b.Fatalf("ovpnperf pps client --json: %v\n%s", err, out)
+		}
+		return &r
+	}
 
 	var spSent, ipSent, ipRecv, oSent, oRecvd, oEcho, oCPU, o2Sent, o2Echo []float64
 	for range b.N {
@@ -127,11 +153,11 @@ func BenchmarkGeneratorRates(b *testing.B) {
 				ipRecv = append(ipRecv, float64(ir.UDP.Packets-ir.UDP.LostPackets)/ir.ReceivedDuration.Seconds())
 			}
 
-			res2 := labRun(b, l, lab.ServerV4, port, Params{RatePPS: 0, Size: MinSize, Duration: seconds * time.Second, Flows: 2, Timeout: time.Second})
+			res2 := ovpnperfRun(2)
 			o2Sent = append(o2Sent, res2.SentPPSMean)
 			o2Echo = append(o2Echo, res2.PPSMedian)
 
-			res := labRun(b, l, lab.ServerV4, port, Params{RatePPS: 0, Size: MinSize, Duration: seconds * time.Second, Flows: 1, Timeout: time.Second})
+			res := ovpnperfRun(1)
 			oSent = append(oSent, res.SentPPSMean)
 			oEcho = append(oEcho, res.PPSMedian)
 			oCPU = append(oCPU, res.CPU.Percent)
