@@ -96,11 +96,12 @@ func (o ClientOptions) Args() ([]string, error) {
 	if ct == 0 {
 		ct = 5 * time.Second
 	}
-	fam := "-4"
-	if o.Server.Is6() && !o.Server.Is4In6() {
-		fam = "-6"
+	server := o.Server.Unmap() // ::ffff:a.b.c.d is an IPv4 peer
+	fam := "-6"
+	if server.Is4() {
+		fam = "-4"
 	}
-	argv := []string{"iperf3", "-c", o.Server.String(), "-p", strconv.Itoa(port), fam, "-J"}
+	argv := []string{"iperf3", "-c", server.String(), "-p", strconv.Itoa(port), fam, "-J"}
 	if o.Bytes > 0 {
 		argv = append(argv, "-n", strconv.FormatUint(o.Bytes, 10))
 	} else {

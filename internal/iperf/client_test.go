@@ -29,6 +29,8 @@ func TestClientArgs(t *testing.T) {
 		{"payload mss window extra", ClientOptions{Server: v4, FilePath: "/run/ovpnperf/x/zeros", MSS: 1360, WindowBytes: 65536,
 			ConnectTimeout: 2 * time.Second, ExtraArgs: []string{"-C", "cubic"}},
 			"iperf3 -c 198.51.100.2 -p 5201 -4 -J -t 10 --connect-timeout 2000 -b 0 -F /run/ovpnperf/x/zeros -M 1360 -w 65536 -C cubic"},
+		{"mapped v4", ClientOptions{Server: netip.MustParseAddr("::ffff:198.51.100.2")},
+			"iperf3 -c 198.51.100.2 -p 5201 -4 -J -t 10 --connect-timeout 5000 -b 0"},
 		{"bytes instead of time", ClientOptions{Server: v4, Bytes: 256 << 20, FilePath: "/tmp/r", Duration: 3 * time.Second},
 			"iperf3 -c 198.51.100.2 -p 5201 -4 -J -n 268435456 --connect-timeout 5000 -b 0 -F /tmp/r"},
 	} {
