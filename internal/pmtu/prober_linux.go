@@ -370,6 +370,11 @@ func (p *rawProber) parse(b []byte, from netip.Addr) (uint16, Answer, bool) {
 	if binary.BigEndian.Uint16(quoted[4:6]) != p.id {
 		return 0, a, false
 	}
+	// Routers quote at least 8 bytes; Linux quotes more, then the cookie
+	// must match too (another prober may have drawn the same id).
+	if len(quoted) >= 8+len(p.cookie) && string(quoted[8:8+len(p.cookie)]) != string(p.cookie[:]) {
+		return 0, a, false
+	}
 	return binary.BigEndian.Uint16(quoted[6:8]), a, true
 }
 
