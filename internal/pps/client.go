@@ -162,7 +162,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}()
 	}
 	sendDone := make(chan struct{})
-	go func() { senders.Wait(); close(sendDone) }()
+	var sentUntilNs int64 // when the last sender stopped; read after sendDone
+	go func() {
+		senders.Wait()
+		sentUntilNs = int64(time.Since(epoch))
+		close(sendDone)
+	}()
 
 	// Resolve losses, report finished seconds, and end when every probe is
 	// echoed or its timeout has passed.
@@ -198,7 +203,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if sendEndNs < 0 {
 			select {
 			case <-sendDone:
-				sendEndNs = nowNs
+				sendEndNs = sentUntilNs
 			default:
 			}
 		}

@@ -247,11 +247,7 @@ func (s *Server) serveConn(c *net.UDPConn) error {
 	for i := range out {
 		out[i].Buffers = make([][]byte, 1)
 	}
-	var (
-		cached    *session
-		cachedIP  netip.Addr
-		cachedAdr net.Addr
-	)
+	var cached *session // the session of the previous probe
 	for {
 		n, err := bc.ReadBatch(in, 0)
 		if err != nil {
@@ -275,15 +271,8 @@ func (s *Server) serveConn(c *net.UDPConn) error {
 					s.mu.Lock()
 					cached = s.sessions[id]
 					s.mu.Unlock()
-					cachedAdr = nil
 				}
-				if cached == nil {
-					continue
-				}
-				if in[i].Addr != cachedAdr {
-					cachedIP, cachedAdr = addrIP(in[i].Addr), in[i].Addr
-				}
-				if cachedIP != cached.client {
+				if cached == nil || addrIP(in[i].Addr) != cached.client {
 					continue
 				}
 				cached.received.Add(1)
