@@ -116,10 +116,12 @@ var ErrInconsistent = errors.New("inconsistent iperf3 sample")
 
 // Tolerances of Check: how far a side's measuring window may stray from
 // the requested duration, and how far the receiver may count above the
-// sender. Runs of 2 s on an idle 2-core VM stay within 2 % of both.
+// sender. Runs of 2 s on an idle 2-core VM stay within 2 % of both; on a
+// loaded one a correct receiver (47.8 Mbit/s through 50 Mbit/s) was seen
+// 5.3 % above a sender that under-counted, so the second bound is wider.
 const (
 	windowTolerance  = 0.075
-	receiveTolerance = 0.05
+	receiveTolerance = 0.08
 )
 
 // Check reports (wrapping ErrInconsistent) a sample that iperf3's own
@@ -128,7 +130,7 @@ const (
 //   - a side measured over a window more than 7.5 % off the requested
 //     duration: on a busy machine the -O (omit) timer fires late, and the
 //     rate of a short window is not the rate of the test;
-//   - the receiver counted more than 5 % above the sender: a starved
+//   - the receiver counted more than 8 % above the sender: a starved
 //     receiver read a backlog built up during the -O warm-up after the
 //     counters were reset (iperf3 issues #236, #443), which has been seen
 //     to put 61.7 Mbit/s through a 50 Mbit/s limiter.
