@@ -3,6 +3,7 @@ package emulate
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -296,4 +297,28 @@ func TestSocketOverrunIsBehind(t *testing.T) {
 		t.Errorf("received %d + dropped by the kernel %d, want 50", up.Received, up.KernelUserDropped)
 	}
 	t.Logf("received %d, kernel user_dropped %d, enobufs %d", up.Received, up.KernelUserDropped, up.ENOBUFS)
+}
+
+// TestStatsUnwritable: a stats file that cannot be written stops the
+// emulator with an error instead of running unobserved.
+func TestStatsUnwritable(t *testing.T) {
+	n := newTestNet(t)
+	var e *Emulator
+	if err := netns.Do(n.R, func() error {
+		var err error
+		e, err = Open(Config{Queues: []QueueConfig{{Num: queueUp}}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Run(context.Background(), filepath.Join(t.TempDir(), "missing", "stats.json")) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("no error for an unwritable stats file")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run kept going without its stats file")
+	}
 }

@@ -85,14 +85,14 @@ func Run(ctx context.Context, cfg Config, statsPath string) error {
 	if err != nil {
 		return err
 	}
-	err = e.Run(ctx, statsPath)
-	return errors.Join(err, e.Close())
+	return e.Run(ctx, statsPath) // closes e
 }
 
-// Run drives the queues until ctx is cancelled or a queue fails, writing a
-// stats snapshot to statsPath (if not empty) every StatsInterval. It then
-// stops the queues, unbinds them and writes a last snapshot with Running
-// false. Run can be called once.
+// Run drives the queues until ctx is cancelled, a queue fails or the stats
+// file cannot be written, writing a stats snapshot to statsPath (if not
+// empty) every StatsInterval. It then stops the queues, closes the emulator
+// (unbinding the queues) and writes a last snapshot with Running false.
+// Run can be called once.
 func (e *Emulator) Run(ctx context.Context, statsPath string) error {
 	if e.running {
 		return errors.New("link emulator: Run called twice")
@@ -131,9 +131,11 @@ func (e *Emulator) Run(ctx context.Context, statsPath string) error {
 			err = werr
 		}
 	}
+	// A stats file that cannot be written is fatal from the start: the lab
+	// would take a silent emulator for a healthy one.
 	write(true)
 loop:
-	for {
+	for err == nil {
 		select {
 		case <-ctx.Done():
 			break loop
