@@ -36,6 +36,21 @@ type Network struct {
 	// Omit, when set, replaces Spec.Omit (a path without delay needs no
 	// slow-start warm-up).
 	Omit *time.Duration
+	// Payload, when set, replaces Spec.Payload on this network, so that
+	// payloads can be compared in one report.
+	Payload string
+	// PayloadBitsPerSec is the rate the payload file must last at; 0
+	// means the path's faster direction (4 Gbit/s without a limit).
+	// Compressible data through a compressing tunnel outruns the link.
+	PayloadBitsPerSec uint64
+}
+
+// payload returns the payload measured on n.
+func (n Network) payload(spec Spec) string {
+	if n.Payload != "" {
+		return n.Payload
+	}
+	return spec.Payload
 }
 
 // variants returns the variants measured on n.
@@ -74,6 +89,16 @@ type Spec struct {
 	PKIDir string
 	// Configure edits a variant's configs beyond what variants can say.
 	Configure func(variant string, server, client *openvpn.Config)
+	// InnerIPv6 names variants whose tunnels also carry IPv6 inside
+	// (tunnel.Options.InnerIPv6). Each is measured twice through the same
+	// tunnel, interleaved: to the server's inner IPv4 address (rows named
+	// VARIANT) and to its inner IPv6 address (rows named
+	// VARIANT+InnerIPv6Suffix); both rows carry Extra["inner_family"].
+	InnerIPv6 map[string]bool
+	// Ready, if set, runs once a variant's tunnel is up, before any
+	// sample: for settings outside OpenVPN (a qdisc on its tun device)
+	// or checks of what it logged. An error ends the run.
+	Ready func(ctx context.Context, l *lab.Lab, variant string, t *tunnel.Tunnel) error
 	// Progress receives progress lines; nil shows none.
 	Progress io.Writer
 	// Extra goes into the report's scenario.
@@ -91,6 +116,10 @@ func (spec Spec) protoOf(variant string) string {
 // Routed is the variant name of the baseline rows.
 const Routed = "routed"
 
+// InnerIPv6Suffix ends the names of the rows measured to a tunnel's inner
+// IPv6 address (Spec.InnerIPv6).
+const InnerIPv6Suffix = "-ipv6"
+
 // Run measures spec and returns the report. Labs are torn down on return,
 // also on error and when ctx is cancelled.
 func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
@@ -107,6 +136,15 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 		if len(n.variants(spec)) > tunnel.MaxSlots {
 			return nil, fmt.Errorf("at most %d variants at once", tunnel.MaxSlots)
 		}
+		names := map[string]bool{}
+		for _, v := range n.variants(spec) {
+			names[v.Name] = true
+		}
+		for _, v := range n.variants(spec) {
+			if spec.InnerIPv6[v.Name] && names[v.Name+InnerIPv6Suffix] {
+				return nil, fmt.Errorf("variant %s: its IPv6 rows would have the name of variant %s", v.Name, v.Name+InnerIPv6Suffix)
+			}
+		}
 	}
 	host, err := measure.CollectHost(ctx)
 	if err != nil {
@@ -121,12 +159,21 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	}
 	variants := map[string]string{}
 	total := 0
+	payloads := map[string]string{}
 	for _, n := range spec.Networks {
 		sc.Networks = append(sc.Networks, measure.Network{Name: n.Name, Description: n.Description, Path: n.Path})
+		subjects := len(n.variants(spec)) + btoi(spec.Routed)
 		for _, v := range n.variants(spec) {
 			variants[v.Name] = v.String()
+			subjects += btoi(spec.InnerIPv6[v.Name])
 		}
-		total += len(spec.Directions) * spec.Repeat * (len(n.variants(spec)) + btoi(spec.Routed))
+		total += len(spec.Directions) * spec.Repeat * subjects
+		if n.Payload != "" {
+			payloads[n.Name] = payloadName(n.payload(spec))
+		}
+	}
+	if len(payloads) > 0 {
+		sc.Extra["network_payloads"] = payloads
 	}
 	sc.Extra["variants"] = variants
 	rep := measure.NewReport(host, sc)
@@ -168,6 +215,9 @@ type subject struct {
 	name   string
 	target netip.Addr
 	tun    *tunnel.Tunnel
+	// family is the inner address family of tunnels measured over both
+	// (Spec.InnerIPv6), "" otherwise.
+	family string
 }
 
 func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progress) (rows []measure.Row, backend string, err error) {
@@ -202,8 +252,8 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 	// the file (-F on the server side serves reverse tests only).
 	var payload string
 	var downSrv *iperf.Server
-	if spec.Payload != "" {
-		payload = filepath.Join(l.Dir(), "payload-"+spec.Payload)
+	if kind := n.payload(spec); kind != "" {
+		payload = filepath.Join(l.Dir(), "payload-"+kind)
 		rate := n.Path.Up.RateBitsPerSec
 		if n.Path.Down.RateBitsPerSec > rate {
 			rate = n.Path.Down.RateBitsPerSec
@@ -211,7 +261,10 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 		if rate == 0 {
 			rate = 4e9
 		}
-		if err := iperf.WritePayload(payload, spec.Payload, iperf.PayloadSize(rate, spec.Duration+spec.Omit)); err != nil {
+		if n.PayloadBitsPerSec != 0 {
+			rate = n.PayloadBitsPerSec
+		}
+		if err := iperf.WritePayload(payload, kind, iperf.PayloadSize(rate, spec.Duration+spec.Omit)); err != nil {
 			return nil, backend, err
 		}
 		downSrv, err = iperf.StartServer(ctx, cmd(lab.Server), iperf.ServerOptions{Port: iperf.DefaultPort + 1, FilePath: payload})
@@ -229,7 +282,7 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 	}
 	for i, v := range n.variants(spec) {
 		prog.Logf("%s: starting OpenVPN %s (%s)", n.Name, v.Name, spec.protoOf(v.Name))
-		opts := tunnel.Options{Variant: v, Slot: i, Proto: spec.protoOf(v.Name), PKI: pki}
+		opts := tunnel.Options{Variant: v, Slot: i, Proto: spec.protoOf(v.Name), PKI: pki, InnerIPv6: spec.InnerIPv6[v.Name]}
 		if spec.Configure != nil {
 			name := v.Name
 			opts.Configure = func(s, c *openvpn.Config) { spec.Configure(name, s, c) }
@@ -239,7 +292,16 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 			return nil, backend, err
 		}
 		defer t.Down()
+		if spec.Ready != nil {
+			if err := spec.Ready(ctx, l, v.Name, t); err != nil {
+				return nil, backend, fmt.Errorf("variant %s: %w", v.Name, err)
+			}
+		}
 		subjects = append(subjects, subject{name: v.Name, target: t.ServerAddr, tun: t})
+		if opts.InnerIPv6 {
+			subjects[len(subjects)-1].family = "ipv4"
+			subjects = append(subjects, subject{name: v.Name + InnerIPv6Suffix, target: t.ServerAddr6, tun: t, family: "ipv6"})
+		}
 	}
 	// One row per subject and direction, filled sample by sample.
 	index := map[[2]string]int{}
@@ -248,6 +310,9 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 			r := measure.Row{Network: n.Name, Variant: s.name, Path: measure.PathRouted, Direction: d, Proto: "tcp", Valid: true, CPUSecondsPerGB: map[string]float64{}}
 			if s.tun != nil {
 				r.Path, r.Proto, r.Cipher, r.SocketBuffers = measure.PathTunnel, s.tun.Proto, s.tun.Cipher(), s.tun.SocketBuffers()
+			}
+			if s.family != "" {
+				r.Extra = map[string]any{"inner_family": s.family}
 			}
 			index[[2]string{s.name, d}] = len(rows)
 			rows = append(rows, r)

@@ -35,6 +35,10 @@ type Options struct {
 	Proto string
 	// IPv6Transport carries the tunnel over the lab's IPv6 addresses.
 	IPv6Transport bool
+	// InnerIPv6 gives the tunnel an inner IPv6 network as well
+	// (server-ipv6 Subnet6(Slot)); the server pushes the client its
+	// address and route. Tunnel.ServerAddr6 is then the server's address.
+	InnerIPv6 bool
 	// PKI holds the certificates; Client names the client certificate
 	// ("" for the default client).
 	PKI    *openvpn.PKI
@@ -50,6 +54,9 @@ type Tunnel struct {
 	Server, Client *openvpn.Process
 	// ServerAddr and ClientAddr are the tunnel's inner addresses.
 	ServerAddr, ClientAddr netip.Addr
+	// ServerAddr6 is the server's inner IPv6 address (Options.InnerIPv6),
+	// the first of Subnet6(Slot); invalid without InnerIPv6.
+	ServerAddr6 netip.Addr
 	// ServerLog and ClientLog are what OpenVPN said when it came up.
 	ServerLog, ClientLog *openvpn.Log
 }
@@ -59,6 +66,15 @@ func Subnet(slot int) netip.Prefix {
 	b := lab.TunnelV4.Addr().As4()
 	b[3] = byte(16 * slot)
 	return netip.PrefixFrom(netip.AddrFrom4(b), 28)
+}
+
+// Subnet6 returns the inner IPv6 network of slot i: a /112 of
+// lab.TunnelV6, 2001:db8:7::i:0/112 (OpenVPN 2.6.14 takes /64 to /124 for
+// server-ipv6: "network must be between /64 and /124").
+func Subnet6(slot int) netip.Prefix {
+	b := lab.TunnelV6.Addr().As16()
+	b[12], b[13] = byte(slot>>8), byte(slot)
+	return netip.PrefixFrom(netip.AddrFrom16(b), 112)
 }
 
 // Up starts the server and the client of one tunnel and waits until both
@@ -101,11 +117,16 @@ func Up(ctx context.Context, l *lab.Lab, o Options) (_ *Tunnel, err error) {
 	if err != nil {
 		return nil, err
 	}
+	t := &Tunnel{Options: o, ServerAddr: subnet.Addr().Next(), ClientAddr: subnet.Addr().Next().Next()}
+	if o.InnerIPv6 {
+		subnet6 := Subnet6(o.Slot)
+		srvCfg.Add("server-ipv6", subnet6.String())
+		t.ServerAddr6 = subnet6.Addr().Next()
+	}
 	o.Variant.Apply(srvCfg, cliCfg)
 	if o.Configure != nil {
 		o.Configure(srvCfg, cliCfg)
 	}
-	t := &Tunnel{Options: o, ServerAddr: subnet.Addr().Next(), ClientAddr: subnet.Addr().Next().Next()}
 	defer func() {
 		if err != nil {
 			t.Down()
