@@ -127,7 +127,7 @@ func ParseSpeed(stdout, stderr []byte) (SpeedResult, error) {
 	case r.CPUSeconds <= 0:
 		// openssl divided by zero ("inf"): less than one clock tick of
 		// user time. Not a parse error; Reliable says no.
-	case r.BytesPerSecond <= 0:
+	case r.BytesPerSecond <= 0 || math.IsNaN(r.BytesPerSecond) || math.IsNaN(r.CPUSeconds):
 		return r, fmt.Errorf("openssl speed reported %v bytes per second", r.BytesPerSecond)
 	}
 	return r, nil

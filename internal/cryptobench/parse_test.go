@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func readTestdata(t *testing.T, name string) []byte {
+func readTestdata(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
@@ -206,5 +206,19 @@ func TestParseCPUInfo(t *testing.T) {
 	arm := ParseCPUInfo([]byte("processor\t: 0\nFeatures\t: fp asimd aes pmull sha1\n\nprocessor\t: 1\nFeatures\t: fp\n"))
 	if !arm.Flags["aes"] || arm.Flags["x"] {
 		t.Errorf("arm64 flags %v", arm.Flags)
+	}
+}
+
+func TestLegacyVerdict(t *testing.T) {
+	if why := legacyVerdict("BF-CBC", readTestdata(t, "list-ciphers-legacy.txt"), false); why != "" {
+		t.Errorf("legacy list: %q, want available", why)
+	}
+	if why := legacyVerdict("BF-CBC", readTestdata(t, "list-ciphers-default.txt"), false); !strings.Contains(why, "no loaded OpenSSL provider") {
+		t.Errorf("default-only list: %q", why)
+	}
+	// Real output of openssl when a provider does not load (exit 1).
+	why := legacyVerdict("BF-CBC", readTestdata(t, "list-ciphers-badprovider.txt"), true)
+	if !strings.Contains(why, "unable to load provider") || strings.Contains(why, "\n") {
+		t.Errorf("failed load: %q, want openssl's first line", why)
 	}
 }

@@ -278,6 +278,12 @@ func decideAESNI(cpu CPUFacts, gcmSpeedup map[string]float64, packet int) (*bool
 	if len(gcmSpeedup) == 0 {
 		return nil, "not determined: no AES-GCM cipher was measured"
 	}
+	if cpu.OpenSSLSeesAESNI == nil {
+		// No OPENSSL_ia32cap line: not x86 (arm64 has its own AES
+		// instructions, switched by OPENSSL_armcap, which ovpnperf does
+		// not vary), so masking changed nothing and proves nothing.
+		return nil, "not determined: OpenSSL reports no x86 capability vector (not an x86 CPU?), so OPENSSL_ia32cap masks nothing"
+	}
 	names := make([]string, 0, len(gcmSpeedup))
 	for n := range gcmSpeedup {
 		names = append(names, n)

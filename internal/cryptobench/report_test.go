@@ -36,7 +36,9 @@ func TestAnalyzeCaptured(t *testing.T) {
 		{"AES-256-GCM", 1024, WithAESNI}:    {with},
 		{"AES-256-GCM", 1024, WithoutAESNI}: {without},
 	}
-	host := Host{CPU: ParseCPUInfo(readTestdata(t, "cpuinfo-epyc.txt")), Cores: 2}
+	w, _, _ := ParseIA32Cap(readTestdata(t, "version-a.txt"))
+	sees := w&ia32capAESNI != 0
+	host := Host{CPU: ParseCPUInfo(readTestdata(t, "cpuinfo-epyc.txt")), Cores: 2, OpenSSLSeesAESNI: &sees}
 	r := Analyze(opts, host, m, nil)
 
 	if r.AESNIUsed == nil || !*r.AESNIUsed {
@@ -97,6 +99,7 @@ func TestAnalyzeCaptured(t *testing.T) {
 
 func TestDecideAESNI(t *testing.T) {
 	yes, no := true, false
+	x86 := func(flag bool) CPUFacts { return CPUFacts{FlagAES: flag, OpenSSLSeesAESNI: &flag} }
 	for _, tc := range []struct {
 		name    string
 		cpu     CPUFacts
@@ -104,14 +107,15 @@ func TestDecideAESNI(t *testing.T) {
 		want    *bool
 		says    string
 	}{
-		{"used", CPUFacts{FlagAES: true}, map[string]float64{"AES-128-GCM": 6.6, "AES-256-GCM": 7.5}, &yes, "/proc/cpuinfo lists aes"},
-		{"no AES-NI on the CPU", CPUFacts{}, map[string]float64{"AES-256-GCM": 1.02}, &no, "no aes flag"},
+		{"used", x86(true), map[string]float64{"AES-128-GCM": 6.6, "AES-256-GCM": 7.5}, &yes, "/proc/cpuinfo lists aes"},
+		{"no AES-NI on the CPU", x86(false), map[string]float64{"AES-256-GCM": 1.02}, &no, "no aes flag"},
 		// The slowest AES-GCM decides: one cipher not gaining is suspect.
-		{"one cipher does not gain", CPUFacts{FlagAES: true}, map[string]float64{"AES-128-GCM": 6.6, "AES-256-GCM": 1.1}, &no, "changes little"},
+		{"one cipher does not gain", x86(true), map[string]float64{"AES-128-GCM": 6.6, "AES-256-GCM": 1.1}, &no, "changes little"},
 		{"flag but OpenSSL does not see it", CPUFacts{FlagAES: true, OpenSSLSeesAESNI: &no}, map[string]float64{"AES-256-GCM": 0.98}, &no, "no AESNI bit"},
-		{"measured without flag", CPUFacts{}, map[string]float64{"AES-256-GCM": 5}, &yes, "does not list aes"},
-		{"nothing measured", CPUFacts{FlagAES: true}, nil, nil, "not determined"},
-		{"just below threshold", CPUFacts{FlagAES: true}, map[string]float64{"AES-256-GCM": SpeedupThreshold - 0.01}, &no, "changes little"},
+		{"measured without flag", x86(false), map[string]float64{"AES-256-GCM": 5}, &yes, "does not list aes"},
+		{"nothing measured", x86(true), nil, nil, "not determined"},
+		{"not x86", CPUFacts{FlagAES: true}, map[string]float64{"AES-256-GCM": 1.0}, nil, "not an x86 CPU"},
+		{"just below threshold", x86(true), map[string]float64{"AES-256-GCM": SpeedupThreshold - 0.01}, &no, "changes little"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why := decideAESNI(tc.cpu, tc.speedup, 1440)
@@ -251,6 +255,20 @@ func TestNoise(t *testing.T) {
 	if tieMargin(Noise{MedianSpreadPercent: 1}) != MinTieMarginPercent || tieMargin(Noise{MedianSpreadPercent: 8}) != 16 {
 		t.Error("tie margin is not max(5, 2 × median noise)")
 	}
+}
+
+func FuzzParseSpeed(f *testing.F) {
+	for _, n := range []string{"speed-aes-256-gcm-1024", "speed-bf-cbc-256-nolegacy", "speed-hmac-sha1-1440"} {
+		f.Add(readTestdata(f, n+".stdout"), readTestdata(f, n+".stderr"))
+	}
+	f.Fuzz(func(t *testing.T, stdout, stderr []byte) {
+		r, err := ParseSpeed(stdout, stderr)
+		if err == nil && (r.Count <= 0 || r.BufferBytes <= 0) {
+			t.Errorf("accepted %+v", r)
+		}
+		_ = r.Rate()
+		_ = r.Reliable()
+	})
 }
 
 func TestFigureMedian(t *testing.T) {

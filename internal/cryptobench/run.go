@@ -279,7 +279,14 @@ const maxAttempts = 3
 // legacy provider, or "" when it can.
 func legacyUnavailable(ctx context.Context, env envs, cipher string) string {
 	out, err := runner.Output(env.command(ctx, WithAESNI, "openssl", "list", "-cipher-algorithms", "-provider", "legacy", "-provider", "default"))
-	if err != nil {
+	return legacyVerdict(cipher, out, err != nil)
+}
+
+// legacyVerdict reads the output of `openssl list -cipher-algorithms
+// -provider legacy -provider default`: "" when a provider implements
+// cipher, else why not.
+func legacyVerdict(cipher string, out []byte, failed bool) string {
+	if failed {
 		first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 		return "OpenSSL's legacy provider does not load (" + first + "); OpenVPN 2.6 cannot use " + cipher + " either"
 	}

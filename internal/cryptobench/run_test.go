@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,11 +48,25 @@ func checkNoChildren(t *testing.T) {
 	}
 }
 
+// checkGoroutines fails unless the number of goroutines falls back to
+// before within a second (the timer goroutines of exec need a moment).
+func checkGoroutines(t *testing.T, before int) {
+	t.Helper()
+	for range 100 {
+		if runtime.NumGoroutine() <= before {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("%d goroutines after Run, %d before", runtime.NumGoroutine(), before)
+}
+
 // Tier 2: the real openssl, short. Checks the figures are there and
 // positive, the JSON contract, and that AES-NI is found used where the CPU
 // and OpenSSL both have it.
 func TestRunReal(t *testing.T) {
 	testenv.RequirePrograms(t, "openssl")
+	goroutines := runtime.NumGoroutine()
 	rep, err := Run(context.Background(), Options{
 		Ciphers:        []string{"AES-256-GCM", "CHACHA20-POLY1305", "AES-128-CBC"},
 		BlockSizes:     []int{1024},
@@ -61,6 +76,7 @@ func TestRunReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNoChildren(t)
+	checkGoroutines(t, goroutines)
 
 	if !strings.HasPrefix(rep.OpenSSL, "OpenSSL ") {
 		t.Errorf("openssl version %q", rep.OpenSSL)
@@ -143,6 +159,7 @@ func TestRunCancel(t *testing.T) {
 	testenv.RequirePrograms(t, "openssl")
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
+	goroutines := runtime.NumGoroutine()
 	start := time.Now()
 	_, err := Run(ctx, Options{PerMeasurement: 2 * time.Second})
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -152,6 +169,7 @@ func TestRunCancel(t *testing.T) {
 		t.Errorf("Run returned %v after the context ended", d)
 	}
 	checkNoChildren(t)
+	checkGoroutines(t, goroutines)
 }
 
 func TestRunMissingOpenSSL(t *testing.T) {
