@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -307,4 +308,17 @@ func TestInterruptedRun(t *testing.T) {
 	if !finished {
 		t.Error("the server's session was not closed")
 	}
+}
+
+// TestSecondServerOnSamePortFails: the server's sockets share their port
+// with SO_REUSEPORT, but a second server must not join them.
+func TestSecondServerOnSamePortFails(t *testing.T) {
+	leakCheck(t)
+	addr, _ := startServer(t, DefaultLimits)
+	s := &Server{Addr: addr}
+	err := s.Serve(context.Background())
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("second server on %s: %v, want address in use", addr, err)
+	}
+	t.Log(err)
 }

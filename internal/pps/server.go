@@ -120,8 +120,17 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 	}()
 	open := func() error {
-		addr := s.Addr
-		for i := range workers {
+		// SO_REUSEPORT would let a second server of the same user join
+		// this port's group silently and take half of every session's
+		// probes. Binding once without it first fails if anything holds
+		// the port, and gives the port to bind the group to.
+		probe, err := net.ListenPacket("udp", s.Addr)
+		if err != nil {
+			return fmt.Errorf("listening on udp %s: %w", s.Addr, err)
+		}
+		addr := probe.LocalAddr().String()
+		probe.Close()
+		for range workers {
 			pc, err := lc.ListenPacket(ctx, "udp", addr)
 			if err != nil {
 				return fmt.Errorf("listening on udp %s: %w", s.Addr, err)
@@ -129,9 +138,6 @@ func (s *Server) Serve(ctx context.Context) error {
 			c := pc.(*net.UDPConn)
 			conns = append(conns, c)
 			setBuffers(c, 4<<20)
-			if i == 0 {
-				addr = c.LocalAddr().String() // a port 0 becomes the chosen port
-			}
 		}
 		return nil
 	}
