@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -116,12 +119,41 @@ func (o cryptoOptions) benchOptions() (cryptobench.Options, error) {
 	return n, nil
 }
 
+// cryptoProgress shows a Run's progress as a measure.Progress bar.
+type cryptoProgress struct {
+	w io.Writer
+	p *measure.Progress
+}
+
+func (c *cryptoProgress) Start(total int)   { c.p = measure.NewProgress(total, c.w) }
+func (c *cryptoProgress) Step(label string) { c.p.Step(label) }
+
+func (c *cryptoProgress) done() {
+	if c != nil {
+		c.p.Done()
+	}
+}
+
+// cryptoIsTerminal reports whether f is a terminal.
+func cryptoIsTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
 func runCrypto(ctx context.Context, opts cryptoOptions) error {
 	bo, err := opts.benchOptions()
 	if err != nil {
 		return err
 	}
+	// A bar on a terminal only: 62 plain progress lines would bury the
+	// report, and --json output is for programs.
+	var prog *cryptoProgress
+	if !opts.json && cryptoIsTerminal(os.Stderr) {
+		prog = &cryptoProgress{w: os.Stderr}
+		bo.Progress = prog
+	}
 	rep, err := cryptobench.Run(ctx, bo)
+	prog.done()
 	if err != nil {
 		return err
 	}

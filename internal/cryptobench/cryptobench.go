@@ -131,6 +131,15 @@ type Options struct {
 	PerMeasurement time.Duration
 	// Repeat is how often each measurement is taken (interleaved passes).
 	Repeat int
-	// Progress, if set, is called after each openssl run.
-	Progress func(done, total int)
+	// Progress, if set, hears how many openssl runs there will be and
+	// when each begins.
+	Progress Progress
+}
+
+// Progress follows a Run.
+type Progress interface {
+	// Start is called once, with the number of openssl runs planned.
+	Start(total int)
+	// Step is called before each run, with what it measures.
+	Step(label string)
 }

@@ -308,8 +308,14 @@ func TestNormalize(t *testing.T) {
 		t.Errorf("runs with --repeat 3: %d, want 150 (no extra passes)", o3.Runs())
 	}
 	o, _ = Options{Ciphers: []string{"chacha20-poly1305", "CHACHA20-POLY1305"}}.Normalize()
-	if !slices.Equal(o.Ciphers, []string{"CHACHA20-POLY1305"}) || o.needsHMAC() {
-		t.Errorf("ciphers %v needsHMAC %v", o.Ciphers, o.needsHMAC())
+	if !slices.Equal(o.Ciphers, []string{"CHACHA20-POLY1305"}) || o.needsHMAC(nil) {
+		t.Errorf("ciphers %v needsHMAC %v", o.Ciphers, o.needsHMAC(nil))
+	}
+	// BF-CBC alone, without the legacy provider: nothing to measure, not
+	// even the HMAC.
+	o, _ = Options{Ciphers: []string{"BF-CBC"}}.Normalize()
+	if cells := o.cells(map[string]string{"BF-CBC": "no legacy provider"}); len(cells) != 0 {
+		t.Errorf("cells %v for an unavailable cipher", cells)
 	}
 	for _, bad := range []Options{
 		{Ciphers: []string{"AES-192-GCM"}},

@@ -126,7 +126,7 @@ func (o Options) cells(unavailable map[string]string) []cell {
 			}
 		}
 	}
-	if o.needsHMAC() {
+	if o.needsHMAC(unavailable) {
 		for _, v := range []Variant{WithAESNI, WithoutAESNI} {
 			cells = append(cells, cell{hmacAlgorithm, o.PacketBytes, v})
 		}
@@ -164,9 +164,11 @@ func (o Options) Runs() int {
 	return n
 }
 
-func (o Options) needsHMAC() bool {
+// needsHMAC reports whether a CBC cipher will be measured, whose projection
+// needs the HMAC's rate.
+func (o Options) needsHMAC(unavailable map[string]string) bool {
 	for _, n := range o.Ciphers {
-		if c, _ := LookupCipher(n); !c.AEAD {
+		if c, _ := LookupCipher(n); !c.AEAD && unavailable[n] == "" {
 			return true
 		}
 	}
@@ -239,12 +241,18 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	// instead of biasing some.
 	passes := opts.passes(cells)
 	m := Measurements{}
-	total, done := 0, 0
-	for _, p := range passes {
-		total += len(p)
+	if opts.Progress != nil {
+		total := 0
+		for _, p := range passes {
+			total += len(p)
+		}
+		opts.Progress.Start(total)
 	}
 	for _, pass := range passes {
 		for _, c := range pass {
+			if opts.Progress != nil {
+				opts.Progress.Step(fmt.Sprintf("%s %d bytes %s", c.Algorithm, c.Bytes, c.Variant))
+			}
 			var r SpeedResult
 			for attempt := 1; ; attempt++ {
 				r, err = speed(ctx, env, c, opts.PerMeasurement)
@@ -260,10 +268,6 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 					c.Algorithm, c.Bytes, c.Variant, maxAttempts, r.Count, r.CPUSeconds)
 			}
 			m[c] = append(m[c], r)
-			done++
-			if opts.Progress != nil {
-				opts.Progress(done, total)
-			}
 		}
 	}
 	rep := Analyze(opts, host, m, unavailable)
