@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
@@ -171,5 +172,32 @@ func TestPPSServerOnce(t *testing.T) {
 	}
 	if len(events) != 2 || events[0]["event"] != "accepted" || events[1]["event"] != "finished" {
 		t.Errorf("events %v", events)
+	}
+}
+
+func TestPPSSummaryText(t *testing.T) {
+	r := &pps.Result{
+		Counters:    pps.Counters{Sent: 20000, Received: 19000, Lost: 1000, Late: 3, Duplicates: 1, Reordered: 2},
+		LossPercent: 5, SendSeconds: 10, PPSMedian: 1900, PPSMin: 1850, PPSMax: 1950, PPSMean: 1900, SentPPSMean: 2000,
+		RTTMinUs: 20100, RTTP50Us: 20250.5, RTTP90Us: 20400, RTTP99Us: 21000, RTTMaxUs: 30000,
+		CPU:          pps.CPU{UserS: 0.1, SystemS: 0.2, Percent: 3},
+		ServerReport: &pps.ServerReport{Received: 19500, Echoed: 19500},
+		ServerCPU:    &pps.CPU{UserS: 0.05, SystemS: 0.1, Percent: 1.5},
+		Warnings:     []string{"the server caps the duration at 5m0s"},
+	}
+	var b strings.Builder
+	b.WriteString(formatInterval(pps.Interval{StartS: 1, EndS: 2, Sent: 2000, Received: 1900, Lost: 100, LossPercent: 5, SentPPS: 2000, PPS: 1900, RTTMinUs: 20100, RTTMeanUs: 20250, RTTMaxUs: 30000}) + "\n")
+	writePPSSummary(&b, r)
+	want := `  1.00-2.00   s       2000       1900      100 ( 5.00%)         2000         1900  20100.0/20250.0/30000.0
+- - - - - - - - - - - - - - - - - - - - - - - - -
+sent 20000, received 19000, lost 1000 (5.000%) in 10.00 s; late 3, duplicates 1, reordered 2
+echo rate: median 1900 pps over whole seconds (min 1850, max 1950), mean 1900 pps; sent 2000 pps
+RTT: min 20100.0 us, p50 20250.5 us, p90 20400.0 us, p99 21000.0 us, max 30000.0 us
+client CPU: 0.10 s user, 0.20 s system (3% of a core)
+server: received 19500, echoed 19500; CPU 0.05 s user, 0.10 s system (2% of a core)
+warning: the server caps the duration at 5m0s
+`
+	if b.String() != want {
+		t.Errorf("text report:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
