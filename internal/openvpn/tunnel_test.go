@@ -1,12 +1,15 @@
 package openvpn
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,7 +41,7 @@ var (
 	pairTunnel      = netip.MustParsePrefix("203.0.113.0/24")
 )
 
-func newPair(t *testing.T) *pair {
+func newPair(t testing.TB) *pair {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequirePrograms(t, "openvpn", "ip", "ping")
@@ -83,11 +86,11 @@ func newPair(t *testing.T) *pair {
 	return p
 }
 
-func (p *pair) configs(t *testing.T, proto string, v Variant) (srv, cli *Config) {
+func (p *pair) configs(t testing.TB, proto string, v Variant) (srv, cli *Config) {
 	return p.configsV6(t, proto, false, v)
 }
 
-func (p *pair) configsV6(t *testing.T, proto string, ipv6 bool, v Variant) (srv, cli *Config) {
+func (p *pair) configsV6(t testing.TB, proto string, ipv6 bool, v Variant) (srv, cli *Config) {
 	t.Helper()
 	addr := pairServerAddr
 	if ipv6 {
@@ -108,7 +111,21 @@ func (p *pair) configsV6(t *testing.T, proto string, ipv6 bool, v Variant) (srv,
 }
 
 // up starts server and client and waits until both are ready.
-func (p *pair) up(t *testing.T, srv, cli *Config) (*Process, *Process) {
+// tails returns the last lines of both sides' logs, for failures.
+func (p *pair) tails() string {
+	var b strings.Builder
+	for _, role := range []string{"server", "client"} {
+		out, _ := os.ReadFile(filepath.Join(p.dir, role+".log"))
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) > TailLines {
+			lines = lines[len(lines)-TailLines:]
+		}
+		b.WriteString(role + ":\n" + strings.Join(lines, "\n") + "\n")
+	}
+	return b.String()
+}
+
+func (p *pair) up(t testing.TB, srv, cli *Config) (*Process, *Process) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := Start(ctx, p.server, srv, p.dir, "server")
@@ -533,6 +550,75 @@ func TestTunnelVariantDirectives(t *testing.T) {
 				tt.check(t, sl, cl)
 			}
 			t.Logf("warnings: %q %q", sl.Warnings, cl.Warnings)
+		})
+	}
+}
+
+// BenchmarkTunnelVariants measures TCP throughput through each built-in
+// variant's tunnel between two namespaces joined by a veth pair (no
+// emulated path: the limit is OpenVPN's CPU cost). Run with
+//
+//	go test ./internal/openvpn -run '^$' -bench TunnelVariants -benchtime 5x
+//
+// Each iteration is a 2-second iperf3 run; it reports the median and the
+// spread (min, max) over the iterations.
+func BenchmarkTunnelVariants(b *testing.B) {
+	testenv.RequirePrograms(b, "iperf3")
+	for _, v := range BuiltinVariants() {
+		b.Run(v.Name, func(b *testing.B) {
+			p := newPair(b)
+			srv, cli := p.configs(b, UDP, v)
+			p.up(b, srv, cli)
+			var rates []float64
+			for i := 0; i < b.N; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				// The server's output goes to a file that is polled for its
+				// listening line, so the client never races its start.
+				srvLog := filepath.Join(p.dir, "iperf3-server-"+strconv.Itoa(i)+".log")
+				f, err := os.Create(srvLog)
+				if err != nil {
+					b.Fatal(err)
+				}
+				iperfSrv := runner.InNetns(ctx, p.server, "iperf3", "-s", "-1", "--forceflush", "-B", "203.0.113.1")
+				iperfSrv.Stdout, iperfSrv.Stderr = f, f
+				if err := iperfSrv.Start(); err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+				for try := 0; try < 100; try++ {
+					if out, _ := os.ReadFile(srvLog); bytes.Contains(out, []byte("Server listening")) {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				out, err := runner.RunIn(ctx, p.client, "iperf3", "-c", "203.0.113.1", "-t", "2", "-J")
+				iperfSrv.Wait()
+				cancel()
+				if err != nil {
+					srvOut, _ := os.ReadFile(srvLog)
+					b.Fatalf("iteration %d: %v\niperf3 server:\n%s\n%s", i, err, srvOut, p.tails())
+				}
+				var res struct {
+					Error string `json:"error"`
+					End   struct {
+						SumReceived struct {
+							BitsPerSecond float64 `json:"bits_per_second"`
+						} `json:"sum_received"`
+					} `json:"end"`
+				}
+				if err := json.Unmarshal(out, &res); err != nil {
+					b.Fatal(err)
+				}
+				if res.Error != "" || res.End.SumReceived.BitsPerSecond == 0 {
+					b.Fatalf("iteration %d: iperf3 measured nothing: %q\n%s", i, res.Error, p.tails())
+				}
+				rates = append(rates, res.End.SumReceived.BitsPerSecond/1e6)
+			}
+			sort.Float64s(rates)
+			b.ReportMetric(rates[len(rates)/2], "Mbit/s-median")
+			b.ReportMetric(rates[0], "Mbit/s-min")
+			b.ReportMetric(rates[len(rates)-1], "Mbit/s-max")
+			b.ReportMetric(0, "ns/op")
 		})
 	}
 }

@@ -75,10 +75,10 @@ func init() {
 		// A server with tcp-nodelay sets TCP_NODELAY on its sockets and
 		// pushes it to clients; on a client OpenVPN 2.6 warns that it
 		// does not affect the server.
-		"tcp-nodelay": {side: ServerSide, form: "tcp-nodelay", check: noArgs},
-		"comp-lzo":              {side: BothSides, form: "comp-lzo [yes|no|adaptive]", check: optionalOneOf([]string{"yes", "no", "adaptive"}), pushable: true},
-		"compress":              {side: BothSides, form: "compress [lz4-v2|lz4|lzo|stub|stub-v2]", check: optionalOneOf([]string{"lz4-v2", "lz4", "lzo", "stub", "stub-v2"}), pushable: true},
-		"allow-compression":     {side: BothSides, form: "allow-compression yes|no|asym", check: oneOf([]string{"yes", "no", "asym"}, false)},
+		"tcp-nodelay":       {side: ServerSide, form: "tcp-nodelay", check: noArgs},
+		"comp-lzo":          {side: BothSides, form: "comp-lzo [yes|no|adaptive]", check: optionalOneOf([]string{"yes", "no", "adaptive"}), pushable: true},
+		"compress":          {side: BothSides, form: "compress [lz4-v2|lz4|lzo|stub|stub-v2]", check: optionalOneOf([]string{"lz4-v2", "lz4", "lzo", "stub", "stub-v2"}), pushable: true},
+		"allow-compression": {side: BothSides, form: "allow-compression yes|no|asym", check: oneOf([]string{"yes", "no", "asym"}, false)},
 		// shaper is refused by OpenVPN in --mode server, so it can only
 		// limit the client's sending rate here.
 		"shaper":      {side: ClientSide, form: "shaper BYTES_PER_SEC (100-100000000)", check: number(100, 100000000)},
