@@ -335,3 +335,23 @@ func BenchmarkUpDown(b *testing.B) {
 		})
 	}
 }
+
+// The first packet of a fresh lab does not wait for neighbour discovery
+// (it used to wait for the 1 s IPv6 solicitation retransmit).
+func TestFirstPacketNotDelayed(t *testing.T) {
+	testenv.RequirePrograms(t, "ping")
+	l := labtest.New(t, lab.Path{})
+	for _, a := range []string{lab.ServerV6.String(), lab.ServerV4.String()} {
+		out, err := run(t, l, lab.Client, "ping", "-c", "1", "-W", "2", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`time=([0-9.]+) ms`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no time in %s", out)
+		}
+		if ms, _ := strconv.ParseFloat(m[1], 64); ms > 500 {
+			t.Errorf("first ping to %s took %.0f ms", a, ms)
+		}
+	}
+}

@@ -261,6 +261,9 @@ func (l *Lab) build(ctx context.Context, opts Options) error {
 			return fmt.Errorf("setting links up in %s: %w", n, err)
 		}
 	}
+	if err := l.neighbours(p); err != nil {
+		return err
+	}
 	routes := []struct {
 		node Node
 		gw   netip.Addr
@@ -296,6 +299,66 @@ func (l *Lab) build(ctx context.Context, opts Options) error {
 		return err
 	}
 	return l.rules(ctx, p, backend)
+}
+
+// neighbours installs permanent neighbour entries on both ends of each
+// segment, so that no measurement waits for address resolution. On fresh
+// veths the first IPv6 neighbour solicitation went unanswered until the
+// 1 s retransmit, which added a second to the first packet of every lab.
+//
+// Equivalent to: ip -n NS neigh add ADDR lladdr MAC dev IF nud permanent
+func (l *Lab) neighbours(p Path) error {
+	mac := func(n Node, ifname string) (net.HardwareAddr, error) {
+		var hw net.HardwareAddr
+		err := l.withHandle(n, func(h *netlink.Handle) error {
+			link, err := h.LinkByName(ifname)
+			if err != nil {
+				return err
+			}
+			hw = link.Attrs().HardwareAddr
+			return nil
+		})
+		return hw, err
+	}
+	type entry struct {
+		node     Node
+		ifname   string
+		addrs    []netip.Addr
+		peerNode Node
+		peerIf   string
+	}
+	entries := []entry{
+		{Client, clientIf, []netip.Addr{RouterClientV4, RouterClientV6}, Router, routerClientIf},
+		{Router, routerClientIf, []netip.Addr{ClientV4, ClientV6}, Client, clientIf},
+		{Router, routerServerIf, []netip.Addr{ServerV4, ServerV6}, Server, serverIf},
+		{Server, serverIf, []netip.Addr{RouterServerV4, RouterServerV6}, Router, routerServerIf},
+	}
+	for _, e := range entries {
+		hw, err := mac(e.peerNode, e.peerIf)
+		if err != nil {
+			return err
+		}
+		err = l.withHandle(e.node, func(h *netlink.Handle) error {
+			link, err := h.LinkByName(e.ifname)
+			if err != nil {
+				return err
+			}
+			for _, a := range e.addrs {
+				if a.Is6() && p.NoIPv6 {
+					continue
+				}
+				if err := h.NeighAdd(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: family(a), State: netlink.NUD_PERMANENT,
+					IP: net.IP(a.AsSlice()), HardwareAddr: hw}); err != nil {
+					return fmt.Errorf("neighbour %s on %s: %w", a, e.ifname, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.node, err)
+		}
+	}
+	return nil
 }
 
 func family(a netip.Addr) int {
