@@ -194,6 +194,9 @@ type QueueStats struct {
 	// Truncated counts packet messages cut by our receive slot size.
 	Truncated uint64 `json:"truncated"`
 
+	// KernelStamped packets carried the kernel's receive time, and their
+	// delay counts from it; the others' from when the emulator read them.
+	KernelStamped uint64 `json:"kernel_stamped"`
 	// Realtime says the queue's thread runs with SCHED_FIFO priority; when
 	// false (no CAP_SYS_NICE), releases are late whenever the host is busy.
 	Realtime bool `json:"realtime"`

@@ -20,7 +20,8 @@ var update = flag.Bool("update", false, "rewrite testdata captured from the kern
 // bind message this package encodes must be accepted, a ping must arrive as
 // a packet message that parsePacket understands, and a batch verdict must
 // let it through. With -update the packet message is saved under testdata
-// for the tier-1 decoding tests.
+// for the tier-1 decoding tests (packet-ipv4-ping.bin, the same without a
+// receive stamp, was captured before the emulator turned stamps on).
 func TestKernelMessages(t *testing.T) {
 	n := newTestNet(t)
 	// Only the up direction is queued here; replies pass.
@@ -70,6 +71,14 @@ func TestKernelMessages(t *testing.T) {
 	}
 	expectAck(7)
 
+	// Receive stamps on, as the emulator does: the packet message must
+	// carry NFQA_TIMESTAMP.
+	if fd := enableRxTimestamps(); fd >= 0 {
+		t.Cleanup(func() { unix.Close(fd) })
+	} else {
+		t.Fatal("could not enable receive timestamps")
+	}
+	time.Sleep(50 * time.Millisecond) // the kernel switches them on from a work queue
 	done := make(chan pingResult, 1)
 	go func() {
 		out, _ := runner.RunIn(context.Background(), n.A, "ping", "-n", "-q", "-c", "1", "-s", "100", "-W", "3", testAddrB)
@@ -92,8 +101,11 @@ func TestKernelMessages(t *testing.T) {
 	if p.Queue != queueUp || p.Len != 128 || p.HWProtocol != 0x0800 || p.Hook != 2 /* NF_INET_FORWARD */ {
 		t.Errorf("parsed %+v, want queue 0, 128 bytes, IPv4, forward hook", p)
 	}
+	if d := time.Since(time.Unix(0, p.Timestamp)); d < 0 || d > 5*time.Second {
+		t.Errorf("receive stamp %v is %v from now", time.Unix(0, p.Timestamp), d)
+	}
 	if *update {
-		path := filepath.Join("testdata", "packet-ipv4-ping.bin")
+		path := filepath.Join("testdata", "packet-ipv4-ping-stamped.bin")
 		if err := os.WriteFile(path, raw, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -40,6 +40,7 @@ const (
 	// enum nfqnl_attr_type
 	nfqaPacketHdr  = 1  // struct nfqnl_msg_packet_hdr (7 bytes, packed)
 	nfqaVerdictHdr = 2  // struct nfqnl_msg_verdict_hdr
+	nfqaTimestamp  = 4  // struct nfqnl_msg_packet_timestamp: be64 sec, be64 usec (CLOCK_REALTIME)
 	nfqaPayload    = 10 // the first copy_range bytes of the packet
 	nfqaCapLen     = 13 // be32 original length, present only when the payload was cut
 
@@ -198,6 +199,11 @@ type packetInfo struct {
 	// when the kernel cut the copy, else the length of NFQA_PAYLOAD. For a
 	// GSO aggregate it is the whole aggregate.
 	Len uint32
+	// Timestamp is when the packet was received (CLOCK_REALTIME, ns, µs
+	// resolution), 0 when the kernel had none: NFQA_TIMESTAMP is only sent
+	// when the skb carries a receive time, that is when some socket on the
+	// host has asked for timestamps, and never for locally made packets.
+	Timestamp int64
 }
 
 // parsePacket decodes the payload of an NFQNL_MSG_PACKET message. A message
@@ -234,6 +240,12 @@ func parsePacket(payload []byte) (p packetInfo, err error) {
 		case nfqaPayload:
 			if !haveCap {
 				p.Len = uint32(len(data))
+			}
+		case nfqaTimestamp:
+			if len(data) >= 16 {
+				sec := int64(binary.BigEndian.Uint64(data))
+				usec := int64(binary.BigEndian.Uint64(data[8:]))
+				p.Timestamp = sec*1e9 + usec*1e3
 			}
 		}
 		a := nlmsgAlign(alen)

@@ -140,6 +140,38 @@ func TestParseCapturedPacket(t *testing.T) {
 	}
 }
 
+// TestParseStampedPacket decodes a packet message captured with receive
+// stamps on: NFQA_TIMESTAMP is 16 bytes of big-endian seconds and
+// microseconds.
+func TestParseStampedPacket(t *testing.T) {
+	requireLittleEndian(t)
+	raw, err := os.ReadFile("testdata/packet-ipv4-ping-stamped.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := nextMessage(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := parsePacket(m.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Find the attribute by hand to check the decoding.
+	i := bytes.Index(raw, []byte{20, 0, nfqaTimestamp, 0})
+	if i < 0 {
+		t.Fatal("capture has no NFQA_TIMESTAMP")
+	}
+	sec := binary.BigEndian.Uint64(raw[i+4:])
+	usec := binary.BigEndian.Uint64(raw[i+12:])
+	if want := int64(sec)*1e9 + int64(usec)*1e3; p.Timestamp != want || usec >= 1e6 {
+		t.Errorf("timestamp %d, want %d", p.Timestamp, want)
+	}
+	if p.Len != 128 || p.Hook != 2 {
+		t.Errorf("parsed %+v", p)
+	}
+}
+
 func TestParsePacketLengths(t *testing.T) {
 	requireLittleEndian(t)
 	hdr := appendAttrHeader(nil, 7, nfqaPacketHdr)

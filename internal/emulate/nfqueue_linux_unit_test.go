@@ -3,6 +3,7 @@ package emulate
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 // TestQueueDatagram feeds the captured packet message through the queue's
@@ -15,7 +16,7 @@ func TestQueueDatagram(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := &queue{cfg: QueueConfig{Num: 0}, sched: newScheduler(QueueConfig{}, 1), out: make([]byte, 0, outBytes)}
-	q.datagram(raw, false, 1000)
+	q.datagram(raw, false, 1000, 0)
 	if q.sched.c.Received != 1 || q.sched.c.ReceivedBytes != 128 {
 		t.Fatalf("counters %+v", q.sched.c)
 	}
@@ -25,7 +26,7 @@ func TestQueueDatagram(t *testing.T) {
 		t.Errorf("verdicts %x, want %x", q.out, want)
 	}
 	// A datagram cut short is counted, never fatal.
-	q.datagram(raw[:40], true, 2000)
+	q.datagram(raw[:40], true, 2000, 0)
 	if q.truncated != 1 {
 		t.Errorf("truncated %d, want 1", q.truncated)
 	}
@@ -33,7 +34,7 @@ func TestQueueDatagram(t *testing.T) {
 	e := []byte{0xfe, 0xff, 0xff, 0xff} // -ENOENT
 	e = append(e, want[:nlmsgHdrLen]...)
 	msg := appendNlmsg(nlmsgError, e)
-	q.datagram(msg, false, 3000)
+	q.datagram(msg, false, 3000, 0)
 	if q.verdictErrors != 1 {
 		t.Errorf("verdict errors %d, want 1", q.verdictErrors)
 	}
@@ -60,7 +61,7 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 	now := int64(0)
 	step := func() {
 		for range 8 {
-			q.datagram(raw, false, now)
+			q.datagram(raw, false, now, 0)
 		}
 		now += 2000
 		q.sched.release(now, q)
@@ -86,12 +87,67 @@ func BenchmarkHotPath(b *testing.B) {
 	b.ReportAllocs()
 	now := int64(0)
 	for i := range b.N {
-		q.datagram(raw, false, now)
+		q.datagram(raw, false, now, 0)
 		if i%16 == 15 {
 			now += 2000
 			q.sched.release(now, q)
 			q.out = q.out[:0]
 			q.publish()
+		}
+	}
+}
+
+// TestArrivalFromKernelStamp: the delay counts from the router's receive
+// stamp when it is plausible, else from the read.
+func TestArrivalFromKernelStamp(t *testing.T) {
+	requireLittleEndian(t)
+	raw, err := os.ReadFile("testdata/packet-ipv4-ping-stamped.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, _ := nextMessage(raw)
+	p, _ := parsePacket(m.Payload)
+	const delay = int64(20 * time.Millisecond)
+	now := int64(100 * time.Second)
+	for _, tc := range []struct {
+		name   string
+		stamp  int64 // where the stamp lands on the monotonic clock
+		arrive int64
+	}{
+		{"stamped 3 ms before the read", now - 3*ms, now - 3*ms},
+		{"stamp after the read (clock step)", now + 5*ms, now},
+		{"stamp 20 s old (clock step)", now - int64(20*time.Second), now},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &queue{sched: newScheduler(QueueConfig{Delay: time.Duration(delay)}, 1), out: make([]byte, 0, outBytes)}
+			q.datagram(raw, false, now, tc.stamp-p.Timestamp)
+			due, ok := q.sched.next()
+			if !ok || due != tc.arrive+delay {
+				t.Errorf("due %v, want %v", time.Duration(due), time.Duration(tc.arrive+delay))
+			}
+			if q.kernelTimestamps != 1 {
+				t.Errorf("kernel stamps %d, want 1", q.kernelTimestamps)
+			}
+		})
+	}
+}
+
+func TestLazyWindow(t *testing.T) {
+	for _, tc := range []struct {
+		delay, jitter time.Duration
+		stamped       bool
+		want          time.Duration
+	}{
+		{20 * time.Millisecond, 0, true, 2 * time.Millisecond},
+		{2 * time.Millisecond, 0, true, time.Millisecond},
+		{20 * time.Millisecond, 19500 * time.Microsecond, true, 0},
+		{500 * time.Microsecond, 0, true, 0},
+		{0, 0, true, 0},
+		{20 * time.Millisecond, 0, false, 0},
+	} {
+		q := &queue{sched: newScheduler(QueueConfig{Delay: tc.delay, Jitter: tc.jitter}, 1), allStamped: tc.stamped}
+		if got := time.Duration(q.lazyWindow()); got != tc.want {
+			t.Errorf("delay %v jitter %v stamped %v: window %v, want %v", tc.delay, tc.jitter, tc.stamped, got, tc.want)
 		}
 	}
 }

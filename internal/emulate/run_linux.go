@@ -20,9 +20,10 @@ const procQueues = "/proc/thread-self/net/netfilter/nfnetlink_queue"
 
 // Emulator is a running set of queues. Open binds them; Run drives them.
 type Emulator struct {
-	cfg    Config
-	queues []*queue
-	stopfd int
+	cfg     Config
+	queues  []*queue
+	stopfd  int
+	stampfd int // keeps kernel receive timestamps on; -1 if it could not
 
 	procMu  sync.Mutex
 	proc    *os.File // opened in the emulator's namespace, read with pread
@@ -50,7 +51,7 @@ func Open(cfg Config) (*Emulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("link emulator: eventfd: %w", err)
 	}
-	e := &Emulator{cfg: cfg, stopfd: efd, procBuf: make([]byte, 0, 64<<10)}
+	e := &Emulator{cfg: cfg, stopfd: efd, stampfd: enableRxTimestamps(), procBuf: make([]byte, 0, 64<<10)}
 	// Without the proc file the kernel's drop counters are unknown; the
 	// emulator still runs and reports kernel_read=false.
 	e.proc, _ = os.Open(procQueues)
@@ -173,6 +174,25 @@ func (e *Emulator) stop() {
 	unix.Write(e.stopfd, one[:])
 }
 
+// enableRxTimestamps opens a socket that asks for receive timestamps. Its
+// only purpose is that while any socket does, the kernel stamps every
+// packet it receives (a host-wide switch, also thrown by tcpdump), so that
+// NFQA_TIMESTAMP tells the emulator when a packet reached the router.
+func enableRxTimestamps() int {
+	for _, family := range []int{unix.AF_INET, unix.AF_INET6} {
+		fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+			unix.Close(fd)
+			continue
+		}
+		return fd
+	}
+	return -1
+}
+
 // Stats returns the current counters.
 func (e *Emulator) Stats() Stats { return e.snapshot(true) }
 
@@ -201,6 +221,7 @@ func (e *Emulator) snapshotWith(running bool, kq []kernelQueue) Stats {
 			VerdictErrors: p.verdictErrors.Load(),
 			Truncated:     p.truncated.Load(),
 			Realtime:      p.realtime.Load(),
+			KernelStamped: p.kernelTimestamps.Load(),
 		}
 		qs.LatenessMedian, qs.LatenessP99, qs.LatenessSamples = q.sched.res.quantiles()
 		for _, k := range kq {
@@ -254,6 +275,9 @@ func (e *Emulator) Close() error {
 		}
 		e.procMu.Unlock()
 		errs = append(errs, unix.Close(e.stopfd))
+		if e.stampfd >= 0 {
+			unix.Close(e.stampfd)
+		}
 		e.closeErr = errors.Join(errs...)
 	})
 	return e.closeErr
