@@ -357,8 +357,11 @@ func project(packet int, ciphers []CipherResult, hmac *SizeResult, marginPercent
 var DefaultDataCiphers = []string{"AES-256-GCM", "AES-128-GCM", "CHACHA20-POLY1305"}
 
 // MinTieMarginPercent is the smallest difference between two ciphers that
-// ovpnperf calls real; twice the median noise when that is larger.
-const MinTieMarginPercent = 5
+// decides the preference; twice the median noise when that is larger.
+// Below 10 % the ranking flips between runs on a shared machine, and the
+// difference is under 1 % of a core at the published OpenVPN rates, where
+// crypto takes about 5 % of a core with AES-NI.
+const MinTieMarginPercent = 10
 
 func tieMargin(n Noise) float64 {
 	return max(MinTieMarginPercent, round(2*n.MedianSpreadPercent, 1))
