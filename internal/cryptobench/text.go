@@ -130,7 +130,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			strings.Join(how, " and "), n.MedianSpreadPercent, n.MaxSpreadPercent, n.Compared)
 	}
 	b.WriteString(" --seconds 1 --repeat 3 gives steadier figures.\n")
-	fmt.Fprintf(&b, "%d openssl runs in %.1f s of wall time (the CPU time per figure is fixed; a busy machine takes longer).\n", n.Samples, r.ElapsedSeconds)
+	fmt.Fprintf(&b, "%d figures in %.1f s of wall time (the CPU time per figure is fixed; a busy machine takes longer).\n", n.Samples, r.ElapsedSeconds)
 	if n.ClockTimed < n.Samples {
 		fmt.Fprintf(&b, "%d of %d runs are timed by openssl itself, in %s steps.\n", n.Samples-n.ClockTimed, n.Samples, seconds(r.TimerResolutionSeconds))
 	}
