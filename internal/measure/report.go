@@ -42,6 +42,9 @@ type Report struct {
 	Rows     []Row    `json:"rows"`
 	// Verdicts are a recipe's conclusions, computed from the rows.
 	Verdicts []Verdict `json:"verdicts,omitempty"`
+	// Columns are extra columns of the text table (RenderTable), after
+	// the standard ones; not part of the JSON document.
+	Columns  []Column  `json:"-"`
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 }

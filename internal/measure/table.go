@@ -20,14 +20,14 @@ const maxErrorWidth = 40
 // median (min–max) over n samples, ratio to the routed baseline, the
 // published figure (only where a row of that network has one), CPU-s/GB
 // per side, what OpenVPN reported (cipher, socket buffers), and ok or the
-// reason the row is invalid; then the verdicts, one a line. Call
-// Report.FillRatios (or Finish) first.
+// reason the row is invalid, then the report's extra Columns; then the
+// verdicts, one a line. Call Report.FillRatios (or Finish) first.
 func RenderTable(w io.Writer, rep *Report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Host: %s\n", rep.Host)
 	for _, g := range groupRows(rep) {
 		b.WriteString("\n")
-		b.WriteString(renderNetwork(g))
+		b.WriteString(renderNetwork(g, rep.Columns))
 		b.WriteString("\n")
 	}
 	if len(rep.Verdicts) > 0 {
@@ -83,7 +83,7 @@ func groupRows(rep *Report) []rowGroup {
 	return out
 }
 
-func renderNetwork(g rowGroup) string {
+func renderNetwork(g rowGroup, extra []Column) string {
 	t := table.NewWriter()
 	style := table.StyleLight
 	style.Format.Header = text.FormatDefault // "CPU-s/GB", not "CPU-S/GB"
@@ -97,7 +97,11 @@ func renderNetwork(g rowGroup) string {
 	if published {
 		header = append(header, "published")
 	}
-	t.AppendHeader(append(header, "CPU-s/GB", "cipher", "socket buffers", "status"))
+	header = append(header, "CPU-s/GB", "cipher", "socket buffers", "status")
+	for _, c := range extra {
+		header = append(header, c.Header)
+	}
+	t.AppendHeader(header)
 	for _, r := range g.rows {
 		status := "ok"
 		if !r.Valid {
@@ -119,7 +123,11 @@ func renderNetwork(g rowGroup) string {
 			}
 			row = append(row, p)
 		}
-		t.AppendRow(append(row, FormatCPUPerGB(r.CPUSecondsPerGB), dash(r.Cipher), FormatSocketBuffers(r.SocketBuffers), status))
+		row = append(row, FormatCPUPerGB(r.CPUSecondsPerGB), dash(r.Cipher), FormatSocketBuffers(r.SocketBuffers), status)
+		for _, c := range extra {
+			row = append(row, c.cell(r))
+		}
+		t.AppendRow(row)
 	}
 	configs := []table.ColumnConfig{
 		{Number: 4, Align: text.AlignRight},
@@ -128,6 +136,9 @@ func renderNetwork(g rowGroup) string {
 	}
 	if published {
 		configs = append(configs, table.ColumnConfig{Number: 7, Align: text.AlignRight})
+	}
+	for i := range extra {
+		configs = append(configs, table.ColumnConfig{Number: len(header) - len(extra) + i + 1, Align: text.AlignRight})
 	}
 	t.SetColumnConfigs(configs)
 	return t.Render()
