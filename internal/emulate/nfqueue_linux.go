@@ -327,10 +327,11 @@ func (q *queue) datagram(b []byte, trunc bool, now, offset int64) {
 			// buffer is not added to it.
 			arrival := now
 			q.readPackets++
-			if p.Timestamp != 0 {
-				if a := p.Timestamp + offset; a <= now && a > now-maxBackdate {
-					arrival = a
-				}
+			// A stamp that does not fit (a clock step; a delivery time on
+			// another clock) counts as none, which also keeps lazy reads
+			// off.
+			if a := p.Timestamp + offset; p.Timestamp != 0 && a <= now && a > now-maxBackdate {
+				arrival = a
 				q.readStamped++
 				q.kernelTimestamps++
 			}

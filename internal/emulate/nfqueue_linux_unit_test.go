@@ -110,13 +110,14 @@ func TestArrivalFromKernelStamp(t *testing.T) {
 	const delay = int64(20 * time.Millisecond)
 	now := int64(100 * time.Second)
 	for _, tc := range []struct {
-		name   string
-		stamp  int64 // where the stamp lands on the monotonic clock
-		arrive int64
+		name    string
+		stamp   int64 // where the stamp lands on the monotonic clock
+		arrive  int64
+		stamped uint64
 	}{
-		{"stamped 3 ms before the read", now - 3*ms, now - 3*ms},
-		{"stamp after the read (clock step)", now + 5*ms, now},
-		{"stamp 20 s old (clock step)", now - int64(20*time.Second), now},
+		{"stamped 3 ms before the read", now - 3*ms, now - 3*ms, 1},
+		{"stamp after the read (clock step)", now + 5*ms, now, 0},
+		{"stamp 20 s old (clock step)", now - int64(20*time.Second), now, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := &queue{sched: newScheduler(QueueConfig{Delay: time.Duration(delay)}, 1), out: make([]byte, 0, outBytes)}
@@ -125,8 +126,8 @@ func TestArrivalFromKernelStamp(t *testing.T) {
 			if !ok || due != tc.arrive+delay {
 				t.Errorf("due %v, want %v", time.Duration(due), time.Duration(tc.arrive+delay))
 			}
-			if q.kernelTimestamps != 1 {
-				t.Errorf("kernel stamps %d, want 1", q.kernelTimestamps)
+			if q.kernelTimestamps != tc.stamped {
+				t.Errorf("kernel stamps %d, want %d", q.kernelTimestamps, tc.stamped)
 			}
 		})
 	}
