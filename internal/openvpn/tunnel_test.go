@@ -622,3 +622,25 @@ func BenchmarkTunnelVariants(b *testing.B) {
 		})
 	}
 }
+
+// TestCipherNoneAlone backs ParseVariant's refusal of `cipher none`: in
+// OpenVPN 2.6 TLS mode it leaves the negotiated AES-256-GCM in place.
+func TestCipherNoneAlone(t *testing.T) {
+	p := newPair(t)
+	srv, cli := p.configs(t, UDP, Variant{})
+	srv.Set(D("cipher", "none"))
+	cli.Set(D("cipher", "none"))
+	s, c := p.up(t, srv, cli)
+	if err := s.WaitLogged(context.Background(), 10*time.Second, DataChannelLine); err != nil {
+		t.Fatal(err)
+	}
+	for _, proc := range []*Process{s, c} {
+		l, err := proc.Log()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.DataCipher != "AES-256-GCM" {
+			t.Errorf("%s: cipher none alone gave data channel %q", proc.Role, l.DataCipher)
+		}
+	}
+}

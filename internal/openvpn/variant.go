@@ -62,7 +62,7 @@ func init() {
 	directiveTable = map[string]spec{
 		"data-ciphers":          {side: BothSides, form: "data-ciphers CIPHER[:CIPHER…]", check: cipherList},
 		"data-ciphers-fallback": {side: BothSides, form: "data-ciphers-fallback CIPHER", check: oneCipher},
-		"cipher":                {side: BothSides, form: "cipher CIPHER", check: oneCipher},
+		"cipher":                {side: BothSides, form: "cipher CIPHER", check: fallbackCipher},
 		"auth":                  {side: BothSides, form: "auth DIGEST", check: oneOf(Digests, true)},
 		"tun-mtu":               {side: BothSides, form: "tun-mtu N (68-65535)", check: number(68, 65535), pushable: true},
 		"tun-mtu-max":           {side: ClientSide, form: "tun-mtu-max N (68-65536)", check: number(68, 65536)},
@@ -460,6 +460,17 @@ func oneCipher(args []string) ([]string, error) {
 		return nil, fmt.Errorf("unknown cipher %q (accepted: %s)", args[0], strings.Join(Ciphers, ", "))
 	}
 	return []string{c}, nil
+}
+
+// fallbackCipher checks `cipher`, which OpenVPN 2.6 uses only as the
+// fallback for peers that cannot negotiate; `cipher none` alone was seen to
+// leave AES-256-GCM in use (2.6.14), so it is refused as misleading.
+func fallbackCipher(args []string) ([]string, error) {
+	out, err := oneCipher(args)
+	if err == nil && out[0] == "none" {
+		return nil, fmt.Errorf("cipher none does not turn encryption off in OpenVPN 2.6 TLS mode (accepted: data-ciphers none, with auth none to drop the HMAC too)")
+	}
+	return out, err
 }
 
 func cipherList(args []string) ([]string, error) {

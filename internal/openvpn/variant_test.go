@@ -74,6 +74,7 @@ func TestParseVariantErrors(t *testing.T) {
 		{"x=tun-mtu", `tun-mtu: needs one parameter`},
 		{"x=mssfix 1400 foo", `mssfix: unknown flag "foo" (accepted: mssfix [N (0-65535) [mtu|fixed]])`},
 		{"x=fragment 1300 fixed", `fragment: unknown flag "fixed"`},
+		{"x=cipher none", `variant "x": cipher: cipher none does not turn encryption off in OpenVPN 2.6 TLS mode (accepted: data-ciphers none, with auth none to drop the HMAC too)`},
 		{"x=auth MD5", `auth: unknown value "MD5" (accepted: SHA1, SHA256, SHA384, SHA512, none)`},
 		{"x=comp-lzo maybe", `comp-lzo: unknown value "maybe" (accepted: yes, no, adaptive)`},
 		{"x=compress zstd", `compress: unknown value "zstd"`},
