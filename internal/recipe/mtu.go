@@ -1,0 +1,619 @@
+package recipe
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+)
+
+// The mtu recipe: on a path whose bottleneck has a 1492-byte MTU (a DSL
+// line behind PPPoE) it measures
+//
+//	outer       the path MTU from the client to the server (ICMP probes
+//	            with Don't-Fragment, package pmtu), 1492 expected;
+//	cleartext   the largest inner packet a cleartext tunnel (data-ciphers
+//	            none, auth none, no compression) carries, the cookbook's
+//	            method: probe through the tunnel. Both peers set
+//	            `mtu-disc yes`, so an outer packet too big for the path is
+//	            refused or dropped instead of fragmented, and the largest
+//	            probe that passes is outer MTU − the tunnel's overhead;
+//	default     a tunnel with OpenVPN 2.6's defaults (AES-256-GCM, tun-mtu
+//	            1500): a Don't-Fragment ping of the tun-mtu that the
+//	            translation (pmtu.DataChannel) recommends for the measured
+//	            path MTU, and one of a byte more, each with the IP
+//	            fragmentation counters of both ends (/proc/net/snmp);
+//	tun-mtu-N   a default tunnel with that tun-mtu on both peers: its
+//	            full-size packets must pass unfragmented.
+//
+// It runs on two networks, one where routers' "fragmentation needed"
+// errors come back and one where the router drops them (an ICMP black
+// hole): there the byte more is lost rather than fragmented.
+
+func init() {
+	register(Recipe{
+		Name:    "mtu",
+		Summary: "path MTU outside and through a cleartext tunnel on a 1492-byte path, and the tun-mtu it implies for the default cipher",
+		Source: "OpenVPN cookbook, MTU recipes: probe through a cleartext tunnel (cipher none, auth none, no compression) for the largest packet that passes; " +
+			"OpenVPN 2.6 overhead: cipher none 8 bytes, AES-256-GCM 24, plus UDP 8 and IPv4 20 (36 and 52 in all); mssfix 1492 mtu by default",
+		Run: runMTU,
+	})
+}
+
+// mtuPath is a DSL line behind PPPoE: 1492 bytes, no delay.
+var mtuPath = lab.Path{MTU: 1492}
+
+// Published per-packet overheads over UDP/IPv4, outer headers included
+// (/work/shared/openvpn-facts.md: cipher none + auth none 8, AEAD 24;
+// UDP 8, IPv4 20).
+const (
+	mtuPublishedCleartext = 8 + 8 + 20
+	mtuPublishedGCM       = 24 + 8 + 20
+)
+
+var (
+	mtuCleartextDC = pmtu.DataChannel{Cipher: "none", Auth: "none"}
+	mtuUDP4        = pmtu.Transport{Proto: "udp", Family: pmtu.IPv4}
+)
+
+// Variant (row) names of the mtu recipe.
+const (
+	mtuOuter     = "outer"
+	mtuCleartext = "cleartext"
+	mtuDefault   = "default"
+)
+
+type mtuNet struct {
+	name, desc string
+	path       lab.Path
+}
+
+func mtuNetworks(o Options) []mtuNet {
+	if o.Path != nil {
+		return []mtuNet{{"custom", "the path given on the command line", *o.Path}}
+	}
+	hole := mtuPath
+	hole.ICMPBlackhole = true
+	return []mtuNet{
+		{"pmtud", "1492-byte path, routers' ICMP errors come back", mtuPath},
+		{"hole", "1492-byte path, ICMP \"fragmentation needed\" dropped (black hole)", hole},
+	}
+}
+
+// mtuProbe is the fate of Don't-Fragment pings of one size through a
+// tunnel: up to three tries, until one is answered or refused locally.
+type mtuProbe struct {
+	Size    int    `json:"size"`
+	Passed  bool   `json:"passed"`
+	Outcome string `json:"outcome"`
+	Tries   int    `json:"tries"`
+	// Fragments counts the IP fragments both ends created or received
+	// for reassembly during the try that decided (0: none).
+	Fragments uint64 `json:"fragments"`
+}
+
+func (p mtuProbe) String() string {
+	switch {
+	case p.Passed && p.Fragments > 0:
+		return fmt.Sprintf("%d B passed fragmented (%d fragments)", p.Size, p.Fragments)
+	case p.Passed:
+		return fmt.Sprintf("%d B passed unfragmented", p.Size)
+	case p.Outcome == pmtu.LocalTooBig.String():
+		return fmt.Sprintf("%d B refused by the local kernel", p.Size)
+	}
+	return fmt.Sprintf("%d B %s after %d tries", p.Size, p.Outcome, p.Tries)
+}
+
+// mtuResult is what one network showed over all repeats.
+type mtuResult struct {
+	Network       string
+	ConfiguredMTU int
+	// Outer and Inner are the path MTUs measured outside and through the
+	// cleartext tunnel, one per repeat (0: the search failed).
+	Outer, Inner []int
+	// CleartextOverhead is the cleartext tunnel's computed overhead.
+	CleartextOverhead int
+	// Cipher is the default tunnel's negotiated cipher; Translation what
+	// the first outer measurement means for it.
+	Cipher      string
+	Translation pmtu.Translation
+	// Fit and Over are the default tunnel's pings at the recommended
+	// tun-mtu and one byte more; Lowered the pings at full size through
+	// the tunnel whose tun-mtu is the recommended one.
+	Fit, Over, Lowered []mtuProbe
+}
+
+func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
+	nets := mtuNetworks(o)
+	repeat := o.repeat(3)
+	host, err := measure.CollectHost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc := measure.Scenario{Command: "recipe mtu", Repeat: repeat, Parallel: 1, Extra: map[string]any{
+		"method": "ICMP echo with Don't-Fragment (ovpnperf pmtu); cleartext tunnel with data-ciphers none, auth none, mtu-disc yes on both peers; fragments from /proc/net/snmp of client and server",
+	}}
+	for _, n := range nets {
+		sc.Networks = append(sc.Networks, measure.Network{Name: n.name, Description: n.desc, Path: n.path})
+	}
+	rep := measure.NewReport(host, sc)
+	prog := measure.NewProgress(len(nets)*repeat*4, o.Progress)
+	defer prog.Done()
+	for _, n := range nets {
+		name := o.LabName
+		if name != "" && len(nets) > 1 {
+			name += "-" + n.name
+		}
+		res, backend, err := mtuNetwork(ctx, o, n, name, repeat, prog)
+		if backend != "" && backend != lab.BackendNone || rep.Host.EmulationBackend == "" {
+			rep.Host.EmulationBackend = backend
+		}
+		if res != nil {
+			rep.Rows = append(rep.Rows, res.rows()...)
+			rep.Verdicts = append(rep.Verdicts, mtuVerdicts(res)...)
+		}
+		if err != nil {
+			return rep, err
+		}
+	}
+	rep.Finish()
+	return rep, nil
+}
+
+func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat int, prog *measure.Progress) (res *mtuResult, backend string, err error) {
+	prog.Logf("%s: building lab (%s)", n.name, n.desc)
+	l, err := lab.Up(ctx, lab.Options{Name: name, Path: n.path, Ephemeral: true})
+	if err != nil {
+		return nil, "", err
+	}
+	defer func() {
+		if derr := l.Down(); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	backend = l.Backend()
+	res = &mtuResult{Network: n.name, ConfiguredMTU: n.path.EffectiveMTU()}
+	if res.CleartextOverhead, err = mtuCleartextDC.Overhead(mtuUDP4, 1000); err != nil {
+		return res, backend, err
+	}
+	pki, err := mtuPKI(o.PKIDir, l)
+	if err != nil {
+		return res, backend, err
+	}
+	probers := map[netip.Addr]pmtu.Prober{}
+	defer func() {
+		for _, p := range probers {
+			p.Close()
+		}
+	}()
+	prober := func(dst netip.Addr) (pmtu.Prober, error) {
+		if p, ok := probers[dst]; ok {
+			return p, nil
+		}
+		var p pmtu.Prober
+		// The raw socket stays in the client namespace once opened.
+		err := netns.Do(l.Namespace(lab.Client), func() error {
+			var err error
+			p, err = pmtu.NewProber(dst)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		probers[dst] = p
+		return p, nil
+	}
+	outer, err := prober(lab.ServerV4)
+	if err != nil {
+		return res, backend, err
+	}
+	// The first outer search decides the tun-mtu to check: the one the
+	// translation recommends for the default cipher.
+	first, err := pmtu.Search(ctx, outer, pmtu.Options{})
+	if err != nil {
+		return res, backend, fmt.Errorf("%s: path MTU to the server: %w", n.name, err)
+	}
+	prog.Logf("%s: outer path MTU %d (black hole %v)", n.name, first.PathMTU, first.Blackhole)
+
+	mtuDiscYes := func(s, c *openvpn.Config) {
+		// Equivalent to IP_MTU_DISCOVER IP_PMTUDISC_DO on the UDP socket:
+		// outer packets always carry Don't-Fragment and are never
+		// fragmented by the sending host.
+		s.Set(openvpn.D("mtu-disc", "yes"))
+		c.Set(openvpn.D("mtu-disc", "yes"))
+	}
+	none, err := builtinVariants("none")
+	if err != nil {
+		return res, backend, err
+	}
+	prog.Logf("%s: starting OpenVPN cleartext tunnel (data-ciphers none, auth none, mtu-disc yes)", n.name)
+	clear, err := tunnel.Up(ctx, l, tunnel.Options{Variant: none[0], Slot: 0, PKI: pki, Configure: mtuDiscYes})
+	if err != nil {
+		return res, backend, err
+	}
+	defer clear.Down()
+	def, err := builtinVariants("default")
+	if err != nil {
+		return res, backend, err
+	}
+	prog.Logf("%s: starting OpenVPN with defaults", n.name)
+	dflt, err := tunnel.Up(ctx, l, tunnel.Options{Variant: def[0], Slot: 1, PKI: pki})
+	if err != nil {
+		return res, backend, err
+	}
+	defer dflt.Down()
+	res.Cipher = dflt.ClientLog.DataCipher
+	dc := pmtu.DataChannel{Cipher: res.Cipher, Auth: dflt.ClientLog.DataAuth}
+	if res.Translation, err = dc.Translate(mtuUDP4, first.PathMTU, first.Blackhole, true); err != nil {
+		return res, backend, err
+	}
+	rec := res.Translation.MaxTunMTU
+	lowered := def[0]
+	lowered.Name = "tun-mtu-" + strconv.Itoa(rec)
+	prog.Logf("%s: %s recommends tun-mtu %d, %s; starting OpenVPN with tun-mtu %d", n.name, res.Cipher, rec, res.Translation.MSSFix, rec)
+	low, err := tunnel.Up(ctx, l, tunnel.Options{Variant: lowered, Slot: 2, PKI: pki, Configure: func(s, c *openvpn.Config) {
+		s.Set(openvpn.D("tun-mtu", strconv.Itoa(rec)))
+		c.Set(openvpn.D("tun-mtu", strconv.Itoa(rec)))
+	}})
+	if err != nil {
+		return res, backend, err
+	}
+	defer low.Down()
+
+	// Rounds that lose a probe end max(3 × RTT, 500 ms) after they start:
+	// the lab has no delay, the margin is for the loaded machine.
+	wait := pmtu.Wait{Max: 2 * time.Second, Min: 500 * time.Millisecond, RTTFactor: 3, RTT: first.RTT}
+	for r := 0; r < repeat; r++ {
+		step := func(what string) { prog.Step(fmt.Sprintf("%s %s (%d/%d)", n.name, what, r+1, repeat)) }
+		step(mtuOuter)
+		got := first
+		if r > 0 {
+			if got, err = pmtu.Search(ctx, outer, pmtu.Options{}); err != nil {
+				prog.Logf("%s: outer search failed: %v", n.name, err)
+			}
+		}
+		res.Outer = append(res.Outer, mtuOf(got, err))
+
+		step(mtuCleartext)
+		p, err := prober(clear.ServerAddr)
+		if err != nil {
+			return res, backend, err
+		}
+		got, err = pmtu.Search(ctx, p, pmtu.Options{})
+		if err != nil {
+			prog.Logf("%s: search through the cleartext tunnel failed: %v", n.name, err)
+		}
+		res.Inner = append(res.Inner, mtuOf(got, err))
+
+		step(mtuDefault)
+		if p, err = prober(dflt.ServerAddr); err != nil {
+			return res, backend, err
+		}
+		fit, err := mtuProbeSize(ctx, l, p, rec, wait)
+		if err != nil {
+			return res, backend, err
+		}
+		over, err := mtuProbeSize(ctx, l, p, rec+1, wait)
+		if err != nil {
+			return res, backend, err
+		}
+		res.Fit, res.Over = append(res.Fit, fit), append(res.Over, over)
+
+		step(lowered.Name)
+		if p, err = prober(low.ServerAddr); err != nil {
+			return res, backend, err
+		}
+		full, err := mtuProbeSize(ctx, l, p, rec, wait)
+		if err != nil {
+			return res, backend, err
+		}
+		res.Lowered = append(res.Lowered, full)
+		prog.Logf("%s: outer %d, cleartext inner %d; default tunnel: %s, %s; tun-mtu %d tunnel: %s",
+			n.name, res.Outer[r], res.Inner[r], fit, over, rec, full)
+	}
+	return res, backend, nil
+}
+
+func mtuOf(r pmtu.Result, err error) int {
+	if err != nil {
+		return 0
+	}
+	return r.PathMTU
+}
+
+// mtuProbeSize pings size bytes (whole IP packet, Don't-Fragment) through p
+// up to three times: the first big packet on a path whose MTU the kernel
+// has not learnt yet may die while the router's error teaches it. A
+// packet the local kernel refuses is not retried.
+func mtuProbeSize(ctx context.Context, l *lab.Lab, p pmtu.Prober, size int, w pmtu.Wait) (mtuProbe, error) {
+	var r mtuProbe
+	for try := 1; try <= 3; try++ {
+		before, err := mtuFragCounters(l)
+		if err != nil {
+			return r, err
+		}
+		as, err := p.Round(ctx, []int{size}, w)
+		if err != nil {
+			return r, err
+		}
+		after, err := mtuFragCounters(l)
+		if err != nil {
+			return r, err
+		}
+		r = mtuProbe{Size: size, Tries: try, Outcome: as[0].Outcome.String(), Fragments: after - before, Passed: as[0].Outcome == pmtu.Reply}
+		if r.Passed || as[0].Outcome == pmtu.LocalTooBig {
+			break
+		}
+	}
+	return r, nil
+}
+
+// mtuFragCounters sums the IP fragmentation counters of the client and the
+// server namespace: fragments created (FragCreates) and fragments received
+// for reassembly (ReasmReqds). Idle tunnels send small keepalives only, so
+// during a probe any change is the probe's.
+//
+// Equivalent to: ip netns exec NS cat /proc/net/snmp
+func mtuFragCounters(l *lab.Lab) (uint64, error) {
+	var sum uint64
+	for _, node := range []lab.Node{lab.Client, lab.Server} {
+		var b []byte
+		// /proc/thread-self/net is the calling thread's namespace.
+		err := netns.Do(l.Namespace(node), func() error {
+			var err error
+			b, err = os.ReadFile("/proc/thread-self/net/snmp")
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+		st, err := mtuParseSNMP(b)
+		if err != nil {
+			return 0, fmt.Errorf("%s /proc/net/snmp: %w", node, err)
+		}
+		for _, k := range []string{"FragCreates", "ReasmReqds"} {
+			v, ok := st["Ip"][k]
+			if !ok {
+				return 0, fmt.Errorf("%s /proc/net/snmp has no Ip %s", node, k)
+			}
+			sum += v
+		}
+	}
+	return sum, nil
+}
+
+// mtuParseSNMP reads /proc/net/snmp: pairs of lines "Proto: names…" and
+// "Proto: values…".
+func mtuParseSNMP(b []byte) (map[string]map[string]uint64, error) {
+	out := map[string]map[string]uint64{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	var header []string
+	var proto string
+	for sc.Scan() {
+		p, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if header == nil || p != proto {
+			header, proto = f, p
+			continue
+		}
+		if len(f) != len(header) {
+			return nil, fmt.Errorf("%s: %d names but %d values", p, len(header), len(f))
+		}
+		m := map[string]uint64{}
+		for i, name := range header {
+			// Some fields (Ip Forwarding 1/2, Tcp MaxConn -1) are not
+			// counters; only counters are read.
+			if v, err := strconv.ParseUint(f[i], 10, 64); err == nil {
+				m[name] = v
+			}
+		}
+		out[p] = m
+		header = nil
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no counters")
+	}
+	return out, nil
+}
+
+// rows turns a network's figures into report rows; the figures are in
+// Extra (the rows carry no throughput).
+func (m *mtuResult) rows() []measure.Row {
+	outer := measure.NewRow(m.Network, mtuOuter, measure.PathRouted, measure.DirectionUp, "icmp")
+	outer.Extra = map[string]any{
+		"configured_mtu": m.ConfiguredMTU, "path_mtu_samples": m.Outer, "path_mtu": mtuMedian(m.Outer),
+	}
+	clear := measure.NewRow(m.Network, mtuCleartext, measure.PathTunnel, measure.DirectionUp, "udp")
+	clear.Cipher = "none/none"
+	clear.Extra = map[string]any{
+		"inner_mtu_samples": m.Inner, "inner_mtu": mtuMedian(m.Inner),
+		"overhead_bytes": m.CleartextOverhead, "published_overhead_bytes": mtuPublishedCleartext,
+		"expected_inner_mtu": mtuMedian(m.Outer) - m.CleartextOverhead,
+	}
+	dflt := measure.NewRow(m.Network, mtuDefault, measure.PathTunnel, measure.DirectionUp, "udp")
+	dflt.Cipher = m.Cipher
+	tr := m.Translation
+	dflt.Extra = map[string]any{
+		"recommended_tun_mtu": tr.MaxTunMTU, "mssfix": tr.MSSFix, "inner_mss_ipv4": tr.InnerMSS4,
+		"overhead_bytes": tr.Overhead, "published_overhead_bytes": mtuPublishedGCM,
+		"tun_mtu_1500_fits": tr.TunMTU1500Fits, "advice": tr.Advice,
+		"probe_at_recommended": m.Fit, "probe_one_byte_more": m.Over,
+	}
+	low := measure.NewRow(m.Network, "tun-mtu-"+strconv.Itoa(tr.MaxTunMTU), measure.PathTunnel, measure.DirectionUp, "udp")
+	low.Cipher = m.Cipher
+	low.Extra = map[string]any{"tun_mtu": tr.MaxTunMTU, "probe_full_size": m.Lowered}
+	invalidate := func(r *measure.Row, xs []int) {
+		for _, v := range xs {
+			if v == 0 {
+				r.Invalidate("a path MTU search failed")
+			}
+		}
+	}
+	invalidate(&outer, m.Outer)
+	invalidate(&clear, m.Inner)
+	return []measure.Row{outer, clear, dflt, low}
+}
+
+func mtuMedian(xs []int) int {
+	var f []float64
+	for _, x := range xs {
+		if x > 0 {
+			f = append(f, float64(x))
+		}
+	}
+	if len(f) == 0 {
+		return 0
+	}
+	return int(measure.Median(f))
+}
+
+// mtuSame returns the common value of the valid samples and whether they all
+// agree (false also without any valid sample).
+func mtuSame(xs []int) (int, bool) {
+	v := 0
+	for _, x := range xs {
+		switch {
+		case x <= 0:
+			continue
+		case v == 0:
+			v = x
+		case x != v:
+			return v, false
+		}
+	}
+	return v, v != 0
+}
+
+func mtuVerdicts(m *mtuResult) []measure.Verdict {
+	var out []measure.Verdict
+	tag := " [" + m.Network + "]"
+
+	claim := fmt.Sprintf("outside the tunnel the path MTU is the path's %d bytes", m.ConfiguredMTU) + tag
+	outer, ok := mtuSame(m.Outer)
+	switch {
+	case !ok:
+		out = append(out, verdict(claim, Noise, "the searches disagree or failed: %v", m.Outer))
+	case outer == m.ConfiguredMTU:
+		out = append(out, verdict(claim, Confirmed, "every search found %d bytes (%v)", outer, m.Outer))
+	default:
+		out = append(out, verdict(claim, Refuted, "every search found %d bytes, not %d (%v)", outer, m.ConfiguredMTU, m.Outer))
+	}
+
+	claim = fmt.Sprintf("through a cleartext tunnel the largest packet that passes is the outer MTU minus the tunnel's %d bytes (published: 8 + UDP 8 + IPv4 20 = %d)",
+		m.CleartextOverhead, mtuPublishedCleartext) + tag
+	inner, iok := mtuSame(m.Inner)
+	var diffs []int
+	match := true
+	for i := range m.Inner {
+		if i < len(m.Outer) && m.Inner[i] > 0 && m.Outer[i] > 0 {
+			diffs = append(diffs, m.Outer[i]-m.Inner[i])
+			match = match && m.Outer[i]-m.Inner[i] == m.CleartextOverhead
+		}
+	}
+	switch {
+	case len(diffs) == 0:
+		out = append(out, verdict(claim, Noise, "no repeat measured both the outer (%v) and the inner MTU (%v)", m.Outer, m.Inner))
+	case match:
+		out = append(out, verdict(claim, Confirmed, "inner %v = outer %v − %d in every repeat", m.Inner, m.Outer, m.CleartextOverhead))
+	case iok && ok:
+		out = append(out, verdict(claim, Refuted, "inner %d = outer %d − %d: the tunnel costs %d bytes, the computation says %d", inner, outer, outer-inner, outer-inner, m.CleartextOverhead))
+	default:
+		out = append(out, verdict(claim, Noise, "outer %v, inner %v: the repeats disagree (differences %v)", m.Outer, m.Inner, diffs))
+	}
+
+	rec := m.Translation.MaxTunMTU
+	claim = fmt.Sprintf("tun-mtu %d (%s, %s over UDP/IPv4, %d bytes overhead; published %d) is the largest that avoids fragmentation",
+		rec, strings.TrimSpace(m.Translation.MSSFix), m.Cipher, m.Translation.Overhead, mtuPublishedGCM) + tag
+	fitOK, fitBad, overBlocked, overClean := 0, 0, 0, 0
+	for i := range m.Fit {
+		if f := m.Fit[i]; f.Passed && f.Fragments == 0 {
+			fitOK++
+		} else {
+			fitBad++
+		}
+		if i < len(m.Over) {
+			if v := m.Over[i]; v.Passed && v.Fragments == 0 {
+				overClean++
+			} else {
+				overBlocked++
+			}
+		}
+	}
+	lowOK := 0
+	for _, p := range m.Lowered {
+		if p.Passed && p.Fragments == 0 {
+			lowOK++
+		}
+	}
+	n := len(m.Fit)
+	describe := func(ps []mtuProbe) string {
+		if len(ps) == 0 {
+			return "not measured"
+		}
+		s := make([]string, len(ps))
+		for i, p := range ps {
+			s[i] = p.String()
+		}
+		return strings.Join(mtuCompact(s), "; ")
+	}
+	detail := fmt.Sprintf("default tunnel (tun-mtu 1500): %s, one byte more: %s; tunnel with tun-mtu %d: %s",
+		describe(m.Fit), describe(m.Over), rec, describe(m.Lowered))
+	switch {
+	case n == 0:
+		out = append(out, verdict(claim, Noise, "no probes"))
+	case fitOK == n && overBlocked == n && lowOK == len(m.Lowered):
+		out = append(out, verdict(claim, Confirmed, "%s", detail))
+	case fitBad == n || (len(m.Lowered) > 0 && lowOK == 0):
+		out = append(out, verdict(claim, Refuted, "%s", detail))
+	case fitOK == n && overClean == n:
+		out = append(out, verdict(claim, Changed, "a byte more also passes unfragmented: the recommendation is conservative: %s", detail))
+	default:
+		out = append(out, verdict(claim, Noise, "the repeats disagree: %s", detail))
+	}
+	return out
+}
+
+// mtuCompact replaces runs of equal strings by one with a count.
+func mtuCompact(s []string) []string {
+	var out []string
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && s[j] == s[i] {
+			j++
+		}
+		if j-i > 1 {
+			out = append(out, fmt.Sprintf("%s (×%d)", s[i], j-i))
+		} else {
+			out = append(out, s[i])
+		}
+		i = j
+	}
+	return out
+}
+
+// mtuPKI reuses dir or makes a throw-away PKI in the lab's directory.
+func mtuPKI(dir string, l *lab.Lab) (*openvpn.PKI, error) {
+	if dir != "" {
+		return openvpn.LoadPKI(dir)
+	}
+	return openvpn.NewPKI(filepath.Join(l.Dir(), "pki"))
+}

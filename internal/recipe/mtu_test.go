@@ -1,0 +1,131 @@
+package recipe
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
+)
+
+// testdata/mtu-snmp.txt is /proc/net/snmp of a lab's server namespace
+// (path MTU 1400) after two 3028-byte pings to the client: three fragments
+// out per ping, five in for reassembly per reply.
+func TestMTUParseSNMP(t *testing.T) {
+	b, err := os.ReadFile("testdata/mtu-snmp.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := mtuParseSNMP(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["Ip"]["FragCreates"] != 6 || st["Ip"]["ReasmReqds"] != 10 || st["Ip"]["ReasmOKs"] != 2 {
+		t.Errorf("Ip counters %v", st["Ip"])
+	}
+	if _, ok := st["Udp"]["InDatagrams"]; !ok {
+		t.Errorf("no Udp InDatagrams in %v", st)
+	}
+	// Tcp MaxConn is -1: not a counter, left out rather than misread.
+	if v, ok := st["Tcp"]["MaxConn"]; ok {
+		t.Errorf("Tcp MaxConn read as %d", v)
+	}
+	for _, bad := range []string{"", "Ip: A B\nIp: 1\n", "no colon here\n"} {
+		if _, err := mtuParseSNMP([]byte(bad)); err == nil {
+			t.Errorf("mtuParseSNMP(%q) succeeded", bad)
+		}
+	}
+}
+
+// The verdicts follow the figures: made-up results for each outcome.
+func TestMTUVerdicts(t *testing.T) {
+	tr, err := pmtu.DataChannel{Cipher: "AES-256-GCM"}.Translate(mtuUDP4, 1492, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean := mtuProbe{Size: 1440, Passed: true, Outcome: "reply", Tries: 1}
+	frag := mtuProbe{Size: 1441, Passed: true, Outcome: "reply", Tries: 2, Fragments: 8}
+	lost := mtuProbe{Size: 1441, Outcome: "lost", Tries: 3}
+	cleanOver := mtuProbe{Size: 1441, Passed: true, Outcome: "reply", Tries: 1}
+	base := mtuResult{Network: "n", ConfiguredMTU: 1492, CleartextOverhead: 36, Cipher: "AES-256-GCM", Translation: tr}
+	for _, c := range []struct {
+		name string
+		edit func(m *mtuResult)
+		want [3]string
+	}{
+		{"as computed, PMTUD", func(m *mtuResult) {
+			m.Outer, m.Inner = []int{1492, 1492, 1492}, []int{1456, 1456, 1456}
+			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean}, []mtuProbe{frag, frag}, []mtuProbe{clean, clean}
+		}, [3]string{Confirmed, Confirmed, Confirmed}},
+		{"black hole", func(m *mtuResult) {
+			m.Outer, m.Inner = []int{1492}, []int{1456}
+			m.Fit, m.Over, m.Lowered = []mtuProbe{clean}, []mtuProbe{lost}, []mtuProbe{clean}
+		}, [3]string{Confirmed, Confirmed, Confirmed}},
+		{"other MTU and overhead", func(m *mtuResult) {
+			m.Outer, m.Inner = []int{1500, 1500}, []int{1460, 1460}
+			m.Fit, m.Over, m.Lowered = []mtuProbe{frag, frag}, []mtuProbe{frag, frag}, []mtuProbe{frag, frag}
+		}, [3]string{Refuted, Refuted, Refuted}},
+		{"disagreeing repeats", func(m *mtuResult) {
+			m.Outer, m.Inner = []int{1492, 1400}, []int{1456, 1456}
+			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean}, []mtuProbe{frag, cleanOver}, []mtuProbe{clean, clean}
+		}, [3]string{Noise, Noise, Noise}},
+		{"failed searches, conservative recommendation", func(m *mtuResult) {
+			m.Outer, m.Inner = []int{0}, []int{0}
+			m.Fit, m.Over, m.Lowered = []mtuProbe{clean}, []mtuProbe{cleanOver}, []mtuProbe{clean}
+		}, [3]string{Noise, Noise, Changed}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := base
+			c.edit(&m)
+			vs := mtuVerdicts(&m)
+			if len(vs) != 3 {
+				t.Fatalf("%d verdicts, want 3", len(vs))
+			}
+			for i, v := range vs {
+				if v.Outcome != c.want[i] || v.Reason == "" || !strings.HasSuffix(v.Claim, "[n]") {
+					t.Errorf("verdict %d: %s (%s: %s), want %s", i, v.Outcome, v.Claim, v.Reason, c.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestMTURecipe(t *testing.T) {
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "openvpn")
+	name := "t" + lab.NewName()
+	rep, err := runMTU(context.Background(), Options{Repeat: 1, LabName: name})
+	labtest.CheckGone(t, name+"-pmtud")
+	labtest.CheckGone(t, name+"-hole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 8 {
+		t.Fatalf("%d rows, want 4 per network", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		if !r.Valid || len(r.Extra) == 0 {
+			t.Errorf("row %s: valid %v (%s), extra %v", r.Key(), r.Valid, r.Error, r.Extra)
+		}
+		if r.Variant == mtuOuter && r.Extra["path_mtu"] != 1492 {
+			// The lab's MTU is exact; a search that misses it is a bug.
+			t.Errorf("%s: outer path MTU %v, want 1492", r.Key(), r.Extra["path_mtu"])
+		}
+		if r.Variant == mtuCleartext && r.Extra["inner_mtu"].(int) <= 0 {
+			t.Errorf("%s: no inner MTU", r.Key())
+		}
+	}
+	if len(rep.Verdicts) != 6 {
+		t.Errorf("%d verdicts, want 3 per network", len(rep.Verdicts))
+	}
+	for _, v := range rep.Verdicts {
+		t.Logf("%s: %s: %s", v.Outcome, v.Claim, v.Reason)
+		if !strings.Contains("confirmed changed refuted noise", v.Outcome) || v.Reason == "" {
+			t.Errorf("verdict %+v", v)
+		}
+	}
+}
