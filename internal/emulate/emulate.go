@@ -33,11 +33,21 @@
 // oversubscribed VM, a kernel without preemption) still show up as late
 // packets. BenchmarkHostWakeup measures both without the emulator.
 //
-// Costs per packet: one recvmmsg share on arrival (up to 64 messages per
-// call), one write share on release (a batch verdict covers every packet
-// due at that moment), no allocation. Without loss the kernel hands GSO
-// aggregates over whole (NFQA_CFG_F_GSO); with loss every segment is its
-// own packet, so that loss hits packets, not 64 KiB aggregates.
+// Arrival: the emulator keeps a socket with SO_TIMESTAMPNS open, which
+// makes the kernel stamp received packets (host-wide, as tcpdump does), so
+// NFQA_TIMESTAMP says when a packet reached the router and the delay counts
+// from then, not from when the emulator read it. While every packet carries
+// such a stamp and Delay − Jitter is at least 1 ms, the thread does not
+// wake for each arrival: no unread packet can fall due before the last
+// read + Delay − Jitter, so it reads the socket at the latest half of that
+// (at most 2 ms) later, together with the next release. Without stamps
+// (router-made packets, short delays) it wakes for every arrival.
+//
+// Costs per packet: a share of one recvmmsg (up to 64 messages per call)
+// and of one write (a batch verdict covers every packet due at that
+// moment), no allocation. Without loss the kernel hands GSO aggregates over
+// whole (NFQA_CFG_F_GSO); with loss every segment is its own packet, so
+// that loss hits packets, not 64 KiB aggregates.
 package emulate
 
 import (
