@@ -70,14 +70,14 @@ sequential, one openssl at a time; no root needed, nothing is left behind.`,
 	f.Float64Var(&opts.seconds, "seconds", cryptobench.DefaultPerMeasurement.Seconds(),
 		"CPU seconds per measurement (0.05–600, fractions allowed)")
 	f.IntVar(&opts.repeat, "repeat", 1, "measure everything this many times and report median and spread (1–100)")
-	f.StringSliceVar(&opts.ciphers, "ciphers", nil, "ciphers to measure, comma-separated (default all: "+strings.Join(cipherNames(), ",")+")")
+	f.StringSliceVar(&opts.ciphers, "ciphers", nil, "ciphers to measure, comma-separated (default all: "+strings.Join(cryptoCipherNames(), ",")+")")
 	f.IntSliceVar(&opts.sizes, "sizes", cryptobench.DefaultBlockSizes, "buffer sizes of the table in bytes")
 	f.IntVar(&opts.packetBytes, "packet-bytes", cryptobench.DefaultPacketBytes,
 		"plaintext bytes of a full-size tunnel packet for the projection (1440: inner IPv4 packet under the default mssfix 1492 mtu)")
 	return cmd
 }
 
-func cipherNames() []string {
+func cryptoCipherNames() []string {
 	var n []string
 	for _, c := range cryptobench.DataCiphers {
 		n = append(n, c.Name)
@@ -85,7 +85,7 @@ func cipherNames() []string {
 	return n
 }
 
-// cryptoBenchOptions checks the flags and turns them into cryptobench
+// benchOptions checks the flags and turns them into cryptobench
 // options; a bad value is a usage error.
 func (o cryptoOptions) benchOptions() (cryptobench.Options, error) {
 	if math.IsNaN(o.seconds) || o.seconds < cryptobench.MinPerMeasurement.Seconds() || o.seconds > cryptobench.MaxPerMeasurement.Seconds() {
@@ -97,7 +97,7 @@ func (o cryptoOptions) benchOptions() (cryptobench.Options, error) {
 	}
 	for _, c := range o.ciphers {
 		if _, ok := cryptobench.LookupCipher(c); !ok {
-			return cryptobench.Options{}, usage.Errorf("--ciphers: unknown cipher %q; known: %s", c, strings.Join(cipherNames(), ","))
+			return cryptobench.Options{}, usage.Errorf("--ciphers: unknown cipher %q; known: %s", c, strings.Join(cryptoCipherNames(), ","))
 		}
 	}
 	for _, s := range append(append([]int(nil), o.sizes...), o.packetBytes) {
