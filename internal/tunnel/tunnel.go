@@ -135,6 +135,10 @@ func Up(ctx context.Context, l *lab.Lab, o Options) (_ *Tunnel, err error) {
 	if t.Server, err = openvpn.StartWith(ctx, launcher(l, lab.Server), srvCfg, dir, "server"); err != nil {
 		return nil, fmt.Errorf("variant %s: %w", o.Variant.Name, err)
 	}
+	// A client that starts before the server listens wastes a retry cycle.
+	if err := t.Server.WaitReady(ctx, ReadyTimeout); err != nil {
+		return nil, fmt.Errorf("variant %s: OpenVPN server did not come up: %w", o.Variant.Name, err)
+	}
 	if t.Client, err = openvpn.StartWith(ctx, launcher(l, lab.Client), cliCfg, dir, "client"); err != nil {
 		return nil, fmt.Errorf("variant %s: %w", o.Variant.Name, err)
 	}
