@@ -1,0 +1,151 @@
+package recipe
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
+)
+
+// testdata/instances-stat.txt is /proc/stat of the 2-CPU test machine.
+func TestInstancesParseStat(t *testing.T) {
+	b, err := os.ReadFile("testdata/instances-stat.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := instParseStat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cpu  193006 0 113917 148563 466 0 30093 750 0 0
+	if st.total != 193006+113917+148563+466+30093+750 || st.idle != 148563+466 {
+		t.Errorf("parsed %+v", st)
+	}
+	later := instStat{total: st.total + 200, idle: st.idle + 50}
+	if b := later.busySince(st); b != 0.75 {
+		t.Errorf("busy %v, want 0.75", b)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5\n", "cpu 1 x 3 4 5\n"} {
+		if _, err := instParseStat([]byte(bad)); err == nil {
+			t.Errorf("instParseStat(%q) succeeded", bad)
+		}
+	}
+}
+
+// instFake makes samples of a configuration: aggregate rates in Mbit/s
+// (split evenly over the flows), the share of a core each server used and
+// the host's busy share.
+func instFake(cfg *instConfig, util, busy float64, mbit ...float64) []instSample {
+	var out []instSample
+	for _, m := range mbit {
+		s := instSample{cpu: map[string]float64{instClient: 1, instIperf: 0.2}, wall: 6 * time.Second, hostBusy: busy}
+		for label := range cfg.servers {
+			s.cpu[label] = util * 6
+		}
+		for i := range s.flowBps {
+			s.flowBps[i] = m / 2 * 1e6
+			s.flowBytes[i] = uint64(m / 2 * 1e6 / 8 * 6)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestInstancesVerdicts(t *testing.T) {
+	one := &instConfig{name: instOne, servers: map[string]int{instServer: 1}, flows: [2]instFlow{{server: instServer}, {server: instServer}}}
+	two := &instConfig{name: instTwo, servers: map[string]int{"server-cpu0": 2, "server-cpu1": 3},
+		flows: [2]instFlow{{server: "server-cpu0"}, {server: "server-cpu1"}}, pinned: map[string]int{"server-cpu0": 0, "server-cpu1": 1}}
+	for _, c := range []struct {
+		name             string
+		oneRows, twoRows []instSample
+		want             [2]string
+	}{
+		{"bottleneck, scales", instFake(one, 0.97, 0.7, 200, 205, 210), instFake(two, 0.9, 0.95, 300, 310, 290), [2]string{Confirmed, Confirmed}},
+		{"not saturated, small gain", instFake(one, 0.3, 1, 200, 205, 210), instFake(two, 0.3, 1, 220, 225, 230), [2]string{Refuted, Changed}},
+		{"half busy, slower", instFake(one, 0.7, 1, 200, 205, 210), instFake(two, 0.4, 1, 150, 160, 170), [2]string{Noise, Refuted}},
+		{"overlapping", instFake(one, 0.9, 1, 200, 250, 300), instFake(two, 0.5, 1, 260, 280, 290), [2]string{Confirmed, Noise}},
+		{"one sample", instFake(one, 0.99, 1, 200), instFake(two, 0.5, 1, 400), [2]string{Noise, Noise}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := &measure.Report{}
+			for _, d := range []string{measure.DirectionUp, measure.DirectionDown} {
+				rep.Rows = append(rep.Rows, instRow(one, d, c.oneRows), instRow(two, d, c.twoRows))
+			}
+			vs := instVerdicts(rep, 2)
+			if len(vs) != 4 {
+				t.Fatalf("%d verdicts, want 4", len(vs))
+			}
+			for i, v := range vs {
+				if v.Outcome != c.want[i%2] || v.Reason == "" {
+					t.Errorf("verdict %d: %s (%s: %s), want %s", i, v.Outcome, v.Claim, v.Reason, c.want[i%2])
+				}
+			}
+		})
+	}
+	// CPU-s/GB: each pinned server against the bytes it carried, the sum
+	// against all bytes.
+	r := instRow(two, measure.DirectionUp, instFake(two, 0.5, 1, 400))
+	gb := 400e6 / 8 * 6 / 1e9
+	if got, want := r.CPUSecondsPerGB["server-cpu0"], 3/(gb/2); abs(got-want) > 1e-9 {
+		t.Errorf("server-cpu0 %v CPU-s/GB, want %v", got, want)
+	}
+	if got, want := r.CPUSecondsPerGB[instServer], 6/gb; abs(got-want) > 1e-9 {
+		t.Errorf("server %v CPU-s/GB, want %v", got, want)
+	}
+	if r := instRow(one, measure.DirectionUp, nil); r.Valid {
+		t.Error("a row without samples is valid")
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func TestInstancesRecipe(t *testing.T) {
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "openvpn", "iperf3")
+	name := "t" + lab.NewName()
+	rep, err := runInstances(context.Background(), Options{Repeat: 1, Duration: 2 * time.Second, LabName: name})
+	labtest.CheckGone(t, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		if !r.Valid || len(r.SamplesBps) != 1 {
+			t.Errorf("%s: valid %v (%s), samples %v", r.Key(), r.Valid, r.Error, r.SamplesBps)
+			continue
+		}
+		// Both clients carried traffic: the extra client of one-process
+		// too, through its own device.
+		for _, f := range r.Extra["flow_bps"].([][2]float64) {
+			if f[0] <= 0 || f[1] <= 0 {
+				t.Errorf("%s: flows %v", r.Key(), f)
+			}
+		}
+		if r.CPUSecondsPerGB[instServer] <= 0 || r.CPUSecondsPerGB[instClient] <= 0 {
+			t.Errorf("%s: CPU-s/GB %v", r.Key(), r.CPUSecondsPerGB)
+		}
+	}
+	if len(rep.Verdicts) != 4 {
+		t.Errorf("%d verdicts, want 4", len(rep.Verdicts))
+	}
+	for _, v := range rep.Verdicts {
+		t.Logf("%s: %s: %s", v.Outcome, v.Claim, v.Reason)
+		// One sample per row has no spread: every verdict must say noise.
+		if v.Outcome != Noise || !strings.Contains(v.Reason, "sample") {
+			t.Errorf("verdict from one sample: %+v", v)
+		}
+	}
+}
