@@ -141,6 +141,10 @@ func (o ClientOptions) Args() ([]string, error) {
 
 // Run runs one iperf3 client test through command and parses its result.
 //
+// A test refused while connecting (connection refused or reset, server
+// busy) is tried up to 3 times, 250 ms apart: a server between two tests
+// refuses connections for a few milliseconds. Server.Run avoids that gap.
+//
 // It returns an error when iperf3 reports one (also as a *TestError, with
 // the partial Result), when the output is not iperf3 JSON, when the figures
 // contradict each other (wrapping ErrInconsistent, with the Result: retry
@@ -156,6 +160,42 @@ func Run(ctx context.Context, command CommandFunc, opts ClientOptions) (*Result,
 	if err != nil {
 		return nil, err
 	}
+	// A server between two tests refuses or resets connections for a few
+	// milliseconds (see Server.WaitIdle); try again before giving up.
+	for attempt := 1; ; attempt++ {
+		res, err := runOnce(ctx, command, opts, argv)
+		if attempt == connectAttempts || !refusedAtStart(res, err) || ctx.Err() != nil {
+			return res, err
+		}
+		select {
+		case <-time.After(connectRetryDelay):
+		case <-ctx.Done():
+			return res, err
+		}
+	}
+}
+
+const (
+	connectAttempts   = 3
+	connectRetryDelay = 250 * time.Millisecond
+)
+
+// refusedAtStart reports whether a test failed while connecting, before
+// any data moved: a refused or reset control connection, or a busy server.
+func refusedAtStart(res *Result, err error) bool {
+	var te *TestError
+	if !errors.As(err, &te) || res == nil || res.SentBytes != 0 || res.ReceivedBytes != 0 {
+		return false
+	}
+	for _, p := range []string{"unable to connect to server", "unable to receive control message", "the server is busy"} {
+		if strings.HasPrefix(te.Msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func runOnce(ctx context.Context, command CommandFunc, opts ClientOptions, argv []string) (*Result, error) {
 	dur := opts.Duration
 	if dur == 0 {
 		dur = 10 * time.Second

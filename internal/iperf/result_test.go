@@ -2,6 +2,7 @@ package iperf
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -333,5 +334,63 @@ func TestCheck(t *testing.T) {
 				t.Errorf("Check() = %v, want ErrInconsistent with %q", err, tc.wantSubstr)
 			}
 		})
+	}
+}
+
+func TestIdleLog(t *testing.T) {
+	// A real server log (iperf3 -s --forceflush on loopback): six tests,
+	// then the banner for test #7 and SIGTERM.
+	log := readFileString(t, "server_log.txt")
+	lines := strings.SplitAfter(log, "\n")
+	upTo := func(prefix string, nth int) string {
+		seen := 0
+		for i, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				seen++
+				if seen == nth {
+					return strings.Join(lines[:i+1], "")
+				}
+			}
+		}
+		t.Fatalf("no %d. %q line", nth, prefix)
+		return ""
+	}
+	for _, tc := range []struct {
+		name string
+		log  string
+		idle bool
+	}{
+		{"nothing yet", "", false},
+		{"first banner", upTo(readyLine, 1), true},
+		{"first test", upTo(acceptedLine, 1), false},
+		{"between tests", upTo(readyLine, 2), true},
+		{"third test running", upTo(acceptedLine, 3), false},
+		{"after the last test", log, true},
+	} {
+		if got := idleLog(tc.log); got != tc.idle {
+			t.Errorf("%s: idleLog = %v", tc.name, got)
+		}
+	}
+}
+
+func TestRefusedAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		retry bool
+	}{
+		{"refused.json", true},
+		{"busy.json", true},
+		{"killed.json", false}, // data moved: a real failure
+		{"tcp.json", false},
+	} {
+		r, err := Parse(readTestdata(t, tc.file))
+		if got := refusedAtStart(r, err); got != tc.retry {
+			t.Errorf("%s: refusedAtStart = %v", tc.file, got)
+		}
+	}
+	// The reset seen between tests through a lab.
+	reset := &TestError{Msg: "unable to receive control message: Connection reset by peer"}
+	if !refusedAtStart(&Result{Error: reset.Msg}, fmt.Errorf("running x: %w", reset)) {
+		t.Error("reset control connection not retried")
 	}
 }

@@ -84,14 +84,34 @@ type Server struct {
 	done    chan struct{} // closed when the process has been reaped
 	waitErr error
 
+	mu     sync.Mutex
+	idle   bool          // the last state line was readyLine
+	idleCh chan struct{} // closed when idle becomes true
+
 	stopOnce sync.Once
 	stopErr  error
 }
 
 // readyLine is how iperf3 announces that its listening socket exists:
 // "Server listening on 5201 (test #1)" (3.12; older releases omit the
-// test number).
+// test number). It prints it again after every test, once it listens anew.
 const readyLine = "Server listening on "
+
+// acceptedLine starts a test: "Accepted connection from 192.0.2.2, port 58282".
+const acceptedLine = "Accepted connection from "
+
+// Between two tests iperf3 3.12 closes its listening socket and opens it
+// again; a client that connects in that gap (a few ms after the previous
+// client exits) gets "Connection refused" or "Connection reset by peer".
+// Seen in 3 of 24 back-to-back tests through a lab. So a caller running a
+// series waits until the server's output says it listens again: the last
+// state line is readyLine, not acceptedLine.
+
+// idleLog reports whether a server log ends in the listening state.
+func idleLog(log string) bool {
+	ready := strings.LastIndex(log, readyLine)
+	return ready >= 0 && ready > strings.LastIndex(log, acceptedLine)
+}
 
 // StartServer starts `iperf3 -s` through command and returns once the server
 // listens. If the server exits first (port in use, bad address) the error
@@ -124,23 +144,24 @@ func StartServer(ctx context.Context, command CommandFunc, opts ServerOptions) (
 	}
 	pw.Close()
 
-	s := &Server{cmd: cmd, port: port, tail: newTailBuffer(4096), done: make(chan struct{})}
-	ready := make(chan struct{})
+	s := &Server{cmd: cmd, port: port, tail: newTailBuffer(4096), done: make(chan struct{}), idleCh: make(chan struct{})}
+	ready := s.idleCh
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
 		defer pr.Close()
 		sc := bufio.NewScanner(pr)
-		signalled := false
 		for sc.Scan() {
 			line := sc.Text()
 			s.tail.WriteLine(line)
 			if opts.Log != nil {
 				fmt.Fprintln(opts.Log, line)
 			}
-			if !signalled && strings.HasPrefix(line, readyLine) {
-				signalled = true
-				close(ready)
+			switch {
+			case strings.HasPrefix(line, readyLine):
+				s.setIdle(true)
+			case strings.HasPrefix(line, acceptedLine):
+				s.setIdle(false)
 			}
 		}
 		// A line longer than the scanner's buffer stops the scan; keep
@@ -172,6 +193,54 @@ func StartServer(ctx context.Context, command CommandFunc, opts ServerOptions) (
 		s.Stop()
 		return nil, ctx.Err()
 	}
+}
+
+func (s *Server) setIdle(idle bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case idle && !s.idle:
+		close(s.idleCh)
+	case !idle && s.idle:
+		s.idleCh = make(chan struct{})
+	}
+	s.idle = idle
+}
+
+// WaitIdle waits until the server listens for a new test: started, and
+// not inside a test according to its output. timeout 0 means 10 s.
+func (s *Server) WaitIdle(ctx context.Context, timeout time.Duration) error {
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	s.mu.Lock()
+	ch := s.idleCh
+	s.mu.Unlock()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-s.done:
+		return fmt.Errorf("iperf3 server exited: %v\n%s", s.waitErr, s.tail.String())
+	case <-timer.C:
+		return fmt.Errorf("iperf3 server still busy after %v:\n%s", timeout, s.tail.String())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run runs one client test against this server: it waits until the server
+// listens again after its previous test (see WaitIdle), fills in opts.Port
+// when it is 0, and calls the package's Run.
+func (s *Server) Run(ctx context.Context, command CommandFunc, opts ClientOptions) (*Result, error) {
+	if opts.Port == 0 {
+		opts.Port = s.port
+	}
+	if err := s.WaitIdle(ctx, 0); err != nil {
+		return nil, err
+	}
+	return Run(ctx, command, opts)
 }
 
 // Port is the port the server listens on.
@@ -212,12 +281,14 @@ func (s *Server) Stop() error {
 }
 
 // WaitListening waits until the iperf3 server writing to logPath says it
-// listens: for servers started by another runner, such as lab.Start, which
-// records the process in the lab's state and sends its output to a file.
-// Start such a server with ServerOptions.Args (its --forceflush makes the
-// line appear at once). exited, if not nil, is closed when the server
-// exits; timeout 0 means 10 s. A server that exits or times out gives an
-// error with the end of its log.
+// listens for a new test: for servers started by another runner, such as
+// lab.Start, which records the process in the lab's state and sends its
+// output to a file. Call it after starting the server and again before
+// each test of a series (see Server.WaitIdle for why). Start such a server
+// with ServerOptions.Args (its --forceflush makes the lines appear at
+// once). exited, if not nil, is closed when the server exits; timeout 0
+// means 10 s. A server that exits or times out gives an error with the
+// end of its log.
 func WaitListening(ctx context.Context, logPath string, exited <-chan struct{}, timeout time.Duration) error {
 	if timeout == 0 {
 		timeout = 10 * time.Second
@@ -234,12 +305,8 @@ func WaitListening(ctx context.Context, logPath string, exited <-chan struct{}, 
 		return strings.TrimSpace(string(b))
 	}
 	for {
-		if b, err := os.ReadFile(logPath); err == nil {
-			for _, line := range strings.Split(string(b), "\n") {
-				if strings.HasPrefix(line, readyLine) {
-					return nil
-				}
-			}
+		if b, err := os.ReadFile(logPath); err == nil && idleLog(string(b)) {
+			return nil
 		}
 		select {
 		case <-tick.C:
