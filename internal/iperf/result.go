@@ -144,6 +144,10 @@ func (r *Result) Check() error {
 			d    time.Duration
 		}{{"sender", r.SentDuration}, {"receiver", r.ReceivedDuration}} {
 			off := float64(w.d-r.Requested) / float64(r.Requested)
+			if w.d > 0 && off < -0.5 {
+				return fmt.Errorf("%w: the %s measured over %v of the %v asked: the test ended early (a -F payload file too short?)",
+					ErrInconsistent, w.side, w.d.Round(time.Millisecond), r.Requested)
+			}
 			if w.d > 0 && (off > windowTolerance || off < -windowTolerance) {
 				return fmt.Errorf("%w: the %s measured over %v of the %v asked (timers late on a busy machine)",
 					ErrInconsistent, w.side, w.d.Round(time.Millisecond), r.Requested)

@@ -318,6 +318,8 @@ func TestCheck(t *testing.T) {
 			SentBitsPerSec: 45.41e6, ReceivedBitsPerSec: 47.83e6}, ""},
 		{"receiver 9 % above", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2 * time.Second,
 			SentBitsPerSec: 28.53e6, ReceivedBitsPerSec: 31.19e6}, "receiver counted 31.19"},
+		{"ended early", Result{Requested: 2 * time.Second, SentDuration: 233 * time.Microsecond, ReceivedDuration: 2536 * time.Microsecond,
+			SentBitsPerSec: 36e9, ReceivedBitsPerSec: 1.5e9}, "ended early"},
 		{"fixed size", Result{SentDuration: 5 * time.Millisecond, ReceivedDuration: 6 * time.Millisecond,
 			SentBitsPerSec: 10e9, ReceivedBitsPerSec: 9e9}, ""},
 		{"nothing sent", Result{Requested: time.Second, SentDuration: time.Second, ReceivedDuration: time.Second}, ""},
