@@ -47,7 +47,7 @@ func benchRuns(b *testing.B, srv *Server, client CommandFunc, opts ClientOptions
 		rates = append(rates, r.ReceivedBitsPerSec)
 		clientCPU += r.ClientCPUSeconds
 		serverCPU += d[srv.Pid()]
-		bytes += r.ReceivedBytes
+		bytes += r.BytesWithWarmup()
 	}
 	med, lo, hi := median3(rates)
 	b.ReportMetric(med/1e6, "Mbit/s")

@@ -110,6 +110,22 @@ type Interval struct {
 	Sender bool `json:"sender"`
 }
 
+// BytesWithWarmup returns the bytes the receiver counted plus those of the
+// -O warm-up intervals, which the totals leave out. CPU time sampled
+// around a whole iperf3 run covers the warm-up too, so this is the amount
+// to divide it by: with -O 1 -t 2, ReceivedBytes alone would overstate
+// CPU-seconds per GB by about half. (Warm-up intervals are the client's
+// view: bytes sent in forward tests, received in reverse ones.)
+func (r *Result) BytesWithWarmup() uint64 {
+	n := r.ReceivedBytes
+	for _, iv := range r.Intervals {
+		if iv.Omitted {
+			n += iv.Bytes
+		}
+	}
+	return n
+}
+
 // ErrInconsistent marks a sample whose figures cannot all be right; see
 // Result.Check. Such a sample is worth one retry, not a report.
 var ErrInconsistent = errors.New("inconsistent iperf3 sample")

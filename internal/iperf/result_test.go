@@ -181,6 +181,20 @@ func TestParseOmit(t *testing.T) {
 	}
 }
 
+func TestBytesWithWarmup(t *testing.T) {
+	r, err := Parse(readTestdata(t, "tcp_omit.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := r.ReceivedBytes + 4305715200; r.BytesWithWarmup() != want {
+		t.Errorf("BytesWithWarmup = %d, want %d", r.BytesWithWarmup(), want)
+	}
+	r, _ = Parse(readTestdata(t, "tcp.json"))
+	if r.BytesWithWarmup() != r.ReceivedBytes {
+		t.Errorf("no warm-up: %d != %d", r.BytesWithWarmup(), r.ReceivedBytes)
+	}
+}
+
 func TestParseFileRanOut(t *testing.T) {
 	r, err := Parse(readTestdata(t, "tcp_file.json"))
 	if err != nil {
