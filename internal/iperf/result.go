@@ -6,18 +6,26 @@
 // is l.Command bound to a node, so every iperf3 runs under `ip netns exec`
 // and can be reproduced by hand:
 //
-//	srv, err := iperf.StartServer(ctx, labCmd(lab.Server), iperf.ServerOptions{Port: 5201})
+//	srv, err := iperf.StartServer(ctx, labCmd(lab.Server), iperf.ServerOptions{})
 //	defer srv.Stop()
-//	res, err := iperf.Run(ctx, labCmd(lab.Client), iperf.ClientOptions{
-//		Server: lab.ServerV4, Port: 5201, Duration: 10 * time.Second})
+//	res, err := srv.Run(ctx, labCmd(lab.Client), iperf.ClientOptions{
+//		Server: lab.ServerV4, Duration: 10 * time.Second})
 //	fmt.Println(res.ReceivedBitsPerSec)
 //
-// Two behaviours of iperf3 3.12 shape this package:
+// Behaviours of iperf3 3.12 that shape this package, each seen here:
 //   - With -J the client exits with status 0 even when the test failed
 //     (connection refused, server busy): the failure is only in the JSON's
 //     "error" key, so Parse and Run treat that key as the authority.
+//   - stdout on a pipe is block-buffered: servers run with --forceflush so
+//     that "Server listening" shows when it happens.
+//   - Between two tests the server closes and reopens its listening socket;
+//     a client connecting in that gap is refused or reset. Server.Run waits
+//     for the next "Server listening"; Run retries such refusals.
 //   - With -F FILE the sender stops at the end of the file, whatever -t says,
 //     so Run refuses a result that ended well before the requested duration.
+//   - On a busy machine the -O warm-up timer fires late and a starved
+//     receiver carries a backlog across it, so a sample can claim more than
+//     the link carries; Run refuses such samples (ErrInconsistent).
 package iperf
 
 import (
