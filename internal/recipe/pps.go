@@ -580,6 +580,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		ratio := rs.Median / cs.Median
 		outcome := Noise
 		switch {
+		case !ppsEnough(rs, cs):
 		case cs.Min > rs.Max:
 			outcome = Refuted
 		case rs.Min > cs.Max && ratio >= ppsRoutedRatio/ppsRatioTolerance && ratio <= ppsRoutedRatio*ppsRatioTolerance:
@@ -587,8 +588,12 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		case rs.Min > cs.Max:
 			outcome = Changed
 		}
-		out = append(out, verdict(claim, outcome, "at %d bytes routed %s vs AES-128-CBC %s: ×%.2f%s; %s",
-			ppsSmall, ppsText(rs, rok), ppsText(cs, cok), ratio, others, ppsCoresNote()))
+		few := ""
+		if !ppsEnough(rs, cs) {
+			few = "; " + ppsTooFew
+		}
+		out = append(out, verdict(claim, outcome, "at %d bytes routed %s vs AES-128-CBC %s: ×%.2f%s%s; %s",
+			ppsSmall, ppsText(rs, rok), ppsText(cs, cok), ratio, others, few, ppsCoresNote()))
 	}
 
 	// 2. Cipher none against AES-128-CBC: how much of the per-packet cost
@@ -602,6 +607,8 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		ratio, hi, lo := ns.Median/cs.Median, ns.Max/cs.Min, ns.Min/cs.Max
 		cpu := fmt.Sprintf("OpenVPN's CPU per packet (server + client): none %s, AES-128-CBC %s", ppsCPUText(nr), ppsCPUText(cr))
 		switch {
+		case !ppsEnough(ns, cs):
+			out = append(out, verdict(claim, Noise, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f; %s; %s", ppsSmall, ppsText(ns, nok), ppsText(cs, cok), ratio, ppsTooFew, cpu))
 		case hi <= ppsCryptoShare:
 			out = append(out, verdict(claim, Confirmed, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f (at most ×%.2f within the spread, threshold ×%.2f): removing the crypto gains little, the per-packet cost dominates; %s",
 				ppsSmall, ppsText(ns, nok), ppsText(cs, cok), ratio, hi, ppsCryptoShare, cpu))
@@ -626,6 +633,8 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		ratio, hi, lo := cc.Median/nc.Median, cc.Max/nc.Min, cc.Min/nc.Max
 		facts := fmt.Sprintf("at %d bytes AES-128-CBC %s vs none %s: ×%.2f", ppsSmall, ppsCPUText(cr), ppsCPUText(nr), ratio)
 		switch {
+		case !ppsEnough(nc, cc):
+			out = append(out, verdict(claim, Noise, "%s; %s", facts, ppsTooFew))
 		case hi <= ppsCryptoShare:
 			out = append(out, verdict(claim, Confirmed, "%s (at most ×%.2f within the spread, threshold ×%.2f): the crypto adds little to what a packet costs", facts, hi, ppsCryptoShare))
 		case lo > ppsCryptoShare:
@@ -665,6 +674,8 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		facts := fmt.Sprintf("%d bytes %s%s, %d bytes %s: the packet rate falls ×%.2f while the bytes per packet grow ×%.0f (a pure byte limit would make it ×%.0f); %s%s",
 			ppsSmall, ppsText(a, aok), mid, ppsLarge, ppsText(b, bok), ratio, predicted, predicted, routed, frag)
 		switch {
+		case !ppsEnough(a, b):
+			out = append(out, verdict(claim, Noise, "%s; %s", facts, ppsTooFew))
 		case hi <= ppsFlatRatio:
 			out = append(out, verdict(claim, Confirmed, "%s", facts))
 		case lo > ppsFlatRatio:
@@ -674,6 +685,23 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		}
 	}
 	return out
+}
+
+// ppsMinSamples is the fewest samples per row a verdict other than noise
+// needs: with three interleaved samples on each side, "the lowest of one
+// above the highest of the other" happens by chance once in twenty.
+const ppsMinSamples = 3
+
+const ppsTooFew = "too few samples to tell a difference from noise (at least 3 per row: --repeat 3)"
+
+// ppsEnough reports whether every spread has ppsMinSamples samples.
+func ppsEnough(sps ...measure.Spread) bool {
+	for _, sp := range sps {
+		if sp.N < ppsMinSamples {
+			return false
+		}
+	}
+	return true
 }
 
 // ppsCPUSpread is the spread of a tunnel row's OpenVPN CPU-seconds per

@@ -94,6 +94,16 @@ func TestPPSVerdicts(t *testing.T) {
 			want: map[string]string{"routing": Refuted, "cipher none": Confirmed, "OpenVPN's CPU": Confirmed},
 		},
 		{
+			name: "two samples are too few for any verdict",
+			rows: append(append(append(
+				flat(experiment.Routed, []float64{46000, 48000}, nil),
+				flat(ppsNone, []float64{13000, 14000}, []float64{20, 22})...),
+				flat(ppsCBC, []float64{11800, 12200}, []float64{23, 25})...),
+				flat(ppsGCM, []float64{2000, 2100}, []float64{22, 24})...),
+			want: map[string]string{"routing": Noise, "cipher none": Noise, "OpenVPN's CPU": Noise,
+				"[none]": Noise, "[aes128cbc]": Noise, "[aes256gcm]": Noise},
+		},
+		{
 			name: "nothing measured",
 			want: map[string]string{"routing": Noise, "cipher none": Noise, "OpenVPN's CPU": Noise,
 				"[none]": Noise, "[aes128cbc]": Noise, "[aes256gcm]": Noise},
