@@ -99,6 +99,12 @@ type Spec struct {
 	// sample: for settings outside OpenVPN (a qdisc on its tun device)
 	// or checks of what it logged. An error ends the run.
 	Ready func(ctx context.Context, l *lab.Lab, variant string, t *tunnel.Tunnel) error
+	// Retries is how often a sample that came out invalid through no
+	// fault of the subject (the emulator fell behind, iperf3's figures
+	// contradict each other: ErrInvalidSample, iperf.ErrInconsistent) is
+	// measured again before its row is marked invalid; 0 keeps the first
+	// outcome.
+	Retries int
 	// Progress receives progress lines; nil shows none.
 	Progress io.Writer
 	// Extra goes into the report's scenario.
@@ -326,6 +332,10 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 				i := index[[2]string{s.name, d}]
 				prog.Step(fmt.Sprintf("%s %s %s (%d/%d)", n.Name, s.name, d, rep+1, spec.Repeat))
 				res, cpu, err := sample(ctx, l, spec, s, d, srv, downSrv, payload, cmd(lab.Client))
+				for try := 0; try < spec.Retries && err != nil && ctx.Err() == nil && (errors.Is(err, ErrInvalidSample) || errors.Is(err, iperf.ErrInconsistent)); try++ {
+					prog.Logf("%s %s %s: %v; measuring again", n.Name, s.name, d, err)
+					res, cpu, err = sample(ctx, l, spec, s, d, srv, downSrv, payload, cmd(lab.Client))
+				}
 				if ctx.Err() != nil {
 					return rows, backend, ctx.Err()
 				}
@@ -390,7 +400,7 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, s
 		return nil, nil, fmt.Errorf("a process died during the sample: %w", err)
 	}
 	if why := judge(emuBefore, readEmulator(l)); why != "" {
-		return nil, nil, errors.New(why)
+		return nil, nil, invalidSample(why)
 	}
 	delta, err := cpuacct.Delta(before, after)
 	if err != nil {
@@ -463,6 +473,16 @@ func Counters(st emulate.Stats) emuCounters {
 // declared invalid. A few late packets are scheduler hiccups on a busy
 // host, which a kernel netem shows too; more means the emulator fell behind.
 const MaxLateShare = 0.01
+
+// ErrInvalidSample marks a sample the emulator did not carry faithfully
+// (errors.Is); the message says why.
+var ErrInvalidSample = errors.New("invalid sample")
+
+// invalidSample is a sample error that reads as its reason alone.
+type invalidSample string
+
+func (e invalidSample) Error() string        { return string(e) }
+func (e invalidSample) Is(target error) bool { return target == ErrInvalidSample }
 
 // judge returns why a sample is invalid, or "" if the emulator kept up.
 func judge(before, after emuCounters) string {
