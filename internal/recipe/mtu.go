@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -36,6 +38,8 @@ import (
 //	            translation (pmtu.DataChannel) recommends for the measured
 //	            path MTU, and one of a byte more, each with the IP
 //	            fragmentation counters of both ends (/proc/net/snmp);
+//	            Then a TCP transfer (iperf3) through it, whose segments
+//	            the default `mssfix 1492 mtu` must keep unfragmented;
 //	tun-mtu-N   a default tunnel with that tun-mtu on both peers: its
 //	            full-size packets must pass unfragmented.
 //
@@ -46,9 +50,9 @@ import (
 func init() {
 	register(Recipe{
 		Name:    "mtu",
-		Summary: "path MTU outside and through a cleartext tunnel on a 1492-byte path, and the tun-mtu it implies for the default cipher",
+		Summary: "path MTU outside and through a cleartext tunnel on a 1492-byte path, the tun-mtu it implies for the default cipher, and TCP under the default mssfix",
 		Source: "OpenVPN cookbook, MTU recipes: probe through a cleartext tunnel (cipher none, auth none, no compression) for the largest packet that passes; " +
-			"OpenVPN 2.6 overhead: cipher none 8 bytes, AES-256-GCM 24, plus UDP 8 and IPv4 20 (36 and 52 in all); mssfix 1492 mtu by default",
+			"OpenVPN 2.6 overhead: cipher none 8 bytes, AES-256-GCM 24, plus UDP 8 and IPv4 20 (36 and 52 in all); mssfix 1492 mtu by default, inner MSS 1400",
 		Run: runMTU,
 	})
 }
@@ -62,6 +66,9 @@ var mtuPath = lab.Path{MTU: 1492}
 const (
 	mtuPublishedCleartext = 8 + 8 + 20
 	mtuPublishedGCM       = 24 + 8 + 20
+	// mtuPublishedMSS is the inner IPv4 MSS of the default
+	// `mssfix 1492 mtu` with AES-GCM over UDP/IPv4.
+	mtuPublishedMSS = 1400
 )
 
 var (
@@ -134,6 +141,16 @@ type mtuResult struct {
 	// tun-mtu and one byte more; Lowered the pings at full size through
 	// the tunnel whose tun-mtu is the recommended one.
 	Fit, Over, Lowered []mtuProbe
+	// TCP are the iperf3 runs through the default tunnel, whose mssfix
+	// (2.6 default: 1492 mtu) must keep full-size segments unfragmented.
+	TCP []mtuTCP
+}
+
+// mtuTCP is one TCP sample through the default tunnel.
+type mtuTCP struct {
+	Bps       float64 `json:"bps"`
+	Fragments uint64  `json:"fragments"`
+	Error     string  `json:"error,omitempty"`
 }
 
 func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
@@ -273,6 +290,13 @@ func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat in
 	}
 	defer low.Down()
 
+	srv, err := iperf.StartServer(ctx, func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, lab.Server, argv...) }, iperf.ServerOptions{})
+	if err != nil {
+		return res, backend, err
+	}
+	defer srv.Stop()
+	client := func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, lab.Client, argv...) }
+
 	// Rounds that lose a probe end max(3 × RTT, 500 ms) after they start:
 	// the lab has no delay, the margin is for the loaded machine.
 	wait := pmtu.Wait{Max: 2 * time.Second, Min: 500 * time.Millisecond, RTTFactor: 3, RTT: first.RTT}
@@ -311,6 +335,11 @@ func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat in
 			return res, backend, err
 		}
 		res.Fit, res.Over = append(res.Fit, fit), append(res.Over, over)
+		tcp, err := mtuTCPSample(ctx, l, client, dflt.ServerAddr, o.duration(2*time.Second))
+		if err != nil {
+			return res, backend, err
+		}
+		res.TCP = append(res.TCP, tcp)
 
 		step(lowered.Name)
 		if p, err = prober(low.ServerAddr); err != nil {
@@ -321,10 +350,35 @@ func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat in
 			return res, backend, err
 		}
 		res.Lowered = append(res.Lowered, full)
-		prog.Logf("%s: outer %d, cleartext inner %d; default tunnel: %s, %s; tun-mtu %d tunnel: %s",
-			n.name, res.Outer[r], res.Inner[r], fit, over, rec, full)
+		prog.Logf("%s: outer %d, cleartext inner %d; default tunnel: %s, %s, TCP %s Mbit/s with %d fragments; tun-mtu %d tunnel: %s",
+			n.name, res.Outer[r], res.Inner[r], fit, over, measure.FormatMbps(tcp.Bps), tcp.Fragments, rec, full)
 	}
 	return res, backend, nil
+}
+
+// mtuTCPSample runs iperf3 (TCP, client to server) through a tunnel and
+// counts the IP fragments meanwhile. A failed transfer is a result (TCP
+// stalls when full-size segments vanish), not an error of the recipe.
+func mtuTCPSample(ctx context.Context, l *lab.Lab, client iperf.CommandFunc, dst netip.Addr, d time.Duration) (mtuTCP, error) {
+	before, err := mtuFragCounters(l)
+	if err != nil {
+		return mtuTCP{}, err
+	}
+	res, rerr := iperf.Run(ctx, client, iperf.ClientOptions{Server: dst, Duration: d})
+	after, err := mtuFragCounters(l)
+	if err != nil {
+		return mtuTCP{}, err
+	}
+	t := mtuTCP{Fragments: after - before}
+	if rerr != nil {
+		if ctx.Err() != nil {
+			return t, ctx.Err()
+		}
+		t.Error = rerr.Error()
+		return t, nil
+	}
+	t.Bps = res.ReceivedBitsPerSec
+	return t, nil
 }
 
 func mtuOf(r pmtu.Result, err error) int {
@@ -457,6 +511,14 @@ func (m *mtuResult) rows() []measure.Row {
 		"overhead_bytes": tr.Overhead, "published_overhead_bytes": mtuPublishedGCM,
 		"tun_mtu_1500_fits": tr.TunMTU1500Fits, "advice": tr.Advice,
 		"probe_at_recommended": m.Fit, "probe_one_byte_more": m.Over,
+		"tcp": m.TCP, "published_inner_mss_ipv4": mtuPublishedMSS,
+	}
+	for _, t := range m.TCP {
+		if t.Error != "" {
+			dflt.Invalidate("TCP through the tunnel failed: " + t.Error)
+			continue
+		}
+		dflt.AddSample(t.Bps)
 	}
 	low := measure.NewRow(m.Network, "tun-mtu-"+strconv.Itoa(tr.MaxTunMTU), measure.PathTunnel, measure.DirectionUp, "udp")
 	low.Cipher = m.Cipher
@@ -588,6 +650,39 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 		out = append(out, verdict(claim, Changed, "a byte more also passes unfragmented: the recommendation is conservative: %s", detail))
 	default:
 		out = append(out, verdict(claim, Noise, "the repeats disagree: %s", detail))
+	}
+
+	claim = fmt.Sprintf("OpenVPN 2.6's default mssfix 1492 mtu (inner MSS %d, published %d) keeps TCP through a tun-mtu 1500 tunnel unfragmented on this path",
+		m.Translation.InnerMSS4, mtuPublishedMSS) + tag
+	var clean, fragd, failed int
+	var rates []float64
+	var frags []uint64
+	for _, t := range m.TCP {
+		switch {
+		case t.Error != "" || t.Bps <= 0:
+			failed++
+		case t.Fragments > 0:
+			fragd++
+		default:
+			clean++
+		}
+		rates = append(rates, t.Bps)
+		frags = append(frags, t.Fragments)
+	}
+	tcp := fmt.Sprintf("TCP %s Mbit/s with %v fragments", measure.FormatMbpsSpread(measure.Summarize(rates)), frags)
+	switch {
+	case len(m.TCP) == 0:
+		out = append(out, verdict(claim, Noise, "no TCP sample"))
+	case clean == len(m.TCP):
+		out = append(out, verdict(claim, Confirmed, "%s in every repeat", tcp))
+	case fragd+failed == len(m.TCP) && (fragd == len(m.TCP) || failed == len(m.TCP)):
+		what := "fragmented"
+		if failed > 0 {
+			what = "failed (full-size segments vanished)"
+		}
+		out = append(out, verdict(claim, Refuted, "TCP %s in every repeat: %s", what, tcp))
+	default:
+		out = append(out, verdict(claim, Noise, "the repeats disagree: %s, %d failed", tcp, failed))
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
@@ -51,39 +52,46 @@ func TestMTUVerdicts(t *testing.T) {
 	frag := mtuProbe{Size: 1441, Passed: true, Outcome: "reply", Tries: 2, Fragments: 8}
 	lost := mtuProbe{Size: 1441, Outcome: "lost", Tries: 3}
 	cleanOver := mtuProbe{Size: 1441, Passed: true, Outcome: "reply", Tries: 1}
+	tcpOK := mtuTCP{Bps: 100e6}
+	tcpFrag := mtuTCP{Bps: 90e6, Fragments: 700}
+	tcpStall := mtuTCP{Error: "iperf3: timed out"}
 	base := mtuResult{Network: "n", ConfiguredMTU: 1492, CleartextOverhead: 36, Cipher: "AES-256-GCM", Translation: tr}
 	for _, c := range []struct {
 		name string
 		edit func(m *mtuResult)
-		want [3]string
+		want [4]string
 	}{
 		{"as computed, PMTUD", func(m *mtuResult) {
 			m.Outer, m.Inner = []int{1492, 1492, 1492}, []int{1456, 1456, 1456}
 			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean}, []mtuProbe{frag, frag}, []mtuProbe{clean, clean}
-		}, [3]string{Confirmed, Confirmed, Confirmed}},
+			m.TCP = []mtuTCP{tcpOK, tcpOK}
+		}, [4]string{Confirmed, Confirmed, Confirmed, Confirmed}},
 		{"black hole", func(m *mtuResult) {
 			m.Outer, m.Inner = []int{1492}, []int{1456}
 			m.Fit, m.Over, m.Lowered = []mtuProbe{clean}, []mtuProbe{lost}, []mtuProbe{clean}
-		}, [3]string{Confirmed, Confirmed, Confirmed}},
+			m.TCP = []mtuTCP{tcpStall}
+		}, [4]string{Confirmed, Confirmed, Confirmed, Refuted}},
 		{"other MTU and overhead", func(m *mtuResult) {
 			m.Outer, m.Inner = []int{1500, 1500}, []int{1460, 1460}
 			m.Fit, m.Over, m.Lowered = []mtuProbe{frag, frag}, []mtuProbe{frag, frag}, []mtuProbe{frag, frag}
-		}, [3]string{Refuted, Refuted, Refuted}},
+			m.TCP = []mtuTCP{tcpFrag, tcpFrag}
+		}, [4]string{Refuted, Refuted, Refuted, Refuted}},
 		{"disagreeing repeats", func(m *mtuResult) {
 			m.Outer, m.Inner = []int{1492, 1400}, []int{1456, 1456}
 			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean}, []mtuProbe{frag, cleanOver}, []mtuProbe{clean, clean}
-		}, [3]string{Noise, Noise, Noise}},
+			m.TCP = []mtuTCP{tcpOK, tcpFrag}
+		}, [4]string{Noise, Noise, Noise, Noise}},
 		{"failed searches, conservative recommendation", func(m *mtuResult) {
 			m.Outer, m.Inner = []int{0}, []int{0}
 			m.Fit, m.Over, m.Lowered = []mtuProbe{clean}, []mtuProbe{cleanOver}, []mtuProbe{clean}
-		}, [3]string{Noise, Noise, Changed}},
+		}, [4]string{Noise, Noise, Changed, Noise}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := base
 			c.edit(&m)
 			vs := mtuVerdicts(&m)
-			if len(vs) != 3 {
-				t.Fatalf("%d verdicts, want 3", len(vs))
+			if len(vs) != 4 {
+				t.Fatalf("%d verdicts, want 4", len(vs))
 			}
 			for i, v := range vs {
 				if v.Outcome != c.want[i] || v.Reason == "" || !strings.HasSuffix(v.Claim, "[n]") {
@@ -96,9 +104,9 @@ func TestMTUVerdicts(t *testing.T) {
 
 func TestMTURecipe(t *testing.T) {
 	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn")
+	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "t" + lab.NewName()
-	rep, err := runMTU(context.Background(), Options{Repeat: 1, LabName: name})
+	rep, err := runMTU(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name})
 	labtest.CheckGone(t, name+"-pmtud")
 	labtest.CheckGone(t, name+"-hole")
 	if err != nil {
@@ -118,9 +126,12 @@ func TestMTURecipe(t *testing.T) {
 		if r.Variant == mtuCleartext && r.Extra["inner_mtu"].(int) <= 0 {
 			t.Errorf("%s: no inner MTU", r.Key())
 		}
+		if r.Variant == mtuDefault && len(r.SamplesBps) != 1 {
+			t.Errorf("%s: TCP samples %v", r.Key(), r.SamplesBps)
+		}
 	}
-	if len(rep.Verdicts) != 6 {
-		t.Errorf("%d verdicts, want 3 per network", len(rep.Verdicts))
+	if len(rep.Verdicts) != 8 {
+		t.Errorf("%d verdicts, want 4 per network", len(rep.Verdicts))
 	}
 	for _, v := range rep.Verdicts {
 		t.Logf("%s: %s: %s", v.Outcome, v.Claim, v.Reason)
