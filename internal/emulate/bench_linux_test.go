@@ -23,20 +23,27 @@ import (
 
 // The benchmarks below measure the emulator end to end, as root:
 //
-//	go test -run '^$' -bench . -benchtime 2s -count 5 ./internal/emulate
+//	go test -run '^$' -bench 'HostWakeup|DelayError' -benchtime 5000x -count 5 ./internal/emulate
+//	go test -run '^$' -bench 'Rate|TCP' -benchtime 2s -count 3 ./internal/emulate
 //
-// A UDP probe stream goes from namespace A through the router, where queue
-// 0 delays it by benchDelay, to namespace B, all in this process. Each probe
-// carries its send time; the receiver computes the one-way delay, so
-// "err-p50-µs" and "err-p99-µs" are (one-way delay − benchDelay): the
-// emulator's error plus the host's own forwarding and scheduling latency
-// (measured without the emulator, the path takes tens of µs). Send times
-// are taken just before sendmmsg, receive times by B's kernel. "late-*" are
-// the emulator's own release lateness (stats), and "behind" is 1 when the
-// emulator reported falling behind (late beyond tolerance, kernel queue
-// drops, socket overruns). BenchmarkRate offers a fixed packet rate; the
-// highest rate with behind=0 and recv-%=100 is what the emulator holds on
-// this machine.
+// The emulator runs as its own process in the router namespace, as in the
+// lab. A UDP probe stream goes from namespace A through the router, where
+// queue 0 delays it by benchDelay, to namespace B. Each probe carries its
+// send time (taken just before sendmmsg); B's kernel stamps its receipt
+// (SO_TIMESTAMPNS), so "err-p50-µs" and "err-p99-µs" are (one-way delay −
+// benchDelay): the emulator's error plus the host's forwarding latency and
+// the sender's batching (up to 64 probes share one send time). "late-*" are
+// the emulator's own release lateness from its stats, "behind" is 1 when
+// it reported falling behind (a release late beyond its tolerance, kernel
+// queue drops, socket overruns), "kdrops" the kernel's drops of queued
+// packets, and "emu-cpu-µs/pkt" the emulator process's CPU time (user and
+// system, which includes the forwarding done inside its verdict calls) per
+// packet: 1e6 divided by it is the rate one queue thread can hold at most.
+//
+// BenchmarkRate offers fixed packet rates; the sender, on the same host, is
+// often the limit ("sent-pps"). On a host with stalls (BenchmarkHostWakeup
+// shows them without the emulator) "behind" reports them too; kdrops and
+// recv-% say whether the emulator lost anything.
 
 const (
 	benchDelay   = 20 * time.Millisecond
