@@ -15,6 +15,9 @@
 //
 // A process that has exited and been waited for (an iperf3 client) has no
 // /proc entry left; ExitedSeconds reads its rusage from os.ProcessState.
+// Work the kernel does outside any process's account (softirq packet
+// processing, DCO crypto) shows only in the machine-wide figures of
+// ReadSystem and SystemDelta.
 //
 // Programs started with `ip netns exec NS PROG` keep the pid of the started
 // command: ip switches namespace and then execs PROG without forking, so
