@@ -159,9 +159,9 @@ func TestPPSFragmentNote(t *testing.T) {
 // Outer datagram sizes per OpenVPN's data-channel framing; the AEAD and none
 // figures are the overheads of /work/shared/openvpn-facts.md (24 and 8 bytes
 // plus 28 of outer IPv4 and UDP), CBC pads the packet-id and inner packet to
-// whole 16-byte blocks with at least one byte. Every value below but CBC at
-// 512 was checked with tcpdump in the router of a lab with the recipe's three
-// tunnels (OpenVPN 2.6.14, 2026-11-22), including CBC at 1400: IPv4 length
+// whole 16-byte blocks with at least one byte. The sizes of the three
+// recipe sizes through each tunnel were checked with tcpdump in the router of
+// a lab with the recipe's tunnels (OpenVPN 2.6.14, 2026-11-22), including CBC at 1400: IPv4 length
 // 1500 with more-fragments, then 28 at offset 1480.
 func TestPPSOuterBytes(t *testing.T) {
 	for _, tc := range []struct {
