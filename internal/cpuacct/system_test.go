@@ -18,11 +18,11 @@ func TestParseProcStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := SystemTimes{User: hz(198905), System: hz(122153), Idle: hz(159226), IOWait: hz(514), SoftIRQ: hz(32106), Steal: hz(774)}
+	want := SystemTimes{User: hz(198905), System: hz(122154), Idle: hz(159226), IOWait: hz(514), SoftIRQ: hz(32106), Steal: hz(774)}
 	if got != want {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
-	if got.Busy() != hz(198905+122153+32106+774) {
+	if got.Busy() != hz(198905+122154+32106+774) {
 		t.Errorf("busy %v", got.Busy())
 	}
 	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8\n", "cpu 1 2 3\n", "cpu 1 2 x 4 5 6 7 8 9\n"} {
