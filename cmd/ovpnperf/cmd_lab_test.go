@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
 // The lab's life cycle through the command line: up, status, exec, down, and
@@ -112,6 +116,16 @@ func TestLabCommandBadInput(t *testing.T) {
 	after, _ := lab.List()
 	if len(after) != len(before) {
 		t.Errorf("bad input created a lab: before %d labs, after %d", len(before), len(after))
+	}
+	// Not root: a usage error, nothing created.
+	cmd := runner.Command(context.Background(), binary, "lab", "up")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "root") {
+		t.Errorf("lab up as nobody: %v, stderr %q; want exit 2 naming root", err, stderr.String())
 	}
 	// A name in use.
 	l := labtest.New(t, lab.Path{})

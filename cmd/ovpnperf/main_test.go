@@ -27,6 +27,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Readable by all, so a test can run the binary as an unprivileged user.
+	_ = os.Chmod(dir, 0o755)
 	binary = filepath.Join(dir, "ovpnperf")
 	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
 	if err != nil {

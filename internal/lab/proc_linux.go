@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
 // startTicks returns a process's start time in clock ticks since boot (field
@@ -193,4 +193,5 @@ func (l *Lab) Start(ctx context.Context, node Node, logPath string, argv ...stri
 	return p, nil
 }
 
-var errNotRoot = errors.New("ovpnperf lab needs root (network namespaces, tc and iptables): run it as root")
+// errNotRoot is a usage error: the user ran a lab command without root.
+var errNotRoot = usage.Errorf("ovpnperf lab needs root (network namespaces, tc and iptables): run it as root")
