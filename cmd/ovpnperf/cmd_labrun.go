@@ -33,6 +33,7 @@ type labRunOptions struct {
 	out       string
 	pki       string
 	name      string
+	network   string
 }
 
 func newLabRunCommand() *cobra.Command {
@@ -75,6 +76,7 @@ directives are accepted; each is checked before anything starts.`,
 	f.IntVar(&o.parallel, "parallel", 1, "parallel iperf3 streams (1–32)")
 	f.StringVar(&o.payload, "payload", "", "send a file of random or zeros data instead of iperf3's own (for compression experiments)")
 	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
+	f.StringVar(&o.network, "network", "both", "built-in path(s) to measure when no path flag is given: lan, wan or both")
 	f.BoolVar(&o.noRouted, "no-routed", false, "skip the routed baseline")
 	f.BoolVar(&o.json, "json", false, "print one JSON document (schema "+measure.Schema+") instead of tables")
 	f.StringVar(&o.out, "out", "", "also write the JSON document to this file")
@@ -175,7 +177,18 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 		if len(o.variants) == 0 {
 			wanVariants = spec.Variants[:1]
 		}
-		spec.Networks = builtinNetworks(wanVariants)
+		nets := builtinNetworks(wanVariants)
+		switch o.network {
+		case "both":
+			spec.Networks = nets
+		case "lan":
+			spec.Networks = nets[:1]
+		case "wan":
+			nets[1].Variants = nil
+			spec.Networks = nets[1:]
+		default:
+			return spec, usage.Errorf("--network %q: want lan, wan or both", o.network)
+		}
 	}
 	if o.name != "" {
 		if err := lab.ValidateName(o.name + "-lan"); err != nil {
