@@ -1,0 +1,554 @@
+package recipe
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+)
+
+func init() {
+	register(Recipe{
+		Name:    "buffers",
+		Summary: "sndbuf/rcvbuf 64 KiB, OS default and 512 KiB pushed, at 50 and 200 ms RTT on 100 Mbit/s, over UDP and TCP",
+		Source: "the socket-buffer rule of thumb: throughput ≤ buffer / RTT, 64 KiB at 200 ms = 2.5 Mbit/s, " +
+			"512 KiB at 50 ms = 80 Mbit/s (a TCP-window argument: UDP has no window); OpenVPN forced 64 KiB until 2.3.9/2.4.0",
+		Run: runBuffers,
+	})
+}
+
+// A buffer setting of the recipe: the size requested with sndbuf and
+// rcvbuf (0: none, the OS default), and whether the server pushes it to the
+// client instead of both configs naming it (OpenVPN's manual suggests
+// pushing, so that clients need no change).
+type bufferSetting struct {
+	name   string
+	bytes  int
+	pushed bool
+}
+
+var bufferSettings = []bufferSetting{
+	{name: "buf64k", bytes: 64 << 10},
+	{name: "osdefault"},
+	{name: "buf512k", bytes: 512 << 10, pushed: true},
+}
+
+// bufferVariants returns the six tunnels (three settings × UDP and TCP
+// transport) and the transport of each.
+func bufferVariants() ([]openvpn.Variant, map[string]string, error) {
+	var vs []openvpn.Variant
+	protos := map[string]string{}
+	for _, proto := range []string{openvpn.UDP, openvpn.TCP} {
+		for _, s := range bufferSettings {
+			name := s.name + "-" + proto
+			var body string
+			switch {
+			case s.bytes == 0:
+			case s.pushed:
+				body = fmt.Sprintf("server:sndbuf %d;server:rcvbuf %d;push sndbuf %d;push rcvbuf %d", s.bytes, s.bytes, s.bytes, s.bytes)
+			default:
+				body = fmt.Sprintf("sndbuf %d;rcvbuf %d", s.bytes, s.bytes)
+			}
+			v, err := openvpn.ParseVariant(name + "=" + body)
+			if err != nil {
+				return nil, nil, err
+			}
+			vs = append(vs, v)
+			protos[name] = proto
+		}
+	}
+	return vs, protos, nil
+}
+
+// bufferSettingOf returns the setting a variant name stands for.
+func bufferSettingOf(variant string) (bufferSetting, bool) {
+	for _, s := range bufferSettings {
+		if strings.HasPrefix(variant, s.name+"-") {
+			return s, true
+		}
+	}
+	return bufferSetting{}, false
+}
+
+// bufPathRTT is the round trip the path adds (both one-way delays).
+func bufPathRTT(p lab.Path) time.Duration { return p.Up.Delay + p.Down.Delay }
+
+// bufferRuns are the recipe's networks. At 200 ms RTT iperf3's receiver
+// measures over a window that strays by up to a one-way delay from the
+// requested length, and the iperf package refuses a sample 7.5 % off, so
+// the long path gets 4 s samples; a window-bound flow is at its rate after
+// a few round trips, and the omitted warm-up covers slow start to 100
+// Mbit/s (about 7 RTTs) where nothing else bounds the flow.
+func bufferRuns(o Options) []networkRun {
+	if o.Path != nil {
+		omit := 2 * time.Second
+		n := experiment.Network{Name: "path", Description: fmt.Sprintf("the given path, %v RTT", bufPathRTT(*o.Path)), Path: *o.Path, Omit: &omit}
+		return []networkRun{{net: n, duration: o.duration(4 * time.Second)}}
+	}
+	mk := func(rtt time.Duration) lab.Path {
+		l := lab.Link{RateBitsPerSec: 100e6, Delay: rtt / 2}
+		return lab.Path{Up: l, Down: l}
+	}
+	omit50, omit200 := time.Second, 2*time.Second
+	return []networkRun{
+		{net: experiment.Network{Name: "50ms", Description: "100 Mbit/s, 50 ms RTT", Path: mk(50 * time.Millisecond), Omit: &omit50}, duration: o.duration(3 * time.Second)},
+		{net: experiment.Network{Name: "200ms", Description: "100 Mbit/s, 200 ms RTT", Path: mk(200 * time.Millisecond), Omit: &omit200}, duration: o.duration(4 * time.Second)},
+	}
+}
+
+// bufferDirections: one direction. Every side of a tunnel carries the same
+// buffer setting (named in both configs, or pushed so the client matches
+// the server), so both directions test the same bound; measuring one keeps
+// the default run near three minutes. Up (client→server) is the one where
+// the pushed value matters to the bound: the client's send buffer holds
+// the window. iperf3's two sides also time an up test alike; in a down
+// test at 200 ms RTT the sending server measured 0.3–0.4 s longer than
+// asked, which the iperf package refuses as inconsistent.
+var bufferDirections = []string{measure.DirectionUp}
+
+// coreSysctls are the net.core limits and defaults that decide what a
+// plain SO_SNDBUF/SO_RCVBUF gets.
+var coreSysctls = []string{"rmem_max", "wmem_max", "rmem_default", "wmem_default"}
+
+// readCoreSysctls reads net.core.{r,w}mem_{max,default} as seen inside a
+// lab node (`ip netns exec NS cat /proc/sys/net/core/…`): /proc/sys/net
+// shows the reader's network namespace.
+func readCoreSysctls(ctx context.Context, l *lab.Lab, n lab.Node) (map[string]int, error) {
+	argv := []string{"cat"}
+	for _, s := range coreSysctls {
+		argv = append(argv, "/proc/sys/net/core/"+s)
+	}
+	out, err := l.Command(ctx, n, argv...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("reading net.core buffer limits in %s: %w", l.Namespace(n), err)
+	}
+	return parseSysctlValues(string(out))
+}
+
+// hostCoreSysctls reads the same values in ovpnperf's own namespace.
+func hostCoreSysctls() (map[string]int, error) {
+	var b strings.Builder
+	for _, s := range coreSysctls {
+		v, err := os.ReadFile(filepath.Join("/proc/sys/net/core", s))
+		if err != nil {
+			return nil, err
+		}
+		b.Write(v)
+	}
+	return parseSysctlValues(b.String())
+}
+
+func parseSysctlValues(out string) (map[string]int, error) {
+	f := strings.Fields(out)
+	if len(f) != len(coreSysctls) {
+		return nil, fmt.Errorf("net.core buffer limits: want %d values, got %q", len(coreSysctls), out)
+	}
+	m := map[string]int{}
+	for i, s := range coreSysctls {
+		v, err := strconv.Atoi(f[i])
+		if err != nil {
+			return nil, fmt.Errorf("net.core.%s: %q is not a number", s, f[i])
+		}
+		m[s] = v
+	}
+	return m, nil
+}
+
+// bufferInfo is what one tunnel's logs and lab said about its buffers.
+type bufferInfo struct {
+	server, client []openvpn.SocketBuffers
+	sysctl         map[string]map[string]int // node → name → value
+}
+
+// last returns the buffers in force on one side (the last line logged).
+func lastBuffers(lines []openvpn.SocketBuffers) (openvpn.SocketBuffers, bool) {
+	if len(lines) == 0 {
+		return openvpn.SocketBuffers{}, false
+	}
+	return lines[len(lines)-1], true
+}
+
+func formatBufferLines(lines []openvpn.SocketBuffers) []string {
+	out := []string{}
+	for _, b := range lines {
+		out = append(out, fmt.Sprintf("R=[%d->%d] S=[%d->%d]", b.RecvBefore, b.RecvAfter, b.SendBefore, b.SendAfter))
+	}
+	return out
+}
+
+// boundWindow returns the window that limits a TCP flow in direction dir:
+// the sender's send buffer or the receiver's receive buffer, whichever is
+// smaller, halved because Linux doubles a requested SO_SNDBUF/SO_RCVBUF
+// (for its bookkeeping) and reports the doubled size, which OpenVPN logs.
+// The half is the size the user asked for, the buffer of the rule.
+func boundWindow(dir string, srv, cli openvpn.SocketBuffers) int {
+	snd, rcv := srv.SendAfter, cli.RecvAfter
+	if dir == measure.DirectionUp {
+		snd, rcv = cli.SendAfter, srv.RecvAfter
+	}
+	return min(snd, rcv) / 2
+}
+
+// boundBps is buffer / RTT in bits per second.
+func boundBps(windowBytes int, rtt time.Duration) float64 {
+	if rtt <= 0 {
+		return 0
+	}
+	return float64(windowBytes) * 8 / rtt.Seconds()
+}
+
+func runBuffers(ctx context.Context, o Options) (*measure.Report, error) {
+	vs, protos, err := bufferVariants()
+	if err != nil {
+		return nil, err
+	}
+	runs := bufferRuns(o)
+	sysctls := map[string]map[string]map[string]int{} // network → node → values
+	infos := map[[2]string]bufferInfo{}               // network, variant
+	ready := func(net string) readyHook {
+		return func(ctx context.Context, l *lab.Lab, variant string, t *tunnel.Tunnel) error {
+			if sysctls[net] == nil {
+				sc := map[string]map[string]int{}
+				for _, n := range []lab.Node{lab.Client, lab.Server} {
+					v, err := readCoreSysctls(ctx, l, n)
+					if err != nil {
+						return err
+					}
+					sc[string(n)] = v
+				}
+				sysctls[net] = sc
+			}
+			info := bufferInfo{sysctl: sysctls[net]}
+			if t.ServerLog != nil {
+				info.server = t.ServerLog.SocketBuffers
+			}
+			if t.ClientLog != nil {
+				info.client = t.ClientLog.SocketBuffers
+			}
+			infos[[2]string{net, variant}] = info
+			return nil
+		}
+	}
+	host, herr := hostCoreSysctls()
+	rep, err := runEachNetwork(ctx, experiment.Spec{
+		Command: "recipe buffers", Variants: vs, Protos: protos, Proto: openvpn.UDP,
+		Directions: bufferDirections, Repeat: o.repeat(2), Retries: 2,
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+	}, runs, ready)
+	if rep == nil {
+		return nil, err
+	}
+	rtts := map[string]time.Duration{}
+	for _, r := range runs {
+		rtts[r.net.Name] = bufPathRTT(r.net.Path)
+	}
+	for i := range rep.Rows {
+		r := &rep.Rows[i]
+		info, ok := infos[[2]string{r.Network, r.Variant}]
+		if !ok {
+			continue
+		}
+		s, _ := bufferSettingOf(r.Variant)
+		x := rowExtra(r)
+		x["buffer_setting"] = s.name
+		x["requested_buffer_bytes"] = s.bytes
+		x["pushed"] = s.pushed
+		x["rtt_ms"] = float64(rtts[r.Network]) / float64(time.Millisecond)
+		x["socket_buffers_logged"] = map[string][]string{"server": formatBufferLines(info.server), "client": formatBufferLines(info.client)}
+		x["net_core"] = info.sysctl
+		srv, okS := lastBuffers(info.server)
+		cli, okC := lastBuffers(info.client)
+		if okS && okC {
+			x["effective_bytes"] = map[string]map[string]int{
+				"server": {"rcvbuf": srv.RecvAfter, "sndbuf": srv.SendAfter},
+				"client": {"rcvbuf": cli.RecvAfter, "sndbuf": cli.SendAfter},
+			}
+			if s.bytes > 0 {
+				w := boundWindow(r.Direction, srv, cli)
+				b := boundBps(w, rtts[r.Network])
+				x["bound_window_bytes"] = w
+				x["bound_bps"] = b
+				if b > 0 && len(r.SamplesBps) > 0 {
+					x["ratio_to_bound"] = r.MedianBps / b
+				}
+			}
+		}
+	}
+	rep.Scenario.Extra["directions"] = bufferDirections
+	rep.Scenario.Extra["net_core_in_labs"] = sysctls
+	if herr == nil {
+		rep.Scenario.Extra["net_core_host"] = host
+	}
+	rep.Columns = []measure.Column{
+		{Header: "REQUESTED", Format: func(r measure.Row) string {
+			s, ok := bufferSettingOf(r.Variant)
+			switch {
+			case !ok:
+				return ""
+			case s.bytes == 0:
+				return "OS default"
+			case s.pushed:
+				return fmt.Sprintf("%dK pushed", s.bytes>>10)
+			}
+			return fmt.Sprintf("%dK", s.bytes>>10)
+		}},
+		{Header: "BUFFER/RTT Mbit/s", Format: func(r measure.Row) string {
+			if b, ok := r.Extra["bound_bps"].(float64); ok {
+				return measure.FormatMbps(b)
+			}
+			return "-"
+		}},
+	}
+	rep.Verdicts = bufferVerdicts(rep, rtts, host)
+	return rep, err
+}
+
+// rowExtra returns a row's Extra, made if absent.
+func rowExtra(r *measure.Row) map[string]any {
+	if r.Extra == nil {
+		r.Extra = map[string]any{}
+	}
+	return r.Extra
+}
+
+// Margins of the bound verdicts. A flow at buffer/RTT measures a little
+// below it (headers, the queue's added delay); Linux lets a window reach up
+// to the doubled allocation when its skbs are compact (tcp_rmem scaling
+// ratio since 6.x), so a rate between 1.15× and 2.1× the rule is the
+// kernel's doing, and beyond 2.1× no window limited the flow at all.
+const (
+	boundSlack  = 1.15
+	kernelSlack = 2.1
+	boundUnder  = 0.5
+)
+
+// judgeBound judges "throughput ≤ buffer / RTT" on one row.
+func judgeBound(r *measure.Row, bound float64) (string, string) {
+	if r == nil || bound <= 0 {
+		return Noise, "no valid sample or no bound"
+	}
+	f := fmt.Sprintf("%s against buffer/RTT %s Mbit/s (×%.2f)", mbps(r), measure.FormatMbps(bound), r.MedianBps/bound)
+	switch {
+	case r.MinBps > kernelSlack*bound:
+		return Refuted, f + ": even the slowest sample exceeds twice the bound, so no window limits this transport"
+	case r.MaxBps <= boundSlack*bound && r.MedianBps >= boundUnder*bound:
+		return Confirmed, f + ": the buffer is what limits the flow"
+	case r.MaxBps <= boundSlack*bound:
+		return Changed, f + ": well below the bound, something else limits the flow (path, CPU, loss)"
+	case r.MinBps > boundSlack*bound && r.MaxBps <= kernelSlack*bound:
+		return Changed, f + ": above the rule but within the kernel's doubled allocation (Linux doubles SO_SNDBUF/SO_RCVBUF)"
+	}
+	return Noise, f + ": the samples straddle the margins"
+}
+
+func bufferVerdicts(rep *measure.Report, rtts map[string]time.Duration, host map[string]int) []measure.Verdict {
+	var out []measure.Verdict
+	rowOf := func(net, variant string) *measure.Row {
+		return row(rep, net, variant, bufferDirections[0])
+	}
+	bound := func(r *measure.Row) float64 {
+		if r == nil {
+			return 0
+		}
+		b, _ := r.Extra["bound_bps"].(float64)
+		return b
+	}
+	_, has50 := rtts["50ms"]
+	_, has200 := rtts["200ms"]
+	for _, proto := range []string{openvpn.UDP, openvpn.TCP} {
+		tag := fmt.Sprintf(" [%s transport]", proto)
+		if has200 {
+			r := rowOf("200ms", "buf64k-"+proto)
+			o, why := judgeBound(r, bound(r))
+			out = append(out, verdict("64 KiB buffers at 200 ms RTT cap throughput at 2.5 Mbit/s"+tag, o, "%s", why))
+		}
+		if has50 {
+			r := rowOf("50ms", "buf512k-"+proto)
+			o, why := judgeBound(r, bound(r))
+			out = append(out, verdict("512 KiB buffers at 50 ms RTT allow at most 80 Mbit/s"+tag, o, "%s", why))
+		}
+		// The rule over every row with set buffers.
+		var held, broke, binding, n int
+		var cells []string
+		for _, net := range bufSortedKeys(rtts) {
+			for _, s := range bufferSettings {
+				if s.bytes == 0 {
+					continue
+				}
+				r := rowOf(net, s.name+"-"+proto)
+				b := bound(r)
+				if r == nil || b == 0 {
+					continue
+				}
+				n++
+				cells = append(cells, fmt.Sprintf("%s %s %s/%s", net, s.name, measure.FormatMbps(r.MedianBps), measure.FormatMbps(b)))
+				switch {
+				case r.MinBps > boundSlack*b:
+					broke++
+				case r.MaxBps <= boundSlack*b:
+					held++
+					if r.MedianBps >= boundUnder*b {
+						binding++
+					}
+				}
+			}
+		}
+		claim := "throughput ≤ buffer / RTT wherever sndbuf/rcvbuf are set" + tag
+		list := strings.Join(cells, ", ")
+		switch {
+		case n == 0:
+			out = append(out, verdict(claim, Noise, "no valid rows"))
+		case held == n && binding > 0:
+			out = append(out, verdict(claim, Confirmed, "held in %d of %d cases, binding in %d (median/bound Mbit/s: %s)", held, n, binding, list))
+		case held == n:
+			out = append(out, verdict(claim, Changed, "held in all %d cases but never bound the flow (median/bound Mbit/s: %s)", n, list))
+		case broke > 0:
+			out = append(out, verdict(claim, Refuted, "exceeded beyond the spread in %d of %d cases (median/bound Mbit/s: %s)", broke, n, list))
+		default:
+			out = append(out, verdict(claim, Noise, "held in %d of %d cases, the rest straddle the bound (median/bound Mbit/s: %s)", held, n, list))
+		}
+		// 2.6's default against the old forced 64 KiB, where it matters most.
+		if has200 {
+			def, small := rowOf("200ms", "osdefault-"+proto), rowOf("200ms", "buf64k-"+proto)
+			o, ratio := compareRates(def, small, 1.5)
+			out = append(out, verdict("OpenVPN 2.6's OS-default buffers beat the 64 KiB that 2.3 forced, at 200 ms RTT"+tag, o,
+				"OS default %s vs 64 KiB %s: ×%.2f", mbps(def), mbps(small), ratio))
+		}
+	}
+	out = append(out, pushVerdict(rep, host))
+	return out
+}
+
+// pushVerdict checks from the logs that a pushed 512 KiB took effect on both
+// sides, and says what net.core.{r,w}mem_max did to the request.
+func pushVerdict(rep *measure.Report, host map[string]int) measure.Verdict {
+	claim := "sndbuf/rcvbuf 524288, set on the server and pushed, give both sides 512 KiB buffers"
+	req := 512 << 10
+	var seen, full, capped, unpushed int
+	var details []string
+	for i := range rep.Rows {
+		r := &rep.Rows[i]
+		if s, ok := bufferSettingOf(r.Variant); !ok || s.name != "buf512k" {
+			continue
+		}
+		eff, ok := r.Extra["effective_bytes"].(map[string]map[string]int)
+		if !ok {
+			continue
+		}
+		seen++
+		limits, _ := r.Extra["net_core"].(map[string]map[string]int)
+		side := func(node string) string {
+			var parts []string
+			for _, k := range []string{"rcvbuf", "sndbuf"} {
+				got := eff[node][k]
+				maxName := "rmem_max"
+				if k == "sndbuf" {
+					maxName = "wmem_max"
+				}
+				lim := limits[node][maxName]
+				switch {
+				case got >= 2*req:
+					full++
+					parts = append(parts, fmt.Sprintf("%s %d", k, got))
+				case lim > 0 && lim < req && got == 2*lim:
+					capped++
+					parts = append(parts, fmt.Sprintf("%s %d (capped: %s %d)", k, got, maxName, lim))
+				default:
+					unpushed++
+					parts = append(parts, fmt.Sprintf("%s %d (not the request)", k, got))
+				}
+			}
+			return node + " " + strings.Join(parts, ", ")
+		}
+		details = append(details, fmt.Sprintf("%s/%s: %s; %s", r.Network, r.Variant, side("server"), side("client")))
+	}
+	limits := ""
+	if host != nil {
+		limits = fmt.Sprintf("; host net.core.rmem_max %d, wmem_max %d", host["rmem_max"], host["wmem_max"])
+	}
+	switch {
+	case seen == 0:
+		return verdict(claim, Noise, "no 512 KiB tunnel reported its buffers")
+	case unpushed > 0:
+		return verdict(claim, Refuted, "some sockets did not get the requested size: %s%s", strings.Join(details, " | "), limits)
+	case capped > 0:
+		return verdict(claim, Changed, "the kernel capped the request at net.core.{r,w}mem_max (and doubled it): %s%s", strings.Join(details, " | "), limits)
+	}
+	return verdict(claim, Confirmed, "every socket reports 2 × 524288 (Linux doubles the request; the limits allow it): %s%s", strings.Join(details, " | "), limits)
+}
+
+// readyHook is experiment.Spec.Ready.
+type readyHook = func(ctx context.Context, l *lab.Lab, variant string, t *tunnel.Tunnel) error
+
+// networkRun is one network of a recipe, measured in its own experiment.Run so
+// that networks can differ in sample length and directions.
+type networkRun struct {
+	net        experiment.Network
+	duration   time.Duration
+	directions []string // nil: the spec's
+}
+
+// runEachNetwork runs spec once per network and merges the reports into one, as
+// a single experiment.Run would have made it. Labs are named as
+// experiment names them with several networks: LabName-NETWORK. ready, if
+// set, gives each network's Spec.Ready.
+func runEachNetwork(ctx context.Context, spec experiment.Spec, runs []networkRun, ready func(network string) readyHook) (*measure.Report, error) {
+	var rep *measure.Report
+	durations := map[string]float64{}
+	directions := map[string][]string{}
+	for _, nr := range runs {
+		s := spec
+		s.Networks = []experiment.Network{nr.net}
+		if nr.duration > 0 {
+			s.Duration = nr.duration
+		}
+		if nr.directions != nil {
+			s.Directions = nr.directions
+		}
+		if spec.LabName != "" {
+			s.LabName = spec.LabName + "-" + nr.net.Name
+		}
+		if ready != nil {
+			s.Ready = ready(nr.net.Name)
+		}
+		r, err := experiment.Run(ctx, s)
+		if r != nil {
+			durations[nr.net.Name] = s.Duration.Seconds()
+			directions[nr.net.Name] = s.Directions
+			if rep == nil {
+				rep = r
+			} else {
+				rep.Rows = append(rep.Rows, r.Rows...)
+				rep.Scenario.Networks = append(rep.Scenario.Networks, r.Scenario.Networks...)
+				if r.Host.EmulationBackend == lab.BackendNetem || r.Host.EmulationBackend == lab.BackendNFQueue {
+					rep.Host.EmulationBackend = r.Host.EmulationBackend
+				}
+				rep.Finished = r.Finished
+			}
+		}
+		if err != nil {
+			return rep, err
+		}
+	}
+	if rep != nil {
+		rep.Scenario.Extra["network_duration_seconds"] = durations
+		if spec.Directions != nil || len(runs) > 0 {
+			rep.Scenario.Extra["network_directions"] = directions
+		}
+		rep.FillRatios()
+	}
+	return rep, nil
+}
+
+func bufSortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
