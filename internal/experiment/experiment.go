@@ -119,6 +119,10 @@ func (spec Spec) protoOf(variant string) string {
 	return spec.Proto
 }
 
+// maxPayloadBytes caps a payload file (it lives in the lab directory under
+// /run, usually RAM).
+const maxPayloadBytes = 256 << 20
+
 // Routed is the variant name of the baseline rows.
 const Routed = "routed"
 
@@ -257,6 +261,8 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 	// With a file payload, the down direction needs a server that sends
 	// the file (-F on the server side serves reverse tests only).
 	var payload string
+	var payloadBytes int64
+	var fixedBytes uint64
 	var downSrv *iperf.Server
 	if kind := n.payload(spec); kind != "" {
 		payload = filepath.Join(l.Dir(), "payload-"+kind)
@@ -270,7 +276,15 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 		if n.PayloadBitsPerSec != 0 {
 			rate = n.PayloadBitsPerSec
 		}
-		if err := iperf.WritePayload(payload, kind, iperf.PayloadSize(rate, spec.Duration+spec.Omit)); err != nil {
+		payloadBytes = iperf.PayloadSize(rate, spec.Duration+spec.Omit)
+		if payloadBytes > maxPayloadBytes {
+			// On a fast path the file would not fit in memory (/run is
+			// often tmpfs): send a fixed amount instead (-n), which ends
+			// the test when the file is sent.
+			payloadBytes = maxPayloadBytes
+			fixedBytes = uint64(payloadBytes)
+		}
+		if err := iperf.WritePayload(payload, kind, payloadBytes); err != nil {
 			return nil, backend, err
 		}
 		downSrv, err = iperf.StartServer(ctx, cmd(lab.Server), iperf.ServerOptions{Port: iperf.DefaultPort + 1, FilePath: payload})
@@ -331,10 +345,10 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 			for _, d := range spec.Directions {
 				i := index[[2]string{s.name, d}]
 				prog.Step(fmt.Sprintf("%s %s %s (%d/%d)", n.Name, s.name, d, rep+1, spec.Repeat))
-				res, cpu, err := sample(ctx, l, spec, s, d, srv, downSrv, payload, cmd(lab.Client))
+				res, cpu, err := sample(ctx, l, spec, s, d, srv, downSrv, payload, fixedBytes, cmd(lab.Client))
 				for try := 0; try < spec.Retries && err != nil && ctx.Err() == nil && (errors.Is(err, ErrInvalidSample) || errors.Is(err, iperf.ErrInconsistent)); try++ {
 					prog.Logf("%s %s %s: %v; measuring again", n.Name, s.name, d, err)
-					res, cpu, err = sample(ctx, l, spec, s, d, srv, downSrv, payload, cmd(lab.Client))
+					res, cpu, err = sample(ctx, l, spec, s, d, srv, downSrv, payload, fixedBytes, cmd(lab.Client))
 				}
 				if ctx.Err() != nil {
 					return rows, backend, ctx.Err()
@@ -350,7 +364,8 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 				for side, sec := range cpu {
 					cpuSum[i][side] += sec
 				}
-				bytesSum[i] += res.ReceivedBytes
+				// The CPU snapshot spans the warm-up too, so count its bytes.
+				bytesSum[i] += res.BytesWithWarmup()
 			}
 		}
 	}
@@ -365,11 +380,12 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 
 // sample runs one iperf3 test and returns its result and the CPU-seconds
 // each side used during it. It fails when the emulator fell behind.
-func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, srv, downSrv *iperf.Server, payload string, client iperf.CommandFunc) (*iperf.Result, map[string]float64, error) {
+func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, srv, downSrv *iperf.Server, payload string, fixedBytes uint64, client iperf.CommandFunc) (*iperf.Result, map[string]float64, error) {
 	pids := map[string]int{"iperf3": srv.Pid()}
 	port := srv.Port()
 	opts := iperf.ClientOptions{Server: s.target, Duration: spec.Duration, Omit: spec.Omit, Parallel: spec.Parallel, Reverse: dir == measure.DirectionDown}
 	if payload != "" {
+		opts.Bytes = fixedBytes
 		if opts.Reverse {
 			pids["iperf3"], port = downSrv.Pid(), downSrv.Port()
 		} else {
