@@ -73,8 +73,9 @@ const (
 	// against 30 MB/s in one process): a smaller gain beyond the spread
 	// is "changed".
 	instMinGain = 35.0 / 30
-	// A server process using this share of a core or more was CPU-bound;
-	// below instIdleShare it clearly was not.
+	// A server process runnable (running or waiting for a CPU) this share
+	// of the sample or more was the bottleneck; below instIdleShare it
+	// mostly waited for packets, and was not.
 	instBusyShare, instIdleShare = 0.85, 0.5
 	// Host CPUs busy at least this share were saturated.
 	instSaturatedHost = 0.9
@@ -121,8 +122,11 @@ type instSample struct {
 	flowBytes [instFlows]uint64
 	// cpu holds CPU-seconds by process label (servers by their label,
 	// "client", "iperf3"); wall is the sample's wall-clock time.
-	cpu      map[string]float64
-	wall     time.Duration
+	cpu  map[string]float64
+	wall time.Duration
+	// waitSec is the time each server process spent runnable but waiting
+	// for a CPU (/proc/PID/schedstat), by label.
+	waitSec  map[string]float64
 	hostBusy float64
 }
 
@@ -320,6 +324,12 @@ func instMeasureOnce(ctx context.Context, cfg *instConfig, dir string, dur time.
 	if err != nil {
 		return instSample{}, err
 	}
+	waitBefore := map[string]time.Duration{}
+	for label, pid := range cfg.servers {
+		if waitBefore[label], err = instRunqueueWait(pid); err != nil {
+			return instSample{}, err
+		}
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	var res [instFlows]*iperf.Result
@@ -356,7 +366,14 @@ func instMeasureOnce(ctx context.Context, cfg *instConfig, dir string, dur time.
 	if err != nil {
 		return instSample{}, err
 	}
-	s := instSample{cpu: map[string]float64{}, wall: wall, hostBusy: statAfter.busySince(statBefore)}
+	s := instSample{cpu: map[string]float64{}, waitSec: map[string]float64{}, wall: wall, hostBusy: statAfter.busySince(statBefore)}
+	for label, pid := range cfg.servers {
+		w, err := instRunqueueWait(pid)
+		if err != nil {
+			return instSample{}, err
+		}
+		s.waitSec[label] = (w - waitBefore[label]).Seconds()
+	}
 	for pid, sec := range delta {
 		s.cpu[labels[pid]] += sec
 	}
@@ -376,7 +393,7 @@ func instRow(cfg *instConfig, dir string, ss []instSample) measure.Row {
 	r.CPUSecondsPerGB = map[string]float64{}
 	var flows [][instFlows]float64
 	var busy []float64
-	util := map[string][]float64{}
+	util, wait := map[string][]float64{}, map[string][]float64{}
 	cpu := map[string]float64{}
 	var bytes, flowBytes = uint64(0), map[string]uint64{}
 	for _, s := range ss {
@@ -388,6 +405,7 @@ func instRow(cfg *instConfig, dir string, ss []instSample) measure.Row {
 		}
 		for label := range cfg.servers {
 			util[label] = append(util[label], s.cpu[label]/s.wall.Seconds())
+			wait[label] = append(wait[label], s.waitSec[label]/s.wall.Seconds())
 		}
 		for i, f := range cfg.flows {
 			bytes += s.flowBytes[i]
@@ -410,7 +428,11 @@ func instRow(cfg *instConfig, dir string, ss []instSample) measure.Row {
 	r.Extra = map[string]any{
 		"flow_bps":         flows,
 		"server_cpu_cores": util, // CPU-seconds per second of each server process over each sample
-		"host_cpu_busy":    busy, // share of all CPUs busy during each sample
+		// Seconds per second each server process was runnable but waited
+		// for a CPU: with server_cpu_cores, the share of the sample it
+		// had work to do.
+		"server_runqueue_wait": wait,
+		"host_cpu_busy":        busy, // share of all CPUs busy during each sample
 	}
 	if cfg.pinned != nil {
 		r.Extra["pinned_cpus"] = cfg.pinned
@@ -434,19 +456,27 @@ func instVerdicts(rep *measure.Report, cpus int) []measure.Verdict {
 	for _, dir := range []string{measure.DirectionUp, measure.DirectionDown} {
 		one, two := row(rep, instNetwork, instOne, dir), row(rep, instNetwork, instTwo, dir)
 
-		claim := fmt.Sprintf("one OpenVPN process is the bottleneck: its single thread saturates a core (published: one process %g–%g MB/s) [%s]", instPubOneLow, instPubOneHigh, dir)
-		u := instMedianExtra(one, "server_cpu_cores", instServer)
+		claim := fmt.Sprintf("one OpenVPN server process is the bottleneck for two clients (published: one process %g–%g MB/s) [%s]", instPubOneLow, instPubOneHigh, dir)
+		u, w := instMedianExtra(one, "server_cpu_cores", instServer), instMedianExtra(one, "server_runqueue_wait", instServer)
+		// Runnable = running or waiting for a CPU: a process that never
+		// sleeps waiting for packets is what limits the flows, whether it
+		// fills a core of its own or, on a crowded host, waits for one.
+		runnable := u + w
+		figures := fmt.Sprintf("the one server process ran %.2f of a core and waited for a CPU %.2f of the time (runnable %.0f%%) while carrying %s; host CPUs %s busy",
+			u, w, 100*runnable, mbps(one), instBusy(one))
 		switch {
-		case one == nil || u < 0:
+		case one == nil || u < 0 || w < 0:
 			out = append(out, verdict(claim, Noise, "no valid sample of one process"))
 		case len(one.SamplesBps) < instMinSamples:
-			out = append(out, verdict(claim, Noise, "only %d sample(s), %d needed: the one server process used %.2f of a core while carrying %s", len(one.SamplesBps), instMinSamples, u, mbps(one)))
-		case u >= instBusyShare:
-			out = append(out, verdict(claim, Confirmed, "the one server process used %.2f of a core while carrying %s", u, mbps(one)))
-		case u < instIdleShare:
-			out = append(out, verdict(claim, Refuted, "the one server process used only %.2f of a core while carrying %s: something else limited the flows (host CPUs %s busy)", u, mbps(one), instBusy(one)))
+			out = append(out, verdict(claim, Noise, "only %d sample(s), %d needed: %s", len(one.SamplesBps), instMinSamples, figures))
+		case runnable >= instBusyShare && u >= instBusyShare:
+			out = append(out, verdict(claim, Confirmed, "%s: its single thread saturates a core", figures))
+		case runnable >= instBusyShare:
+			out = append(out, verdict(claim, Confirmed, "%s: it always had work but had to share the CPUs, so on this host the bottleneck is CPU time for one process, not a core it fills", figures))
+		case runnable < instIdleShare:
+			out = append(out, verdict(claim, Refuted, "%s: it mostly waited for packets, something else limited the flows", figures))
 		default:
-			out = append(out, verdict(claim, Noise, "the one server process used %.2f of a core while carrying %s, host CPUs %s busy: it competed for the cores with the clients and iperf3, neither clearly saturated nor clearly idle", u, mbps(one), instBusy(one)))
+			out = append(out, verdict(claim, Noise, "%s: neither clearly the limit nor clearly idle", figures))
 		}
 
 		claim = fmt.Sprintf("a second server process pinned to its own core raises the aggregate (published: %g–%g MB/s with one, %g–%g MB/s with three pinned) [%s]",
@@ -460,12 +490,12 @@ func instVerdicts(rep *measure.Report, cpus int) []measure.Verdict {
 		if two != nil {
 			if m, ok := two.Extra["server_cpu_cores"].(map[string][]float64); ok {
 				for label := range m {
-					utils = append(utils, fmt.Sprintf("%s %.2f", label, measure.Median(m[label])))
+					utils = append(utils, fmt.Sprintf("%s ran %.2f, waited %.2f", label, measure.Median(m[label]), instMedianExtra(two, "server_runqueue_wait", label)))
 				}
 			}
 		}
 		sort.Strings(utils)
-		reason := few + fmt.Sprintf("two pinned %s vs one %s: ×%.2f; pinned servers used %s of a core; host CPUs %s busy (one: %s). ",
+		reason := few + fmt.Sprintf("two pinned %s vs one %s: ×%.2f; pinned servers (share of a core): %s; host CPUs %s busy (one: %s). ",
 			mbps(two), mbps(one), ratio, strings.Join(utils, ", "), instBusy(two), instBusy(one))
 		if b := instMedianBusy(two); b >= instSaturatedHost {
 			reason += fmt.Sprintf("All %d CPUs were saturated (two servers, two clients, four iperf3 and whatever else runs on the host): the machine, not one OpenVPN thread, bounds the aggregate, so this shows whether one process was the bottleneck but not how a server with dedicated cores scales", cpus)
@@ -506,6 +536,43 @@ func instBusy(r *measure.Row) string {
 		return "?"
 	}
 	return fmt.Sprintf("%.0f%%", 100*b)
+}
+
+// instRunqueueWait returns how long the threads of pid have been runnable
+// but waiting for a CPU, from /proc/PID/task/TID/schedstat (proc(5):
+// time on the CPU, time waiting on a runqueue, timeslices; nanoseconds).
+func instRunqueueWait(pid int) (time.Duration, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("run-queue wait of pid %d: %w", pid, err)
+	}
+	var sum time.Duration
+	for _, t := range tids {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
+		if err != nil {
+			return 0, fmt.Errorf("run-queue wait of pid %d: %w (the kernel needs CONFIG_SCHED_INFO)", pid, err)
+		}
+		w, err := instParseSchedstat(b)
+		if err != nil {
+			return 0, fmt.Errorf("%s/%s/schedstat: %w", dir, t.Name(), err)
+		}
+		sum += w
+	}
+	return sum, nil
+}
+
+// instParseSchedstat returns the run-queue wait of a schedstat line.
+func instParseSchedstat(b []byte) (time.Duration, error) {
+	f := strings.Fields(string(b))
+	if len(f) != 3 {
+		return 0, fmt.Errorf("%d fields, want 3", len(f))
+	}
+	ns, err := strconv.ParseUint(f[1], 10, 63)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(ns), nil
 }
 
 // instCPUs lists the CPUs this process may run on.

@@ -3,6 +3,7 @@ package recipe
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,14 +40,15 @@ func TestInstancesParseStat(t *testing.T) {
 }
 
 // instFake makes samples of a configuration: aggregate rates in Mbit/s
-// (split evenly over the flows), the share of a core each server used and
-// the host's busy share.
-func instFake(cfg *instConfig, util, busy float64, mbit ...float64) []instSample {
+// (split evenly over the flows), the share of a core each server used, the
+// share of the time it waited for a CPU and the host's busy share.
+func instFake(cfg *instConfig, util, wait, busy float64, mbit ...float64) []instSample {
 	var out []instSample
 	for _, m := range mbit {
-		s := instSample{cpu: map[string]float64{instClient: 1, instIperf: 0.2}, wall: 6 * time.Second, hostBusy: busy}
+		s := instSample{cpu: map[string]float64{instClient: 1, instIperf: 0.2}, waitSec: map[string]float64{}, wall: 6 * time.Second, hostBusy: busy}
 		for label := range cfg.servers {
 			s.cpu[label] = util * 6
+			s.waitSec[label] = wait * 6
 		}
 		for i := range s.flowBps {
 			s.flowBps[i] = m / 2 * 1e6
@@ -66,11 +68,11 @@ func TestInstancesVerdicts(t *testing.T) {
 		oneRows, twoRows []instSample
 		want             [2]string
 	}{
-		{"bottleneck, scales", instFake(one, 0.97, 0.7, 200, 205, 210), instFake(two, 0.9, 0.95, 300, 310, 290), [2]string{Confirmed, Confirmed}},
-		{"not saturated, small gain", instFake(one, 0.3, 1, 200, 205, 210), instFake(two, 0.3, 1, 220, 225, 230), [2]string{Refuted, Changed}},
-		{"half busy, slower", instFake(one, 0.7, 1, 200, 205, 210), instFake(two, 0.4, 1, 150, 160, 170), [2]string{Noise, Refuted}},
-		{"overlapping", instFake(one, 0.9, 1, 200, 250, 300), instFake(two, 0.5, 1, 260, 280, 290), [2]string{Confirmed, Noise}},
-		{"one sample", instFake(one, 0.99, 1, 200), instFake(two, 0.5, 1, 400), [2]string{Noise, Noise}},
+		{"saturated core, scales", instFake(one, 0.97, 0, 0.7, 200, 205, 210), instFake(two, 0.9, 0, 0.95, 300, 310, 290), [2]string{Confirmed, Confirmed}},
+		{"mostly idle, small gain", instFake(one, 0.3, 0.1, 1, 200, 205, 210), instFake(two, 0.3, 0.1, 1, 220, 225, 230), [2]string{Refuted, Changed}},
+		{"half busy, slower", instFake(one, 0.4, 0.3, 1, 200, 205, 210), instFake(two, 0.4, 0.3, 1, 150, 160, 170), [2]string{Noise, Refuted}},
+		{"starved of CPU, overlapping", instFake(one, 0.5, 0.45, 1, 200, 250, 300), instFake(two, 0.5, 0.4, 1, 260, 280, 290), [2]string{Confirmed, Noise}},
+		{"one sample", instFake(one, 0.99, 0, 1, 200), instFake(two, 0.5, 0, 1, 400), [2]string{Noise, Noise}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rep := &measure.Report{}
@@ -90,7 +92,7 @@ func TestInstancesVerdicts(t *testing.T) {
 	}
 	// CPU-s/GB: each pinned server against the bytes it carried, the sum
 	// against all bytes.
-	r := instRow(two, measure.DirectionUp, instFake(two, 0.5, 1, 400))
+	r := instRow(two, measure.DirectionUp, instFake(two, 0.5, 0, 1, 400))
 	gb := 400e6 / 8 * 6 / 1e9
 	if got, want := r.CPUSecondsPerGB["server-cpu0"], 3/(gb/2); abs(got-want) > 1e-9 {
 		t.Errorf("server-cpu0 %v CPU-s/GB, want %v", got, want)
@@ -100,6 +102,28 @@ func TestInstancesVerdicts(t *testing.T) {
 	}
 	if r := instRow(one, measure.DirectionUp, nil); r.Valid {
 		t.Error("a row without samples is valid")
+	}
+}
+
+// testdata/instances-schedstat.txt is /proc/1/schedstat of the test machine.
+func TestInstancesParseSchedstat(t *testing.T) {
+	b, err := os.ReadFile("testdata/instances-schedstat.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	w, err := instParseSchedstat(b)
+	if err != nil || f[1] != strconv.FormatInt(int64(w), 10) {
+		t.Errorf("instParseSchedstat(%q) = %v, %v", b, w, err)
+	}
+	for _, bad := range []string{"", "1 2", "1 x 3", "1 -2 3"} {
+		if _, err := instParseSchedstat([]byte(bad)); err == nil {
+			t.Errorf("instParseSchedstat(%q) succeeded", bad)
+		}
+	}
+	// A live process: this test's own threads.
+	if _, err := instRunqueueWait(os.Getpid()); err != nil {
+		t.Error(err)
 	}
 }
 
