@@ -34,37 +34,18 @@ func Exists(name string) bool {
 //
 // Equivalent to: ip netns add NAME
 func Create(name string) error {
-	errc := make(chan error, 1)
-	go func() {
-		// A fresh goroutine on a locked thread does the switch; if switching
-		// back fails the thread stays locked and dies with the goroutine, so
-		// no other goroutine ever runs in the wrong namespace.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- fmt.Errorf("reading current network namespace: %w", err)
-			return
-		}
-		defer orig.Close()
+	// netns.NewNamed moves the calling thread into the new namespace.
+	err := onThread(func() error {
 		ns, err := netns.NewNamed(name)
 		if err != nil {
-			if e := netns.Set(orig); e != nil {
-				errc <- fmt.Errorf("creating namespace %s: %v; switching back: %w", name, err, e)
-				return
-			}
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("creating network namespace %s: %w", name, err)
-			return
+			return err
 		}
-		ns.Close()
-		if err := netns.Set(orig); err != nil {
-			errc <- fmt.Errorf("switching back after creating %s: %w", name, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- nil
-	}()
-	return <-errc
+		return ns.Close()
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("creating network namespace %s: %w", name, err)
+	}
+	return nil
 }
 
 // Delete unmounts and removes a named namespace. A namespace that does not
@@ -93,6 +74,20 @@ func Do(name string, fn func() error) error {
 		return fmt.Errorf("opening network namespace %s: %w", name, err)
 	}
 	defer target.Close()
+	return onThread(func() error {
+		if err := netns.Set(target); err != nil {
+			return fmt.Errorf("entering network namespace %s: %w", name, err)
+		}
+		return nil
+	}, fn)
+}
+
+// onThread runs enter and then fn on a fresh goroutine locked to its OS
+// thread, and moves the thread back to its original namespace afterwards.
+// enter may move the thread; whether it succeeds or not, the thread is moved back. If
+// moving back fails the thread stays locked and dies with the goroutine, so
+// no other goroutine ever runs in the wrong namespace.
+func onThread(enter, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -102,14 +97,12 @@ func Do(name string, fn func() error) error {
 			return
 		}
 		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("entering network namespace %s: %w", name, err)
-			return
+		var ferr error
+		if ferr = enter(); ferr == nil && fn != nil {
+			ferr = fn()
 		}
-		ferr := fn()
 		if err := netns.Set(orig); err != nil {
-			errc <- fmt.Errorf("leaving network namespace %s: %w", name, err)
+			errc <- fmt.Errorf("switching back to the original network namespace: %w", err)
 			return
 		}
 		runtime.UnlockOSThread()
