@@ -137,6 +137,9 @@ type mtuResult struct {
 	// the first outer measurement means for it.
 	Cipher      string
 	Translation pmtu.Translation
+	// DefaultMSS is the inner IPv4 MSS of OpenVPN 2.6's default
+	// `mssfix 1492 mtu` with that cipher.
+	DefaultMSS int
 	// Fit and Over are the default tunnel's pings at the recommended
 	// tun-mtu and one byte more; Lowered the pings at full size through
 	// the tunnel whose tun-mtu is the recommended one.
@@ -275,6 +278,9 @@ func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat in
 	res.Cipher = dflt.ClientLog.DataCipher
 	dc := pmtu.DataChannel{Cipher: res.Cipher, Auth: dflt.ClientLog.DataAuth}
 	if res.Translation, err = dc.Translate(mtuUDP4, first.PathMTU, first.Blackhole, true); err != nil {
+		return res, backend, err
+	}
+	if res.DefaultMSS, err = dc.MSS(mtuUDP4, 1492, true, false); err != nil {
 		return res, backend, err
 	}
 	rec := res.Translation.MaxTunMTU
@@ -511,7 +517,7 @@ func (m *mtuResult) rows() []measure.Row {
 		"overhead_bytes": tr.Overhead, "published_overhead_bytes": mtuPublishedGCM,
 		"tun_mtu_1500_fits": tr.TunMTU1500Fits, "advice": tr.Advice,
 		"probe_at_recommended": m.Fit, "probe_one_byte_more": m.Over,
-		"tcp": m.TCP, "published_inner_mss_ipv4": mtuPublishedMSS,
+		"tcp": m.TCP, "default_inner_mss_ipv4": m.DefaultMSS, "published_inner_mss_ipv4": mtuPublishedMSS,
 	}
 	for _, t := range m.TCP {
 		if t.Error != "" {
@@ -653,7 +659,7 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 	}
 
 	claim = fmt.Sprintf("OpenVPN 2.6's default mssfix 1492 mtu (inner MSS %d, published %d) keeps TCP through a tun-mtu 1500 tunnel unfragmented on this path",
-		m.Translation.InnerMSS4, mtuPublishedMSS) + tag
+		m.DefaultMSS, mtuPublishedMSS) + tag
 	var clean, fragd, failed int
 	var rates []float64
 	var frags []uint64
@@ -670,6 +676,9 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 		frags = append(frags, t.Fragments)
 	}
 	tcp := fmt.Sprintf("TCP %s Mbit/s with %v fragments", measure.FormatMbpsSpread(measure.Summarize(rates)), frags)
+	if !m.Translation.DefaultMSSFixOK {
+		tcp += fmt.Sprintf("; for this path the translation recommends %s (inner MSS %d)", m.Translation.MSSFix, m.Translation.InnerMSS4)
+	}
 	switch {
 	case len(m.TCP) == 0:
 		out = append(out, verdict(claim, Noise, "no TCP sample"))

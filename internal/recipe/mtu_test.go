@@ -55,7 +55,7 @@ func TestMTUVerdicts(t *testing.T) {
 	tcpOK := mtuTCP{Bps: 100e6}
 	tcpFrag := mtuTCP{Bps: 90e6, Fragments: 700}
 	tcpStall := mtuTCP{Error: "iperf3: timed out"}
-	base := mtuResult{Network: "n", ConfiguredMTU: 1492, CleartextOverhead: 36, Cipher: "AES-256-GCM", Translation: tr}
+	base := mtuResult{Network: "n", ConfiguredMTU: 1492, CleartextOverhead: 36, Cipher: "AES-256-GCM", Translation: tr, DefaultMSS: 1400}
 	for _, c := range []struct {
 		name string
 		edit func(m *mtuResult)
@@ -92,6 +92,9 @@ func TestMTUVerdicts(t *testing.T) {
 			vs := mtuVerdicts(&m)
 			if len(vs) != 4 {
 				t.Fatalf("%d verdicts, want 4", len(vs))
+			}
+			if !strings.Contains(vs[3].Claim, "inner MSS 1400") {
+				t.Errorf("mssfix claim %q", vs[3].Claim)
 			}
 			for i, v := range vs {
 				if v.Outcome != c.want[i] || v.Reason == "" || !strings.HasSuffix(v.Claim, "[n]") {
