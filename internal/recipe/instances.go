@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
+	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
@@ -84,7 +85,6 @@ const (
 	instMinSamples   = 3
 	instFlows        = 2
 	instSecondClient = "second"
-	instNetwork      = "gigabit"
 )
 
 // Labels of the CPU figures (Row.CPUSecondsPerGB).
@@ -142,6 +142,10 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 	}
 	repeat, dur := o.repeat(3), o.duration(5*time.Second)
 	path := o.path(gigabitLAN)
+	network, desc := "gigabit", "1 Gbit/s LAN, no delay"
+	if o.Path != nil {
+		network, desc = "custom", "the path given on the command line"
+	}
 	host, err := measure.CollectHost(ctx)
 	if err != nil {
 		return nil, err
@@ -149,7 +153,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 	dirs := []string{measure.DirectionUp, measure.DirectionDown}
 	sc := measure.Scenario{
 		Command: "recipe instances", DurationSeconds: dur.Seconds(), Repeat: repeat, Parallel: instFlows,
-		Networks: []measure.Network{{Name: instNetwork, Description: "1 Gbit/s LAN, no delay", Path: path}},
+		Networks: []measure.Network{{Name: network, Description: desc, Path: path}},
 		Extra: map[string]any{
 			"flows":  "two iperf3 TCP flows at once, one per OpenVPN client, each bound to its client's tun device; the row's rate is the sum of the receivers' rates",
 			"cpus":   len(cpus),
@@ -160,7 +164,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 	prog := measure.NewProgress(repeat*2*len(dirs), o.Progress)
 	defer prog.Done()
 
-	prog.Logf("%s: building lab (%s)", instNetwork, "1 Gbit/s LAN, no delay")
+	prog.Logf("%s: building lab (%s)", network, desc)
 	l, err := lab.Up(ctx, lab.Options{Name: o.LabName, Path: path, Ephemeral: true})
 	if err != nil {
 		return rep, err
@@ -175,6 +179,8 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 	if err != nil {
 		return rep, err
 	}
+	// With --pki the second client's certificate is added to that
+	// directory (client-second.crt, .key) and reused by later runs.
 	if pki.CheckClient(instSecondClient) != nil {
 		if _, _, err := pki.IssueClient(instSecondClient); err != nil {
 			return rep, err
@@ -195,7 +201,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 		defer srvs[i].Stop()
 	}
 
-	prog.Logf("%s: starting one OpenVPN server with two clients", instNetwork)
+	prog.Logf("%s: starting one OpenVPN server with two clients", network)
 	one, err := tunnel.Up(ctx, l, tunnel.Options{Variant: vs[0], Slot: 0, PKI: pki})
 	if err != nil {
 		return rep, err
@@ -217,7 +223,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 	}
 	cfgTwo := instConfig{name: instTwo, servers: map[string]int{}, pinned: map[string]int{}}
 	for i := 0; i < instFlows; i++ {
-		prog.Logf("%s: starting OpenVPN server %d of two, pinned to CPU %d", instNetwork, i+1, cpus[i])
+		prog.Logf("%s: starting OpenVPN server %d of two, pinned to CPU %d", network, i+1, cpus[i])
 		t, err := tunnel.Up(ctx, l, tunnel.Options{Variant: vs[0], Slot: 1 + i, PKI: pki})
 		if err != nil {
 			return rep, err
@@ -244,8 +250,8 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 		}
 		for _, cfg := range order {
 			for _, d := range dirs {
-				prog.Step(fmt.Sprintf("%s %s %s (%d/%d)", instNetwork, cfg.name, d, r+1, repeat))
-				s, err := instMeasure(ctx, cfg, d, dur, cmd(lab.Client))
+				prog.Step(fmt.Sprintf("%s %s %s (%d/%d)", network, cfg.name, d, r+1, repeat))
+				s, err := instMeasure(ctx, l, cfg, d, dur, cmd(lab.Client))
 				if ctx.Err() != nil {
 					return rep, ctx.Err()
 				}
@@ -265,7 +271,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 	for _, cfg := range []*instConfig{&cfgOne, &cfgTwo} {
 		for _, d := range dirs {
 			k := key{cfg.name, d}
-			row := instRow(cfg, d, samples[k])
+			row := instRow(network, cfg, d, samples[k])
 			if e := errs[k]; e != "" {
 				row.Invalidate(e)
 			}
@@ -285,11 +291,11 @@ func clientDev(slot int) string { return fmt.Sprintf("ovpnperf-c%d", slot) }
 // once: iperf3 3.12 sometimes refuses a test that follows the previous one
 // closely, and a sample whose figures contradict each other is worth one
 // retry (iperf.ErrInconsistent).
-func instMeasure(ctx context.Context, cfg *instConfig, dir string, dur time.Duration, client iperf.CommandFunc) (instSample, error) {
+func instMeasure(ctx context.Context, l *lab.Lab, cfg *instConfig, dir string, dur time.Duration, client iperf.CommandFunc) (instSample, error) {
 	var err error
 	for try := 0; try < 2; try++ {
 		var s instSample
-		if s, err = instMeasureOnce(ctx, cfg, dir, dur, client); err == nil {
+		if s, err = instMeasureOnce(ctx, l, cfg, dir, dur, client); err == nil {
 			return s, nil
 		}
 		select {
@@ -301,7 +307,7 @@ func instMeasure(ctx context.Context, cfg *instConfig, dir string, dur time.Dura
 	return instSample{}, err
 }
 
-func instMeasureOnce(ctx context.Context, cfg *instConfig, dir string, dur time.Duration, client iperf.CommandFunc) (instSample, error) {
+func instMeasureOnce(ctx context.Context, l *lab.Lab, cfg *instConfig, dir string, dur time.Duration, client iperf.CommandFunc) (instSample, error) {
 	labels := map[int]string{}
 	var pids []int
 	for label, pid := range cfg.servers {
@@ -321,6 +327,10 @@ func instMeasureOnce(ctx context.Context, cfg *instConfig, dir string, dur time.
 		return instSample{}, err
 	}
 	statBefore, err := instReadStat()
+	if err != nil {
+		return instSample{}, err
+	}
+	emuBefore, err := instEmulator(l)
 	if err != nil {
 		return instSample{}, err
 	}
@@ -362,6 +372,19 @@ func instMeasureOnce(ctx context.Context, cfg *instConfig, dir string, dur time.
 	if err != nil {
 		return instSample{}, err
 	}
+	emuAfter, err := instEmulator(l)
+	if err != nil {
+		return instSample{}, err
+	}
+	// A path with delay or loss runs through the userspace emulator
+	// (no sch_netem here); a sample during which it fell behind measured
+	// the emulator, as in `lab run`.
+	if lost := emuAfter.Lost - emuBefore.Lost; lost > 0 {
+		return instSample{}, fmt.Errorf("the link emulator lost %d packets it could not handle during the sample: figure not valid", lost)
+	}
+	if rel, late := emuAfter.Released-emuBefore.Released, emuAfter.Late-emuBefore.Late; rel > 0 && float64(late) > experiment.MaxLateShare*float64(rel) {
+		return instSample{}, fmt.Errorf("the link emulator fell behind during the sample (%d of %d packets released late): figure not valid", late, rel)
+	}
 	delta, err := cpuacct.Delta(before, after)
 	if err != nil {
 		return instSample{}, err
@@ -387,8 +410,8 @@ func instMeasureOnce(ctx context.Context, cfg *instConfig, dir string, dur time.
 }
 
 // instRow summarizes a configuration's samples in one direction.
-func instRow(cfg *instConfig, dir string, ss []instSample) measure.Row {
-	r := measure.NewRow(instNetwork, cfg.name, measure.PathTunnel, dir, openvpn.UDP)
+func instRow(network string, cfg *instConfig, dir string, ss []instSample) measure.Row {
+	r := measure.NewRow(network, cfg.name, measure.PathTunnel, dir, openvpn.UDP)
 	r.Cipher = cfg.cipher
 	r.CPUSecondsPerGB = map[string]float64{}
 	var flows [][instFlows]float64
@@ -454,7 +477,7 @@ func instRow(cfg *instConfig, dir string, ss []instSample) measure.Row {
 func instVerdicts(rep *measure.Report, cpus int) []measure.Verdict {
 	var out []measure.Verdict
 	for _, dir := range []string{measure.DirectionUp, measure.DirectionDown} {
-		one, two := row(rep, instNetwork, instOne, dir), row(rep, instNetwork, instTwo, dir)
+		one, two := row(rep, "", instOne, dir), row(rep, "", instTwo, dir)
 
 		claim := fmt.Sprintf("one OpenVPN server process is the bottleneck for two clients (published: one process %g–%g MB/s) [%s]", instPubOneLow, instPubOneHigh, dir)
 		u, w := instMedianExtra(one, "server_cpu_cores", instServer), instMedianExtra(one, "server_runqueue_wait", instServer)
@@ -573,6 +596,25 @@ func instParseSchedstat(b []byte) (time.Duration, error) {
 		return 0, err
 	}
 	return time.Duration(ns), nil
+}
+
+// instEmu are the emulator's packet counters (experiment.Counters).
+type instEmu struct{ Released, Late, Lost uint64 }
+
+// instEmulator returns the userspace emulator's counters (zero when the lab
+// uses netem or no emulation, which cannot fall behind).
+func instEmulator(l *lab.Lab) (instEmu, error) {
+	var c instEmu
+	if l.Backend() != lab.BackendNFQueue {
+		return c, nil
+	}
+	st, err := l.Stats()
+	if err != nil {
+		return c, err
+	}
+	e := experiment.Counters(st)
+	c.Released, c.Late, c.Lost = e.Released, e.Late, e.Lost
+	return c, nil
 }
 
 // instCPUs lists the CPUs this process may run on.

@@ -77,7 +77,7 @@ func TestInstancesVerdicts(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rep := &measure.Report{}
 			for _, d := range []string{measure.DirectionUp, measure.DirectionDown} {
-				rep.Rows = append(rep.Rows, instRow(one, d, c.oneRows), instRow(two, d, c.twoRows))
+				rep.Rows = append(rep.Rows, instRow("n", one, d, c.oneRows), instRow("n", two, d, c.twoRows))
 			}
 			vs := instVerdicts(rep, 2)
 			if len(vs) != 4 {
@@ -92,7 +92,7 @@ func TestInstancesVerdicts(t *testing.T) {
 	}
 	// CPU-s/GB: each pinned server against the bytes it carried, the sum
 	// against all bytes.
-	r := instRow(two, measure.DirectionUp, instFake(two, 0.5, 0, 1, 400))
+	r := instRow("n", two, measure.DirectionUp, instFake(two, 0.5, 0, 1, 400))
 	gb := 400e6 / 8 * 6 / 1e9
 	if got, want := r.CPUSecondsPerGB["server-cpu0"], 3/(gb/2); abs(got-want) > 1e-9 {
 		t.Errorf("server-cpu0 %v CPU-s/GB, want %v", got, want)
@@ -100,7 +100,7 @@ func TestInstancesVerdicts(t *testing.T) {
 	if got, want := r.CPUSecondsPerGB[instServer], 6/gb; abs(got-want) > 1e-9 {
 		t.Errorf("server %v CPU-s/GB, want %v", got, want)
 	}
-	if r := instRow(one, measure.DirectionUp, nil); r.Valid {
+	if r := instRow("n", one, measure.DirectionUp, nil); r.Valid {
 		t.Error("a row without samples is valid")
 	}
 }
