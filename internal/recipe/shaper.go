@@ -1,0 +1,311 @@
+package recipe
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+)
+
+func init() {
+	register(Recipe{
+		Name:    "shaper",
+		Summary: "a pushed shaper 100000 limits the client's upload to about 100 kB/s and leaves its download alone; tc tbf on the server's tun limits the download",
+		Source: "OpenVPN manual and forums: --shaper limits the sender's outgoing traffic (100 B/s … 100 MB/s); OpenVPN refuses it " +
+			"with --mode server, so a server pushes it to clients, and limits its own direction with tc",
+		Run: runShaper,
+	})
+}
+
+// shaperBytesPerSec is the limit pushed to the client and set with tc on
+// the server's tun device: 100 kB/s = 800 kbit/s.
+const shaperBytesPerSec = 100000
+
+// shaperPath is faster than the limit by far (20 Mbit/s each way, no
+// delay): whatever is limited to 800 kbit/s is the shaper's doing.
+var shaperPath = lab.Path{Up: lab.Link{RateBitsPerSec: 20e6}, Down: lab.Link{RateBitsPerSec: 20e6}}
+
+// The variants: OpenVPN 2.6 defaults; "shaper" adds push "shaper 100000"
+// to the server, "tc" a tbf on the server's tun device.
+//
+// While the shaper holds a packet back, OpenVPN stops reading its tun
+// device, so TCP's window piles up in the tun queue (the kernel lets go of
+// a packet's socket accounting when tun queues it, so TCP Small Queues do
+// not hold it back): at 100 kB/s each 1500-byte packet queued is 15 ms of
+// delay, the default 500 packets 7.5 s. iperf3's end-of-test message waits
+// behind that queue and its receiver then measures over a window too long
+// to trust (seen: 3.44 s of 3 s). The shaper's client therefore gets a
+// 50-packet tun queue (0.75 s at the limit; 20 packets starved TCP to 85 %
+// of the limit, seen: 0.63 Mbit/s): the rate is the shaper's, the delay bounded.
+var shaperVariants = []string{"noshaper=", "shaper=client:txqueuelen " + strconv.Itoa(shaperTxQueueLen), "tc="}
+
+// shaperTxQueueLen is the client's tun queue in the shaper variant.
+const shaperTxQueueLen = 50
+
+// Sizes of a full TCP segment through the default tunnel (see the ipv6
+// recipe's arithmetic): the shaper counts the outer IP packet (OpenVPN's
+// shaper_wrote_bytes adds the IP and UDP headers to the datagram), the
+// tbf on the tun device the inner IP packet.
+func shaperPrediction() (outer, inner, payload int) {
+	b := ipv6DefaultBudget(false, true)
+	return b.Wire(), b.Wire() - b.DataChannel - b.OuterL4 - b.OuterIP, b.Payload()
+}
+
+// shaperTbf limits the server's tun device to shaperBytesPerSec. The qdisc
+// lives on the tun device, which OpenVPN creates and deletes: it goes with
+// the OpenVPN process (and the namespace with the lab), so it is not
+// recorded in the lab's state.
+//
+// Equivalent to: ip netns exec SERVER tc qdisc replace dev DEV root handle 1:
+// tbf rate 800kbit burst 5000 limit 20000
+func shaperTbf(l *lab.Lab, dev string) error {
+	h, err := netns.Handle(l.Namespace(lab.Server))
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	link, err := h.LinkByName(dev)
+	if err != nil {
+		return fmt.Errorf("server tun device %s: %w", dev, err)
+	}
+	const burst = 5000  // bytes: three full packets
+	const limit = 20000 // bytes: 200 ms at the rate
+	q := &netlink.Tbf{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
+		Rate:       shaperBytesPerSec,
+		Limit:      limit,
+		Buffer:     netlink.Xmittime(shaperBytesPerSec, burst),
+	}
+	if err := h.QdiscReplace(q); err != nil {
+		return fmt.Errorf("tbf on %s in %s: %w", dev, l.Namespace(lab.Server), err)
+	}
+	return nil
+}
+
+// shaperLogLines returns the lines of an OpenVPN log that mention the
+// shaper ("OPTIONS IMPORT: traffic shaper enabled", "Output Traffic Shaping
+// initialized at 100000 bytes per second", the PUSH_REPLY, or a refusal),
+// without their timestamps.
+func shaperLogLines(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		// Words, not paths: the lab's directories carry variant names.
+		for _, f := range strings.Fields(line) {
+			if strings.Contains(strings.ToLower(f), "shap") && !strings.Contains(f, "/") {
+				out = append(out, openvpn.StripTimestamp(line))
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func runShaper(ctx context.Context, o Options) (*measure.Report, error) {
+	vs, err := builtinVariants(shaperVariants...)
+	if err != nil {
+		return nil, err
+	}
+	var clientLines, serverLines []string
+	var tcDev string
+	rep, err := experiment.Run(ctx, experiment.Spec{
+		Command:  "recipe shaper",
+		Networks: []experiment.Network{{Name: "line", Description: "20 Mbit/s each way; limits of 100 kB/s", Path: o.path(shaperPath)}},
+		Variants: vs, Proto: openvpn.UDP,
+		Repeat: o.repeat(3), Duration: o.duration(5 * time.Second),
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+		Extra: map[string]any{"shaper_bytes_per_sec": shaperBytesPerSec},
+		Configure: func(variant string, server, _ *openvpn.Config) {
+			if variant == "shaper" {
+				server.Set(openvpn.D("push", fmt.Sprintf("shaper %d", shaperBytesPerSec)))
+			}
+		},
+		Ready: func(_ context.Context, l *lab.Lab, variant string, t *tunnel.Tunnel) error {
+			switch variant {
+			case "shaper":
+				var err error
+				if clientLines, err = shaperLogLines(t.Client.LogPath); err != nil {
+					return err
+				}
+				serverLines, err = shaperLogLines(t.Server.LogPath)
+				return err
+			case "tc":
+				tcDev = fmt.Sprintf("ovpnperf-s%d", t.Slot)
+				if t.ServerLog != nil && t.ServerLog.TunDev != "" {
+					tcDev = t.ServerLog.TunDev
+				}
+				return shaperTbf(l, tcDev)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return rep, err
+	}
+	rep.Scenario.Extra["shaper_client_log"] = clientLines
+	rep.Scenario.Extra["shaper_server_log"] = serverLines
+	rep.Scenario.Extra["tc"] = fmt.Sprintf("tc qdisc replace dev %s root handle 1: tbf rate 800kbit burst 5000 limit 20000 (server namespace)", tcDev)
+	outer, inner, payload := shaperPrediction()
+	for i := range rep.Rows {
+		r := &rep.Rows[i]
+		switch {
+		case r.Variant == "shaper" && r.Direction == measure.DirectionUp:
+			r.PublishedBps = 8 * shaperBytesPerSec
+			r.Extra = map[string]any{"predicted_goodput_bps": 8 * shaperBytesPerSec * float64(payload) / float64(outer)}
+		case r.Variant == "tc" && r.Direction == measure.DirectionDown:
+			r.PublishedBps = 8 * shaperBytesPerSec
+			r.Extra = map[string]any{"predicted_goodput_bps": 8 * shaperBytesPerSec * float64(payload) / float64(inner)}
+		}
+	}
+	rep.Verdicts = shaperVerdicts(rep, clientLines)
+	return rep, nil
+}
+
+// shaperMinSamples is the samples a row needs for a verdict.
+const shaperMinSamples = 3
+
+// shaperLimited judges whether a row is held to the limit: every sample at
+// most 10 % above limitBps (protocol headers make a held row sit below
+// it) and the median at least 60 % of it: "limited". Every sample above
+// 1.5 × the limit: "free". Anything else, or too few samples: "".
+func shaperLimited(r *measure.Row, limitBps float64) string {
+	if r == nil || len(r.SamplesBps) < shaperMinSamples {
+		return ""
+	}
+	switch {
+	case r.MaxBps <= 1.1*limitBps && r.MedianBps >= 0.6*limitBps:
+		return "limited"
+	case r.MaxBps <= 1.1*limitBps:
+		return "below"
+	case r.MinBps > 1.5*limitBps:
+		return "free"
+	}
+	return ""
+}
+
+// ackBytesPerSec is what the ACKs of a download of bps cost the client's
+// upload through the tunnel: one ACK per two full segments (delayed ACKs),
+// each an outer packet of inner IP+TCP+timestamps plus OpenVPN's overhead.
+func ackBytesPerSec(bps float64) float64 {
+	b := ipv6DefaultBudget(false, true)
+	ack := b.InnerIP + b.TCP + b.TCPOptions + b.DataChannel + b.OuterL4 + b.OuterIP
+	return bps / 8 / float64(b.Payload()) / 2 * float64(ack)
+}
+
+func shaperVerdicts(rep *measure.Report, clientLines []string) []measure.Verdict {
+	var out []measure.Verdict
+	limit := float64(8 * shaperBytesPerSec)
+	outer, inner, payload := shaperPrediction()
+	base := func(dir string) *measure.Row { return row(rep, "", "noshaper", dir) }
+
+	// 1. Does the client take the pushed option at all?
+	claim := fmt.Sprintf("OpenVPN 2.6 clients accept a pushed shaper (push \"shaper %d\"; shaper is refused in --mode server)", shaperBytesPerSec)
+	imported := shaperLogLine(clientLines, "traffic shaper enabled")
+	refused := ""
+	for _, l := range clientLines {
+		lc := strings.ToLower(l)
+		if strings.Contains(lc, "error") || strings.Contains(lc, "cannot") || strings.Contains(lc, "not allowed") || strings.Contains(lc, "unrecognized") {
+			refused = l
+			break
+		}
+	}
+	switch {
+	case imported != "":
+		init := shaperLogLine(clientLines, "Traffic Shaping initialized")
+		out = append(out, verdict(claim, Confirmed, "the client logged %q and %q", imported, init))
+	case refused != "":
+		out = append(out, verdict(claim, Refuted, "the client logged %q", refused))
+	default:
+		out = append(out, verdict(claim, Noise, "the client's log says nothing about the shaper (lines: %q); the rates below tell whether it acted", clientLines))
+	}
+
+	// 2. The pushed shaper holds the client's upload.
+	up, upBase := row(rep, "", "shaper", measure.DirectionUp), base(measure.DirectionUp)
+	predUp := limit * float64(payload) / float64(outer)
+	claim = fmt.Sprintf("a pushed shaper %d limits the client's upload to about 100 kB/s (800 kbit/s) [up]", shaperBytesPerSec)
+	figures := fmt.Sprintf("shaper %s vs no shaper %s; predicted TCP goodput %s (%d payload bytes per %d-byte outer packet, which the shaper counts)",
+		mbps(up), mbps(upBase), measure.FormatRate(predUp), payload, outer)
+	switch shaperLimited(up, limit) {
+	case "limited":
+		out = append(out, verdict(claim, Confirmed, "%s", figures))
+	case "below":
+		out = append(out, verdict(claim, Changed, "held well below the limit: %s", figures))
+	case "free":
+		out = append(out, verdict(claim, Refuted, "the upload is not limited (client log: %q): %s", clientLines, figures))
+	default:
+		out = append(out, verdict(claim, Noise, "%s", figures))
+	}
+
+	// 3. … and leaves the download alone, apart from its ACKs.
+	down, downBase := row(rep, "", "shaper", measure.DirectionDown), base(measure.DirectionDown)
+	claim = "the pushed shaper leaves the client's download alone [down]"
+	figures = fmt.Sprintf("shaper %s vs no shaper %s", mbps(down), mbps(downBase))
+	if downBase != nil {
+		figures += fmt.Sprintf("; the client's ACKs for %s take %.0f of its %d B/s", mbps(downBase), ackBytesPerSec(downBase.MedianBps), shaperBytesPerSec)
+	}
+	out = append(out, shaperAlone(claim, down, downBase, limit, figures))
+
+	// 4. tc on the server's tun holds the download.
+	tcDown, tcUp := row(rep, "", "tc", measure.DirectionDown), row(rep, "", "tc", measure.DirectionUp)
+	predDown := limit * float64(payload) / float64(inner)
+	claim = "a tc tbf of 800 kbit/s on the server's tun device limits the client's download to about 100 kB/s [down]"
+	figures = fmt.Sprintf("tc %s vs no shaper %s; predicted TCP goodput %s (%d payload bytes per %d-byte inner packet, which tbf counts)",
+		mbps(tcDown), mbps(downBase), measure.FormatRate(predDown), payload, inner)
+	switch shaperLimited(tcDown, limit) {
+	case "limited":
+		out = append(out, verdict(claim, Confirmed, "%s", figures))
+	case "below":
+		out = append(out, verdict(claim, Changed, "held well below the limit: %s", figures))
+	case "free":
+		out = append(out, verdict(claim, Refuted, "the download is not limited: %s", figures))
+	default:
+		out = append(out, verdict(claim, Noise, "%s", figures))
+	}
+
+	// 5. … and leaves the upload alone.
+	claim = "the tbf on the server's tun leaves the client's upload alone [up]"
+	out = append(out, shaperAlone(claim, tcUp, upBase, limit, fmt.Sprintf("tc %s vs no shaper %s", mbps(tcUp), mbps(upBase))))
+	return out
+}
+
+// shaperAlone judges "a limit in the other direction leaves r alone":
+// confirmed when r runs freely (above 1.5 × the limit in every sample)
+// and is not below the unshaped row beyond the spread; changed when it
+// runs freely but slower than unshaped beyond the spread (the shaped
+// ACKs); refuted when it is held at the limit.
+func shaperAlone(claim string, r, base *measure.Row, limit float64, figures string) measure.Verdict {
+	switch shaperLimited(r, limit) {
+	case "limited", "below":
+		return verdict(claim, Refuted, "held at the limit: %s", figures)
+	case "free":
+		if base != nil && len(base.SamplesBps) >= shaperMinSamples && separated(base, r) {
+			return verdict(claim, Changed, "runs freely but slower than without a limit beyond the spread: %s", figures)
+		}
+		return verdict(claim, Confirmed, "%s", figures)
+	}
+	return verdict(claim, Noise, "%s", figures)
+}
+
+// shaperLogLine returns the first line containing s, or "".
+func shaperLogLine(lines []string, s string) string {
+	for _, l := range lines {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
+}
