@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -84,9 +85,12 @@ const (
 	// (published: 10–15 %); none faster than that beyond the spread means
 	// the crypto matters.
 	ppsCryptoShare = 1.30
-	// ppsFlatRatio: a tunnel whose 18-byte packet rate is within 1.5× of
-	// its 1400-byte rate is limited by packets, not bytes; a byte limit
-	// would make the ratio the ratio of the packets' sizes (about 31).
+	// The size verdict sets two models against each other: a packet
+	// limit keeps the 18-byte and 1400-byte packet rates equal (ratio 1),
+	// a byte limit makes their ratio that of the packets' sizes (1428/46,
+	// about 31). The ratio decides for the model it is nearer to on a log
+	// scale (beyond √31 ≈ 5.6, bytes); within ppsFlatRatio it is "roughly
+	// constant", beyond it the size costs something too.
 	ppsFlatRatio = 1.5
 )
 
@@ -679,6 +683,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 	// 4. Packets, not bytes, limit the tunnel: its packet rate hardly
 	// changes with the size.
 	predicted := float64(ppsLarge+28) / float64(ppsSmall+28)
+	boundary := math.Sqrt(predicted)
 	_, r1, r1ok := ppsRow(rep, experiment.Routed, ppsSmall)
 	_, r2, r2ok := ppsRow(rep, experiment.Routed, ppsLarge)
 	routed := "routed: no valid samples"
@@ -686,7 +691,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		routed = fmt.Sprintf("routed for comparison: %.0f → %.0f pps (×%.2f)", r1.Median, r2.Median, r1.Median/r2.Median)
 	}
 	for _, v := range []string{ppsNone, ppsCBC, ppsGCM} {
-		claim := fmt.Sprintf("the packet rate, not the byte rate, limits the tunnel: its pps stays roughly constant from %d to %d bytes [%s]", ppsSmall, ppsLarge, v)
+		claim := fmt.Sprintf("the packet rate, not the byte rate, limits the tunnel: its pps stays roughly constant from %d to %d bytes, not ×%.0f lower as a byte limit would make it [%s]", ppsSmall, ppsLarge, predicted, v)
 		_, a, aok := ppsRow(rep, v, ppsSmall)
 		_, m, mok := ppsRow(rep, v, 512)
 		_, b, bok := ppsRow(rep, v, ppsLarge)
@@ -703,17 +708,19 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		if ob := ppsOuterBytes(v, ppsLarge); mtu > 0 && ob > mtu {
 			frag = fmt.Sprintf("; its %d-byte probes leave as %d-byte IPv4 datagrams, fragmented in two on the %d-byte path", ppsLarge, ob, mtu)
 		}
-		facts := fmt.Sprintf("%d bytes %s%s, %d bytes %s: the packet rate falls ×%.2f while the bytes per packet grow ×%.0f (a pure byte limit would make it ×%.0f); %s%s",
-			ppsSmall, ppsText(a, aok), mid, ppsLarge, ppsText(b, bok), ratio, predicted, predicted, routed, frag)
+		facts := fmt.Sprintf("%d bytes %s%s, %d bytes %s: the packet rate falls ×%.2f (×%.2f–×%.2f within the spreads) while the bytes per packet grow ×%.0f; %s%s",
+			ppsSmall, ppsText(a, aok), mid, ppsLarge, ppsText(b, bok), ratio, lo, hi, predicted, routed, frag)
 		switch {
 		case !ppsEnough(a, b):
 			out = append(out, verdict(claim, Noise, "%s; %s", facts, ppsTooFew))
-		case hi <= ppsFlatRatio:
-			out = append(out, verdict(claim, Confirmed, "%s", facts))
-		case lo > ppsFlatRatio:
-			out = append(out, verdict(claim, Changed, "bytes matter too: %s", facts))
+		case hi <= boundary && lo <= ppsFlatRatio:
+			out = append(out, verdict(claim, Confirmed, "packets limit (the ratio stays below ×%.1f, halfway to a byte limit on a log scale): %s", boundary, facts))
+		case hi <= boundary:
+			out = append(out, verdict(claim, Changed, "packets limit, but the size costs something too (the pps falls by more than ×%.1f beyond the spread): %s", ppsFlatRatio, facts))
+		case lo > boundary:
+			out = append(out, verdict(claim, Refuted, "bytes limit (the ratio exceeds ×%.1f, nearer a byte limit): %s", boundary, facts))
 		default:
-			out = append(out, verdict(claim, Noise, "the spreads allow ×%.2f–×%.2f around the threshold ×%.1f: %s", lo, hi, ppsFlatRatio, facts))
+			out = append(out, verdict(claim, Noise, "the spreads straddle ×%.1f, halfway between a packet and a byte limit: %s", boundary, facts))
 		}
 	}
 	return out

@@ -68,7 +68,7 @@ func TestPPSVerdicts(t *testing.T) {
 				{ppsNone, 18, []float64{9000, 9100, 9200}, []float64{10, 10.5, 11}},
 				{ppsNone, 1400, []float64{2000, 2100, 2200}, []float64{30, 31, 32}},
 				{ppsCBC, 18, []float64{4000, 4100, 4200}, []float64{20, 21, 22}},
-				{ppsCBC, 1400, []float64{2000, 6000, 3500}, nil},
+				{ppsCBC, 1400, []float64{500, 6000, 3500}, nil},
 				// GCM: no 1400-byte row at all.
 				{ppsGCM, 18, []float64{5000, 5100, 5200}, []float64{18, 19, 20}},
 			},
@@ -90,8 +90,11 @@ func TestPPSVerdicts(t *testing.T) {
 				{experiment.Routed, 18, []float64{4000, 4100, 4200}, nil},
 				{ppsCBC, 18, []float64{9000, 9100, 9200}, []float64{10, 10, 10}},
 				{ppsNone, 18, []float64{9000, 9100, 9200}, []float64{10, 10, 10}},
+				// A byte-limited none tunnel: ×30 fewer packets at 1400 bytes.
+				{ppsNone, 1400, []float64{280, 290, 300}, nil},
 			},
-			want: map[string]string{"routing": Refuted, "cipher none": Confirmed, "OpenVPN's CPU": Confirmed},
+			want: map[string]string{"routing": Refuted, "cipher none": Confirmed, "OpenVPN's CPU": Confirmed,
+				"[none]": Refuted, "[aes128cbc]": Noise},
 		},
 		{
 			name: "two samples are too few for any verdict",
