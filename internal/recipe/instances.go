@@ -495,7 +495,7 @@ func instVerdicts(rep *measure.Report, cpus int) []measure.Verdict {
 		case runnable >= instBusyShare && u >= instBusyShare:
 			out = append(out, verdict(claim, Confirmed, "%s: its single thread saturates a core", figures))
 		case runnable >= instBusyShare:
-			out = append(out, verdict(claim, Confirmed, "%s: it always had work but had to share the CPUs, so on this host the bottleneck is CPU time for one process, not a core it fills", figures))
+			out = append(out, verdict(claim, Confirmed, "%s: it always had work but got the CPU only in turn with the clients and iperf3, so on this host one process limits the flows by the CPU time it gets, not by filling a core", figures))
 		case runnable < instIdleShare:
 			out = append(out, verdict(claim, Refuted, "%s: it mostly waited for packets, something else limited the flows", figures))
 		default:
