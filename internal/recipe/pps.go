@@ -172,6 +172,9 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 		}
 	}()
 	rep.Host.EmulationBackend = l.Backend()
+	if l.Backend() == lab.BackendNFQueue {
+		prog.Logf("pps: the path's delay, jitter or loss runs through the userspace emulator, which a flood overruns: samples it cannot keep up with are marked invalid")
+	}
 	var pki *openvpn.PKI
 	if o.PKIDir != "" {
 		pki, err = openvpn.LoadPKI(o.PKIDir)
