@@ -222,6 +222,15 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 			accs = append(accs, &ppsAcc{cpu: map[string][]float64{}, cpuPct: map[string][]float64{}})
 		}
 	}
+	// finish computes the figures and verdicts of what was measured, also
+	// of a run cut short.
+	finish := func() {
+		for i := range rep.Rows {
+			ppsFill(&rep.Rows[i], accs[i])
+		}
+		rep.Finish()
+		rep.Verdicts = ppsVerdicts(rep, path.EffectiveMTU())
+	}
 	for k := 0; k < repeat; k++ {
 		for _, size := range ppsSizes {
 			for _, s := range subs {
@@ -229,6 +238,7 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 				prog.Step(fmt.Sprintf("%s %s (%d/%d)", ppsNetwork(size), s.name, k+1, repeat))
 				err := ppsSample(ctx, l, port, s, size, dur, accs[i])
 				if ctx.Err() != nil {
+					finish()
 					return rep, ctx.Err()
 				}
 				if err != nil {
@@ -237,24 +247,21 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 				}
 				select {
 				case <-ctx.Done():
+					finish()
 					return rep, ctx.Err()
 				case <-time.After(ppsSettle):
 				}
 			}
 		}
 	}
-	for i := range rep.Rows {
-		ppsFill(&rep.Rows[i], accs[i])
-	}
-	rep.Finish()
-	rep.Verdicts = ppsVerdicts(rep, path.EffectiveMTU())
+	finish()
 	return rep, nil
 }
 
 // ppsDescription is the title of one size's table.
 func ppsDescription(size int, p lab.Path) string {
-	d := fmt.Sprintf("%d-byte UDP payload (%d-byte Ethernet frames routed), one flow as fast as possible, echoed", size, size+46)
-	if p.Up.Emulated() || p.Down.Emulated() || p.MTU != 0 {
+	d := fmt.Sprintf("%d-byte UDP payload (%d-byte Ethernet frames on the routed path), one flow as fast as possible, echoed", size, size+46)
+	if p != (lab.Path{}) {
 		d += ", custom path"
 	} else {
 		d += ", unshaped path"
