@@ -138,9 +138,15 @@ func row(rep *measure.Report, network, variant, dir string) *measure.Row {
 // separated reports whether a is above b beyond the spread of both: the
 // lowest sample of a exceeds the highest of b. With n ≥ 3 interleaved
 // samples that is a difference the machine's noise did not make.
+//
+// Fewer than MinSamples samples on either side never count as separated:
+// one sample has no spread to judge by.
 func separated(a, b *measure.Row) bool {
-	return a.MinBps > b.MaxBps
+	return len(a.SamplesBps) >= MinSamples && len(b.SamplesBps) >= MinSamples && a.MinBps > b.MaxBps
 }
+
+// MinSamples is how many samples a row needs before a verdict rests on it.
+const MinSamples = 3
 
 // compareRates judges a claim that a is faster than b by at least minRatio
 // (1 for "faster at all"). It returns the outcome and the ratio of medians.
