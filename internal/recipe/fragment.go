@@ -144,14 +144,18 @@ func runFragment(ctx context.Context, o Options) (*measure.Report, error) {
 // fragRTT is the RTT of one variant at one ping size.
 type fragRTT struct {
 	// MeanMs and SdMs are over every reply of every round (SD as ping's
-	// mdev: the population standard deviation).
+	// mdev: the population standard deviation), the cookbook's figures.
 	MeanMs float64 `json:"mean_ms"`
 	SdMs   float64 `json:"sd_ms"`
-	// RoundMeansMs are the rounds' means, interleaved across variants;
-	// their range is the spread the verdicts use.
-	RoundMeansMs []float64 `json:"round_means_ms"`
-	Sent         int       `json:"sent"`
-	Received     int       `json:"received"`
+	// MedianMs is over every reply too. On a shared machine a few replies
+	// wait tens of milliseconds for a CPU and pull the mean and SD far
+	// from the typical round trip; the verdicts compare medians.
+	MedianMs float64 `json:"median_ms"`
+	// RoundMediansMs are the rounds' medians, interleaved across
+	// variants; their range is the spread the verdicts use.
+	RoundMediansMs []float64 `json:"round_medians_ms"`
+	Sent           int       `json:"sent"`
+	Received       int       `json:"received"`
 }
 
 // fragCapture is what a capture on the router saw while one variant's
@@ -196,7 +200,7 @@ func runFragProbe(ctx context.Context, l *lab.Lab, vs []openvpn.Variant, tunnels
 				r.Sent += res.sent
 				r.Received += res.received
 				if len(res.rttMs) > 0 {
-					r.RoundMeansMs = append(r.RoundMeansMs, fragMean(res.rttMs))
+					r.RoundMediansMs = append(r.RoundMediansMs, measure.Median(res.rttMs))
 				}
 				all[[2]string{v.Name, key}] = append(all[[2]string{v.Name, key}], res.rttMs...)
 			}
@@ -204,7 +208,7 @@ func runFragProbe(ctx context.Context, l *lab.Lab, vs []openvpn.Variant, tunnels
 	}
 	for k, xs := range all {
 		r := p.rtt[k[0]][k[1]]
-		r.MeanMs, r.SdMs = fragMean(xs), fragSD(xs)
+		r.MeanMs, r.SdMs, r.MedianMs = fragMean(xs), fragSD(xs), measure.Median(xs)
 	}
 	logf("lan: capturing on the router while pinging with %v bytes", fragCaptureSizes)
 	for _, v := range vs {
@@ -285,11 +289,15 @@ func fragPing(ctx context.Context, l *lab.Lab, addr string, size, count int, int
 // segment, where kernel fragments must appear) while pinging through one
 // tunnel with one size.
 //
-// Equivalent to: ip netns exec ROUTER tcpdump -i rs -n -s 128 -U -w FILE ip
+// Immediate mode hands each packet to tcpdump at once: without it libpcap
+// holds packets in its ring until a block fills or a second passes, and a
+// capture stopped half a second after the pings ends up empty.
+//
+// Equivalent to: ip netns exec ROUTER tcpdump -i rs -n -s 128 --immediate-mode -U -w FILE ip
 func fragCaptureRun(ctx context.Context, l *lab.Lab, variant string, t *tunnel.Tunnel, size int) (*fragCapture, error) {
 	file := filepath.Join(l.Dir(), fmt.Sprintf("capture-%s-%d.pcap", variant, size))
 	logPath := file + ".log"
-	proc, err := l.Start(ctx, lab.Router, logPath, "tcpdump", "-i", "rs", "-n", "-s", "128", "-U", "-w", file, "ip")
+	proc, err := l.Start(ctx, lab.Router, logPath, "tcpdump", "-i", "rs", "-n", "-s", "128", "--immediate-mode", "-U", "-w", file, "ip")
 	if err != nil {
 		return nil, err
 	}
@@ -480,7 +488,7 @@ func fragRTTText(r measure.Row, size int) string {
 	if x == nil || x.Received == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.3f ± %.3f", x.MeanMs, x.SdMs)
+	return fmt.Sprintf("%.3f ± %.3f (med %.3f)", x.MeanMs, x.SdMs, x.MedianMs)
 }
 
 func fragCaptureOf(r measure.Row, size int) *fragCapture {
@@ -503,15 +511,15 @@ func fragWireText(r measure.Row) string {
 }
 
 // fragRTTCompare compares variant a's RTT with b's at one size: the ratio
-// of pooled means, and whether the rounds' means are apart (every round
-// of a above every round of b, or below).
+// of the pooled medians, and whether the rounds' medians are apart (every
+// round of a above every round of b, or below).
 func fragRTTCompare(a, b *fragRTT) (ratio float64, above, below bool) {
-	if a == nil || b == nil || b.MeanMs == 0 || len(a.RoundMeansMs) == 0 || len(b.RoundMeansMs) == 0 {
+	if a == nil || b == nil || b.MedianMs == 0 || len(a.RoundMediansMs) == 0 || len(b.RoundMediansMs) == 0 {
 		return 0, false, false
 	}
-	ratio = a.MeanMs / b.MeanMs
-	above = measure.Min(a.RoundMeansMs) > measure.Max(b.RoundMeansMs)
-	below = measure.Max(a.RoundMeansMs) < measure.Min(b.RoundMeansMs)
+	ratio = a.MedianMs / b.MedianMs
+	above = measure.Min(a.RoundMediansMs) > measure.Max(b.RoundMediansMs)
+	below = measure.Max(a.RoundMediansMs) < measure.Min(b.RoundMediansMs)
 	return ratio, above, below
 }
 
@@ -519,8 +527,8 @@ func fragRTTDesc(name string, x *fragRTT) string {
 	if x == nil {
 		return name + " -"
 	}
-	return fmt.Sprintf("%s %.3f ± %.3f ms (rounds %.3f–%.3f, %d/%d replies)", name, x.MeanMs, x.SdMs,
-		measure.Min(x.RoundMeansMs), measure.Max(x.RoundMeansMs), x.Received, x.Sent)
+	return fmt.Sprintf("%s median %.3f ms (rounds %.3f–%.3f; mean %.3f ± %.3f; %d/%d replies)", name, x.MedianMs,
+		measure.Min(x.RoundMediansMs), measure.Max(x.RoundMediansMs), x.MeanMs, x.SdMs, x.Received, x.Sent)
 }
 
 func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Verdict {
