@@ -129,11 +129,13 @@ const compressionMinSamples = 3
 // speed them up, so the fastest samples show what each can do); noise
 // otherwise.
 func compressionGain(a, b *measure.Row) (string, float64) {
-	if a == nil || b == nil || len(a.SamplesBps) < compressionMinSamples || len(b.SamplesBps) < compressionMinSamples || b.MedianBps == 0 {
+	if a == nil || b == nil || b.MedianBps == 0 {
 		return Noise, 0
 	}
 	ratio := a.MedianBps / b.MedianBps
 	switch {
+	case len(a.SamplesBps) < compressionMinSamples || len(b.SamplesBps) < compressionMinSamples:
+		return Noise, ratio
 	case a.MinBps >= compressionGainMin*b.MaxBps:
 		return Confirmed, ratio
 	case a.MaxBps < compressionGainMin*b.MaxBps && ratio < compressionGainMin:
@@ -179,8 +181,9 @@ func compressionVerdicts(rep *measure.Report, logs map[string][]string) []measur
 		}
 	}
 
-	// CPU on incompressible data: one aggregate per row, both directions
-	// averaged.
+	// CPU on incompressible data: one aggregate per row, so both
+	// directions must agree: a cost when both are 10 % up, none when
+	// neither is up at all.
 	for _, v := range compressingVariants {
 		claim := fmt.Sprintf("on incompressible data compression (%s) costs CPU [random payload]", v)
 		var ratios []float64
@@ -188,29 +191,30 @@ func compressionVerdicts(rep *measure.Report, logs map[string][]string) []measur
 		for _, d := range dirs {
 			a, b := row(rep, iperf.PayloadRandom, v, d), row(rep, iperf.PayloadRandom, "off", d)
 			ca, cb := compressionCPU(a), compressionCPU(b)
-			if ca > 0 && cb > 0 {
+			if ca > 0 && cb > 0 && len(a.SamplesBps) >= compressionMinSamples && len(b.SamplesBps) >= compressionMinSamples {
 				ratios = append(ratios, ca/cb)
 				reasons = append(reasons, fmt.Sprintf("%s: %.2f vs off %.2f CPU-s/GB (server+client OpenVPN), ×%.2f", d, ca, cb, ca/cb))
 			}
 		}
-		if len(ratios) == 0 {
-			out = append(out, verdict(claim, Noise, "no CPU figures for %s and off", v))
+		if len(ratios) < len(dirs) {
+			out = append(out, verdict(claim, Noise, "CPU figures over %d samples per row are needed in both directions, found: %s", compressionMinSamples, strings.Join(reasons, "; ")))
 			continue
 		}
-		mean, most := 0.0, 0.0
+		mean, least, most := 0.0, ratios[0], 0.0
 		for _, r := range ratios {
 			mean += r / float64(len(ratios))
 			most = max(most, r)
+			least = min(least, r)
 		}
 		o := Noise
 		switch {
-		case mean >= compressionCPUMin:
+		case least >= compressionCPUMin:
 			o = Confirmed
 		case most <= 1:
 			// No direction used more CPU per byte with compression.
 			o = Refuted
 		}
-		out = append(out, verdict(claim, o, "%s; mean ×%.2f (a cost counts from ×%.2f; one aggregate per row, so no spread)", strings.Join(reasons, "; "), mean, compressionCPUMin))
+		out = append(out, verdict(claim, o, "%s; mean ×%.2f (a cost counts from ×%.2f in both directions; one aggregate per row, so no spread)", strings.Join(reasons, "; "), mean, compressionCPUMin))
 	}
 
 	// 2.6 without allow-compression: comp-lzo yes on both sides, yet
