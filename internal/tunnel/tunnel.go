@@ -102,7 +102,7 @@ func Up(ctx context.Context, l *lab.Lab, o Options) (_ *Tunnel, err error) {
 	}
 	clientCreds := o.PKI.Client(o.Client)
 	srvCfg, err := openvpn.ServerConfig(openvpn.ServerParams{
-		Dev: fmt.Sprintf("ovpnperf-s%d", o.Slot), Proto: o.Proto, IPv6: o.IPv6Transport,
+		Dev: serverDev(o.Slot), Proto: o.Proto, IPv6: o.IPv6Transport,
 		Port: port, Tunnel: subnet, Credentials: o.PKI.Server(),
 		Management: filepath.Join(dir, "server.mgmt"),
 	})
@@ -110,7 +110,7 @@ func Up(ctx context.Context, l *lab.Lab, o Options) (_ *Tunnel, err error) {
 		return nil, err
 	}
 	cliCfg, err := openvpn.ClientConfig(openvpn.ClientParams{
-		Dev: fmt.Sprintf("ovpnperf-c%d", o.Slot), Proto: o.Proto, IPv6: o.IPv6Transport,
+		Dev: clientDev(o.Slot), Proto: o.Proto, IPv6: o.IPv6Transport,
 		Remote: remote, Port: port, Credentials: clientCreds,
 		Management: filepath.Join(dir, "client.mgmt"),
 	})
@@ -167,6 +167,16 @@ func launcher(l *lab.Lab, n lab.Node) openvpn.Launcher {
 		}
 		return p, nil
 	}
+}
+
+func serverDev(slot int) string { return fmt.Sprintf("ovpnperf-s%d", slot) }
+func clientDev(slot int) string { return fmt.Sprintf("ovpnperf-c%d", slot) }
+
+// Devs returns the tun devices of the server (in the lab's server namespace)
+// and of the tunnel's client (client namespace), for reading their packet
+// counters.
+func (t *Tunnel) Devs() (server, client string) {
+	return serverDev(t.Slot), clientDev(t.Slot)
 }
 
 // Pids returns the OpenVPN processes' pids by side.
