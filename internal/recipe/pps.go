@@ -117,7 +117,7 @@ type ppsAcc struct {
 	rate, sentRate, p50, p99, busy []float64
 	sent, received, lost           uint64
 	// cpu holds each sample's OpenVPN CPU-seconds per million packets
-	// that crossed the tunnel (both ways), by side; cpuPct each side's
+	// the process handled (ppsTunPackets), by side; cpuPct each side's
 	// share of one core during the sample.
 	cpu, cpuPct map[string][]float64
 	// corePPS is, per sample, the packets per second the busier OpenVPN
@@ -326,6 +326,10 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 	if err != nil {
 		return err
 	}
+	tun0, err := ppsTunPackets(l, s.tun)
+	if err != nil {
+		return err
+	}
 	busy0, busyErr := ppsHostTicks()
 	emu0 := ppsEmulator(l)
 	res, err := pps.Run(ctx, pps.Config{
@@ -341,6 +345,10 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 		return fmt.Errorf("an OpenVPN process died during the sample: %w", err)
 	}
 	busy1, busyErr1 := ppsHostTicks()
+	tun1, err := ppsTunPackets(l, s.tun)
+	if err != nil {
+		return err
+	}
 	if why := ppsJudgeEmulator(emu0, ppsEmulator(l)); why != "" {
 		return errors.New(why)
 	}
@@ -350,13 +358,6 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 	delta, err := cpuacct.Delta(before, after)
 	if err != nil {
 		return err
-	}
-	// Every probe that reached the server and every echo that came back
-	// crossed each OpenVPN process once (one encrypted it, the other
-	// decrypted it).
-	delivered := 2 * res.Received
-	if res.ServerReport != nil {
-		delivered = res.ServerReport.Received + res.Received
 	}
 	acc.rate = append(acc.rate, float64(res.Received)/res.SendSeconds)
 	acc.sentRate = append(acc.sentRate, float64(res.Sent)/res.SendSeconds)
@@ -368,7 +369,11 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 	wall := after.Taken.Sub(before.Taken).Seconds()
 	busiest := 0.0
 	for side, pid := range pids {
-		us := delta[pid] / (float64(delivered) / 1e6)
+		n := tun1[side] - tun0[side]
+		if n == 0 {
+			continue
+		}
+		us := delta[pid] / (float64(n) / 1e6)
 		acc.cpu[side] = append(acc.cpu[side], us)
 		busiest = max(busiest, us)
 		if wall > 0 {
@@ -384,6 +389,42 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 	return nil
 }
 
+// ppsTunPackets returns, by side, the packets each OpenVPN process of t
+// read from or wrote to its tun device so far: the tun's tx counter counts
+// packets its reader took (drops at a full queue are tx_dropped), rx those
+// it wrote. Each is one packet the process encrypted and sent or received
+// and decrypted, so CPU time over their number is its cost per packet,
+// whatever was lost elsewhere. Nil for the routed path.
+//
+// Equivalent to: ip -n NS -s link show dev ovpnperf-sN (and -cN).
+func ppsTunPackets(l *lab.Lab, t *tunnel.Tunnel) (map[string]uint64, error) {
+	if t == nil {
+		return nil, nil
+	}
+	srv, cli := t.Devs()
+	out := map[string]uint64{}
+	for side, nd := range map[string]struct {
+		node lab.Node
+		dev  string
+	}{"server": {lab.Server, srv}, "client": {lab.Client, cli}} {
+		h, err := netns.Handle(l.Namespace(nd.node))
+		if err != nil {
+			return nil, err
+		}
+		link, err := h.LinkByName(nd.dev)
+		h.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading the counters of %s in %s: %w", nd.dev, l.Namespace(nd.node), err)
+		}
+		st := link.Attrs().Statistics
+		if st == nil {
+			return nil, fmt.Errorf("%s in %s has no packet counters", nd.dev, l.Namespace(nd.node))
+		}
+		out[side] = st.RxPackets + st.TxPackets
+	}
+	return out, nil
+}
+
 // ppsFill writes a row's samples and figures. Row.SamplesBps are the
 // payload bit rates of the echoes (pps × size × 8); Row.Extra holds
 //
@@ -397,8 +438,9 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 //	rtt_p50_us, rtt_p99_us medians over samples of each sample's percentile
 //	host_cpu_busy_percent  how busy the whole host was (median over samples)
 //	cpu_server_s_per_mpkt, cpu_client_s_per_mpkt
-//	                       OpenVPN CPU-seconds per million packets through the
-//	                       tunnel (= µs per packet), median over samples
+//	                       each OpenVPN process's CPU-seconds per million
+//	                       packets it read from or wrote to its tun device
+//	                       (= µs per packet), median over samples
 //	cpu_server_percent, cpu_client_percent  share of one core
 //	cpu_s_per_mpkt_samples server + client, per sample
 //	openvpn_pps_per_core   10^6 / the busier process's µs per packet
