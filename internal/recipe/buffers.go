@@ -476,6 +476,22 @@ func pushVerdict(rep *measure.Report, host map[string]int) measure.Verdict {
 	limits := ""
 	if host != nil {
 		limits = fmt.Sprintf("; host net.core.rmem_max %d, wmem_max %d", host["rmem_max"], host["wmem_max"])
+		// Mainline Linux keeps these two global (struct netns_core has
+		// no such fields up to 6.18): a namespace shows the host's.
+		same, labs := true, 0
+		for i := range rep.Rows {
+			nc, _ := rep.Rows[i].Extra["net_core"].(map[string]map[string]int)
+			for _, v := range nc {
+				labs++
+				same = same && v["rmem_max"] == host["rmem_max"] && v["wmem_max"] == host["wmem_max"]
+			}
+		}
+		switch {
+		case labs > 0 && same:
+			limits += ", the same inside every lab namespace"
+		case labs > 0:
+			limits += ", but the lab namespaces show other values (namespaced limits)"
+		}
 	}
 	switch {
 	case seen == 0:
