@@ -132,6 +132,12 @@ func (spec Spec) protoOf(variant string) string {
 // /run, usually RAM).
 const maxPayloadBytes = 256 << 20
 
+// MaxPayloadBytes is the largest payload file a network gets: when
+// Duration at the payload's rate needs more, every sample on that network
+// sends this many bytes (-n) instead of lasting Duration. Callers that
+// set Network.PayloadBitsPerSec keep below it to keep samples timed.
+const MaxPayloadBytes = maxPayloadBytes
+
 // Routed is the variant name of the baseline rows.
 const Routed = "routed"
 
