@@ -54,9 +54,20 @@ var compressingVariants = []string{"lzo-adaptive", "lzo-yes", "lz4-v2"}
 // compressible data can outrun the line if compression works.
 var compressionPath = lab.Path{Up: lab.Link{RateBitsPerSec: 10e6}, Down: lab.Link{RateBitsPerSec: 10e6}}
 
-// zerosFileBitsPerSec sizes the zeros payload file: compressed zeros run
-// far beyond the line, up to what the CPU allows.
-const zerosFileBitsPerSec = 1.5e9
+// zerosFileBitsPerSec sizes the zeros payload file for samples of d on a
+// line of lineBps: compressed zeros run far beyond the line (×10 seen at
+// 10 Mbit/s), so 40 × the line; but no bigger than
+// experiment.MaxPayloadBytes, beyond which every sample would send a fixed
+// amount, minutes long on the line without compression.
+func zerosFileBitsPerSec(lineBps uint64, d time.Duration) uint64 {
+	rate := uint64(4e9)
+	if lineBps > 0 {
+		rate = 40 * lineBps
+	}
+	// iperf.PayloadSize adds 25 %; keep 1 % more room.
+	most := uint64(float64(experiment.MaxPayloadBytes) * 8 / 1.25 / d.Seconds() * 0.99)
+	return min(rate, most)
+}
 
 // compressionGainMin is the gain a claim "compression speeds it up" needs
 // to be seen (5 %), and compressionCPUMin the extra CPU per GB that counts
@@ -73,6 +84,11 @@ func runCompression(ctx context.Context, o Options) (*measure.Report, error) {
 		return nil, err
 	}
 	path := o.path(compressionPath)
+	d := o.duration(2 * time.Second)
+	line := max(path.Up.RateBitsPerSec, path.Down.RateBitsPerSec)
+	if path.Up.RateBitsPerSec == 0 || path.Down.RateBitsPerSec == 0 {
+		line = 0
+	}
 	desc := fmt.Sprintf("%s link, %%s payload", measure.FormatRate(float64(path.Up.RateBitsPerSec)))
 	if path.Up.RateBitsPerSec == 0 {
 		desc = "unlimited link, %s payload"
@@ -83,10 +99,10 @@ func runCompression(ctx context.Context, o Options) (*measure.Report, error) {
 		Command: "recipe compression",
 		Networks: []experiment.Network{
 			{Name: iperf.PayloadRandom, Description: fmt.Sprintf(desc, "incompressible (random)"), Path: path, Payload: iperf.PayloadRandom},
-			{Name: iperf.PayloadZeros, Description: fmt.Sprintf(desc, "compressible (zeros)"), Path: path, Payload: iperf.PayloadZeros, PayloadBitsPerSec: zerosFileBitsPerSec},
+			{Name: iperf.PayloadZeros, Description: fmt.Sprintf(desc, "compressible (zeros)"), Path: path, Payload: iperf.PayloadZeros, PayloadBitsPerSec: zerosFileBitsPerSec(line, d)},
 		},
 		Variants: vs, Proto: openvpn.UDP,
-		Repeat: o.repeat(3), Duration: o.duration(2 * time.Second),
+		Repeat: o.repeat(3), Duration: d,
 		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
 		Extra: map[string]any{"warning": compressionWarning},
 		// Keep what each side said about compression when it came up.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
@@ -176,6 +177,33 @@ func TestCompressionRecipe(t *testing.T) {
 		// What OpenVPN logs does not depend on the machine's load.
 		if strings.Contains(v.Claim, "insecure") && v.Outcome != Confirmed {
 			t.Errorf("warning verdict: %s: %s", v.Outcome, v.Reason)
+		}
+	}
+}
+
+// The zeros file lasts a sample at 40 × the line, and never grows beyond
+// what experiment writes as a file (beyond it, samples would send a fixed
+// amount and last minutes on the line without compression).
+func TestZerosFileBitsPerSec(t *testing.T) {
+	for _, tc := range []struct {
+		line uint64
+		d    time.Duration
+		want uint64
+	}{
+		{10e6, 2 * time.Second, 400e6},
+		{10e6, 10 * time.Second, 0},
+		{0, 2 * time.Second, 0},
+		{1e9, time.Second, 0},
+	} {
+		got := zerosFileBitsPerSec(tc.line, tc.d)
+		if tc.want != 0 && got != tc.want {
+			t.Errorf("line %d, %v: %d, want %d", tc.line, tc.d, got, tc.want)
+		}
+		if size := iperf.PayloadSize(got, tc.d); size > experiment.MaxPayloadBytes {
+			t.Errorf("line %d, %v: %d bit/s make a %d-byte file, above %d", tc.line, tc.d, got, size, experiment.MaxPayloadBytes)
+		}
+		if got < 100e6 {
+			t.Errorf("line %d, %v: %d bit/s, too slow for compressed zeros", tc.line, tc.d, got)
 		}
 	}
 }
