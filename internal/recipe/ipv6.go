@@ -210,8 +210,8 @@ func runIPv6(ctx context.Context, o Options) (*measure.Report, error) {
 		Networks:  []experiment.Network{{Name: "line", Description: "the same tunnel, inner IPv4 and inner IPv6 interleaved", Path: path}},
 		Variants:  []openvpn.Variant{v},
 		InnerIPv6: map[string]bool{v.Name: true},
-		Proto:     openvpn.UDP,
-		Repeat:    o.repeat(5), Duration: o.duration(3 * time.Second),
+		Proto:     openvpn.UDP, Retries: 2,
+		Repeat: o.repeat(5), Duration: o.duration(3 * time.Second),
 		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
 		// Measure what the clamp made of a real connection of each
 		// family before the samples; a failed probe leaves the

@@ -108,7 +108,7 @@ func TestShaperRecipe(t *testing.T) {
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "t" + lab.NewName()
-	rep, err := runShaper(context.Background(), Options{Repeat: 1, Duration: 6 * time.Second, LabName: name})
+	rep, err := runShaper(context.Background(), Options{Repeat: 1, Duration: 3 * time.Second, LabName: name})
 	labtest.CheckGone(t, name)
 	if err != nil {
 		t.Fatal(err)
