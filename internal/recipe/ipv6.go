@@ -370,6 +370,15 @@ func ipv6Verdicts(rep *measure.Report, path lab.Path, probes map[string]ipv6MSSP
 			figures += fmt.Sprintf("; predicted at the %s line: %s vs %s", measure.FormatRate(float64(link)),
 				measure.FormatRate(b6.Goodput(float64(link))), measure.FormatRate(b4.Goodput(float64(link))))
 		}
+		// OpenVPN's CPU per GB carries the kernel's work for the inner
+		// packets it writes to and reads from tun: where IPv6 falls short
+		// of the arithmetic on a busy machine, this shows whether it cost
+		// more CPU per byte.
+		c4 := r4.CPUSecondsPerGB["server"] + r4.CPUSecondsPerGB["client"]
+		c6 := r6.CPUSecondsPerGB["server"] + r6.CPUSecondsPerGB["client"]
+		if c4 > 0 && c6 > 0 {
+			figures += fmt.Sprintf("; OpenVPN CPU-s/GB IPv6 %.1f vs IPv4 %.1f (%+.0f %%; fewer payload bytes per packet alone make %+.1f %%)", c6, c4, 100*(c6/c4-1), 100*(1/predicted-1))
+		}
 		switch {
 		case n < ipv6MinPairs:
 			out = append(out, verdict(claim, Noise, "%d line-bound samples per family are too few to judge (want %d): %s", n, ipv6MinPairs, figures))
