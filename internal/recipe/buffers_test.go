@@ -107,6 +107,7 @@ func TestJudgeBound(t *testing.T) {
 		{[]float64{40, 45, 50}, Refuted}, // no window at all
 		{[]float64{9, 12, 30}, Noise},    // straddles
 		{[]float64{11.4, 11.5, 11.5}, Confirmed},
+		{[]float64{9.1, 9.5}, Noise}, // too few samples for a spread
 	} {
 		r := mkRow("n", "v", measure.DirectionUp, c.samples...)
 		if got, why := judgeBound(&r, bound); got != c.want {

@@ -518,6 +518,9 @@ func fragRTTCompare(a, b *fragRTT) (ratio float64, above, below bool) {
 		return 0, false, false
 	}
 	ratio = a.MedianMs / b.MedianMs
+	if len(a.RoundMediansMs) < MinSamples || len(b.RoundMediansMs) < MinSamples {
+		return ratio, false, false // too few rounds for a spread
+	}
 	above = measure.Min(a.RoundMediansMs) > measure.Max(b.RoundMediansMs)
 	below = measure.Max(a.RoundMediansMs) < measure.Min(b.RoundMediansMs)
 	return ratio, above, below
@@ -546,6 +549,8 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 		switch {
 		case ratio == 0:
 			out = append(out, verdict(claim, Noise, "%s", why))
+		case len(a.RoundMediansMs) < MinSamples || len(b.RoundMediansMs) < MinSamples:
+			out = append(out, verdict(claim, Noise, "%s: a verdict needs %d rounds", why, MinSamples))
 		case ratio <= 1.25 && ratio >= 0.8:
 			out = append(out, verdict(claim, Confirmed, "%s", why))
 		case above:
@@ -572,6 +577,8 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 			out = append(out, verdict(claim, Confirmed, "%s", why))
 		case above && ratio >= 1.15:
 			out = append(out, verdict(claim, Changed, "%s: it rises, by less than the published doubling", why))
+		case len(a.RoundMediansMs) < MinSamples || len(b.RoundMediansMs) < MinSamples:
+			out = append(out, verdict(claim, Noise, "%s: a verdict needs %d rounds", why, MinSamples))
 		case ratio < 1.15 && !above:
 			out = append(out, verdict(claim, Refuted, "%s: no rise beyond 15%%", why))
 		case below:
@@ -586,8 +593,8 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 		o, ratio := compareRates(f, n, 1.0)
 		why := fmt.Sprintf("fragment 1400 %s vs none %s: ×%.2f; fragment 400 %s", mbps(f), mbps(n), ratio, mbps(row(rep, "", frag400, dir)))
 		switch {
-		case f == nil || n == nil:
-			out = append(out, verdict(claim, Noise, "%s", why))
+		case f == nil || n == nil || len(f.SamplesBps) < MinSamples || len(n.SamplesBps) < MinSamples:
+			out = append(out, verdict(claim, Noise, "%s: a verdict needs %d samples of each", why, MinSamples))
 		case ratio >= 0.9 && ratio <= 1.1:
 			out = append(out, verdict(claim, Confirmed, "%s", why))
 		case o == Refuted:

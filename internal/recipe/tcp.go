@@ -151,7 +151,7 @@ func noDelayVerdict(udp, tcp, nd *measure.Row, tag string) measure.Verdict {
 	if udp != nil && nd != nil && udp.MedianBps > 0 {
 		why += fmt.Sprintf("; %.0f%% of UDP %s", 100*nd.MedianBps/udp.MedianBps, mbps(udp))
 	}
-	if o == Noise && nd != nil && tcp != nil && math.Abs(ratio-1) < 0.05 && tcpRelRange(nd) < 0.10 && tcpRelRange(tcp) < 0.10 {
+	if o == Noise && nd != nil && tcp != nil && len(nd.SamplesBps) >= MinSamples && len(tcp.SamplesBps) >= MinSamples && math.Abs(ratio-1) < 0.05 && tcpRelRange(nd) < 0.10 && tcpRelRange(tcp) < 0.10 {
 		return verdict(claim, Refuted, "%s: no difference beyond 5%%, with samples within 10%% of their medians", why)
 	}
 	return verdict(claim, o, "%s", why)
