@@ -164,14 +164,20 @@ func runShaper(ctx context.Context, o Options) (*measure.Report, error) {
 	outer, inner, payload := shaperPrediction()
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
+		var perPacket int
 		switch {
 		case r.Variant == "shaper" && r.Direction == measure.DirectionUp:
-			r.PublishedBps = 8 * shaperBytesPerSec
-			r.Extra = map[string]any{"predicted_goodput_bps": 8 * shaperBytesPerSec * float64(payload) / float64(outer)}
+			perPacket = outer
 		case r.Variant == "tc" && r.Direction == measure.DirectionDown:
-			r.PublishedBps = 8 * shaperBytesPerSec
-			r.Extra = map[string]any{"predicted_goodput_bps": 8 * shaperBytesPerSec * float64(payload) / float64(inner)}
+			perPacket = inner
+		default:
+			continue
 		}
+		r.PublishedBps = 8 * shaperBytesPerSec
+		if r.Extra == nil {
+			r.Extra = map[string]any{}
+		}
+		r.Extra["predicted_goodput_bps"] = 8 * shaperBytesPerSec * float64(payload) / float64(perPacket)
 	}
 	rep.Verdicts = shaperVerdicts(rep, clientLines)
 	return rep, nil
