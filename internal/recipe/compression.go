@@ -136,7 +136,7 @@ func runCompression(ctx context.Context, o Options) (*measure.Report, error) {
 }
 
 // compressionMinSamples is the samples each row needs for a verdict.
-const compressionMinSamples = 3
+const compressionMinSamples = MinSamples
 
 // compressionGain judges "a is faster than b by compressionGainMin":
 // confirmed when a's slowest sample beats b's fastest by that much;

@@ -298,7 +298,7 @@ const ipv6Starved = 0.90
 // ipv6MinPairs is how many samples of each family a verdict needs: with three
 // interleaved pairs all on one side of 1, the chance that load alone put
 // them there is 1 in 8 (1 in 32 with the default five).
-const ipv6MinPairs = 3
+const ipv6MinPairs = MinSamples
 
 // ipv6RatioResolution is the widest spread of IPv6/IPv4 ratios that can still
 // tell the predicted difference (1–2 %) from the published one (5 %).

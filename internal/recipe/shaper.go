@@ -184,7 +184,7 @@ func runShaper(ctx context.Context, o Options) (*measure.Report, error) {
 }
 
 // shaperMinSamples is the samples a row needs for a verdict.
-const shaperMinSamples = 3
+const shaperMinSamples = MinSamples
 
 // shaperLimited judges whether a row is held to the limit: every sample at
 // most 10 % above limitBps (protocol headers make a held row sit below
