@@ -108,6 +108,10 @@ func runRecipe(ctx context.Context, stdout, stderr io.Writer, name string, o rec
 		}
 		rep, err := r.Run(ctx, opts)
 		if ctx.Err() != nil {
+			// Interrupted: show what was measured, then stop.
+			if rep != nil && !o.json {
+				_ = measure.RenderTable(stdout, rep)
+			}
 			return ctx.Err()
 		}
 		if err != nil {
