@@ -255,8 +255,13 @@ func runBuffers(ctx context.Context, o Options) (*measure.Report, error) {
 		return nil, err
 	}
 	rtts := map[string]time.Duration{}
+	rates := map[string]float64{} // the measured direction's rate limit
 	for _, r := range runs {
 		rtts[r.net.Name] = bufPathRTT(r.net.Path)
+		rates[r.net.Name] = float64(r.net.Path.Up.RateBitsPerSec)
+		if bufferDirections[0] == measure.DirectionDown {
+			rates[r.net.Name] = float64(r.net.Path.Down.RateBitsPerSec)
+		}
 	}
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
@@ -315,7 +320,7 @@ func runBuffers(ctx context.Context, o Options) (*measure.Report, error) {
 			return "-"
 		}},
 	}
-	rep.Verdicts = bufferVerdicts(rep, rtts, host)
+	rep.Verdicts = bufferVerdicts(rep, rtts, rates, host)
 	return rep, err
 }
 
@@ -338,8 +343,10 @@ const (
 	boundUnder  = 0.5
 )
 
-// judgeBound judges "throughput ≤ buffer / RTT" on one row.
-func judgeBound(r *measure.Row, bound float64) (string, string) {
+// judgeBound judges "throughput ≤ buffer / RTT" on one row. pathBps is the
+// path's rate in the row's direction (0: unlimited): a bound near it
+// cannot tell the buffer's limit from the path's.
+func judgeBound(r *measure.Row, bound, pathBps float64) (string, string) {
 	if r == nil || bound <= 0 {
 		return Noise, "no valid sample or no bound"
 	}
@@ -350,6 +357,8 @@ func judgeBound(r *measure.Row, bound float64) (string, string) {
 	switch {
 	case r.MinBps > kernelSlack*bound:
 		return Refuted, f + ": even the slowest sample exceeds twice the bound, so no window limits this transport"
+	case r.MaxBps <= boundSlack*bound && r.MedianBps >= boundUnder*bound && pathBps > 0 && bound >= 0.8*pathBps:
+		return Confirmed, f + fmt.Sprintf(": within the bound, but the path's %s Mbit/s is as low, so this does not show which of the two limits the flow", measure.FormatMbps(pathBps))
 	case r.MaxBps <= boundSlack*bound && r.MedianBps >= boundUnder*bound:
 		return Confirmed, f + ": the buffer is what limits the flow"
 	case r.MaxBps <= boundSlack*bound:
@@ -360,7 +369,7 @@ func judgeBound(r *measure.Row, bound float64) (string, string) {
 	return Noise, f + ": the samples straddle the margins"
 }
 
-func bufferVerdicts(rep *measure.Report, rtts map[string]time.Duration, host map[string]int) []measure.Verdict {
+func bufferVerdicts(rep *measure.Report, rtts map[string]time.Duration, rates map[string]float64, host map[string]int) []measure.Verdict {
 	var out []measure.Verdict
 	rowOf := func(net, variant string) *measure.Row {
 		return row(rep, net, variant, bufferDirections[0])
@@ -378,12 +387,12 @@ func bufferVerdicts(rep *measure.Report, rtts map[string]time.Duration, host map
 		tag := fmt.Sprintf(" [%s transport]", proto)
 		if has200 {
 			r := rowOf("200ms", "buf64k-"+proto)
-			o, why := judgeBound(r, bound(r))
+			o, why := judgeBound(r, bound(r), rates["200ms"])
 			out = append(out, verdict("64 KiB buffers at 200 ms RTT cap throughput at 2.5 Mbit/s"+tag, o, "%s", why))
 		}
 		if has50 {
 			r := rowOf("50ms", "buf512k-"+proto)
-			o, why := judgeBound(r, bound(r))
+			o, why := judgeBound(r, bound(r), rates["50ms"])
 			out = append(out, verdict("512 KiB buffers at 50 ms RTT allow at most 80 Mbit/s"+tag, o, "%s", why))
 		}
 		// The rule over every row with set buffers.

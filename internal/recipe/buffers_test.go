@@ -110,11 +110,19 @@ func TestJudgeBound(t *testing.T) {
 		{[]float64{9.1, 9.5}, Noise}, // too few samples for a spread
 	} {
 		r := mkRow("n", "v", measure.DirectionUp, c.samples...)
-		if got, why := judgeBound(&r, bound); got != c.want {
+		if got, why := judgeBound(&r, bound, 0); got != c.want {
 			t.Errorf("%v: %s (%s), want %s", c.samples, got, why, c.want)
 		}
 	}
-	if got, _ := judgeBound(nil, bound); got != Noise {
+	if got, _ := judgeBound(nil, bound, 0); got != Noise {
+		t.Errorf("nil row: %s", got)
+	}
+	// A bound as high as the path's rate is no test of the buffer.
+	r := mkRow("n", "v", measure.DirectionUp, 9.1, 9.5, 9.3)
+	if got, why := judgeBound(&r, bound, 11e6); got != Confirmed || !strings.Contains(why, "does not show") {
+		t.Errorf("path-bound: %s (%s)", got, why)
+	}
+	if got, _ := judgeBound(nil, bound, 0); got != Noise {
 		t.Errorf("nil row: %s", got)
 	}
 }
@@ -146,7 +154,7 @@ func TestBufferVerdicts(t *testing.T) {
 		}
 	}
 	got := map[string]string{}
-	for _, v := range bufferVerdicts(rep, rtts, map[string]int{"rmem_max": 4194304, "wmem_max": 4194304}) {
+	for _, v := range bufferVerdicts(rep, rtts, map[string]float64{"50ms": 100e6, "200ms": 100e6}, map[string]int{"rmem_max": 4194304, "wmem_max": 4194304}) {
 		got[v.Claim] = v.Outcome
 		if v.Reason == "" {
 			t.Errorf("no reason: %+v", v)
