@@ -42,10 +42,10 @@ func TestTCPVerdicts(t *testing.T) {
 		mkRow("clean", tcpUDP, down, 600, 610, 620),
 		mkRow("clean", tcpTCP, down, 598, 605, 612),
 		mkRow("clean", tcpNoDelay, down, 600, 606, 611),
-		// lossy down: TCP-in-TCP melts.
-		mkRow("lossy", tcpUDP, down, 5, 6, 5.5),
-		mkRow("lossy", tcpTCP, down, 2, 2.5, 2.2),
-		mkRow("lossy", tcpNoDelay, down, 2.1, 2.6, 2.4),
+		// lossy up: TCP-in-TCP melts.
+		mkRow("lossy", tcpUDP, up, 5, 6, 5.5),
+		mkRow("lossy", tcpTCP, up, 2, 2.5, 2.2),
+		mkRow("lossy", tcpNoDelay, up, 2.1, 2.6, 2.4),
 	}}
 	got := map[string]string{}
 	for _, v := range tcpVerdicts(rep) {
@@ -53,11 +53,11 @@ func TestTCPVerdicts(t *testing.T) {
 		t.Logf("%s: %s: %s", v.Outcome, v.Claim, v.Reason)
 	}
 	want := map[string]string{
-		"TCP transport is slower than UDP (published 115 vs 147 Mbit/s) [clean, up]":                      Confirmed,
-		"tcp-nodelay recovers TCP transport's loss (published 146 vs 115 Mbit/s, UDP 147) [clean, up]":    Confirmed,
-		"TCP transport is slower than UDP (published 115 vs 147 Mbit/s) [clean, down]":                    Noise,
-		"tcp-nodelay recovers TCP transport's loss (published 146 vs 115 Mbit/s, UDP 147) [clean, down]":  Refuted,
-		"on a lossy path (1% loss, 80 ms RTT) TCP-over-TCP suffers more than UDP transport [lossy, down]": Confirmed,
+		"TCP transport is slower than UDP (published 115 vs 147 Mbit/s) [clean, up]":                     Confirmed,
+		"tcp-nodelay recovers TCP transport's loss (published 146 vs 115 Mbit/s, UDP 147) [clean, up]":   Confirmed,
+		"TCP transport is slower than UDP (published 115 vs 147 Mbit/s) [clean, down]":                   Noise,
+		"tcp-nodelay recovers TCP transport's loss (published 146 vs 115 Mbit/s, UDP 147) [clean, down]": Refuted,
+		"on a lossy path (1% loss, 80 ms RTT) TCP-over-TCP suffers more than UDP transport [lossy, up]":  Confirmed,
 	}
 	for k, w := range want {
 		if got[k] != w {
