@@ -120,8 +120,12 @@ func formatServerEvent(e pps.Event) string {
 	switch e.Kind {
 	case "accepted":
 		p := e.Params
-		return fmt.Sprintf("%s session %08x from %s accepted: %d-byte probes, %s over %d flow(s) for %v, timeout %v",
-			ts, e.Session, e.Client, p.Size, ratePPSText(p.RatePPS), p.Flows, p.Duration, p.Timeout)
+		mode := ""
+		if p.OneWay {
+			mode = ", one way (counted, not echoed)"
+		}
+		return fmt.Sprintf("%s session %08x from %s accepted: %d-byte probes, %s over %d flow(s) for %v, timeout %v%s",
+			ts, e.Session, e.Client, p.Size, ratePPSText(p.RatePPS), p.Flows, p.Duration, p.Timeout, mode)
 	case "refused":
 		return fmt.Sprintf("%s refused %s: %s", ts, e.Client, e.Reason)
 	case "finished", "expired":
@@ -149,6 +153,7 @@ type ppsClientOptions struct {
 	duration time.Duration
 	count    uint64
 	timeout  time.Duration
+	oneWay   bool
 	json     bool
 	out      io.Writer
 }
@@ -175,9 +180,16 @@ the CPU the client and the server used.
 Loss is per round trip: a probe is lost when it or its echo is dropped. A
 path that drops p one way shows p; one that drops p each way (a lab's
 symmetric --loss) shows 1−(1−p)², e.g. 9.75 % for 5 %. The server's count of
-probes received tells the two directions apart.`,
+probes received tells the two directions apart.
+
+--one-way measures what sockperf throughput and iperf3 -u measure: the server
+does not echo but counts the probes it received by the second they were sent
+in, and reports the counts when the run ends, so the per-second lines appear
+at the end. Received and lost are then the server's, of the way there only;
+no RTT is measured. It needs a server of this version or later.`,
 		Example: `  ovpnperf pps client 198.51.100.2
   ovpnperf pps client 198.51.100.2 --rate 0 --flows 2 --duration 5s
+  ovpnperf pps client 198.51.100.2 --rate 0 --one-way
   ovpnperf pps client 2001:db8:5::2 --size 1400 --rate 50k --json`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -194,6 +206,7 @@ probes received tells the two directions apart.`,
 	f.DurationVarP(&opts.duration, "duration", "t", 10*time.Second, "how long to send")
 	f.Uint64VarP(&opts.count, "count", "n", 0, "stop after this many probes over all flows (0 = no limit but --duration)")
 	f.DurationVar(&opts.timeout, "timeout", time.Second, "a probe without echo after this long is lost (at most 10s)")
+	f.BoolVar(&opts.oneWay, "one-way", false, "the server counts the probes instead of echoing them (no RTT; loss of the way there)")
 	f.BoolVar(&opts.json, "json", false, "print the result as JSON")
 	return cmd
 }
@@ -237,7 +250,7 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 	}
 	cfg := pps.Config{
 		Server: net.JoinHostPort(strings.Trim(opts.host, "[]"), strconv.Itoa(opts.port)),
-		Params: pps.Params{RatePPS: rate, Size: opts.size, Duration: opts.duration, Flows: opts.flows, Timeout: opts.timeout},
+		Params: pps.Params{RatePPS: rate, Size: opts.size, Duration: opts.duration, Flows: opts.flows, Timeout: opts.timeout, OneWay: opts.oneWay},
 		Count:  opts.count,
 	}
 	w := opts.out
@@ -245,10 +258,20 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 		header := false
 		cfg.Interval = func(iv pps.Interval) {
 			if !header {
-				fmt.Fprintf(w, "pps client to udp %s: %d-byte probes, %s over %d flow(s), timeout %v\n",
-					cfg.Server, opts.size, ratePPSText(rate), opts.flows, opts.timeout)
-				fmt.Fprintf(w, "%-15s %10s %10s %16s %12s %12s %26s\n", "Interval", "Sent", "Received", "Lost", "Sent pps", "Echo pps", "RTT min/avg/max (us)")
+				if opts.oneWay {
+					fmt.Fprintf(w, "pps client to udp %s, one way: %d-byte probes, %s over %d flow(s), server counts after %v\n",
+						cfg.Server, opts.size, ratePPSText(rate), opts.flows, opts.timeout)
+					fmt.Fprintf(w, "%-15s %10s %10s %16s %12s %12s\n", "Interval", "Sent", "At server", "Lost", "Sent pps", "Server pps")
+				} else {
+					fmt.Fprintf(w, "pps client to udp %s: %d-byte probes, %s over %d flow(s), timeout %v\n",
+						cfg.Server, opts.size, ratePPSText(rate), opts.flows, opts.timeout)
+					fmt.Fprintf(w, "%-15s %10s %10s %16s %12s %12s %26s\n", "Interval", "Sent", "Received", "Lost", "Sent pps", "Echo pps", "RTT min/avg/max (us)")
+				}
 				header = true
+			}
+			if opts.oneWay {
+				fmt.Fprintln(w, formatOneWayInterval(iv))
+				return
 			}
 			fmt.Fprintln(w, formatInterval(iv))
 		}
@@ -274,8 +297,17 @@ func formatInterval(iv pps.Interval) string {
 		iv.StartS, iv.EndS, iv.Sent, iv.Received, iv.Lost, iv.LossPercent, iv.SentPPS, iv.PPS, iv.RTTMinUs, iv.RTTMeanUs, iv.RTTMaxUs)
 }
 
+func formatOneWayInterval(iv pps.Interval) string {
+	return fmt.Sprintf("%6.2f-%-6.2f s %10d %10d %8d (%5.2f%%) %12.0f %12.0f",
+		iv.StartS, iv.EndS, iv.Sent, iv.Received, iv.Lost, iv.LossPercent, iv.SentPPS, iv.PPS)
+}
+
 func writePPSSummary(w io.Writer, r *pps.Result) {
 	fmt.Fprintln(w, "- - - - - - - - - - - - - - - - - - - - - - - - -")
+	if r.Params.OneWay {
+		writePPSOneWaySummary(w, r)
+		return
+	}
 	fmt.Fprintf(w, "sent %d, received %d, lost %d (%.3f%%) in %.2f s; late %d, duplicates %d, reordered %d\n",
 		r.Sent, r.Received, r.Lost, r.LossPercent, r.SendSeconds, r.Late, r.Duplicates, r.Reordered)
 	fmt.Fprintf(w, "echo rate: median %.0f pps over whole seconds (min %.0f, max %.0f), mean %.0f pps; sent %.0f pps\n",
@@ -287,6 +319,28 @@ func writePPSSummary(w io.Writer, r *pps.Result) {
 		s := r.ServerReport
 		fmt.Fprintf(w, "server: received %d, echoed %d; CPU %.2f s user, %.2f s system (%.0f%% of a core)\n",
 			s.Received, s.Echoed, r.ServerCPU.UserS, r.ServerCPU.SystemS, r.ServerCPU.Percent)
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	if r.Interrupted {
+		fmt.Fprintln(w, "interrupted: the figures cover the time until then")
+	}
+}
+
+func writePPSOneWaySummary(w io.Writer, r *pps.Result) {
+	if r.ServerReport == nil {
+		fmt.Fprintf(w, "sent %d in %.2f s (%.0f pps); the server did not report what it received\n", r.Sent, r.SendSeconds, r.SentPPSMean)
+	} else {
+		fmt.Fprintf(w, "one way: sent %d, server received %d, lost %d (%.3f%%) in %.2f s; duplicates %d\n",
+			r.Sent, r.Received, r.Lost, r.LossPercent, r.SendSeconds, r.Duplicates)
+		fmt.Fprintf(w, "server rate: median %.0f pps over whole seconds (min %.0f, max %.0f), mean %.0f pps; sent %.0f pps\n",
+			r.PPSMedian, r.PPSMin, r.PPSMax, r.PPSMean, r.SentPPSMean)
+	}
+	fmt.Fprintln(w, "RTT: not measured (one-way test)")
+	fmt.Fprintf(w, "client CPU: %.2f s user, %.2f s system (%.0f%% of a core)\n", r.CPU.UserS, r.CPU.SystemS, r.CPU.Percent)
+	if r.ServerReport != nil && r.ServerCPU != nil {
+		fmt.Fprintf(w, "server CPU: %.2f s user, %.2f s system (%.0f%% of a core)\n", r.ServerCPU.UserS, r.ServerCPU.SystemS, r.ServerCPU.Percent)
 	}
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)

@@ -117,11 +117,18 @@ func TestPPSClientServer(t *testing.T) {
 			t.Errorf("text report lacks %q:\n%s", want, r.stdout)
 		}
 	}
+	r = ovpnperf(t, "pps", "client", "127.0.0.1", "-p", port, "--rate", "1k", "--duration", "1200ms", "--one-way", "--timeout", "200ms").mustSucceed(t)
+	for _, want := range []string{"one way:", "At server", "0.00-1.00", "server received", "lost 0 (0.000%)", "RTT: not measured"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("one-way text report lacks %q:\n%s", want, r.stdout)
+		}
+	}
 	var events []string
-	for len(events) < 4 && lines.Scan() {
+	for len(events) < 6 && lines.Scan() {
 		events = append(events, lines.Text())
 	}
-	if len(events) != 4 || !strings.Contains(events[0], "accepted") || !strings.Contains(events[1], "finished") {
+	if len(events) != 6 || !strings.Contains(events[0], "accepted") || !strings.Contains(events[1], "finished") ||
+		!strings.Contains(events[5], "echoed 0") {
 		t.Errorf("server events:\n%s", strings.Join(events, "\n"))
 	}
 }
@@ -196,6 +203,31 @@ RTT: min 20100.0 us, p50 20250.5 us, p90 20400.0 us, p99 21000.0 us, max 30000.0
 client CPU: 0.10 s user, 0.20 s system (3% of a core)
 server: received 19500, echoed 19500; CPU 0.05 s user, 0.10 s system (2% of a core)
 warning: the server caps the duration at 5m0s
+`
+	if b.String() != want {
+		t.Errorf("text report:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestPPSOneWaySummaryText(t *testing.T) {
+	r := &pps.Result{
+		Params:      pps.Params{OneWay: true},
+		Counters:    pps.Counters{Sent: 20000, Received: 19000, Lost: 1000},
+		LossPercent: 5, SendSeconds: 10, PPSMedian: 1900, PPSMin: 1850, PPSMax: 1950, PPSMean: 1900, SentPPSMean: 2000,
+		CPU:          pps.CPU{UserS: 0.1, SystemS: 0.2, Percent: 3},
+		ServerReport: &pps.ServerReport{Received: 19000},
+		ServerCPU:    &pps.CPU{UserS: 0.05, SystemS: 0.1, Percent: 1.5},
+	}
+	var b strings.Builder
+	b.WriteString(formatOneWayInterval(pps.Interval{StartS: 1, EndS: 2, Sent: 2000, Received: 1900, Lost: 100, LossPercent: 5, SentPPS: 2000, PPS: 1900}) + "\n")
+	writePPSSummary(&b, r)
+	want := `  1.00-2.00   s       2000       1900      100 ( 5.00%)         2000         1900
+- - - - - - - - - - - - - - - - - - - - - - - - -
+one way: sent 20000, server received 19000, lost 1000 (5.000%) in 10.00 s; duplicates 0
+server rate: median 1900 pps over whole seconds (min 1850, max 1950), mean 1900 pps; sent 2000 pps
+RTT: not measured (one-way test)
+client CPU: 0.10 s user, 0.20 s system (3% of a core)
+server CPU: 0.05 s user, 0.10 s system (2% of a core)
 `
 	if b.String() != want {
 		t.Errorf("text report:\n%s\nwant:\n%s", b.String(), want)

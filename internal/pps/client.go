@@ -91,6 +91,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		p.RatePPS != cfg.Params.RatePPS || p.Duration > cfg.Params.Duration || p.Duration <= 0 {
 		return nil, fmt.Errorf("the pps server at %s accepted parameters other than those asked for (%+v, asked %+v)", raddr, p, cfg.Params)
 	}
+	if p.OneWay != cfg.Params.OneWay {
+		// A server older than one-way tests accepted it as an echo test;
+		// close that session before saying so, and send nothing.
+		_, _ = exchange(ctx, ctl, &Control{Version: Version, Type: MsgFinish, Nonce: nonce, Session: acc.Session}, MsgReport, wait)
+		return nil, fmt.Errorf("the pps server at %s does not offer one-way tests (it predates them): update it, or test without --one-way", raddr)
+	}
 	if p.Duration < cfg.Params.Duration {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the server caps the duration at %v", p.Duration))
 	}
@@ -146,17 +152,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				continue
 			}
 		}
-		receivers.Add(1)
-		go func() {
-			defer receivers.Done()
-			if err := f.receive(epoch, acc.Session, p.Size); err != nil {
-				fail(err)
-			}
-		}()
+		if !p.OneWay {
+			receivers.Add(1)
+			go func() {
+				defer receivers.Done()
+				if err := f.receive(epoch, acc.Session, p.Size); err != nil {
+					fail(err)
+				}
+			}()
+		}
 		senders.Add(1)
 		go func() {
 			defer senders.Done()
-			if err := f.send(sendCtx, epoch, acc.Session, p.Size, rate, quota); err != nil {
+			if err := f.send(sendCtx, epoch, acc.Session, p.Size, rate, quota, p.OneWay); err != nil {
 				fail(err)
 			}
 		}()
@@ -186,7 +194,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer tick.Stop()
 	var sendEndNs int64 = -1
 	wake := sendDone // nil once seen closed, so the loop does not spin
-	for {
+	if p.OneWay {
+		// Nothing comes back: give the last probes one timeout to reach
+		// the server (unless interrupted), then ask it what it counted.
+		<-sendDone
+		sendEndNs = sentUntilNs
+		sleepUntil(ctx, epoch.Add(time.Duration(sendEndNs+timeoutNs)))
+	}
+	for !p.OneWay {
 		select {
 		case <-tick.C:
 		case <-wake:
@@ -224,7 +239,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// Whole seconds, and the rest as a last interval unless it is a sliver
 	// (under 50 ms), which joins the second before it.
 	n := int((sendEndNs - 50*int64(time.Millisecond) + int64(time.Second) - 1) / int64(time.Second))
-	emit(max(n, emitted, 1), sendEndNs, true)
+	if !p.OneWay {
+		emit(max(n, emitted, 1), sendEndNs, true)
+	}
 	wall := time.Since(epoch)
 	u1, s1 := cpuTime()
 	res.CPU = cpuOf(u1-u0, s1-s0, wall)
@@ -260,6 +277,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.ServerReport = &rep.Report
 		c := cpuOf(rep.Report.CPUUser, rep.Report.CPUSystem, rep.Report.Elapsed)
 		res.ServerCPU = &c
+	}
+	if p.OneWay {
+		var counts []uint64
+		if err == nil {
+			counts, err = readSeries(fctx, ctl, nonce, acc.Session, wait)
+			if err != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("the server did not send its per-second counts: %v", err))
+			}
+		}
+		res.oneWay(flows, counts, sendEndNs, n)
+		for _, iv := range res.Series {
+			if cfg.Interval != nil {
+				cfg.Interval(iv)
+			}
+		}
+		res.summarize(&h)
 	}
 	if flowErr != nil {
 		return res, flowErr
@@ -314,7 +347,10 @@ func mergeSecond(flows []*flow, i int, sendEndNs int64, last bool) Interval {
 
 // send paces probes: quota 0 means no count bound, rate 0 as fast as the
 // socket takes them.
-func (f *flow) send(ctx context.Context, epoch time.Time, session uint32, size int, rate float64, quota uint64) error {
+//
+// A one-way flow numbers its probes without reserving them in the tracker:
+// no echo is awaited, so nothing bounds how many are outstanding.
+func (f *flow) send(ctx context.Context, epoch time.Time, session uint32, size int, rate float64, quota uint64, oneWay bool) error {
 	batch := batchLen
 	if rate > 0 {
 		// About a millisecond of probes per system call.
@@ -352,7 +388,13 @@ func (f *flow) send(ctx context.Context, epoch time.Time, session uint32, size i
 		}
 		nowNs := int64(elapsed)
 		f.mu.Lock()
-		first, got := f.t.reserve(n, nowNs)
+		var first uint32
+		var got int
+		if oneWay {
+			first, got = f.t.next, int(min(uint64(n), uint64(^uint32(0)-f.t.next)))
+		} else {
+			first, got = f.t.reserve(n, nowNs)
+		}
 		f.mu.Unlock()
 		if got == 0 {
 			sleepUntil(ctx, now.Add(time.Millisecond)) // window full
@@ -362,7 +404,11 @@ func (f *flow) send(ctx context.Context, epoch time.Time, session uint32, size i
 			Probe{Session: session, Flow: f.id, Seq: first + uint32(i), SentNs: uint64(nowNs)}.Encode(msgs[i].Buffers[0])
 		}
 		k, err := writeAll(f.bc, msgs[:got])
-		if k < got {
+		if oneWay {
+			f.mu.Lock()
+			f.t.sentOneWay(k, nowNs)
+			f.mu.Unlock()
+		} else if k < got {
 			f.mu.Lock()
 			f.t.unreserve(got - k)
 			f.mu.Unlock()
@@ -424,6 +470,61 @@ func (f *flow) receive(epoch time.Time, session uint32, size int) error {
 		}
 		f.t.counters.Stray += uint64(stray)
 		f.mu.Unlock()
+	}
+}
+
+// readSeries reads the per-second counts of a finished one-way session,
+// one page per exchange.
+func readSeries(ctx context.Context, c *net.UDPConn, nonce [16]byte, session uint32, wait time.Duration) ([]uint64, error) {
+	var counts []uint64
+	for {
+		r, err := exchange(ctx, c, &Control{Version: Version, Type: MsgSeries, Nonce: nonce, Session: session, SeriesFrom: uint32(len(counts))}, MsgSeriesData, wait)
+		if err != nil {
+			return nil, err
+		}
+		if r.SeriesFrom != uint32(len(counts)) || r.SeriesTotal > 1<<20 {
+			return nil, fmt.Errorf("the server answered with a page from second %d of %d, asked from %d", r.SeriesFrom, r.SeriesTotal, len(counts))
+		}
+		counts = append(counts, r.Series...)
+		if uint32(len(counts)) >= r.SeriesTotal {
+			return counts, nil
+		}
+		if len(r.Series) == 0 {
+			return nil, fmt.Errorf("the server sent an empty page at second %d of %d", len(counts), r.SeriesTotal)
+		}
+	}
+}
+
+// oneWay fills the series and counters of a one-way run from the probes
+// each flow sent per second and the server's counts of probes received by
+// the second they were sent in (nil if it did not send them). n is the
+// number of intervals, as in echo mode. r.Sent is already summed.
+func (r *Result) oneWay(flows []*flow, counts []uint64, sendEndNs int64, n int) {
+	n = max(n, 1)
+	for i := range n {
+		iv := mergeSecond(flows, i, sendEndNs, i == n-1)
+		if counts != nil {
+			for j := i; j < len(counts) && (j == i || i == n-1); j++ {
+				iv.Received += counts[j]
+			}
+			iv.Lost = iv.Sent - min(iv.Received, iv.Sent)
+			if d := iv.EndS - iv.StartS; d > 0 {
+				iv.PPS = float64(iv.Received) / d
+			}
+			if iv.Sent > 0 {
+				iv.LossPercent = 100 * float64(iv.Lost) / float64(iv.Sent)
+			}
+		}
+		r.Series = append(r.Series, iv)
+	}
+	for _, iv := range r.Series {
+		r.Received += iv.Received
+	}
+	if counts != nil {
+		// More received than sent means duplicates on the path; the
+		// server cannot tell which, so they are counted here.
+		r.Lost = r.Sent - min(r.Received, r.Sent)
+		r.Duplicates = r.Received - min(r.Received, r.Sent)
 	}
 }
 

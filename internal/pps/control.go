@@ -16,6 +16,16 @@ import (
 //	  | probes (session id inside)    <-->    |  echoed while the session lives
 //	  | FINISH nonce, session         --->    |
 //	  |   <--- REPORT nonce, session, server counters and CPU
+//	  | SERIES nonce, session, from   --->    |  one-way tests only, repeated
+//	  |   <--- SERIESDATA nonce, session, from, total, counts   until all read
+//
+// A one-way test (Params.OneWay) is not echoed: the server counts the probes
+// it received by the second (of the client's clock) they were sent in, and
+// the client reads that series after FINISH, seriesPage seconds per
+// SERIES request, so that no answer is larger than its request. The flag
+// travels in a byte after the parameters of HELLO and ACCEPT, where a server
+// that predates it reads padding and answers without it: the client then
+// stops before sending load.
 //
 // The nonce is 16 random bytes chosen by the client; replies carry it back,
 // so a client ignores anything that does not answer its own request, and
@@ -49,6 +59,10 @@ const (
 	MsgRefuse MsgType = 3
 	MsgFinish MsgType = 4
 	MsgReport MsgType = 5
+	// MsgSeries asks for a page of a one-way session's series.
+	MsgSeries MsgType = 6
+	// MsgSeriesData answers MsgSeries.
+	MsgSeriesData MsgType = 7
 )
 
 func (t MsgType) String() string {
@@ -63,6 +77,10 @@ func (t MsgType) String() string {
 		return "finish"
 	case MsgReport:
 		return "report"
+	case MsgSeries:
+		return "series"
+	case MsgSeriesData:
+		return "series-data"
 	}
 	return fmt.Sprintf("type-%d", uint8(t))
 }
@@ -81,6 +99,10 @@ type Params struct {
 	// Timeout is how long the client waits for an echo before counting
 	// the probe lost.
 	Timeout time.Duration `json:"timeout_ns"`
+	// OneWay asks the server to count the probes instead of echoing them,
+	// as sockperf throughput and iperf3 -u measure: no RTT, and loss
+	// from the server's per-second counts.
+	OneWay bool `json:"one_way,omitempty"`
 }
 
 // Limits are what a server accepts.
@@ -127,6 +149,12 @@ type Control struct {
 	Limits  Limits       // accept
 	Reason  string       // refuse
 	Report  ServerReport // report
+	// SeriesFrom is the first second of a series page (series, series-data).
+	SeriesFrom uint32
+	// SeriesTotal is how many seconds the whole series has (series-data).
+	SeriesTotal uint32
+	// Series holds at most seriesPage per-second counts (series-data).
+	Series []uint64
 }
 
 // IsControl reports whether b starts with the control magic.
@@ -139,6 +167,11 @@ const (
 	paramsLen = 8 + 4 + 4 + 2 + 4 // rate, size, duration ms, flows, timeout ms
 	limitsLen = 4 + 2 + 4 + 4     // max duration ms, max flows, max size, max timeout ms
 	reportLen = 8 * 5
+	// flagOneWay is bit 0 of the flags byte after the parameters.
+	flagOneWay = 1
+	// seriesPage is the most counts in one series-data answer: 22 header
+	// + 4 session + 4 from + 4 total + 1 n + 4 n ≤ requestLen.
+	seriesPage = (requestLen - headerLen - 13) / 4
 )
 
 // Marshal encodes the message. Requests are padded to requestLen.
@@ -151,10 +184,26 @@ func (c *Control) Marshal() ([]byte, error) {
 	switch c.Type {
 	case MsgHello:
 		b = appendParams(b, c.Params)
+		b = append(b, flagsOf(c.Params))
 	case MsgAccept:
 		b = binary.BigEndian.AppendUint32(b, c.Session)
 		b = appendParams(b, c.Params)
 		b = appendLimits(b, c.Limits)
+		b = append(b, flagsOf(c.Params))
+	case MsgSeries:
+		b = binary.BigEndian.AppendUint32(b, c.Session)
+		b = binary.BigEndian.AppendUint32(b, c.SeriesFrom)
+	case MsgSeriesData:
+		if len(c.Series) > seriesPage {
+			return nil, fmt.Errorf("series page of %d counts, at most %d", len(c.Series), seriesPage)
+		}
+		b = binary.BigEndian.AppendUint32(b, c.Session)
+		b = binary.BigEndian.AppendUint32(b, c.SeriesFrom)
+		b = binary.BigEndian.AppendUint32(b, c.SeriesTotal)
+		b = append(b, byte(len(c.Series)))
+		for _, v := range c.Series {
+			b = binary.BigEndian.AppendUint32(b, clampU32(int64(min(v, 1<<62))))
+		}
 	case MsgRefuse:
 		r := c.Reason
 		if len(r) > maxReason {
@@ -174,7 +223,7 @@ func (c *Control) Marshal() ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("cannot marshal control message of %v", c.Type)
 	}
-	if c.Type == MsgHello || c.Type == MsgFinish {
+	if c.Type == MsgHello || c.Type == MsgFinish || c.Type == MsgSeries {
 		b = b[:requestLen]
 	}
 	return b, nil
@@ -187,6 +236,13 @@ func appendParams(b []byte, p Params) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(min(max(p.Flows, 0), 0xffff)))
 	b = binary.BigEndian.AppendUint32(b, clampU32(p.Timeout.Milliseconds()))
 	return b
+}
+
+func flagsOf(p Params) byte {
+	if p.OneWay {
+		return flagOneWay
+	}
+	return 0
 }
 
 func appendLimits(b []byte, l Limits) []byte {
@@ -236,6 +292,7 @@ func ParseControl(b []byte) (*Control, error) {
 			return nil, fmt.Errorf("%w: hello of %d bytes, must be padded to %d", ErrMalformed, len(b), requestLen)
 		}
 		c.Params = parseParams(body)
+		c.Params.OneWay = body[paramsLen]&flagOneWay != 0
 	case MsgAccept:
 		if err := need(4 + paramsLen + limitsLen); err != nil {
 			return nil, err
@@ -243,6 +300,36 @@ func ParseControl(b []byte) (*Control, error) {
 		c.Session = binary.BigEndian.Uint32(body)
 		c.Params = parseParams(body[4:])
 		c.Limits = parseLimits(body[4+paramsLen:])
+		// A server that predates one-way tests sends no flags byte.
+		if len(body) > 4+paramsLen+limitsLen {
+			c.Params.OneWay = body[4+paramsLen+limitsLen]&flagOneWay != 0
+		}
+	case MsgSeries:
+		if len(b) < requestLen {
+			return nil, fmt.Errorf("%w: series request of %d bytes, must be padded to %d", ErrMalformed, len(b), requestLen)
+		}
+		c.Session = binary.BigEndian.Uint32(body)
+		c.SeriesFrom = binary.BigEndian.Uint32(body[4:])
+	case MsgSeriesData:
+		if err := need(13); err != nil {
+			return nil, err
+		}
+		c.Session = binary.BigEndian.Uint32(body)
+		c.SeriesFrom = binary.BigEndian.Uint32(body[4:])
+		c.SeriesTotal = binary.BigEndian.Uint32(body[8:])
+		n := int(body[12])
+		if n > seriesPage {
+			return nil, fmt.Errorf("%w: series page of %d counts, at most %d", ErrMalformed, n, seriesPage)
+		}
+		if err := need(13 + 4*n); err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			c.Series = make([]uint64, n)
+		}
+		for i := range c.Series {
+			c.Series[i] = uint64(binary.BigEndian.Uint32(body[13+4*i:]))
+		}
 	case MsgRefuse:
 		if err := need(1); err != nil {
 			return nil, err

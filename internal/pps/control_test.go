@@ -14,6 +14,56 @@ var sampleControls = []*Control{
 	{Version: Version, Type: MsgRefuse, Nonce: [16]byte{4}, Reason: "busy: 16 sessions running, try later"},
 	{Version: Version, Type: MsgFinish, Nonce: [16]byte{5}, Session: 0xffffffff},
 	{Version: Version, Type: MsgReport, Nonce: [16]byte{6}, Session: 3, Report: ServerReport{Received: 1e9, Echoed: 999, CPUUser: 3 * time.Second, CPUSystem: time.Millisecond, Elapsed: 11 * time.Second}},
+	{Version: Version, Type: MsgHello, Nonce: [16]byte{7}, Params: Params{Size: 18, Duration: time.Second, Flows: 1, Timeout: time.Second, OneWay: true}},
+	{Version: Version, Type: MsgAccept, Nonce: [16]byte{8}, Session: 5, Params: Params{Size: 18, Duration: time.Second, Flows: 1, Timeout: time.Second, OneWay: true}, Limits: Limits{MaxDuration: time.Second, MaxFlows: 1, MaxSize: 18, MaxTimeout: time.Second}},
+	{Version: Version, Type: MsgSeries, Nonce: [16]byte{10}, Session: 5, SeriesFrom: 23},
+	{Version: Version, Type: MsgSeriesData, Nonce: [16]byte{11}, Session: 5, SeriesFrom: 0, SeriesTotal: 301, Series: fullPage()},
+	{Version: Version, Type: MsgSeriesData, Nonce: [16]byte{12}, Session: 5, SeriesFrom: 299, SeriesTotal: 300},
+}
+
+func fullPage() []uint64 {
+	s := make([]uint64, seriesPage)
+	for i := range s {
+		s[i] = uint64(i) * 1000003
+	}
+	return s
+}
+
+// An ACCEPT from a server that predates one-way tests ends after the limits;
+// the client must read it as "not one-way".
+func TestAcceptWithoutFlags(t *testing.T) {
+	c := *sampleControls[len(sampleControls)-4]
+	b, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseControl(b[:len(b)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Params.OneWay {
+		t.Error("an accept without the flags byte reads as one-way")
+	}
+	got.Params.OneWay = true
+	if !reflect.DeepEqual(got, &c) {
+		t.Errorf("got %+v, want %+v but for the flag", got, &c)
+	}
+}
+
+func TestSeriesDataRejectsOversizedPage(t *testing.T) {
+	c := &Control{Version: Version, Type: MsgSeriesData, Series: make([]uint64, seriesPage+1)}
+	if _, err := c.Marshal(); err == nil {
+		t.Error("marshalled a page larger than seriesPage")
+	}
+	ok, _ := (&Control{Version: Version, Type: MsgSeriesData, Series: make([]uint64, 2)}).Marshal()
+	ok[headerLen+12] = seriesPage + 1
+	if _, err := ParseControl(ok); !errors.Is(err, ErrMalformed) {
+		t.Errorf("page count %d: %v, want ErrMalformed", seriesPage+1, err)
+	}
+	ok[headerLen+12] = 3 // claims 3 counts, holds 2
+	if _, err := ParseControl(ok); !errors.Is(err, ErrMalformed) {
+		t.Errorf("short page: %v, want ErrMalformed", err)
+	}
 }
 
 func TestControlRoundTrip(t *testing.T) {
@@ -22,10 +72,10 @@ func TestControlRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (c.Type == MsgHello || c.Type == MsgFinish) && len(b) != requestLen {
+		if (c.Type == MsgHello || c.Type == MsgFinish || c.Type == MsgSeries) && len(b) != requestLen {
 			t.Errorf("%v is %d bytes, requests are padded to %d", c.Type, len(b), requestLen)
 		}
-		if c.Type != MsgHello && c.Type != MsgFinish && len(b) > requestLen {
+		if c.Type != MsgHello && c.Type != MsgFinish && c.Type != MsgSeries && len(b) > requestLen {
 			t.Errorf("reply %v is %d bytes, larger than a request (%d): amplification", c.Type, len(b), requestLen)
 		}
 		got, err := ParseControl(b)

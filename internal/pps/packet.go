@@ -73,6 +73,11 @@ func IsProbe(b []byte) bool {
 // probeSession returns the session id of a data packet; b must satisfy IsProbe.
 func probeSession(b []byte) uint32 { return binary.BigEndian.Uint32(b[2:6]) }
 
+// probeSentNs returns the send time of a data packet; b must satisfy IsProbe.
+func probeSentNs(b []byte) uint64 {
+	return uint64(binary.BigEndian.Uint16(b[12:14]))<<32 | uint64(binary.BigEndian.Uint32(b[14:18]))
+}
+
 // DecodeProbe parses the header of a data packet.
 func DecodeProbe(b []byte) (Probe, error) {
 	if !IsProbe(b) {
@@ -82,6 +87,6 @@ func DecodeProbe(b []byte) (Probe, error) {
 		Session: binary.BigEndian.Uint32(b[2:6]),
 		Flow:    binary.BigEndian.Uint16(b[6:8]),
 		Seq:     binary.BigEndian.Uint32(b[8:12]),
-		SentNs:  uint64(binary.BigEndian.Uint16(b[12:14]))<<32 | uint64(binary.BigEndian.Uint32(b[14:18])),
+		SentNs:  probeSentNs(b),
 	}, nil
 }

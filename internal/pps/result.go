@@ -8,6 +8,11 @@ import (
 // Interval is one line of the per-second series. Sent and lost count the
 // probes sent in the interval; received counts the echoes that arrived in it
 // (the last interval also holds echoes that arrived after sending stopped).
+//
+// In a one-way test (Params.OneWay) received counts the probes sent in the
+// interval that reached the server, as the server counted them, PPS is that
+// count per second, lost is sent − received, and the RTT fields are zero.
+// The series is known only at the end, when the server reports it.
 type Interval struct {
 	StartS      float64 `json:"start_s"`
 	EndS        float64 `json:"end_s"`
@@ -15,7 +20,7 @@ type Interval struct {
 	Received    uint64  `json:"received"`
 	Lost        uint64  `json:"lost"`
 	SentPPS     float64 `json:"sent_pps"`
-	PPS         float64 `json:"pps"` // echoes received per second
+	PPS         float64 `json:"pps"` // echoes (one-way: probes at the server) per second
 	LossPercent float64 `json:"loss_percent"`
 	RTTMinUs    float64 `json:"rtt_min_us"`
 	RTTMeanUs   float64 `json:"rtt_mean_us"`
@@ -45,7 +50,11 @@ type Result struct {
 	Counters
 	LossPercent float64 `json:"loss_percent"`
 	// PPSMedian, PPSMin and PPSMax are over the whole seconds of the series,
-	// of echoes received per second; PPSMean is received / SendSeconds.
+	// of echoes received per second (one-way: probes the server received);
+	// PPSMean is received / SendSeconds. In a one-way test the RTT fields
+	// are zero (nothing is measured), Received, Lost and Duplicates come
+	// from the server's counts (zero if it did not report them), and Flows
+	// hold only what each flow sent.
 	PPSMedian   float64    `json:"pps_median"`
 	PPSMin      float64    `json:"pps_min"`
 	PPSMax      float64    `json:"pps_max"`

@@ -67,8 +67,13 @@ type session struct {
 	removeAt  time.Time
 	received  atomic.Uint64
 	echoed    atomic.Uint64
-	report    *ServerReport // set once finished
-	done      bool
+	// series counts the probes of a one-way session by the second of the
+	// client's clock they were sent in (the last bin takes anything later).
+	series []atomic.Uint64
+	report *ServerReport // set once finished
+	// reportSeries is series as it was at the finish.
+	reportSeries []uint64
+	done         bool
 }
 
 // graceAfterDuration is how long past its duration (plus timeout) a session
@@ -282,6 +287,12 @@ func (s *Server) serveConn(c *net.UDPConn) error {
 					continue
 				}
 				cached.received.Add(1)
+				if cached.series != nil {
+					// One-way: count by the second the client sent it in.
+					sec := min(probeSentNs(b)/uint64(time.Second), uint64(len(cached.series)-1))
+					cached.series[sec].Add(1)
+					continue
+				}
 				if nowNs > cached.echoUntil.Load() {
 					continue
 				}
@@ -355,6 +366,9 @@ func (s *Server) control(bc batchConn, b []byte, from net.Addr, now time.Time) {
 			ss.echoUntil.Store(now.UnixNano())
 			r := ss.makeReport(now)
 			ss.report = &r
+			for i := range ss.series {
+				ss.reportSeries = append(ss.reportSeries, ss.series[i].Load())
+			}
 			ss.done = true
 			ss.removeAt = now.Add(5 * time.Second) // answers retransmitted finishes
 		}
@@ -365,6 +379,19 @@ func (s *Server) control(bc batchConn, b []byte, from net.Addr, now time.Time) {
 			s.event(Event{Kind: "finished", Client: from.String(), Session: ss.id, Report: &r})
 			s.signalEnd()
 		}
+	case MsgSeries:
+		s.mu.Lock()
+		ss := s.sessions[c.Session]
+		if ss == nil || ss.nonce != c.Nonce || ss.client != client || ss.report == nil || !ss.params.OneWay {
+			s.mu.Unlock()
+			reply(&Control{Type: MsgRefuse, Reason: "no such finished one-way session"})
+			return
+		}
+		total := uint32(len(ss.reportSeries))
+		from := min(c.SeriesFrom, total)
+		page := ss.reportSeries[from:min(from+seriesPage, total)]
+		s.mu.Unlock()
+		reply(&Control{Type: MsgSeriesData, Session: ss.id, SeriesFrom: from, SeriesTotal: total, Series: page})
 	}
 }
 
@@ -394,6 +421,10 @@ func (s *Server) accept(c *Control, client netip.Addr, now time.Time) (*session,
 	}
 	ss := &session{id: id, nonce: c.Nonce, client: client, params: p, accepted: now}
 	ss.cpuUser, ss.cpuSys = cpuTime()
+	if p.OneWay {
+		// One bin per second of the duration, and one for what comes later.
+		ss.series = make([]atomic.Uint64, int((p.Duration+time.Second-1)/time.Second)+1)
+	}
 	end := now.Add(p.Duration + p.Timeout + graceAfterDuration)
 	ss.echoUntil.Store(end.UnixNano())
 	ss.removeAt = end.Add(time.Second)

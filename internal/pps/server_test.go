@@ -132,3 +132,52 @@ func FuzzServerControl(f *testing.F) {
 		}
 	})
 }
+
+// TestServerOneWaySeries: a one-way session's counts by send second are
+// served in pages after the finish, only to the client that opened it.
+func TestServerOneWaySeries(t *testing.T) {
+	s := newTestServer()
+	rc := &recordConn{}
+	now := time.Now()
+	p := Params{Size: 18, Duration: 60 * time.Second, Flows: 1, Timeout: time.Second, OneWay: true}
+	s.control(rc, hello(1, p), testClient, now)
+	acc := lastReply(t, rc)
+	if acc.Type != MsgAccept || !acc.Params.OneWay {
+		t.Fatalf("reply %+v", acc)
+	}
+	ss := s.sessions[acc.Session]
+	// Duration capped at 5 s: bins 0..4 and one for later.
+	if len(ss.series) != 6 {
+		t.Fatalf("%d bins for 5 s", len(ss.series))
+	}
+	series := func(nonce byte, from uint32, addr net.Addr) *Control {
+		b, _ := (&Control{Version: Version, Type: MsgSeries, Nonce: [16]byte{nonce}, Session: acc.Session, SeriesFrom: from}).Marshal()
+		s.control(rc, b, addr, now)
+		return lastReply(t, rc)
+	}
+	if r := series(1, 0, testClient); r.Type != MsgRefuse {
+		t.Errorf("series before finish: %v", r.Type)
+	}
+	for i := range 6 {
+		ss.series[i].Add(uint64(100 + i))
+	}
+	fin, _ := (&Control{Version: Version, Type: MsgFinish, Nonce: [16]byte{1}, Session: acc.Session}).Marshal()
+	s.control(rc, fin, testClient, now)
+	ss.series[0].Add(1000) // after the finish: not reported
+	if r := series(2, 0, testClient); r.Type != MsgRefuse {
+		t.Errorf("series with another nonce: %v", r.Type)
+	}
+	if r := series(1, 0, &net.UDPAddr{IP: net.ParseIP("192.0.2.9"), Port: 1}); r.Type != MsgRefuse {
+		t.Errorf("series from another host: %v", r.Type)
+	}
+	r := series(1, 0, testClient)
+	if r.Type != MsgSeriesData || r.SeriesTotal != 6 || len(r.Series) != 6 || r.Series[0] != 100 || r.Series[5] != 105 {
+		t.Errorf("series page: %+v", r)
+	}
+	if r := series(1, 4, testClient); r.SeriesFrom != 4 || len(r.Series) != 2 {
+		t.Errorf("page from 4: %+v", r)
+	}
+	if r := series(1, 99, testClient); r.SeriesFrom != 6 || len(r.Series) != 0 {
+		t.Errorf("page past the end: %+v", r)
+	}
+}

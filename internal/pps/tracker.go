@@ -123,6 +123,15 @@ func (t *flowTracker) reserve(n int, nowNs int64) (first uint32, got int) {
 	return first, got
 }
 
+// sentOneWay records n probes of a one-way test sent at nowNs, numbered
+// from t.next. Nothing is awaited for them: the server counts what arrives.
+func (t *flowTracker) sentOneWay(n int, nowNs int64) {
+	t.next += uint32(n)
+	t.base = t.next
+	t.counters.Sent += uint64(n)
+	t.sec(secondOf(nowNs)).sent += uint64(n)
+}
+
 // unreserve gives back the last n numbers of the latest reservation, which
 // the sender could not send.
 func (t *flowTracker) unreserve(n int) {
