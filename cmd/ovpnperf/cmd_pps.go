@@ -154,6 +154,7 @@ type ppsClientOptions struct {
 	count    uint64
 	timeout  time.Duration
 	oneWay   bool
+	gso      bool
 	json     bool
 	out      io.Writer
 }
@@ -186,7 +187,15 @@ probes received tells the two directions apart.
 does not echo but counts the probes it received by the second they were sent
 in, and reports the counts when the run ends, so the per-second lines appear
 at the end. Received and lost are then the server's, of the way there only;
-no RTT is measured. It needs a server of this version or later.`,
+no RTT is measured. It needs a server of this version or later.
+
+--gso hands the kernel each batch as one UDP GSO write, segmented into
+single probes as late as the outgoing device allows. Use it only where that
+is before the path under test (a physical NIC, OpenVPN's tun device): a veth
+pair or bridge, as in "ovpnperf lab", carries the unsegmented packet, so a
+router there forwards one packet per 64 probes and the path looks far
+faster than it is. Without kernel support the client falls back to sendmmsg
+and says so.`,
 		Example: `  ovpnperf pps client 198.51.100.2
   ovpnperf pps client 198.51.100.2 --rate 0 --flows 2 --duration 5s
   ovpnperf pps client 198.51.100.2 --rate 0 --one-way
@@ -207,6 +216,7 @@ no RTT is measured. It needs a server of this version or later.`,
 	f.Uint64VarP(&opts.count, "count", "n", 0, "stop after this many probes over all flows (0 = no limit but --duration)")
 	f.DurationVar(&opts.timeout, "timeout", time.Second, "a probe without echo after this long is lost (at most 10s)")
 	f.BoolVar(&opts.oneWay, "one-way", false, "the server counts the probes instead of echoing them (no RTT; loss of the way there)")
+	f.BoolVar(&opts.gso, "gso", false, "send each batch as one UDP GSO write (see above: not over veth or bridges)")
 	f.BoolVar(&opts.json, "json", false, "print the result as JSON")
 	return cmd
 }
@@ -252,6 +262,7 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 		Server: net.JoinHostPort(strings.Trim(opts.host, "[]"), strconv.Itoa(opts.port)),
 		Params: pps.Params{RatePPS: rate, Size: opts.size, Duration: opts.duration, Flows: opts.flows, Timeout: opts.timeout, OneWay: opts.oneWay},
 		Count:  opts.count,
+		GSO:    opts.gso,
 	}
 	w := opts.out
 	if !opts.json {

@@ -32,6 +32,10 @@ type Config struct {
 	// Interval, if set, is called with each second of the series once its
 	// losses are known (one timeout after the second ends).
 	Interval func(Interval)
+	// GSO sends each batch of probes as one UDP GSO write (UDP_SEGMENT)
+	// instead of sendmmsg, where the kernel supports it; see gso_linux.go
+	// for why a veth path then carries unsegmented packets.
+	GSO bool
 }
 
 // Errors of Run that callers may want to tell apart.
@@ -45,6 +49,10 @@ type flow struct {
 	id   uint16
 	conn *net.UDPConn
 	bc   batchConn
+	// gso is set while the flow sends with UDP GSO; gsoErr says why it
+	// fell back to sendmmsg (read after the sender ended).
+	gso    bool
+	gsoErr error
 
 	mu sync.Mutex
 	t  *flowTracker
@@ -117,6 +125,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 			setBuffers(c, 4<<20)
 			flows[i] = &flow{id: uint16(i), conn: c, bc: newBatchConn(c), t: newFlowTracker(p.Timeout, cfg.Window)}
+			if cfg.GSO {
+				if err := enableGSO(c, p.Size); err != nil {
+					flows[i].gsoErr = err
+				} else {
+					flows[i].gso = true
+				}
+			}
 		}
 		return nil
 	})
@@ -260,6 +275,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		h.merge(&f.t.rtt)
 	}
 	res.summarize(&h)
+	if cfg.GSO {
+		for _, f := range flows {
+			if f.gsoErr != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("flow %d sent with sendmmsg, not GSO: %v", f.id, f.gsoErr))
+			}
+		}
+	}
 	if p.RatePPS > 0 && res.SendSeconds > 0 && res.SentPPSMean < 0.95*float64(p.RatePPS) &&
 		(cfg.Count == 0 || res.Sent < cfg.Count) {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the client sent %.0f pps, short of the %d pps asked for: it could not keep up (busy CPU?)", res.SentPPSMean, p.RatePPS))
@@ -357,6 +379,16 @@ func (f *flow) send(ctx context.Context, epoch time.Time, session uint32, size i
 		batch = int(min(max(rate/1000, 1), batchLen))
 	}
 	msgs := newMessages(batch, size)
+	var gbuf []byte
+	if f.gso {
+		batch = gsoBatch(size)
+		if rate > 0 {
+			batch = int(min(max(rate/1000, 1), float64(batch)))
+		}
+		gbuf = make([]byte, batch*size)
+		msgs = newMessages(batch, size) // the fallback's
+	}
+	gsoSent := false // a GSO write went through: later errors are the path's
 	// Backlog the pacer catches up after a stall (the machine was busy, a
 	// timer fired late): up to 250 ms worth, sent back to back in batches;
 	// beyond that it gives up on the missed probes rather than burst.
@@ -400,10 +432,23 @@ func (f *flow) send(ctx context.Context, epoch time.Time, session uint32, size i
 			sleepUntil(ctx, now.Add(time.Millisecond)) // window full
 			continue
 		}
-		for i := range got {
-			Probe{Session: session, Flow: f.id, Seq: first + uint32(i), SentNs: uint64(nowNs)}.Encode(msgs[i].Buffers[0])
+		var k int
+		var err error
+		if f.gso {
+			_, err = f.conn.Write(fillGSO(gbuf, size, got, Probe{Session: session, Flow: f.id, Seq: first, SentNs: uint64(nowNs)}))
+			if err == nil {
+				k, gsoSent = got, true
+			} else if !gsoSent && isGSOUnsupported(err) {
+				f.gso, f.gsoErr = false, fmt.Errorf("the first GSO write failed: %w", err)
+				err = nil
+			}
 		}
-		k, err := writeAll(f.bc, msgs[:got])
+		if !f.gso {
+			for i := range got {
+				Probe{Session: session, Flow: f.id, Seq: first + uint32(i), SentNs: uint64(nowNs)}.Encode(msgs[i].Buffers[0])
+			}
+			k, err = writeAll(f.bc, msgs[:got])
+		}
 		if oneWay {
 			f.mu.Lock()
 			f.t.sentOneWay(k, nowNs)

@@ -69,6 +69,9 @@ func (s spread) String() string {
 //     what arrived);
 //   - iperf3 -u -l 18 -b 0: the rate iperf3 sent, and what its server
 //     received;
+//   - ovpnperf pps --rate 0 --one-way: the rate sent and what the server
+//     received (mean over the send time): like for like with the two
+//     above, with one flow and with two (-P 2);
 //   - ovpnperf pps --rate 0: the rate sent, what the server received, and
 //     the echoes back (each echo crosses the path twice); once with one
 //     flow as the others, once with two (-P 2).
@@ -114,10 +117,14 @@ func BenchmarkGeneratorRates(b *testing.B) {
 	}
 	defer ps.Stop()
 	time.Sleep(500 * time.Millisecond) // sockperf and pps servers give no ready signal
-	ovpnperfRun := func(flows int) *Result {
-		out, err := runner.Output(l.Command(ctx, lab.Client, bin, "pps", "client", lab.ServerV4.String(),
+	ovpnperfRun := func(flows int, oneWay bool) *Result {
+		argv := []string{bin, "pps", "client", lab.ServerV4.String(),
 			"--port", strconv.Itoa(port), "--rate", "0", "--flows", strconv.Itoa(flows),
-			"--duration", strconv.Itoa(seconds)+"s", "--json"))
+			"--duration", strconv.Itoa(seconds) + "s", "--json"}
+		if oneWay {
+			argv = append(argv, "--one-way", "--timeout", "500ms")
+		}
+		out, err := runner.Output(l.Command(ctx, lab.Client, argv...))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -129,6 +136,7 @@ func BenchmarkGeneratorRates(b *testing.B) {
 	}
 
 	var spSent, ipSent, ipRecv, oSent, oRecvd, oEcho, oCPU, o2Sent, o2Echo []float64
+	var owSent, owRecv, owCPU, ow2Sent, ow2Recv []float64
 	for range b.N {
 		for rep := range reps {
 			out, err := runner.Output(l.Command(ctx, lab.Client, "sockperf", "throughput",
@@ -153,18 +161,28 @@ func BenchmarkGeneratorRates(b *testing.B) {
 				ipRecv = append(ipRecv, float64(ir.UDP.Packets-ir.UDP.LostPackets)/ir.ReceivedDuration.Seconds())
 			}
 
-			res2 := ovpnperfRun(2)
+			ow := ovpnperfRun(1, true)
+			owSent = append(owSent, ow.SentPPSMean)
+			owRecv = append(owRecv, ow.PPSMean)
+			owCPU = append(owCPU, ow.CPU.Percent)
+
+			ow2 := ovpnperfRun(2, true)
+			ow2Sent = append(ow2Sent, ow2.SentPPSMean)
+			ow2Recv = append(ow2Recv, ow2.PPSMean)
+
+			res2 := ovpnperfRun(2, false)
 			o2Sent = append(o2Sent, res2.SentPPSMean)
 			o2Echo = append(o2Echo, res2.PPSMedian)
 
-			res := ovpnperfRun(1)
+			res := ovpnperfRun(1, false)
 			oSent = append(oSent, res.SentPPSMean)
 			oEcho = append(oEcho, res.PPSMedian)
 			oCPU = append(oCPU, res.CPU.Percent)
 			if res.ServerReport != nil {
 				oRecvd = append(oRecvd, float64(res.ServerReport.Received)/res.SendSeconds)
 			}
-			b.Logf("rep %d: sockperf sent %.0f; iperf3 sent %.0f; ovpnperf sent %.0f, echoed %.0f pps; -P 2 sent %.0f, echoed %.0f", rep+1, r, ipSent[len(ipSent)-1], res.SentPPSMean, res.PPSMedian, res2.SentPPSMean, res2.PPSMedian)
+			b.Logf("rep %d: sockperf sent %.0f; iperf3 sent %.0f; ovpnperf one-way sent %.0f, server rx %.0f, -P 2 sent %.0f, rx %.0f; echo sent %.0f, echoed %.0f pps; -P 2 sent %.0f, echoed %.0f",
+				rep+1, r, ipSent[len(ipSent)-1], ow.SentPPSMean, ow.PPSMean, ow2.SentPPSMean, ow2.PPSMean, res.SentPPSMean, res.PPSMedian, res2.SentPPSMean, res2.PPSMedian)
 		}
 	}
 	var sb strings.Builder
@@ -172,14 +190,22 @@ func BenchmarkGeneratorRates(b *testing.B) {
 	fmt.Fprintf(&sb, "  sockperf throughput sent      %v\n", spreadOf(spSent))
 	fmt.Fprintf(&sb, "  iperf3 -u -b 0      sent      %v\n", spreadOf(ipSent))
 	fmt.Fprintf(&sb, "  iperf3              received  %v\n", spreadOf(ipRecv))
+	fmt.Fprintf(&sb, "  ovpnperf pps --one-way sent   %v (client CPU median %.0f%% of a core)\n", spreadOf(owSent), median(owCPU))
+	fmt.Fprintf(&sb, "  ovpnperf pps --one-way srv rx %v\n", spreadOf(owRecv))
+	fmt.Fprintf(&sb, "  ovpnperf pps -1w -P 2  sent   %v\n", spreadOf(ow2Sent))
+	fmt.Fprintf(&sb, "  ovpnperf pps -1w -P 2  srv rx %v\n", spreadOf(ow2Recv))
 	fmt.Fprintf(&sb, "  ovpnperf pps        sent      %v\n", spreadOf(oSent))
 	fmt.Fprintf(&sb, "  ovpnperf pps        server rx %v\n", spreadOf(oRecvd))
 	fmt.Fprintf(&sb, "  ovpnperf pps        echoed    %v (client CPU median %.0f%% of a core)\n", spreadOf(oEcho), median(oCPU))
 	fmt.Fprintf(&sb, "  ovpnperf pps -P 2    sent      %v\n", spreadOf(o2Sent))
 	fmt.Fprintf(&sb, "  ovpnperf pps -P 2    echoed    %v\n", spreadOf(o2Echo))
+	best := max(median(spSent), median(ipSent))
+	fmt.Fprintf(&sb, "one-way sent / better of sockperf and iperf3 (medians): %.2f; -P 2: %.2f\n", median(owSent)/best, median(ow2Sent)/best)
 	b.Log("\n" + sb.String())
 	b.ReportMetric(median(spSent), "sockperf-sent-pps")
 	b.ReportMetric(median(ipSent), "iperf3-sent-pps")
+	b.ReportMetric(median(owSent), "ovpnperf-oneway-sent-pps")
+	b.ReportMetric(median(owRecv), "ovpnperf-oneway-rx-pps")
 	b.ReportMetric(median(oSent), "ovpnperf-sent-pps")
 	b.ReportMetric(median(oEcho), "ovpnperf-echo-pps")
 }
