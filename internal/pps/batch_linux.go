@@ -17,8 +17,15 @@ type batchConn interface {
 	WriteBatch(ms []ipv4.Message, flags int) (int, error)
 }
 
-// batchLen is the number of datagrams per system call.
+// batchLen is the number of datagrams per receiving system call.
 const batchLen = 64
+
+// sendBatchLen is the most probes per sendmmsg. Sending is what bounds the
+// generator (the kernel forwards each probe through a lab's namespaces in
+// the sender's system call); 256 instead of 64 measured 147k instead of
+// 135k pps (medians of 3 × 3 s, one flow, one-way, unshaped lab) on a
+// 2-core VM. The receive side keeps batchLen: its buffers are per message.
+const sendBatchLen = 256
 
 func newBatchConn(c *net.UDPConn) batchConn {
 	if la, ok := c.LocalAddr().(*net.UDPAddr); ok && la.IP.To4() == nil {

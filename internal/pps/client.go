@@ -373,10 +373,10 @@ func mergeSecond(flows []*flow, i int, sendEndNs int64, last bool) Interval {
 // A one-way flow numbers its probes without reserving them in the tracker:
 // no echo is awaited, so nothing bounds how many are outstanding.
 func (f *flow) send(ctx context.Context, epoch time.Time, session uint32, size int, rate float64, quota uint64, oneWay bool) error {
-	batch := batchLen
+	batch := sendBatchLen
 	if rate > 0 {
 		// About a millisecond of probes per system call.
-		batch = int(min(max(rate/1000, 1), batchLen))
+		batch = int(min(max(rate/1000, 1), sendBatchLen))
 	}
 	msgs := newMessages(batch, size)
 	var gbuf []byte
