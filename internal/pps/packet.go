@@ -10,8 +10,16 @@
 // packets of sessions it accepted, only from the address that asked, and
 // only until the session's time is up.
 //
-// Socket I/O is batched (recvmmsg/sendmmsg through golang.org/x/net) so that
-// the generator costs far less per packet than the path it measures.
+// Socket I/O is batched (recvmmsg/sendmmsg through golang.org/x/net, up to
+// 256 probes per send) so that the generator costs far less per packet than
+// the path it measures; Config.GSO sends each batch as one UDP GSO write
+// instead (see gso_linux.go for where that is and is not valid).
+//
+// A one-way test (Params.OneWay) is what sockperf throughput and iperf3 -u
+// measure: the server counts the probes instead of echoing them, by the
+// second of the client's clock they were sent in, and reports the series
+// after the run. It costs the path half the packets of an echo test, and
+// measures no RTT.
 package pps
 
 import (
