@@ -103,6 +103,10 @@ func TestQueueSizes(t *testing.T) {
 	if got := queueBytes(Path{}, 1e6); got != 64<<10 {
 		t.Errorf("queueBytes floor = %d, want 65536", got)
 	}
+	// A gigabit LAN without delay: 5 ms at the rate.
+	if got := queueBytes(Path{}, 1e9); got != 625000 {
+		t.Errorf("queueBytes(1gbit, no delay) = %d, want 625000", got)
+	}
 	if got := burstBytes(1e9); got != 250000 {
 		t.Errorf("burstBytes(1gbit) = %d, want 250000", got)
 	}

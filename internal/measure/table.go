@@ -88,7 +88,7 @@ func renderNetwork(g rowGroup, extra []Column) string {
 	style := table.StyleLight
 	style.Format.Header = text.FormatDefault // "CPU-s/GB", not "CPU-S/GB"
 	t.SetStyle(style)
-	t.SetTitle(g.title)
+	t.SetTitle("%s", g.title) // a title is text, not a format
 	published := false
 	for _, r := range g.rows {
 		published = published || r.PublishedBps > 0
