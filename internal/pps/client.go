@@ -134,7 +134,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				// thread switch each.
 				lockThread: p.Flows <= runtime.GOMAXPROCS(0)}
 			if cfg.GSO {
-				if err := enableGSO(c, p.Size); err != nil {
+				if err := gsoFits(c, p.Size); err != nil {
+					flows[i].gsoErr = err
+				} else if err := enableGSO(c, p.Size); err != nil {
 					flows[i].gsoErr = err
 				} else {
 					flows[i].gso = true
@@ -405,7 +407,7 @@ func (f *flow) send(ctx context.Context, epoch time.Time, session uint32, size i
 		gbuf = make([]byte, batch*size)
 		msgs = newMessages(batch, size) // the fallback's
 	}
-	gsoSent := false // a GSO write went through: later errors are the path's
+	gsoWrites := 0
 	// Backlog the pacer catches up after a stall (the machine was busy, a
 	// timer fired late): up to 250 ms worth, sent back to back in batches;
 	// beyond that it gives up on the missed probes rather than burst.
@@ -454,9 +456,18 @@ func (f *flow) send(ctx context.Context, epoch time.Time, session uint32, size i
 		if f.gso {
 			_, err = f.conn.Write(fillGSO(gbuf, size, got, Probe{Session: session, Flow: f.id, Seq: first, SentNs: uint64(nowNs)}))
 			if err == nil {
-				k, gsoSent = got, true
-			} else if !gsoSent && isGSOUnsupported(err) {
-				f.gso, f.gsoErr = false, fmt.Errorf("the first GSO write failed: %w", err)
+				k = got
+				gsoWrites++
+			} else if isGSOUnsupported(err) {
+				// The segment does not fit the path (its MTU may
+				// also have shrunk since), or the device refuses GSO:
+				// send this batch and the rest with sendmmsg, which
+				// needs the socket option off again.
+				f.gso = false
+				f.gsoErr = fmt.Errorf("GSO write %d failed: %w", gsoWrites+1, err)
+				if derr := enableGSO(f.conn, 0); derr != nil {
+					return fmt.Errorf("sending flow %d: turning GSO off after %v: %w", f.id, f.gsoErr, derr)
+				}
 				err = nil
 			}
 		}

@@ -37,7 +37,7 @@ func gsoBatch(size int) int {
 }
 
 // enableGSO sets UDP_SEGMENT to size on c, so that writes larger than size
-// are segmented. It fails where the kernel lacks UDP GSO.
+// are segmented; 0 turns it off. It fails where the kernel lacks UDP GSO.
 // Equivalent to: setsockopt(fd, SOL_UDP, UDP_SEGMENT, &size, sizeof(int)).
 func enableGSO(c *net.UDPConn, size int) error {
 	rc, err := c.SyscallConn()
@@ -52,6 +52,43 @@ func enableGSO(c *net.UDPConn, size int) error {
 	}
 	if serr != nil {
 		return fmt.Errorf("UDP GSO (setsockopt UDP_SEGMENT, Linux 4.18+): %w", serr)
+	}
+	return nil
+}
+
+// gsoFits checks that a probe of size bytes fits the connected socket's
+// path MTU unfragmented: a GSO segment must, and the kernel was seen to
+// accept a first such write and lose it.
+// Equivalent to: getsockopt(fd, IPPROTO_IP, IP_MTU) (IPV6_MTU for IPv6).
+func gsoFits(c *net.UDPConn, size int) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	v6 := false
+	if la, ok := c.LocalAddr().(*net.UDPAddr); ok && la.IP.To4() == nil {
+		v6 = true
+	}
+	var mtu int
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		if v6 {
+			mtu, serr = unix.GetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU)
+		} else {
+			mtu, serr = unix.GetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU)
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("reading the path MTU: %w", serr)
+	}
+	hdr := 20 + 8
+	if v6 {
+		hdr = 40 + 8
+	}
+	if size+hdr > mtu {
+		return fmt.Errorf("%d-byte probes exceed the path MTU of %d bytes (%d with headers), and a GSO segment cannot be fragmented", size, mtu, size+hdr)
 	}
 	return nil
 }

@@ -3,8 +3,14 @@ package pps
 import (
 	"bytes"
 	"context"
+	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 )
 
 func TestGSOBatch(t *testing.T) {
@@ -66,5 +72,31 @@ func TestLoopbackGSO(t *testing.T) {
 		if res.Sent < 5000 || res.Received != res.Sent || res.ServerReport == nil || res.ServerReport.Received != res.Sent {
 			t.Errorf("one-way %v: sent %d, received %d, server %+v: want every probe as its own datagram", oneWay, res.Sent, res.Received, res.ServerReport)
 		}
+	}
+}
+
+// A probe larger than the path's MTU cannot be a GSO segment: once the
+// client knows the path MTU, the GSO write fails, and the flow says so and
+// goes on with sendmmsg, whose datagrams the kernel fragments. The first
+// probe, sent with DF before the router's "fragmentation needed" taught the
+// client the path MTU, is lost with or without GSO.
+func TestLabGSOFallsBack(t *testing.T) {
+	l := labtest.New(t, lab.Path{MTU: 1400})
+	port := labServer(t, l, lab.ServerV4)
+	res, err := Run(context.Background(), Config{
+		Server: net.JoinHostPort(lab.ServerV4.String(), strconv.Itoa(port)),
+		Params: Params{RatePPS: 1000, Size: 1400, Duration: time.Second, Flows: 1, Timeout: time.Second},
+		OpenIn: inNetns(l, lab.Client),
+		GSO:    true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sent %d received %d, warnings %v", res.Sent, res.Received, res.Warnings)
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "sendmmsg, not GSO") {
+		t.Errorf("warnings %q, want one saying the flow fell back to sendmmsg", res.Warnings)
+	}
+	if res.Sent < 500 || res.Received+1 < res.Sent {
+		t.Errorf("sent %d, received %d after falling back", res.Sent, res.Received)
 	}
 }
