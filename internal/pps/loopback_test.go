@@ -301,12 +301,17 @@ func TestInterruptedRun(t *testing.T) {
 	if res.Sent == 0 || res.Received+res.Lost != res.Sent || res.ServerReport == nil {
 		t.Errorf("sent %d received %d lost %d, server report %v", res.Sent, res.Received, res.Lost, res.ServerReport)
 	}
-	var finished bool
-	for len(events) > 0 {
-		finished = finished || (<-events).Kind == "finished"
-	}
-	if !finished {
-		t.Error("the server's session was not closed")
+	// The server reports the session's end after it answered the client,
+	// so the event may come a moment after Run returned.
+	finished := false
+	deadline := time.After(5 * time.Second)
+	for !finished {
+		select {
+		case ev := <-events:
+			finished = ev.Kind == "finished"
+		case <-deadline:
+			t.Fatal("the server's session was not closed")
+		}
 	}
 }
 
