@@ -1,16 +1,13 @@
 package recipe
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
-	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
-	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // The six tunnels carry what their names say: 64 KiB in both configs, no
@@ -202,17 +199,10 @@ func TestBufferVerdicts(t *testing.T) {
 }
 
 func TestBuffersRecipe(t *testing.T) {
-	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn", "iperf3")
-	name := "t" + lab.NewName()
 	// One short network instead of the recipe's two: the test checks the
 	// rows' figures and the computed verdicts, not the rule itself.
 	l := lab.Link{RateBitsPerSec: 100e6, Delay: 10 * time.Millisecond}
-	rep, err := runBuffers(context.Background(), Options{Repeat: 1, Duration: 2 * time.Second, LabName: name, Path: &lab.Path{Up: l, Down: l}})
-	labtest.CheckGone(t, name+"-path")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runForTest(t, runBuffers, Options{Repeat: 1, Duration: 2 * time.Second, Path: &lab.Path{Up: l, Down: l}}, "iperf3")
 	if len(rep.Rows) != 6 {
 		t.Fatalf("%d rows, want 6", len(rep.Rows))
 	}

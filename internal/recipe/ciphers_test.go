@@ -1,16 +1,12 @@
 package recipe
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
-	"github.com/ovpnperf/ovpnperf/internal/lab"
-	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
-	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // The verdicts follow the figures: a table test over made-up rows.
@@ -58,14 +54,7 @@ func TestCipherVerdicts(t *testing.T) {
 }
 
 func TestCiphersRecipe(t *testing.T) {
-	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn", "iperf3")
-	name := "t" + lab.NewName()
-	rep, err := runCiphers(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name})
-	labtest.CheckGone(t, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runForTest(t, runCiphers, Options{Repeat: 1, Duration: time.Second}, "iperf3")
 	variants := map[string]int{}
 	for _, r := range rep.Rows {
 		variants[r.Variant]++

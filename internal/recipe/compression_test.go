@@ -1,7 +1,6 @@
 package recipe
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,11 +9,8 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
-	"github.com/ovpnperf/ovpnperf/internal/lab"
-	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
-	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // compressionTestLogs reads what OpenVPN 2.6.14 logged about compression
@@ -139,15 +135,7 @@ func TestCompressionVerdicts(t *testing.T) {
 }
 
 func TestCompressionRecipe(t *testing.T) {
-	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn", "iperf3")
-	name := "t" + lab.NewName()
-	rep, err := runCompression(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name})
-	labtest.CheckGone(t, name+"-"+iperf.PayloadRandom)
-	labtest.CheckGone(t, name+"-"+iperf.PayloadZeros)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runForTest(t, runCompression, Options{Repeat: 1, Duration: time.Second}, "iperf3")
 	rows := map[string]int{}
 	for _, r := range rep.Rows {
 		rows[r.Network+"/"+r.Variant]++

@@ -1,17 +1,13 @@
 package recipe
 
 import (
-	"context"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
-	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
-	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // testdata/instances-stat.txt is /proc/stat of the 2-CPU test machine.
@@ -135,14 +131,7 @@ func abs(x float64) float64 {
 }
 
 func TestInstancesRecipe(t *testing.T) {
-	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn", "iperf3")
-	name := "t" + lab.NewName()
-	rep, err := runInstances(context.Background(), Options{Repeat: 1, Duration: 2 * time.Second, LabName: name})
-	labtest.CheckGone(t, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runForTest(t, runInstances, Options{Repeat: 1, Duration: 2 * time.Second}, "iperf3")
 	if len(rep.Rows) != 4 {
 		t.Fatalf("%d rows, want 4", len(rep.Rows))
 	}

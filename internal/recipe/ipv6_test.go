@@ -1,17 +1,13 @@
 package recipe
 
 import (
-	"context"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
-	"github.com/ovpnperf/ovpnperf/internal/lab"
-	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
-	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // The arithmetic against OpenVPN 2.6's documented example (mssfix 1492
@@ -121,14 +117,7 @@ func TestIPv6Verdicts(t *testing.T) {
 }
 
 func TestIPv6Recipe(t *testing.T) {
-	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn", "iperf3")
-	name := "t" + lab.NewName()
-	rep, err := runIPv6(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name})
-	labtest.CheckGone(t, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runForTest(t, runIPv6, Options{Repeat: 1, Duration: time.Second}, "iperf3")
 	rows := map[string]int{}
 	for _, r := range rep.Rows {
 		rows[r.Variant]++

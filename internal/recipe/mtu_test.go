@@ -1,16 +1,12 @@
 package recipe
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
-	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
-	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // testdata/mtu-snmp.txt is /proc/net/snmp of a lab's server namespace
@@ -106,15 +102,7 @@ func TestMTUVerdicts(t *testing.T) {
 }
 
 func TestMTURecipe(t *testing.T) {
-	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn", "iperf3")
-	name := "t" + lab.NewName()
-	rep, err := runMTU(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name})
-	labtest.CheckGone(t, name+"-pmtud")
-	labtest.CheckGone(t, name+"-hole")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runForTest(t, runMTU, Options{Repeat: 1, Duration: time.Second}, "iperf3")
 	if len(rep.Rows) != 8 {
 		t.Fatalf("%d rows, want 4 per network", len(rep.Rows))
 	}

@@ -1,16 +1,12 @@
 package recipe
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
-	"github.com/ovpnperf/ovpnperf/internal/lab"
-	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
-	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // ppsTestRow makes a row of made-up echo rates (pps) and OpenVPN µs per
@@ -210,14 +206,7 @@ func TestParseProcStatCPU(t *testing.T) {
 // every row must exist and carry its figures, every verdict must be
 // computed, and nothing of the lab may be left.
 func TestPPSRecipe(t *testing.T) {
-	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn")
-	name := "t" + lab.NewName()
-	rep, err := runPPS(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name})
-	labtest.CheckGone(t, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runForTest(t, runPPS, Options{Repeat: 1, Duration: time.Second})
 	var sb strings.Builder
 	if err := measure.RenderTable(&sb, rep); err != nil {
 		t.Fatal(err)

@@ -1,16 +1,12 @@
 package recipe
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
-	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
-	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // Real logs of OpenVPN 2.6.14 with push "shaper 100000": the client
@@ -105,14 +101,7 @@ func TestShaperPrediction(t *testing.T) {
 }
 
 func TestShaperRecipe(t *testing.T) {
-	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn", "iperf3")
-	name := "t" + lab.NewName()
-	rep, err := runShaper(context.Background(), Options{Repeat: 1, Duration: 3 * time.Second, LabName: name})
-	labtest.CheckGone(t, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runForTest(t, runShaper, Options{Repeat: 1, Duration: 3 * time.Second}, "iperf3")
 	if len(rep.Rows) != 6 {
 		t.Errorf("%d rows, want 6", len(rep.Rows))
 	}

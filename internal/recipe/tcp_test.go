@@ -1,16 +1,13 @@
 package recipe
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
-	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
-	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 func TestTCPVariants(t *testing.T) {
@@ -75,16 +72,9 @@ func TestTCPVerdicts(t *testing.T) {
 }
 
 func TestTCPRecipe(t *testing.T) {
-	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn", "iperf3")
-	name := "t" + lab.NewName()
 	// The user's path replaces both networks: one short network.
 	p := lab.Path{Up: lab.Link{RateBitsPerSec: 200e6}, Down: lab.Link{RateBitsPerSec: 200e6}}
-	rep, err := runTCP(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name, Path: &p})
-	labtest.CheckGone(t, name+"-path")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runForTest(t, runTCP, Options{Repeat: 1, Duration: time.Second, Path: &p}, "iperf3")
 	rows := map[string]int{}
 	for _, r := range rep.Rows {
 		rows[r.Variant]++

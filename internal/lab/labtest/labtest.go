@@ -11,6 +11,7 @@ package labtest
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +67,23 @@ func CheckGone(tb testing.TB, name string) {
 	}
 	if _, err := os.Stat(lab.BaseDir + "/" + name); err == nil {
 		tb.Errorf("lab directory of %s still exists after teardown", name)
+	}
+}
+
+// CheckGonePrefix fails the test if any namespace or lab directory of a lab
+// whose name starts with prefix remains: for commands that build several
+// labs named PREFIX-NETWORK.
+func CheckGonePrefix(tb testing.TB, prefix string) {
+	tb.Helper()
+	for _, dir := range []struct{ path, namePrefix string }{
+		{netns.Dir, "ovpnperf-" + prefix},
+		{lab.BaseDir, prefix},
+	} {
+		entries, _ := os.ReadDir(dir.path)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), dir.namePrefix) {
+				tb.Errorf("%s/%s still exists after teardown", dir.path, e.Name())
+			}
+		}
 	}
 }

@@ -1,0 +1,27 @@
+package recipe
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
+)
+
+// runForTest runs a recipe in real labs under a fresh lab name, after
+// checking root and the programs it needs (openvpn always), and fails the
+// test if the recipe failed or left any of its labs behind.
+func runForTest(t *testing.T, run func(context.Context, Options) (*measure.Report, error), o Options, programs ...string) *measure.Report {
+	t.Helper()
+	labtest.Require(t)
+	testenv.RequirePrograms(t, append([]string{"openvpn"}, programs...)...)
+	o.LabName = "t" + lab.NewName()
+	rep, err := run(context.Background(), o)
+	labtest.CheckGonePrefix(t, o.LabName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
