@@ -26,22 +26,7 @@ func inNetns(l *lab.Lab, n lab.Node) func(func() error) error {
 func labServer(t testing.TB, l *lab.Lab, addr netip.Addr) int {
 	t.Helper()
 	s := &Server{Addr: net.JoinHostPort(addr.String(), "0"), OpenIn: inNetns(l, lab.Server)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	a := s.LocalAddr(wctx)
-	if a == nil {
-		t.Fatal("pps server in the lab did not start")
-	}
-	return a.(*net.UDPAddr).Port
+	return serveForTest(t, s).(*net.UDPAddr).Port
 }
 
 func labRun(t testing.TB, l *lab.Lab, to netip.Addr, port int, p Params) *Result {

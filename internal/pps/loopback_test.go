@@ -40,6 +40,13 @@ func startServerOn(t *testing.T, listen string, limits Limits) (addr string, eve
 		default:
 		}
 	}}
+	return serveForTest(t, s).String(), events
+}
+
+// serveForTest runs s until the test ends (failing it if Serve returns an
+// error) and returns the address it listens on.
+func serveForTest(t testing.TB, s *Server) net.Addr {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
@@ -49,13 +56,13 @@ func startServerOn(t *testing.T, listen string, limits Limits) (addr string, eve
 			t.Errorf("server: %v", err)
 		}
 	})
-	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
 	a := s.LocalAddr(wctx)
 	if a == nil {
-		t.Fatal("server did not start listening")
+		t.Fatal("pps server did not start listening")
 	}
-	return a.String(), events
+	return a
 }
 
 func TestLoopbackNoLossAtModestRate(t *testing.T) {
@@ -99,13 +106,28 @@ func TestLoopbackNoLossAtModestRate(t *testing.T) {
 	if res.ServerReport.Received != res.Sent || res.ServerReport.Echoed != res.Sent {
 		t.Errorf("server received %d echoed %d, client sent %d", res.ServerReport.Received, res.ServerReport.Echoed, res.Sent)
 	}
-	kinds := map[string]bool{}
-	for len(events) > 0 {
-		kinds[(<-events).Kind] = true
-	}
-	if !kinds["accepted"] || !kinds["finished"] {
+	if kinds := waitEvent(t, events, "finished"); !kinds["accepted"] {
 		t.Errorf("server events %v, want accepted and finished", kinds)
 	}
+}
+
+// waitEvent collects the server's events until one of kind want arrives
+// (failing the test after 5 s) and returns the kinds seen. The server
+// reports a session's end after it answered the client, so that event may
+// come a moment after Run returned.
+func waitEvent(t *testing.T, events chan Event, want string) map[string]bool {
+	t.Helper()
+	kinds := map[string]bool{}
+	deadline := time.After(5 * time.Second)
+	for !kinds[want] {
+		select {
+		case ev := <-events:
+			kinds[ev.Kind] = true
+		case <-deadline:
+			t.Fatalf("no %q event from the server (saw %v)", want, kinds)
+		}
+	}
+	return kinds
 }
 
 func TestLoopbackCountBoundsTheRun(t *testing.T) {
@@ -301,18 +323,7 @@ func TestInterruptedRun(t *testing.T) {
 	if res.Sent == 0 || res.Received+res.Lost != res.Sent || res.ServerReport == nil {
 		t.Errorf("sent %d received %d lost %d, server report %v", res.Sent, res.Received, res.Lost, res.ServerReport)
 	}
-	// The server reports the session's end after it answered the client,
-	// so the event may come a moment after Run returned.
-	finished := false
-	deadline := time.After(5 * time.Second)
-	for !finished {
-		select {
-		case ev := <-events:
-			finished = ev.Kind == "finished"
-		case <-deadline:
-			t.Fatal("the server's session was not closed")
-		}
-	}
+	waitEvent(t, events, "finished")
 }
 
 // TestSecondServerOnSamePortFails: the server's sockets share their port
