@@ -16,6 +16,8 @@ import (
 	"io"
 	"math"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // Schema names this version of the document. A change of meaning or a
@@ -136,20 +138,12 @@ func (r *Row) Key() string {
 	return r.Network + "/" + r.Variant + "/" + r.Direction + "/" + r.Proto
 }
 
-// Outcomes of a Verdict.
-const (
-	Confirmed = "confirmed" // the measurement agrees with the claim
-	Changed   = "changed"   // same direction, clearly different size
-	Refuted   = "refuted"   // the measurement contradicts the claim
-	Noise     = "noise"     // the samples' spread hides any difference
-)
-
 // Verdict is a recipe's conclusion about one published claim.
 type Verdict struct {
 	// Claim is what was published, in one line.
 	Claim string `json:"claim"`
-	// Outcome is Confirmed, Changed, Refuted or Noise.
-	Outcome string `json:"outcome"`
+	// Outcome is one of verdict.Outcomes.
+	Outcome verdict.Outcome `json:"outcome"`
 	// Reason says which figures decided it, in one line.
 	Reason string `json:"reason"`
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 func init() {
@@ -24,7 +25,8 @@ func init() {
 		Summary: "sndbuf/rcvbuf 64 KiB, OS default and 512 KiB pushed, at 50 and 200 ms RTT on 100 Mbit/s, over UDP and TCP",
 		Source: "the socket-buffer rule of thumb: throughput ≤ buffer / RTT, 64 KiB at 200 ms = 2.5 Mbit/s, " +
 			"512 KiB at 50 ms = 80 Mbit/s (a TCP-window argument: UDP has no window); OpenVPN forced 64 KiB until 2.3.9/2.4.0",
-		Run: runBuffers,
+		Run:   runBuffers,
+		Judge: bufferVerdicts,
 	})
 }
 
@@ -320,7 +322,9 @@ func runBuffers(ctx context.Context, o Options) (*measure.Report, error) {
 			return "-"
 		}},
 	}
-	rep.Verdicts = bufferVerdicts(rep, rtts, rates, host)
+	if jerr := judgeSaved(rep, bufferVerdicts); jerr != nil && err == nil {
+		err = jerr
+	}
 	return rep, err
 }
 
@@ -337,85 +341,116 @@ func rowExtra(r *measure.Row) map[string]any {
 // to the doubled allocation when its skbs are compact (tcp_rmem scaling
 // ratio since 6.x), so a rate between 1.15× and 2.1× the rule is the
 // kernel's doing, and beyond 2.1× no window limited the flow at all.
-const (
-	boundSlack  = 1.15
-	kernelSlack = 2.1
-	boundUnder  = 0.5
-)
+var boundMargins = verdict.Margins{Over: 1.15, Under: 0.5, Free: 2.1}
 
-// judgeBound judges "throughput ≤ buffer / RTT" on one row. pathBps is the
-// path's rate in the row's direction (0: unlimited): a bound near it
-// cannot tell the buffer's limit from the path's.
-func judgeBound(r *measure.Row, bound, pathBps float64) (string, string) {
+// bufferClaimBound returns the bound a claim about a buffer of bytes
+// makes for row r: bytes over the RTT of the row's saved path, and that
+// path's rate in the row's direction (0: unlimited). The bound is the
+// claim's buffer, not the one the logs show: when the kernel granted a
+// smaller window (net.core.*mem_max caps the request), the row does not
+// test the claim, and why says so.
+func bufferClaimBound(rep *measure.Report, r *measure.Row, bytes int) (bound, pathBps float64, why string) {
+	p, ok := networkPath(rep, r.Network)
+	if !ok {
+		return 0, 0, "the report does not say the network's path"
+	}
+	pathBps = float64(p.Up.RateBitsPerSec)
+	if r.Direction == measure.DirectionDown {
+		pathBps = float64(p.Down.RateBitsPerSec)
+	}
+	bound = boundBps(bytes, bufPathRTT(p))
+	if w, ok := extraAs[int](r.Extra["bound_window_bytes"]); ok && w < bytes {
+		why = fmt.Sprintf("the kernel granted a %d-byte window, not the %d bytes the claim names (net.core.*mem_max caps the request)", w, bytes)
+	}
+	return bound, pathBps, why
+}
+
+// judgeBound judges "throughput ≤ buffer / RTT" on one row by
+// verdict.LimitedTo: pathBps is the path's rate in the row's direction (0:
+// unlimited); a bound at 80 % of it or above cannot tell the buffer's
+// limit from the path's and is not tested here.
+func judgeBound(r *measure.Row, bound, pathBps float64) (verdict.Outcome, string) {
 	if r == nil || bound <= 0 {
 		return Noise, "no valid sample or no bound"
 	}
 	f := fmt.Sprintf("%s against buffer/RTT %s Mbit/s (×%.2f)", mbps(r), measure.FormatMbps(bound), r.MedianBps/bound)
-	if len(r.SamplesBps) < MinSamples {
-		return Noise, fmt.Sprintf("%s: %d valid samples, a verdict needs %d", f, len(r.SamplesBps), MinSamples)
-	}
+	o, why := verdict.LimitedTo(r.SamplesBps, bound, pathBps, boundMargins)
+	s := verdict.Of(r.SamplesBps)
 	switch {
-	case r.MinBps > kernelSlack*bound:
-		return Refuted, f + ": even the slowest sample exceeds twice the bound, so no window limits this transport"
-	case r.MaxBps <= boundSlack*bound && r.MedianBps >= boundUnder*bound && pathBps > 0 && bound >= 0.8*pathBps:
-		return Confirmed, f + fmt.Sprintf(": within the bound, but the path's %s Mbit/s is as low, so this does not show which of the two limits the flow", measure.FormatMbps(pathBps))
-	case r.MaxBps <= boundSlack*bound && r.MedianBps >= boundUnder*bound:
-		return Confirmed, f + ": the buffer is what limits the flow"
-	case r.MaxBps <= boundSlack*bound:
-		return Changed, f + ": well below the bound, something else limits the flow (path, CPU, loss)"
-	case r.MinBps > boundSlack*bound && r.MaxBps <= kernelSlack*bound:
-		return Changed, f + ": above the rule but within the kernel's doubled allocation (Linux doubles SO_SNDBUF/SO_RCVBUF)"
+	case o == Refuted:
+		why = "even the slowest sample exceeds twice the bound, so no window limits this transport"
+	case o == Confirmed:
+		why = "the buffer is what limits the flow"
+	case o == Changed && s.Max <= boundMargins.Over*bound:
+		why = "well below the bound, something else limits the flow (path, CPU, loss)"
+	case o == Changed:
+		why = "above the rule but within the kernel's doubled allocation (Linux doubles SO_SNDBUF/SO_RCVBUF)"
 	}
-	return Noise, f + ": the samples straddle the margins"
+	return o, f + ": " + why
 }
 
-func bufferVerdicts(rep *measure.Report, rtts map[string]time.Duration, rates map[string]float64, host map[string]int) []measure.Verdict {
+// bufferVerdicts judges the saved report: rows with their Extra
+// (bound_window_bytes, effective_bytes, net_core), the networks' paths,
+// and Scenario.Extra["net_core_host"].
+func bufferVerdicts(rep *measure.Report) []measure.Verdict {
 	var out []measure.Verdict
+	host, _ := extraAs[map[string]int](rep.Scenario.Extra["net_core_host"])
 	rowOf := func(net, variant string) *measure.Row {
 		return row(rep, net, variant, bufferDirections[0])
 	}
-	bound := func(r *measure.Row) float64 {
-		if r == nil {
-			return 0
-		}
-		b, _ := r.Extra["bound_bps"].(float64)
-		return b
+	var nets []string
+	for _, n := range rep.Scenario.Networks {
+		nets = append(nets, n.Name)
 	}
-	_, has50 := rtts["50ms"]
-	_, has200 := rtts["200ms"]
+	has := func(net string) bool { return slices.Contains(nets, net) }
+	named := func(claim string, r *measure.Row, bytes int) measure.Verdict {
+		if r == nil {
+			return newVerdict(claim, Noise, "no valid sample")
+		}
+		bound, pathBps, why := bufferClaimBound(rep, r, bytes)
+		if why != "" {
+			return newVerdict(claim, NotTested, "%s: %s", mbps(r), why)
+		}
+		o, why := judgeBound(r, bound, pathBps)
+		return newVerdict(claim, o, "%s", why)
+	}
 	for _, proto := range []string{openvpn.UDP, openvpn.TCP} {
 		tag := fmt.Sprintf(" [%s transport]", proto)
-		if has200 {
-			r := rowOf("200ms", "buf64k-"+proto)
-			o, why := judgeBound(r, bound(r), rates["200ms"])
-			out = append(out, verdict("64 KiB buffers at 200 ms RTT cap throughput at 2.5 Mbit/s"+tag, o, "%s", why))
+		if has("200ms") {
+			out = append(out, named("64 KiB buffers at 200 ms RTT cap throughput at 2.5 Mbit/s"+tag, rowOf("200ms", "buf64k-"+proto), 64<<10))
 		}
-		if has50 {
-			r := rowOf("50ms", "buf512k-"+proto)
-			o, why := judgeBound(r, bound(r), rates["50ms"])
-			out = append(out, verdict("512 KiB buffers at 50 ms RTT allow at most 80 Mbit/s"+tag, o, "%s", why))
+		if has("50ms") {
+			out = append(out, named("512 KiB buffers at 50 ms RTT allow at most 80 Mbit/s"+tag, rowOf("50ms", "buf512k-"+proto), 512<<10))
 		}
-		// The rule over every row with set buffers.
+		// The rule over every row with set buffers on which the buffer,
+		// not the path, can bind.
 		var held, broke, binding, n int
-		var cells []string
-		for _, net := range bufSortedKeys(rtts) {
+		var cells, untested []string
+		for _, net := range nets {
 			for _, s := range bufferSettings {
 				if s.bytes == 0 {
 					continue
 				}
 				r := rowOf(net, s.name+"-"+proto)
-				b := bound(r)
-				if r == nil || b == 0 || len(r.SamplesBps) < MinSamples {
+				if r == nil || len(r.SamplesBps) < MinSamples {
+					continue
+				}
+				b, pathBps, why := bufferClaimBound(rep, r, s.bytes)
+				cell := fmt.Sprintf("%s %s %s/%s", net, s.name, measure.FormatMbps(r.MedianBps), measure.FormatMbps(b))
+				o, _ := verdict.LimitedTo(r.SamplesBps, b, pathBps, boundMargins)
+				if why != "" || o == NotTested {
+					untested = append(untested, cell)
 					continue
 				}
 				n++
-				cells = append(cells, fmt.Sprintf("%s %s %s/%s", net, s.name, measure.FormatMbps(r.MedianBps), measure.FormatMbps(b)))
+				cells = append(cells, cell)
+				st := verdict.Of(r.SamplesBps)
 				switch {
-				case r.MinBps > boundSlack*b:
+				case st.Min > boundMargins.Over*b:
 					broke++
-				case r.MaxBps <= boundSlack*b:
+				case st.Max <= boundMargins.Over*b:
 					held++
-					if r.MedianBps >= boundUnder*b {
+					if o == Confirmed {
 						binding++
 					}
 				}
@@ -423,23 +458,28 @@ func bufferVerdicts(rep *measure.Report, rtts map[string]time.Duration, rates ma
 		}
 		claim := "throughput ≤ buffer / RTT wherever sndbuf/rcvbuf are set" + tag
 		list := strings.Join(cells, ", ")
+		if len(untested) > 0 {
+			list += fmt.Sprintf("; left out, the path's rate as low as the bound or the kernel capping the buffer: %s", strings.Join(untested, ", "))
+		}
 		switch {
+		case n == 0 && len(untested) > 0:
+			out = append(out, newVerdict(claim, NotTested, "no row on which the buffer rather than the path could bind (median/bound Mbit/s%s)", list))
 		case n == 0:
-			out = append(out, verdict(claim, Noise, "no valid rows"))
+			out = append(out, newVerdict(claim, Noise, "no valid rows with %d samples", MinSamples))
 		case held == n && binding > 0:
-			out = append(out, verdict(claim, Confirmed, "held in %d of %d cases, binding in %d (median/bound Mbit/s: %s)", held, n, binding, list))
+			out = append(out, newVerdict(claim, Confirmed, "held in %d of %d cases, binding in %d (median/bound Mbit/s: %s)", held, n, binding, list))
 		case held == n:
-			out = append(out, verdict(claim, Changed, "held in all %d cases but never bound the flow (median/bound Mbit/s: %s)", n, list))
+			out = append(out, newVerdict(claim, Changed, "held in all %d cases but never bound the flow (median/bound Mbit/s: %s)", n, list))
 		case broke > 0:
-			out = append(out, verdict(claim, Refuted, "exceeded beyond the spread in %d of %d cases (median/bound Mbit/s: %s)", broke, n, list))
+			out = append(out, newVerdict(claim, Refuted, "exceeded beyond the spread in %d of %d cases (median/bound Mbit/s: %s)", broke, n, list))
 		default:
-			out = append(out, verdict(claim, Noise, "held in %d of %d cases, the rest straddle the bound (median/bound Mbit/s: %s)", held, n, list))
+			out = append(out, newVerdict(claim, Noise, "held in %d of %d cases, the rest straddle the bound (median/bound Mbit/s: %s)", held, n, list))
 		}
 		// 2.6's default against the old forced 64 KiB, where it matters most.
-		if has200 {
+		if has("200ms") {
 			def, small := rowOf("200ms", "osdefault-"+proto), rowOf("200ms", "buf64k-"+proto)
 			o, ratio := compareRates(def, small, 1.5)
-			out = append(out, verdict("OpenVPN 2.6's OS-default buffers beat the 64 KiB that 2.3 forced, at 200 ms RTT"+tag, o,
+			out = append(out, newVerdict("OpenVPN 2.6's OS-default buffers beat the 64 KiB that 2.3 forced, at 200 ms RTT"+tag, o,
 				"OS default %s vs 64 KiB %s: ×%.2f", mbps(def), mbps(small), ratio))
 		}
 	}
@@ -459,12 +499,12 @@ func pushVerdict(rep *measure.Report, host map[string]int) measure.Verdict {
 		if s, ok := bufferSettingOf(r.Variant); !ok || s.name != "buf512k" {
 			continue
 		}
-		eff, ok := r.Extra["effective_bytes"].(map[string]map[string]int)
+		eff, ok := extraAs[map[string]map[string]int](r.Extra["effective_bytes"])
 		if !ok {
 			continue
 		}
 		seen++
-		limits, _ := r.Extra["net_core"].(map[string]map[string]int)
+		limits, _ := extraAs[map[string]map[string]int](r.Extra["net_core"])
 		side := func(node string) string {
 			var parts []string
 			for _, k := range []string{"rcvbuf", "sndbuf"} {
@@ -497,7 +537,7 @@ func pushVerdict(rep *measure.Report, host map[string]int) measure.Verdict {
 		// no such fields up to 6.18): a namespace shows the host's.
 		same, labs := true, 0
 		for i := range rep.Rows {
-			nc, _ := rep.Rows[i].Extra["net_core"].(map[string]map[string]int)
+			nc, _ := extraAs[map[string]map[string]int](rep.Rows[i].Extra["net_core"])
 			for _, v := range nc {
 				labs++
 				same = same && v["rmem_max"] == host["rmem_max"] && v["wmem_max"] == host["wmem_max"]
@@ -512,13 +552,13 @@ func pushVerdict(rep *measure.Report, host map[string]int) measure.Verdict {
 	}
 	switch {
 	case seen == 0:
-		return verdict(claim, Noise, "no 512 KiB tunnel reported its buffers")
+		return newVerdict(claim, Noise, "no 512 KiB tunnel reported its buffers")
 	case unpushed > 0:
-		return verdict(claim, Refuted, "some sockets did not get the requested size: %s%s", strings.Join(details, " | "), limits)
+		return newVerdict(claim, Refuted, "some sockets did not get the requested size: %s%s", strings.Join(details, " | "), limits)
 	case capped > 0:
-		return verdict(claim, Changed, "the kernel capped the request at net.core.{r,w}mem_max (and doubled it): %s%s", strings.Join(details, " | "), limits)
+		return newVerdict(claim, Changed, "the kernel capped the request at net.core.{r,w}mem_max (and doubled it): %s%s", strings.Join(details, " | "), limits)
 	}
-	return verdict(claim, Confirmed, "every socket reports 2 × 524288 (Linux doubles the request; the limits allow it): %s%s", strings.Join(details, " | "), limits)
+	return newVerdict(claim, Confirmed, "every socket reports 2 × 524288 (Linux doubles the request; the limits allow it): %s%s", strings.Join(details, " | "), limits)
 }
 
 // readyHook is experiment.Spec.Ready.

@@ -9,6 +9,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 func init() {
@@ -17,7 +18,8 @@ func init() {
 		Summary: "the gigabit recipe: routed, defaults, AES-256-CBC+SHA256, AES-128/256-GCM, CHACHA20-POLY1305, cipher none",
 		Source: "OpenVPN cookbook, performance tuning, gigabit LAN, OpenVPN 2.4: plain 900 Mbit/s; default (BF-CBC) 233; " +
 			"AES-256-CBC 610/646; AES-256-GCM 859/865; cipher none 874/879",
-		Run: runCiphers,
+		Run:   runCiphers,
+		Judge: cipherVerdicts,
 	})
 }
 
@@ -61,8 +63,7 @@ func runCiphers(ctx context.Context, o Options) (*measure.Report, error) {
 		return rep, err
 	}
 	setPublished(rep, publishedCiphers)
-	rep.Verdicts = cipherVerdicts(rep)
-	return rep, nil
+	return rep, judgeSaved(rep, cipherVerdicts)
 }
 
 // setPublished puts the publication's figure beside each row it has one for.
@@ -92,6 +93,25 @@ func tooFew(rows ...*measure.Row) string {
 	return ""
 }
 
+// Windows of the cipher claims, as ratios (see verdict.Within).
+var (
+	// cipherBarely: "barely faster" allows none from 5 % slower to 10 %
+	// faster than GCM (published +2 %).
+	cipherBarely = verdict.Window{Lo: 0.95, Hi: 1.10}
+	// cipherLineShare: "keeps 95 % of the line" holds when every ratio
+	// to routed is at least 0.90 (the published 95 % less five points for
+	// headers and timing).
+	cipherLineShare = verdict.NotBelow(0.10)
+)
+
+// cipherSameTolerance: the defaults are "as fast" as GCM within 10 %;
+// cipherSlowShare: "slow" means at most half GCM's rate (published ×0.27).
+const (
+	cipherSameTolerance = 0.10
+	cipherSlowShare     = 0.5
+)
+
+// cipherVerdicts judges the saved rows.
 func cipherVerdicts(rep *measure.Report) []measure.Verdict {
 	var out []measure.Verdict
 	for _, dir := range []string{measure.DirectionUp, measure.DirectionDown} {
@@ -101,49 +121,56 @@ func cipherVerdicts(rep *measure.Report) []measure.Verdict {
 		if few := tooFew(gcm, cbc, none, def, routed); few != "" {
 			for _, c := range []string{"AES-256-GCM is faster than AES-256-CBC", "cipher none is barely faster than AES-256-GCM",
 				"OpenVPN's defaults are slow", "with AES-256-GCM the tunnel keeps 95% of the line"} {
-				out = append(out, verdict(fmt.Sprintf("%s [%s]", c, dir), Noise, "%s", few))
+				out = append(out, newVerdict(fmt.Sprintf("%s [%s]", c, dir), Noise, "%s", few))
 			}
 			continue
 		}
 
 		claim := fmt.Sprintf("AES-256-GCM is faster than AES-256-CBC (published 859 vs 610 Mbit/s) [%s]", dir)
 		outcome, ratio := compareRates(gcm, cbc, 1.05)
-		out = append(out, verdict(claim, outcome, "GCM %s vs CBC+SHA256 %s: ×%.2f", mbps(gcm), mbps(cbc), ratio))
+		out = append(out, newVerdict(claim, outcome, "GCM %s vs CBC+SHA256 %s: ×%.2f", mbps(gcm), mbps(cbc), ratio))
 
 		claim = fmt.Sprintf("cipher none is barely faster than AES-256-GCM (published 874 vs 859: +2%%) [%s]", dir)
-		o2, r2 := compareRates(none, gcm, 1.0)
+		j := verdict.Within(samples(none), samples(gcm), cipherBarely)
+		figs := fmt.Sprintf("none %s vs GCM %s: %s", mbps(none), mbps(gcm), j.Ratio)
 		switch {
-		case none == nil || gcm == nil:
-			out = append(out, verdict(claim, Noise, "missing rows: none %s, GCM %s", mbps(none), mbps(gcm)))
-		case o2 == Confirmed && r2 > 1.10:
-			out = append(out, verdict(claim, Changed, "none %s is %.0f%% faster than GCM %s: encryption costs more here than on the cookbook's host", mbps(none), 100*(r2-1), mbps(gcm)))
-		case o2 == Refuted:
-			out = append(out, verdict(claim, Refuted, "none %s is slower than GCM %s beyond the spread", mbps(none), mbps(gcm)))
-		case r2 >= 0.9 && r2 <= 1.1:
-			out = append(out, verdict(claim, Confirmed, "none %s vs GCM %s: ×%.2f: with AES-NI the cipher is not what limits the tunnel", mbps(none), mbps(gcm), r2))
+		case j.Outcome == Confirmed:
+			out = append(out, newVerdict(claim, Confirmed, "%s, inside %s: with AES-NI the cipher is not what limits the tunnel", figs, cipherBarely))
+		case j.Above:
+			out = append(out, newVerdict(claim, Changed, "%s, above %s beyond the spread: encryption costs more here than on the cookbook's host", figs, cipherBarely))
+		case j.Below:
+			out = append(out, newVerdict(claim, Refuted, "%s: none is slower than GCM beyond the spread", figs))
 		default:
-			out = append(out, verdict(claim, Noise, "none %s vs GCM %s: ×%.2f, but the spreads overlap", mbps(none), mbps(gcm), r2))
+			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", figs, j.Why))
 		}
 
+		// Judged on rates, not on the cipher's name: are the defaults
+		// far slower than the tuned cipher the cookbook recommends?
 		claim = fmt.Sprintf("OpenVPN's defaults are slow (published 233 of 900 Mbit/s, BF-CBC in 2.4) [%s]", dir)
+		j = verdict.Within(samples(def), samples(gcm), verdict.Unchanged(cipherSameTolerance))
+		figs = fmt.Sprintf("default (negotiates %s) %s vs AES-256-GCM %s: %s; routed %s", def.Cipher, mbps(def), mbps(gcm), j.Ratio, mbps(routed))
 		switch {
-		case def == nil || routed == nil:
-			out = append(out, verdict(claim, Noise, "missing rows: default %s, routed %s", mbps(def), mbps(routed)))
-		case def.Cipher != "" && def.Cipher != "BF-CBC":
-			out = append(out, verdict(claim, Changed, "2.6's default negotiates %s and reaches %s, %.0f%% of routed %s", def.Cipher, mbps(def), 100*def.MedianBps/routed.MedianBps, mbps(routed)))
+		case j.Below && j.Ratio.Hi <= cipherSlowShare:
+			out = append(out, newVerdict(claim, Confirmed, "%s: the defaults reach at most %.0f %% of AES-256-GCM's rate", figs, 100*j.Ratio.Hi))
+		case j.Below:
+			out = append(out, newVerdict(claim, Changed, "%s: slower than AES-256-GCM beyond the spread, but by less than the published ×0.27", figs))
+		case j.Outcome == Confirmed || j.Above:
+			out = append(out, newVerdict(claim, Refuted, "%s: the defaults are as fast as the tuned cipher (within %.0f %% or faster)", figs, 100*cipherSameTolerance))
 		default:
-			out = append(out, verdict(claim, Confirmed, "default (%s) reaches %s of routed %s", def.Cipher, mbps(def), mbps(routed)))
+			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", figs, j.Why))
 		}
 
 		claim = fmt.Sprintf("with AES-256-GCM the tunnel keeps 95%% of the line (published 859 of 900) [%s]", dir)
+		j = verdict.Within(samples(gcm), samples(routed), cipherLineShare)
+		figs = fmt.Sprintf("GCM %s vs routed %s: %s", mbps(gcm), mbps(routed), j.Ratio)
 		switch {
-		case gcm == nil || routed == nil:
-			out = append(out, verdict(claim, Noise, "missing rows: GCM %s, routed %s", mbps(gcm), mbps(routed)))
-		case gcm.MedianBps >= 0.85*routed.MedianBps:
-			out = append(out, verdict(claim, Confirmed, "GCM %s is %.0f%% of routed %s", mbps(gcm), 100*gcm.MedianBps/routed.MedianBps, mbps(routed)))
+		case j.Outcome == Confirmed || j.Above:
+			out = append(out, newVerdict(claim, Confirmed, "%s: every ratio the samples allow is %s", figs, cipherLineShare))
+		case j.Below:
+			out = append(out, newVerdict(claim, Changed, "%s: below %s beyond the spread: one OpenVPN process is CPU-bound on this host (CPU-s/GB: %s)",
+				figs, cipherLineShare, measure.FormatCPUPerGB(gcm.CPUSecondsPerGB)))
 		default:
-			out = append(out, verdict(claim, Changed, "GCM %s is only %.0f%% of routed %s: one OpenVPN process is CPU-bound on this host (CPU-s/GB: %s)",
-				mbps(gcm), 100*gcm.MedianBps/routed.MedianBps, mbps(routed), measure.FormatCPUPerGB(gcm.CPUSecondsPerGB)))
+			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", figs, j.Why))
 		}
 	}
 	return out

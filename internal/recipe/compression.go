@@ -14,6 +14,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 func init() {
@@ -144,7 +145,7 @@ const compressionMinSamples = MinSamples
 // above b's (load on a shared machine slows samples down, it does not
 // speed them up, so the fastest samples show what each can do); noise
 // otherwise.
-func compressionGain(a, b *measure.Row) (string, float64) {
+func compressionGain(a, b *measure.Row) (verdict.Outcome, float64) {
 	if a == nil || b == nil || b.MedianBps == 0 {
 		return Noise, 0
 	}
@@ -170,7 +171,7 @@ func compressionCPU(r *measure.Row) float64 {
 
 // compressionBoth combines the outcomes of up and down: one outcome when
 // they agree, noise when they do not.
-func compressionBoth(up, down string) string {
+func compressionBoth(up, down verdict.Outcome) verdict.Outcome {
 	if up == down {
 		return up
 	}
@@ -180,11 +181,12 @@ func compressionBoth(up, down string) string {
 func compressionVerdicts(rep *measure.Report, logs map[string][]string) []measure.Verdict {
 	var out []measure.Verdict
 	dirs := []string{measure.DirectionUp, measure.DirectionDown}
-	gain := map[string]string{} // payload/variant → combined outcome
+	gain := map[string]verdict.Outcome{} // payload/variant → combined outcome
 	for _, payload := range []string{iperf.PayloadRandom, iperf.PayloadZeros} {
 		for _, v := range compressingVariants {
 			claim := fmt.Sprintf("turning on compression (%s) speeds up the tunnel on a slow link [%s payload]", v, payload)
-			var outcomes, reasons []string
+			var outcomes []verdict.Outcome
+			var reasons []string
 			for _, d := range dirs {
 				a, b := row(rep, payload, v, d), row(rep, payload, "off", d)
 				o, ratio := compressionGain(a, b)
@@ -193,7 +195,7 @@ func compressionVerdicts(rep *measure.Report, logs map[string][]string) []measur
 			}
 			o := compressionBoth(outcomes[0], outcomes[1])
 			gain[payload+"/"+v] = o
-			out = append(out, verdict(claim, o, "%s", strings.Join(reasons, "; ")))
+			out = append(out, newVerdict(claim, o, "%s", strings.Join(reasons, "; ")))
 		}
 	}
 
@@ -213,7 +215,7 @@ func compressionVerdicts(rep *measure.Report, logs map[string][]string) []measur
 			}
 		}
 		if len(ratios) < len(dirs) {
-			out = append(out, verdict(claim, Noise, "CPU figures over %d samples per row are needed in both directions, found: %s", compressionMinSamples, strings.Join(reasons, "; ")))
+			out = append(out, newVerdict(claim, Noise, "CPU figures over %d samples per row are needed in both directions, found: %s", compressionMinSamples, strings.Join(reasons, "; ")))
 			continue
 		}
 		mean, least, most := 0.0, ratios[0], 0.0
@@ -230,14 +232,15 @@ func compressionVerdicts(rep *measure.Report, logs map[string][]string) []measur
 			// No direction used more CPU per byte with compression.
 			o = Refuted
 		}
-		out = append(out, verdict(claim, o, "%s; mean ×%.2f (a cost counts from ×%.2f in both directions; one aggregate per row, so no spread)", strings.Join(reasons, "; "), mean, compressionCPUMin))
+		out = append(out, newVerdict(claim, o, "%s; mean ×%.2f (a cost counts from ×%.2f in both directions; one aggregate per row, so no spread)", strings.Join(reasons, "; "), mean, compressionCPUMin))
 	}
 
 	// 2.6 without allow-compression: comp-lzo yes on both sides, yet
 	// nothing sent is compressed, so zeros gain nothing.
 	{
 		claim := "OpenVPN 2.6 compresses nothing it sends unless allow-compression yes is set (comp-lzo yes alone) [zeros payload]"
-		var outcomes, reasons []string
+		var outcomes []verdict.Outcome
+		var reasons []string
 		for _, d := range dirs {
 			a, b := row(rep, iperf.PayloadZeros, "lzo-noallow", d), row(rep, iperf.PayloadZeros, "off", d)
 			o, ratio := compressionGain(a, b)
@@ -254,7 +257,7 @@ func compressionVerdicts(rep *measure.Report, logs map[string][]string) []measur
 		if line := compressionLogLine(logs["lzo-noallow/server"], "not compressed"); line != "" {
 			reasons = append(reasons, fmt.Sprintf("OpenVPN said: %q", openvpn.StripTimestamp(line)))
 		}
-		out = append(out, verdict(claim, compressionBoth(outcomes[0], outcomes[1]), "%s", strings.Join(reasons, "; ")))
+		out = append(out, newVerdict(claim, compressionBoth(outcomes[0], outcomes[1]), "%s", strings.Join(reasons, "; ")))
 	}
 
 	// The warning: every side that compresses must have said so.
@@ -275,11 +278,11 @@ func compressionVerdicts(rep *measure.Report, logs map[string][]string) []measur
 		sort.Strings(missing)
 		switch {
 		case len(logs) == 0:
-			out = append(out, verdict(claim, Noise, "no OpenVPN logs were read"))
+			out = append(out, newVerdict(claim, Noise, "no OpenVPN logs were read"))
 		case len(missing) == 0:
-			out = append(out, verdict(claim, Confirmed, "every compressing server and client logged: %q", said))
+			out = append(out, newVerdict(claim, Confirmed, "every compressing server and client logged: %q", said))
 		default:
-			out = append(out, verdict(claim, Refuted, "no warning from %s (the attack works all the same)", strings.Join(missing, ", ")))
+			out = append(out, newVerdict(claim, Refuted, "no warning from %s (the attack works all the same)", strings.Join(missing, ", ")))
 		}
 	}
 
@@ -302,14 +305,14 @@ func compressionVerdicts(rep *measure.Report, logs map[string][]string) []measur
 		insecure := "and it is insecure (VORACLE): OpenVPN 2.6 needs allow-compression yes to do it, 2.7 will not"
 		switch {
 		case r == Refuted && z == Confirmed:
-			out = append(out, verdict(claim, Changed, "only for compressible traffic: zeros ×%.1f up; incompressible (random) gains nothing and costs %+.0f %% OpenVPN CPU per GB, %s",
+			out = append(out, newVerdict(claim, Changed, "only for compressible traffic: zeros ×%.1f up; incompressible (random) gains nothing and costs %+.0f %% OpenVPN CPU per GB, %s",
 				zerosGain, 100*cpu, insecure))
 		case r == Confirmed && z == Confirmed:
-			out = append(out, verdict(claim, Confirmed, "both payloads gained (zeros ×%.1f up), %s", zerosGain, insecure))
+			out = append(out, newVerdict(claim, Confirmed, "both payloads gained (zeros ×%.1f up), %s", zerosGain, insecure))
 		case r == Refuted && z == Refuted:
-			out = append(out, verdict(claim, Refuted, "neither payload gained, %s", insecure))
+			out = append(out, newVerdict(claim, Refuted, "neither payload gained, %s", insecure))
 		default:
-			out = append(out, verdict(claim, Noise, "random: %s, zeros: %s (see above), %s", r, z, insecure))
+			out = append(out, newVerdict(claim, Noise, "random: %s, zeros: %s (see above), %s", r, z, insecure))
 		}
 	}
 	return out

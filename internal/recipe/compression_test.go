@@ -11,6 +11,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // compressionTestLogs reads what OpenVPN 2.6.14 logged about compression
@@ -66,8 +67,8 @@ func TestCompressionVerdicts(t *testing.T) {
 		}
 		return rep
 	}
-	outcomes := func(vs []measure.Verdict) map[string]string {
-		m := map[string]string{}
+	outcomes := func(vs []measure.Verdict) map[string]verdict.Outcome {
+		m := map[string]verdict.Outcome{}
 		for _, v := range vs {
 			if v.Reason == "" {
 				t.Errorf("no reason: %+v", v)
@@ -79,8 +80,8 @@ func TestCompressionVerdicts(t *testing.T) {
 	for _, tc := range []struct {
 		name                      string
 		randomCPU, zerosGain      float64
-		random, zeros, cpu, allow string
-		folklore                  string
+		random, zeros, cpu, allow verdict.Outcome
+		folklore                  verdict.Outcome
 	}{
 		{"compression helps zeros, costs CPU on random", 75, 10, Refuted, Confirmed, Confirmed, Confirmed, Changed},
 		{"CPU cost within the noise", 62, 10, Refuted, Confirmed, Noise, Confirmed, Changed},
@@ -94,7 +95,7 @@ func TestCompressionVerdicts(t *testing.T) {
 			}
 			got := outcomes(vs)
 			for claim, o := range got {
-				var want string
+				var want verdict.Outcome
 				switch {
 				case strings.Contains(claim, "speeds up") && strings.Contains(claim, "[random"):
 					want = tc.random
@@ -124,7 +125,7 @@ func TestCompressionVerdicts(t *testing.T) {
 	noWarn["lz4-v2/client"] = nil
 	for _, tc := range []struct {
 		logs map[string][]string
-		want string
+		want verdict.Outcome
 	}{{noWarn, Refuted}, {map[string][]string{}, Noise}} {
 		for _, v := range compressionVerdicts(build(60, 10), tc.logs) {
 			if strings.Contains(v.Claim, "insecure") && v.Outcome != tc.want {

@@ -537,7 +537,7 @@ func fragRTTDesc(name string, x *fragRTT) string {
 func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Verdict {
 	var out []measure.Verdict
 	if p == nil {
-		return append(out, verdict("fragment changes ping RTT and the packets on the wire", Noise, "the pings and captures did not run"))
+		return append(out, newVerdict("fragment changes ping RTT and the packets on the wire", Noise, "the pings and captures did not run"))
 	}
 	get := func(v string, size int) *fragRTT { return p.rtt[v][strconv.Itoa(size)] }
 	for _, size := range fragRTTSizes {
@@ -548,17 +548,17 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 		why := fragRTTDesc("fragment 1400", a) + " vs " + fragRTTDesc("none", b) + fmt.Sprintf(": ×%.2f", ratio)
 		switch {
 		case ratio == 0:
-			out = append(out, verdict(claim, Noise, "%s", why))
+			out = append(out, newVerdict(claim, Noise, "%s", why))
 		case len(a.RoundMediansMs) < MinSamples || len(b.RoundMediansMs) < MinSamples:
-			out = append(out, verdict(claim, Noise, "%s: a verdict needs %d rounds", why, MinSamples))
+			out = append(out, newVerdict(claim, Noise, "%s: a verdict needs %d rounds", why, MinSamples))
 		case ratio <= 1.25 && ratio >= 0.8:
-			out = append(out, verdict(claim, Confirmed, "%s", why))
+			out = append(out, newVerdict(claim, Confirmed, "%s", why))
 		case above:
-			out = append(out, verdict(claim, Refuted, "%s: fragment 1400 costs more than a quarter", why))
+			out = append(out, newVerdict(claim, Refuted, "%s: fragment 1400 costs more than a quarter", why))
 		case below:
-			out = append(out, verdict(claim, Changed, "%s: faster with fragment 1400", why))
+			out = append(out, newVerdict(claim, Changed, "%s: faster with fragment 1400", why))
 		default:
-			out = append(out, verdict(claim, Noise, "%s: the rounds overlap", why))
+			out = append(out, newVerdict(claim, Noise, "%s: the rounds overlap", why))
 		}
 		a = get(frag400, size)
 		ratio, above, below = fragRTTCompare(a, b)
@@ -572,19 +572,19 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 		}
 		switch {
 		case ratio == 0:
-			out = append(out, verdict(claim, Noise, "%s", why))
+			out = append(out, newVerdict(claim, Noise, "%s", why))
 		case above && ratio >= 1.6:
-			out = append(out, verdict(claim, Confirmed, "%s", why))
+			out = append(out, newVerdict(claim, Confirmed, "%s", why))
 		case above && ratio >= 1.15:
-			out = append(out, verdict(claim, Changed, "%s: it rises, by less than the published doubling", why))
+			out = append(out, newVerdict(claim, Changed, "%s: it rises, by less than the published doubling", why))
 		case len(a.RoundMediansMs) < MinSamples || len(b.RoundMediansMs) < MinSamples:
-			out = append(out, verdict(claim, Noise, "%s: a verdict needs %d rounds", why, MinSamples))
+			out = append(out, newVerdict(claim, Noise, "%s: a verdict needs %d rounds", why, MinSamples))
 		case ratio < 1.15 && !above:
-			out = append(out, verdict(claim, Refuted, "%s: no rise beyond 15%%", why))
+			out = append(out, newVerdict(claim, Refuted, "%s: no rise beyond 15%%", why))
 		case below:
-			out = append(out, verdict(claim, Refuted, "%s: lower with fragment 400", why))
+			out = append(out, newVerdict(claim, Refuted, "%s: lower with fragment 400", why))
 		default:
-			out = append(out, verdict(claim, Noise, "%s: the rounds overlap", why))
+			out = append(out, newVerdict(claim, Noise, "%s: the rounds overlap", why))
 		}
 	}
 	for _, dir := range []string{measure.DirectionUp, measure.DirectionDown} {
@@ -594,15 +594,15 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 		why := fmt.Sprintf("fragment 1400 %s vs none %s: ×%.2f; fragment 400 %s", mbps(f), mbps(n), ratio, mbps(row(rep, "", frag400, dir)))
 		switch {
 		case f == nil || n == nil || len(f.SamplesBps) < MinSamples || len(n.SamplesBps) < MinSamples:
-			out = append(out, verdict(claim, Noise, "%s: a verdict needs %d samples of each", why, MinSamples))
+			out = append(out, newVerdict(claim, Noise, "%s: a verdict needs %d samples of each", why, MinSamples))
 		case ratio >= 0.9 && ratio <= 1.1:
-			out = append(out, verdict(claim, Confirmed, "%s", why))
+			out = append(out, newVerdict(claim, Confirmed, "%s", why))
 		case o == Refuted:
-			out = append(out, verdict(claim, Changed, "%s: slower beyond the spread", why))
+			out = append(out, newVerdict(claim, Changed, "%s: slower beyond the spread", why))
 		case o == Confirmed || o == Changed:
-			out = append(out, verdict(claim, Changed, "%s: faster beyond the spread (no IP fragments of full-size packets on this %d-byte path)", why, path.EffectiveMTU()))
+			out = append(out, newVerdict(claim, Changed, "%s: faster beyond the spread (no IP fragments of full-size packets on this %d-byte path)", why, path.EffectiveMTU()))
 		default:
-			out = append(out, verdict(claim, Noise, "%s", why))
+			out = append(out, newVerdict(claim, Noise, "%s", why))
 		}
 	}
 	out = append(out, fragCaptureVerdict(p, path))
@@ -618,7 +618,7 @@ func fragCaptureVerdict(p *fragProbe, path lab.Path) measure.Verdict {
 	n := p.capture[fragNone]["1400"]
 	n13 := p.capture[fragNone]["1300"]
 	if c == nil || c.PingsSent == 0 || c.PingsReceived == 0 {
-		return verdict(claim, Noise, "no capture of 1400-byte pings through fragment 1400")
+		return newVerdict(claim, Noise, "no capture of 1400-byte pings through fragment 1400")
 	}
 	per := func(x *fragCapture) string {
 		if x == nil || x.PingsSent == 0 {
@@ -632,9 +632,9 @@ func fragCaptureVerdict(p *fragProbe, path lab.Path) measure.Verdict {
 	up := float64(c.OpenVPNDatagramsUp) / float64(c.PingsSent)
 	switch {
 	case c.OuterFragments == 0 && up >= 1.9:
-		return verdict(claim, Confirmed, "%s", why)
+		return newVerdict(claim, Confirmed, "%s", why)
 	case c.OuterFragments > 0:
-		return verdict(claim, Refuted, "%s: IP fragments appeared with fragment 1400", why)
+		return newVerdict(claim, Refuted, "%s: IP fragments appeared with fragment 1400", why)
 	}
-	return verdict(claim, Changed, "%s: fragment 1400 did not split the ping", why)
+	return newVerdict(claim, Changed, "%s: fragment 1400 did not split the ping", why)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // Real iputils ping output (testdata/fragment/ping-*.txt): replies on
@@ -140,12 +141,12 @@ func TestFragVerdicts(t *testing.T) {
 		mkRow("lan", fragNone, measure.DirectionDown, 90, 91, 92),
 		mkRow("lan", frag1400, measure.DirectionDown, 60, 61, 62),
 	}}
-	got := map[string]string{}
+	got := map[string]verdict.Outcome{}
 	for _, v := range fragVerdicts(rep, p, fragPath) {
 		got[v.Claim] = v.Outcome
 		t.Logf("%s: %s: %s", v.Outcome, v.Claim, v.Reason)
 	}
-	want := map[string]string{
+	want := map[string]verdict.Outcome{
 		"fragment 1400 barely changes ping RTT (published 9.9 vs 9.4 ms, ×1.05) [56-byte pings]":                          Confirmed,
 		"fragment 1400 barely changes ping RTT (published 9.9 vs 9.4 ms, ×1.05) [1400-byte pings]":                        Refuted,
 		"fragment 400 roughly doubles ping RTT (published 19.2 vs 9.4 ms, ×2.0) [56-byte pings]":                          Refuted,
@@ -224,7 +225,7 @@ func TestFragmentRecipe(t *testing.T) {
 	}
 	for _, v := range rep.Verdicts {
 		t.Logf("%s: %s: %s", v.Outcome, v.Claim, v.Reason)
-		if !strings.Contains("confirmed changed refuted noise", v.Outcome) || v.Reason == "" {
+		if !v.Outcome.Valid() || v.Reason == "" {
 			t.Errorf("verdict %+v", v)
 		}
 	}

@@ -52,7 +52,8 @@ func init() {
 		Summary: "one OpenVPN server process for two clients against two server processes pinned to different CPUs: aggregate Mbit/s and CPU-s/GB",
 		Source: "multi-instance write-up, 4-core Xeon, gigabit LAN: one process (BF-CBC+SHA1) 20–30 MB/s; three processes pinned to cores 35–40 MB/s; " +
 			"cipher none 75–80 MB/s; with IRQ placement and renice up to 105 MB/s aggregate",
-		Run: runInstances,
+		Run:   runInstances,
+		Judge: instVerdicts,
 	})
 }
 
@@ -278,9 +279,8 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 			rep.Rows = append(rep.Rows, row)
 		}
 	}
-	rep.Verdicts = instVerdicts(rep, len(cpus))
 	rep.Finish()
-	return rep, nil
+	return rep, judgeSaved(rep, instVerdicts)
 }
 
 // clientDev is the tun device of a tunnel's own client (tunnel.Up names
@@ -474,7 +474,12 @@ func instRow(network string, cfg *instConfig, dir string, ss []instSample) measu
 
 // instVerdicts judges, per direction, whether one server process was the
 // bottleneck and whether a second pinned process raised the aggregate.
-func instVerdicts(rep *measure.Report, cpus int) []measure.Verdict {
+//
+// On a host whose CPUs were all busy, every process that has work is
+// runnable all the time, so a runnable server proves nothing about it
+// being the limit: that claim is not tested on such a host.
+func instVerdicts(rep *measure.Report) []measure.Verdict {
+	cpus, _ := extraAs[int](rep.Scenario.Extra["cpus"])
 	var out []measure.Verdict
 	for _, dir := range []string{measure.DirectionUp, measure.DirectionDown} {
 		one, two := row(rep, "", instOne, dir), row(rep, "", instTwo, dir)
@@ -489,17 +494,19 @@ func instVerdicts(rep *measure.Report, cpus int) []measure.Verdict {
 			u, w, 100*runnable, mbps(one), instBusy(one))
 		switch {
 		case one == nil || u < 0 || w < 0:
-			out = append(out, verdict(claim, Noise, "no valid sample of one process"))
+			out = append(out, newVerdict(claim, Noise, "no valid sample of one process"))
 		case len(one.SamplesBps) < instMinSamples:
-			out = append(out, verdict(claim, Noise, "only %d sample(s), %d needed: %s", len(one.SamplesBps), instMinSamples, figures))
+			out = append(out, newVerdict(claim, Noise, "only %d sample(s), %d needed: %s", len(one.SamplesBps), instMinSamples, figures))
 		case runnable >= instBusyShare && u >= instBusyShare:
-			out = append(out, verdict(claim, Confirmed, "%s: its single thread saturates a core", figures))
+			out = append(out, newVerdict(claim, Confirmed, "%s: its single thread saturates a core", figures))
+		case instMedianBusy(one) >= instSaturatedHost && runnable >= instIdleShare:
+			out = append(out, newVerdict(claim, NotTested, "%s: the host's CPUs were saturated, so every process with work is runnable all the time; that does not show which one limits the flows (it needs a host with a core to spare)", figures))
 		case runnable >= instBusyShare:
-			out = append(out, verdict(claim, Confirmed, "%s: it always had work but got the CPU only in turn with the clients and iperf3, so on this host one process limits the flows by the CPU time it gets, not by filling a core", figures))
+			out = append(out, newVerdict(claim, Confirmed, "%s: it always had work but got the CPU only in turn with the clients and iperf3, so on this host one process limits the flows by the CPU time it gets, not by filling a core", figures))
 		case runnable < instIdleShare:
-			out = append(out, verdict(claim, Refuted, "%s: it mostly waited for packets, something else limited the flows", figures))
+			out = append(out, newVerdict(claim, Refuted, "%s: it mostly waited for packets, something else limited the flows", figures))
 		default:
-			out = append(out, verdict(claim, Noise, "%s: neither clearly the limit nor clearly idle", figures))
+			out = append(out, newVerdict(claim, Noise, "%s: neither clearly the limit nor clearly idle", figures))
 		}
 
 		claim = fmt.Sprintf("a second server process pinned to its own core raises the aggregate (published: %g–%g MB/s with one, %g–%g MB/s with three pinned) [%s]",
@@ -511,7 +518,7 @@ func instVerdicts(rep *measure.Report, cpus int) []measure.Verdict {
 		}
 		var utils []string
 		if two != nil {
-			if m, ok := two.Extra["server_cpu_cores"].(map[string][]float64); ok {
+			if m, ok := extraAs[map[string][]float64](two.Extra["server_cpu_cores"]); ok {
 				for label := range m {
 					utils = append(utils, fmt.Sprintf("%s ran %.2f, waited %.2f", label, measure.Median(m[label]), instMedianExtra(two, "server_runqueue_wait", label)))
 				}
@@ -525,7 +532,7 @@ func instVerdicts(rep *measure.Report, cpus int) []measure.Verdict {
 		} else {
 			reason += fmt.Sprintf("The %d CPUs also ran the clients and iperf3: the figure shows whether one process was the bottleneck, not how a server with dedicated cores scales", cpus)
 		}
-		out = append(out, verdict(claim, outcome, "%s", reason))
+		out = append(out, newVerdict(claim, outcome, "%s", reason))
 	}
 	return out
 }
@@ -535,7 +542,7 @@ func instMedianExtra(r *measure.Row, key, label string) float64 {
 	if r == nil {
 		return -1
 	}
-	m, ok := r.Extra[key].(map[string][]float64)
+	m, ok := extraAs[map[string][]float64](r.Extra[key])
 	if !ok || len(m[label]) == 0 {
 		return -1
 	}
@@ -546,7 +553,7 @@ func instMedianBusy(r *measure.Row) float64 {
 	if r == nil {
 		return -1
 	}
-	b, ok := r.Extra["host_cpu_busy"].([]float64)
+	b, ok := extraAs[[]float64](r.Extra["host_cpu_busy"])
 	if !ok || len(b) == 0 {
 		return -1
 	}

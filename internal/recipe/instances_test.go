@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // testdata/instances-stat.txt is /proc/stat of the 2-CPU test machine.
@@ -62,20 +63,23 @@ func TestInstancesVerdicts(t *testing.T) {
 	for _, c := range []struct {
 		name             string
 		oneRows, twoRows []instSample
-		want             [2]string
+		want             [2]verdict.Outcome
 	}{
-		{"saturated core, scales", instFake(one, 0.97, 0, 0.7, 200, 205, 210), instFake(two, 0.9, 0, 0.95, 300, 310, 290), [2]string{Confirmed, Confirmed}},
-		{"mostly idle, small gain", instFake(one, 0.3, 0.1, 1, 200, 205, 210), instFake(two, 0.3, 0.1, 1, 220, 225, 230), [2]string{Refuted, Changed}},
-		{"half busy, slower", instFake(one, 0.4, 0.3, 1, 200, 205, 210), instFake(two, 0.4, 0.3, 1, 150, 160, 170), [2]string{Noise, Refuted}},
-		{"starved of CPU, overlapping", instFake(one, 0.5, 0.45, 1, 200, 250, 300), instFake(two, 0.5, 0.4, 1, 260, 280, 290), [2]string{Confirmed, Noise}},
-		{"one sample", instFake(one, 0.99, 0, 1, 200), instFake(two, 0.5, 0, 1, 400), [2]string{Noise, Noise}},
+		{"saturated core, scales", instFake(one, 0.97, 0, 0.7, 200, 205, 210), instFake(two, 0.9, 0, 0.95, 300, 310, 290), [2]verdict.Outcome{Confirmed, Confirmed}},
+		{"mostly idle, small gain", instFake(one, 0.3, 0.1, 1, 200, 205, 210), instFake(two, 0.3, 0.1, 1, 220, 225, 230), [2]verdict.Outcome{Refuted, Changed}},
+		{"half busy, slower", instFake(one, 0.4, 0.3, 0.8, 200, 205, 210), instFake(two, 0.4, 0.3, 1, 150, 160, 170), [2]verdict.Outcome{Noise, Refuted}},
+		// Issue 8: on a saturated host every process with work is
+		// runnable; that was "confirmed", it shows nothing.
+		{"starved of CPU on a saturated host", instFake(one, 0.5, 0.45, 1, 200, 250, 300), instFake(two, 0.5, 0.4, 1, 260, 280, 290), [2]verdict.Outcome{NotTested, Noise}},
+		{"waiting for a CPU on a host with room", instFake(one, 0.5, 0.45, 0.8, 200, 250, 300), instFake(two, 0.5, 0.4, 1, 260, 280, 290), [2]verdict.Outcome{Confirmed, Noise}},
+		{"one sample", instFake(one, 0.99, 0, 1, 200), instFake(two, 0.5, 0, 1, 400), [2]verdict.Outcome{Noise, Noise}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rep := &measure.Report{}
+			rep := &measure.Report{Scenario: measure.Scenario{Extra: map[string]any{"cpus": 2}}}
 			for _, d := range []string{measure.DirectionUp, measure.DirectionDown} {
 				rep.Rows = append(rep.Rows, instRow("n", one, d, c.oneRows), instRow("n", two, d, c.twoRows))
 			}
-			vs := instVerdicts(rep, 2)
+			vs := instVerdicts(rep)
 			if len(vs) != 4 {
 				t.Fatalf("%d verdicts, want 4", len(vs))
 			}

@@ -314,7 +314,7 @@ func ipv6Verdicts(rep *measure.Report, path lab.Path, probes map[string]ipv6MSSP
 	p4, ok4 := probes["ipv4"]
 	p6, ok6 := probes["ipv6"]
 	if !ok4 || !ok6 {
-		out = append(out, verdict(claim, Noise, "the MSS probe through the tunnel failed: %v", rep.Scenario.Extra["mss_probe_error"]))
+		out = append(out, newVerdict(claim, Noise, "the MSS probe through the tunnel failed: %v", rep.Scenario.Extra["mss_probe_error"]))
 	} else {
 		m4, m6 := p4.UpBytes+b4.TCPOptions, p6.UpBytes+b6.TCPOptions
 		d4, d6 := p4.DownBytes+b4.TCPOptions, p6.DownBytes+b6.TCPOptions
@@ -322,7 +322,7 @@ func ipv6Verdicts(rep *measure.Report, path lab.Path, probes map[string]ipv6MSSP
 		if m4 != b4.MSS() || m6 != b6.MSS() || d4 != b4.MSS() || d6 != b6.MSS() {
 			outcome = Changed
 		}
-		out = append(out, verdict(claim, outcome, "measured MSS up/down: IPv4 %d/%d, IPv6 %d/%d (TCP timestamps %v, %d bytes of options per segment): payload per full packet %d vs %d bytes, both packets %d bytes on the wire",
+		out = append(out, newVerdict(claim, outcome, "measured MSS up/down: IPv4 %d/%d, IPv6 %d/%d (TCP timestamps %v, %d bytes of options per segment): payload per full packet %d vs %d bytes, both packets %d bytes on the wire",
 			m4, d4, m6, d6, p4.Timestamps, b4.TCPOptions, p4.UpBytes, p6.UpBytes, b4.Wire()))
 	}
 
@@ -357,8 +357,8 @@ func ipv6Verdicts(rep *measure.Report, path lab.Path, probes map[string]ipv6MSSP
 
 		claim := fmt.Sprintf("IPv6 inside the tunnel is about 5 %% slower than IPv4 (published ×%.2f) [%s]", publishedIPv6Ratio, dir)
 		if r4 == nil || r6 == nil {
-			out = append(out, verdict(claim, Noise, "missing rows: IPv4 %s, IPv6 %s", mbps(r4), mbps(r6)))
-			out = append(out, verdict(fmt.Sprintf("the header arithmetic predicts IPv6/IPv4 ×%.3f [%s]", predicted, dir), Noise, "missing rows"))
+			out = append(out, newVerdict(claim, Noise, "missing rows: IPv4 %s, IPv6 %s", mbps(r4), mbps(r6)))
+			out = append(out, newVerdict(fmt.Sprintf("the header arithmetic predicts IPv6/IPv4 ×%.3f [%s]", predicted, dir), Noise, "missing rows"))
 			continue
 		}
 		med, lo, hi, n := interleavedRatios(r6, r4, ipv6Starved)
@@ -381,30 +381,30 @@ func ipv6Verdicts(rep *measure.Report, path lab.Path, probes map[string]ipv6MSSP
 		}
 		switch {
 		case n < ipv6MinPairs:
-			out = append(out, verdict(claim, Noise, "%d line-bound samples per family are too few to judge (want %d): %s", n, ipv6MinPairs, figures))
+			out = append(out, newVerdict(claim, Noise, "%d line-bound samples per family are too few to judge (want %d): %s", n, ipv6MinPairs, figures))
 		case hi < 1 && med >= publishedIPv6Ratio-0.02 && med <= publishedIPv6Ratio+0.02:
-			out = append(out, verdict(claim, Confirmed, "%s", figures))
+			out = append(out, newVerdict(claim, Confirmed, "%s", figures))
 		case hi < 1:
-			out = append(out, verdict(claim, Changed, "IPv6 is slower beyond the spread, by %.1f %% rather than 5 %%: %s", 100*(1-med), figures))
+			out = append(out, newVerdict(claim, Changed, "IPv6 is slower beyond the spread, by %.1f %% rather than 5 %%: %s", 100*(1-med), figures))
 		case lo > 1:
-			out = append(out, verdict(claim, Refuted, "IPv6 is faster beyond the spread: %s", figures))
+			out = append(out, newVerdict(claim, Refuted, "IPv6 is faster beyond the spread: %s", figures))
 		case lo > publishedIPv6Ratio+0.02 && hi-lo <= ipv6RatioResolution:
-			out = append(out, verdict(claim, Changed, "any difference is within the samples' spread and smaller than 3 %%, not 5 %%: %s", figures))
+			out = append(out, newVerdict(claim, Changed, "any difference is within the samples' spread and smaller than 3 %%, not 5 %%: %s", figures))
 		default:
-			out = append(out, verdict(claim, Noise, "the ratios straddle 1 and spread %.1f %%: %s", 100*(hi-lo), figures))
+			out = append(out, newVerdict(claim, Noise, "the ratios straddle 1 and spread %.1f %%: %s", 100*(hi-lo), figures))
 		}
 
 		claim = fmt.Sprintf("the header arithmetic predicts IPv6/IPv4 ×%.3f [%s]", predicted, dir)
 		const margin = 0.005
 		switch {
 		case n < ipv6MinPairs:
-			out = append(out, verdict(claim, Noise, "%d line-bound samples per family are too few to judge (want %d): %s", n, ipv6MinPairs, figures))
+			out = append(out, newVerdict(claim, Noise, "%d line-bound samples per family are too few to judge (want %d): %s", n, ipv6MinPairs, figures))
 		case hi-lo > ipv6RatioResolution:
-			out = append(out, verdict(claim, Noise, "the IPv6/IPv4 ratios spread %.1f %%, too wide to check a %.1f %% difference: %s", 100*(hi-lo), 100*(1-predicted), figures))
+			out = append(out, newVerdict(claim, Noise, "the IPv6/IPv4 ratios spread %.1f %%, too wide to check a %.1f %% difference: %s", 100*(hi-lo), 100*(1-predicted), figures))
 		case predicted >= lo-margin && predicted <= hi+margin:
-			out = append(out, verdict(claim, Confirmed, "%s", figures))
+			out = append(out, newVerdict(claim, Confirmed, "%s", figures))
 		default:
-			out = append(out, verdict(claim, Refuted, "the measured ratio lies outside the prediction beyond the spread: %s", figures))
+			out = append(out, newVerdict(claim, Refuted, "the measured ratio lies outside the prediction beyond the spread: %s", figures))
 		}
 	}
 	return out

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // The arithmetic against OpenVPN 2.6's documented example (mssfix 1492
@@ -79,7 +80,7 @@ func TestIPv6Verdicts(t *testing.T) {
 		name            string
 		v4, v6          []float64
 		probes          map[string]ipv6MSSProbe
-		clamp, pub, ari string // outcomes of the up direction
+		clamp, pub, ari verdict.Outcome // outcomes of the up direction
 	}{
 		{"as predicted", []float64{46.1, 46.0, 46.2, 46.1, 45.9}, []float64{45.4, 45.4, 45.5, 45.5, 45.3}, probes, Confirmed, Changed, Confirmed},
 		{"as published", []float64{46.1, 46.0, 46.2}, []float64{43.8, 43.7, 43.9}, probes, Confirmed, Confirmed, Refuted},
@@ -100,7 +101,7 @@ func TestIPv6Verdicts(t *testing.T) {
 			if len(vs) != 5 {
 				t.Fatalf("%d verdicts, want 5: %+v", len(vs), vs)
 			}
-			for i, want := range []string{tc.clamp, tc.pub, tc.ari} {
+			for i, want := range []verdict.Outcome{tc.clamp, tc.pub, tc.ari} {
 				if vs[i].Outcome != want {
 					t.Errorf("verdict %d %q: %s (%s), want %s", i, vs[i].Claim, vs[i].Outcome, vs[i].Reason, want)
 				}

@@ -579,11 +579,11 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 	outer, ok := mtuSame(m.Outer)
 	switch {
 	case !ok:
-		out = append(out, verdict(claim, Noise, "the searches disagree or failed: %v", m.Outer))
+		out = append(out, newVerdict(claim, Noise, "the searches disagree or failed: %v", m.Outer))
 	case outer == m.ConfiguredMTU:
-		out = append(out, verdict(claim, Confirmed, "every search found %d bytes (%v)", outer, m.Outer))
+		out = append(out, newVerdict(claim, Confirmed, "every search found %d bytes (%v)", outer, m.Outer))
 	default:
-		out = append(out, verdict(claim, Refuted, "every search found %d bytes, not %d (%v)", outer, m.ConfiguredMTU, m.Outer))
+		out = append(out, newVerdict(claim, Refuted, "every search found %d bytes, not %d (%v)", outer, m.ConfiguredMTU, m.Outer))
 	}
 
 	claim = fmt.Sprintf("through a cleartext tunnel the largest packet that passes is the outer MTU minus the tunnel's %d bytes (published: 8 + UDP 8 + IPv4 20 = %d)",
@@ -599,13 +599,13 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 	}
 	switch {
 	case len(diffs) == 0:
-		out = append(out, verdict(claim, Noise, "no repeat measured both the outer (%v) and the inner MTU (%v)", m.Outer, m.Inner))
+		out = append(out, newVerdict(claim, Noise, "no repeat measured both the outer (%v) and the inner MTU (%v)", m.Outer, m.Inner))
 	case match:
-		out = append(out, verdict(claim, Confirmed, "inner %v = outer %v − %d in every repeat", m.Inner, m.Outer, m.CleartextOverhead))
+		out = append(out, newVerdict(claim, Confirmed, "inner %v = outer %v − %d in every repeat", m.Inner, m.Outer, m.CleartextOverhead))
 	case iok && ok:
-		out = append(out, verdict(claim, Refuted, "inner %d = outer %d − %d: the tunnel costs %d bytes, the computation says %d", inner, outer, outer-inner, outer-inner, m.CleartextOverhead))
+		out = append(out, newVerdict(claim, Refuted, "inner %d = outer %d − %d: the tunnel costs %d bytes, the computation says %d", inner, outer, outer-inner, outer-inner, m.CleartextOverhead))
 	default:
-		out = append(out, verdict(claim, Noise, "outer %v, inner %v: the repeats disagree (differences %v)", m.Outer, m.Inner, diffs))
+		out = append(out, newVerdict(claim, Noise, "outer %v, inner %v: the repeats disagree (differences %v)", m.Outer, m.Inner, diffs))
 	}
 
 	rec := m.Translation.MaxTunMTU
@@ -647,15 +647,15 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 		describe(m.Fit), describe(m.Over), rec, describe(m.Lowered))
 	switch {
 	case n == 0:
-		out = append(out, verdict(claim, Noise, "no probes"))
+		out = append(out, newVerdict(claim, Noise, "no probes"))
 	case fitOK == n && overBlocked == n && lowOK == len(m.Lowered):
-		out = append(out, verdict(claim, Confirmed, "%s", detail))
+		out = append(out, newVerdict(claim, Confirmed, "%s", detail))
 	case fitBad == n || (len(m.Lowered) > 0 && lowOK == 0):
-		out = append(out, verdict(claim, Refuted, "%s", detail))
+		out = append(out, newVerdict(claim, Refuted, "%s", detail))
 	case fitOK == n && overClean == n:
-		out = append(out, verdict(claim, Changed, "a byte more also passes unfragmented: the recommendation is conservative: %s", detail))
+		out = append(out, newVerdict(claim, Changed, "a byte more also passes unfragmented: the recommendation is conservative: %s", detail))
 	default:
-		out = append(out, verdict(claim, Noise, "the repeats disagree: %s", detail))
+		out = append(out, newVerdict(claim, Noise, "the repeats disagree: %s", detail))
 	}
 
 	claim = fmt.Sprintf("OpenVPN 2.6's default mssfix 1492 mtu (inner MSS %d, published %d) keeps TCP through a tun-mtu 1500 tunnel unfragmented on this path",
@@ -681,17 +681,17 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 	}
 	switch {
 	case len(m.TCP) == 0:
-		out = append(out, verdict(claim, Noise, "no TCP sample"))
+		out = append(out, newVerdict(claim, Noise, "no TCP sample"))
 	case clean == len(m.TCP):
-		out = append(out, verdict(claim, Confirmed, "%s in every repeat", tcp))
+		out = append(out, newVerdict(claim, Confirmed, "%s in every repeat", tcp))
 	case fragd+failed == len(m.TCP) && (fragd == len(m.TCP) || failed == len(m.TCP)):
 		what := "fragmented"
 		if failed > 0 {
 			what = "failed (full-size segments vanished)"
 		}
-		out = append(out, verdict(claim, Refuted, "TCP %s in every repeat: %s", what, tcp))
+		out = append(out, newVerdict(claim, Refuted, "TCP %s in every repeat: %s", what, tcp))
 	default:
-		out = append(out, verdict(claim, Noise, "the repeats disagree: %s, %d failed", tcp, failed))
+		out = append(out, newVerdict(claim, Noise, "the repeats disagree: %s, %d failed", tcp, failed))
 	}
 	return out
 }

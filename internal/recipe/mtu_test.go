@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // testdata/mtu-snmp.txt is /proc/net/snmp of a lab's server namespace
@@ -55,32 +56,32 @@ func TestMTUVerdicts(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		edit func(m *mtuResult)
-		want [4]string
+		want [4]verdict.Outcome
 	}{
 		{"as computed, PMTUD", func(m *mtuResult) {
 			m.Outer, m.Inner = []int{1492, 1492, 1492}, []int{1456, 1456, 1456}
 			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean}, []mtuProbe{frag, frag}, []mtuProbe{clean, clean}
 			m.TCP = []mtuTCP{tcpOK, tcpOK}
-		}, [4]string{Confirmed, Confirmed, Confirmed, Confirmed}},
+		}, [4]verdict.Outcome{Confirmed, Confirmed, Confirmed, Confirmed}},
 		{"black hole", func(m *mtuResult) {
 			m.Outer, m.Inner = []int{1492}, []int{1456}
 			m.Fit, m.Over, m.Lowered = []mtuProbe{clean}, []mtuProbe{lost}, []mtuProbe{clean}
 			m.TCP = []mtuTCP{tcpStall}
-		}, [4]string{Confirmed, Confirmed, Confirmed, Refuted}},
+		}, [4]verdict.Outcome{Confirmed, Confirmed, Confirmed, Refuted}},
 		{"other MTU and overhead", func(m *mtuResult) {
 			m.Outer, m.Inner = []int{1500, 1500}, []int{1460, 1460}
 			m.Fit, m.Over, m.Lowered = []mtuProbe{frag, frag}, []mtuProbe{frag, frag}, []mtuProbe{frag, frag}
 			m.TCP = []mtuTCP{tcpFrag, tcpFrag}
-		}, [4]string{Refuted, Refuted, Refuted, Refuted}},
+		}, [4]verdict.Outcome{Refuted, Refuted, Refuted, Refuted}},
 		{"disagreeing repeats", func(m *mtuResult) {
 			m.Outer, m.Inner = []int{1492, 1400}, []int{1456, 1456}
 			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean}, []mtuProbe{frag, cleanOver}, []mtuProbe{clean, clean}
 			m.TCP = []mtuTCP{tcpOK, tcpFrag}
-		}, [4]string{Noise, Noise, Noise, Noise}},
+		}, [4]verdict.Outcome{Noise, Noise, Noise, Noise}},
 		{"failed searches, conservative recommendation", func(m *mtuResult) {
 			m.Outer, m.Inner = []int{0}, []int{0}
 			m.Fit, m.Over, m.Lowered = []mtuProbe{clean}, []mtuProbe{cleanOver}, []mtuProbe{clean}
-		}, [4]string{Noise, Noise, Changed, Noise}},
+		}, [4]verdict.Outcome{Noise, Noise, Changed, Noise}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := base
@@ -126,7 +127,7 @@ func TestMTURecipe(t *testing.T) {
 	}
 	for _, v := range rep.Verdicts {
 		t.Logf("%s: %s: %s", v.Outcome, v.Claim, v.Reason)
-		if !strings.Contains("confirmed changed refuted noise", v.Outcome) || v.Reason == "" {
+		if !v.Outcome.Valid() || v.Reason == "" {
 			t.Errorf("verdict %+v", v)
 		}
 	}

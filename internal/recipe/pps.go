@@ -662,7 +662,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 	others := ppsOtherRatios(rep)
 	switch {
 	case !rok || !cok:
-		out = append(out, verdict(claim, Noise, "missing rows: routed %s, AES-128-CBC %s", ppsText(rs, rok), ppsText(cs, cok)))
+		out = append(out, newVerdict(claim, Noise, "missing rows: routed %s, AES-128-CBC %s", ppsText(rs, rok), ppsText(cs, cok)))
 	default:
 		ratio := rs.Median / cs.Median
 		outcome := Noise
@@ -679,7 +679,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		if !ppsEnough(rs, cs) {
 			few = "; " + ppsTooFew
 		}
-		out = append(out, verdict(claim, outcome, "at %d bytes routed %s vs AES-128-CBC %s: ×%.2f%s%s; %s",
+		out = append(out, newVerdict(claim, outcome, "at %d bytes routed %s vs AES-128-CBC %s: ×%.2f%s%s; %s",
 			ppsSmall, ppsText(rs, rok), ppsText(cs, cok), ratio, others, few, ppsCoresNote()))
 	}
 
@@ -689,21 +689,21 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 	nr, ns, nok := ppsRow(rep, ppsNone, ppsSmall)
 	cr, _, _ := ppsRow(rep, ppsCBC, ppsSmall)
 	if !nok || !cok {
-		out = append(out, verdict(claim, Noise, "missing rows: none %s, AES-128-CBC %s", ppsText(ns, nok), ppsText(cs, cok)))
+		out = append(out, newVerdict(claim, Noise, "missing rows: none %s, AES-128-CBC %s", ppsText(ns, nok), ppsText(cs, cok)))
 	} else {
 		ratio, hi, lo := ns.Median/cs.Median, ns.Max/cs.Min, ns.Min/cs.Max
 		cpu := fmt.Sprintf("OpenVPN's CPU per packet (server + client): none %s, AES-128-CBC %s", ppsCPUText(nr), ppsCPUText(cr))
 		switch {
 		case !ppsEnough(ns, cs):
-			out = append(out, verdict(claim, Noise, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f; %s; %s", ppsSmall, ppsText(ns, nok), ppsText(cs, cok), ratio, ppsTooFew, cpu))
+			out = append(out, newVerdict(claim, Noise, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f; %s; %s", ppsSmall, ppsText(ns, nok), ppsText(cs, cok), ratio, ppsTooFew, cpu))
 		case hi <= ppsCryptoShare:
-			out = append(out, verdict(claim, Confirmed, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f (at most ×%.2f within the spread, threshold ×%.2f): removing the crypto gains little, the per-packet cost dominates; %s",
+			out = append(out, newVerdict(claim, Confirmed, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f (at most ×%.2f within the spread, threshold ×%.2f): removing the crypto gains little, the per-packet cost dominates; %s",
 				ppsSmall, ppsText(ns, nok), ppsText(cs, cok), ratio, hi, ppsCryptoShare, cpu))
 		case lo > ppsCryptoShare:
-			out = append(out, verdict(claim, Changed, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f (at least ×%.2f): the crypto is a large part of the per-packet cost here; %s",
+			out = append(out, newVerdict(claim, Changed, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f (at least ×%.2f): the crypto is a large part of the per-packet cost here; %s",
 				ppsSmall, ppsText(ns, nok), ppsText(cs, cok), ratio, lo, cpu))
 		default:
-			out = append(out, verdict(claim, Noise, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f, but the spreads allow ×%.2f–×%.2f around the threshold ×%.2f; %s",
+			out = append(out, newVerdict(claim, Noise, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f, but the spreads allow ×%.2f–×%.2f around the threshold ×%.2f; %s",
 				ppsSmall, ppsText(ns, nok), ppsText(cs, cok), ratio, lo, hi, ppsCryptoShare, cpu))
 		}
 	}
@@ -715,20 +715,20 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 	nc, ncok := ppsCPUSpread(nr)
 	cc, ccok := ppsCPUSpread(cr)
 	if !ncok || !ccok {
-		out = append(out, verdict(claim, Noise, "missing CPU figures: none %s, AES-128-CBC %s", ppsCPUText(nr), ppsCPUText(cr)))
+		out = append(out, newVerdict(claim, Noise, "missing CPU figures: none %s, AES-128-CBC %s", ppsCPUText(nr), ppsCPUText(cr)))
 	} else {
 		ratio, hi, lo := cc.Median/nc.Median, cc.Max/nc.Min, cc.Min/nc.Max
 		facts := fmt.Sprintf("at %d bytes AES-128-CBC %s vs none %s: ×%.2f; with a core of its own the busier OpenVPN process would carry %s pps with AES-128-CBC (published 12 000 on the PIII), %s with none",
 			ppsSmall, ppsCPUText(cr), ppsCPUText(nr), ratio, measure.FormatExtra(cr.Extra["openvpn_pps_per_core"]), measure.FormatExtra(nr.Extra["openvpn_pps_per_core"]))
 		switch {
 		case !ppsEnough(nc, cc):
-			out = append(out, verdict(claim, Noise, "%s; %s", facts, ppsTooFew))
+			out = append(out, newVerdict(claim, Noise, "%s; %s", facts, ppsTooFew))
 		case hi <= ppsCryptoShare:
-			out = append(out, verdict(claim, Confirmed, "%s (at most ×%.2f within the spread, threshold ×%.2f): the crypto adds little to what a packet costs", facts, hi, ppsCryptoShare))
+			out = append(out, newVerdict(claim, Confirmed, "%s (at most ×%.2f within the spread, threshold ×%.2f): the crypto adds little to what a packet costs", facts, hi, ppsCryptoShare))
 		case lo > ppsCryptoShare:
-			out = append(out, verdict(claim, Changed, "%s (at least ×%.2f): the crypto is %.0f %% of what a packet costs OpenVPN here", facts, lo, 100*(1-1/ratio)))
+			out = append(out, newVerdict(claim, Changed, "%s (at least ×%.2f): the crypto is %.0f %% of what a packet costs OpenVPN here", facts, lo, 100*(1-1/ratio)))
 		default:
-			out = append(out, verdict(claim, Noise, "%s, but the spreads allow ×%.2f–×%.2f around the threshold ×%.2f", facts, lo, hi, ppsCryptoShare))
+			out = append(out, newVerdict(claim, Noise, "%s, but the spreads allow ×%.2f–×%.2f around the threshold ×%.2f", facts, lo, hi, ppsCryptoShare))
 		}
 	}
 
@@ -748,7 +748,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		_, m, mok := ppsRow(rep, v, 512)
 		_, b, bok := ppsRow(rep, v, ppsLarge)
 		if !aok || !bok {
-			out = append(out, verdict(claim, Noise, "missing rows: %d bytes %s, %d bytes %s", ppsSmall, ppsText(a, aok), ppsLarge, ppsText(b, bok)))
+			out = append(out, newVerdict(claim, Noise, "missing rows: %d bytes %s, %d bytes %s", ppsSmall, ppsText(a, aok), ppsLarge, ppsText(b, bok)))
 			continue
 		}
 		ratio, hi, lo := a.Median/b.Median, a.Max/b.Min, a.Min/b.Max
@@ -764,15 +764,15 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 			ppsSmall, ppsText(a, aok), mid, ppsLarge, ppsText(b, bok), ratio, lo, hi, predicted, routed, frag)
 		switch {
 		case !ppsEnough(a, b):
-			out = append(out, verdict(claim, Noise, "%s; %s", facts, ppsTooFew))
+			out = append(out, newVerdict(claim, Noise, "%s; %s", facts, ppsTooFew))
 		case hi <= boundary && lo <= ppsFlatRatio:
-			out = append(out, verdict(claim, Confirmed, "packets limit (the ratio stays below ×%.1f, halfway to a byte limit on a log scale): %s", boundary, facts))
+			out = append(out, newVerdict(claim, Confirmed, "packets limit (the ratio stays below ×%.1f, halfway to a byte limit on a log scale): %s", boundary, facts))
 		case hi <= boundary:
-			out = append(out, verdict(claim, Changed, "packets limit, but the size costs something too (the pps falls by more than ×%.1f beyond the spread): %s", ppsFlatRatio, facts))
+			out = append(out, newVerdict(claim, Changed, "packets limit, but the size costs something too (the pps falls by more than ×%.1f beyond the spread): %s", ppsFlatRatio, facts))
 		case lo > boundary:
-			out = append(out, verdict(claim, Refuted, "bytes limit (the ratio exceeds ×%.1f, nearer a byte limit): %s", boundary, facts))
+			out = append(out, newVerdict(claim, Refuted, "bytes limit (the ratio exceeds ×%.1f, nearer a byte limit): %s", boundary, facts))
 		default:
-			out = append(out, verdict(claim, Noise, "the spreads straddle ×%.1f, halfway between a packet and a byte limit: %s", boundary, facts))
+			out = append(out, newVerdict(claim, Noise, "the spreads straddle ×%.1f, halfway between a packet and a byte limit: %s", boundary, facts))
 		}
 	}
 	return out

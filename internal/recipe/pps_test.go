@@ -7,6 +7,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // ppsTestRow makes a row of made-up echo rates (pps) and OpenVPN µs per
@@ -44,7 +45,7 @@ func TestPPSVerdicts(t *testing.T) {
 		rows []rates
 		// want: outcome by the first words of the claim ("routing",
 		// "cipher none", "OpenVPN's CPU", "[none]" …).
-		want map[string]string
+		want map[string]verdict.Outcome
 	}{
 		{
 			name: "the publication's picture",
@@ -53,7 +54,7 @@ func TestPPSVerdicts(t *testing.T) {
 				flat(ppsNone, []float64{13000, 13500, 14000}, []float64{20, 21, 22})...),
 				flat(ppsCBC, []float64{11800, 12000, 12200}, []float64{23, 24, 25})...),
 				flat(ppsGCM, []float64{11500, 11900, 12100}, []float64{22, 23, 24})...),
-			want: map[string]string{"routing": Confirmed, "cipher none": Confirmed, "OpenVPN's CPU": Confirmed,
+			want: map[string]verdict.Outcome{"routing": Confirmed, "cipher none": Confirmed, "OpenVPN's CPU": Confirmed,
 				"[none]": Confirmed, "[aes128cbc]": Confirmed, "[aes256gcm]": Confirmed},
 		},
 		{
@@ -68,7 +69,7 @@ func TestPPSVerdicts(t *testing.T) {
 				// GCM: no 1400-byte row at all.
 				{ppsGCM, 18, []float64{5000, 5100, 5200}, []float64{18, 19, 20}},
 			},
-			want: map[string]string{"routing": Changed, "cipher none": Changed, "OpenVPN's CPU": Changed,
+			want: map[string]verdict.Outcome{"routing": Changed, "cipher none": Changed, "OpenVPN's CPU": Changed,
 				"[none]": Changed, "[aes128cbc]": Noise, "[aes256gcm]": Noise},
 		},
 		{
@@ -78,7 +79,7 @@ func TestPPSVerdicts(t *testing.T) {
 				{ppsCBC, 18, []float64{9000, 12000, 15000}, []float64{10, 15, 30}},
 				{ppsNone, 18, []float64{9000, 14000, 20000}, []float64{12, 14, 16}},
 			},
-			want: map[string]string{"routing": Noise, "cipher none": Noise, "OpenVPN's CPU": Noise},
+			want: map[string]verdict.Outcome{"routing": Noise, "cipher none": Noise, "OpenVPN's CPU": Noise},
 		},
 		{
 			name: "tunnel ahead of routing",
@@ -89,7 +90,7 @@ func TestPPSVerdicts(t *testing.T) {
 				// A byte-limited none tunnel: ×30 fewer packets at 1400 bytes.
 				{ppsNone, 1400, []float64{280, 290, 300}, nil},
 			},
-			want: map[string]string{"routing": Refuted, "cipher none": Confirmed, "OpenVPN's CPU": Confirmed,
+			want: map[string]verdict.Outcome{"routing": Refuted, "cipher none": Confirmed, "OpenVPN's CPU": Confirmed,
 				"[none]": Refuted, "[aes128cbc]": Noise},
 		},
 		{
@@ -99,12 +100,12 @@ func TestPPSVerdicts(t *testing.T) {
 				flat(ppsNone, []float64{13000, 14000}, []float64{20, 22})...),
 				flat(ppsCBC, []float64{11800, 12200}, []float64{23, 25})...),
 				flat(ppsGCM, []float64{2000, 2100}, []float64{22, 24})...),
-			want: map[string]string{"routing": Noise, "cipher none": Noise, "OpenVPN's CPU": Noise,
+			want: map[string]verdict.Outcome{"routing": Noise, "cipher none": Noise, "OpenVPN's CPU": Noise,
 				"[none]": Noise, "[aes128cbc]": Noise, "[aes256gcm]": Noise},
 		},
 		{
 			name: "nothing measured",
-			want: map[string]string{"routing": Noise, "cipher none": Noise, "OpenVPN's CPU": Noise,
+			want: map[string]verdict.Outcome{"routing": Noise, "cipher none": Noise, "OpenVPN's CPU": Noise,
 				"[none]": Noise, "[aes128cbc]": Noise, "[aes256gcm]": Noise},
 		},
 	} {
@@ -117,7 +118,7 @@ func TestPPSVerdicts(t *testing.T) {
 			if len(vs) != 6 {
 				t.Fatalf("%d verdicts, want 6", len(vs))
 			}
-			got := map[string]string{}
+			got := map[string]verdict.Outcome{}
 			for _, v := range vs {
 				if v.Reason == "" {
 					t.Errorf("verdict without a reason: %+v", v)
@@ -249,7 +250,7 @@ func TestPPSRecipe(t *testing.T) {
 		t.Errorf("%d verdicts, want 6", len(rep.Verdicts))
 	}
 	for _, v := range rep.Verdicts {
-		if !strings.Contains("confirmed changed refuted noise", v.Outcome) || v.Reason == "" {
+		if !v.Outcome.Valid() || v.Reason == "" {
 			t.Errorf("verdict %+v", v)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // Options are what the user may change about any recipe.
@@ -69,6 +70,9 @@ type Recipe struct {
 	// Needs lists programs beyond openvpn, iperf3 and ip.
 	Needs []string
 	Run   func(ctx context.Context, o Options) (*measure.Report, error)
+	// Judge computes the verdicts from a report as saved (see Judge);
+	// Run sets them the same way.
+	Judge func(rep *measure.Report) []measure.Verdict
 }
 
 var registry = map[string]Recipe{}
@@ -110,16 +114,18 @@ func Lookup(name string) (Recipe, bool) {
 	return r, ok
 }
 
-// Outcomes of a verdict (measure.Verdict.Outcome).
+// Outcomes of a verdict (measure.Verdict.Outcome); the rules behind them
+// are package verdict's.
 const (
-	Confirmed = "confirmed"
-	Changed   = "changed"
-	Refuted   = "refuted"
-	Noise     = "noise"
+	Confirmed = verdict.Confirmed
+	Changed   = verdict.Changed
+	Refuted   = verdict.Refuted
+	Noise     = verdict.Noise
+	NotTested = verdict.NotTested
 )
 
 // verdict builds a measure.Verdict.
-func verdict(claim, outcome, format string, a ...any) measure.Verdict {
+func newVerdict(claim string, outcome verdict.Outcome, format string, a ...any) measure.Verdict {
 	return measure.Verdict{Claim: claim, Outcome: outcome, Reason: fmt.Sprintf(format, a...)}
 }
 
@@ -135,35 +141,32 @@ func row(rep *measure.Report, network, variant, dir string) *measure.Row {
 	return nil
 }
 
-// separated reports whether a is above b beyond the spread of both: the
-// lowest sample of a exceeds the highest of b. With n ≥ 3 interleaved
-// samples that is a difference the machine's noise did not make.
-//
-// Fewer than MinSamples samples on either side never count as separated:
-// one sample has no spread to judge by.
+// separated reports whether a is above b beyond the spread of both
+// (verdict.Above): the lowest sample of a exceeds the highest of b, with
+// MinSamples samples on each side.
 func separated(a, b *measure.Row) bool {
-	return len(a.SamplesBps) >= MinSamples && len(b.SamplesBps) >= MinSamples && a.MinBps > b.MaxBps
+	return verdict.Above(verdict.Of(a.SamplesBps), verdict.Of(b.SamplesBps))
 }
 
 // MinSamples is how many samples a row needs before a verdict rests on it.
-const MinSamples = 3
+const MinSamples = verdict.MinSamples
 
 // compareRates judges a claim that a is faster than b by at least minRatio
-// (1 for "faster at all"). It returns the outcome and the ratio of medians.
-func compareRates(a, b *measure.Row, minRatio float64) (string, float64) {
+// (1 for "faster at all"), by verdict.Faster. It returns the outcome and
+// the ratio of medians.
+func compareRates(a, b *measure.Row, minRatio float64) (verdict.Outcome, float64) {
 	if a == nil || b == nil || b.MedianBps == 0 {
 		return Noise, 0
 	}
-	ratio := a.MedianBps / b.MedianBps
-	switch {
-	case separated(a, b) && ratio >= minRatio:
-		return Confirmed, ratio
-	case separated(b, a):
-		return Refuted, ratio
-	case separated(a, b):
-		return Changed, ratio
+	return verdict.Faster(a.SamplesBps, b.SamplesBps, minRatio)
+}
+
+// samples returns a row's samples (none for a nil row).
+func samples(r *measure.Row) []float64 {
+	if r == nil {
+		return nil
 	}
-	return Noise, ratio
+	return r.SamplesBps
 }
 
 // mbps formats a row's median with its spread.

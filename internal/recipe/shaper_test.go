@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // Real logs of OpenVPN 2.6.14 with push "shaper 100000": the client
@@ -42,40 +44,71 @@ func TestShaperLogLines(t *testing.T) {
 	}
 }
 
+// shaperReport is a saved shaper report: the client's log lines and the
+// recipe's 20 Mbit/s path in the scenario, and rows of the three variants
+// (nil samples leave a row out).
+func shaperReport(log []string, path lab.Path, baseUp, baseDown, shaperUp, shaperDown, tcUp, tcDown []float64) *measure.Report {
+	rep := &measure.Report{Scenario: measure.Scenario{
+		Command:  "recipe shaper",
+		Networks: []measure.Network{{Name: "line", Path: path}},
+		Extra:    map[string]any{"shaper_client_log": log},
+	}}
+	for _, r := range []struct {
+		variant, dir string
+		s            []float64
+	}{
+		{"noshaper", measure.DirectionUp, baseUp}, {"noshaper", measure.DirectionDown, baseDown},
+		{"shaper", measure.DirectionUp, shaperUp}, {"shaper", measure.DirectionDown, shaperDown},
+		{"tc", measure.DirectionUp, tcUp}, {"tc", measure.DirectionDown, tcDown},
+	} {
+		if r.s != nil {
+			rep.Rows = append(rep.Rows, ipv6Row("line", r.variant, r.dir, r.s...))
+		}
+	}
+	return rep
+}
+
 func TestShaperVerdicts(t *testing.T) {
 	client, err := shaperLogLines(filepath.Join("testdata", "shaper", "shaper-client.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	baseUp, baseDown := []float64{18.5, 17.0, 18.5}, []float64{18.5, 15.7, 18.5}
 	rows := func(shaperUp, shaperDown, tcUp, tcDown []float64) *measure.Report {
-		rep := &measure.Report{}
-		rep.Rows = append(rep.Rows,
-			ipv6Row("line", "noshaper", measure.DirectionUp, 18.5, 17.0, 18.5),
-			ipv6Row("line", "noshaper", measure.DirectionDown, 18.5, 15.7, 18.5),
-			ipv6Row("line", "shaper", measure.DirectionUp, shaperUp...),
-			ipv6Row("line", "shaper", measure.DirectionDown, shaperDown...),
-			ipv6Row("line", "tc", measure.DirectionUp, tcUp...),
-			ipv6Row("line", "tc", measure.DirectionDown, tcDown...))
-		return rep
+		return shaperReport(client, shaperPath, baseUp, baseDown, shaperUp, shaperDown, tcUp, tcDown)
 	}
 	free := []float64{18.1, 17.4, 18.2}
 	held := []float64{0.726, 0.727, 0.70}
+	tcHeld := []float64{0.781, 0.777, 0.781}
+	ignored := rows(free, free, free, tcHeld)
+	ignored.Scenario.Extra["shaper_client_log"] = []string{"Options error: option 'shaper' cannot be used in this context"}
+	noLog := rows([]float64{0.2, 0.21, 0.2}, free, free, tcHeld)
+	noLog.Scenario.Extra["shaper_client_log"] = nil
+	slowPath := lab.Path{Up: lab.Link{RateBitsPerSec: 1e6}, Down: lab.Link{RateBitsPerSec: 1e6}}
 	for _, tc := range []struct {
 		name string
 		rep  *measure.Report
-		log  []string
-		want []string
+		want []verdict.Outcome
 	}{
-		{"as claimed", rows(held, free, free, []float64{0.781, 0.777, 0.781}), client, []string{Confirmed, Confirmed, Confirmed, Confirmed, Confirmed}},
-		{"shaper ignored", rows(free, free, free, []float64{0.781, 0.777, 0.781}), []string{"Options error: option 'shaper' cannot be used in this context"}, []string{Refuted, Refuted, Confirmed, Confirmed, Confirmed}},
-		{"ACKs shaped", rows(held, []float64{6.0, 6.1, 5.9}, free, []float64{0.781, 0.777, 0.781}), client, []string{Confirmed, Confirmed, Changed, Confirmed, Confirmed}},
-		{"download held by the shaper", rows(held, held, free, held), client, []string{Confirmed, Confirmed, Refuted, Confirmed, Confirmed}},
-		{"far below", rows([]float64{0.2, 0.21, 0.2}, free, free, []float64{0.781, 0.777, 0.781}), nil, []string{Noise, Changed, Confirmed, Confirmed, Confirmed}},
-		{"too few", rows(held[:2], free[:2], free, held[:1]), client, []string{Confirmed, Noise, Noise, Noise, Confirmed}},
-		{"in between", rows([]float64{0.7, 3, 0.8}, free, []float64{0.7, 18, 17}, []float64{0.781, 0.777, 0.781}), client, []string{Confirmed, Noise, Confirmed, Confirmed, Noise}},
+		{"as claimed", rows(held, free, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Confirmed, Confirmed, Confirmed}},
+		{"shaper ignored", ignored, []verdict.Outcome{Refuted, Refuted, Confirmed, Confirmed, Confirmed}},
+		// Rule fixed (issue 8): a download held back by shaped ACKs is
+		// not left alone; it was "changed".
+		{"ACKs shaped", rows(held, []float64{6.0, 6.1, 5.9}, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Refuted, Confirmed, Confirmed}},
+		{"download held by the shaper", rows(held, held, free, held), []verdict.Outcome{Confirmed, Confirmed, Refuted, Confirmed, Confirmed}},
+		{"far below", noLog, []verdict.Outcome{Noise, Changed, Confirmed, Confirmed, Confirmed}},
+		{"too few", rows(held[:2], free[:2], free, held[:1]), []verdict.Outcome{Confirmed, Noise, Noise, Noise, Confirmed}},
+		{"in between", rows([]float64{0.7, 3, 0.8}, free, []float64{0.7, 18, 17}, tcHeld), []verdict.Outcome{Confirmed, Noise, Confirmed, Confirmed, Noise}},
+		// Must show 3: the download cut to 3 of 18 Mbit/s is not left alone.
+		{"download cut to 3 Mbit/s", rows(held, []float64{3.0, 3.1, 2.9}, []float64{3.0, 3.1, 2.9}, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Refuted, Confirmed, Refuted}},
+		// Must show 3: without a baseline nothing is left "alone".
+		{"no baseline", shaperReport(client, shaperPath, nil, nil, held, free, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, NotTested, Confirmed, NotTested}},
+		{"short baseline", shaperReport(client, shaperPath, baseUp[:2], baseDown[:2], held, free, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, NotTested, Confirmed, NotTested}},
+		// A limit at 80 % of the path's rate is not shown to bind.
+		{"path as slow as the limit", shaperReport(client, slowPath, baseUp, baseDown, held, free, free, tcHeld), []verdict.Outcome{Confirmed, NotTested, Confirmed, NotTested, Confirmed}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vs := shaperVerdicts(tc.rep, tc.log)
+			vs := shaperVerdicts(tc.rep)
 			if len(vs) != len(tc.want) {
 				t.Fatalf("%d verdicts, want %d", len(vs), len(tc.want))
 			}
@@ -83,6 +116,10 @@ func TestShaperVerdicts(t *testing.T) {
 				if v.Outcome != tc.want[i] || v.Reason == "" {
 					t.Errorf("verdict %d %q: %s (%s), want %s", i, v.Claim, v.Outcome, v.Reason, tc.want[i])
 				}
+			}
+			// The upload verdict says the recipe changed the tun queue.
+			if !strings.Contains(vs[1].Reason, "tun queue") {
+				t.Errorf("upload verdict does not name the 50-packet tun queue: %s", vs[1].Reason)
 			}
 		})
 	}
@@ -122,6 +159,9 @@ func TestShaperRecipe(t *testing.T) {
 	}
 	for _, v := range rep.Verdicts {
 		t.Logf("%s: %s: %s", v.Outcome, v.Claim, v.Reason)
+		if !v.Outcome.Valid() || v.Reason == "" {
+			t.Errorf("verdict %q: outcome %q, reason %q", v.Claim, v.Outcome, v.Reason)
+		}
 	}
 	if v := rep.Verdicts[0]; v.Outcome != Confirmed {
 		t.Errorf("pushed shaper: %s: %s", v.Outcome, v.Reason)

@@ -129,7 +129,7 @@ func tcpVerdicts(rep *measure.Report) []measure.Verdict {
 		}
 		tag := fmt.Sprintf(" [%s, %s]", base, dir)
 		o, ratio := compareRates(udp, tcp, 1.05)
-		out = append(out, verdict("TCP transport is slower than UDP (published 115 vs 147 Mbit/s)"+tag, o,
+		out = append(out, newVerdict("TCP transport is slower than UDP (published 115 vs 147 Mbit/s)"+tag, o,
 			"UDP %s vs TCP %s: UDP ×%.2f", mbps(udp), mbps(tcp), ratio))
 		out = append(out, noDelayVerdict(udp, tcp, nd, tag))
 	}
@@ -155,9 +155,9 @@ func noDelayVerdict(udp, tcp, nd *measure.Row, tag string) measure.Verdict {
 		why += fmt.Sprintf("; %.0f%% of UDP %s", 100*nd.MedianBps/udp.MedianBps, mbps(udp))
 	}
 	if o == Noise && nd != nil && tcp != nil && len(nd.SamplesBps) >= MinSamples && len(tcp.SamplesBps) >= MinSamples && math.Abs(ratio-1) < 0.05 && tcpRelRange(nd) < 0.10 && tcpRelRange(tcp) < 0.10 {
-		return verdict(claim, Refuted, "%s: no difference beyond 5%%, with samples within 10%% of their medians", why)
+		return newVerdict(claim, Refuted, "%s: no difference beyond 5%%, with samples within 10%% of their medians", why)
 	}
-	return verdict(claim, o, "%s", why)
+	return newVerdict(claim, o, "%s", why)
 }
 
 // tcpRelRange is a row's spread relative to its median.
@@ -194,7 +194,7 @@ func meltdownVerdict(rep *measure.Report, udp, tcp, nd *measure.Row, dir string)
 		return fmt.Sprintf("%.1f%%", 100*r.MedianBps/c.MedianBps)
 	}
 	why += fmt.Sprintf("; share of the clean-path rate: UDP %s, TCP %s, TCP + tcp-nodelay %s", share(udp), share(tcp), share(nd))
-	return verdict(claim, o, "%s", why)
+	return newVerdict(claim, o, "%s", why)
 }
 
 func tcpVariantName(r *measure.Row) string {

@@ -1,13 +1,13 @@
 package recipe
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 func TestTCPVariants(t *testing.T) {
@@ -44,12 +44,12 @@ func TestTCPVerdicts(t *testing.T) {
 		mkRow("lossy", tcpTCP, up, 2, 2.5, 2.2),
 		mkRow("lossy", tcpNoDelay, up, 2.1, 2.6, 2.4),
 	}}
-	got := map[string]string{}
+	got := map[string]verdict.Outcome{}
 	for _, v := range tcpVerdicts(rep) {
 		got[v.Claim] = v.Outcome
 		t.Logf("%s: %s: %s", v.Outcome, v.Claim, v.Reason)
 	}
-	want := map[string]string{
+	want := map[string]verdict.Outcome{
 		"TCP transport is slower than UDP (published 115 vs 147 Mbit/s) [clean, up]":                     Confirmed,
 		"tcp-nodelay recovers TCP transport's loss (published 146 vs 115 Mbit/s, UDP 147) [clean, up]":   Confirmed,
 		"TCP transport is slower than UDP (published 115 vs 147 Mbit/s) [clean, down]":                   Noise,
@@ -97,7 +97,7 @@ func TestTCPRecipe(t *testing.T) {
 	}
 	for _, v := range rep.Verdicts {
 		t.Logf("%s: %s: %s", v.Outcome, v.Claim, v.Reason)
-		if !strings.Contains("confirmed changed refuted noise", v.Outcome) || v.Reason == "" {
+		if !v.Outcome.Valid() || v.Reason == "" {
 			t.Errorf("verdict %+v", v)
 		}
 	}

@@ -1,0 +1,277 @@
+// Package verdict holds ovpnperf's evidence rules: what a set of samples
+// must show before a claim about them is "confirmed", and the typed
+// outcome every recipe verdict and every `lab run` finding carries.
+//
+// The rules exist once, here, so that a claim is judged the same way
+// wherever it is made:
+//
+//   - No verdict rests on fewer than MinSamples samples: one sample has no
+//     spread to judge by.
+//   - A "no difference" claim needs a baseline with MinSamples samples and
+//     a measured resolution that could have shown the difference: every
+//     ratio the samples allow must lie inside the claimed window, so a
+//     difference as large as the window would have been seen (the ipv6
+//     recipe's rule).
+//   - A "limited to X" claim needs X to be what binds on this path: when
+//     the path's own rate is near X, the measurement cannot tell the two
+//     limits apart, and the claim is NotTested there.
+//   - A claim is judged on the quantity it names (rates, not cipher names;
+//     the buffer it states, not the one the kernel granted).
+//
+// The package is a leaf: it knows samples and ratios, not reports, so that
+// both the measure types and the commands can use it.
+package verdict
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Outcome is the conclusion about one claim.
+type Outcome string
+
+// Outcomes.
+const (
+	// Confirmed: the measurement agrees with the claim, and could have
+	// disagreed.
+	Confirmed Outcome = "confirmed"
+	// Changed: the claim's direction holds, its size clearly differs.
+	Changed Outcome = "changed"
+	// Refuted: the measurement contradicts the claim beyond the spread.
+	Refuted Outcome = "refuted"
+	// Noise: the samples' spread (or their number) hides the answer.
+	Noise Outcome = "noise"
+	// NotTested: this path or setup cannot decide the claim (a missing
+	// baseline, a limit that is not the binding one); the reason says why.
+	NotTested Outcome = "not tested here"
+)
+
+// Outcomes lists every outcome, for validation and tables.
+var Outcomes = []Outcome{Confirmed, Changed, Refuted, Noise, NotTested}
+
+// Valid reports whether o is one of Outcomes (the empty outcome is not).
+func (o Outcome) Valid() bool {
+	for _, x := range Outcomes {
+		if o == x {
+			return true
+		}
+	}
+	return false
+}
+
+// MinSamples is how many samples each side needs before a verdict rests
+// on it: with three interleaved pairs all on one side, the chance that
+// load alone put them there is 1 in 8.
+const MinSamples = 3
+
+// Stats summarises samples.
+type Stats struct {
+	N                int
+	Median, Min, Max float64
+}
+
+// Of summarises samples (zero Stats for none).
+func Of(samples []float64) Stats {
+	if len(samples) == 0 {
+		return Stats{}
+	}
+	s := append([]float64(nil), samples...)
+	sort.Float64s(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return Stats{N: len(s), Median: med, Min: s[0], Max: s[len(s)-1]}
+}
+
+// Enough reports whether there are MinSamples samples.
+func (s Stats) Enough() bool { return s.N >= MinSamples }
+
+// Above reports whether a lies above b beyond the spread of both: the
+// lowest a exceeds the highest b, with enough samples on each side.
+func Above(a, b Stats) bool { return a.Enough() && b.Enough() && a.Min > b.Max }
+
+// Ratio is the ratio a/b of two sample sets: the median and the range the
+// samples allow.
+type Ratio struct {
+	Median, Lo, Hi float64
+	// N is the number of pairs (or of samples of the smaller side).
+	N int
+	// Paired is true when the range comes from interleaved pairs.
+	Paired bool
+}
+
+// Ratios divides a by b. Samples taken in interleaved rounds share the
+// machine's load moment by moment, so when both sides have the same
+// number of samples the ratio of each pair is taken and the range is that
+// of the pairs (steadier than the ratio of medians); otherwise the range
+// is the widest the two spreads allow (min a / max b … max a / min b).
+func Ratios(a, b []float64) Ratio {
+	if len(a) == 0 || len(b) == 0 {
+		return Ratio{}
+	}
+	if len(a) == len(b) {
+		var rs []float64
+		for i := range a {
+			if b[i] > 0 {
+				rs = append(rs, a[i]/b[i])
+			}
+		}
+		if len(rs) == 0 {
+			return Ratio{}
+		}
+		s := Of(rs)
+		return Ratio{Median: s.Median, Lo: s.Min, Hi: s.Max, N: s.N, Paired: true}
+	}
+	sa, sb := Of(a), Of(b)
+	if sb.Min <= 0 || sb.Median <= 0 {
+		return Ratio{}
+	}
+	return Ratio{Median: sa.Median / sb.Median, Lo: sa.Min / sb.Max, Hi: sa.Max / sb.Min, N: min(sa.N, sb.N)}
+}
+
+// Enough reports whether the ratio rests on MinSamples pairs.
+func (r Ratio) Enough() bool { return r.N >= MinSamples }
+
+// String is "×1.02 (0.98–1.05, 5 pairs)".
+func (r Ratio) String() string {
+	kind := "samples"
+	if r.Paired {
+		kind = "pairs"
+	}
+	return fmt.Sprintf("×%.2f (%.2f–%.2f over %d %s)", r.Median, r.Lo, r.Hi, r.N, kind)
+}
+
+// Faster judges "a is faster than b by at least minRatio" (1: faster at
+// all): Confirmed when a is above b beyond the spread and the ratio of the
+// medians reaches minRatio, Changed when above but by less, Refuted when
+// b is above a, Noise otherwise. A side with fewer than MinSamples
+// samples is never above the other. It returns the ratio of the medians.
+func Faster(a, b []float64, minRatio float64) (Outcome, float64) {
+	sa, sb := Of(a), Of(b)
+	var r float64
+	if sb.Median > 0 {
+		r = sa.Median / sb.Median
+	}
+	switch {
+	case Above(sa, sb) && r >= minRatio:
+		return Confirmed, r
+	case Above(sb, sa):
+		return Refuted, r
+	case Above(sa, sb):
+		return Changed, r
+	}
+	return Noise, r
+}
+
+// Window is where a claim puts the ratio x/baseline: [Lo, Hi]. Use
+// math.Inf(1) for no upper end.
+type Window struct{ Lo, Hi float64 }
+
+// Unchanged is the window of "no difference beyond tol": [1-tol, 1+tol].
+func Unchanged(tol float64) Window { return Window{1 - tol, 1 + tol} }
+
+// NotBelow is the window of "not lower by more than tol": [1-tol, ∞).
+func NotBelow(tol float64) Window { return Window{1 - tol, math.Inf(1)} }
+
+// Judgement is the result of Within: the outcome, the ratio it rests on,
+// and which side of the window the samples fell on when outside it.
+type Judgement struct {
+	Outcome Outcome
+	Ratio   Ratio
+	// Below and Above say the whole range lies below / above the window.
+	Below, Above bool
+	// Why explains a Noise or NotTested outcome in words.
+	Why string
+}
+
+// Within judges "x/baseline lies in w", the shape of every "no
+// difference", "about the same", "keeps N % of" claim:
+//
+//   - no baseline with MinSamples samples: NotTested (nothing to compare with);
+//   - fewer than MinSamples samples of x (or pairs): Noise;
+//   - every ratio the samples allow inside w: Confirmed: a difference
+//     outside w would have shown, so the data could have refuted it;
+//   - every ratio below or above w: Changed, with Below/Above set (the
+//     caller makes it Refuted where that side contradicts the claim);
+//   - otherwise the spread is wider than the window can resolve: Noise.
+func Within(x, baseline []float64, w Window) Judgement {
+	if len(baseline) < MinSamples {
+		return Judgement{Outcome: NotTested, Why: fmt.Sprintf("no baseline to compare with: it has %d valid samples, a comparison needs %d", len(baseline), MinSamples)}
+	}
+	r := Ratios(x, baseline)
+	if len(x) < MinSamples || !r.Enough() {
+		return Judgement{Outcome: Noise, Ratio: r, Why: fmt.Sprintf("%d valid samples, a verdict needs %d", len(x), MinSamples)}
+	}
+	switch {
+	case r.Lo >= w.Lo && r.Hi <= w.Hi:
+		return Judgement{Outcome: Confirmed, Ratio: r}
+	case r.Hi < w.Lo:
+		return Judgement{Outcome: Changed, Ratio: r, Below: true}
+	case r.Lo > w.Hi:
+		return Judgement{Outcome: Changed, Ratio: r, Above: true}
+	}
+	return Judgement{Outcome: Noise, Ratio: r, Why: fmt.Sprintf("the ratios spread %.2f–%.2f across the claimed window %s, too wide to resolve it", r.Lo, r.Hi, w)}
+}
+
+// String is "×0.90–×1.10" or "≥×0.90".
+func (w Window) String() string {
+	if math.IsInf(w.Hi, 1) {
+		return fmt.Sprintf("≥×%.2f", w.Lo)
+	}
+	return fmt.Sprintf("×%.2f–×%.2f", w.Lo, w.Hi)
+}
+
+// Margins of a "limited to X" claim, as multiples of X.
+type Margins struct {
+	// Over: a held flow's samples stay at most Over × X (headers and
+	// timing make a held flow sit a little below or above X).
+	Over float64
+	// Under: a flow X binds has its median at least Under × X; below,
+	// something else holds it back.
+	Under float64
+	// Free: with every sample above Free × X, X did not limit the flow
+	// at all (Refuted). Between Over and Free: Changed (above the rule,
+	// not free of it).
+	Free float64
+}
+
+// BindingShare is how close to the path's own rate a limit may be before
+// the path, not the limit, may be what holds the flow: a limit at 80 % of
+// the path's rate or above is NotTested on that path.
+const BindingShare = 0.8
+
+// LimitedTo judges "this flow is limited to limit" from its samples.
+// pathRate is the path's own rate in the flow's direction (0: unlimited).
+//
+//   - fewer than MinSamples samples: Noise;
+//   - limit ≥ BindingShare × pathRate: NotTested (the path binds as low,
+//     so a flow held near the limit does not show which holds it);
+//   - every sample ≤ Over × limit and median ≥ Under × limit: Confirmed;
+//   - every sample ≤ Over × limit, median lower: Changed (below: held by
+//     something else);
+//   - every sample > Free × limit: Refuted;
+//   - every sample > Over × limit: Changed (above the limit, not free);
+//   - otherwise Noise.
+func LimitedTo(samples []float64, limit, pathRate float64, m Margins) (Outcome, string) {
+	s := Of(samples)
+	switch {
+	case limit <= 0:
+		return NotTested, "no limit to judge against"
+	case !s.Enough():
+		return Noise, fmt.Sprintf("%d valid samples, a verdict needs %d", s.N, MinSamples)
+	case pathRate > 0 && limit >= BindingShare*pathRate:
+		return NotTested, fmt.Sprintf("the limit (%.3g Mbit/s) is %.0f %% of the path's own %.3g Mbit/s, so a flow held near it does not show which of the two binds",
+			limit/1e6, 100*limit/pathRate, pathRate/1e6)
+	case s.Max <= m.Over*limit && s.Median >= m.Under*limit:
+		return Confirmed, "held at the limit"
+	case s.Max <= m.Over*limit:
+		return Changed, "held well below the limit: something else holds the flow"
+	case s.Min > m.Free*limit:
+		return Refuted, "every sample is above the limit: it does not hold the flow"
+	case s.Min > m.Over*limit:
+		return Changed, "above the limit in every sample, but not free of it"
+	}
+	return Noise, "the samples straddle the limit's margins"
+}

@@ -1,0 +1,161 @@
+package verdict
+
+import (
+	"math"
+	"testing"
+)
+
+func TestOutcomeValid(t *testing.T) {
+	for _, o := range Outcomes {
+		if !o.Valid() {
+			t.Errorf("%q not valid", o)
+		}
+	}
+	for _, o := range []Outcome{"", "confirmed changed", "Confirmed"} {
+		if o.Valid() {
+			t.Errorf("%q valid", o)
+		}
+	}
+}
+
+func TestOf(t *testing.T) {
+	s := Of([]float64{3, 1, 2, 10})
+	if s != (Stats{N: 4, Median: 2.5, Min: 1, Max: 10}) {
+		t.Errorf("Of = %+v", s)
+	}
+	if Of(nil) != (Stats{}) {
+		t.Error("Of(nil) not zero")
+	}
+}
+
+func TestAboveNeedsSamples(t *testing.T) {
+	hi, lo := Of([]float64{10, 11, 12}), Of([]float64{1, 2, 3})
+	if !Above(hi, lo) || Above(lo, hi) {
+		t.Error("Above wrong on separated sets")
+	}
+	if Above(Of([]float64{10, 11}), lo) || Above(hi, Of([]float64{1, 2})) {
+		t.Error("two samples counted as separated")
+	}
+	if Above(Of([]float64{3, 11, 12}), lo) {
+		t.Error("touching sets counted as separated")
+	}
+}
+
+func TestRatiosPairedAndUnpaired(t *testing.T) {
+	r := Ratios([]float64{10, 20, 30}, []float64{10, 20, 30})
+	if !r.Paired || r.Lo != 1 || r.Hi != 1 || r.N != 3 {
+		t.Errorf("paired: %+v", r)
+	}
+	// Load moved both sides together: the pairs see no spread.
+	r = Ratios([]float64{9, 18, 27, 36}, []float64{10, 20, 30})
+	if r.Paired || r.Lo != 9.0/30 || r.Hi != 36.0/10 || r.N != 3 {
+		t.Errorf("unpaired: %+v", r)
+	}
+	if (Ratios(nil, []float64{1}) != Ratio{}) || (Ratios([]float64{1}, []float64{0}) != Ratio{}) {
+		t.Error("empty or zero baseline gave a ratio")
+	}
+}
+
+func TestFaster(t *testing.T) {
+	b := []float64{100, 101, 102}
+	for _, tc := range []struct {
+		name string
+		a    []float64
+		min  float64
+		want Outcome
+	}{
+		{"separated and enough", []float64{120, 121, 122}, 1.1, Confirmed},
+		{"separated, just short of min", []float64{110, 111, 112}, 1.1, Changed},
+		{"separated, just reaching min", []float64{112.2, 112.2, 112.2}, 1.1, Confirmed},
+		{"slower beyond spread", []float64{90, 91, 92}, 1.0, Refuted},
+		{"overlapping", []float64{101.5, 120, 130}, 1.0, Noise},
+		{"two samples", []float64{200, 200}, 1.0, Noise},
+	} {
+		if got, r := Faster(tc.a, b, tc.min); got != tc.want {
+			t.Errorf("%s: %s (%v), want %s", tc.name, got, r, tc.want)
+		}
+	}
+	if got, _ := Faster([]float64{200, 200, 200}, []float64{100, 100}, 1); got != Noise {
+		t.Errorf("short baseline: %s", got)
+	}
+}
+
+func TestWithin(t *testing.T) {
+	base := []float64{100, 100, 100}
+	w := Unchanged(0.1)
+	for _, tc := range []struct {
+		name       string
+		x, base    []float64
+		want       Outcome
+		below, abv bool
+	}{
+		{"inside", []float64{95, 100, 105}, base, Confirmed, false, false},
+		{"at the low edge", []float64{90, 95, 100}, base, Confirmed, false, false},
+		{"just past the low edge", []float64{89.9, 95, 100}, base, Noise, false, false},
+		{"below beyond the spread", []float64{80, 85, 89}, base, Changed, true, false},
+		{"above beyond the spread", []float64{111, 115, 120}, base, Changed, false, true},
+		{"straddling", []float64{80, 100, 120}, base, Noise, false, false},
+		{"missing baseline", []float64{100, 100, 100}, nil, NotTested, false, false},
+		{"short baseline", []float64{100, 100, 100}, []float64{100, 100}, NotTested, false, false},
+		{"short x", []float64{100, 100}, base, Noise, false, false},
+	} {
+		j := Within(tc.x, tc.base, w)
+		if j.Outcome != tc.want || j.Below != tc.below || j.Above != tc.abv {
+			t.Errorf("%s: %+v, want %s below=%v above=%v", tc.name, j, tc.want, tc.below, tc.abv)
+		}
+		if (j.Outcome == Noise || j.Outcome == NotTested) && j.Why == "" {
+			t.Errorf("%s: %s without a reason", tc.name, j.Outcome)
+		}
+	}
+	// A wide spread is noise even when the medians agree: the resolution
+	// could not have shown a 10 % difference.
+	j := Within([]float64{70, 100, 130, 100}, []float64{100, 100, 100}, w)
+	if j.Outcome != Noise {
+		t.Errorf("wide spread: %+v", j)
+	}
+	// NotBelow has no upper end.
+	if j := Within([]float64{300, 300, 300}, base, NotBelow(0.1)); j.Outcome != Confirmed {
+		t.Errorf("NotBelow faster: %+v", j)
+	}
+	if j := Within([]float64{89, 89, 89}, base, NotBelow(0.1)); j.Outcome != Changed || !j.Below {
+		t.Errorf("NotBelow slower: %+v", j)
+	}
+	if s := NotBelow(0.1).String(); s != "≥×0.90" {
+		t.Errorf("window string %q", s)
+	}
+	if math.IsInf(Unchanged(0.1).Hi, 1) {
+		t.Error("Unchanged has no upper end")
+	}
+}
+
+func TestLimitedTo(t *testing.T) {
+	m := Margins{Over: 1.1, Under: 0.6, Free: 1.5}
+	const limit = 1e6
+	for _, tc := range []struct {
+		name string
+		s    []float64
+		path float64
+		want Outcome
+	}{
+		{"held", []float64{0.9e6, 0.95e6, 1.0e6}, 20e6, Confirmed},
+		{"held, top at the margin", []float64{0.9e6, 0.95e6, 1.1e6}, 20e6, Confirmed},
+		{"one sample over the margin", []float64{0.9e6, 0.95e6, 1.11e6}, 20e6, Noise},
+		{"median at Under", []float64{0.5e6, 0.6e6, 0.7e6}, 20e6, Confirmed},
+		{"median below Under", []float64{0.5e6, 0.59e6, 0.7e6}, 20e6, Changed},
+		{"free", []float64{1.6e6, 2e6, 3e6}, 20e6, Refuted},
+		{"just not free", []float64{1.5e6, 2e6, 3e6}, 20e6, Changed},
+		{"two samples", []float64{1e6, 1e6}, 20e6, Noise},
+		{"no path rate: limit binds", []float64{1e6, 1e6, 1e6}, 0, Confirmed},
+		{"limit just under the binding share", []float64{1e6, 1e6, 1e6}, limit / 0.79, Confirmed},
+		{"limit at the binding share", []float64{1e6, 1e6, 1e6}, limit / BindingShare, NotTested},
+		{"limit above the path", []float64{1e6, 1e6, 1e6}, 0.9e6, NotTested},
+	} {
+		got, why := LimitedTo(tc.s, limit, tc.path, m)
+		if got != tc.want || why == "" {
+			t.Errorf("%s: %s (%s), want %s", tc.name, got, why, tc.want)
+		}
+	}
+	if got, _ := LimitedTo([]float64{1, 1, 1}, 0, 0, m); got != NotTested {
+		t.Errorf("no limit: %s", got)
+	}
+}
