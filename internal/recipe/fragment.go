@@ -23,6 +23,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 func init() {
@@ -33,6 +34,7 @@ func init() {
 			"19.2 ms with fragment 400; the tcpdump recipe: with fragment 1400 a 1400-byte ping leaves as two equal datagrams",
 		Needs: []string{"ping", "tcpdump"},
 		Run:   runFragment,
+		Judge: fragJudge,
 	})
 }
 
@@ -137,7 +139,9 @@ func runFragment(ctx context.Context, o Options) (*measure.Report, error) {
 		{Header: "RTT 1400B ms", Format: func(r measure.Row) string { return fragRTTText(r, 1400) }},
 		{Header: "WIRE PER 1400B PING", Format: fragWireText},
 	}
-	rep.Verdicts = fragVerdicts(rep, probe, path)
+	if jerr := judgeSaved(rep, fragJudge); jerr != nil && err == nil {
+		err = jerr
+	}
 	return rep, err
 }
 
@@ -534,6 +538,42 @@ func fragRTTDesc(name string, x *fragRTT) string {
 		measure.Min(x.RoundMediansMs), measure.Max(x.RoundMediansMs), x.MeanMs, x.SdMs, x.Received, x.Sent)
 }
 
+// Windows of the fragment claims: "barely changes RTT" (published ×1.05)
+// allows every round's ratio from ×0.8 to ×1.25 (sub-millisecond RTTs in
+// a lab move by tenths); "nearly identical" throughput allows 5 %.
+var fragRTTBarely = verdict.Window{Lo: 0.8, Hi: 1.25}
+
+const fragSameThroughput = 0.05
+
+// fragRounds returns the rounds' medians (none for nil).
+func fragRounds(x *fragRTT) []float64 {
+	if x == nil {
+		return nil
+	}
+	return x.RoundMediansMs
+}
+
+// fragJudge judges a saved report: the pings and captures are in the rows'
+// Extra (ping_rtt_ms, capture), the path in the scenario.
+func fragJudge(rep *measure.Report) []measure.Verdict {
+	var p *fragProbe
+	for _, r := range rep.Rows {
+		rtt, ok := extraAs[map[string]*fragRTT](r.Extra["ping_rtt_ms"])
+		if !ok {
+			continue
+		}
+		if p == nil {
+			p = &fragProbe{rtt: map[string]map[string]*fragRTT{}, capture: map[string]map[string]*fragCapture{}}
+		}
+		p.rtt[r.Variant] = rtt
+		if c, ok := extraAs[map[string]*fragCapture](r.Extra["capture"]); ok {
+			p.capture[r.Variant] = c
+		}
+	}
+	path, _ := firstPath(rep)
+	return fragVerdicts(rep, p, path)
+}
+
 func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Verdict {
 	var out []measure.Verdict
 	if p == nil {
@@ -546,19 +586,20 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 		ratio, above, below := fragRTTCompare(a, b)
 		claim := "fragment 1400 barely changes ping RTT (published 9.9 vs 9.4 ms, ×1.05)" + tag
 		why := fragRTTDesc("fragment 1400", a) + " vs " + fragRTTDesc("none", b) + fmt.Sprintf(": ×%.2f", ratio)
+		// Every ratio of interleaved rounds must lie in the window: the
+		// medians' ratio alone says nothing about the spread.
+		j := verdict.Within(fragRounds(a), fragRounds(b), fragRTTBarely)
 		switch {
 		case ratio == 0:
 			out = append(out, newVerdict(claim, Noise, "%s", why))
-		case len(a.RoundMediansMs) < MinSamples || len(b.RoundMediansMs) < MinSamples:
-			out = append(out, newVerdict(claim, Noise, "%s: a verdict needs %d rounds", why, MinSamples))
-		case ratio <= 1.25 && ratio >= 0.8:
-			out = append(out, newVerdict(claim, Confirmed, "%s", why))
-		case above:
-			out = append(out, newVerdict(claim, Refuted, "%s: fragment 1400 costs more than a quarter", why))
-		case below:
-			out = append(out, newVerdict(claim, Changed, "%s: faster with fragment 1400", why))
+		case j.Outcome == Confirmed:
+			out = append(out, newVerdict(claim, Confirmed, "%s; rounds %s, inside %s", why, j.Ratio, fragRTTBarely))
+		case j.Above:
+			out = append(out, newVerdict(claim, Refuted, "%s; rounds %s: fragment 1400 costs more than a quarter", why, j.Ratio))
+		case j.Below:
+			out = append(out, newVerdict(claim, Changed, "%s; rounds %s: faster with fragment 1400", why, j.Ratio))
 		default:
-			out = append(out, newVerdict(claim, Noise, "%s: the rounds overlap", why))
+			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", why, j.Why))
 		}
 		a = get(frag400, size)
 		ratio, above, below = fragRTTCompare(a, b)
@@ -590,19 +631,17 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 	for _, dir := range []string{measure.DirectionUp, measure.DirectionDown} {
 		f, n := row(rep, "", frag1400, dir), row(rep, "", fragNone, dir)
 		claim := fmt.Sprintf("fragment 1400 keeps the tunnel's throughput (cookbook: nearly identical) [%s]", dir)
-		o, ratio := compareRates(f, n, 1.0)
-		why := fmt.Sprintf("fragment 1400 %s vs none %s: ×%.2f; fragment 400 %s", mbps(f), mbps(n), ratio, mbps(row(rep, "", frag400, dir)))
+		j := verdict.Within(samples(f), samples(n), verdict.Unchanged(fragSameThroughput))
+		why := fmt.Sprintf("fragment 1400 %s vs none %s: %s; fragment 400 %s", mbps(f), mbps(n), j.Ratio, mbps(row(rep, "", frag400, dir)))
 		switch {
-		case f == nil || n == nil || len(f.SamplesBps) < MinSamples || len(n.SamplesBps) < MinSamples:
-			out = append(out, newVerdict(claim, Noise, "%s: a verdict needs %d samples of each", why, MinSamples))
-		case ratio >= 0.9 && ratio <= 1.1:
-			out = append(out, newVerdict(claim, Confirmed, "%s", why))
-		case o == Refuted:
-			out = append(out, newVerdict(claim, Changed, "%s: slower beyond the spread", why))
-		case o == Confirmed || o == Changed:
-			out = append(out, newVerdict(claim, Changed, "%s: faster beyond the spread (no IP fragments of full-size packets on this %d-byte path)", why, path.EffectiveMTU()))
+		case j.Outcome == Confirmed:
+			out = append(out, newVerdict(claim, Confirmed, "%s, inside %s", why, verdict.Unchanged(fragSameThroughput)))
+		case j.Below:
+			out = append(out, newVerdict(claim, Changed, "%s: slower by more than %.0f %% beyond the spread", why, 100*fragSameThroughput))
+		case j.Above:
+			out = append(out, newVerdict(claim, Changed, "%s: faster by more than %.0f %% beyond the spread (no IP fragments of full-size packets on this %d-byte path)", why, 100*fragSameThroughput, path.EffectiveMTU()))
 		default:
-			out = append(out, newVerdict(claim, Noise, "%s", why))
+			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", why, j.Why))
 		}
 	}
 	out = append(out, fragCaptureVerdict(p, path))

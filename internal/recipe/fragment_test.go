@@ -163,6 +163,46 @@ func TestFragVerdicts(t *testing.T) {
 	if vs := fragVerdicts(rep, nil, fragPath); len(vs) != 1 || vs[0].Outcome != Noise {
 		t.Errorf("without a probe: %v", vs)
 	}
+
+	// Issue 8: the medians' ratio was checked before the spread.
+	// A separated 9 % loss of throughput is not "nearly identical".
+	rep.Rows[1] = mkRow("lan", frag1400, measure.DirectionUp, 82.8, 83.7, 84.6)
+	// Rounds of 1.0, 1.2 and 2.0 × none: the median ×1.2 hides a spread
+	// the window cannot hold.
+	p.rtt[frag1400]["56"] = rtt(0.20, 0.252, 0.44)
+	got = map[string]verdict.Outcome{}
+	for _, v := range fragVerdicts(rep, p, fragPath) {
+		got[v.Claim] = v.Outcome
+		t.Logf("%s: %s: %s", v.Outcome, v.Claim, v.Reason)
+	}
+	for k, w := range map[string]verdict.Outcome{
+		"fragment 1400 keeps the tunnel's throughput (cookbook: nearly identical) [up]":          Changed,
+		"fragment 1400 barely changes ping RTT (published 9.9 vs 9.4 ms, ×1.05) [56-byte pings]": Noise,
+	} {
+		if got[k] != w {
+			t.Errorf("%q: %q, want %q", k, got[k], w)
+		}
+	}
+}
+
+// A saved report (rows with ping and capture figures in Extra, through
+// JSON) is judged as the run judged it.
+func TestFragJudgeSaved(t *testing.T) {
+	rtt := &fragRTT{MedianMs: 0.2, RoundMediansMs: []float64{0.2, 0.21, 0.2}, Sent: 300, Received: 300}
+	rep := &measure.Report{Scenario: measure.Scenario{Command: "recipe fragment", Networks: []measure.Network{{Name: "lan", Path: fragPath}}}}
+	for _, v := range []string{fragNone, frag1400, frag400} {
+		r := mkRow("lan", v, measure.DirectionUp, 90, 91, 92)
+		rowExtra(&r)["ping_rtt_ms"] = map[string]*fragRTT{"56": rtt, "1400": rtt}
+		r.Extra["capture"] = map[string]*fragCapture{"1400": {PingsSent: 10, PingsReceived: 10, fragCounts: fragCounts{OpenVPNDatagramsUp: 20, OpenVPNDatagramsDn: 20}}}
+		rep.Rows = append(rep.Rows, r)
+	}
+	vs, err := Judge(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 7 || vs[len(vs)-1].Outcome != Confirmed || vs[0].Outcome != Confirmed {
+		t.Errorf("replayed verdicts: %+v", vs)
+	}
 }
 
 func TestFragmentRecipe(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 func init() {
@@ -31,7 +32,8 @@ func init() {
 		Summary: "the forwarding benchmark: packets per second, loss and RTT routed and through OpenVPN (cipher none, AES-128-CBC, AES-256-GCM) at 18, 512 and 1400 bytes of UDP payload",
 		Source: "forwarding test on a Pentium III 1 GHz with 64-byte frames: routed 47 000 pps; OpenVPN AES-128-CBC 12 000 pps; " +
 			"cipher none 13–14 000 pps (only 10–15 % more: the per-packet cost dominates, not the crypto)",
-		Run: runPPS,
+		Run:   runPPS,
+		Judge: ppsJudge,
 	})
 }
 
@@ -85,6 +87,10 @@ const (
 	// (published: 10–15 %); none faster than that beyond the spread means
 	// the crypto matters.
 	ppsCryptoShare = 1.30
+	// ppsNoneSlower: none may measure up to 5 % below AES-128-CBC (the
+	// same per-packet cost, a sample's timing) and still be "barely
+	// faster"; more is a contradiction.
+	ppsNoneSlower = 0.95
 	// The size verdict sets two models against each other: a packet
 	// limit keeps the 18-byte and 1400-byte packet rates equal (ratio 1),
 	// a byte limit makes their ratio that of the packets' sizes (1428/46,
@@ -93,6 +99,9 @@ const (
 	// constant", beyond it the size costs something too.
 	ppsFlatRatio = 1.5
 )
+
+// ppsNoneWindow is where "only 10–15 % faster" puts none/AES-128-CBC.
+var ppsNoneWindow = verdict.Window{Lo: ppsNoneSlower, Hi: ppsCryptoShare}
 
 // Fixed settings of every sample.
 const (
@@ -229,7 +238,7 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 			ppsFill(&rep.Rows[i], accs[i])
 		}
 		rep.Finish()
-		rep.Verdicts = ppsVerdicts(rep, path.EffectiveMTU())
+		_ = judgeSaved(rep, ppsJudge)
 	}
 	for k := 0; k < repeat; k++ {
 		for _, size := range ppsSizes {
@@ -618,7 +627,7 @@ func ppsSpread(r *measure.Row) (measure.Spread, bool) {
 	if r == nil {
 		return measure.Spread{}, false
 	}
-	size, ok := r.Extra["size_bytes"].(int)
+	size, ok := extraAs[int](r.Extra["size_bytes"])
 	if !ok || size <= 0 || len(r.SamplesBps) == 0 {
 		return measure.Spread{}, false
 	}
@@ -652,6 +661,15 @@ func ppsText(sp measure.Spread, ok bool) string {
 // ppsVerdicts judges the benchmark's claims from the rows. mtu is the
 // lab path's MTU, which decides whether a tunnel's large probes leave
 // fragmented.
+// ppsJudge judges a saved report; the path's MTU is the first network's.
+func ppsJudge(rep *measure.Report) []measure.Verdict {
+	mtu := 0
+	if p, ok := firstPath(rep); ok {
+		mtu = p.EffectiveMTU()
+	}
+	return ppsVerdicts(rep, mtu)
+}
+
 func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 	var out []measure.Verdict
 
@@ -691,20 +709,21 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 	if !nok || !cok {
 		out = append(out, newVerdict(claim, Noise, "missing rows: none %s, AES-128-CBC %s", ppsText(ns, nok), ppsText(cs, cok)))
 	} else {
-		ratio, hi, lo := ns.Median/cs.Median, ns.Max/cs.Min, ns.Min/cs.Max
+		// Judged on the pps of interleaved samples: every ratio must lie
+		// in the claim's window, so none being slower, or faster by more
+		// than 30 %, is not "only 10–15 % faster".
+		j := verdict.Within(ppsSamples(nr), ppsSamples(cr), ppsNoneWindow)
 		cpu := fmt.Sprintf("OpenVPN's CPU per packet (server + client): none %s, AES-128-CBC %s", ppsCPUText(nr), ppsCPUText(cr))
+		facts := fmt.Sprintf("at %d bytes none %s vs AES-128-CBC %s: %s", ppsSmall, ppsText(ns, nok), ppsText(cs, cok), j.Ratio)
 		switch {
-		case !ppsEnough(ns, cs):
-			out = append(out, newVerdict(claim, Noise, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f; %s; %s", ppsSmall, ppsText(ns, nok), ppsText(cs, cok), ratio, ppsTooFew, cpu))
-		case hi <= ppsCryptoShare:
-			out = append(out, newVerdict(claim, Confirmed, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f (at most ×%.2f within the spread, threshold ×%.2f): removing the crypto gains little, the per-packet cost dominates; %s",
-				ppsSmall, ppsText(ns, nok), ppsText(cs, cok), ratio, hi, ppsCryptoShare, cpu))
-		case lo > ppsCryptoShare:
-			out = append(out, newVerdict(claim, Changed, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f (at least ×%.2f): the crypto is a large part of the per-packet cost here; %s",
-				ppsSmall, ppsText(ns, nok), ppsText(cs, cok), ratio, lo, cpu))
+		case j.Outcome == Confirmed:
+			out = append(out, newVerdict(claim, Confirmed, "%s, inside %s: removing the crypto gains little, the per-packet cost dominates; %s", facts, ppsNoneWindow, cpu))
+		case j.Above:
+			out = append(out, newVerdict(claim, Changed, "%s, above %s beyond the spread: the crypto is a large part of the per-packet cost here; %s", facts, ppsNoneWindow, cpu))
+		case j.Below:
+			out = append(out, newVerdict(claim, Refuted, "%s: none is slower than AES-128-CBC beyond the spread, which no per-packet model explains (load); %s", facts, cpu))
 		default:
-			out = append(out, newVerdict(claim, Noise, "at %d bytes none %s vs AES-128-CBC %s: ×%.2f, but the spreads allow ×%.2f–×%.2f around the threshold ×%.2f; %s",
-				ppsSmall, ppsText(ns, nok), ppsText(cs, cok), ratio, lo, hi, ppsCryptoShare, cpu))
+			out = append(out, newVerdict(claim, j.Outcome, "%s: %s; %s", facts, j.Why, cpu))
 		}
 	}
 
@@ -712,23 +731,23 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 	// the sharing of the cores changes less than the packet rate: a
 	// starved OpenVPN forwards fewer packets, but each costs about the same.
 	claim = "OpenVPN's CPU time per packet is hardly higher with AES-128-CBC+HMAC-SHA1 than with cipher none (the publication's reading: per-packet cost dominates, not the crypto)"
-	nc, ncok := ppsCPUSpread(nr)
-	cc, ccok := ppsCPUSpread(cr)
+	nc, ncok := ppsCPUSamples(nr)
+	cc, ccok := ppsCPUSamples(cr)
 	if !ncok || !ccok {
 		out = append(out, newVerdict(claim, Noise, "missing CPU figures: none %s, AES-128-CBC %s", ppsCPUText(nr), ppsCPUText(cr)))
 	} else {
-		ratio, hi, lo := cc.Median/nc.Median, cc.Max/nc.Min, cc.Min/nc.Max
-		facts := fmt.Sprintf("at %d bytes AES-128-CBC %s vs none %s: ×%.2f; with a core of its own the busier OpenVPN process would carry %s pps with AES-128-CBC (published 12 000 on the PIII), %s with none",
-			ppsSmall, ppsCPUText(cr), ppsCPUText(nr), ratio, measure.FormatExtra(cr.Extra["openvpn_pps_per_core"]), measure.FormatExtra(nr.Extra["openvpn_pps_per_core"]))
+		j := verdict.Within(cc, nc, ppsNoneWindow)
+		facts := fmt.Sprintf("at %d bytes AES-128-CBC %s vs none %s: %s; with a core of its own the busier OpenVPN process would carry %s pps with AES-128-CBC (published 12 000 on the PIII), %s with none",
+			ppsSmall, ppsCPUText(cr), ppsCPUText(nr), j.Ratio, measure.FormatExtra(cr.Extra["openvpn_pps_per_core"]), measure.FormatExtra(nr.Extra["openvpn_pps_per_core"]))
 		switch {
-		case !ppsEnough(nc, cc):
-			out = append(out, newVerdict(claim, Noise, "%s; %s", facts, ppsTooFew))
-		case hi <= ppsCryptoShare:
-			out = append(out, newVerdict(claim, Confirmed, "%s (at most ×%.2f within the spread, threshold ×%.2f): the crypto adds little to what a packet costs", facts, hi, ppsCryptoShare))
-		case lo > ppsCryptoShare:
-			out = append(out, newVerdict(claim, Changed, "%s (at least ×%.2f): the crypto is %.0f %% of what a packet costs OpenVPN here", facts, lo, 100*(1-1/ratio)))
+		case j.Outcome == Confirmed:
+			out = append(out, newVerdict(claim, Confirmed, "%s, inside %s: the crypto adds little to what a packet costs", facts, ppsNoneWindow))
+		case j.Above:
+			out = append(out, newVerdict(claim, Changed, "%s, above %s beyond the spread: the crypto is %.0f %% of what a packet costs OpenVPN here", facts, ppsNoneWindow, 100*(1-1/j.Ratio.Median)))
+		case j.Below:
+			out = append(out, newVerdict(claim, Refuted, "%s: AES-128-CBC costs less CPU per packet than none beyond the spread", facts))
 		default:
-			out = append(out, newVerdict(claim, Noise, "%s, but the spreads allow ×%.2f–×%.2f around the threshold ×%.2f", facts, lo, hi, ppsCryptoShare))
+			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", facts, j.Why))
 		}
 	}
 
@@ -795,13 +814,39 @@ func ppsEnough(sps ...measure.Spread) bool {
 	return true
 }
 
+// ppsSamples returns a row's samples as packet rates (payload bit rate
+// over 8 × the payload size).
+func ppsSamples(r *measure.Row) []float64 {
+	if r == nil {
+		return nil
+	}
+	size, ok := extraAs[int](r.Extra["size_bytes"])
+	if !ok || size <= 0 {
+		return nil
+	}
+	v := make([]float64, len(r.SamplesBps))
+	for i, b := range r.SamplesBps {
+		v[i] = b / 8 / float64(size)
+	}
+	return v
+}
+
+// ppsCPUSamples returns a row's OpenVPN CPU µs per packet, per sample.
+func ppsCPUSamples(r *measure.Row) ([]float64, bool) {
+	if r == nil {
+		return nil, false
+	}
+	v, ok := extraAs[[]float64](r.Extra["cpu_s_per_mpkt_samples"])
+	return v, ok && len(v) > 0 && measure.Min(v) > 0
+}
+
 // ppsCPUSpread is the spread of a tunnel row's OpenVPN CPU-seconds per
 // million packets (= µs per packet), server and client together, per sample.
 func ppsCPUSpread(r *measure.Row) (measure.Spread, bool) {
 	if r == nil {
 		return measure.Spread{}, false
 	}
-	v, ok := r.Extra["cpu_s_per_mpkt_samples"].([]float64)
+	v, ok := extraAs[[]float64](r.Extra["cpu_s_per_mpkt_samples"])
 	if !ok || len(v) == 0 {
 		return measure.Spread{}, false
 	}

@@ -104,6 +104,16 @@ func TestPPSVerdicts(t *testing.T) {
 				"[none]": Noise, "[aes128cbc]": Noise, "[aes256gcm]": Noise},
 		},
 		{
+			// Issue 8: any ratio up to ×1.30 confirmed "only 10–15 %
+			// faster", none being slower included.
+			name: "none slower than AES-128-CBC",
+			rows: []rates{
+				{ppsCBC, 18, []float64{12000, 12100, 12200}, []float64{24, 24, 24}},
+				{ppsNone, 18, []float64{10000, 10100, 10200}, []float64{28, 28, 28}},
+			},
+			want: map[string]verdict.Outcome{"cipher none": Refuted, "OpenVPN's CPU": Refuted},
+		},
+		{
 			name: "nothing measured",
 			want: map[string]verdict.Outcome{"routing": Noise, "cipher none": Noise, "OpenVPN's CPU": Noise,
 				"[none]": Noise, "[aes128cbc]": Noise, "[aes256gcm]": Noise},

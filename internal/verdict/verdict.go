@@ -189,18 +189,21 @@ type Judgement struct {
 // Within judges "x/baseline lies in w", the shape of every "no
 // difference", "about the same", "keeps N % of" claim:
 //
-//   - no baseline with MinSamples samples: NotTested (nothing to compare with);
-//   - fewer than MinSamples samples of x (or pairs): Noise;
+//   - no baseline at all: NotTested (nothing to compare with);
+//   - fewer than MinSamples samples of the baseline, of x, or pairs: Noise;
 //   - every ratio the samples allow inside w: Confirmed: a difference
 //     outside w would have shown, so the data could have refuted it;
 //   - every ratio below or above w: Changed, with Below/Above set (the
 //     caller makes it Refuted where that side contradicts the claim);
 //   - otherwise the spread is wider than the window can resolve: Noise.
 func Within(x, baseline []float64, w Window) Judgement {
-	if len(baseline) < MinSamples {
-		return Judgement{Outcome: NotTested, Why: fmt.Sprintf("no baseline to compare with: it has %d valid samples, a comparison needs %d", len(baseline), MinSamples)}
+	if len(baseline) == 0 {
+		return Judgement{Outcome: NotTested, Why: "no baseline to compare with: it has no valid sample"}
 	}
 	r := Ratios(x, baseline)
+	if len(baseline) < MinSamples {
+		return Judgement{Outcome: Noise, Ratio: r, Why: fmt.Sprintf("the baseline has %d valid samples, a comparison needs %d", len(baseline), MinSamples)}
+	}
 	if len(x) < MinSamples || !r.Enough() {
 		return Judgement{Outcome: Noise, Ratio: r, Why: fmt.Sprintf("%d valid samples, a verdict needs %d", len(x), MinSamples)}
 	}

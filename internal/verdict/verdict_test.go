@@ -96,7 +96,8 @@ func TestWithin(t *testing.T) {
 		{"above beyond the spread", []float64{111, 115, 120}, base, Changed, false, true},
 		{"straddling", []float64{80, 100, 120}, base, Noise, false, false},
 		{"missing baseline", []float64{100, 100, 100}, nil, NotTested, false, false},
-		{"short baseline", []float64{100, 100, 100}, []float64{100, 100}, NotTested, false, false},
+		{"short baseline", []float64{100, 100, 100}, []float64{100, 100}, Noise, false, false},
+		{"empty baseline", []float64{100, 100, 100}, []float64{}, NotTested, false, false},
 		{"short x", []float64{100, 100}, base, Noise, false, false},
 	} {
 		j := Within(tc.x, tc.base, w)
