@@ -16,6 +16,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 type labRunOptions struct {
@@ -256,6 +257,25 @@ func report(ctx context.Context, stdout io.Writer, spec experiment.Spec, asJSON 
 	return err
 }
 
+// cipherSameTolerance: cipher none within 10 % of the defaults means the
+// cipher is not what costs.
+const cipherSameTolerance = 0.10
+
+// cipherFinding says whether cipher none differs from the defaults
+// (verdict.Within), with the outcome it rests on.
+func cipherFinding(where string, none, def []float64) string {
+	j := verdict.Within(none, def, verdict.Unchanged(cipherSameTolerance))
+	switch {
+	case j.Outcome == verdict.Confirmed:
+		return fmt.Sprintf("%s (%s): cipher none is within %.0f %% of the defaults in every sample pair (%s): the cost is per packet (system calls, copies, one process), not the encryption.", where, j.Outcome, 100*cipherSameTolerance, j.Ratio)
+	case j.Above:
+		return fmt.Sprintf("%s (%s): cipher none is faster than the defaults beyond the spread (%s): encryption is part of the cost here.", where, verdict.Confirmed, j.Ratio)
+	case j.Below:
+		return fmt.Sprintf("%s (%s): cipher none is slower than the defaults beyond the spread (%s): something other than the cipher varied between the samples.", where, verdict.Changed, j.Ratio)
+	}
+	return fmt.Sprintf("%s (%s): cannot tell whether the cipher matters: %s (use --repeat %d or more).", where, j.Outcome, j.Why, verdict.MinSamples)
+}
+
 // findings states in words what the rows show, from the measured figures.
 func findings(rep *measure.Report) []string {
 	var out []string
@@ -289,19 +309,17 @@ func findings(rep *measure.Report) []string {
 			}
 			out = append(out, line)
 		}
-		// Does the cipher matter? Compare cipher none with the defaults.
+		// Does the cipher matter? Compare cipher none with the defaults by
+		// the evidence rules: "the cost is per packet, not the
+		// encryption" is a no-difference claim, so it needs MinSamples
+		// interleaved samples whose every ratio lies within 10 %.
 		for _, dir := range []string{measure.DirectionUp, measure.DirectionDown} {
 			def, okD := byKey["default/"+dir]
 			none, okN := byKey["none/"+dir]
 			if !okD || !okN || def.RatioToRouted >= 0.9 {
 				continue
 			}
-			switch {
-			case none.MinBps > def.MaxBps:
-				out = append(out, fmt.Sprintf("%s %s: cipher none is faster than the defaults beyond the spread (×%.2f): encryption is part of the cost here.", n.Name, dir, none.MedianBps/def.MedianBps))
-			default:
-				out = append(out, fmt.Sprintf("%s %s: cipher none is not faster than the defaults beyond the spread (×%.2f): the cost is per packet (system calls, copies, one process), not the encryption.", n.Name, dir, none.MedianBps/def.MedianBps))
-			}
+			out = append(out, cipherFinding(n.Name+" "+dir, none.SamplesBps, def.SamplesBps))
 		}
 	}
 	return out

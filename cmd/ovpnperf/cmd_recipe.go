@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/recipe"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 func init() { register(newRecipeCommand) }
@@ -38,7 +41,7 @@ func newRecipeCommand() *cobra.Command {
 		names = append(names, r.Name)
 	}
 	c := &cobra.Command{
-		Use:   "recipe list | all | NAME",
+		Use:   "recipe list | all | NAME | judge FILE.json",
 		Short: "Re-run a published OpenVPN tuning experiment in the lab and judge its claims",
 		Long: `Each recipe rebuilds a published OpenVPN tuning experiment in a lab on this
 kernel and OpenVPN, prints the publication's table with the published figures
@@ -48,13 +51,25 @@ samples does not allow a verdict.
 
 Recipes: ` + strings.Join(names, ", ") + `.
 "recipe list" describes them; "recipe all" runs them all and ends with a
-summary of the verdicts. Path flags replace a recipe's own path.`,
+summary of the verdicts. Path flags replace a recipe's own path.
+"recipe judge FILE.json" recomputes the verdicts of a saved result (--out or
+--json of a recipe, or of recipe all) with this binary's rules, without
+measuring anything, and lists the verdicts that differ from the saved ones.`,
 		Example: `  ovpnperf recipe list
   ovpnperf recipe ciphers --repeat 5
   ovpnperf recipe buffers --json
-  ovpnperf recipe all --out recipes.json`,
-		Args: args(cobra.ExactArgs(1)),
+  ovpnperf recipe all --out recipes.json
+  ovpnperf recipe judge recipes.json`,
+		Args: args(func(cmd *cobra.Command, a []string) error {
+			if len(a) > 0 && a[0] == "judge" {
+				return cobra.ExactArgs(2)(cmd, a)
+			}
+			return cobra.ExactArgs(1)(cmd, a)
+		}),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if a[0] == "judge" {
+				return runRecipeJudge(cmd.OutOrStdout(), a[1], o.json)
+			}
 			return runRecipe(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a[0], o)
 		},
 	}
@@ -227,4 +242,84 @@ func summarize(w io.Writer, reports []*measure.Report) {
 		}
 	}
 	tw.Flush()
+}
+
+// readReports reads a saved recipe result: one report, or the list that
+// `recipe all` writes.
+func readReports(path string) ([]*measure.Report, bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false, usage.Errorf("recipe judge: %v", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		var reps []*measure.Report
+		if err := json.Unmarshal(b, &reps); err != nil {
+			return nil, true, usage.Errorf("recipe judge: %s is not a saved recipe result: %v", path, err)
+		}
+		return reps, true, nil
+	}
+	var rep measure.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, false, usage.Errorf("recipe judge: %s is not a saved recipe result: %v", path, err)
+	}
+	return []*measure.Report{&rep}, false, nil
+}
+
+// runRecipeJudge recomputes the verdicts of saved reports and prints them
+// as a run would, then the verdicts that differ from the saved ones.
+func runRecipeJudge(stdout io.Writer, path string, asJSON bool) error {
+	reps, list, err := readReports(path)
+	if err != nil {
+		return err
+	}
+	type change struct {
+		recipe, claim string
+		was, now      verdict.Outcome
+	}
+	var changes []change
+	for _, rep := range reps {
+		if !strings.HasPrefix(rep.Scenario.Command, "recipe ") {
+			return usage.Errorf("recipe judge: %s holds a %q result, not a recipe's", path, rep.Scenario.Command)
+		}
+		vs, err := recipe.Judge(rep)
+		if err != nil {
+			return usage.Errorf("recipe judge: %v", err)
+		}
+		was := map[string]verdict.Outcome{}
+		for _, v := range rep.Verdicts {
+			was[v.Claim] = v.Outcome
+		}
+		for _, v := range vs {
+			if o, ok := was[v.Claim]; !ok || o != v.Outcome {
+				changes = append(changes, change{strings.TrimPrefix(rep.Scenario.Command, "recipe "), v.Claim, o, v.Outcome})
+			}
+		}
+		rep.Verdicts = vs
+	}
+	if asJSON {
+		var v any = reps
+		if !list {
+			v = reps[0]
+		}
+		return writeJSON(stdout, v)
+	}
+	for _, rep := range reps {
+		fmt.Fprintf(stdout, "\n== %s (measured %s, kernel %s, %d CPUs)\n", rep.Scenario.Command, rep.Started.Format("2006-01-02 15:04 MST"), rep.Host.Kernel, rep.Host.CPUs)
+		if err := measure.RenderTable(stdout, rep); err != nil {
+			return err
+		}
+	}
+	if list {
+		summarize(stdout, reps)
+	}
+	fmt.Fprintf(stdout, "\n== %d verdict(s) differ from the saved ones\n", len(changes))
+	for _, c := range changes {
+		was := string(c.was)
+		if was == "" {
+			was = "absent"
+		}
+		fmt.Fprintf(stdout, "%s: %s → %s: %s\n", c.recipe, was, c.now, c.claim)
+	}
+	return nil
 }

@@ -24,7 +24,8 @@ func init() {
 			"compress lz4-v2 (allow-compression yes), and comp-lzo without allow-compression",
 		Source: "folklore: \"turn on comp-lzo\" to speed up a slow link. OpenVPN 2.6 deprecates compression (VORACLE) and " +
 			"compresses nothing it sends unless allow-compression yes is set on that side",
-		Run: runCompression,
+		Run:   runCompression,
+		Judge: compressionJudge,
 	})
 }
 
@@ -132,8 +133,7 @@ func runCompression(ctx context.Context, o Options) (*measure.Report, error) {
 		r.Extra["insecure"] = "VORACLE"
 		r.Extra["openvpn_compression_log"] = map[string][]string{"server": logs[r.Variant+"/server"], "client": logs[r.Variant+"/client"]}
 	}
-	rep.Verdicts = compressionVerdicts(rep, logs)
-	return rep, nil
+	return rep, judgeSaved(rep, compressionJudge)
 }
 
 // compressionMinSamples is the samples each row needs for a verdict.
@@ -176,6 +176,24 @@ func compressionBoth(up, down verdict.Outcome) verdict.Outcome {
 		return up
 	}
 	return Noise
+}
+
+// compressionJudge judges a saved report: each compressing row keeps its
+// tunnel's compression log lines in Extra["openvpn_compression_log"].
+func compressionJudge(rep *measure.Report) []measure.Verdict {
+	logs := map[string][]string{}
+	for _, r := range rep.Rows {
+		m, ok := extraAs[map[string][]string](r.Extra["openvpn_compression_log"])
+		if !ok {
+			continue
+		}
+		for side, lines := range m {
+			if lines != nil {
+				logs[r.Variant+"/"+side] = lines
+			}
+		}
+	}
+	return compressionVerdicts(rep, logs)
 }
 
 func compressionVerdicts(rep *measure.Report, logs map[string][]string) []measure.Verdict {

@@ -24,7 +24,8 @@ func init() {
 		Summary: "inner IPv4 against inner IPv6 through the same tunnel, with the header arithmetic that predicts the difference",
 		Source: "forum measurements: TCP over IPv6 inside an OpenVPN tunnel about 5 % slower than over IPv4 through the same tunnel " +
 			"(the inner IPv6 header is 40 bytes instead of 20, within the same tun-mtu and mssfix)",
-		Run: runIPv6,
+		Run:   runIPv6,
+		Judge: ipv6Judge,
 	})
 }
 
@@ -235,8 +236,11 @@ func runIPv6(ctx context.Context, o Options) (*measure.Report, error) {
 	if probeErr != nil {
 		rep.Scenario.Extra["mss_probe_error"] = probeErr.Error()
 	}
-	rep.Verdicts = ipv6Verdicts(rep, path, probes)
-	return rep, nil
+	rep.Scenario.Extra["mss_probes"] = probes
+	// The first call adds the arithmetic to the rows' Extra; the verdicts
+	// are those of the saved report, which carries it.
+	ipv6Verdicts(rep, path, probes)
+	return rep, judgeSaved(rep, ipv6Judge)
 }
 
 // ipv6Budgets returns the arithmetic of both families, with TCP options as
@@ -303,6 +307,14 @@ const ipv6MinPairs = MinSamples
 // ipv6RatioResolution is the widest spread of IPv6/IPv4 ratios that can still
 // tell the predicted difference (1–2 %) from the published one (5 %).
 const ipv6RatioResolution = 0.04
+
+// ipv6Judge judges a saved report: the MSS probes are in
+// Scenario.Extra["mss_probes"], the path in the scenario's network.
+func ipv6Judge(rep *measure.Report) []measure.Verdict {
+	probes, _ := extraAs[map[string]ipv6MSSProbe](rep.Scenario.Extra["mss_probes"])
+	path, _ := firstPath(rep)
+	return ipv6Verdicts(rep, path, probes)
+}
 
 func ipv6Verdicts(rep *measure.Report, path lab.Path, probes map[string]ipv6MSSProbe) []measure.Verdict {
 	var out []measure.Verdict

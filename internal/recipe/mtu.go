@@ -53,7 +53,8 @@ func init() {
 		Summary: "path MTU outside and through a cleartext tunnel on a 1492-byte path, the tun-mtu it implies for the default cipher, and TCP under the default mssfix",
 		Source: "OpenVPN cookbook, MTU recipes: probe through a cleartext tunnel (cipher none, auth none, no compression) for the largest packet that passes; " +
 			"OpenVPN 2.6 overhead: cipher none 8 bytes, AES-256-GCM 24, plus UDP 8 and IPv4 20 (36 and 52 in all); mssfix 1492 mtu by default, inner MSS 1400",
-		Run: runMTU,
+		Run:   runMTU,
+		Judge: mtuJudge,
 	})
 }
 
@@ -172,6 +173,10 @@ func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
 	rep := measure.NewReport(host, sc)
 	prog := measure.NewProgress(len(nets)*repeat*4, o.Progress)
 	defer prog.Done()
+	if rep.Scenario.Extra == nil {
+		rep.Scenario.Extra = map[string]any{}
+	}
+	var results []mtuResult
 	for _, n := range nets {
 		name := o.LabName
 		if name != "" && len(nets) > 1 {
@@ -183,14 +188,16 @@ func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
 		}
 		if res != nil {
 			rep.Rows = append(rep.Rows, res.rows()...)
-			rep.Verdicts = append(rep.Verdicts, mtuVerdicts(res)...)
+			results = append(results, *res)
+			rep.Scenario.Extra["mtu_results"] = results
 		}
 		if err != nil {
+			_ = judgeSaved(rep, mtuJudge)
 			return rep, err
 		}
 	}
 	rep.Finish()
-	return rep, nil
+	return rep, judgeSaved(rep, mtuJudge)
 }
 
 func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat int, prog *measure.Progress) (res *mtuResult, backend string, err error) {
@@ -569,6 +576,17 @@ func mtuSame(xs []int) (int, bool) {
 		}
 	}
 	return v, v != 0
+}
+
+// mtuJudge judges a saved report: each network's measurements are in
+// Scenario.Extra["mtu_results"].
+func mtuJudge(rep *measure.Report) []measure.Verdict {
+	results, _ := extraAs[[]mtuResult](rep.Scenario.Extra["mtu_results"])
+	var out []measure.Verdict
+	for i := range results {
+		out = append(out, mtuVerdicts(&results[i])...)
+	}
+	return out
 }
 
 func mtuVerdicts(m *mtuResult) []measure.Verdict {

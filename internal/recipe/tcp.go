@@ -18,7 +18,8 @@ func init() {
 		Summary: "UDP, TCP and TCP + tcp-nodelay transport, on a clean gigabit path and on a lossy one (1% loss, 80 ms RTT)",
 		Source: "OpenVPN cookbook, tuning TCP-based connections, one LAN, OpenVPN 2.3: UDP 147, TCP 115, TCP + tcp-nodelay 146 Mbit/s; " +
 			"TCP-over-TCP suffers on poor links",
-		Run: runTCP,
+		Run:   runTCP,
+		Judge: tcpVerdicts,
 	})
 }
 
@@ -106,7 +107,9 @@ func runTCP(ctx context.Context, o Options) (*measure.Report, error) {
 		}
 		return "-"
 	}}}
-	rep.Verdicts = tcpVerdicts(rep)
+	if jerr := judgeSaved(rep, tcpVerdicts); jerr != nil && err == nil {
+		err = jerr
+	}
 	return rep, err
 }
 
