@@ -3,17 +3,15 @@ package cryptobench
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
+	"github.com/ovpnperf/ovpnperf/internal/golden"
+)
 
 func parsed(t *testing.T, file string) SpeedResult {
 	t.Helper()
@@ -382,19 +380,7 @@ func TestWriteTextGolden(t *testing.T) {
 	if err := r.WriteText(&buf); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "report-epyc.txt")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if buf.String() != string(want) {
-		t.Errorf("text output differs from %s:\n%s", golden, buf.String())
-	}
+	golden.Check(t, filepath.Join("testdata", "report-epyc.txt"), buf.Bytes())
 	// Independent of the golden file: the table has both rows per cipher
 	// and the figures are MB/s of the JSON.
 	out := buf.String()

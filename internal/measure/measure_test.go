@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,9 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files")
+	"github.com/ovpnperf/ovpnperf/internal/golden"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
+)
 
 func TestStats(t *testing.T) {
 	nan := math.NaN()
@@ -357,7 +357,7 @@ func recipeReport() *Report {
 		}
 		rep.Rows = append(rep.Rows, r)
 	}
-	rep.Verdicts = []Verdict{{Claim: "TCP transport is slower than UDP (147 vs 115 Mbit/s)", Outcome: Confirmed,
+	rep.Verdicts = []Verdict{{Claim: "TCP transport is slower than UDP (147 vs 115 Mbit/s)", Outcome: verdict.Confirmed,
 		Reason: "tcp median 380 is 0.93 of udp 410, ranges apart"}}
 	rep.FillRatios()
 	return rep
@@ -387,19 +387,7 @@ func checkGolden(t *testing.T, name string, rep *Report) {
 	if err := RenderTable(&buf, rep); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := buf.String(); got != string(want) {
-		t.Errorf("table differs from %s (go test -update to accept):\n%s", golden, got)
-	}
+	golden.Check(t, filepath.Join("testdata", name), buf.Bytes())
 }
 
 // TestReportJSONGolden pins the whole document of schema ovpnperf/run/v1:
@@ -416,17 +404,5 @@ func TestReportJSONGolden(t *testing.T) {
 	if err := rep.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "report.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if buf.String() != string(want) {
-		t.Errorf("JSON differs from %s (go test -update to accept):\n%s", golden, buf.String())
-	}
+	golden.Check(t, filepath.Join("testdata", "report.golden.json"), buf.Bytes())
 }

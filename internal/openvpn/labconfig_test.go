@@ -1,34 +1,19 @@
 package openvpn
 
 import (
-	"flag"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ovpnperf/ovpnperf/internal/golden"
+
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
-
-func golden(t *testing.T, name, got string) {
+func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from %s:\n--- got\n%s--- want\n%s", name, path, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", name+".golden"), []byte(got))
 }
 
 var testCred = Credentials{CA: "/run/ovpnperf/LAB/pki/ca.crt", Cert: "/run/ovpnperf/LAB/pki/server.crt",
@@ -81,7 +66,7 @@ func TestLabConfigsGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				golden(t, "config-"+tt.name+"-"+c.side, out)
+				checkGolden(t, "config-"+tt.name+"-"+c.side, out)
 			}
 		})
 	}
