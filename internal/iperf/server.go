@@ -269,13 +269,7 @@ func (s *Server) Stop() error {
 			return
 		default:
 		}
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(5 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
-		}
+		runner.Stop(s.cmd.Process, s.done, 5*time.Second)
 	})
 	return s.stopErr
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -132,18 +133,7 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Stop ends the process (SIGTERM, then SIGKILL after 3 s) and waits for it.
 func (p *Process) Stop() error {
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(3 * time.Second):
-		_ = p.Cmd.Process.Kill()
-		<-p.done
-	}
+	runner.Stop(p.Cmd.Process, p.done, 3*time.Second)
 	return nil
 }
 

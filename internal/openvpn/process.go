@@ -85,18 +85,7 @@ func (p *cmdProc) Done() <-chan struct{} { return p.done }
 func (p *cmdProc) Wait() error           { <-p.done; return p.err }
 
 func (p *cmdProc) Stop() error {
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(StopGrace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	runner.Stop(p.cmd.Process, p.done, StopGrace)
 	return nil
 }
 
