@@ -286,13 +286,20 @@ func runRecipeJudge(stdout io.Writer, path string, asJSON bool) error {
 		if err != nil {
 			return usage.Errorf("recipe judge: %v", err)
 		}
-		was := map[string]verdict.Outcome{}
+		name := strings.TrimPrefix(rep.Scenario.Command, "recipe ")
+		was, now := map[string]verdict.Outcome{}, map[string]bool{}
 		for _, v := range rep.Verdicts {
 			was[v.Claim] = v.Outcome
 		}
 		for _, v := range vs {
+			now[v.Claim] = true
 			if o, ok := was[v.Claim]; !ok || o != v.Outcome {
-				changes = append(changes, change{strings.TrimPrefix(rep.Scenario.Command, "recipe "), v.Claim, o, v.Outcome})
+				changes = append(changes, change{name, v.Claim, o, v.Outcome})
+			}
+		}
+		for _, v := range rep.Verdicts {
+			if !now[v.Claim] {
+				changes = append(changes, change{name, v.Claim, v.Outcome, ""})
 			}
 		}
 		rep.Verdicts = vs
@@ -315,11 +322,14 @@ func runRecipeJudge(stdout io.Writer, path string, asJSON bool) error {
 	}
 	fmt.Fprintf(stdout, "\n== %d verdict(s) differ from the saved ones\n", len(changes))
 	for _, c := range changes {
-		was := string(c.was)
+		was, now := string(c.was), string(c.now)
 		if was == "" {
 			was = "absent"
 		}
-		fmt.Fprintf(stdout, "%s: %s → %s: %s\n", c.recipe, was, c.now, c.claim)
+		if now == "" {
+			now = "absent"
+		}
+		fmt.Fprintf(stdout, "%s: %s → %s: %s\n", c.recipe, was, now, c.claim)
 	}
 	return nil
 }

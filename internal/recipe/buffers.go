@@ -3,7 +3,6 @@ package recipe
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -328,14 +327,6 @@ func runBuffers(ctx context.Context, o Options) (*measure.Report, error) {
 	return rep, err
 }
 
-// rowExtra returns a row's Extra, made if absent.
-func rowExtra(r *measure.Row) map[string]any {
-	if r.Extra == nil {
-		r.Extra = map[string]any{}
-	}
-	return r.Extra
-}
-
 // Margins of the bound verdicts. A flow at buffer/RTT measures a little
 // below it (headers, the queue's added delay); Linux lets a window reach up
 // to the doubled allocation when its skbs are compact (tcp_rmem scaling
@@ -560,68 +551,3 @@ func pushVerdict(rep *measure.Report, host map[string]int) measure.Verdict {
 	}
 	return newVerdict(claim, Confirmed, "every socket reports 2 × 524288 (Linux doubles the request; the limits allow it): %s%s", strings.Join(details, " | "), limits)
 }
-
-// readyHook is experiment.Spec.Ready.
-type readyHook = func(ctx context.Context, l *lab.Lab, variant string, t *tunnel.Tunnel) error
-
-// networkRun is one network of a recipe, measured in its own experiment.Run so
-// that networks can differ in sample length and directions.
-type networkRun struct {
-	net        experiment.Network
-	duration   time.Duration
-	directions []string // nil: the spec's
-}
-
-// runEachNetwork runs spec once per network and merges the reports into one, as
-// a single experiment.Run would have made it. Labs are named as
-// experiment names them with several networks: LabName-NETWORK. ready, if
-// set, gives each network's Spec.Ready.
-func runEachNetwork(ctx context.Context, spec experiment.Spec, runs []networkRun, ready func(network string) readyHook) (*measure.Report, error) {
-	var rep *measure.Report
-	durations := map[string]float64{}
-	directions := map[string][]string{}
-	for _, nr := range runs {
-		s := spec
-		s.Networks = []experiment.Network{nr.net}
-		if nr.duration > 0 {
-			s.Duration = nr.duration
-		}
-		if nr.directions != nil {
-			s.Directions = nr.directions
-		}
-		if spec.LabName != "" {
-			s.LabName = spec.LabName + "-" + nr.net.Name
-		}
-		if ready != nil {
-			s.Ready = ready(nr.net.Name)
-		}
-		r, err := experiment.Run(ctx, s)
-		if r != nil {
-			durations[nr.net.Name] = s.Duration.Seconds()
-			directions[nr.net.Name] = s.Directions
-			if rep == nil {
-				rep = r
-			} else {
-				rep.Rows = append(rep.Rows, r.Rows...)
-				rep.Scenario.Networks = append(rep.Scenario.Networks, r.Scenario.Networks...)
-				if r.Host.EmulationBackend == lab.BackendNetem || r.Host.EmulationBackend == lab.BackendNFQueue {
-					rep.Host.EmulationBackend = r.Host.EmulationBackend
-				}
-				rep.Finished = r.Finished
-			}
-		}
-		if err != nil {
-			return rep, err
-		}
-	}
-	if rep != nil {
-		rep.Scenario.Extra["network_duration_seconds"] = durations
-		if spec.Directions != nil || len(runs) > 0 {
-			rep.Scenario.Extra["network_directions"] = directions
-		}
-		rep.FillRatios()
-	}
-	return rep, nil
-}
-
-func bufSortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -32,18 +32,6 @@ var publishedCiphers = map[string][2]float64{
 	"none":            {874, 879},
 }
 
-func builtinVariants(names ...string) ([]openvpn.Variant, error) {
-	var out []openvpn.Variant
-	for _, n := range names {
-		v, err := openvpn.ParseVariant(n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
 // gigabitLAN is the cookbook's network: a gigabit link, no delay.
 var gigabitLAN = lab.Path{Up: lab.Link{RateBitsPerSec: 1e9}, Down: lab.Link{RateBitsPerSec: 1e9}}
 
@@ -64,33 +52,6 @@ func runCiphers(ctx context.Context, o Options) (*measure.Report, error) {
 	}
 	setPublished(rep, publishedCiphers)
 	return rep, judgeSaved(rep, cipherVerdicts)
-}
-
-// setPublished puts the publication's figure beside each row it has one for.
-func setPublished(rep *measure.Report, pub map[string][2]float64) {
-	for i := range rep.Rows {
-		if p, ok := pub[rep.Rows[i].Variant]; ok {
-			k := 0
-			if rep.Rows[i].Direction == measure.DirectionDown {
-				k = 1
-			}
-			rep.Rows[i].PublishedBps = p[k] * 1e6
-		}
-	}
-}
-
-// tooFew says why rows cannot carry a verdict (missing, or fewer than
-// MinSamples samples), or "" when they can.
-func tooFew(rows ...*measure.Row) string {
-	for _, r := range rows {
-		if r == nil {
-			return "a row has no valid sample"
-		}
-		if len(r.SamplesBps) < MinSamples {
-			return fmt.Sprintf("%s %s has %d samples; a verdict needs %d (--repeat)", r.Variant, r.Direction, len(r.SamplesBps), MinSamples)
-		}
-	}
-	return ""
 }
 
 // Windows of the cipher claims, as ratios (see verdict.Within).

@@ -311,7 +311,13 @@ const ipv6RatioResolution = 0.04
 // ipv6Judge judges a saved report: the MSS probes are in
 // Scenario.Extra["mss_probes"], the path in the scenario's network.
 func ipv6Judge(rep *measure.Report) []measure.Verdict {
-	probes, _ := extraAs[map[string]ipv6MSSProbe](rep.Scenario.Extra["mss_probes"])
+	probes, ok := extraAs[map[string]ipv6MSSProbe](rep.Scenario.Extra["mss_probes"])
+	if !ok && rep.Scenario.Extra["mss_probe_error"] == nil {
+		if rep.Scenario.Extra == nil {
+			rep.Scenario.Extra = map[string]any{}
+		}
+		rep.Scenario.Extra["mss_probe_error"] = "the saved report carries no MSS probes (recorded before ovpnperf saved them)"
+	}
 	path, _ := firstPath(rep)
 	return ipv6Verdicts(rep, path, probes)
 }

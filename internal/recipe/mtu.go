@@ -581,7 +581,10 @@ func mtuSame(xs []int) (int, bool) {
 // mtuJudge judges a saved report: each network's measurements are in
 // Scenario.Extra["mtu_results"].
 func mtuJudge(rep *measure.Report) []measure.Verdict {
-	results, _ := extraAs[[]mtuResult](rep.Scenario.Extra["mtu_results"])
+	results, ok := extraAs[[]mtuResult](rep.Scenario.Extra["mtu_results"])
+	if !ok {
+		return []measure.Verdict{newVerdict("the mtu recipe's claims", NotTested, "the saved report carries no mtu_results (recorded before ovpnperf saved them): nothing to judge")}
+	}
 	var out []measure.Verdict
 	for i := range results {
 		out = append(out, mtuVerdicts(&results[i])...)
