@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+)
+
+// recipe judge recomputes a saved run's verdicts without root or a lab:
+// the recorded run of testdata, as text and as JSON.
+func TestRecipeJudge(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "internal", "recipe", "testdata", "recorded", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no recorded results: %v", err)
+	}
+	for _, f := range files {
+		r := ovpnperf(t, "recipe", "judge", f).mustSucceed(t)
+		for _, want := range []string{"== summary of verdicts", "verdict(s) differ from the saved ones", "== recipe "} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%s: output lacks %q:\n%s", f, want, r.stdout)
+			}
+		}
+		r = ovpnperf(t, "recipe", "judge", "--json", f).mustSucceed(t)
+		var reps []measure.Report
+		if err := json.Unmarshal([]byte(r.stdout), &reps); err != nil {
+			t.Fatalf("%s: --json: %v", f, err)
+		}
+		for _, rep := range reps {
+			if len(rep.Verdicts) == 0 {
+				t.Errorf("%s: %s has no verdicts", f, rep.Scenario.Command)
+			}
+			for _, v := range rep.Verdicts {
+				if !v.Outcome.Valid() || v.Reason == "" {
+					t.Errorf("%s: %q: outcome %q reason %q", rep.Scenario.Command, v.Claim, v.Outcome, v.Reason)
+				}
+			}
+		}
+	}
+}
+
+func TestRecipeJudgeBadInput(t *testing.T) {
+	dir := t.TempDir()
+	ovpnperf(t, "recipe", "judge", filepath.Join(dir, "missing.json")).mustBeUsageError(t, "no such file")
+	garbage := filepath.Join(dir, "garbage.json")
+	if err := os.WriteFile(garbage, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ovpnperf(t, "recipe", "judge", garbage).mustBeUsageError(t, "not a saved recipe result")
+	labRun := filepath.Join(dir, "labrun.json")
+	if err := os.WriteFile(labRun, []byte(`{"schema":"ovpnperf/run/v1","scenario":{"command":"lab run"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ovpnperf(t, "recipe", "judge", labRun).mustBeUsageError(t, "not a recipe's")
+	r := ovpnperf(t, "recipe", "judge")
+	if r.code != 2 {
+		t.Errorf("recipe judge without a file: exit %d, want 2", r.code)
+	}
+}
