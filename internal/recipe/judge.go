@@ -34,11 +34,19 @@ func Judge(rep *measure.Report) ([]measure.Verdict, error) {
 	return r.Judge(saved), nil
 }
 
-// judgeSaved sets rep's verdicts from judge applied to rep as saved.
+// judgeSaved sets rep's verdicts from judge applied to rep as saved. A
+// report that does not survive JSON (which would also break --out) is
+// judged as it is, and says so in Scenario.Extra["judge_error"]: the
+// measurements are not thrown away for it.
 func judgeSaved(rep *measure.Report, judge func(*measure.Report) []measure.Verdict) error {
 	saved, err := roundTrip(rep)
 	if err != nil {
-		return err
+		if rep.Scenario.Extra == nil {
+			rep.Scenario.Extra = map[string]any{}
+		}
+		rep.Scenario.Extra["judge_error"] = err.Error()
+		rep.Verdicts = judge(rep)
+		return nil
 	}
 	rep.Verdicts = judge(saved)
 	return nil

@@ -83,3 +83,32 @@ func readRecorded(t *testing.T, path string) []*measure.Report {
 	}
 	return []*measure.Report{&rep}
 }
+
+// A report is judged through JSON: what the run prints is what a replay of
+// its saved file prints, Extra values typed in memory included.
+func TestJudgeSavedRoundTrip(t *testing.T) {
+	up := measure.DirectionUp
+	rep := bufReport(
+		withWindow(mkRow("200ms", "buf64k-tcp", up, 2.4, 2.5, 2.45), 65536),
+		withWindow(mkRow("50ms", "buf64k-tcp", up, 9.5, 9.8, 10), 65536),
+	)
+	rep.Rows[0].Extra["effective_bytes"] = map[string]map[string]int{"server": {"rcvbuf": 131072}}
+	if err := judgeSaved(rep, bufferVerdicts); err != nil {
+		t.Fatal(err)
+	}
+	replayed, err := Judge(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(replayed) != len(rep.Verdicts) {
+		t.Fatalf("%d verdicts replayed, %d in the run", len(replayed), len(rep.Verdicts))
+	}
+	for i := range replayed {
+		if replayed[i] != rep.Verdicts[i] {
+			t.Errorf("verdict %d: run %+v, replay %+v", i, rep.Verdicts[i], replayed[i])
+		}
+	}
+	if _, err := Judge(&measure.Report{Scenario: measure.Scenario{Command: "lab run"}}); err == nil {
+		t.Error("judged a lab run")
+	}
+}
