@@ -126,6 +126,7 @@ func runShaper(ctx context.Context, o Options) (*measure.Report, error) {
 	}
 	var clientLines, serverLines []string
 	var tcDev string
+	var queueProbe map[string]shaperQueueResult
 	rep, err := experiment.Run(ctx, experiment.Spec{
 		Command:  "recipe shaper",
 		Networks: []experiment.Network{{Name: "line", Description: "20 Mbit/s each way; limits of 100 kB/s", Path: o.path(shaperPath)}},
@@ -138,15 +139,18 @@ func runShaper(ctx context.Context, o Options) (*measure.Report, error) {
 				server.Set(openvpn.D("push", fmt.Sprintf("shaper %d", shaperBytesPerSec)))
 			}
 		},
-		Ready: func(_ context.Context, l *lab.Lab, variant string, t *tunnel.Tunnel) error {
+		Ready: func(ctx context.Context, l *lab.Lab, variant string, t *tunnel.Tunnel) error {
 			switch variant {
 			case "shaper":
 				var err error
 				if clientLines, err = shaperLogLines(t.Client.LogPath); err != nil {
 					return err
 				}
-				serverLines, err = shaperLogLines(t.Server.LogPath)
-				return err
+				if serverLines, err = shaperLogLines(t.Server.LogPath); err != nil {
+					return err
+				}
+				queueProbe = shaperQueueProbe(ctx, l, t)
+				return nil
 			case "tc":
 				tcDev = fmt.Sprintf("ovpnperf-s%d", t.Slot)
 				if t.ServerLog != nil && t.ServerLog.TunDev != "" {
@@ -162,6 +166,9 @@ func runShaper(ctx context.Context, o Options) (*measure.Report, error) {
 	}
 	rep.Scenario.Extra["shaper_client_log"] = clientLines
 	rep.Scenario.Extra["shaper_server_log"] = serverLines
+	if queueProbe != nil {
+		rep.Scenario.Extra["tun_queue_probe"] = queueProbe
+	}
 	rep.Scenario.Extra["tc"] = fmt.Sprintf("tc qdisc replace dev %s root handle 1: tbf rate 800kbit burst 5000 limit 20000 (server namespace)", tcDev)
 	outer, inner, payload := shaperPrediction()
 	for i := range rep.Rows {
@@ -273,6 +280,9 @@ func shaperVerdicts(rep *measure.Report) []measure.Verdict {
 	// 5. … and leaves the upload alone.
 	claim = "the tbf on the server's tun leaves the client's upload alone [up]"
 	out = append(out, shaperAlone(claim, tcUp, upBase, fmt.Sprintf("tc %s vs no shaper %s", mbps(tcUp), mbps(upBase))))
+
+	// 6. What the recipe's 50-packet queue changes against the default.
+	out = append(out, shaperQueueVerdict(rep))
 	return out
 }
 

@@ -90,22 +90,22 @@ func TestShaperVerdicts(t *testing.T) {
 		rep  *measure.Report
 		want []verdict.Outcome
 	}{
-		{"as claimed", rows(held, free, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Confirmed, Confirmed, Confirmed}},
-		{"shaper ignored", ignored, []verdict.Outcome{Refuted, Refuted, Confirmed, Confirmed, Confirmed}},
+		{"as claimed", rows(held, free, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Confirmed, Confirmed, Confirmed, NotTested}},
+		{"shaper ignored", ignored, []verdict.Outcome{Refuted, Refuted, Confirmed, Confirmed, Confirmed, NotTested}},
 		// Rule fixed (issue 8): a download held back by shaped ACKs is
 		// not left alone; it was "changed".
-		{"ACKs shaped", rows(held, []float64{6.0, 6.1, 5.9}, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Refuted, Confirmed, Confirmed}},
-		{"download held by the shaper", rows(held, held, free, held), []verdict.Outcome{Confirmed, Confirmed, Refuted, Confirmed, Confirmed}},
-		{"far below", noLog, []verdict.Outcome{Noise, Changed, Confirmed, Confirmed, Confirmed}},
-		{"too few", rows(held[:2], free[:2], free, held[:1]), []verdict.Outcome{Confirmed, Noise, Noise, Noise, Confirmed}},
-		{"in between", rows([]float64{0.7, 3, 0.8}, free, []float64{0.7, 18, 17}, tcHeld), []verdict.Outcome{Confirmed, Noise, Confirmed, Confirmed, Noise}},
+		{"ACKs shaped", rows(held, []float64{6.0, 6.1, 5.9}, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Refuted, Confirmed, Confirmed, NotTested}},
+		{"download held by the shaper", rows(held, held, free, held), []verdict.Outcome{Confirmed, Confirmed, Refuted, Confirmed, Confirmed, NotTested}},
+		{"far below", noLog, []verdict.Outcome{Noise, Changed, Confirmed, Confirmed, Confirmed, NotTested}},
+		{"too few", rows(held[:2], free[:2], free, held[:1]), []verdict.Outcome{Confirmed, Noise, Noise, Noise, Confirmed, NotTested}},
+		{"in between", rows([]float64{0.7, 3, 0.8}, free, []float64{0.7, 18, 17}, tcHeld), []verdict.Outcome{Confirmed, Noise, Confirmed, Confirmed, Noise, NotTested}},
 		// Must show 3: the download cut to 3 of 18 Mbit/s is not left alone.
-		{"download cut to 3 Mbit/s", rows(held, []float64{3.0, 3.1, 2.9}, []float64{3.0, 3.1, 2.9}, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Refuted, Confirmed, Refuted}},
+		{"download cut to 3 Mbit/s", rows(held, []float64{3.0, 3.1, 2.9}, []float64{3.0, 3.1, 2.9}, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Refuted, Confirmed, Refuted, NotTested}},
 		// Must show 3: without a baseline nothing is left "alone".
-		{"no baseline", shaperReport(client, shaperPath, nil, nil, held, free, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, NotTested, Confirmed, NotTested}},
-		{"short baseline", shaperReport(client, shaperPath, baseUp[:2], baseDown[:2], held, free, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Noise, Confirmed, Noise}},
+		{"no baseline", shaperReport(client, shaperPath, nil, nil, held, free, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, NotTested, Confirmed, NotTested, NotTested}},
+		{"short baseline", shaperReport(client, shaperPath, baseUp[:2], baseDown[:2], held, free, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Noise, Confirmed, Noise, NotTested}},
 		// A limit at 80 % of the path's rate is not shown to bind.
-		{"path as slow as the limit", shaperReport(client, slowPath, baseUp, baseDown, held, free, free, tcHeld), []verdict.Outcome{Confirmed, NotTested, Confirmed, NotTested, Confirmed}},
+		{"path as slow as the limit", shaperReport(client, slowPath, baseUp, baseDown, held, free, free, tcHeld), []verdict.Outcome{Confirmed, NotTested, Confirmed, NotTested, Confirmed, NotTested}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vs := shaperVerdicts(tc.rep)
@@ -122,6 +122,38 @@ func TestShaperVerdicts(t *testing.T) {
 				t.Errorf("upload verdict does not name the 50-packet tun queue: %s", vs[1].Reason)
 			}
 		})
+	}
+}
+
+// The tun queue probe's verdict, from saved figures.
+func TestShaperQueueVerdict(t *testing.T) {
+	probe := func(def, set []float64, defErr string) map[string]shaperQueueResult {
+		return map[string]shaperQueueResult{
+			"500": {TxQueueLen: 500, IdleRTTMs: []float64{0.3, 0.3, 0.4}, LoadedRTTMs: def, LoadedSent: 20, UploadBps: 7e5, DownloadError: defErr},
+			"50":  {TxQueueLen: 50, IdleRTTMs: []float64{0.3, 0.3, 0.4}, LoadedRTTMs: set, LoadedSent: 20, UploadBps: 7e5, DownloadBps: 15e6},
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		probe any
+		want  verdict.Outcome
+	}{
+		{"default queue delays", probe([]float64{5000, 6500, 7400}, []float64{600, 700, 750}, "timed out"), Confirmed},
+		{"no difference", probe([]float64{600, 700, 750}, []float64{600, 700, 760}, ""), Noise},
+		{"smaller difference", probe([]float64{900, 1000, 1100}, []float64{600, 700, 750}, ""), Changed},
+		{"no probe", nil, NotTested},
+	} {
+		rep := shaperReport(nil, shaperPath, nil, nil, nil, nil, nil, nil)
+		if tc.probe != nil {
+			rep.Scenario.Extra["tun_queue_probe"] = tc.probe
+		}
+		saved, err := roundTrip(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := shaperQueueVerdict(saved); v.Outcome != tc.want || v.Reason == "" {
+			t.Errorf("%s: %s (%s), want %s", tc.name, v.Outcome, v.Reason, tc.want)
+		}
 	}
 }
 
@@ -154,8 +186,18 @@ func TestShaperRecipe(t *testing.T) {
 			t.Errorf("%s: %s, want the limit's 0.8 Mbit/s", r.Key(), mbps(&r))
 		}
 	}
-	if len(rep.Verdicts) != 5 {
-		t.Fatalf("%d verdicts, want 5", len(rep.Verdicts))
+	if len(rep.Verdicts) != 6 {
+		t.Fatalf("%d verdicts, want 6", len(rep.Verdicts))
+	}
+	// The tun queue probe ran with both queue lengths and measured pings
+	// during the upload (figures only: the machine is shared).
+	probe, ok := extraAs[map[string]shaperQueueResult](rep.Scenario.Extra["tun_queue_probe"])
+	for _, q := range []string{"500", "50"} {
+		r := probe[q]
+		t.Logf("tun queue %s: %+v", q, r)
+		if !ok || r.Error != "" || len(r.LoadedRTTMs) == 0 || len(r.IdleRTTMs) == 0 {
+			t.Errorf("tun queue probe %s: %+v", q, r)
+		}
 	}
 	for _, v := range rep.Verdicts {
 		t.Logf("%s: %s: %s", v.Outcome, v.Claim, v.Reason)
