@@ -46,8 +46,9 @@ func newRecipeCommand() *cobra.Command {
 		Long: `Each recipe rebuilds a published OpenVPN tuning experiment in a lab on this
 kernel and OpenVPN, prints the publication's table with the published figures
 beside the measured ones, and a verdict per claim computed from the
-measurements: confirmed, changed, refuted, or noise when the spread of the
-samples does not allow a verdict.
+measurements: confirmed, changed, refuted, noise when the spread of the
+samples does not allow a verdict, or "not tested here" when this path cannot
+decide the claim (the reason says why).
 
 Recipes: ` + strings.Join(names, ", ") + `.
 "recipe list" describes them; "recipe all" runs them all and ends with a

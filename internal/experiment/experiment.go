@@ -245,100 +245,157 @@ type subject struct {
 	family string
 }
 
-func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progress) (rows []measure.Row, backend string, err error) {
-	prog.Logf("%s: building lab (%s)", n.Name, n.Description)
+// Bench is one network's lab with a tunnel per variant up: the seam for
+// whatever measures through the tunnels (the iperf3 samples here, a
+// recipe's own probes). Close takes down the tunnels, then the lab.
+type Bench struct {
+	Lab *lab.Lab
+	PKI *openvpn.PKI
+	// Tunnels are in the order of the spec's variants for the network.
+	Tunnels []*tunnel.Tunnel
+	// Variants are the tunnels' variant names.
+	Variants []string
+}
+
+// UpBench builds network n's lab (named as Spec.LabName says) and loads or
+// makes the PKI. Tunnels come with StartTunnels. On error nothing is left.
+func UpBench(ctx context.Context, spec Spec, n Network) (*Bench, error) {
 	name := spec.LabName
 	if name != "" && len(spec.Networks) > 1 {
 		name += "-" + n.Name
 	}
 	l, err := lab.Up(ctx, lab.Options{Name: name, Path: n.Path, Ephemeral: true})
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	defer func() {
-		if derr := l.Down(); derr != nil && err == nil {
-			err = derr
-		}
-	}()
-	backend = l.Backend()
 	pki, err := loadPKI(spec.PKIDir, l)
 	if err != nil {
-		return nil, backend, err
+		_ = l.Down()
+		return nil, err
 	}
-	cmd := func(node lab.Node) iperf.CommandFunc {
-		return func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, node, argv...) }
-	}
-	srv, err := iperf.StartServer(ctx, cmd(lab.Server), iperf.ServerOptions{})
-	if err != nil {
-		return nil, backend, err
-	}
-	defer srv.Stop()
-	// With a file payload, the down direction needs a server that sends
-	// the file (-F on the server side serves reverse tests only).
-	var payload string
-	var payloadBytes int64
-	var fixedBytes uint64
-	var downSrv *iperf.Server
-	if kind := n.payload(spec); kind != "" {
-		payload = filepath.Join(l.Dir(), "payload-"+kind)
-		rate := n.Path.Up.RateBitsPerSec
-		if n.Path.Down.RateBitsPerSec > rate {
-			rate = n.Path.Down.RateBitsPerSec
-		}
-		if rate == 0 {
-			rate = 4e9
-		}
-		if n.PayloadBitsPerSec != 0 {
-			rate = n.PayloadBitsPerSec
-		}
-		payloadBytes = iperf.PayloadSize(rate, spec.Duration+spec.Omit)
-		if payloadBytes > maxPayloadBytes {
-			// On a fast path the file would not fit in memory (/run is
-			// often tmpfs): send a fixed amount instead (-n), which ends
-			// the test when the file is sent.
-			payloadBytes = maxPayloadBytes
-			fixedBytes = uint64(payloadBytes)
-		}
-		if err := iperf.WritePayload(payload, kind, payloadBytes); err != nil {
-			return nil, backend, err
-		}
-		downSrv, err = iperf.StartServer(ctx, cmd(lab.Server), iperf.ServerOptions{Port: iperf.DefaultPort + 1, FilePath: payload})
-		if err != nil {
-			return nil, backend, err
-		}
-		defer downSrv.Stop()
-	}
-	var subjects []subject
-	if spec.Routed {
-		subjects = append(subjects, subject{name: Routed, target: lab.ServerV4})
-	}
-	if n.Omit != nil {
-		spec.Omit = *n.Omit
-	}
+	return &Bench{Lab: l, PKI: pki}, nil
+}
+
+// StartTunnels brings up one tunnel per variant of the network, with the
+// spec's Configure, and calls spec.Ready on each.
+func (b *Bench) StartTunnels(ctx context.Context, spec Spec, n Network, prog *measure.Progress) error {
 	for i, v := range n.variants(spec) {
 		prog.Logf("%s: starting OpenVPN %s (%s)", n.Name, v.Name, spec.protoOf(v.Name))
-		opts := tunnel.Options{Variant: v, Slot: i, Proto: spec.protoOf(v.Name), PKI: pki, InnerIPv6: spec.InnerIPv6[v.Name]}
+		opts := tunnel.Options{Variant: v, Slot: i, Proto: spec.protoOf(v.Name), PKI: b.PKI, InnerIPv6: spec.InnerIPv6[v.Name]}
 		if spec.Configure != nil {
 			name := v.Name
 			opts.Configure = func(s, c *openvpn.Config) { spec.Configure(name, s, c) }
 		}
-		t, err := tunnel.Up(ctx, l, opts)
+		t, err := tunnel.Up(ctx, b.Lab, opts)
 		if err != nil {
-			return nil, backend, err
+			return err
 		}
-		defer t.Down()
+		b.Tunnels = append(b.Tunnels, t)
+		b.Variants = append(b.Variants, v.Name)
 		if spec.Ready != nil {
-			if err := spec.Ready(ctx, l, v.Name, t); err != nil {
-				return nil, backend, fmt.Errorf("variant %s: %w", v.Name, err)
+			if err := spec.Ready(ctx, b.Lab, v.Name, t); err != nil {
+				return fmt.Errorf("variant %s: %w", v.Name, err)
 			}
 		}
-		subjects = append(subjects, subject{name: v.Name, target: t.ServerAddr, tun: t})
-		if opts.InnerIPv6 {
+	}
+	return nil
+}
+
+// Close takes the tunnels down (last first), then the lab, and returns the
+// lab's teardown error.
+func (b *Bench) Close() error {
+	for i := len(b.Tunnels) - 1; i >= 0; i-- {
+		b.Tunnels[i].Down()
+	}
+	return b.Lab.Down()
+}
+
+// iperfServers are the iperf3 servers of a network: one for samples, and
+// with a file payload one that sends the file in reverse tests.
+type iperfServers struct {
+	srv, down  *iperf.Server
+	payload    string
+	fixedBytes uint64
+}
+
+func (s *iperfServers) stop() {
+	if s.down != nil {
+		s.down.Stop()
+	}
+	if s.srv != nil {
+		s.srv.Stop()
+	}
+}
+
+// labCommand runs programs in a lab node.
+func labCommand(l *lab.Lab, node lab.Node) iperf.CommandFunc {
+	return func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, node, argv...) }
+}
+
+// startServers starts the network's iperf3 servers in the server node.
+func startServers(ctx context.Context, spec Spec, n Network, l *lab.Lab) (*iperfServers, error) {
+	s := &iperfServers{}
+	var err error
+	if s.srv, err = iperf.StartServer(ctx, labCommand(l, lab.Server), iperf.ServerOptions{}); err != nil {
+		return nil, err
+	}
+	// With a file payload, the down direction needs a server that sends
+	// the file (-F on the server side serves reverse tests only).
+	kind := n.payload(spec)
+	if kind == "" {
+		return s, nil
+	}
+	s.payload = filepath.Join(l.Dir(), "payload-"+kind)
+	rate := n.Path.Up.RateBitsPerSec
+	if n.Path.Down.RateBitsPerSec > rate {
+		rate = n.Path.Down.RateBitsPerSec
+	}
+	if rate == 0 {
+		rate = 4e9
+	}
+	if n.PayloadBitsPerSec != 0 {
+		rate = n.PayloadBitsPerSec
+	}
+	payloadBytes := iperf.PayloadSize(rate, spec.Duration+spec.Omit)
+	if payloadBytes > maxPayloadBytes {
+		// On a fast path the file would not fit in memory (/run is
+		// often tmpfs): send a fixed amount instead (-n), which ends
+		// the test when the file is sent.
+		payloadBytes = maxPayloadBytes
+		s.fixedBytes = uint64(payloadBytes)
+	}
+	if err := iperf.WritePayload(s.payload, kind, payloadBytes); err != nil {
+		s.stop()
+		return nil, err
+	}
+	if s.down, err = iperf.StartServer(ctx, labCommand(l, lab.Server), iperf.ServerOptions{Port: iperf.DefaultPort + 1, FilePath: s.payload}); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// benchSubjects lists what is measured: the routed path, then each tunnel
+// (and its inner IPv6 where asked).
+func benchSubjects(spec Spec, b *Bench) []subject {
+	var subjects []subject
+	if spec.Routed {
+		subjects = append(subjects, subject{name: Routed, target: lab.ServerV4})
+	}
+	for i, t := range b.Tunnels {
+		name := b.Variants[i]
+		subjects = append(subjects, subject{name: name, target: t.ServerAddr, tun: t})
+		if spec.InnerIPv6[name] {
 			subjects[len(subjects)-1].family = "ipv4"
-			subjects = append(subjects, subject{name: v.Name + InnerIPv6Suffix, target: t.ServerAddr6, tun: t, family: "ipv6"})
+			subjects = append(subjects, subject{name: name + InnerIPv6Suffix, target: t.ServerAddr6, tun: t, family: "ipv6"})
 		}
 	}
-	// One row per subject and direction, filled sample by sample.
+	return subjects
+}
+
+// newRows makes one row per subject and direction, and their index.
+func newRows(spec Spec, n Network, subjects []subject) ([]measure.Row, map[[2]string]int) {
+	var rows []measure.Row
 	index := map[[2]string]int{}
 	for _, s := range subjects {
 		for _, d := range spec.Directions {
@@ -353,6 +410,13 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 			rows = append(rows, r)
 		}
 	}
+	return rows, index
+}
+
+// measureRounds takes spec.Repeat interleaved rounds of samples (every
+// subject and direction once per round) into rows, with CPU-seconds per
+// GB summed over the samples.
+func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjects []subject, rows []measure.Row, index map[[2]string]int, srvs *iperfServers, prog *measure.Progress) error {
 	cpuSum := make([]map[string]float64, len(rows))
 	bytesSum := make([]uint64, len(rows))
 	for rep := 0; rep < spec.Repeat; rep++ {
@@ -360,13 +424,13 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 			for _, d := range spec.Directions {
 				i := index[[2]string{s.name, d}]
 				prog.Step(fmt.Sprintf("%s %s %s (%d/%d)", n.Name, s.name, d, rep+1, spec.Repeat))
-				res, cpu, err := sample(ctx, l, spec, s, d, srv, downSrv, payload, fixedBytes, cmd(lab.Client))
+				res, cpu, err := sample(ctx, l, spec, s, d, srvs.srv, srvs.down, srvs.payload, srvs.fixedBytes, labCommand(l, lab.Client))
 				for try := 0; try < spec.Retries && err != nil && ctx.Err() == nil && (errors.Is(err, ErrInvalidSample) || errors.Is(err, iperf.ErrInconsistent)); try++ {
 					prog.Logf("%s %s %s: %v; measuring again", n.Name, s.name, d, err)
-					res, cpu, err = sample(ctx, l, spec, s, d, srv, downSrv, payload, fixedBytes, cmd(lab.Client))
+					res, cpu, err = sample(ctx, l, spec, s, d, srvs.srv, srvs.down, srvs.payload, srvs.fixedBytes, labCommand(l, lab.Client))
 				}
 				if ctx.Err() != nil {
-					return rows, backend, ctx.Err()
+					return ctx.Err()
 				}
 				if err != nil {
 					rows[i].Invalidate(err.Error())
@@ -396,6 +460,40 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 			rows[i].CPUSecondsPerGB[side] = cpuacct.PerGB(sec, bytesSum[i])
 		}
 		rows[i].Summarize()
+	}
+	return nil
+}
+
+// runNetwork measures one network: bench (lab, PKI), iperf3 servers,
+// tunnels, rows, interleaved rounds of samples; everything it started is
+// stopped when it returns.
+func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progress) (rows []measure.Row, backend string, err error) {
+	prog.Logf("%s: building lab (%s)", n.Name, n.Description)
+	b, err := UpBench(ctx, spec, n)
+	if err != nil {
+		return nil, "", err
+	}
+	defer func() {
+		if derr := b.Close(); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	backend = b.Lab.Backend()
+	srvs, err := startServers(ctx, spec, n, b.Lab)
+	if err != nil {
+		return nil, backend, err
+	}
+	defer srvs.stop()
+	if n.Omit != nil {
+		spec.Omit = *n.Omit
+	}
+	if err := b.StartTunnels(ctx, spec, n, prog); err != nil {
+		return nil, backend, err
+	}
+	subjects := benchSubjects(spec, b)
+	rows, index := newRows(spec, n, subjects)
+	if err := measureRounds(ctx, spec, n, b.Lab, subjects, rows, index, srvs, prog); err != nil {
+		return rows, backend, err
 	}
 	return rows, backend, nil
 }
