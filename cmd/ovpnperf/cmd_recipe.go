@@ -304,6 +304,7 @@ func runRecipeJudge(stdout io.Writer, path string, asJSON bool) error {
 			}
 		}
 		rep.Verdicts = vs
+		rep.Columns = recipe.Columns(rep)
 	}
 	if asJSON {
 		var v any = reps

@@ -24,8 +24,9 @@ func init() {
 		Summary: "sndbuf/rcvbuf 64 KiB, OS default and 512 KiB pushed, at 50 and 200 ms RTT on 100 Mbit/s, over UDP and TCP",
 		Source: "the socket-buffer rule of thumb: throughput ≤ buffer / RTT, 64 KiB at 200 ms = 2.5 Mbit/s, " +
 			"512 KiB at 50 ms = 80 Mbit/s (a TCP-window argument: UDP has no window); OpenVPN forced 64 KiB until 2.3.9/2.4.0",
-		Run:   runBuffers,
-		Judge: bufferVerdicts,
+		Run:     runBuffers,
+		Judge:   bufferVerdicts,
+		Columns: bufferColumns,
 	})
 }
 
@@ -301,26 +302,7 @@ func runBuffers(ctx context.Context, o Options) (*measure.Report, error) {
 	if herr == nil {
 		rep.Scenario.Extra["net_core_host"] = host
 	}
-	rep.Columns = []measure.Column{
-		{Header: "REQUESTED", Format: func(r measure.Row) string {
-			s, ok := bufferSettingOf(r.Variant)
-			switch {
-			case !ok:
-				return ""
-			case s.bytes == 0:
-				return "OS default"
-			case s.pushed:
-				return fmt.Sprintf("%dK pushed", s.bytes>>10)
-			}
-			return fmt.Sprintf("%dK", s.bytes>>10)
-		}},
-		{Header: "BUFFER/RTT Mbit/s", Format: func(r measure.Row) string {
-			if b, ok := r.Extra["bound_bps"].(float64); ok {
-				return measure.FormatMbps(b)
-			}
-			return "-"
-		}},
-	}
+	rep.Columns = bufferColumns
 	if jerr := judgeSaved(rep, bufferVerdicts); jerr != nil && err == nil {
 		err = jerr
 	}
@@ -550,4 +532,26 @@ func pushVerdict(rep *measure.Report, host map[string]int) measure.Verdict {
 		return newVerdict(claim, Changed, "the kernel capped the request at net.core.{r,w}mem_max (and doubled it): %s%s", strings.Join(details, " | "), limits)
 	}
 	return newVerdict(claim, Confirmed, "every socket reports 2 × 524288 (Linux doubles the request; the limits allow it): %s%s", strings.Join(details, " | "), limits)
+}
+
+// bufferColumns are the recipe's columns of the text table.
+var bufferColumns = []measure.Column{
+	{Header: "REQUESTED", Format: func(r measure.Row) string {
+		s, ok := bufferSettingOf(r.Variant)
+		switch {
+		case !ok:
+			return ""
+		case s.bytes == 0:
+			return "OS default"
+		case s.pushed:
+			return fmt.Sprintf("%dK pushed", s.bytes>>10)
+		}
+		return fmt.Sprintf("%dK", s.bytes>>10)
+	}},
+	{Header: "BUFFER/RTT Mbit/s", Format: func(r measure.Row) string {
+		if b, ok := extraAs[float64](r.Extra["bound_bps"]); ok {
+			return measure.FormatMbps(b)
+		}
+		return "-"
+	}},
 }

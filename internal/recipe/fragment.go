@@ -32,9 +32,10 @@ func init() {
 		Summary: "no fragment, fragment 1400, fragment 400: ping RTT, throughput, and a capture counting outer IP fragments vs OpenVPN's own",
 		Source: "OpenVPN cookbook, tuning UDP-based connections (OpenVPN 2.3): ping RTT 9.4 ms without fragment, 9.9 ms with fragment 1400, " +
 			"19.2 ms with fragment 400; the tcpdump recipe: with fragment 1400 a 1400-byte ping leaves as two equal datagrams",
-		Needs: []string{"ping", "tcpdump"},
-		Run:   runFragment,
-		Judge: fragJudge,
+		Needs:   []string{"ping", "tcpdump"},
+		Run:     runFragment,
+		Judge:   fragJudge,
+		Columns: fragColumns,
 	})
 }
 
@@ -134,11 +135,7 @@ func runFragment(ctx context.Context, o Options) (*measure.Report, error) {
 		rep.Scenario.Extra["ping"] = map[string]any{"sizes": fragRTTSizes, "count": fragPings, "interval_s": fragPingInterval, "rounds": rounds}
 		rep.Scenario.Extra["capture"] = map[string]any{"interface": "router rs (towards the server, the MTU bottleneck)", "sizes": fragCaptureSizes, "pings": fragCapturePings}
 	}
-	rep.Columns = []measure.Column{
-		{Header: "RTT 56B ms", Format: func(r measure.Row) string { return fragRTTText(r, 56) }},
-		{Header: "RTT 1400B ms", Format: func(r measure.Row) string { return fragRTTText(r, 1400) }},
-		{Header: "WIRE PER 1400B PING", Format: fragWireText},
-	}
+	rep.Columns = fragColumns
 	if jerr := judgeSaved(rep, fragJudge); jerr != nil && err == nil {
 		err = jerr
 	}
@@ -479,8 +476,15 @@ func fragSD(xs []float64) float64 {
 	return math.Sqrt(s / float64(len(xs)))
 }
 
+// fragColumns are the recipe's columns of the text table.
+var fragColumns = []measure.Column{
+	{Header: "RTT 56B ms", Format: func(r measure.Row) string { return fragRTTText(r, 56) }},
+	{Header: "RTT 1400B ms", Format: func(r measure.Row) string { return fragRTTText(r, 1400) }},
+	{Header: "WIRE PER 1400B PING", Format: fragWireText},
+}
+
 func fragRTTOf(r measure.Row, size int) *fragRTT {
-	m, ok := r.Extra["ping_rtt_ms"].(map[string]*fragRTT)
+	m, ok := extraAs[map[string]*fragRTT](r.Extra["ping_rtt_ms"])
 	if !ok {
 		return nil
 	}
@@ -496,7 +500,7 @@ func fragRTTText(r measure.Row, size int) string {
 }
 
 func fragCaptureOf(r measure.Row, size int) *fragCapture {
-	m, ok := r.Extra["capture"].(map[string]*fragCapture)
+	m, ok := extraAs[map[string]*fragCapture](r.Extra["capture"])
 	if !ok {
 		return nil
 	}

@@ -34,6 +34,15 @@ func Judge(rep *measure.Report) ([]measure.Verdict, error) {
 	return r.Judge(saved), nil
 }
 
+// Columns returns the extra table columns of the recipe that made rep.
+func Columns(rep *measure.Report) []measure.Column {
+	r, ok := Lookup(strings.TrimPrefix(rep.Scenario.Command, "recipe "))
+	if !ok {
+		return nil
+	}
+	return r.Columns
+}
+
 // judgeSaved sets rep's verdicts from judge applied to rep as saved. A
 // report that does not survive JSON (which would also break --out) is
 // judged as it is, and says so in Scenario.Extra["judge_error"]: the

@@ -32,8 +32,9 @@ func init() {
 		Summary: "the forwarding benchmark: packets per second, loss and RTT routed and through OpenVPN (cipher none, AES-128-CBC, AES-256-GCM) at 18, 512 and 1400 bytes of UDP payload",
 		Source: "forwarding test on a Pentium III 1 GHz with 64-byte frames: routed 47 000 pps; OpenVPN AES-128-CBC 12 000 pps; " +
 			"cipher none 13–14 000 pps (only 10–15 % more: the per-packet cost dominates, not the crypto)",
-		Run:   runPPS,
-		Judge: ppsJudge,
+		Run:     runPPS,
+		Judge:   ppsJudge,
+		Columns: ppsColumns,
 	})
 }
 

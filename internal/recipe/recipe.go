@@ -73,6 +73,9 @@ type Recipe struct {
 	// Judge computes the verdicts from a report as saved (see Judge);
 	// Run sets them the same way.
 	Judge func(rep *measure.Report) []measure.Verdict
+	// Columns are the recipe's extra columns of the text table, read
+	// from the rows as saved (not part of the JSON).
+	Columns []measure.Column
 }
 
 var registry = map[string]Recipe{}

@@ -18,8 +18,9 @@ func init() {
 		Summary: "UDP, TCP and TCP + tcp-nodelay transport, on a clean gigabit path and on a lossy one (1% loss, 80 ms RTT)",
 		Source: "OpenVPN cookbook, tuning TCP-based connections, one LAN, OpenVPN 2.3: UDP 147, TCP 115, TCP + tcp-nodelay 146 Mbit/s; " +
 			"TCP-over-TCP suffers on poor links",
-		Run:   runTCP,
-		Judge: tcpVerdicts,
+		Run:     runTCP,
+		Judge:   tcpVerdicts,
+		Columns: tcpColumns,
 	})
 }
 
@@ -101,12 +102,7 @@ func runTCP(ctx context.Context, o Options) (*measure.Report, error) {
 			rowExtra(r)["ratio_to_udp"] = r.MedianBps / u.MedianBps
 		}
 	}
-	rep.Columns = []measure.Column{{Header: "×UDP", Format: func(r measure.Row) string {
-		if x, ok := r.Extra["ratio_to_udp"].(float64); ok {
-			return fmt.Sprintf("%.2f", x)
-		}
-		return "-"
-	}}}
+	rep.Columns = tcpColumns
 	if jerr := judgeSaved(rep, tcpVerdicts); jerr != nil && err == nil {
 		err = jerr
 	}
@@ -206,3 +202,11 @@ func tcpVariantName(r *measure.Row) string {
 	}
 	return r.Variant
 }
+
+// tcpColumns are the recipe's columns of the text table.
+var tcpColumns = []measure.Column{{Header: "×UDP", Format: func(r measure.Row) string {
+	if x, ok := extraAs[float64](r.Extra["ratio_to_udp"]); ok {
+		return fmt.Sprintf("%.2f", x)
+	}
+	return "-"
+}}}
