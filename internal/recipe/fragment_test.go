@@ -167,9 +167,9 @@ func TestFragVerdicts(t *testing.T) {
 	// Issue 8: the medians' ratio was checked before the spread.
 	// A separated 9 % loss of throughput is not "nearly identical".
 	rep.Rows[1] = mkRow("lan", frag1400, measure.DirectionUp, 82.8, 83.7, 84.6)
-	// Rounds of 1.0, 1.2 and 2.0 × none: the median ×1.2 hides a spread
+	// Rounds of 1.0, 1.2 and 2.2 × none: the median ×1.2 hides a spread
 	// the window cannot hold.
-	p.rtt[frag1400]["56"] = rtt(0.20, 0.252, 0.44)
+	p.rtt[frag1400]["56"] = rtt(0.20, 0.24, 0.44)
 	got = map[string]verdict.Outcome{}
 	for _, v := range fragVerdicts(rep, p, fragPath) {
 		got[v.Claim] = v.Outcome
