@@ -268,7 +268,7 @@ func UpBench(ctx context.Context, spec Spec, n Network) (*Bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	pki, err := loadPKI(spec.PKIDir, l)
+	pki, err := LoadPKI(spec.PKIDir, l)
 	if err != nil {
 		_ = l.Down()
 		return nil, err
@@ -286,12 +286,10 @@ func (b *Bench) StartTunnels(ctx context.Context, spec Spec, n Network, prog *me
 			name := v.Name
 			opts.Configure = func(s, c *openvpn.Config) { spec.Configure(name, s, c) }
 		}
-		t, err := tunnel.Up(ctx, b.Lab, opts)
+		t, err := b.AddTunnel(ctx, opts)
 		if err != nil {
 			return err
 		}
-		b.Tunnels = append(b.Tunnels, t)
-		b.Variants = append(b.Variants, v.Name)
 		if spec.Ready != nil {
 			if err := spec.Ready(ctx, b.Lab, v.Name, t); err != nil {
 				return fmt.Errorf("variant %s: %w", v.Name, err)
@@ -299,6 +297,21 @@ func (b *Bench) StartTunnels(ctx context.Context, spec Spec, n Network, prog *me
 		}
 	}
 	return nil
+}
+
+// AddTunnel brings up one more tunnel on the bench (with the bench's PKI
+// unless o names one); Close takes it down.
+func (b *Bench) AddTunnel(ctx context.Context, o tunnel.Options) (*tunnel.Tunnel, error) {
+	if o.PKI == nil {
+		o.PKI = b.PKI
+	}
+	t, err := tunnel.Up(ctx, b.Lab, o)
+	if err != nil {
+		return nil, err
+	}
+	b.Tunnels = append(b.Tunnels, t)
+	b.Variants = append(b.Variants, o.Variant.Name)
+	return t, nil
 }
 
 // Close takes the tunnels down (last first), then the lab, and returns the
@@ -656,8 +669,8 @@ func judge(before, after emuCounters) string {
 	return ""
 }
 
-// loadPKI reuses dir or makes a throw-away PKI in the lab's directory.
-func loadPKI(dir string, l *lab.Lab) (*openvpn.PKI, error) {
+// LoadPKI reuses dir or makes a throw-away PKI in the lab's directory.
+func LoadPKI(dir string, l *lab.Lab) (*openvpn.PKI, error) {
 	if dir != "" {
 		return openvpn.LoadPKI(dir)
 	}

@@ -176,7 +176,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 		}
 	}()
 	rep.Host.EmulationBackend = l.Backend()
-	pki, err := mtuPKI(o.PKIDir, l)
+	pki, err := experiment.LoadPKI(o.PKIDir, l)
 	if err != nil {
 		return rep, err
 	}

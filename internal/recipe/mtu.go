@@ -8,11 +8,11 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
@@ -202,22 +202,21 @@ func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
 
 func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat int, prog *measure.Progress) (res *mtuResult, backend string, err error) {
 	prog.Logf("%s: building lab (%s)", n.name, n.desc)
-	l, err := lab.Up(ctx, lab.Options{Name: name, Path: n.path, Ephemeral: true})
+	// The experiment framework's bench: the lab, its PKI, and the
+	// tunnels added below, all taken down on return.
+	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: name, PKIDir: o.PKIDir}, experiment.Network{Name: n.name, Path: n.path})
 	if err != nil {
 		return nil, "", err
 	}
 	defer func() {
-		if derr := l.Down(); derr != nil && err == nil {
+		if derr := b.Close(); derr != nil && err == nil {
 			err = derr
 		}
 	}()
+	l := b.Lab
 	backend = l.Backend()
 	res = &mtuResult{Network: n.name, ConfiguredMTU: n.path.EffectiveMTU()}
 	if res.CleartextOverhead, err = mtuCleartextDC.Overhead(mtuUDP4, 1000); err != nil {
-		return res, backend, err
-	}
-	pki, err := mtuPKI(o.PKIDir, l)
-	if err != nil {
 		return res, backend, err
 	}
 	probers := map[netip.Addr]pmtu.Prober{}
@@ -267,21 +266,19 @@ func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat in
 		return res, backend, err
 	}
 	prog.Logf("%s: starting OpenVPN cleartext tunnel (data-ciphers none, auth none, mtu-disc yes)", n.name)
-	clear, err := tunnel.Up(ctx, l, tunnel.Options{Variant: none[0], Slot: 0, PKI: pki, Configure: mtuDiscYes})
+	clear, err := b.AddTunnel(ctx, tunnel.Options{Variant: none[0], Slot: 0, Configure: mtuDiscYes})
 	if err != nil {
 		return res, backend, err
 	}
-	defer clear.Down()
 	def, err := builtinVariants("default")
 	if err != nil {
 		return res, backend, err
 	}
 	prog.Logf("%s: starting OpenVPN with defaults", n.name)
-	dflt, err := tunnel.Up(ctx, l, tunnel.Options{Variant: def[0], Slot: 1, PKI: pki})
+	dflt, err := b.AddTunnel(ctx, tunnel.Options{Variant: def[0], Slot: 1})
 	if err != nil {
 		return res, backend, err
 	}
-	defer dflt.Down()
 	res.Cipher = dflt.ClientLog.DataCipher
 	dc := pmtu.DataChannel{Cipher: res.Cipher, Auth: dflt.ClientLog.DataAuth}
 	if res.Translation, err = dc.Translate(mtuUDP4, first.PathMTU, first.Blackhole, true); err != nil {
@@ -294,14 +291,13 @@ func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat in
 	lowered := def[0]
 	lowered.Name = "tun-mtu-" + strconv.Itoa(rec)
 	prog.Logf("%s: %s recommends tun-mtu %d, %s; starting OpenVPN with tun-mtu %d", n.name, res.Cipher, rec, res.Translation.MSSFix, rec)
-	low, err := tunnel.Up(ctx, l, tunnel.Options{Variant: lowered, Slot: 2, PKI: pki, Configure: func(s, c *openvpn.Config) {
+	low, err := b.AddTunnel(ctx, tunnel.Options{Variant: lowered, Slot: 2, Configure: func(s, c *openvpn.Config) {
 		s.Set(openvpn.D("tun-mtu", strconv.Itoa(rec)))
 		c.Set(openvpn.D("tun-mtu", strconv.Itoa(rec)))
 	}})
 	if err != nil {
 		return res, backend, err
 	}
-	defer low.Down()
 
 	srv, err := iperf.StartServer(ctx, func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, lab.Server, argv...) }, iperf.ServerOptions{})
 	if err != nil {
@@ -733,12 +729,4 @@ func mtuCompact(s []string) []string {
 		i = j
 	}
 	return out
-}
-
-// mtuPKI reuses dir or makes a throw-away PKI in the lab's directory.
-func mtuPKI(dir string, l *lab.Lab) (*openvpn.PKI, error) {
-	if dir != "" {
-		return openvpn.LoadPKI(dir)
-	}
-	return openvpn.NewPKI(filepath.Join(l.Dir(), "pki"))
 }
