@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bufio"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -15,17 +16,26 @@ func TestStop(t *testing.T) {
 		script string
 		killed bool
 	}{
-		{"honours SIGTERM", "sleep 30", false},
-		{"ignores SIGTERM", "trap '' TERM; while :; do sleep 0.05; done", true},
+		{"honours SIGTERM", "echo ready; exec sleep 30", false},
+		{"ignores SIGTERM", "trap '' TERM; echo ready; while :; do sleep 0.05; done", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command("sh", "-c", tc.script)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			// "ready" comes after the trap is in place, however loaded
+			// the machine.
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err != nil || line != "ready\n" {
+				t.Fatalf("first line %q, %v", line, err)
+			}
 			done := make(chan struct{})
 			go func() { _ = cmd.Wait(); close(done) }()
-			time.Sleep(100 * time.Millisecond) // let sh install its trap
 			Stop(cmd.Process, done, 300*time.Millisecond)
 			select {
 			case <-done:
