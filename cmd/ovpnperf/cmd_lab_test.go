@@ -101,7 +101,7 @@ func TestLabCommandBadInput(t *testing.T) {
 		{[]string{"--rtt", "-10ms"}, "--rtt"},
 		{[]string{"--rtt", "11s"}, "--rtt"},
 		{[]string{"--loss", "101%"}, "--loss"},
-		{[]string{"--up-loss", "-1%"}, "--loss"},
+		{[]string{"--up-loss", "-1%"}, "--up-loss"},
 		{[]string{"--mtu", "500"}, "--mtu"},
 		{[]string{"--mtu", "1000"}, "1280"},
 		{[]string{"--name", "Bad Name"}, "--name"},

@@ -69,11 +69,11 @@ event (one JSON object per line with --json).`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVarP(&opts.port, "port", "p", defaultPPSPort, "UDP port to listen on")
-	f.StringVarP(&opts.bind, "bind", "B", "", "address to listen on (default all)")
+	intFlag(f, &opts.port, "port", "p", defaultPPSPort, 1, 65535, "UDP port to listen on")
+	stringFlag(f, &opts.bind, "bind", "B", "", "an IP address of this host", "address to listen on (default all)")
 	f.BoolVarP(&opts.once, "once", "1", false, "exit after the first session ends")
 	f.BoolVar(&opts.json, "json", false, "print session events as JSON lines")
-	f.DurationVar(&opts.maxDuration, "max-duration", pps.DefaultLimits.MaxDuration, "longest test accepted; longer requests are capped")
+	durationFlag(f, &opts.maxDuration, "max-duration", "", pps.DefaultLimits.MaxDuration, time.Millisecond, time.Hour, false, "longest test accepted; longer requests are capped")
 	return cmd
 }
 
@@ -148,7 +148,7 @@ type ppsClientOptions struct {
 	host     string
 	port     int
 	size     int
-	rate     string
+	rate     uint64
 	flows    int
 	duration time.Duration
 	count    uint64
@@ -208,13 +208,14 @@ and says so.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVarP(&opts.port, "port", "p", defaultPPSPort, "server's UDP port")
-	f.IntVarP(&opts.size, "size", "l", pps.MinSize, fmt.Sprintf("UDP payload of each probe in bytes (%d–%d)", pps.MinSize, pps.MaxSize))
-	f.StringVarP(&opts.rate, "rate", "b", "1000", "total probes per second over all flows (e.g. 20000, 100k, 1M); 0 = as fast as possible")
-	f.IntVarP(&opts.flows, "flows", "P", 1, "parallel flows, each its own socket and source port (1–64)")
-	f.DurationVarP(&opts.duration, "duration", "t", 10*time.Second, "how long to send")
-	f.Uint64VarP(&opts.count, "count", "n", 0, "stop after this many probes over all flows (0 = no limit but --duration)")
-	f.DurationVar(&opts.timeout, "timeout", time.Second, "a probe without echo after this long is lost (at most 10s)")
+	intFlag(f, &opts.port, "port", "p", defaultPPSPort, 1, 65535, "server's UDP port")
+	intFlag(f, &opts.size, "size", "l", pps.MinSize, pps.MinSize, pps.MaxSize, fmt.Sprintf("UDP payload of each probe in bytes (%d–%d)", pps.MinSize, pps.MaxSize))
+	opts.rate = 1000
+	addValue(f, &opts.rate, "rate", "b", "pps", "1000", parsePPS, "total probes per second over all flows, at least 1 (e.g. 20000, 100k, 1M); 0 = as fast as possible")
+	intFlag(f, &opts.flows, "flows", "P", 1, 1, pps.DefaultLimits.MaxFlows, "parallel flows, each its own socket and source port (1–64)")
+	durationFlag(f, &opts.duration, "duration", "t", 10*time.Second, time.Millisecond, pps.DefaultLimits.MaxDuration, false, "how long to send")
+	uintFlag(f, &opts.count, "count", "n", 1e12, "stop after this many probes over all flows (0 = no limit but --duration)")
+	durationFlag(f, &opts.timeout, "timeout", "", time.Second, time.Millisecond, pps.DefaultLimits.MaxTimeout, false, "a probe without echo after this long is lost (at most 10s)")
 	f.BoolVar(&opts.oneWay, "one-way", false, "the server counts the probes instead of echoing them (no RTT; loss of the way there)")
 	f.BoolVar(&opts.gso, "gso", false, "send each batch as one UDP GSO write (see above: not over veth or bridges)")
 	f.BoolVar(&opts.json, "json", false, "print the result as JSON")
@@ -222,7 +223,9 @@ and says so.`,
 }
 
 // parsePPS parses a packet rate: a number with an optional k or M suffix.
-func parsePPS(s string) (uint64, error) {
+// A rate that is not 0 but rounds below one packet per second is refused:
+// it would otherwise become 0, "as fast as possible", and flood the path.
+func parsePPS(flag, s string) (uint64, error) {
 	t := strings.TrimSpace(s)
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "pps"), "/s")
 	mult := 1.0
@@ -232,18 +235,19 @@ func parsePPS(s string) (uint64, error) {
 	case strings.HasSuffix(t, "M"):
 		mult, t = 1e6, t[:len(t)-1]
 	}
+	form := "packets per second from 1 to 1e9, e.g. 20000, 100k, 1M, or 0 for as fast as possible"
 	v, err := strconv.ParseFloat(t, 64)
 	if err != nil || v < 0 || math.IsNaN(v) || v*mult > 1e9 {
-		return 0, usage.Errorf("--rate %q: want packets per second, 0–1e9, e.g. 20000, 100k, 1M (0 = as fast as possible)", s)
+		return 0, usage.Errorf("%s %q: want %s", flag, s, form)
+	}
+	if v != 0 && v*mult < 1 {
+		return 0, usage.Errorf("%s %q: below 1 packet per second (0 would mean as fast as possible); want %s", flag, s, form)
 	}
 	return uint64(math.Round(v * mult)), nil
 }
 
 func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
-	rate, err := parsePPS(opts.rate)
-	if err != nil {
-		return err
-	}
+	rate := opts.rate
 	switch {
 	case opts.port < 1 || opts.port > 65535:
 		return usage.Errorf("--port %d: want 1–65535", opts.port)

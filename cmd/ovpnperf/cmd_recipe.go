@@ -60,12 +60,12 @@ summary of the verdicts. Path flags replace a recipe's own path.`,
 	}
 	f := c.Flags()
 	o.flags.bind(f)
-	f.IntVar(&o.repeat, "repeat", 0, "samples per row (default: the recipe's, usually 3)")
-	f.DurationVar(&o.duration, "time", 0, "length of each throughput sample in whole seconds (default: the recipe's)")
+	intFlag(f, &o.repeat, "repeat", "", 0, 1, 50, "samples per row, 1–50 (default: the recipe's, usually 3)")
+	durationFlag(f, &o.duration, "time", "", 0, time.Second, 300*time.Second, true, "length of each throughput sample in whole seconds, 1s–300s (default: the recipe's)")
 	f.BoolVar(&o.json, "json", false, "print JSON (one report; with all, a list of reports)")
-	f.StringVar(&o.out, "out", "", "also write the JSON to this file")
-	f.StringVar(&o.pki, "pki", "", "reuse the PKI in this directory")
-	f.StringVar(&o.name, "name", "", "name the recipe's labs (default random)")
+	stringFlag(f, &o.out, "out", "", "", "a file path", "also write the JSON to this file (checked before the run)")
+	stringFlag(f, &o.pki, "pki", "", "", "a PKI directory", "reuse the PKI in this directory")
+	stringFlag(f, &o.name, "name", "", "", "a lab name of lower-case letters, digits and dashes", "name the recipe's labs (default random)")
 	return c
 }
 
