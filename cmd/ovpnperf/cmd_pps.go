@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +49,7 @@ type ppsServerOptions struct {
 	once        bool
 	json        bool
 	maxDuration time.Duration
+	keyFile     string
 	out         io.Writer
 }
 
@@ -74,6 +77,7 @@ event (one JSON object per line with --json).`,
 	f.BoolVarP(&opts.once, "once", "1", false, "exit after the first session ends")
 	f.BoolVar(&opts.json, "json", false, "print session events as JSON lines")
 	durationFlag(f, &opts.maxDuration, "max-duration", "", pps.DefaultLimits.MaxDuration, time.Millisecond, time.Hour, false, "longest test accepted; longer requests are capped")
+	stringFlag(f, &opts.keyFile, "key-file", "", "", "a file only its owner can read (mode 0600)", "shared key: clients whose hello is signed with it take precedence over unauthenticated ones")
 	return cmd
 }
 
@@ -87,6 +91,10 @@ func runPPSServer(ctx context.Context, opts ppsServerOptions) error {
 	if opts.bind != "" && net.ParseIP(opts.bind) == nil {
 		return usage.Errorf("--bind %q: want an IP address of this host", opts.bind)
 	}
+	key, err := readKeyFile(opts.keyFile)
+	if err != nil {
+		return err
+	}
 	limits := pps.DefaultLimits
 	limits.MaxDuration = opts.maxDuration
 	var mu sync.Mutex
@@ -95,6 +103,7 @@ func runPPSServer(ctx context.Context, opts ppsServerOptions) error {
 		Addr:   net.JoinHostPort(opts.bind, strconv.Itoa(opts.port)),
 		Limits: limits,
 		Once:   opts.once,
+		Key:    key,
 		Events: func(e pps.Event) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -155,6 +164,7 @@ type ppsClientOptions struct {
 	timeout  time.Duration
 	oneWay   bool
 	gso      bool
+	keyFile  string
 	json     bool
 	out      io.Writer
 }
@@ -217,6 +227,7 @@ and says so.`,
 	uintFlag(f, &opts.count, "count", "n", 1e12, "stop after this many probes over all flows (0 = no limit but --duration)")
 	durationFlag(f, &opts.timeout, "timeout", "", time.Second, time.Millisecond, pps.DefaultLimits.MaxTimeout, false, "a probe without echo after this long is lost (at most 10s)")
 	f.BoolVar(&opts.oneWay, "one-way", false, "the server counts the probes instead of echoing them (no RTT; loss of the way there)")
+	stringFlag(f, &opts.keyFile, "key-file", "", "", "a file only its owner can read (mode 0600)", "sign the hello with the key the server was given (--key-file there), for precedence over unauthenticated clients")
 	f.BoolVar(&opts.gso, "gso", false, "send each batch as one UDP GSO write (see above: not over veth or bridges)")
 	f.BoolVar(&opts.json, "json", false, "print the result as JSON")
 	return cmd
@@ -262,7 +273,12 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 	case strings.ContainsAny(opts.host, " /\x00") || opts.host == "":
 		return usage.Errorf("HOST %q: want a host name or IP address", opts.host)
 	}
+	key, err := readKeyFile(opts.keyFile)
+	if err != nil {
+		return err
+	}
 	cfg := pps.Config{
+		Key:    key,
 		Server: net.JoinHostPort(strings.Trim(opts.host, "[]"), strconv.Itoa(opts.port)),
 		Params: pps.Params{RatePPS: rate, Size: opts.size, Duration: opts.duration, Flows: opts.flows, Timeout: opts.timeout, OneWay: opts.oneWay},
 		Count:  opts.count,
@@ -305,6 +321,37 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 	}
 	writePPSSummary(w, res)
 	return err
+}
+
+// readKeyFile reads a pps shared key. The file must be a regular file that
+// only its owner can read or write (like an OpenVPN static key), and hold
+// at least 16 bytes; a trailing newline is not part of the key.
+func readKeyFile(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, usage.Errorf("--key-file %q: %v", path, errors.Unwrap(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, usage.Errorf("--key-file %q: not a regular file", path)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, usage.Errorf("--key-file %q: mode %04o lets others read or change the key; run chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	if fi.Size() > 4096 {
+		return nil, usage.Errorf("--key-file %q: %d bytes, want at most 4096", path, fi.Size())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usage.Errorf("--key-file %q: %v", path, errors.Unwrap(err))
+	}
+	b = []byte(strings.TrimRight(string(b), "\r\n"))
+	if len(b) < 16 {
+		return nil, usage.Errorf("--key-file %q: %d bytes of key, want at least 16 (e.g. head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE)", path, len(b))
+	}
+	return b, nil
 }
 
 func formatInterval(iv pps.Interval) string {
