@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -201,6 +202,9 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 			return spec, usage.Errorf("--pki %q: %v", o.pki, err)
 		}
 	}
+	if err := checkOutPath("--out", o.out); err != nil {
+		return spec, err
+	}
 	return spec, nil
 }
 
@@ -223,24 +227,20 @@ func runLabRun(ctx context.Context, stdout, stderr io.Writer, o labRunOptions) e
 
 // report runs an experiment and prints its report as tables or JSON, and
 // to a file with --out. A partial report is still written on failure.
-func report(ctx context.Context, stdout io.Writer, spec experiment.Spec, asJSON bool, out string) error {
+func report(ctx context.Context, stdout io.Writer, spec experiment.Spec, asJSON bool, out string) (err error) {
 	rep, err := experiment.Run(ctx, spec)
 	if rep == nil {
 		return err
 	}
+	var outErr error
 	if out != "" {
-		f, ferr := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if ferr != nil {
-			return ferr
-		}
-		if ferr := rep.WriteJSON(f); ferr != nil {
-			f.Close()
-			return ferr
-		}
-		if ferr := f.Close(); ferr != nil {
-			return ferr
-		}
+		outErr = writeOut(out, func(f *os.File) error { return rep.WriteJSON(f) })
 	}
+	defer func() {
+		if outErr != nil {
+			err = errors.Join(err, outErr)
+		}
+	}()
 	if asJSON {
 		if jerr := rep.WriteJSON(stdout); jerr != nil {
 			return jerr

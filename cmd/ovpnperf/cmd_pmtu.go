@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"strings"
 	"text/tabwriter"
@@ -149,21 +148,25 @@ func (o pmtuOptions) resolve(ctx context.Context) (string, netip.Addr, error) {
 		if err != nil {
 			return name, netip.Addr{}, usage.Errorf("--through-tunnel %q is not an IP address: give the far end's tunnel address, e.g. 10.8.0.1", name)
 		}
-		return name, a.Unmap(), nil
+		a, err = checkTarget("--through-tunnel", a)
+		return name, a, err
 	}
 	want := func(a netip.Addr) bool {
 		return !(o.ipv4 && !a.Is4()) && !(o.ipv6 && !a.Is6())
 	}
-	if a, err := netip.ParseAddr(name); err == nil {
-		a = a.Unmap()
+	a, literal, err := parseTarget("HOST", name)
+	if err != nil {
+		return name, a, err
+	}
+	if literal {
 		if !want(a) {
 			return name, a, usage.Errorf("%s is not an %s address", name, map[bool]string{true: "IPv4", false: "IPv6"}[o.ipv4])
 		}
 		return name, a, nil
 	}
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", name)
+	addrs, err := resolveTarget(ctx, "HOST", name)
 	if err != nil {
-		return name, netip.Addr{}, fmt.Errorf("cannot resolve %q: %w", name, err)
+		return name, netip.Addr{}, err
 	}
 	// Prefer IPv4 unless -6, like OpenVPN's default "proto udp" with an
 	// IPv4-reachable server; -6 picks IPv6.
@@ -178,7 +181,7 @@ func (o pmtuOptions) resolve(ctx context.Context) (string, netip.Addr, error) {
 		}
 	}
 	if !best.IsValid() {
-		return name, best, fmt.Errorf("%s has no %s address", name, map[bool]string{true: "IPv4", false: "IPv6"}[o.ipv4])
+		return name, best, usage.Errorf("%s has no %s address", name, map[bool]string{true: "IPv4", false: "IPv6"}[o.ipv4])
 	}
 	return name, best, nil
 }

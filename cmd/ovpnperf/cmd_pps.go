@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -88,8 +89,14 @@ func runPPSServer(ctx context.Context, opts ppsServerOptions) error {
 	if opts.maxDuration <= 0 || opts.maxDuration > time.Hour {
 		return usage.Errorf("--max-duration %v: want more than 0 and at most 1h", opts.maxDuration)
 	}
-	if opts.bind != "" && net.ParseIP(opts.bind) == nil {
-		return usage.Errorf("--bind %q: want an IP address of this host", opts.bind)
+	if opts.bind != "" {
+		a, err := netip.ParseAddr(opts.bind)
+		if err != nil {
+			return usage.Errorf("--bind %q: want an IP address of this host", opts.bind)
+		}
+		if a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+			return usage.Errorf("--bind %q: want a unicast IP address of this host", opts.bind)
+		}
 	}
 	key, err := readKeyFile(opts.keyFile)
 	if err != nil {
@@ -277,9 +284,20 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 	if err != nil {
 		return err
 	}
+	addrs, err := resolveTarget(ctx, "HOST", opts.host)
+	if err != nil {
+		return err
+	}
+	target := addrs[0]
+	for _, a := range addrs {
+		if a.Is4() { // as net.ResolveUDPAddr prefers
+			target = a
+			break
+		}
+	}
 	cfg := pps.Config{
 		Key:    key,
-		Server: net.JoinHostPort(strings.Trim(opts.host, "[]"), strconv.Itoa(opts.port)),
+		Server: net.JoinHostPort(target.String(), strconv.Itoa(opts.port)),
 		Params: pps.Params{RatePPS: rate, Size: opts.size, Duration: opts.duration, Flows: opts.flows, Timeout: opts.timeout, OneWay: opts.oneWay},
 		Count:  opts.count,
 		GSO:    opts.gso,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/recipe"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -144,23 +145,14 @@ func writeReports(stdout io.Writer, reports []*measure.Report, asJSON bool, out 
 	if !list && len(reports) == 1 {
 		v = reports[0]
 	}
+	var outErr error
 	if out != "" {
-		f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		if err := writeJSON(f, v); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
+		outErr = writeOut(out, func(f *os.File) error { return writeJSON(f, v) })
 	}
 	if asJSON {
-		return writeJSON(stdout, v)
+		return errors.Join(writeJSON(stdout, v), outErr)
 	}
-	return nil
+	return outErr
 }
 
 func (o recipeOptions) recipeOptions() (recipe.Options, error) {
@@ -181,6 +173,14 @@ func (o recipeOptions) recipeOptions() (recipe.Options, error) {
 	}
 	if o.duration < 0 || o.duration > 300*time.Second || o.duration%time.Second != 0 {
 		return opts, usage.Errorf("--time %v: want whole seconds from 1s to 300s", o.duration)
+	}
+	if err := checkOutPath("--out", o.out); err != nil {
+		return opts, err
+	}
+	if o.pki != "" {
+		if _, err := openvpn.LoadPKI(o.pki); err != nil {
+			return opts, usage.Errorf("--pki %q: %v", o.pki, err)
+		}
 	}
 	if o.name != "" {
 		if err := lab.ValidateName(o.name + "-xxxxx"); err != nil {
