@@ -144,9 +144,9 @@ type Limits struct {
 
 // DefaultLimits are the limits of `ovpnperf pps server`.
 var DefaultLimits = Limits{
-	MaxDuration: 300 * time.Second,
-	MaxFlows:    64,
-	MaxSize:     MaxSize,
+	MaxDuration:  300 * time.Second,
+	MaxFlows:     64,
+	MaxSize:      MaxSize,
 	MaxTimeout:   10 * time.Second,
 	MaxSessions:  16,
 	MaxPerSource: 2,

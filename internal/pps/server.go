@@ -44,21 +44,21 @@ type Server struct {
 	// signedSeen remembers the nonces of signed hellos until their time
 	// can no longer pass the skew check, so that none is replayed.
 	signedSeen map[[16]byte]time.Time
-	ended    chan struct{}
-	bound    chan net.Addr
+	ended      chan struct{}
+	bound      chan net.Addr
 }
 
 // Event is something that happened to a session.
 type Event struct {
-	Time    time.Time     `json:"time"`
-	Kind    string        `json:"event"` // "accepted", "refused", "finished", "expired", "evicted"
+	Time time.Time `json:"time"`
+	Kind string    `json:"event"` // "accepted", "refused", "finished", "expired", "evicted"
 	// Authenticated marks a session opened by a signed hello.
-	Authenticated bool `json:"authenticated,omitempty"`
-	Client  string        `json:"client"`
-	Session uint32        `json:"session,omitempty"`
-	Params  *Params       `json:"params,omitempty"`
-	Reason  string        `json:"reason,omitempty"`
-	Report  *ServerReport `json:"report,omitempty"`
+	Authenticated bool          `json:"authenticated,omitempty"`
+	Client        string        `json:"client"`
+	Session       uint32        `json:"session,omitempty"`
+	Params        *Params       `json:"params,omitempty"`
+	Reason        string        `json:"reason,omitempty"`
+	Report        *ServerReport `json:"report,omitempty"`
 }
 
 type session struct {
@@ -69,9 +69,9 @@ type session struct {
 	accepted time.Time
 	authed   bool
 	// idleAt expires the session if no probe arrived by then.
-	idleAt time.Time
-	cpuUser  time.Duration
-	cpuSys   time.Duration
+	idleAt  time.Time
+	cpuUser time.Duration
+	cpuSys  time.Duration
 	// echoUntil is the end of echoing, as Unix ns; reset to the finish
 	// time when the client says it is done.
 	echoUntil atomic.Int64
