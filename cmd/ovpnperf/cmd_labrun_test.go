@@ -98,7 +98,7 @@ func TestLabRunInterrupted(t *testing.T) {
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "r" + lab.NewName()
-	procsBefore := labProcesses()
+	procsBefore := labProcesses(name)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := runner.Command(ctx, binary, "lab", "run", "--name", name, "--rate", "20mbit", "--variant", "default", "--repeat", "5", "--time", "3s")
@@ -119,18 +119,19 @@ func TestLabRunInterrupted(t *testing.T) {
 		t.Errorf("interrupted run exited %v, want a non-zero status", err)
 	}
 	checkGoneRun(t, name)
-	for pid := range labProcesses() {
+	for pid := range labProcesses(name) {
 		if !procsBefore[pid] {
 			t.Errorf("process %d of a lab still runs after the interrupt", pid)
 		}
 	}
 }
 
-// labProcesses returns the pids of processes whose command line names a
-// lab directory (OpenVPN's --config, for one).
-func labProcesses() map[int]bool {
+// labProcesses returns the pids of processes whose command line names the
+// directory of a lab whose name starts with prefix (OpenVPN's --config, for
+// one); only this run's labs, as other labs may come and go on a shared host.
+func labProcesses(prefix string) map[int]bool {
 	m := map[int]bool{}
-	out, _ := exec.Command("pgrep", "-f", lab.BaseDir+"/").Output()
+	out, _ := exec.Command("pgrep", "-f", lab.BaseDir+"/"+prefix).Output()
 	for _, f := range strings.Fields(string(out)) {
 		if pid, err := strconv.Atoi(f); err == nil {
 			m[pid] = true

@@ -61,7 +61,11 @@ func newPPSServerCommand() *cobra.Command {
 		Short: "Echo the probes of pps clients that ask for a test",
 		Long: `Listens on UDP --port (all addresses, IPv4 and IPv6, unless --bind) and echoes
 the probes of clients whose handshake it accepted, within its limits: at most
---max-duration per session, 64 flows, 16 sessions at once, 10 s timeout.
+--max-duration per session, 64 flows, 16 sessions at once (2 per source
+address unless authenticated), 10 s timeout. A session that sends no probe
+within 2 s plus its timeout is dropped. With --key-file, clients that sign
+their hello with the same key take the place of unauthenticated sessions
+when all slots are taken.
 Malformed or unsolicited packets get no answer. Prints one line per session
 event (one JSON object per line with --json).`,
 		Example: `  ovpnperf pps server
