@@ -115,8 +115,11 @@ func TestLabRunInterrupted(t *testing.T) {
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	var ee *exec.ExitError
-	if err == nil || !errors.As(err, &ee) {
-		t.Errorf("interrupted run exited %v, want a non-zero status", err)
+	if err == nil || !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("interrupted run exited %v, want status 130", err)
+	}
+	if !strings.Contains(stderr.String(), "ovpnperf: interrupted") || strings.Contains(stderr.String(), "context canceled") {
+		t.Errorf("interrupted run said %q, want \"ovpnperf: interrupted\"", stderr.String())
 	}
 	checkGoneRun(t, name)
 	for pid := range labProcesses(name) {
