@@ -67,12 +67,14 @@ sequential, one openssl at a time; no root needed, nothing is left behind.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&opts.json, "json", false, "print the report as JSON")
-	f.Float64Var(&opts.seconds, "seconds", cryptobench.DefaultPerMeasurement.Seconds(),
+	floatFlag(f, &opts.seconds, "seconds", cryptobench.DefaultPerMeasurement.Seconds(),
+		cryptobench.MinPerMeasurement.Seconds(), cryptobench.MaxPerMeasurement.Seconds(),
 		"CPU seconds per measurement (0.05–600, fractions allowed)")
-	f.IntVar(&opts.repeat, "repeat", 1, "measure everything this many times and report median and spread (1–100)")
-	f.StringSliceVar(&opts.ciphers, "ciphers", nil, "ciphers to measure, comma-separated (default all: "+strings.Join(cryptoCipherNames(), ",")+")")
-	f.IntSliceVar(&opts.sizes, "sizes", cryptobench.DefaultBlockSizes, "buffer sizes of the table in bytes")
-	f.IntVar(&opts.packetBytes, "packet-bytes", cryptobench.DefaultPacketBytes,
+	intFlag(f, &opts.repeat, "repeat", "", 1, 1, 100, "measure everything this many times and report median and spread (1–100)")
+	stringListFlag(f, &opts.ciphers, "ciphers", "cipher names separated by commas, e.g. AES-256-GCM,CHACHA20-POLY1305",
+		"ciphers to measure, comma-separated (default all: "+strings.Join(cryptoCipherNames(), ",")+")")
+	intListFlag(f, &opts.sizes, "sizes", cryptobench.DefaultBlockSizes, 16, 65536, "buffer sizes of the table in bytes (16–65536, comma-separated)")
+	intFlag(f, &opts.packetBytes, "packet-bytes", "", cryptobench.DefaultPacketBytes, 16, 65536,
 		"plaintext bytes of a full-size tunnel packet for the projection (1440: inner IPv4 packet under the default mssfix 1492 mtu)")
 	return cmd
 }

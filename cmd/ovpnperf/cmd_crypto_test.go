@@ -19,8 +19,8 @@ func TestCryptoUsageErrors(t *testing.T) {
 		{[]string{"crypto", "--repeat", "0"}, "--repeat"},
 		{[]string{"crypto", "--ciphers", "AES-192-GCM"}, "unknown cipher"},
 		{[]string{"crypto", "--ciphers", "aes-256-gcm;rm"}, "unknown cipher"},
-		{[]string{"crypto", "--sizes", "8"}, "buffer size 8"},
-		{[]string{"crypto", "--packet-bytes", "100000"}, "buffer size 100000"},
+		{[]string{"crypto", "--sizes", "8"}, `--sizes "8"`},
+		{[]string{"crypto", "--packet-bytes", "100000"}, `--packet-bytes "100000"`},
 		{[]string{"crypto", "--sizes", "many"}, "--sizes"},
 		{[]string{"crypto", "extra"}, "unknown command"},
 	} {

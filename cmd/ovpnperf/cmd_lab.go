@@ -53,18 +53,28 @@ func newLabUpCommand() *cobra.Command {
   ovpnperf lab up --name pppoe --mtu 1492 --icmp-blackhole
   ovpnperf lab up --name sat --up-rate 2mbit --down-rate 20mbit --rtt 600ms --loss 0.5%`,
 		Args: args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return runLabUp(cmd.Context(), cmd.OutOrStdout(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runLabUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
 	}
-	c.Flags().StringVar(&o.name, "name", "", "lab id (lower-case letters, digits, dashes; default: random)")
+	stringFlag(c.Flags(), &o.name, "name", "", "", "a lab name of lower-case letters, digits and dashes", "lab id (lower-case letters, digits, dashes; default: random)")
 	c.Flags().BoolVar(&o.json, "json", false, "print the lab's state as JSON")
 	o.flags.bind(c.Flags())
 	return c
 }
 
-func runLabUp(ctx context.Context, w io.Writer, o labUpOptions) error {
+func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 	p, err := o.flags.path()
 	if err != nil {
 		return err
+	}
+	if o.name != "" {
+		if err := lab.ValidateName(o.name); err != nil {
+			return err
+		}
+	}
+	for _, warn := range queueWarnings(p) {
+		fmt.Fprintln(errw, warn)
 	}
 	start := time.Now()
 	l, err := lab.Up(ctx, lab.Options{Name: o.name, Path: p})
@@ -125,6 +135,11 @@ func newLabDownCommand() *cobra.Command {
 			}
 			var errs []error
 			for _, n := range names {
+				if err := lab.CheckName("lab name", n); err != nil {
+					return err
+				}
+			}
+			for _, n := range names {
 				l, err := lab.Open(n)
 				if err != nil {
 					errs = append(errs, err)
@@ -155,6 +170,11 @@ func newLabStatusCommand() *cobra.Command {
 		Short: "List labs, their settings and the emulator's counters",
 		Args:  args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, names []string) error {
+			for _, n := range names {
+				if err := lab.CheckName("lab name", n); err != nil {
+					return err
+				}
+			}
 			states, err := lab.List()
 			if err != nil {
 				return err
@@ -211,13 +231,16 @@ func newLabExecCommand() *cobra.Command {
   ovpnperf lab exec branch server -- iperf3 -s -1`,
 		Args: args(cobra.MinimumNArgs(3)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			l, err := lab.Open(a[0])
-			if err != nil {
+			if err := lab.CheckName("lab name", a[0]); err != nil {
 				return err
 			}
 			node := lab.Node(a[1])
 			if node != lab.Client && node != lab.Router && node != lab.Server {
 				return usage.Errorf("node %q: want client, router or server", a[1])
+			}
+			l, err := lab.Open(a[0])
+			if err != nil {
+				return err
 			}
 			c := l.Command(cmd.Context(), node, a[2:]...)
 			c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()

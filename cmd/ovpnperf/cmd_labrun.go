@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -71,18 +72,18 @@ directives are accepted; each is checked before anything starts.`,
 	o.flags.bind(f)
 	f.StringArrayVar(&o.variants, "variant", nil, "OpenVPN variant to measure (repeatable): a built-in name or NAME=DIRECTIVE ARGS;…")
 	f.StringVar(&o.proto, "proto", "udp", "OpenVPN transport: udp or tcp")
-	f.IntVar(&o.repeat, "repeat", 3, "samples per row, interleaved across variants (1–50)")
-	f.DurationVar(&o.duration, "time", 2*time.Second, "length of each iperf3 sample (whole seconds, 1s–300s)")
-	f.DurationVar(&o.omit, "omit", time.Second, "warm-up left out of each sample (iperf3 -O; whole seconds)")
-	f.IntVar(&o.parallel, "parallel", 1, "parallel iperf3 streams (1–32)")
-	f.StringVar(&o.payload, "payload", "", "send a file of random or zeros data instead of iperf3's own (for compression experiments)")
+	intFlag(f, &o.repeat, "repeat", "", 3, 1, 50, "samples per row, interleaved across variants (1–50)")
+	durationFlag(f, &o.duration, "time", "", 2*time.Second, time.Second, 300*time.Second, true, "length of each iperf3 sample (whole seconds, 1s–300s)")
+	durationFlag(f, &o.omit, "omit", "", time.Second, 0, 60*time.Second, true, "warm-up left out of each sample (iperf3 -O; whole seconds)")
+	intFlag(f, &o.parallel, "parallel", "", 1, 1, 32, "parallel iperf3 streams (1–32)")
+	stringFlag(f, &o.payload, "payload", "", "", "random or zeros", "send a file of random or zeros data instead of iperf3's own (for compression experiments)")
 	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
 	f.StringVar(&o.network, "network", "both", "built-in path(s) to measure when no path flag is given: lan, wan or both")
 	f.BoolVar(&o.noRouted, "no-routed", false, "skip the routed baseline")
 	f.BoolVar(&o.json, "json", false, "print one JSON document (schema "+measure.Schema+") instead of tables")
-	f.StringVar(&o.out, "out", "", "also write the JSON document to this file")
-	f.StringVar(&o.name, "name", "", "name the run's labs, to watch them with `ovpnperf lab exec` while it runs (NAME-lan and NAME-wan for the built-in paths; default random)")
-	f.StringVar(&o.pki, "pki", "", "reuse the PKI in this directory (made by an earlier run) instead of a throw-away one")
+	stringFlag(f, &o.out, "out", "", "", "a file path", "also write the JSON document to this file (checked before the run)")
+	stringFlag(f, &o.name, "name", "", "", "a lab name of lower-case letters, digits and dashes", "name the run's labs, to watch them with `ovpnperf lab exec` while it runs (NAME-lan and NAME-wan for the built-in paths; default random)")
+	stringFlag(f, &o.pki, "pki", "", "", "a PKI directory", "reuse the PKI in this directory (made by an earlier run) instead of a throw-away one")
 	return c
 }
 
@@ -202,6 +203,9 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 			return spec, usage.Errorf("--pki %q: %v", o.pki, err)
 		}
 	}
+	if err := checkOutPath("--out", o.out); err != nil {
+		return spec, err
+	}
 	return spec, nil
 }
 
@@ -224,24 +228,20 @@ func runLabRun(ctx context.Context, stdout, stderr io.Writer, o labRunOptions) e
 
 // report runs an experiment and prints its report as tables or JSON, and
 // to a file with --out. A partial report is still written on failure.
-func report(ctx context.Context, stdout io.Writer, spec experiment.Spec, asJSON bool, out string) error {
+func report(ctx context.Context, stdout io.Writer, spec experiment.Spec, asJSON bool, out string) (err error) {
 	rep, err := experiment.Run(ctx, spec)
 	if rep == nil {
 		return err
 	}
+	var outErr error
 	if out != "" {
-		f, ferr := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if ferr != nil {
-			return ferr
-		}
-		if ferr := rep.WriteJSON(f); ferr != nil {
-			f.Close()
-			return ferr
-		}
-		if ferr := f.Close(); ferr != nil {
-			return ferr
-		}
+		outErr = writeOut(out, func(f *os.File) error { return rep.WriteJSON(f) })
 	}
+	defer func() {
+		if outErr != nil {
+			err = errors.Join(err, outErr)
+		}
+	}()
 	if asJSON {
 		if jerr := rep.WriteJSON(stdout); jerr != nil {
 			return jerr

@@ -115,8 +115,11 @@ func TestLabRunInterrupted(t *testing.T) {
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	var ee *exec.ExitError
-	if err == nil || !errors.As(err, &ee) {
-		t.Errorf("interrupted run exited %v, want a non-zero status", err)
+	if err == nil || !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("interrupted run exited %v, want status 130", err)
+	}
+	if !strings.Contains(stderr.String(), "ovpnperf: interrupted") || strings.Contains(stderr.String(), "context canceled") {
+		t.Errorf("interrupted run said %q, want \"ovpnperf: interrupted\"", stderr.String())
 	}
 	checkGoneRun(t, name)
 	for pid := range labProcesses(name) {
@@ -126,12 +129,12 @@ func TestLabRunInterrupted(t *testing.T) {
 	}
 }
 
-// labProcesses returns the pids of processes whose command line names a
-// directory of this test's labs (OpenVPN's --config, for one): labs of
-// other runs on the shared machine come and go meanwhile.
-func labProcesses(name string) map[int]bool {
+// labProcesses returns the pids of processes whose command line names the
+// directory of a lab whose name starts with prefix (OpenVPN's --config, for
+// one); only this run's labs, as other labs may come and go on a shared host.
+func labProcesses(prefix string) map[int]bool {
 	m := map[int]bool{}
-	out, _ := exec.Command("pgrep", "-f", lab.BaseDir+"/"+name).Output()
+	out, _ := exec.Command("pgrep", "-f", lab.BaseDir+"/"+prefix).Output()
 	for _, f := range strings.Fields(string(out)) {
 		if pid, err := strconv.Atoi(f); err == nil {
 			m[pid] = true

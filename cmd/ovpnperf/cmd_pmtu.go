@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"strings"
 	"text/tabwriter"
@@ -75,11 +74,11 @@ after net.ipv4.route.mtu_expires); pmtu leaves nothing else behind.`,
 	f := c.Flags()
 	f.BoolVarP(&o.ipv4, "ipv4", "4", false, "probe over IPv4 only")
 	f.BoolVarP(&o.ipv6, "ipv6", "6", false, "probe over IPv6 only")
-	f.DurationVar(&o.timeout, "timeout", 2*time.Second, "longest wait for one round of answers (raise it for paths with RTT above ~1.5 s)")
-	f.IntVar(&o.max, "max", 0, "largest probe in bytes, whole IP packet (default: the MTU of the outgoing interface)")
+	durationFlag(f, &o.timeout, "timeout", "", 2*time.Second, 50*time.Millisecond, time.Minute, false, "longest wait for one round of answers (raise it for paths with RTT above ~1.5 s)")
+	intFlag(f, &o.max, "max", "", 0, 68, 65535, "largest probe in bytes, whole IP packet, 68–65535 (default: the MTU of the outgoing interface)")
 	f.StringVar(&o.cipher, "cipher", "AES-256-GCM", "OpenVPN data cipher for the translation ("+strings.Join(pmtu.Ciphers(), ", ")+")")
 	f.StringVar(&o.auth, "auth", "SHA1", "OpenVPN --auth digest for the translation (used by CBC ciphers only)")
-	f.StringVar(&o.throughTunnel, "through-tunnel", "", "probe `ADDR`, the far tunnel address, through a running tunnel")
+	stringFlag(f, &o.throughTunnel, "through-tunnel", "", "", "the far end's tunnel address, e.g. 10.8.0.1", "probe ADDR, the far tunnel address, through a running tunnel")
 	f.BoolVar(&o.json, "json", false, "print the result as JSON")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "print each round's probes to stderr")
 	return c
@@ -149,21 +148,25 @@ func (o pmtuOptions) resolve(ctx context.Context) (string, netip.Addr, error) {
 		if err != nil {
 			return name, netip.Addr{}, usage.Errorf("--through-tunnel %q is not an IP address: give the far end's tunnel address, e.g. 10.8.0.1", name)
 		}
-		return name, a.Unmap(), nil
+		a, err = checkTarget("--through-tunnel", a)
+		return name, a, err
 	}
 	want := func(a netip.Addr) bool {
 		return !(o.ipv4 && !a.Is4()) && !(o.ipv6 && !a.Is6())
 	}
-	if a, err := netip.ParseAddr(name); err == nil {
-		a = a.Unmap()
+	a, literal, err := parseTarget("HOST", name)
+	if err != nil {
+		return name, a, err
+	}
+	if literal {
 		if !want(a) {
 			return name, a, usage.Errorf("%s is not an %s address", name, map[bool]string{true: "IPv4", false: "IPv6"}[o.ipv4])
 		}
 		return name, a, nil
 	}
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", name)
+	addrs, err := resolveTarget(ctx, "HOST", name)
 	if err != nil {
-		return name, netip.Addr{}, fmt.Errorf("cannot resolve %q: %w", name, err)
+		return name, netip.Addr{}, err
 	}
 	// Prefer IPv4 unless -6, like OpenVPN's default "proto udp" with an
 	// IPv4-reachable server; -6 picks IPv6.
@@ -178,7 +181,7 @@ func (o pmtuOptions) resolve(ctx context.Context) (string, netip.Addr, error) {
 		}
 	}
 	if !best.IsValid() {
-		return name, best, fmt.Errorf("%s has no %s address", name, map[bool]string{true: "IPv4", false: "IPv6"}[o.ipv4])
+		return name, best, usage.Errorf("%s has no %s address", name, map[bool]string{true: "IPv4", false: "IPv6"}[o.ipv4])
 	}
 	return name, best, nil
 }

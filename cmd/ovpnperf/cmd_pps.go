@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net"
+	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +50,7 @@ type ppsServerOptions struct {
 	once        bool
 	json        bool
 	maxDuration time.Duration
+	keyFile     string
 	out         io.Writer
 }
 
@@ -57,7 +61,11 @@ func newPPSServerCommand() *cobra.Command {
 		Short: "Echo the probes of pps clients that ask for a test",
 		Long: `Listens on UDP --port (all addresses, IPv4 and IPv6, unless --bind) and echoes
 the probes of clients whose handshake it accepted, within its limits: at most
---max-duration per session, 64 flows, 16 sessions at once, 10 s timeout.
+--max-duration per session, 64 flows, 16 sessions at once (2 per source
+address unless authenticated), 10 s timeout. A session that sends no probe
+within 2 s plus its timeout is dropped. With --key-file, clients that sign
+their hello with the same key take the place of unauthenticated sessions
+when all slots are taken.
 Malformed or unsolicited packets get no answer. Prints one line per session
 event (one JSON object per line with --json).`,
 		Example: `  ovpnperf pps server
@@ -69,11 +77,12 @@ event (one JSON object per line with --json).`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVarP(&opts.port, "port", "p", defaultPPSPort, "UDP port to listen on")
-	f.StringVarP(&opts.bind, "bind", "B", "", "address to listen on (default all)")
+	intFlag(f, &opts.port, "port", "p", defaultPPSPort, 1, 65535, "UDP port to listen on")
+	stringFlag(f, &opts.bind, "bind", "B", "", "an IP address of this host", "address to listen on (default all)")
 	f.BoolVarP(&opts.once, "once", "1", false, "exit after the first session ends")
 	f.BoolVar(&opts.json, "json", false, "print session events as JSON lines")
-	f.DurationVar(&opts.maxDuration, "max-duration", pps.DefaultLimits.MaxDuration, "longest test accepted; longer requests are capped")
+	durationFlag(f, &opts.maxDuration, "max-duration", "", pps.DefaultLimits.MaxDuration, time.Millisecond, time.Hour, false, "longest test accepted; longer requests are capped")
+	stringFlag(f, &opts.keyFile, "key-file", "", "", "a file only its owner can read (mode 0600)", "shared key: clients whose hello is signed with it take precedence over unauthenticated ones")
 	return cmd
 }
 
@@ -84,8 +93,18 @@ func runPPSServer(ctx context.Context, opts ppsServerOptions) error {
 	if opts.maxDuration <= 0 || opts.maxDuration > time.Hour {
 		return usage.Errorf("--max-duration %v: want more than 0 and at most 1h", opts.maxDuration)
 	}
-	if opts.bind != "" && net.ParseIP(opts.bind) == nil {
-		return usage.Errorf("--bind %q: want an IP address of this host", opts.bind)
+	if opts.bind != "" {
+		a, err := netip.ParseAddr(opts.bind)
+		if err != nil {
+			return usage.Errorf("--bind %q: want an IP address of this host", opts.bind)
+		}
+		if a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+			return usage.Errorf("--bind %q: want a unicast IP address of this host", opts.bind)
+		}
+	}
+	key, err := readKeyFile(opts.keyFile)
+	if err != nil {
+		return err
 	}
 	limits := pps.DefaultLimits
 	limits.MaxDuration = opts.maxDuration
@@ -95,6 +114,7 @@ func runPPSServer(ctx context.Context, opts ppsServerOptions) error {
 		Addr:   net.JoinHostPort(opts.bind, strconv.Itoa(opts.port)),
 		Limits: limits,
 		Once:   opts.once,
+		Key:    key,
 		Events: func(e pps.Event) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -148,13 +168,14 @@ type ppsClientOptions struct {
 	host     string
 	port     int
 	size     int
-	rate     string
+	rate     uint64
 	flows    int
 	duration time.Duration
 	count    uint64
 	timeout  time.Duration
 	oneWay   bool
 	gso      bool
+	keyFile  string
 	json     bool
 	out      io.Writer
 }
@@ -208,21 +229,25 @@ and says so.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVarP(&opts.port, "port", "p", defaultPPSPort, "server's UDP port")
-	f.IntVarP(&opts.size, "size", "l", pps.MinSize, fmt.Sprintf("UDP payload of each probe in bytes (%d–%d)", pps.MinSize, pps.MaxSize))
-	f.StringVarP(&opts.rate, "rate", "b", "1000", "total probes per second over all flows (e.g. 20000, 100k, 1M); 0 = as fast as possible")
-	f.IntVarP(&opts.flows, "flows", "P", 1, "parallel flows, each its own socket and source port (1–64)")
-	f.DurationVarP(&opts.duration, "duration", "t", 10*time.Second, "how long to send")
-	f.Uint64VarP(&opts.count, "count", "n", 0, "stop after this many probes over all flows (0 = no limit but --duration)")
-	f.DurationVar(&opts.timeout, "timeout", time.Second, "a probe without echo after this long is lost (at most 10s)")
+	intFlag(f, &opts.port, "port", "p", defaultPPSPort, 1, 65535, "server's UDP port")
+	intFlag(f, &opts.size, "size", "l", pps.MinSize, pps.MinSize, pps.MaxSize, fmt.Sprintf("UDP payload of each probe in bytes (%d–%d)", pps.MinSize, pps.MaxSize))
+	opts.rate = 1000
+	addValue(f, &opts.rate, "rate", "b", "pps", "1000", parsePPS, "total probes per second over all flows, at least 1 (e.g. 20000, 100k, 1M); 0 = as fast as possible")
+	intFlag(f, &opts.flows, "flows", "P", 1, 1, pps.DefaultLimits.MaxFlows, "parallel flows, each its own socket and source port (1–64)")
+	durationFlag(f, &opts.duration, "duration", "t", 10*time.Second, time.Millisecond, pps.DefaultLimits.MaxDuration, false, "how long to send")
+	uintFlag(f, &opts.count, "count", "n", 1e12, "stop after this many probes over all flows (0 = no limit but --duration)")
+	durationFlag(f, &opts.timeout, "timeout", "", time.Second, time.Millisecond, pps.DefaultLimits.MaxTimeout, false, "a probe without echo after this long is lost (at most 10s)")
 	f.BoolVar(&opts.oneWay, "one-way", false, "the server counts the probes instead of echoing them (no RTT; loss of the way there)")
+	stringFlag(f, &opts.keyFile, "key-file", "", "", "a file only its owner can read (mode 0600)", "sign the hello with the key the server was given (--key-file there), for precedence over unauthenticated clients")
 	f.BoolVar(&opts.gso, "gso", false, "send each batch as one UDP GSO write (see above: not over veth or bridges)")
 	f.BoolVar(&opts.json, "json", false, "print the result as JSON")
 	return cmd
 }
 
 // parsePPS parses a packet rate: a number with an optional k or M suffix.
-func parsePPS(s string) (uint64, error) {
+// A rate that is not 0 but rounds below one packet per second is refused:
+// it would otherwise become 0, "as fast as possible", and flood the path.
+func parsePPS(flag, s string) (uint64, error) {
 	t := strings.TrimSpace(s)
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "pps"), "/s")
 	mult := 1.0
@@ -232,18 +257,19 @@ func parsePPS(s string) (uint64, error) {
 	case strings.HasSuffix(t, "M"):
 		mult, t = 1e6, t[:len(t)-1]
 	}
+	form := "packets per second from 1 to 1e9, e.g. 20000, 100k, 1M, or 0 for as fast as possible"
 	v, err := strconv.ParseFloat(t, 64)
 	if err != nil || v < 0 || math.IsNaN(v) || v*mult > 1e9 {
-		return 0, usage.Errorf("--rate %q: want packets per second, 0–1e9, e.g. 20000, 100k, 1M (0 = as fast as possible)", s)
+		return 0, usage.Errorf("%s %q: want %s", flag, s, form)
+	}
+	if v != 0 && v*mult < 1 {
+		return 0, usage.Errorf("%s %q: below 1 packet per second (0 would mean as fast as possible); want %s", flag, s, form)
 	}
 	return uint64(math.Round(v * mult)), nil
 }
 
 func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
-	rate, err := parsePPS(opts.rate)
-	if err != nil {
-		return err
-	}
+	rate := opts.rate
 	switch {
 	case opts.port < 1 || opts.port > 65535:
 		return usage.Errorf("--port %d: want 1–65535", opts.port)
@@ -258,8 +284,24 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 	case strings.ContainsAny(opts.host, " /\x00") || opts.host == "":
 		return usage.Errorf("HOST %q: want a host name or IP address", opts.host)
 	}
+	key, err := readKeyFile(opts.keyFile)
+	if err != nil {
+		return err
+	}
+	addrs, err := resolveTarget(ctx, "HOST", opts.host)
+	if err != nil {
+		return err
+	}
+	target := addrs[0]
+	for _, a := range addrs {
+		if a.Is4() { // as net.ResolveUDPAddr prefers
+			target = a
+			break
+		}
+	}
 	cfg := pps.Config{
-		Server: net.JoinHostPort(strings.Trim(opts.host, "[]"), strconv.Itoa(opts.port)),
+		Key:    key,
+		Server: net.JoinHostPort(target.String(), strconv.Itoa(opts.port)),
 		Params: pps.Params{RatePPS: rate, Size: opts.size, Duration: opts.duration, Flows: opts.flows, Timeout: opts.timeout, OneWay: opts.oneWay},
 		Count:  opts.count,
 		GSO:    opts.gso,
@@ -301,6 +343,37 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 	}
 	writePPSSummary(w, res)
 	return err
+}
+
+// readKeyFile reads a pps shared key. The file must be a regular file that
+// only its owner can read or write (like an OpenVPN static key), and hold
+// at least 16 bytes; a trailing newline is not part of the key.
+func readKeyFile(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, usage.Errorf("--key-file %q: %v", path, errors.Unwrap(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, usage.Errorf("--key-file %q: not a regular file", path)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, usage.Errorf("--key-file %q: mode %04o lets others read or change the key; run chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	if fi.Size() > 4096 {
+		return nil, usage.Errorf("--key-file %q: %d bytes, want at most 4096", path, fi.Size())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usage.Errorf("--key-file %q: %v", path, errors.Unwrap(err))
+	}
+	b = []byte(strings.TrimRight(string(b), "\r\n"))
+	if len(b) < 16 {
+		return nil, usage.Errorf("--key-file %q: %d bytes of key, want at least 16 (e.g. head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE)", path, len(b))
+	}
+	return b, nil
 }
 
 func formatInterval(iv pps.Interval) string {

@@ -16,12 +16,12 @@ import (
 
 func TestParsePPS(t *testing.T) {
 	for in, want := range map[string]uint64{"0": 0, "1000": 1000, "100k": 100000, "1.5M": 1500000, "20000pps": 20000, "2.5K": 2500} {
-		if got, err := parsePPS(in); err != nil || got != want {
+		if got, err := parsePPS("--rate", in); err != nil || got != want {
 			t.Errorf("parsePPS(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "fast", "-1", "1G", "NaN", "2e9"} {
-		if _, err := parsePPS(in); err == nil {
+	for _, in := range []string{"", "fast", "-1", "1G", "NaN", "2e9", "0.4", "1e-3"} {
+		if _, err := parsePPS("--rate", in); err == nil {
 			t.Errorf("parsePPS(%q) accepted", in)
 		}
 	}
@@ -33,12 +33,12 @@ func TestPPSUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"pps", "client"}, "arg"},
-		{[]string{"pps", "client", "127.0.0.1", "--size", "17"}, "--size 17"},
-		{[]string{"pps", "client", "127.0.0.1", "--flows", "65"}, "--flows 65"},
+		{[]string{"pps", "client", "127.0.0.1", "--size", "17"}, `--size "17"`},
+		{[]string{"pps", "client", "127.0.0.1", "--flows", "65"}, `--flows "65"`},
 		{[]string{"pps", "client", "127.0.0.1", "--rate", "lots"}, "--rate"},
 		{[]string{"pps", "client", "127.0.0.1", "--duration", "301s"}, "--duration"},
 		{[]string{"pps", "client", "127.0.0.1", "--timeout", "0s"}, "--timeout"},
-		{[]string{"pps", "client", "127.0.0.1", "--port", "0"}, "--port 0"},
+		{[]string{"pps", "client", "127.0.0.1", "--port", "0"}, `--port "0"`},
 		{[]string{"pps", "server", "--bind", "nowhere"}, "--bind"},
 		{[]string{"pps", "server", "--max-duration", "0s"}, "--max-duration"},
 	} {

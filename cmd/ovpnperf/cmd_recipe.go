@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/recipe"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -76,12 +77,12 @@ measuring anything, and lists the verdicts that differ from the saved ones.`,
 	}
 	f := c.Flags()
 	o.flags.bind(f)
-	f.IntVar(&o.repeat, "repeat", 0, "samples per row (default: the recipe's, usually 3)")
-	f.DurationVar(&o.duration, "time", 0, "length of each throughput sample in whole seconds (default: the recipe's)")
+	intFlag(f, &o.repeat, "repeat", "", 0, 1, 50, "samples per row, 1–50 (default: the recipe's, usually 3)")
+	durationFlag(f, &o.duration, "time", "", 0, time.Second, 300*time.Second, true, "length of each throughput sample in whole seconds, 1s–300s (default: the recipe's)")
 	f.BoolVar(&o.json, "json", false, "print JSON (one report; with all, a list of reports)")
-	f.StringVar(&o.out, "out", "", "also write the JSON to this file")
-	f.StringVar(&o.pki, "pki", "", "reuse the PKI in this directory")
-	f.StringVar(&o.name, "name", "", "name the recipe's labs (default random)")
+	stringFlag(f, &o.out, "out", "", "", "a file path", "also write the JSON to this file (checked before the run)")
+	stringFlag(f, &o.pki, "pki", "", "", "a PKI directory", "reuse the PKI in this directory")
+	stringFlag(f, &o.name, "name", "", "", "a lab name of lower-case letters, digits and dashes", "name the recipe's labs (default random)")
 	return c
 }
 
@@ -160,23 +161,14 @@ func writeReports(stdout io.Writer, reports []*measure.Report, asJSON bool, out 
 	if !list && len(reports) == 1 {
 		v = reports[0]
 	}
+	var outErr error
 	if out != "" {
-		f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		if err := writeJSON(f, v); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
+		outErr = writeOut(out, func(f *os.File) error { return writeJSON(f, v) })
 	}
 	if asJSON {
-		return writeJSON(stdout, v)
+		return errors.Join(writeJSON(stdout, v), outErr)
 	}
-	return nil
+	return outErr
 }
 
 func (o recipeOptions) recipeOptions() (recipe.Options, error) {
@@ -197,6 +189,14 @@ func (o recipeOptions) recipeOptions() (recipe.Options, error) {
 	}
 	if o.duration < 0 || o.duration > 300*time.Second || o.duration%time.Second != 0 {
 		return opts, usage.Errorf("--time %v: want whole seconds from 1s to 300s", o.duration)
+	}
+	if err := checkOutPath("--out", o.out); err != nil {
+		return opts, err
+	}
+	if o.pki != "" {
+		if _, err := openvpn.LoadPKI(o.pki); err != nil {
+			return opts, usage.Errorf("--pki %q: %v", o.pki, err)
+		}
 	}
 	if o.name != "" {
 		if err := lab.ValidateName(o.name + "-xxxxx"); err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -34,13 +35,36 @@ and iperf3 across them. Most commands need root.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return usage.Errorf("%v", err)
-	})
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError(err) })
 	for _, c := range commands {
 		root.AddCommand(c())
 	}
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others
+// (ovpnperf, lab, pps) refuse an unknown subcommand as a usage error (exit
+// 2) instead of cobra's plain error or, below the root, help and exit 0.
+// Without arguments such a command prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, a []string) error {
+		if len(a) == 0 {
+			return cmd.Help()
+		}
+		hint := ""
+		if s := cmd.SuggestionsFor(a[0]); len(s) > 0 {
+			hint = fmt.Sprintf(" (did you mean %s?)", strings.Join(s, ", "))
+		}
+		return usage.Errorf("unknown command %q for %q%s; see %q", a[0], cmd.CommandPath(), hint, cmd.CommandPath()+" --help")
+	}
 }
 
 func main() {
@@ -48,7 +72,14 @@ func main() {
 	lab.RunOwnerIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCommand().ExecuteContext(ctx)
+	interrupted := ctx.Err() != nil
 	stop()
+	if err != nil && interrupted {
+		// Whatever the error says (context canceled, signal: killed of a
+		// child), the cause is the signal.
+		fmt.Fprintln(os.Stderr, "ovpnperf: interrupted")
+		os.Exit(130)
+	}
 	os.Exit(exitStatus(err))
 }
 
@@ -63,12 +94,13 @@ func exitStatus(err error) int {
 	if errors.As(err, &code) {
 		return int(code)
 	}
-	fmt.Fprintf(os.Stderr, "ovpnperf: %v\n", err)
-	switch {
-	case usage.Is(err) || isCobraUsage(err):
-		return 2
-	case errors.Is(err, context.Canceled):
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "ovpnperf: interrupted")
 		return 130
+	}
+	fmt.Fprintf(os.Stderr, "ovpnperf: %v\n", err)
+	if usage.Is(err) || isCobraUsage(err) {
+		return 2
 	}
 	return 1
 }

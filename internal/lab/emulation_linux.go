@@ -14,21 +14,11 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
-// queueBytes returns the bottleneck buffer of a rate limiter: the configured
-// size, or one bandwidth-delay product of the whole round trip (at least
-// 5 ms at the rate and 64 KiB), which lets a single TCP flow fill the link as it would fill a
-// well-buffered real one.
+// queueBytes returns the bottleneck buffer of a rate limiter (see
+// Path.QueueBytesFor).
 func queueBytes(p Path, rateBits uint64) uint32 {
-	if p.QueueBytes > 0 {
-		return uint32(p.QueueBytes)
-	}
-	rtt := p.Up.Delay + p.Down.Delay
-	bdp := uint64(float64(rateBits) / 8 * rtt.Seconds())
-	// The floor: 5 ms at the rate, at least 64 KiB. Veth hands the limiter
-	// 64 KiB GSO aggregates; at 1 Gbit/s a 64 KiB queue holds one of them
-	// and TCP collapsed to 300 Mbit/s.
-	floor := max(uint64(float64(rateBits)/8*0.005), 64<<10)
-	return uint32(max(bdp, floor))
+	q, _ := p.QueueBytesFor(rateBits)
+	return q
 }
 
 // burstBytes sizes tbf's bucket: 2 ms at the rate, at least 16 KiB (ten

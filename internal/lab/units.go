@@ -19,6 +19,9 @@ const (
 	MaxMTU      = 65535
 	maxNameLen  = 20
 	maxRateBits = 100e9
+	// MaxQueueBytes bounds a rate limiter's queue: tbf takes a 32-bit
+	// byte count, and a gigabyte already holds a second at 8 Gbit/s.
+	MaxQueueBytes = 1 << 30
 )
 
 var rateRe = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)$`)
@@ -85,12 +88,17 @@ func ParseTime(flag, s string) (time.Duration, error) {
 		return 0, usage.Errorf("%s %q: unknown or missing unit; want %s", flag, s, form)
 	}
 	v, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
+	if err != nil || math.IsInf(v, 0) {
 		return 0, usage.Errorf("%s %q: not a duration; want %s", flag, s, form)
 	}
+	// Compare before converting: a huge value overflows time.Duration
+	// and would come out negative.
+	if v*float64(unit) > float64(MaxRTT) {
+		return 0, usage.Errorf("%s %q: over the 10s limit; want %s", flag, s, form)
+	}
 	d := time.Duration(v * float64(unit))
-	if d > MaxRTT {
-		return 0, usage.Errorf("%s %q: over the 10s limit", flag, s)
+	if v > 0 && d == 0 {
+		return 0, usage.Errorf("%s %q: below one nanosecond; want 0 or %s", flag, s, form)
 	}
 	return d, nil
 }
@@ -116,12 +124,44 @@ var nameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 // ValidateName checks a lab name: lower-case letters, digits and dashes, at
 // most 20 characters, so that "ovpnperf-NAME-client" stays a readable
 // namespace name.
-func ValidateName(name string) error {
+func ValidateName(name string) error { return CheckName("--name", name) }
+
+// CheckName is ValidateName for a name given as what (a flag, or "lab name"
+// for a positional argument), so the error names what the user typed.
+func CheckName(what, name string) error {
 	if len(name) > maxNameLen || !nameRe.MatchString(name) {
-		return usage.Errorf("--name %q: want 1–%d lower-case letters, digits or dashes, starting with a letter or digit", name, maxNameLen)
+		return usage.Errorf("%s %q: want 1–%d lower-case letters, digits or dashes, starting with a letter or digit", what, name, maxNameLen)
 	}
 	return nil
 }
+
+// QueueBytesFor returns the bottleneck buffer of a rate limiter at
+// rateBits: the configured size, or one bandwidth-delay product of the
+// whole round trip (at least 5 ms at the rate and 64 KiB), which lets a
+// single TCP flow fill the link as it would fill a well-buffered real one.
+// clamped is true when that product exceeded MaxQueueBytes and was cut to
+// it, rather than wrapping around tbf's 32-bit limit into a tiny queue.
+func (p Path) QueueBytesFor(rateBits uint64) (bytes uint32, clamped bool) {
+	if p.QueueBytes > 0 {
+		return uint32(min(p.QueueBytes, MaxQueueBytes)), p.QueueBytes > MaxQueueBytes
+	}
+	rtt := p.Up.Delay + p.Down.Delay
+	bdp := float64(rateBits) / 8 * rtt.Seconds()
+	// The floor: 5 ms at the rate, at least 64 KiB. Veth hands the limiter
+	// 64 KiB GSO aggregates; at 1 Gbit/s a 64 KiB queue holds one of them
+	// and TCP collapsed to 300 Mbit/s.
+	q := max(bdp, float64(rateBits)/8*0.005, 64<<10)
+	if q > MaxQueueBytes {
+		return MaxQueueBytes, true
+	}
+	return uint32(q), false
+}
+
+// MinQueueBytes is the smallest --queue-bytes a path accepts: two
+// full-size frames (MTU plus Ethernet header), since tbf drops every packet
+// larger than its queue and a one-packet queue drops all but the first of
+// every burst.
+func (p Path) MinQueueBytes() int { return 2 * (p.EffectiveMTU() + 14) }
 
 // Validate checks a path's settings and returns a usage error naming the
 // offending setting.
@@ -141,7 +181,7 @@ func (p Path) Validate() error {
 		}
 	}
 	if p.Up.Delay+p.Down.Delay > MaxRTT {
-		return usage.Errorf("--rtt %v: over the 10s limit", p.Up.Delay+p.Down.Delay)
+		return usage.Errorf("--up-delay %v + --down-delay %v: round trip over the 10s limit", p.Up.Delay, p.Down.Delay)
 	}
 	if p.MTU != 0 {
 		switch {
@@ -153,8 +193,13 @@ func (p Path) Validate() error {
 			return usage.Errorf("--mtu %d: above %d", p.MTU, MaxMTU)
 		}
 	}
-	if p.QueueBytes < 0 {
-		return usage.Errorf("--queue %d: must not be negative", p.QueueBytes)
+	switch {
+	case p.QueueBytes < 0:
+		return usage.Errorf("--queue-bytes %d: must not be negative", p.QueueBytes)
+	case p.QueueBytes > MaxQueueBytes:
+		return usage.Errorf("--queue-bytes %d: above %d (1 GiB); want %d–%d bytes", p.QueueBytes, MaxQueueBytes, p.MinQueueBytes(), MaxQueueBytes)
+	case p.QueueBytes > 0 && p.QueueBytes < p.MinQueueBytes():
+		return usage.Errorf("--queue-bytes %d: below two full-size frames, every larger packet would be dropped; want %d–%d bytes", p.QueueBytes, p.MinQueueBytes(), MaxQueueBytes)
 	}
 	return nil
 }

@@ -111,3 +111,29 @@ func TestQueueSizes(t *testing.T) {
 		t.Errorf("burstBytes(1gbit) = %d, want 250000", got)
 	}
 }
+
+// A default queue (one bandwidth-delay product) that would pass tbf's 32-bit
+// limit is clamped to MaxQueueBytes, not wrapped into a tiny queue; a given
+// queue must hold two full frames.
+func TestQueueBytesClampAndFloor(t *testing.T) {
+	big := Path{Up: Link{RateBitsPerSec: 100e9, Delay: 5 * time.Second}, Down: Link{Delay: 5 * time.Second}}
+	if q, clamped := big.QueueBytesFor(100e9); q != MaxQueueBytes || !clamped {
+		t.Errorf("100gbit × 10s: queue %d clamped %v, want %d true", q, clamped, MaxQueueBytes)
+	}
+	p := Path{Up: Link{RateBitsPerSec: 32e9, Delay: 500 * time.Millisecond}, Down: Link{Delay: 500 * time.Millisecond}}
+	if q, clamped := p.QueueBytesFor(32e9); q != MaxQueueBytes || !clamped {
+		t.Errorf("32gbit × 1s: queue %d clamped %v", q, clamped)
+	}
+	small := Path{Up: Link{RateBitsPerSec: 10e6, Delay: 10 * time.Millisecond}}
+	if q, clamped := small.QueueBytesFor(10e6); q != 64<<10 || clamped {
+		t.Errorf("10mbit × 10ms: queue %d clamped %v, want the 64 KiB floor", q, clamped)
+	}
+	for _, qb := range []int{1, 3027, MaxQueueBytes + 1} {
+		if err := (Path{QueueBytes: qb}).Validate(); err == nil || !strings.Contains(err.Error(), "--queue-bytes") {
+			t.Errorf("QueueBytes %d: %v", qb, err)
+		}
+	}
+	if err := (Path{QueueBytes: 3028}).Validate(); err != nil {
+		t.Errorf("QueueBytes 3028 (two 1500-byte frames): %v", err)
+	}
+}

@@ -321,7 +321,11 @@ func parseVariantItem(fields []string) (VariantItem, error) {
 		if err != nil {
 			return VariantItem{}, fmt.Errorf("push %v", err)
 		}
-		return VariantItem{Directive: D("push", strings.Join(append([]string{inner}, args...), " ")), Side: ServerSide}, nil
+		d := D("push", strings.Join(append([]string{inner}, args...), " "))
+		if err := d.Validate(); err != nil {
+			return VariantItem{}, err
+		}
+		return VariantItem{Directive: d, Side: ServerSide}, nil
 	}
 	sp, ok := directiveTable[dname]
 	if !ok {
@@ -341,7 +345,13 @@ func parseVariantItem(fields []string) (VariantItem, error) {
 	if err != nil {
 		return VariantItem{}, err
 	}
-	return VariantItem{Directive: D(dname, args...), Side: side}, nil
+	d := D(dname, args...)
+	// The config reader's own limits (line length, parameter count), now
+	// rather than when the lab is already built.
+	if err := d.Validate(); err != nil {
+		return VariantItem{}, err
+	}
+	return VariantItem{Directive: d, Side: side}, nil
 }
 
 // checkArgs refuses control characters and anything OpenVPN could read
@@ -485,8 +495,19 @@ func cipherList(args []string) ([]string, error) {
 		}
 		out = append(out, c)
 	}
-	return []string{strings.Join(out, ":")}, nil
+	list := strings.Join(out, ":")
+	if len(list) > MaxDataCiphersLen {
+		return nil, fmt.Errorf("list of %d characters; OpenVPN 2.6 refuses one longer than %d (its 127-byte buffer, MAX_NCP_CIPHERS_LENGTH)", len(list), MaxDataCiphersLen)
+	}
+	return []string{list}, nil
 }
+
+// MaxDataCiphersLen is the longest data-ciphers list OpenVPN 2.6 accepts:
+// mutate_ncp_cipher_list (ssl_ncp.c) builds the normalised list in a
+// buffer of MAX_NCP_CIPHERS_LENGTH = 127 bytes and refuses a cipher unless
+// the buffer keeps room for it, a colon and the terminating NUL, which
+// leaves 124 characters for the list.
+const MaxDataCiphersLen = 124
 
 func oneOf(list []string, foldCase bool) func([]string) ([]string, error) {
 	return func(args []string) ([]string, error) {

@@ -195,3 +195,26 @@ func FuzzParseVariant(f *testing.F) {
 		}
 	})
 }
+
+// OpenVPN's own limits are checked when the variant is read: a
+// data-ciphers list over 124 characters (ssl_ncp.c) and a line over 254
+// (options.c, OPTION_LINE_SIZE).
+func TestParseVariantOpenVPNLimits(t *testing.T) {
+	long := strings.TrimSuffix(strings.Repeat("AES-256-GCM:", 11), ":") // 131 characters
+	if _, err := ParseVariant("x=data-ciphers " + long); err == nil || !strings.Contains(err.Error(), "124") {
+		t.Errorf("data-ciphers of %d characters: %v", len(long), err)
+	}
+	ok := strings.TrimSuffix(strings.Repeat("AES-256-GCM:", 10), ":") // 119 characters
+	if _, err := ParseVariant("x=data-ciphers " + ok); err != nil {
+		t.Errorf("data-ciphers of %d characters: %v", len(ok), err)
+	}
+	// The boundary, as openvpn 2.6.14 --data-ciphers showed it here: 124
+	// characters start, 125 give "over the limit of 127 chars".
+	if _, err := ParseVariant("x=data-ciphers " + ok + ":none"); err != nil {
+		t.Errorf("data-ciphers of 124 characters: %v", err)
+	}
+	l125 := strings.Repeat("AES-256-GCM:", 9) + "CHACHA20-POLY1305"
+	if _, err := ParseVariant("x=data-ciphers " + l125); err == nil {
+		t.Errorf("data-ciphers of %d characters accepted", len(l125))
+	}
+}

@@ -37,6 +37,9 @@ type Config struct {
 	// instead of sendmmsg, where the kernel supports it; see gso_linux.go
 	// for why a veth path then carries unsegmented packets.
 	GSO bool
+	// Key, if set, signs the hello so that a server with the same key
+	// gives this test precedence over unauthenticated ones.
+	Key []byte
 }
 
 // Errors of Run that callers may want to tell apart.
@@ -89,7 +92,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if wait <= 0 {
 		wait = 3 * time.Second
 	}
-	acc, err := exchange(ctx, ctl, &Control{Version: Version, Type: MsgHello, Nonce: nonce, Params: cfg.Params}, MsgAccept, wait)
+	acc, err := exchange(ctx, ctl, &Control{Version: Version, Type: MsgHello, Nonce: nonce, Params: cfg.Params, Key: cfg.Key}, MsgAccept, wait)
 	if err != nil {
 		if errors.Is(err, errExchangeTimeout) {
 			return nil, fmt.Errorf("%w the handshake at udp %s within %v: start `ovpnperf pps server` there, and check that udp port %d is open", ErrNoServer, raddr, wait, raddr.Port)

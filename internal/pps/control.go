@@ -1,6 +1,8 @@
 package pps
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -34,6 +36,18 @@ import (
 // requestLen so that no reply is larger than the request that caused it: a
 // pps server cannot amplify traffic towards a spoofed address.
 //
+// A client and server that share a key (--key-file on both) authenticate
+// the hello: the client sets flagSigned, writes the time it sent the hello
+// and an HMAC-SHA256 over everything before the MAC into the padding:
+//
+//	hello: header | params | flags | … zero … | unix ms (8) @88 | HMAC (32) @96..128
+//
+// A server with the key gives a signed hello precedence: when its session
+// table is full it drops an unauthenticated session to make room. It
+// refuses a signed hello whose MAC does not verify, whose time is more than
+// signedHelloSkew away from its own, or whose nonce it has seen (replay).
+// Unsigned hellos are served as before, within the per-source limit.
+//
 // Every message starts with the header
 //
 //	0        4         5      6       22
@@ -45,6 +59,12 @@ const (
 	headerLen  = 22
 	requestLen = 128
 	maxReason  = 100
+
+	// macOff and timeOff place the hello's authentication in its padding.
+	macOff  = requestLen - sha256.Size
+	timeOff = macOff - 8
+	// signedHelloSkew bounds the clock difference a signed hello may show.
+	signedHelloSkew = 2 * time.Minute
 )
 
 var controlMagic = [4]byte{'o', 'P', 'P', 'S'}
@@ -113,15 +133,24 @@ type Limits struct {
 	MaxTimeout  time.Duration `json:"max_timeout_ns"`
 	// MaxSessions bounds the sessions served at once (not sent on the wire).
 	MaxSessions int `json:"-"`
+	// MaxPerSource bounds the unauthenticated sessions of one source
+	// address, so that one host cannot take every slot.
+	MaxPerSource int `json:"-"`
+	// IdleTimeout expires a session that has received no probe within
+	// IdleTimeout plus its Timeout (one round trip at most) of being
+	// accepted: a hello alone holds a slot only briefly.
+	IdleTimeout time.Duration `json:"-"`
 }
 
 // DefaultLimits are the limits of `ovpnperf pps server`.
 var DefaultLimits = Limits{
-	MaxDuration: 300 * time.Second,
-	MaxFlows:    64,
-	MaxSize:     MaxSize,
-	MaxTimeout:  10 * time.Second,
-	MaxSessions: 16,
+	MaxDuration:  300 * time.Second,
+	MaxFlows:     64,
+	MaxSize:      MaxSize,
+	MaxTimeout:   10 * time.Second,
+	MaxSessions:  16,
+	MaxPerSource: 2,
+	IdleTimeout:  2 * time.Second,
 }
 
 // ServerReport is what the server counted for a session.
@@ -155,6 +184,14 @@ type Control struct {
 	SeriesTotal uint32
 	// Series holds at most seriesPage per-second counts (series-data).
 	Series []uint64
+	// Key, when set on a hello to be marshalled, signs it (see above).
+	Key []byte
+	// Signed reports that a parsed hello carries a signature; Verify
+	// checks it.
+	Signed bool
+	// SentAt is the signed hello's send time.
+	SentAt time.Time
+	raw    []byte
 }
 
 // IsControl reports whether b starts with the control magic.
@@ -169,6 +206,8 @@ const (
 	reportLen = 8 * 5
 	// flagOneWay is bit 0 of the flags byte after the parameters.
 	flagOneWay = 1
+	// flagSigned (bit 1, hello only) says the padding carries a time and MAC.
+	flagSigned = 2
 	// seriesPage is the most counts in one series-data answer: 22 header
 	// + 4 session + 4 from + 4 total + 1 n + 4 n ≤ requestLen.
 	seriesPage = (requestLen - headerLen - 13) / 4
@@ -225,6 +264,15 @@ func (c *Control) Marshal() ([]byte, error) {
 	}
 	if c.Type == MsgHello || c.Type == MsgFinish || c.Type == MsgSeries {
 		b = b[:requestLen]
+	}
+	if c.Type == MsgHello && len(c.Key) > 0 {
+		b[headerLen+paramsLen] |= flagSigned
+		at := c.SentAt
+		if at.IsZero() {
+			at = time.Now()
+		}
+		binary.BigEndian.PutUint64(b[timeOff:], uint64(at.UnixMilli()))
+		copy(b[macOff:], helloMAC(c.Key, b))
 	}
 	return b, nil
 }
@@ -293,6 +341,11 @@ func ParseControl(b []byte) (*Control, error) {
 		}
 		c.Params = parseParams(body)
 		c.Params.OneWay = body[paramsLen]&flagOneWay != 0
+		if body[paramsLen]&flagSigned != 0 {
+			c.Signed = true
+			c.SentAt = time.UnixMilli(int64(binary.BigEndian.Uint64(b[timeOff:]) & (1<<62 - 1)))
+			c.raw = b[:requestLen]
+		}
 	case MsgAccept:
 		if err := need(4 + paramsLen + limitsLen); err != nil {
 			return nil, err
@@ -368,6 +421,21 @@ func ParseControl(b []byte) (*Control, error) {
 		return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, uint8(c.Type))
 	}
 	return c, nil
+}
+
+// helloMAC is the HMAC-SHA256 with key over a hello's first macOff bytes.
+func helloMAC(key, b []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(b[:macOff])
+	return m.Sum(nil)
+}
+
+// Verify reports whether a parsed signed hello's MAC matches key.
+func (c *Control) Verify(key []byte) bool {
+	if !c.Signed || len(c.raw) < requestLen || len(key) == 0 {
+		return false
+	}
+	return hmac.Equal(c.raw[macOff:requestLen], helloMAC(key, c.raw))
 }
 
 func parseParams(b []byte) Params {

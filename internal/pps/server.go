@@ -34,23 +34,31 @@ type Server struct {
 	// Events, if set, is told about sessions starting and ending. It is
 	// called from the serving goroutines and must not block for long.
 	Events func(Event)
+	// Key, if set, is shared with trusted clients: their signed hellos
+	// take precedence over unauthenticated ones (see control.go).
+	Key []byte
 
 	mu       sync.Mutex
 	sessions map[uint32]*session
 	byNonce  map[[16]byte]*session
-	ended    chan struct{}
-	bound    chan net.Addr
+	// signedSeen remembers the nonces of signed hellos until their time
+	// can no longer pass the skew check, so that none is replayed.
+	signedSeen map[[16]byte]time.Time
+	ended      chan struct{}
+	bound      chan net.Addr
 }
 
 // Event is something that happened to a session.
 type Event struct {
-	Time    time.Time     `json:"time"`
-	Kind    string        `json:"event"` // "accepted", "refused", "finished", "expired"
-	Client  string        `json:"client"`
-	Session uint32        `json:"session,omitempty"`
-	Params  *Params       `json:"params,omitempty"`
-	Reason  string        `json:"reason,omitempty"`
-	Report  *ServerReport `json:"report,omitempty"`
+	Time time.Time `json:"time"`
+	Kind string    `json:"event"` // "accepted", "refused", "finished", "expired", "evicted"
+	// Authenticated marks a session opened by a signed hello.
+	Authenticated bool          `json:"authenticated,omitempty"`
+	Client        string        `json:"client"`
+	Session       uint32        `json:"session,omitempty"`
+	Params        *Params       `json:"params,omitempty"`
+	Reason        string        `json:"reason,omitempty"`
+	Report        *ServerReport `json:"report,omitempty"`
 }
 
 type session struct {
@@ -59,8 +67,11 @@ type session struct {
 	client   netip.Addr
 	params   Params
 	accepted time.Time
-	cpuUser  time.Duration
-	cpuSys   time.Duration
+	authed   bool
+	// idleAt expires the session if no probe arrived by then.
+	idleAt  time.Time
+	cpuUser time.Duration
+	cpuSys  time.Duration
 	// echoUntil is the end of echoing, as Unix ns; reset to the finish
 	// time when the client says it is done.
 	echoUntil atomic.Int64
@@ -113,6 +124,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.sessions = map[uint32]*session{}
 	s.byNonce = map[[16]byte]*session{}
+	s.signedSeen = map[[16]byte]time.Time{}
 	workers := s.Workers
 	if workers <= 0 {
 		workers = min(runtime.GOMAXPROCS(0), 4)
@@ -195,12 +207,19 @@ loop:
 	return err
 }
 
-// reap forgets sessions whose time is up.
+// reap forgets sessions whose time is up, and those that never sent a
+// probe within their idle time.
 func (s *Server) reap(now time.Time) {
 	s.mu.Lock()
 	var expired []*session
+	for n, t := range s.signedSeen {
+		if now.Sub(t) > 2*signedHelloSkew {
+			delete(s.signedSeen, n)
+		}
+	}
 	for id, ss := range s.sessions {
-		if now.After(ss.removeAt) {
+		idle := !ss.done && ss.received.Load() == 0 && now.After(ss.idleAt)
+		if now.After(ss.removeAt) || idle {
 			delete(s.sessions, id)
 			delete(s.byNonce, ss.nonce)
 			if !ss.done {
@@ -212,7 +231,7 @@ func (s *Server) reap(now time.Time) {
 	s.mu.Unlock()
 	for _, ss := range expired {
 		r := ss.makeReport(now)
-		s.event(Event{Kind: "expired", Client: ss.client.String(), Session: ss.id, Report: &r})
+		s.event(Event{Kind: "expired", Client: ss.client.String(), Session: ss.id, Report: &r, Authenticated: ss.authed})
 		s.signalEnd()
 	}
 }
@@ -343,7 +362,22 @@ func (s *Server) control(bc batchConn, b []byte, from net.Addr, now time.Time) {
 	}
 	switch c.Type {
 	case MsgHello:
-		ss, reason := s.accept(c, client, now)
+		authed := false
+		if c.Signed {
+			if reason := s.checkSigned(c, now); reason != "" {
+				reply(&Control{Type: MsgRefuse, Reason: reason})
+				s.event(Event{Kind: "refused", Client: from.String(), Reason: reason, Params: &c.Params})
+				return
+			}
+			authed = true
+		}
+		ss, reason, evicted := s.accept(c, client, now, authed)
+		if evicted != nil {
+			r := evicted.makeReport(now)
+			s.event(Event{Kind: "evicted", Client: evicted.client.String(), Session: evicted.id, Report: &r,
+				Reason: "made room for an authenticated client"})
+			s.signalEnd()
+		}
 		if ss == nil {
 			reply(&Control{Type: MsgRefuse, Reason: reason})
 			s.event(Event{Kind: "refused", Client: from.String(), Reason: reason, Params: &c.Params})
@@ -351,7 +385,7 @@ func (s *Server) control(bc batchConn, b []byte, from net.Addr, now time.Time) {
 		}
 		reply(&Control{Type: MsgAccept, Session: ss.id, Params: ss.params, Limits: s.Limits})
 		if reason == "" { // a retransmitted hello has reason "again"
-			s.event(Event{Kind: "accepted", Client: from.String(), Session: ss.id, Params: &ss.params})
+			s.event(Event{Kind: "accepted", Client: from.String(), Session: ss.id, Params: &ss.params, Authenticated: authed})
 		}
 	case MsgFinish:
 		s.mu.Lock()
@@ -395,23 +429,67 @@ func (s *Server) control(bc batchConn, b []byte, from net.Addr, now time.Time) {
 	}
 }
 
+// checkSigned refuses a signed hello this server cannot trust: no key
+// here, a wrong MAC, a stale time or a nonce seen before (replayed). The
+// nonce of an authentic hello is remembered.
+func (s *Server) checkSigned(c *Control, now time.Time) string {
+	switch {
+	case len(s.Key) == 0:
+		return "this server has no key; start it with --key-file, or run the client without one"
+	case !c.Verify(s.Key):
+		return "authentication failed: the client's key differs from the server's"
+	case c.SentAt.Sub(now).Abs() > signedHelloSkew:
+		return fmt.Sprintf("authenticated hello sent %v from this server's clock, more than %v: check the clocks", c.SentAt.Sub(now).Round(time.Second), signedHelloSkew)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, seen := s.signedSeen[c.Nonce]; seen {
+		if ss := s.byNonce[c.Nonce]; ss != nil && !ss.done {
+			return "" // a retransmission of a live session's hello
+		}
+		return "authenticated hello replayed"
+	}
+	s.signedSeen[c.Nonce] = now
+	return ""
+}
+
 // accept validates a hello and creates its session. A retransmitted hello
 // (same nonce, same client) gets the same session with reason "again".
-func (s *Server) accept(c *Control, client netip.Addr, now time.Time) (*session, string) {
+// An authenticated hello that finds the table full evicts the
+// unauthenticated session that has received least (returned, already
+// removed), so that a flood of hellos cannot lock out a trusted client.
+func (s *Server) accept(c *Control, client netip.Addr, now time.Time, authed bool) (ss *session, reason string, evicted *session) {
 	p, err := s.Limits.Check(c.Params)
 	if err != nil {
-		return nil, err.Error()
+		return nil, err.Error(), nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ss := s.byNonce[c.Nonce]; ss != nil {
 		if ss.client == client && !ss.done {
-			return ss, "again"
+			return ss, "again", nil
 		}
-		return nil, "nonce already used"
+		return nil, "nonce already used", nil
+	}
+	if !authed && s.Limits.MaxPerSource > 0 {
+		n := 0
+		for _, o := range s.sessions {
+			if o.client == client && !o.done && !o.authed {
+				n++
+			}
+		}
+		if n >= s.Limits.MaxPerSource {
+			return nil, fmt.Sprintf("busy: %d sessions from %s running, at most %d per address", n, client, s.Limits.MaxPerSource), nil
+		}
 	}
 	if len(s.sessions) >= s.Limits.MaxSessions {
-		return nil, fmt.Sprintf("busy: %d sessions running, try later", len(s.sessions))
+		freed := false
+		if authed {
+			evicted, freed = s.evictLocked()
+		}
+		if !freed {
+			return nil, fmt.Sprintf("busy: %d sessions running, try later", len(s.sessions)), nil
+		}
 	}
 	var id uint32
 	for id == 0 || s.sessions[id] != nil {
@@ -419,7 +497,12 @@ func (s *Server) accept(c *Control, client netip.Addr, now time.Time) (*session,
 		_, _ = rand.Read(b[:])
 		id = binary.BigEndian.Uint32(b[:])
 	}
-	ss := &session{id: id, nonce: c.Nonce, client: client, params: p, accepted: now}
+	ss = &session{id: id, nonce: c.Nonce, client: client, params: p, accepted: now, authed: authed}
+	idle := s.Limits.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultLimits.IdleTimeout
+	}
+	ss.idleAt = now.Add(idle + p.Timeout)
 	ss.cpuUser, ss.cpuSys = cpuTime()
 	if p.OneWay {
 		// One bin per second of the duration, and one for what comes later.
@@ -430,5 +513,34 @@ func (s *Server) accept(c *Control, client netip.Addr, now time.Time) (*session,
 	ss.removeAt = end.Add(time.Second)
 	s.sessions[id] = ss
 	s.byNonce[c.Nonce] = ss
-	return ss, ""
+	return ss, "", evicted
+}
+
+// evictLocked removes the unauthenticated session that has received the
+// fewest probes (a hello-only flood first) and returns it, or nil if every
+// session is authenticated. A finished session (kept only to answer a
+// retransmitted finish) goes before any running one; it was reported
+// already, so only a running victim is returned. s.mu is held.
+func (s *Server) evictLocked() (running *session, freed bool) {
+	var victim *session
+	for _, o := range s.sessions {
+		if o.authed {
+			continue
+		}
+		if victim == nil || (o.done && !victim.done) ||
+			(o.done == victim.done && o.received.Load() < victim.received.Load()) {
+			victim = o
+		}
+	}
+	if victim == nil {
+		return nil, false
+	}
+	delete(s.sessions, victim.id)
+	delete(s.byNonce, victim.nonce)
+	if victim.done {
+		return nil, true
+	}
+	victim.done = true
+	victim.echoUntil.Store(0)
+	return victim, true
 }

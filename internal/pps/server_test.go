@@ -26,6 +26,7 @@ func newTestServer() *Server {
 	s.init()
 	s.sessions = map[uint32]*session{}
 	s.byNonce = map[[16]byte]*session{}
+	s.signedSeen = map[[16]byte]time.Time{}
 	return s
 }
 

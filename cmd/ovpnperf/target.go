@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+)
+
+// checkTarget refuses an address no probe can be aimed at: the
+// unspecified address, limited broadcast and multicast (they would reach
+// no single host, or many), and returns it unmapped.
+func checkTarget(what string, a netip.Addr) (netip.Addr, error) {
+	a = a.Unmap()
+	switch {
+	case a.IsUnspecified():
+		return a, usage.Errorf("%s %s: the unspecified address is no host; want the address of the host to probe", what, a)
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return a, usage.Errorf("%s %s: the broadcast address is no single host; want the address of the host to probe", what, a)
+	case a.IsMulticast():
+		return a, usage.Errorf("%s %s: a multicast group is no single host; want the address of the host to probe", what, a)
+	}
+	return a, nil
+}
+
+// looksNumeric reports whether s is made of digits and dots only, like an
+// IPv4 address: such a string is never looked up as a name ("999.1.1.1",
+// the inet_aton shorthand "1.2.3").
+func looksNumeric(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789.") == ""
+}
+
+// parseTarget checks HOST before any lookup: an IP literal must be a
+// probe target, a digits-and-dots string must be a full dotted-quad IPv4
+// address, and anything else must look like a host name.
+func parseTarget(what, host string) (netip.Addr, bool, error) {
+	h := strings.Trim(host, "[]")
+	if a, err := netip.ParseAddr(h); err == nil {
+		a, err = checkTarget(what, a)
+		return a, true, err
+	}
+	if looksNumeric(h) {
+		return netip.Addr{}, false, usage.Errorf("%s %q: not an IPv4 address (four numbers 0–255 separated by dots) nor a host name", what, host)
+	}
+	if h == "" || len(h) > 253 || strings.ContainsAny(h, " /\\\x00\t\n\r") {
+		return netip.Addr{}, false, usage.Errorf("%s %q: want a host name or IP address", what, host)
+	}
+	return netip.Addr{}, false, nil
+}
+
+// resolveTarget resolves HOST to its addresses; a name that does not
+// resolve is the user's mistake (exit 2), like a malformed address.
+func resolveTarget(ctx context.Context, what, host string) ([]netip.Addr, error) {
+	a, literal, err := parseTarget(what, host)
+	if err != nil {
+		return nil, err
+	}
+	if literal {
+		return []netip.Addr{a}, nil
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, usage.Errorf("%s %q: cannot resolve: %v", what, host, err)
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if a, err := checkTarget(what, a); err == nil {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return nil, usage.Errorf("%s %q: resolves to no address a probe can reach (%v)", what, host, addrs)
+	}
+	return out, nil
+}
+
+// checkOutPath checks, before a run, that --out can be written: its
+// directory exists and is writable and it is not itself a directory. The
+// file is not created yet, so a refused run leaves nothing behind.
+func checkOutPath(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return usage.Errorf("%s %q: is a directory; want a file name", flag, path)
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return usage.Errorf("%s %q: directory %s does not exist", flag, path, dir)
+	}
+	if !fi.IsDir() {
+		return usage.Errorf("%s %q: %s is not a directory", flag, path, dir)
+	}
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return usage.Errorf("%s %q: cannot write in %s: %v", flag, path, dir, err)
+	}
+	return nil
+}
+
+// writeOut writes a run's results to path with write; if that fails after
+// the run (disk full, directory removed meanwhile), it writes them to a
+// temporary file instead and names it, so that minutes of measurement are
+// not lost. The error says where the results went.
+func writeOut(path string, write func(f *os.File) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err == nil {
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			return nil
+		}
+	}
+	tmp, terr := os.CreateTemp("", "ovpnperf-results-*.json")
+	if terr != nil {
+		return usage.Errorf("writing --out %s: %v; and no temporary file either: %v", path, err, terr)
+	}
+	werr := write(tmp)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return usage.Errorf("writing --out %s: %v; and to %s: %v", path, err, tmp.Name(), werr)
+	}
+	return &savedElsewhereError{path: path, tmp: tmp.Name(), err: err}
+}
+
+// savedElsewhereError reports results written to a temporary file instead.
+type savedElsewhereError struct {
+	path, tmp string
+	err       error
+}
+
+func (e *savedElsewhereError) Error() string {
+	return "writing --out " + e.path + ": " + e.err.Error() + "; the results are in " + e.tmp
+}
