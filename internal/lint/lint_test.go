@@ -1,0 +1,347 @@
+package lint
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// debianSamples are the configs Debian's openvpn package ships in
+// /usr/share/doc/openvpn/examples/sample-config-files/ (copied into
+// testdata so the test does not depend on an installed doc package).
+var debianSamples = []string{"server.conf", "client.conf", "loopback-server", "loopback-client"}
+
+// TestDebianSamples: every Debian sample config parses, and lint's
+// findings on each are the reviewed golden file testdata/debian.golden.
+func TestDebianSamples(t *testing.T) {
+	var b strings.Builder
+	for _, name := range debianSamples {
+		f, err := openvpn.ReadConfigFile(filepath.Join("testdata", "debian", name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		fs := CheckConfig(f, Context{})
+		fmt.Fprintf(&b, "== %s: %d directives\n%s", name, len(f.Directives), Text(fs))
+	}
+	golden := filepath.Join("testdata", "debian.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("findings differ from %s (review, then -update):\n%s", golden, b.String())
+	}
+	// The installed package's samples, when present, must parse too, and
+	// be the ones the golden file was reviewed on.
+	dir := "/usr/share/doc/openvpn/examples/sample-config-files"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Logf("no installed samples (%v); testdata copies checked", err)
+		return
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasSuffix(n, ".sh") || strings.HasPrefix(n, "README") {
+			continue
+		}
+		if _, err := openvpn.ReadConfigFile(filepath.Join(dir, n)); err != nil {
+			t.Errorf("installed sample %s: %v", n, err)
+		}
+		base := strings.TrimSuffix(n, ".gz")
+		if _, err := os.Stat(filepath.Join("testdata", "debian", base)); err != nil {
+			t.Errorf("installed sample %s has no reviewed copy in testdata/debian", n)
+		}
+	}
+}
+
+type want struct {
+	file string
+	line int
+	rule string
+}
+
+// setupRules copies testdata/rules into a temporary directory with a real
+// PKI beside it (so OpenVPN finds every file), a tls-auth key readable by
+// others (key-file-mode) and the client's inline tls-crypt block filled
+// with a real key when real is set.
+func setupRules(t *testing.T, real bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	pki, err := openvpn.NewPKI(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"ca.crt", "server.crt", "server.key", "client.crt", "client.key"} {
+		b, err := os.ReadFile(filepath.Join(pki.Dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tk, err := os.ReadFile(pki.TLSCrypt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ta.key"), tk, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "ta.key"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"server.conf", "extra.conf", "client.conf"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "rules", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if real && n == "client.conf" {
+			b = bytes.Replace(b, []byte("-----BEGIN OpenVPN Static key V1-----\nSECRETSECRETSECRETSECRETSECRET\n-----END OpenVPN Static key V1-----\n"), tk, 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+var serverCtx = Context{RTT: 200 * time.Millisecond, RateBitsPerSec: 100e6}
+var clientCtx = Context{PathMTU: 1400}
+
+func lintFile(t *testing.T, path string, ctx Context) (*openvpn.ConfigFile, []Finding) {
+	t.Helper()
+	f, err := openvpn.ReadConfigFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, CheckConfig(f, ctx)
+}
+
+func rules(fs []Finding) []want {
+	var out []want
+	for _, f := range fs {
+		out = append(out, want{filepath.Base(f.File), f.Line, f.Rule})
+	}
+	return out
+}
+
+// TestEveryRule: the two configs in testdata/rules hold every config
+// rule's trigger; each finding comes once, at its line.
+func TestEveryRule(t *testing.T) {
+	dir := setupRules(t, false)
+	_, sfs := lintFile(t, filepath.Join(dir, "server.conf"), serverCtx)
+	_, cfs := lintFile(t, filepath.Join(dir, "client.conf"), clientCtx)
+	got := append(rules(sfs), rules(cfs)...)
+	wantList := []want{
+		{"extra.conf", 2, "duplicate-cn"},
+		{"server.conf", 3, "tcp-nodelay"},
+		{"server.conf", 11, "key-file-mode"},
+		{"server.conf", 11, "tls-auth"},
+		{"server.conf", 13, "compression"},
+		{"server.conf", 14, "weak-cipher"},
+		{"server.conf", 15, "removed-option"},
+		{"server.conf", 16, "deprecated-option"},
+		{"server.conf", 17, "script-security"},
+		{"server.conf", 18, "management-password"},
+		{"server.conf", 19, "verb"},
+		{"server.conf", 20, "socket-buffer"},
+		{"server.conf", 21, "socket-buffer"},
+		{"server.conf", 22, "fragment"},
+		{"server.conf", 23, "fast-io"},
+		{"server.conf", 24, "txqueuelen"},
+		{"server.conf", 25, "unknown-option"},
+		{"server.conf", 30, "unknown-inline-block"},
+		{"client.conf", 2, "remote-cert-tls"},
+		{"client.conf", 10, "cipher-without-data-ciphers"},
+		{"client.conf", 11, "tun-mtu-path"},
+		{"client.conf", 13, "socket-buffer-asymmetric"},
+	}
+	key := func(w want) string { return fmt.Sprintf("%s:%d:%s", w.file, w.line, w.rule) }
+	var g, w []string
+	for _, x := range got {
+		g = append(g, key(x))
+	}
+	for _, x := range wantList {
+		w = append(w, key(x))
+	}
+	sort.Strings(g)
+	sort.Strings(w)
+	if strings.Join(g, "\n") != strings.Join(w, "\n") {
+		t.Errorf("findings:\n%s\nwant:\n%s\n\n%s", strings.Join(g, "\n"), strings.Join(w, "\n"), Text(append(sfs, cfs...)))
+	}
+	for _, f := range append(sfs, cfs...) {
+		if f.Problem == "" || f.Reason == "" || f.Severity == "" || f.Category == "" {
+			t.Errorf("incomplete finding %+v", f)
+		}
+	}
+	if ExitStatus(sfs) != 3 || ExitStatus(cfs) != 1 {
+		t.Errorf("exit status server %d client %d, want 3 and 1", ExitStatus(sfs), ExitStatus(cfs))
+	}
+}
+
+// TestInlineKeyNeverPrinted: neither text, JSON nor any finding carries
+// inline block text; the --fix copy keeps it (and is 0600).
+func TestInlineKeyNeverPrinted(t *testing.T) {
+	dir := setupRules(t, false)
+	f, fs := lintFile(t, filepath.Join(dir, "client.conf"), clientCtx)
+	j, err := json.Marshal(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{Text(fs), string(j)} {
+		if strings.Contains(out, "SECRET") || strings.Contains(out, "BEGIN OpenVPN") {
+			t.Errorf("inline key material printed:\n%s", out)
+		}
+	}
+	text, _ := Fix(f, fs)
+	if !strings.Contains(text, "SECRETSECRET") {
+		t.Errorf("--fix copy lost the inline block:\n%s", text)
+	}
+	out, err := WriteFix(f.Path, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("%s mode %v, want 0600", out, st.Mode().Perm())
+	}
+}
+
+// TestFixLintsCleanAndOpenVPNAccepts (Must show 2): --fix output lints
+// clean except for findings that need a decision, and OpenVPN 2.6 reads it
+// past option parsing in a throw-away network namespace.
+func TestFixLintsCleanAndOpenVPNAccepts(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequirePrograms(t, "openvpn", "unshare", "ip")
+	dir := setupRules(t, true)
+	for _, c := range []struct {
+		name string
+		ctx  Context
+	}{{"server.conf", serverCtx}, {"client.conf", clientCtx}} {
+		t.Run(c.name, func(t *testing.T) {
+			f, fs := lintFile(t, filepath.Join(dir, c.name), c.ctx)
+			text, n := Fix(f, fs)
+			if n == 0 {
+				t.Fatal("no fix applied")
+			}
+			fixed, err := WriteFix(f.Path, text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, after := lintFile(t, fixed, c.ctx)
+			for _, a := range after {
+				if !a.Decision {
+					t.Errorf("after --fix still: %s:%d %s: %s", a.File, a.Line, a.Rule, a.Problem)
+				}
+			}
+			runOpenVPN(t, dir, fixed)
+		})
+	}
+}
+
+// runOpenVPN starts `openvpn --config FIXED --verb 0` in a new network
+// namespace (unshare -n: it has only lo, and disappears with the
+// process) and checks that after 3 s it is still running (it got past
+// option parsing and waits for the network) or, if it stopped, that it did
+// not stop on an option error. It kills the process group afterwards.
+func runOpenVPN(t *testing.T, dir, config string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", "-n", "sh", "-c", `ip link set lo up && exec openvpn --cd "$1" --config "$2" --verb 0`, "ovpnperf-lint-test", dir, config)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if strings.Contains(out.String(), "Options error") || strings.Contains(out.String(), "Unrecognized option") {
+			t.Fatalf("OpenVPN 2.6 refused %s: %v\n%s", config, err, out.String())
+		}
+		t.Fatalf("openvpn exited within 3 s (%v) without an option error; output:\n%s", err, out.String())
+	case <-time.After(3 * time.Second):
+	}
+	_ = cmd.Process.Kill()
+	<-done
+	if strings.Contains(out.String(), "Options error") {
+		t.Fatalf("OpenVPN 2.6 refused %s:\n%s", config, out.String())
+	}
+}
+
+// TestLintLogsCaptured (Must show 3): the real logs internal/openvpn's
+// TestLintLogsLive captured from OpenVPN 2.6.14.
+func TestLintLogsCaptured(t *testing.T) {
+	cfg, err := openvpn.ParseConfigText("server.conf", []byte("sndbuf 16777216\nrcvbuf 16777216\ncomp-lzo yes\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := filepath.Join("..", "openvpn", "testdata", "logs")
+	for _, c := range []struct {
+		log  string
+		cfg  *openvpn.ConfigFile
+		want []want
+	}{
+		{"lint-capped-mismatch-server.log", cfg, []want{
+			{"", 1, "log-compression"},
+			{"", 5, "log-dco"},
+			{"", 13, "log-buffer-capped"},
+			{"", 13, "log-buffer-capped"},
+			{"", 41, "log-cipher-mismatch"},
+		}},
+		{"lint-capped-mismatch-client.log", nil, []want{
+			{"", 4, "log-dco"},
+			{"", 21, "log-cipher-mismatch"},
+		}},
+	} {
+		t.Run(c.log, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(logs, c.log))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The same log as journalctl shows it must give the same.
+			var j strings.Builder
+			for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+				j.WriteString("Nov 23 10:26:28 vpn ovpn-server[4242]: " + openvpn.StripTimestamp(l) + "\n")
+			}
+			for _, in := range []string{string(b), j.String()} {
+				rep, err := openvpn.ScanLog(strings.NewReader(in))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fs := CheckLog(rep, c.log, c.cfg, Context{})
+				var got []want
+				for _, f := range fs {
+					got = append(got, want{"", f.Line, f.Rule})
+				}
+				if fmt.Sprint(got) != fmt.Sprint(c.want) {
+					t.Errorf("findings %v, want %v\n%s", got, c.want, Text(fs))
+				}
+			}
+		})
+	}
+}
