@@ -345,3 +345,35 @@ func TestLintLogsCaptured(t *testing.T) {
 		})
 	}
 }
+
+// FuzzLint: any config text that parses can be linted and fixed without a
+// panic; the fixed text parses again; inline block text never reaches the
+// findings.
+func FuzzLint(f *testing.F) {
+	for _, p := range []string{"testdata/rules/server.conf", "testdata/rules/client.conf", "testdata/debian/loopback-client", "testdata/debian/server.conf"} {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(string(b), 1400)
+		}
+	}
+	f.Add("<tls-auth>\nKEYKEY\n</tls-auth>\ncomp-lzo\nproto tcp\nfragment 1\n", 0)
+	f.Fuzz(func(t *testing.T, s string, pmtu int) {
+		cf, err := openvpn.ParseConfigText("f.conf", []byte(s))
+		if err != nil {
+			return
+		}
+		fs := CheckConfig(cf, Context{PathMTU: pmtu % 10000, RTT: 50 * time.Millisecond, RateBitsPerSec: 1e8})
+		text, _ := Fix(cf, fs)
+		if _, err := openvpn.ParseConfigText("f.conf.lint-fixed", []byte(text)); err != nil {
+			t.Fatalf("fixed text does not parse: %v\n%s", err, text)
+		}
+		out := Text(fs)
+		j, _ := json.Marshal(fs)
+		for _, d := range cf.Directives {
+			for _, l := range strings.Split(d.Body, "\n") {
+				if len(l) >= 12 && (strings.Contains(out, l) || strings.Contains(string(j), l)) {
+					t.Fatalf("inline text %q printed", l)
+				}
+			}
+		}
+	})
+}
