@@ -377,3 +377,40 @@ func FuzzLint(f *testing.F) {
 		}
 	})
 }
+
+// TestLogEventsFromSourceFormats: the log lines lint has no captured
+// example of yet, written in the formats OpenVPN 2.6.14's source prints
+// them (forward.c, crypto.c, init.c, dco.c), with journalctl prefixes.
+// Constructed, not captured: they test the matching, not OpenVPN.
+func TestLogEventsFromSourceFormats(t *testing.T) {
+	lines := []string{
+		"OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] [LZ4] [EPOLL] [PKCS11] [MH/PKTINFO] [AEAD] [DCO]",
+		"Socket Buffers: R=[212992->131072] S=[212992->131072]",
+		"TCP/UDP packet too large on write to [AF_INET]192.0.2.1:1194 (tried=1600,max=1500)",
+		"AEAD Decrypt error: bad packet ID (may be a replay): [ #5 ] -- see the man page entry for --no-replay and --replay-window for more info or silence this warning with --mute-replay-warnings",
+		"AEAD Decrypt error: bad packet ID (may be a replay): [ #7 ] -- see the man page entry for --no-replay and --replay-window for more info or silence this warning with --mute-replay-warnings",
+		"Connection reset, restarting [0]",
+		"Restart pause, 5 second(s)",
+		"Connection reset, restarting [0]",
+		"Restart pause, 10 second(s)",
+		"Connection reset, restarting [0]",
+		"Data Channel: cipher 'BF-CBC', auth 'SHA1', peer-id: 0",
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString("Nov 23 10:00:00 vpn openvpn[99]: " + l + "\n")
+	}
+	rep, err := openvpn.ScanLog(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := CheckLog(rep, "j", nil, Context{RTT: 100 * time.Millisecond, RateBitsPerSec: 50e6})
+	got := map[string]int{}
+	for _, f := range fs {
+		got[f.Rule] = f.Line
+	}
+	want := map[string]int{"log-buffer-small": 2, "log-packet-too-large": 3, "log-replay": 4, "log-restarts": 6, "log-data-cipher": 11}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("findings %v, want %v\n%s", got, want, Text(fs))
+	}
+}

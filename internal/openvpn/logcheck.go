@@ -71,10 +71,15 @@ func StripJournalPrefix(line string) string {
 
 var (
 	cipherFailRE = regexp.MustCompile(`(?i)no shared cipher|failed to negotiate|cipher negotiation failed|does not support any cipher|no common cipher|not (?:in|allowed by) (?:the )?--data-ciphers|disallowed cipher`)
-	tooLargeRE   = regexp.MustCompile(`(?i)packet too large|too large|message too long|EMSGSIZE|fragmentation needed`)
-	replayRE     = regexp.MustCompile(`(?i)replay|bad packet ID`)
-	restartRE    = regexp.MustCompile(`SIGUSR1\[|SIGHUP\[|Restart pause|Connection reset, restarting|process restarting`)
-	mtuLineRE    = regexp.MustCompile(`(?i)mtu|mssfix|MSS`)
+	// forward.c: "TCP/UDP packet too large on write to …", "tun packet
+	// too large on write"; init.c "Server-pushed tun-mtu is too large";
+	// the kernel's EMSGSIZE as strerror.
+	tooLargeRE = regexp.MustCompile(`(?i)packet too large|tun-mtu is too large|message too long|EMSGSIZE`)
+	// crypto.c: "bad packet ID (may be a replay)"; packet_id.c:
+	// "Replay-window backtrack occurred".
+	replayRE  = regexp.MustCompile(`bad packet ID|Replay-window backtrack`)
+	restartRE = regexp.MustCompile(`SIGUSR1\[|SIGHUP\[|Restart pause|Connection reset, restarting|process restarting`)
+	mtuLineRE = regexp.MustCompile(`(?i)mtu|mssfix|MSS`)
 )
 
 // ScanLog reads a log like ParseLog and also records, by line, the events
