@@ -558,6 +558,7 @@ func (v *view) buffers() {
 		f := Finding{Rule: "socket-buffer", Category: Performance, Edits: edits(), Action: sysctl}
 		switch {
 		case x.n == 0:
+			f.Edits, f.Action = del(x.d), ""
 			f.Severity = Info
 			f.Problem = x.name + " 0 has no effect: OpenVPN 2.4+ leaves the OS default in place."
 			f.Reason = "the forced 64 KiB default that `sndbuf 0` used to undo was removed in 2.3.9/2.4.0 (openvpn-facts: sndbuf/rcvbuf)."

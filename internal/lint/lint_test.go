@@ -414,3 +414,56 @@ func TestLogEventsFromSourceFormats(t *testing.T) {
 		t.Errorf("findings %v, want %v\n%s", got, want, Text(fs))
 	}
 }
+
+// TestRuleBranches covers the branches the every-rule configs cannot hold
+// at once (UDP vs TCP, with and without path context).
+func TestRuleBranches(t *testing.T) {
+	for _, c := range []struct {
+		name, conf string
+		ctx        Context
+		want       string // "rule:line:severity:decision" joined by spaces
+	}{
+		{"fragment udp, no pmtu", "proto udp\nfragment 1400\n", Context{}, "fragment:2:warning:true"},
+		{"fragment udp, path carries it", "proto udp\nfragment 1400\n", Context{PathMTU: 1600}, "fragment:2:warning:false"},
+		{"fragment udp, small path", "proto udp\nfragment 1400\n", Context{PathMTU: 1400}, "fragment:2:warning:true"},
+		{"fast-io with shaper", "fast-io\nshaper 1000\n", Context{}, "fast-io:1:info:false"},
+		{"fast-io udp is fine", "proto udp\nfast-io\n", Context{}, ""},
+		{"txqueuelen slow link", "txqueuelen 100\n", Context{RateBitsPerSec: 10e6}, ""},
+		{"txqueuelen no rate", "txqueuelen 100\n", Context{}, "txqueuelen:1:info:false"},
+		{"sndbuf 0 keeps rcvbuf", "sndbuf 0\nrcvbuf 1048576\n", Context{}, "socket-buffer:1:info:false"},
+		{"buffers large enough", "sndbuf 1048576\nrcvbuf 1048576\n", Context{RTT: 10 * time.Millisecond, RateBitsPerSec: 100e6}, ""},
+		{"tun-mtu fits with mssfix default", "tun-mtu 1500\n", Context{PathMTU: 1500}, "tun-mtu-path:1:info:true"},
+		{"tun-mtu needs mssfix", "tun-mtu 1500\n", Context{PathMTU: 1400}, "tun-mtu-path:1:warning:false"},
+		{"jumbo without pmtu", "tun-mtu 9000\n", Context{}, "tun-mtu-path:1:info:false"},
+		{"management unix", "management /run/x.sock unix\n", Context{}, ""},
+		{"management public", "management 0.0.0.0 7505\n", Context{}, "management-password:1:error:true"},
+		{"ignored unknown", "ignore-unknown-option foo\nfoo 1\n", Context{}, "unknown-option:2:info:false"},
+		{"weak data-ciphers", "data-ciphers AES-256-GCM:BF-CBC\n", Context{}, "weak-cipher:1:error:false"},
+		{"static key BF", "secret s.key\ncipher BF-CBC\n", Context{}, "deprecated-option:1:warning:true weak-cipher:2:error:true"},
+		{"allow-compression yes", "allow-compression yes\n", Context{}, "compression:1:warning:false"},
+		{"pushed compression", "server 10.8.0.0 255.255.255.0\npush \"comp-lzo no\"\n", Context{}, "compression:2:warning:true"},
+		{"script-security 3 via-env", "script-security 3\nauth-user-pass-verify /x via-env\n", Context{}, "script-security:1:warning:true"},
+		{"ncp-ciphers rename", "ncp-ciphers AES-256-GCM\n", Context{}, "deprecated-option:1:warning:false"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := openvpn.ParseConfigText("t.conf", []byte(c.conf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := CheckConfig(f, c.ctx)
+			var got []string
+			for _, x := range fs {
+				got = append(got, fmt.Sprintf("%s:%d:%s:%v", x.Rule, x.Line, x.Severity, x.Decision))
+			}
+			if strings.Join(got, " ") != c.want {
+				t.Errorf("got %q, want %q\n%s", strings.Join(got, " "), c.want, Text(fs))
+			}
+			if c.name == "sndbuf 0 keeps rcvbuf" {
+				text, _ := Fix(f, fs)
+				if !strings.Contains(text, "\nrcvbuf 1048576\n") {
+					t.Errorf("fix dropped rcvbuf:\n%s", text)
+				}
+			}
+		})
+	}
+}
