@@ -306,8 +306,14 @@ func (v *view) ciphers() {
 				if v.staticKey() {
 					f.Edits, f.Decision = repl(d, "cipher AES-256-CBC"), true
 					f.Reason += "; in static-key (--secret) mode both peers must change cipher together"
+				} else if !v.server() && !v.client() {
+					// Peer-to-peer TLS: without --cipher 2.6 falls back to
+					// BF-CBC for a pre-2.6 peer (options_postprocess_cipher),
+					// so the line must name a strong cipher, on both peers.
+					f.Reason += "; in peer-to-peer TLS mode --cipher is the fallback for a peer older than 2.6, and without it 2.6 falls back to BF-CBC (options.c options_postprocess_cipher), so both peers need a strong --cipher."
+					f.Edits, f.Decision = repl(d, "cipher AES-256-GCM"), true
 				} else {
-					f.Reason += "; in TLS mode 2.6 negotiates the data cipher and ignores --cipher (Changes.rst 2.6), so the line only lets an old peer fall back to it."
+					f.Reason += "; in client/server mode 2.6 negotiates the data cipher from data-ciphers and ignores --cipher (Changes.rst 2.6; a fallback for pre-2.4 peers needs data-ciphers-fallback)."
 					if hasDC {
 						f.Edits = del(d)
 					} else {

@@ -467,3 +467,14 @@ func TestRuleBranches(t *testing.T) {
 		})
 	}
 }
+
+func TestWeakCipherP2P(t *testing.T) {
+	f, err := openvpn.ParseConfigText("p.conf", []byte("tls-client\ncipher BF-CBC\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := CheckConfig(f, Context{})
+	if len(fs) != 1 || fs[0].Rule != "weak-cipher" || !fs[0].Decision || fs[0].Edits[0].Replace[0] != "cipher AES-256-GCM" {
+		t.Errorf("p2p BF-CBC: %s", Text(fs))
+	}
+}
