@@ -244,7 +244,7 @@ func quoteArgs(a []string) []string {
 	return out
 }
 
-const compressionReason = "compression before encryption leaks plaintext through packet sizes (VORACLE); OpenVPN 2.6 defaults to allow-compression no, where comp-lzo/compress only make it accept compressed packets and send nothing compressed (measured with 2.6.14 in the lab), and 2.7 removes compression on send (openvpn-facts: allow-compression)"
+const compressionReason = "compression before encryption leaks plaintext through packet sizes (VORACLE); OpenVPN 2.6 defaults to allow-compression no, where comp-lzo/compress only make it accept compressed packets and send nothing compressed (measured with 2.6.14 in ovpnperf's lab, issue 3 record), and 2.7 removes compression on send (openvpn-facts: allow-compression)"
 
 func (v *view) compression() {
 	for _, d := range v.f.Directives {
@@ -302,10 +302,10 @@ func (v *view) ciphers() {
 			if weakCipher(c) {
 				f := Finding{Rule: "weak-cipher", Severity: Error, Category: Security,
 					Problem: "cipher " + c + " is a 64-bit block or single-DES cipher.",
-					Reason:  weakReason + "."}
+					Reason:  weakReason}
 				if v.staticKey() {
 					f.Edits, f.Decision = repl(d, "cipher AES-256-CBC"), true
-					f.Reason += "; in static-key (--secret) mode both peers must change cipher together"
+					f.Reason += "; in static-key (--secret) mode both peers must change cipher together."
 				} else if !v.server() && !v.client() {
 					// Peer-to-peer TLS: without --cipher 2.6 falls back to
 					// BF-CBC for a pre-2.6 peer (options_postprocess_cipher),
@@ -354,6 +354,9 @@ func (v *view) ciphers() {
 			}
 			f := Finding{Rule: "weak-cipher", Severity: Error, Category: Security,
 				Problem: d.Name + " allows " + strings.Join(weak, ", ") + ".", Reason: weakReason + "."}
+			if d.Name == "data-ciphers-fallback" {
+				f.Reason = weakReason
+			}
 			switch {
 			case d.Name == "data-ciphers-fallback":
 				f.Edits, f.Decision = del(d), true
@@ -491,7 +494,7 @@ func (v *view) verb() {
 	}
 	v.add(Finding{Rule: "verb", Severity: Warning, Category: Operations,
 		Problem: fmt.Sprintf("verb %d logs for debugging, not for production.", n),
-		Reason:  "man page --verb: 5 writes an R/W character for every packet, 6–11 dump protocol details; on a busy server that is disk I/O and CPU per packet and fills the journal. 3 is the documented production level.",
+		Reason:  "man page --verb: 1–4 is the normal usage range, 5 writes an R/W character for every packet read and written, 6–11 dump debug details; on a busy server that is log I/O and CPU per packet and floods the journal.",
 		Edits:   repl(d, "verb 3")}, d)
 }
 
