@@ -395,6 +395,7 @@ func TestLogEventsFromSourceFormats(t *testing.T) {
 		"Restart pause, 10 second(s)",
 		"Connection reset, restarting [0]",
 		"Data Channel: cipher 'BF-CBC', auth 'SHA1', peer-id: 0",
+		"net_iface_mtu_set: mtu 1500 for tun0",
 	}
 	var b strings.Builder
 	for _, l := range lines {
@@ -404,12 +405,12 @@ func TestLogEventsFromSourceFormats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := CheckLog(rep, "j", nil, Context{RTT: 100 * time.Millisecond, RateBitsPerSec: 50e6})
+	fs := CheckLog(rep, "j", nil, Context{RTT: 100 * time.Millisecond, RateBitsPerSec: 50e6, PathMTU: 1492})
 	got := map[string]int{}
 	for _, f := range fs {
 		got[f.Rule] = f.Line
 	}
-	want := map[string]int{"log-buffer-small": 2, "log-packet-too-large": 3, "log-replay": 4, "log-restarts": 6, "log-data-cipher": 11}
+	want := map[string]int{"log-buffer-small": 2, "log-packet-too-large": 3, "log-replay": 4, "log-restarts": 6, "log-data-cipher": 11, "log-mtu": 12}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("findings %v, want %v\n%s", got, want, Text(fs))
 	}

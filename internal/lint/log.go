@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 )
 
 // restartStorm is how many restarts in one log lint calls a storm.
@@ -95,6 +96,28 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 		add(Finding{Rule: "log-restarts", Severity: Warning, Category: Operations,
 			Problem: fmt.Sprintf("the tunnel restarted %d times in this log (first: %s).", n, e.Text),
 			Reason:  "a reconnect storm: every restart renegotiates TLS and drops traffic; look at the line before each restart (ping-restart timeouts, TLS errors, AUTH_FAILED)."}, e.Line)
+	}
+	if rep.TunMTU > 0 && ctx.PathMTU > 0 {
+		line := 0
+		for _, e := range rep.Events {
+			if e.Kind == openvpn.EventMTU && strings.Contains(e.Text, "mtu_set") {
+				line = e.Line
+			}
+		}
+		cipher := rep.DataCipher
+		if cipher == "" || cipher == "none" {
+			cipher = "AES-256-GCM"
+		}
+		dc := pmtu.DataChannel{Cipher: cipher, Auth: rep.DataAuth}
+		if over, err := dc.Overhead(pmtu.Transport{Proto: "udp", Family: pmtu.IPv4}, rep.TunMTU); err == nil && rep.TunMTU+over > ctx.PathMTU {
+			mss := ""
+			if n, ok := rep.MTUParms["mss_fix"]; ok {
+				mss = fmt.Sprintf(" (mssfix in force: %d)", n)
+			}
+			add(Finding{Rule: "log-mtu", Severity: Info, Category: Performance,
+				Problem: fmt.Sprintf("the tun MTU in force is %d%s: full-size packets become %d bytes over UDP/IPv4, above the path MTU %d.", rep.TunMTU, mss, rep.TunMTU+over, ctx.PathMTU),
+				Reason:  fmt.Sprintf("%s adds %d bytes per packet including outer headers (openvpn-facts: overhead); mssfix keeps TCP inside within the path, other large packets are fragmented outside.", cipher, over)}, line)
+		}
 	}
 	if e, ok := rep.First(openvpn.EventDCO); ok {
 		switch {
