@@ -39,6 +39,9 @@ func TestLintExitStatus(t *testing.T) {
 	if r.code != 3 {
 		t.Errorf("bad: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	if strings.Contains(r.stdout+r.stderr, "SUPERSECRET") {
+		t.Errorf("key printed in JSON:\n%s", r.stdout)
+	}
 	var rep lintReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("JSON: %v\n%s", err, r.stdout)
