@@ -3,7 +3,6 @@ package openvpn
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -225,13 +224,21 @@ func writeDirective(b *strings.Builder, d Directive) {
 	b.WriteByte('\n')
 }
 
-// ParseError names the line of a config that OpenVPN would refuse.
+// ParseError names the line of a config that OpenVPN would refuse, and
+// when the config came from a file (ReadConfigFile) the file and column.
 type ParseError struct {
 	Line int
 	Msg  string
+	File string
+	Col  int
 }
 
-func (e *ParseError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
+func (e *ParseError) Error() string {
+	if e.File != "" {
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+	}
+	return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
+}
 
 // Parse reads an OpenVPN config file the way OpenVPN 2.6's
 // read_config_file and parse_line do: '#' and ';' start a comment where a
@@ -255,20 +262,20 @@ func Parse(r io.Reader) (*Config, error) {
 			line = strings.TrimPrefix(line, "\xef\xbb\xbf")
 		}
 		if strings.IndexByte(line, 0) >= 0 {
-			return nil, &ParseError{lineNum, "NUL character"}
+			return nil, &ParseError{Line: lineNum, Msg: "NUL character"}
 		}
 		if len(line) > MaxLineLen {
-			return nil, &ParseError{lineNum, fmt.Sprintf("line is %d characters long, OpenVPN reads at most %d", len(line), MaxLineLen)}
+			return nil, &ParseError{Line: lineNum, Msg: fmt.Sprintf("line is %d characters long, OpenVPN reads at most %d", len(line), MaxLineLen)}
 		}
 		toks, err := parseLine(line)
 		if err != nil {
-			return nil, &ParseError{lineNum, err.Error()}
+			return nil, &ParseError{Line: lineNum, Msg: err.Error()}
 		}
 		if len(toks) == 0 {
 			continue
 		}
 		if len(toks) > MaxParams {
-			return nil, &ParseError{lineNum, fmt.Sprintf("%d parameters, OpenVPN reads at most %d", len(toks)-1, MaxParams-1)}
+			return nil, &ParseError{Line: lineNum, Msg: fmt.Sprintf("%d parameters, OpenVPN reads at most %d", len(toks)-1, MaxParams-1)}
 		}
 		if len(toks[0]) >= 3 && strings.HasPrefix(toks[0], "--") {
 			toks[0] = toks[0][2:]
@@ -287,7 +294,7 @@ func Parse(r io.Reader) (*Config, error) {
 					break
 				}
 				if strings.IndexByte(l, 0) >= 0 {
-					return nil, &ParseError{lineNum, "NUL character"}
+					return nil, &ParseError{Line: lineNum, Msg: "NUL character"}
 				}
 				body.WriteString(l + "\n")
 			}
@@ -295,7 +302,7 @@ func Parse(r io.Reader) (*Config, error) {
 				return nil, err
 			}
 			if !closed {
-				return nil, &ParseError{start, fmt.Sprintf("end tag %s missing", closeTag)}
+				return nil, &ParseError{Line: start, Msg: fmt.Sprintf("end tag %s missing", closeTag)}
 			}
 			c.Directives = append(c.Directives, Directive{Name: name, Inline: true, Body: body.String()})
 			continue
@@ -314,6 +321,14 @@ func Parse(r io.Reader) (*Config, error) {
 
 // ParseString is Parse over a string.
 func ParseString(s string) (*Config, error) { return Parse(strings.NewReader(s)) }
+
+// colError is a tokenizer error at a 1-based column of the line.
+type colError struct {
+	col int
+	msg string
+}
+
+func (e *colError) Error() string { return e.msg }
 
 // parseLine splits one line into tokens following OpenVPN 2.6's
 // parse_line state machine (options.c).
@@ -381,25 +396,25 @@ func parseLine(line string) ([]string, error) {
 			state = initial
 		}
 		if backslash && out != 0 && !(out == '\\' || out == '"' || space(out)) {
-			return nil, errors.New("bad backslash: only \\\\, \\\" and \\ followed by white space are allowed")
+			return nil, &colError{i, "bad backslash: only \\\\, \\\" and \\ followed by white space are allowed"}
 		}
 		backslash = false
 		if out != 0 {
 			if parm.Len() >= MaxTokenLen {
-				return nil, fmt.Errorf("parameter is too long (%d characters max)", MaxTokenLen)
+				return nil, &colError{i + 1, fmt.Sprintf("parameter is too long (%d characters max)", MaxTokenLen)}
 			}
 			parm.WriteByte(out)
 		}
 	}
 	switch state {
 	case quoted:
-		return nil, errors.New(`no closing quotation (")`)
+		return nil, &colError{len(line) + 1, `no closing quotation (")`}
 	case squoted:
-		return nil, errors.New(`no closing single quotation (')`)
+		return nil, &colError{len(line) + 1, `no closing single quotation (')`}
 	case unquoted:
 		// A backslash before the terminator leaves the token open, as in
 		// OpenVPN ("residual parse state").
-		return nil, errors.New("line ends in a backslash")
+		return nil, &colError{len(line), "line ends in a backslash"}
 	}
 	return toks, nil
 }
