@@ -74,7 +74,9 @@ func newClusterServeCommand() *cobra.Command {
 		Example: `  ovpnperf cluster serve --config /etc/openvpn/server.conf --instances auto --one-port 1194 --port-base 1195
   ovpnperf cluster serve --lab mylab --instances 2 --one-port 1194 --dispatcher 198.51.100.2:8443`,
 		Args: args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return runClusterServe(cmd.Context(), cmd.OutOrStdout(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runClusterServe(cmd.Context(), cmd.OutOrStdout(), o)
+		},
 	}
 	f := c.Flags()
 	f.StringVar(&o.id, "id", "", "cluster id, 4 hex digits (default: random)")

@@ -48,7 +48,7 @@ func clientLauncher(l *lab.Lab) openvpn.Launcher {
 
 // startClients starts n clients against remote:port in parallel and waits
 // until every one is ready.
-func startClients(t *testing.T, ctx context.Context, l *lab.Lab, pki *openvpn.PKI, dir string, n int, port uint16, proto string) []*client {
+func startClients(t testing.TB, ctx context.Context, l *lab.Lab, pki *openvpn.PKI, dir string, n int, port uint16, proto string) []*client {
 	t.Helper()
 	cs := make([]*client, n)
 	var wg sync.WaitGroup
@@ -103,7 +103,7 @@ func pushedAddr(reply string) (netip.Addr, error) {
 }
 
 // startCluster runs a cluster in l's server namespace from the lab base.
-func startCluster(t *testing.T, l *lab.Lab, o cluster.Options) (*cluster.Cluster, *openvpn.PKI) {
+func startCluster(t testing.TB, l *lab.Lab, o cluster.Options) (*cluster.Cluster, *openvpn.PKI) {
 	t.Helper()
 	var pki *openvpn.PKI
 	o.Netns = l.Namespace(lab.Server)
@@ -136,7 +136,7 @@ func startCluster(t *testing.T, l *lab.Lab, o cluster.Options) (*cluster.Cluster
 // checkClusterGone fails unless nothing of cluster id is left: process
 // (a command line naming its directory), tun device, iptables chain,
 // socket, file.
-func checkClusterGone(t *testing.T, id, ns string) {
+func checkClusterGone(t testing.TB, id, ns string) {
 	t.Helper()
 	dir := cluster.Dir(id)
 	if _, err := os.Stat(dir); err == nil {
@@ -263,4 +263,33 @@ func runServeHelper() {
 		os.Exit(1)
 	}
 	select {}
+}
+
+func labPrepare(dir string) (*openvpn.Config, error) {
+	base, _, err := cluster.LabBase(dir, true)
+	return base, err
+}
+
+// checkPrivate fails unless every file under dir is 0600 (sockets
+// included) and every directory 0700.
+func checkPrivate(t *testing.T, dir string) {
+	t.Helper()
+	n := 0
+	_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return nil
+		}
+		n++
+		want := os.FileMode(0o600)
+		if fi.IsDir() {
+			want = 0o700
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", p, fi.Mode().Perm(), want)
+		}
+		return nil
+	})
+	if n < 10 {
+		t.Errorf("only %d files under %s: configs, keys, sockets expected", n, dir)
+	}
 }

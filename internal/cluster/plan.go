@@ -45,15 +45,15 @@ type PlanOptions struct {
 // unsplittable are directives whose meaning cannot be divided between
 // instances, each with the reason given to the user.
 var unsplittable = map[string]string{
-	"server-bridge":        "a bridged (tap) server shares one layer-2 segment and one address pool; instances would hand out the same addresses",
+	"server-bridge":         "a bridged (tap) server shares one layer-2 segment and one address pool; instances would hand out the same addresses",
 	"ifconfig-pool-persist": "one persistence file per pool cannot be shared by several processes",
-	"client":               "this is a client config; give the server's",
-	"mode":                 "",
-	"dev-type":             "",
-	"dev":                  "",
-	"duplicate-cn":         "",
-	"ifconfig":             "a fixed point-to-point ifconfig cannot be split; use `server NET MASK`",
-	"secret":               "static-key mode serves one peer per process",
+	"client":                "this is a client config; give the server's",
+	"mode":                  "",
+	"dev-type":              "",
+	"dev":                   "",
+	"duplicate-cn":          "",
+	"ifconfig":              "a fixed point-to-point ifconfig cannot be split; use `server NET MASK`",
+	"secret":                "static-key mode serves one peer per process",
 }
 
 // CheckBase refuses a base config that cannot be split, naming why.
