@@ -30,7 +30,8 @@ const (
 )
 
 // Backoff of restarts: the first retry after FirstBackoff, doubling up to
-// MaxBackoff, back to FirstBackoff once an instance stayed up ResetAfter.
+// MaxBackoff, back to FirstBackoff once an instance stayed up ResetAfter or
+// was killed from outside (killedFromOutside).
 // CrashLoopRestarts restarts within ResetAfter mark a crash loop.
 var (
 	FirstBackoff      = 100 * time.Millisecond
@@ -141,7 +142,7 @@ func (in *instance) run(ctx context.Context) {
 		}
 		exitAt = time.Now()
 		up := exitAt.Sub(started)
-		if up >= ResetAfter {
+		if up >= ResetAfter || killedFromOutside(reason) {
 			backoff = FirstBackoff
 		}
 		in.mu.Lock()
@@ -172,7 +173,9 @@ func (in *instance) run(ctx context.Context) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, MaxBackoff)
+		if !killedFromOutside(reason) {
+			backoff = min(backoff*2, MaxBackoff)
+		}
 	}
 }
 
@@ -320,6 +323,14 @@ func procCPUSeconds(pid int) float64 {
 	return (u + st) / 100
 }
 
+// killedFromOutside reports an exit by SIGKILL: an operator, the OOM
+// killer or a fault test ended a healthy process. Backoff exists to keep a
+// process that fails by itself (bad config, port taken, a crash: exit
+// status or SIGSEGV/SIGABRT) from spinning; a killed instance is restarted
+// after FirstBackoff every time, and still counts towards the crash-loop
+// report.
+func killedFromOutside(reason string) bool { return reason == "signal: killed" }
+
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		return s[:i]
@@ -336,6 +347,9 @@ func (in *instance) kill() (int, error) {
 	if pid == 0 || state != StateUp {
 		return 0, fmt.Errorf("instance %s is %s", in.spec.Name, state)
 	}
+	// Out of assignment before the signal: the supervisor would only
+	// notice the exit a moment later.
+	in.set(func(s *InstanceStatus) { s.State = StateRestarting })
 	return pid, syscall.Kill(pid, syscall.SIGKILL)
 }
 
