@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
@@ -183,6 +184,11 @@ func servePidTicks(st State) (uint64, bool) {
 }
 
 func removeResource(ctx context.Context, r Resource) error {
+	if r.Kind != KindProcess && r.Netns != "" && !netns.Exists(r.Netns) {
+		// The namespace went with its rules and sysctls (a lab torn
+		// down); a process may outlive it and is still checked.
+		return nil
+	}
 	switch r.Kind {
 	case KindProcess:
 		if r.Name != "serve" && alive(r.Pid, r.StartTicks) {
