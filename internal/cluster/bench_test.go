@@ -110,6 +110,11 @@ func aggregateOnce(b *testing.B, instances, clients, seconds int) (mbit, cpuPerG
 	}
 	mbit = total * 8 / float64(seconds) / 1e6
 	cpuPerGB = (cpu1 - cpu0) / (total / 1e9)
+	var per []string
+	for i, k := range cs {
+		per = append(per, fmt.Sprintf("%s@%s %.0f", k.name, instanceOf(c, k.addr), bytes[i]*8/float64(seconds)/1e6))
+	}
+	b.Logf("streams (Mbit/s): %s", strings.Join(per, ", "))
 	b.Logf("%d instances, %d clients: %.0f Mbit/s aggregate, %.1f CPU-s/GB (instances' CPU %.1f s)", instances, clients, mbit, cpuPerGB, cpu1-cpu0)
 	return mbit, cpuPerGB
 }

@@ -233,3 +233,23 @@ func TestDispatcherHostile(t *testing.T) {
 		t.Errorf("a good request after the flood: %v", err)
 	}
 }
+
+func TestRateLimitPerSource(t *testing.T) {
+	d := &Dispatcher{Registry: twoInstances(), RatePerSec: 2, Burst: 4}
+	now := time.Now()
+	n := 0
+	for range 10 {
+		if d.allow("192.0.2.2", now) {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Errorf("burst of 10 from one source: %d allowed, want 4", n)
+	}
+	if !d.allow("192.0.2.3", now) {
+		t.Errorf("another source was limited too")
+	}
+	if !d.allow("192.0.2.2", now.Add(time.Second)) {
+		t.Errorf("one second later the source is still limited")
+	}
+}
