@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -532,5 +531,3 @@ func newClusterSystemdUnitCommand() *cobra.Command {
 	c.Flags().StringVar(&id, "id", "", "the cluster id the service uses (4 hex digits)")
 	return c
 }
-
-var _ = errors.New

@@ -3,6 +3,7 @@ package cluster
 import (
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,7 +40,7 @@ func (k *collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (k *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range k.c.Status() {
-		lv := []string{k.c.id, s.Name, s.Proto, itoa(int(s.Port))}
+		lv := []string{k.c.id, s.Name, s.Proto, strconv.Itoa(int(s.Port))}
 		up := 0.0
 		if s.State == StateUp {
 			up = 1
@@ -55,18 +56,6 @@ func (k *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(k.clientOut, prometheus.GaugeValue, float64(pc.BytesOut), append(lv, pc.CommonName)...)
 		}
 	}
-}
-
-func itoa(n int) string {
-	b := []byte{}
-	if n == 0 {
-		return "0"
-	}
-	for n > 0 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-		n /= 10
-	}
-	return string(b)
 }
 
 // ServeMetrics serves /metrics on l until it is closed.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -352,5 +351,3 @@ func (in *instance) kill() (int, error) {
 	in.set(func(s *InstanceStatus) { s.State = StateRestarting })
 	return pid, syscall.Kill(pid, syscall.SIGKILL)
 }
-
-var _ = slog.Default
