@@ -237,22 +237,28 @@ func (d *Dispatcher) Assign(r Request, now time.Time) (Reply, error) {
 	return Reply{Instance: pick.Name, Remote: pick.Host, Port: pick.Port, Proto: pick.Proto}, nil
 }
 
-// handle serves one connection: one request, one reply.
+// MaxRequestsPerConn bounds the requests one connection may send; each
+// gets one reply line.
+const MaxRequestsPerConn = 256
+
+// handle serves one connection: request lines, one reply line each, until
+// EOF, an over-long line or MaxRequestsPerConn.
 func (d *Dispatcher) handle(conn net.Conn) {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 	src, _, _ := net.SplitHostPort(conn.RemoteAddr().String())
-	reply := func(r Reply) {
+	reply := func(r Reply) error {
 		if r.Error != "" {
 			d.Refused.Add(1)
 		} else {
 			d.Assigned.Add(1)
 		}
 		b, _ := json.Marshal(r)
-		_, _ = conn.Write(append(b, '\n'))
+		_, err := conn.Write(append(b, '\n'))
+		return err
 	}
 	if !d.allow(src, time.Now()) {
-		reply(Reply{Error: "rate limited"})
+		_ = reply(Reply{Error: "rate limited"})
 		return
 	}
 	tc, ok := conn.(*tls.Conn)
@@ -263,22 +269,32 @@ func (d *Dispatcher) handle(conn net.Conn) {
 		d.Refused.Add(1)
 		return // no certificate from our CA: nothing to say
 	}
-	line, err := bufio.NewReaderSize(io.LimitReader(conn, MaxRequest+1), MaxRequest+1).ReadSlice('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		reply(Reply{Error: "malformed request"})
-		return
+	br := bufio.NewReaderSize(conn, MaxRequest+1)
+	for i := 0; i < MaxRequestsPerConn; i++ {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			_ = reply(Reply{Error: "request too long"})
+			return
+		}
+		if err != nil && (len(line) == 0 || !errors.Is(err, io.EOF)) {
+			return
+		}
+		if i > 0 && !d.allow(src, time.Now()) {
+			_ = reply(Reply{Error: "rate limited"})
+			return
+		}
+		var r Reply
+		req, perr := ParseRequest(bytes.TrimSpace(line), time.Now())
+		if perr != nil {
+			r = Reply{Error: perr.Error()}
+		} else if r, perr = d.Assign(req, time.Now()); perr != nil {
+			r = Reply{Error: perr.Error()}
+		}
+		if reply(r) != nil || err != nil {
+			return
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 	}
-	req, err := ParseRequest(bytes.TrimSpace(line), time.Now())
-	if err != nil {
-		reply(Reply{Error: err.Error()})
-		return
-	}
-	r, err := d.Assign(req, time.Now())
-	if err != nil {
-		reply(Reply{Error: err.Error()})
-		return
-	}
-	reply(r)
 }
 
 // Serve accepts TLS connections on l until it is closed. Callers must

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -167,21 +168,61 @@ func TestDispatcherHostile(t *testing.T) {
 	var m0, m1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&m0)
+	// 9 000 malformed and replayed requests over authenticated
+	// connections (256 per connection at most), 1 000 that fail
+	// authentication: no certificate, another CA's, not TLS at all.
 	const n = 10000
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := range n {
+	sem := make(chan struct{}, 8)
+	var mu sync.Mutex
+	sent := 0
+	lines := func(i int) string {
+		switch i % 3 {
+		case 0:
+			b, _ := json.Marshal(replayed)
+			return string(b)
+		case 1:
+			return strings.Repeat("\x01{", i%200)
+		}
+		return fmt.Sprintf(`{"v":1,"proto":"udp","nonce":"%032x","time":%d}`, i, 1+i) // outside the window
+	}
+	for conn := 0; conn < 9000/250; conn++ {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			switch i % 5 {
-			case 0: // replay of an accepted request
-				if r, err := Ask(ctx, addr, good, replayed); err == nil {
-					t.Errorf("replay assigned %+v", r)
+			c, err := tls.Dial("tcp", addr, good)
+			if err != nil {
+				t.Errorf("dial: %v", err)
+				return
+			}
+			defer c.Close()
+			br := bufio.NewReader(c)
+			for k := range 250 {
+				fmt.Fprintf(c, "%s\n", lines(conn*250+k))
+				resp, err := br.ReadString('\n')
+				if err != nil {
+					t.Errorf("reply %d: %v", k, err)
+					return
 				}
-			case 1: // no client certificate
+				if strings.Contains(resp, `"instance"`) {
+					t.Errorf("hostile line assigned: %s", resp)
+				}
+			}
+			mu.Lock()
+			sent += 250
+			mu.Unlock()
+		}()
+	}
+	for i := range 1000 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			switch i % 4 {
+			case 0, 1: // no client certificate
 				if r, err := Ask(ctx, addr, noCert, NewRequest("udp")); err == nil {
 					t.Errorf("no certificate, assigned %+v", r)
 				}
@@ -189,20 +230,7 @@ func TestDispatcherHostile(t *testing.T) {
 				if r, err := Ask(ctx, addr, wrong, NewRequest("udp")); err == nil {
 					t.Errorf("foreign certificate, assigned %+v", r)
 				}
-			case 3: // garbage after a good handshake
-				c, err := tls.Dial("tcp", addr, good)
-				if err != nil {
-					t.Errorf("dial: %v", err)
-					return
-				}
-				fmt.Fprintf(c, "%s\n", strings.Repeat("\x01{", i%700))
-				buf := make([]byte, 512)
-				k, _ := c.Read(buf)
-				c.Close()
-				if strings.Contains(string(buf[:k]), `"instance"`) {
-					t.Errorf("garbage assigned: %s", buf[:k])
-				}
-			case 4: // raw bytes, not even TLS
+			case 3: // raw bytes, not even TLS
 				c, err := net.Dial("tcp", addr)
 				if err != nil {
 					t.Errorf("dial: %v", err)
@@ -214,6 +242,9 @@ func TestDispatcherHostile(t *testing.T) {
 				c.Read(buf)
 				c.Close()
 			}
+			mu.Lock()
+			sent++
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
@@ -221,6 +252,9 @@ func TestDispatcherHostile(t *testing.T) {
 	runtime.ReadMemStats(&m1)
 	if got := d.Assigned.Load() - base; got != 0 {
 		t.Errorf("%d hostile requests were assigned an instance", got)
+	}
+	if sent != n {
+		t.Errorf("sent %d hostile requests, want %d", sent, n)
 	}
 	t.Logf("heap in use: %d KiB before, %d KiB after %d hostile requests; refused %d", m0.HeapInuse>>10, m1.HeapInuse>>10, n, d.Refused.Load())
 	// Flat: the replay cache holds one nonce; allow generous slack for

@@ -70,7 +70,7 @@ func TestKillUnderLoad(t *testing.T) {
 	}
 	done := make(chan iperfOut, 1)
 	go func() {
-		out, err := l.Command(ctx, lab.Client, "iperf3", "-c", serverAddr(c, "u0").String(), "-t", strconv.Itoa(seconds), "-i", "1", "-b", "40M", "-J").Output()
+		out, err := l.Command(ctx, lab.Client, "iperf3", "-c", serverAddr(c, "u0").String(), "-t", strconv.Itoa(seconds), "-i", "1", "-b", "10M", "-J").Output()
 		done <- iperfOut{out, err}
 	}()
 	// The dispatcher, in this process, over the cluster's own registry.
