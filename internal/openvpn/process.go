@@ -166,6 +166,10 @@ func (p *Process) Done() <-chan struct{} { return p.proc.Done() }
 // Stop ends OpenVPN (SIGTERM, then SIGKILL) and waits for it.
 func (p *Process) Stop() error { return p.proc.Stop() }
 
+// Wait waits for the process to exit and returns how it ended (a
+// supervisor reports it as the exit reason).
+func (p *Process) Wait() error { return p.proc.Wait() }
+
 // ReadyLine is what OpenVPN logs when its tun device is up and, on a
 // client, the server's push has been applied.
 const ReadyLine = "Initialization Sequence Completed"

@@ -1,0 +1,533 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/ovpnperf/ovpnperf/internal/cluster"
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+)
+
+func init() { register(newClusterCommand) }
+
+func newClusterCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "cluster",
+		Short: "Run one supervised OpenVPN server per CPU behind one address",
+		Long: `OpenVPN 2.x moves every packet through one process on one core. A cluster is N
+OpenVPN server processes made from one config, each pinned to its own CPU with
+its own port, tun device and slice of the address pool, supervised (restarted
+with backoff), observable (status, Prometheus metrics) and reachable three ways:
+one public port spread by the kernel (--one-port), an authenticated dispatcher
+(--dispatcher, used by ` + "`cluster connect`" + `), or a client config listing every
+instance (` + "`cluster client-config`" + `).
+
+Files live in /run/ovpnperf/cluster/ID (0700); everything is recorded there
+before it is made, so ` + "`cluster clean ID`" + ` removes what a killed serve left.`,
+	}
+	c.AddCommand(newClusterServeCommand(), newClusterStatusCommand(), newClusterStopCommand(), newClusterCleanCommand(),
+		newClusterConnectCommand(), newClusterClientConfigCommand(), newClusterSystemdUnitCommand())
+	return c
+}
+
+type clusterServeOptions struct {
+	id, config, labName, netns string
+	instances                  string
+	reserve                    int
+	proto                      string
+	portBase, onePort          uint16
+	spread                     string
+	pool, pool6                string
+	cpus                       string
+	nice                       int
+	dispatcher, public         string
+	strategy                   string
+	rate                       float64
+	metrics                    string
+	perClient                  bool
+	drain                      time.Duration
+}
+
+func newClusterServeCommand() *cobra.Command {
+	var o clusterServeOptions
+	c := &cobra.Command{
+		Use:   "serve [flags]",
+		Short: "Start the instances and supervise them until SIGTERM or `cluster stop`",
+		Example: `  ovpnperf cluster serve --config /etc/openvpn/server.conf --instances auto --one-port 1194 --port-base 1195
+  ovpnperf cluster serve --lab mylab --instances 2 --one-port 1194 --dispatcher 198.51.100.2:8443`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runClusterServe(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.id, "id", "", "cluster id, 4 hex digits (default: random)")
+	f.StringVar(&o.config, "config", "", "server config to split (default with --lab: the lab's built-in config)")
+	f.StringVar(&o.labName, "lab", "", "run in this lab's server namespace")
+	f.StringVar(&o.netns, "netns", "", "run in this named network namespace")
+	f.StringVar(&o.instances, "instances", "auto", "instances per protocol: N, or auto (one per usable CPU minus --reserve-cpus)")
+	f.IntVar(&o.reserve, "reserve-cpus", 0, "CPUs left out by --instances auto")
+	f.StringVar(&o.proto, "proto", "udp", "udp, tcp or udp,tcp (one instance of each per CPU)")
+	f.Uint16Var(&o.portBase, "port-base", 1195, "port of the first instance; instance i listens on port-base+i")
+	f.Uint16Var(&o.onePort, "one-port", 0, "spread clients arriving at this port over the instances (iptables in the namespace)")
+	f.StringVar(&o.spread, "spread", cluster.SpreadCounter, "one-port spreading: counter (new flows in turn) or hash (source address and port, HMARK)")
+	f.StringVar(&o.pool, "pool", "", "IPv4 address pool split between the instances (default: the config's server network)")
+	f.StringVar(&o.pool6, "pool6", "", "IPv6 pool (default: the config's server-ipv6)")
+	f.StringVar(&o.cpus, "cpus", "", "CPUs to pin instances to, e.g. 0-3 (default: the CPUs this process may use)")
+	f.IntVar(&o.nice, "nice", 0, "nice value of the instances (-20..19)")
+	f.StringVar(&o.dispatcher, "dispatcher", "", "serve assignments over TLS on ADDR:PORT (callers need a client certificate of the cluster's CA)")
+	f.StringVar(&o.public, "public", "", "host name or address the dispatcher hands out (default: the lab's server address)")
+	f.StringVar(&o.strategy, "strategy", cluster.LeastLoaded, "dispatcher strategy: round-robin or least-loaded")
+	f.Float64Var(&o.rate, "rate", 20, "dispatcher requests per second per source address (burst twice that)")
+	f.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on ADDR:PORT/metrics")
+	f.BoolVar(&o.perClient, "per-client-metrics", false, "also export bytes per client, labelled by common name")
+	f.DurationVar(&o.drain, "drain", 2*time.Second, "on stop, how long instances keep running after the dispatcher stops assigning")
+	return c
+}
+
+func (o clusterServeOptions) toOptions() (cluster.Options, error) {
+	co := cluster.Options{ID: o.id, Netns: o.netns, Nice: o.nice, PortBase: o.portBase, OnePort: o.onePort, Spread: o.spread, PerClient: o.perClient, Drain: o.drain}
+	var err error
+	if co.Protos, err = cluster.ParseProtos(o.proto); err != nil {
+		return co, err
+	}
+	if o.spread != cluster.SpreadCounter && o.spread != cluster.SpreadHash {
+		return co, usage.Errorf("--spread %q: use counter or hash", o.spread)
+	}
+	if o.strategy != cluster.RoundRobin && o.strategy != cluster.LeastLoaded {
+		return co, usage.Errorf("--strategy %q: use round-robin or least-loaded", o.strategy)
+	}
+	if o.nice < -20 || o.nice > 19 {
+		return co, usage.Errorf("--nice %d: use -20..19", o.nice)
+	}
+	if o.labName != "" && o.netns != "" {
+		return co, usage.Errorf("--lab and --netns: give one")
+	}
+	if o.labName != "" {
+		if err := lab.ValidateName(o.labName); err != nil {
+			return co, err
+		}
+		co.Netns = lab.NamespaceName(o.labName, lab.Server)
+	}
+	if o.config == "" && o.labName == "" {
+		return co, usage.Errorf("give --config FILE, or --lab NAME for the built-in lab config")
+	}
+	if co.CPUs, err = cluster.ParseCPUs(o.cpus); err != nil {
+		return co, err
+	}
+	if len(co.CPUs) == 0 {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &set); err == nil {
+			for i := 0; i < 1024 && len(co.CPUs) < set.Count(); i++ {
+				if set.IsSet(i) {
+					co.CPUs = append(co.CPUs, i)
+				}
+			}
+		}
+	}
+	if o.instances == "auto" {
+		if o.reserve < 0 || o.reserve >= len(co.CPUs) {
+			return co, usage.Errorf("--reserve-cpus %d leaves no CPU of %d for instances", o.reserve, len(co.CPUs))
+		}
+		co.CPUs = co.CPUs[:len(co.CPUs)-o.reserve]
+		co.Instances = len(co.CPUs)
+	} else if co.Instances, err = strconv.Atoi(o.instances); err != nil || co.Instances < 1 || co.Instances > 64 {
+		return co, usage.Errorf("--instances %q: use 1-64 or auto", o.instances)
+	}
+	if o.pool != "" {
+		if co.Pool, err = netip.ParsePrefix(o.pool); err != nil || !co.Pool.Addr().Is4() {
+			return co, usage.Errorf("--pool %q: use an IPv4 prefix like 10.8.0.0/16", o.pool)
+		}
+	}
+	if o.pool6 != "" {
+		if co.Pool6, err = netip.ParsePrefix(o.pool6); err != nil || !co.Pool6.Addr().Is6() {
+			return co, usage.Errorf("--pool6 %q: use an IPv6 prefix like fd00:8::/64", o.pool6)
+		}
+	}
+	if o.dispatcher != "" {
+		if _, _, err := net.SplitHostPort(o.dispatcher); err != nil {
+			return co, usage.Errorf("--dispatcher %q: use ADDR:PORT", o.dispatcher)
+		}
+	}
+	return co, nil
+}
+
+func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) error {
+	co, err := o.toOptions()
+	if err != nil {
+		return err
+	}
+	var pki *openvpn.PKI
+	if o.config != "" {
+		b, err := os.ReadFile(o.config)
+		if err != nil {
+			return usage.Errorf("--config: %v", err)
+		}
+		base, err := openvpn.ParseString(string(b))
+		if err != nil {
+			return usage.Errorf("--config %s: %v", o.config, err)
+		}
+		if err := cluster.CheckBase(base); err != nil {
+			return err
+		}
+		co.Base = base
+	} else {
+		co.Prepare = func(dir string) (*openvpn.Config, error) {
+			base, p, err := cluster.LabBase(dir, true)
+			pki = p
+			return base, err
+		}
+	}
+	if !co.Pool.IsValid() {
+		if o.config == "" {
+			co.Pool = lab.TunnelV4
+		} else if co.Pool, err = serverNetwork(co.Base); err != nil {
+			return err
+		}
+	}
+	if o.public == "" && o.labName != "" {
+		o.public = lab.ServerV4.String()
+	}
+	if o.dispatcher != "" && o.public == "" {
+		return usage.Errorf("--dispatcher needs --public HOST: the address clients reach the instances at")
+	}
+	co.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	c, err := cluster.Start(ctx, co)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "cluster %s: %d instances, directory %s, control socket %s\n", c.ID(), len(c.Specs()), c.Dir(), cluster.ControlPath(c.ID()))
+	for _, s := range c.Specs() {
+		fmt.Fprintf(w, "  %s %s port %d dev %s subnet %s cpu %d\n", s.Name, s.Proto, s.Port, s.Dev, s.Subnet, s.CPU)
+	}
+	if c.Backend() != "" {
+		fmt.Fprintf(w, "one-port %d: backend %s\n", o.onePort, c.Backend())
+	}
+	var closers []io.Closer
+	if o.dispatcher != "" {
+		ca, cert, key, err := dispatcherCreds(co.Base, pki)
+		if err != nil {
+			c.Stop()
+			return err
+		}
+		l, err := net.Listen("tcp", o.dispatcher)
+		if err != nil {
+			c.Stop()
+			return err
+		}
+		closers = append(closers, l)
+		d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: o.public}, Strategy: o.strategy, RatePerSec: o.rate, Burst: 2 * o.rate}
+		go func() { _ = d.Serve(l, cert, key, ca) }()
+		fmt.Fprintf(w, "dispatcher on %s (%s), handing out %s\n", l.Addr(), o.strategy, o.public)
+	}
+	if o.metrics != "" {
+		l, err := net.Listen("tcp", o.metrics)
+		if err != nil {
+			c.Stop()
+			return err
+		}
+		closers = append(closers, l)
+		go func() { _ = c.ServeMetrics(l) }()
+		fmt.Fprintf(w, "metrics on http://%s/metrics\n", l.Addr())
+	}
+	select {
+	case <-ctx.Done():
+	case <-c.StopRequested():
+	}
+	fmt.Fprintf(w, "cluster %s: draining %v, then stopping\n", c.ID(), o.drain)
+	c.Drain()
+	for _, cl := range closers {
+		defer cl.Close()
+	}
+	return c.Stop()
+}
+
+// serverNetwork reads the pool from the config's `server NET MASK`.
+func serverNetwork(c *openvpn.Config) (netip.Prefix, error) {
+	d, ok := c.Get("server")
+	if !ok || len(d.Args) < 2 {
+		return netip.Prefix{}, usage.Errorf("config has no `server NET MASK`; give --pool")
+	}
+	a, err1 := netip.ParseAddr(d.Args[0])
+	m, err2 := netip.ParseAddr(d.Args[1])
+	if err1 != nil || err2 != nil || !a.Is4() || !m.Is4() {
+		return netip.Prefix{}, usage.Errorf("config: server %s %s: want IPv4 NET MASK", d.Args[0], d.Args[1])
+	}
+	ones, _ := net.IPMask(m.AsSlice()).Size()
+	return netip.PrefixFrom(a, ones).Masked(), nil
+}
+
+// dispatcherCreds are the TLS files the dispatcher uses: the cluster's own
+// PKI, or the base config's ca/cert/key files.
+func dispatcherCreds(base *openvpn.Config, pki *openvpn.PKI) (ca, cert, key string, err error) {
+	if pki != nil {
+		return pki.CACert(), pki.ServerCert(), pki.ServerKey(), nil
+	}
+	get := func(n string) string {
+		if d, ok := base.Get(n); ok && len(d.Args) > 0 {
+			return d.Args[0]
+		}
+		return ""
+	}
+	ca, cert, key = get("ca"), get("cert"), get("key")
+	if ca == "" || cert == "" || key == "" {
+		return "", "", "", usage.Errorf("--dispatcher needs ca, cert and key files in the config (inline blocks are not supported)")
+	}
+	return ca, cert, key, nil
+}
+
+func clusterID(args []string) (string, error) {
+	if len(args) == 1 {
+		return args[0], nil
+	}
+	ids, err := cluster.List()
+	if err != nil {
+		return "", err
+	}
+	if len(ids) != 1 {
+		return "", usage.Errorf("%d clusters here (%s): name one", len(ids), strings.Join(ids, ", "))
+	}
+	return ids[0], nil
+}
+
+func newClusterStatusCommand() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status [ID]",
+		Short: "Show each instance: state, pid, CPU, port, clients, bytes, restarts, last exit",
+		Args:  args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			id, err := clusterID(a)
+			if err != nil {
+				return err
+			}
+			st, err := cluster.QueryStatus(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), st)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintf(w, "cluster %s\tnetns %s\tone-port %d %s\n", st.ID, st.Netns, st.OnePort, st.Backend)
+			fmt.Fprintln(w, "INSTANCE\tSTATE\tPID\tCPU\tPROTO\tPORT\tCLIENTS\tBYTES IN\tBYTES OUT\tRESTARTS\tLAST EXIT")
+			for _, s := range st.Instances {
+				state := s.State
+				if s.CrashLoop {
+					state += " (crash loop)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Name, state, s.Pid, s.CPU, s.Proto, s.Port, s.Clients, s.BytesIn, s.BytesOut, s.Restarts, s.LastExit)
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func newClusterStopCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop [ID]",
+		Short: "Ask a running `cluster serve` to drain and stop, and wait until it has",
+		Args:  args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			id, err := clusterID(a)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
+			defer cancel()
+			return cluster.RequestStop(ctx, id)
+		},
+	}
+}
+
+func newClusterCleanCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "clean ID",
+		Short: "Remove what a killed `cluster serve` left: processes, iptables chains, sysctls, files",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return cluster.Clean(cmd.Context(), a[0])
+		},
+	}
+}
+
+type clusterConnectOptions struct {
+	ca, cert, key, proto string
+}
+
+func newClusterConnectCommand() *cobra.Command {
+	var o clusterConnectOptions
+	c := &cobra.Command{
+		Use:   "connect DISPATCHER -- [openvpn options]",
+		Short: "Ask the dispatcher for an instance, then exec openvpn with it as the first remote",
+		Long: `connect asks the dispatcher at DISPATCHER (ADDR:PORT) for an instance, over TLS
+with the client certificate given, and execs openvpn with --remote HOST PORT PROTO
+before the options after --, so the assigned instance is tried first. If the
+dispatcher cannot be reached or refuses, openvpn runs with the options as given
+and uses the remotes of its config.`,
+		Example: `  ovpnperf cluster connect vpn.example.net:8443 --ca ca.crt --cert me.crt --key me.key -- --config client.conf`,
+		Args:    args(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return runClusterConnect(cmd.Context(), cmd.ErrOrStderr(), a[0], a[1:], o)
+		},
+	}
+	c.Flags().StringVar(&o.ca, "ca", "", "the cluster's CA certificate")
+	c.Flags().StringVar(&o.cert, "cert", "", "this client's certificate")
+	c.Flags().StringVar(&o.key, "key", "", "this client's key")
+	c.Flags().StringVar(&o.proto, "proto", "udp", "udp or tcp")
+	return c
+}
+
+// connectArgv returns openvpn's argv for a reply (nil: fall back).
+func connectArgv(r *cluster.Reply, extra []string) []string {
+	argv := []string{"openvpn"}
+	if r != nil {
+		p := r.Proto
+		if p == openvpn.TCP {
+			p = "tcp-client"
+		}
+		argv = append(argv, "--remote", r.Remote, strconv.Itoa(int(r.Port)), p)
+	}
+	return append(argv, extra...)
+}
+
+func runClusterConnect(ctx context.Context, stderr io.Writer, addr string, extra []string, o clusterConnectOptions) error {
+	if o.proto != openvpn.UDP && o.proto != openvpn.TCP {
+		return usage.Errorf("--proto %q: use udp or tcp", o.proto)
+	}
+	if o.ca == "" || o.cert == "" || o.key == "" {
+		return usage.Errorf("give --ca, --cert and --key (the dispatcher accepts only certificates of the cluster's CA)")
+	}
+	cfg, err := cluster.ClientTLS(o.cert, o.key, o.ca)
+	if err != nil {
+		return err
+	}
+	var rp *cluster.Reply
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	r, err := cluster.Ask(actx, addr, cfg, cluster.NewRequest(o.proto))
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "ovpnperf: dispatcher %s: %v; using the config's remotes\n", addr, err)
+	} else {
+		fmt.Fprintf(stderr, "ovpnperf: dispatcher assigned %s (%s %d %s)\n", r.Instance, r.Remote, r.Port, r.Proto)
+		rp = &r
+	}
+	argv := connectArgv(rp, extra)
+	path, err := exec.LookPath("openvpn")
+	if err != nil {
+		return fmt.Errorf("openvpn not found (Debian package openvpn): %w", err)
+	}
+	return syscall.Exec(path, argv, os.Environ())
+}
+
+type clusterClientConfigOptions struct {
+	base, host, out string
+}
+
+func newClusterClientConfigCommand() *cobra.Command {
+	var o clusterClientConfigOptions
+	c := &cobra.Command{
+		Use:   "client-config [ID]",
+		Short: "Write a client config with one remote per instance and remote-random",
+		Args:  args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			id, err := clusterID(a)
+			if err != nil {
+				return err
+			}
+			return runClusterClientConfig(cmd.Context(), cmd.OutOrStdout(), id, o)
+		},
+	}
+	c.Flags().StringVar(&o.base, "base", "", "client config to start from (its remotes are replaced)")
+	c.Flags().StringVar(&o.host, "host", "", "host name or address of the instances (required)")
+	c.Flags().StringVarP(&o.out, "output", "o", "", "write here (0600) instead of standard output")
+	return c
+}
+
+func runClusterClientConfig(ctx context.Context, w io.Writer, id string, o clusterClientConfigOptions) error {
+	if o.host == "" || openvpn.ValidateToken(o.host) != nil || strings.ContainsAny(o.host, " \t") {
+		return usage.Errorf("--host %q: give the instances' host name or address", o.host)
+	}
+	if o.base == "" {
+		return usage.Errorf("give --base CLIENT.conf (credentials and options to keep)")
+	}
+	b, err := os.ReadFile(o.base)
+	if err != nil {
+		return usage.Errorf("--base: %v", err)
+	}
+	cfg, err := openvpn.ParseString(string(b))
+	if err != nil {
+		return usage.Errorf("--base %s: %v", o.base, err)
+	}
+	st, err := cluster.QueryStatus(ctx, id)
+	if err != nil {
+		return err
+	}
+	text, err := cluster.ClientConfig(cfg, o.host, st.Instances)
+	if err != nil {
+		return err
+	}
+	if o.out == "" {
+		_, err := io.WriteString(w, text)
+		return err
+	}
+	return writePrivate(o.out, []byte(text))
+}
+
+func writePrivate(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func newClusterSystemdUnitCommand() *cobra.Command {
+	var id string
+	c := &cobra.Command{
+		Use:   "systemd-unit --id ID -- [serve flags]",
+		Short: "Print a systemd unit that runs `cluster serve` as a service",
+		Args:  args(cobra.ArbitraryArgs),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if !cluster.ValidID(id) {
+				return usage.Errorf("--id %q: give a fixed cluster id of 4 hex digits, so stop and clean can name it", id)
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			exe, _ = filepath.Abs(exe)
+			_, err = io.WriteString(cmd.OutOrStdout(), cluster.SystemdUnit(exe, id, a))
+			return err
+		},
+	}
+	c.Flags().StringVar(&id, "id", "", "the cluster id the service uses (4 hex digits)")
+	return c
+}

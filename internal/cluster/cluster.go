@@ -1,0 +1,396 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+)
+
+// idRE: cluster ids are 4 hex digits, so that a tun name
+// ovpnperf<ID><u|t><N> fits the kernel's 15 characters.
+var idRE = regexp.MustCompile(`^[0-9a-f]{4}$`)
+
+// NewID returns a random cluster id.
+func NewID() string {
+	b := make([]byte, 2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Options configure a cluster.
+type Options struct {
+	ID string // empty: random
+	// Base is the server config to split. Its credentials are used as
+	// they are; the dispatcher needs CACert/ServerCert/ServerKey.
+	Base      *openvpn.Config
+	Instances int
+	Protos    []string
+	PortBase  uint16
+	Pool      netip.Prefix
+	Pool6     netip.Prefix
+	CPUs      []int
+	Nice      int
+	// Netns runs the instances and the one-port rules in a named network
+	// namespace (a lab's server); empty means serve's own namespace.
+	Netns string
+	// OnePort, when non-zero, spreads flows arriving at this port over
+	// the instances (see oneport.go).
+	OnePort uint16
+	// Spread is SpreadCounter (default) or SpreadHash.
+	Spread string
+	// Drain is how long SIGTERM/stop keeps instances running after the
+	// dispatcher stops assigning.
+	Drain     time.Duration
+	PerClient bool
+	Log       *slog.Logger
+	// Prepare, if set, runs after the cluster's directory exists and
+	// before anything is planned, and returns the base config (the built-in
+	// config writes its PKI into the cluster's directory).
+	Prepare func(dir string) (*openvpn.Config, error)
+}
+
+// Cluster is a running cluster.
+type Cluster struct {
+	opts      Options
+	id        string
+	dir       string
+	log       *slog.Logger
+	state     *stateFile
+	instances []*instance
+	specs     []Spec
+	backend   string
+	draining  chan struct{}
+	drainOnce sync.Once
+	stopReq   chan struct{}
+	stopOnce  sync.Once
+	wg        sync.WaitGroup
+	ctl       net.Listener
+	cancel    context.CancelFunc
+}
+
+// ID returns the cluster id.
+func (c *Cluster) ID() string { return c.id }
+
+// Dir returns the cluster's directory.
+func (c *Cluster) Dir() string { return c.dir }
+
+// Backend is the one-port backend in use ("" without one-port mode).
+func (c *Cluster) Backend() string { return c.backend }
+
+// Specs returns the planned instances.
+func (c *Cluster) Specs() []Spec { return c.specs }
+
+// Start plans the instances, records and makes the cluster's resources and
+// starts the supervisors. It returns once every instance was started (not
+// necessarily up: see WaitUp).
+func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
+	if o.ID == "" {
+		o.ID = NewID()
+	}
+	if !idRE.MatchString(o.ID) {
+		return nil, usage.Errorf("cluster id %q: use 4 hex digits", o.ID)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if o.PortBase == 0 {
+		o.PortBase = 1195
+	}
+	c := &Cluster{opts: o, id: o.ID, dir: Dir(o.ID), log: o.Log.With("cluster", o.ID),
+		draining: make(chan struct{}), stopReq: make(chan struct{})}
+	// Everything serve and its children create is private: configs, status
+	// files, sockets (OpenVPN creates its management socket with the umask).
+	syscall.Umask(0o077)
+	if err := os.MkdirAll(BaseDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(c.dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, usage.Errorf("cluster %s exists (%s): stop it or run `ovpnperf cluster clean %s`", o.ID, c.dir, o.ID)
+		}
+		return nil, err
+	}
+	ticks, _ := startTicks(os.Getpid())
+	c.state = &stateFile{st: State{ID: o.ID, Netns: o.Netns, ServePid: os.Getpid(), Control: ControlPath(o.ID)}}
+	if err := c.state.record(Resource{Kind: KindProcess, Name: "serve", Pid: os.Getpid(), StartTicks: ticks}); err != nil {
+		os.RemoveAll(c.dir)
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = Clean(context.Background(), o.ID)
+		}
+	}()
+	if err := os.Mkdir(filepath.Join(c.dir, "run"), 0o700); err != nil {
+		return nil, err
+	}
+	if o.Prepare != nil {
+		if o.Base, err = o.Prepare(c.dir); err != nil {
+			return nil, err
+		}
+		c.opts.Base = o.Base
+	}
+	if o.Base == nil {
+		return nil, errors.New("cluster needs a base config")
+	}
+	if c.specs, err = Plan(PlanOptions{ID: o.ID, Dir: c.dir, Base: o.Base, Instances: o.Instances, Protos: o.Protos,
+		PortBase: o.PortBase, Pool: o.Pool, Pool6: o.Pool6, CPUs: o.CPUs}); err != nil {
+		return nil, err
+	}
+	if _, c2c := o.Base.Get("client-to-client"); c2c {
+		// Traffic between instances crosses the kernel from one tun to another.
+		for _, key := range []string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"} {
+			old, err := readSysctl(ctx, o.Netns, key)
+			if err != nil {
+				return nil, err
+			}
+			if old != "1" {
+				if err := c.state.record(Resource{Kind: KindSysctl, Name: key, Netns: o.Netns, Detail: old}); err != nil {
+					return nil, err
+				}
+				if err := writeSysctl(ctx, o.Netns, key, "1"); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if o.OnePort != 0 {
+		if err := c.onePort(ctx); err != nil {
+			return nil, err
+		}
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	for _, s := range c.specs {
+		in := &instance{spec: s, c: c}
+		in.st = InstanceStatus{Name: s.Name, State: StateStarting, CPU: s.CPU, Proto: s.Proto, Port: s.Port, Dev: s.Dev, Subnet: s.Subnet.String()}
+		c.instances = append(c.instances, in)
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); in.run(sctx) }()
+	}
+	if err := c.serveControl(); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) onePort(ctx context.Context) error {
+	c.backend = BackendNth
+	if c.opts.Spread == SpreadHash {
+		if !probeHMARK(ctx, c.opts.Netns) {
+			return fmt.Errorf("--spread hash needs the iptables HMARK target (kernel option CONFIG_NETFILTER_XT_TARGET_HMARK); use --spread counter")
+		}
+		c.backend = BackendHMARK
+	}
+	var rb [4]byte
+	_, _ = rand.Read(rb[:])
+	rnd := binary.BigEndian.Uint32(rb[:]) | 1
+	for _, proto := range c.opts.Protos {
+		var ports []uint16
+		for _, s := range c.specs {
+			if s.Proto == proto {
+				ports = append(ports, s.Port)
+			}
+		}
+		for _, p := range ports {
+			if p == c.opts.OnePort {
+				return usage.Errorf("--one-port %d is also an instance port: choose a --port-base above it", p)
+			}
+		}
+		ch := chainName(c.id, proto)
+		if err := c.state.record(Resource{Kind: KindChain, Name: ch, Netns: c.opts.Netns, Detail: fmt.Sprintf("%s %d", proto, c.opts.OnePort)}); err != nil {
+			return err
+		}
+		if err := addOnePort(ctx, c.opts.Netns, c.id, proto, c.opts.OnePort, ports, c.backend, rnd); err != nil {
+			return fmt.Errorf("one-port rules (%s): %w", c.backend, err)
+		}
+	}
+	c.log.Info("one-port mode", "port", c.opts.OnePort, "backend", c.backend)
+	return nil
+}
+
+// Status returns every instance's status.
+func (c *Cluster) Status() []InstanceStatus {
+	out := make([]InstanceStatus, len(c.instances))
+	for i, in := range c.instances {
+		out[i] = in.status()
+	}
+	if c.isDraining() {
+		for i := range out {
+			if out[i].State == StateUp {
+				out[i].State = StateDraining
+			}
+		}
+	}
+	return out
+}
+
+func (c *Cluster) isDraining() bool {
+	select {
+	case <-c.draining:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitUp waits until every instance is up.
+func (c *Cluster) WaitUp(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		ok := true
+		for _, s := range c.Status() {
+			if s.State != StateUp {
+				ok = false
+			}
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			b, _ := json.Marshal(c.Status())
+			return fmt.Errorf("cluster %s not up: %s", c.id, b)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Kill sends SIGKILL to instance name's process (fault tests).
+func (c *Cluster) Kill(name string) (int, error) {
+	for _, in := range c.instances {
+		if in.spec.Name == name {
+			return in.kill()
+		}
+	}
+	return 0, fmt.Errorf("no instance %s", name)
+}
+
+// StopRequested is closed when a stop arrives on the control socket.
+func (c *Cluster) StopRequested() <-chan struct{} { return c.stopReq }
+
+// Drain stops the dispatcher from assigning any instance.
+func (c *Cluster) Drain() { c.drainOnce.Do(func() { close(c.draining) }) }
+
+// Stop drains for Options.Drain, stops every instance, removes the
+// one-port rules, restores sysctls and removes the cluster's directory.
+func (c *Cluster) Stop() error {
+	c.Drain()
+	if c.opts.Drain > 0 {
+		time.Sleep(c.opts.Drain)
+	}
+	if c.ctl != nil {
+		c.ctl.Close()
+	}
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+	c.state.mu.Lock()
+	st := c.state.st
+	c.state.mu.Unlock()
+	var errs []error
+	for i := len(st.Resources) - 1; i >= 0; i-- {
+		if err := removeResource(context.Background(), st.Resources[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(c.dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// serveControl listens on the control socket: GET /status, POST /stop.
+func (c *Cluster) serveControl() error {
+	path := ControlPath(c.id)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return err
+	}
+	c.ctl = l
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(ClusterStatus{ID: c.id, Netns: c.opts.Netns, OnePort: c.opts.OnePort, Backend: c.backend, Instances: c.Status()})
+	})
+	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, r *http.Request) {
+		c.stopOnce.Do(func() { close(c.stopReq) })
+		w.WriteHeader(http.StatusAccepted)
+	})
+	go func() { _ = (&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}).Serve(l) }()
+	return nil
+}
+
+// ClusterStatus is `cluster status --json`.
+type ClusterStatus struct {
+	ID        string           `json:"id"`
+	Netns     string           `json:"netns,omitempty"`
+	OnePort   uint16           `json:"one_port,omitempty"`
+	Backend   string           `json:"one_port_backend,omitempty"`
+	Instances []InstanceStatus `json:"instances"`
+}
+
+func controlClient(id string) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", ControlPath(id))
+		}}}
+}
+
+// QueryStatus asks a running serve for its status over the control socket.
+func QueryStatus(ctx context.Context, id string) (*ClusterStatus, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://cluster/status", nil)
+	resp, err := controlClient(id).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", id, err)
+	}
+	defer resp.Body.Close()
+	var s ClusterStatus
+	return &s, json.NewDecoder(resp.Body).Decode(&s)
+}
+
+// RequestStop asks a running serve to drain and stop, and waits until its
+// directory is gone.
+func RequestStop(ctx context.Context, id string) error {
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://cluster/stop", nil)
+	resp, err := controlClient(id).Do(req)
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w (if serve was killed, run `ovpnperf cluster clean %s`)", id, err, id)
+	}
+	resp.Body.Close()
+	for {
+		if _, err := os.Stat(Dir(id)); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,401 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Registry is the dispatcher's view of the instances. A running Cluster is
+// one; a registry shared by several hosts (etcd) can be another: it only
+// has to say, for each instance, where it listens, its state and its load.
+type Registry interface {
+	Instances() []Endpoint
+}
+
+// Endpoint is one instance as the dispatcher sees it.
+type Endpoint struct {
+	Name        string  `json:"name"`
+	Host        string  `json:"host"` // where clients reach it
+	Port        uint16  `json:"port"`
+	Proto       string  `json:"proto"`
+	State       string  `json:"state"`
+	Clients     int     `json:"clients"`
+	BytesPerSec float64 `json:"bytes_per_sec"`
+}
+
+// LocalRegistry is the Registry of one cluster on one host.
+type LocalRegistry struct {
+	C    *Cluster
+	Host string
+}
+
+// Instances lists the cluster's instances at Host.
+func (r LocalRegistry) Instances() []Endpoint {
+	var out []Endpoint
+	for _, s := range r.C.Status() {
+		out = append(out, Endpoint{Name: s.Name, Host: r.Host, Port: s.Port, Proto: s.Proto, State: s.State, Clients: s.Clients, BytesPerSec: s.BytesPerSec})
+	}
+	return out
+}
+
+// Strategies.
+const (
+	RoundRobin  = "round-robin"
+	LeastLoaded = "least-loaded"
+)
+
+// Request is what a caller sends: one JSON line of at most MaxRequest bytes.
+type Request struct {
+	V     int    `json:"v"`
+	Proto string `json:"proto"`
+	// Nonce (16 random bytes, hex) and Time (unix seconds) make every
+	// request single-use: a replayed request is refused.
+	Nonce string `json:"nonce"`
+	Time  int64  `json:"time"`
+}
+
+// Reply is the dispatcher's answer: an assignment or an error.
+type Reply struct {
+	Instance string `json:"instance,omitempty"`
+	Remote   string `json:"remote,omitempty"`
+	Port     uint16 `json:"port,omitempty"`
+	Proto    string `json:"proto,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// MaxRequest bounds a request line; ReplayWindow is how far a request's
+// time may be from the dispatcher's clock.
+const (
+	MaxRequest   = 512
+	ReplayWindow = 60 * time.Second
+)
+
+// ParseRequest checks one request line. It never panics on any input
+// (FuzzParseRequest).
+func ParseRequest(line []byte, now time.Time) (Request, error) {
+	var r Request
+	if len(line) > MaxRequest {
+		return r, errors.New("request too long")
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Request{}, errors.New("malformed request")
+	}
+	if dec.More() {
+		return Request{}, errors.New("malformed request: trailing data")
+	}
+	if r.V != 1 {
+		return Request{}, errors.New("unsupported version")
+	}
+	if r.Proto != "udp" && r.Proto != "tcp" && r.Proto != "" {
+		return Request{}, errors.New("proto must be udp or tcp")
+	}
+	if len(r.Nonce) != 32 {
+		return Request{}, errors.New("nonce must be 32 hex digits")
+	}
+	if _, err := hex.DecodeString(r.Nonce); err != nil {
+		return Request{}, errors.New("nonce must be 32 hex digits")
+	}
+	t := time.Unix(r.Time, 0)
+	if d := now.Sub(t); d > ReplayWindow || d < -ReplayWindow {
+		return Request{}, errors.New("request time outside the replay window")
+	}
+	return r, nil
+}
+
+// NewRequest builds a fresh request.
+func NewRequest(proto string) Request {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return Request{V: 1, Proto: proto, Nonce: hex.EncodeToString(b), Time: time.Now().Unix()}
+}
+
+// Dispatcher assigns instances to callers.
+type Dispatcher struct {
+	Registry Registry
+	Strategy string
+	// RatePerSec and Burst limit requests per source address.
+	RatePerSec float64
+	Burst      float64
+	Log        *slog.Logger
+
+	mu      sync.Mutex
+	rr      int
+	pending map[string][]time.Time // assignments not yet visible as clients
+	seen    map[string]time.Time   // nonces within the replay window
+	buckets map[string]*bucket
+
+	Assigned, Refused atomic.Int64
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// PendingWindow is how long an assignment counts as a client of its
+// instance in least-loaded, until the management interface shows it.
+var PendingWindow = 10 * time.Second
+
+func (d *Dispatcher) allow(src string, now time.Time) bool {
+	if d.RatePerSec <= 0 {
+		return true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.buckets == nil {
+		d.buckets = map[string]*bucket{}
+	}
+	b := d.buckets[src]
+	if b == nil {
+		if len(d.buckets) > 100000 {
+			d.buckets = map[string]*bucket{} // bound memory under a spoofing flood
+		}
+		b = &bucket{tokens: d.Burst, at: now}
+		d.buckets[src] = b
+	}
+	b.tokens = min(d.Burst, b.tokens+now.Sub(b.at).Seconds()*d.RatePerSec)
+	b.at = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// Assign picks an instance for r. It never returns an instance that is not
+// up (down, restarting, starting or draining).
+func (d *Dispatcher) Assign(r Request, now time.Time) (Reply, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen == nil {
+		d.seen = map[string]time.Time{}
+		d.pending = map[string][]time.Time{}
+	}
+	for n, t := range d.seen {
+		if now.Sub(t) > 2*ReplayWindow {
+			delete(d.seen, n)
+		}
+	}
+	if _, dup := d.seen[r.Nonce]; dup {
+		return Reply{}, errors.New("replayed request")
+	}
+	d.seen[r.Nonce] = now
+	var cands []Endpoint
+	for _, e := range d.Registry.Instances() {
+		if e.State == StateUp && (r.Proto == "" || e.Proto == r.Proto) {
+			cands = append(cands, e)
+		}
+	}
+	if len(cands) == 0 {
+		return Reply{}, errors.New("no instance is up")
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].Name < cands[j].Name })
+	var pick Endpoint
+	switch d.Strategy {
+	case LeastLoaded:
+		load := func(e Endpoint) int {
+			p := d.pending[e.Name][:0]
+			for _, t := range d.pending[e.Name] {
+				if now.Sub(t) < PendingWindow {
+					p = append(p, t)
+				}
+			}
+			d.pending[e.Name] = p
+			return e.Clients + len(p)
+		}
+		pick = cands[0]
+		best := load(pick)
+		for _, e := range cands[1:] {
+			l := load(e)
+			if l < best || (l == best && e.BytesPerSec < pick.BytesPerSec) {
+				pick, best = e, l
+			}
+		}
+	default:
+		pick = cands[d.rr%len(cands)]
+		d.rr++
+	}
+	d.pending[pick.Name] = append(d.pending[pick.Name], now)
+	return Reply{Instance: pick.Name, Remote: pick.Host, Port: pick.Port, Proto: pick.Proto}, nil
+}
+
+// MaxRequestsPerConn bounds the requests one connection may send; each
+// gets one reply line.
+const MaxRequestsPerConn = 256
+
+// handle serves one connection: request lines, one reply line each, until
+// EOF, an over-long line or MaxRequestsPerConn.
+func (d *Dispatcher) handle(conn net.Conn) {
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	src, _, _ := net.SplitHostPort(conn.RemoteAddr().String())
+	reply := func(r Reply) error {
+		if r.Error != "" {
+			d.Refused.Add(1)
+		} else {
+			d.Assigned.Add(1)
+		}
+		b, _ := json.Marshal(r)
+		_, err := conn.Write(append(b, '\n'))
+		return err
+	}
+	if !d.allow(src, time.Now()) {
+		_ = reply(Reply{Error: "rate limited"})
+		return
+	}
+	tc, ok := conn.(*tls.Conn)
+	if !ok {
+		return
+	}
+	if err := tc.Handshake(); err != nil {
+		d.Refused.Add(1)
+		return // no certificate from our CA: nothing to say
+	}
+	br := bufio.NewReaderSize(conn, MaxRequest+1)
+	for i := 0; i < MaxRequestsPerConn; i++ {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			_ = reply(Reply{Error: "request too long"})
+			return
+		}
+		if err != nil && (len(line) == 0 || !errors.Is(err, io.EOF)) {
+			return
+		}
+		if i > 0 && !d.allow(src, time.Now()) {
+			_ = reply(Reply{Error: "rate limited"})
+			return
+		}
+		var r Reply
+		req, perr := ParseRequest(bytes.TrimSpace(line), time.Now())
+		if perr != nil {
+			r = Reply{Error: perr.Error()}
+		} else if r, perr = d.Assign(req, time.Now()); perr != nil {
+			r = Reply{Error: perr.Error()}
+		}
+		if reply(r) != nil || err != nil {
+			return
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	}
+}
+
+// Serve accepts TLS connections on l until it is closed. Callers must
+// present a certificate signed by the CA in caFile.
+func (d *Dispatcher) Serve(l net.Listener, certFile, keyFile, caFile string) error {
+	cfg, err := ServerTLS(certFile, keyFile, caFile)
+	if err != nil {
+		return err
+	}
+	tl := tls.NewListener(l, cfg)
+	for {
+		c, err := tl.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		go d.handle(c)
+	}
+}
+
+// ServerTLS is the dispatcher's TLS config: TLS 1.3, client certificate
+// from the cluster's CA required.
+func ServerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := caPool(caFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}, nil
+}
+
+// ClientTLS is a caller's TLS config: its certificate, the cluster's CA.
+// The dispatcher's certificate is OpenVPN's server certificate, checked
+// against the CA by chain, not by host name (it names no host).
+func ClientTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := caPool(caFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13, InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 {
+				return errors.New("dispatcher sent no certificate")
+			}
+			c, err := x509.ParseCertificate(raw[0])
+			if err != nil {
+				return err
+			}
+			_, err = c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+			return err
+		}}, nil
+}
+
+func caPool(caFile string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s: no CA certificate", caFile)
+	}
+	return pool, nil
+}
+
+// Ask sends one request to the dispatcher at addr and returns its reply.
+func Ask(ctx context.Context, addr string, cfg *tls.Config, req Request) (Reply, error) {
+	d := tls.Dialer{Config: cfg, NetDialer: &net.Dialer{Timeout: 3 * time.Second}}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	b, _ := json.Marshal(req)
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		return Reply{}, err
+	}
+	line, err := bufio.NewReader(io.LimitReader(c, 4096)).ReadBytes('\n')
+	if err != nil {
+		return Reply{}, fmt.Errorf("reading dispatcher reply: %w", err)
+	}
+	var r Reply
+	if err := json.Unmarshal(line, &r); err != nil {
+		return Reply{}, fmt.Errorf("dispatcher reply %q: %w", line, err)
+	}
+	if r.Error != "" {
+		return r, fmt.Errorf("dispatcher: %s", r.Error)
+	}
+	return r, nil
+}

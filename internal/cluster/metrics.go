@@ -1,0 +1,68 @@
+package cluster
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// collector reads the supervisors' state at scrape time, so a metric is
+// never staler than the last management poll.
+type collector struct {
+	c                                             *Cluster
+	up, clients, bytesIn, bytesOut, restarts, cpu *prometheus.Desc
+	clientIn, clientOut                           *prometheus.Desc
+}
+
+func newCollector(c *Cluster) *collector {
+	l := []string{"cluster", "instance", "proto", "port"}
+	return &collector{c: c,
+		up:        prometheus.NewDesc("ovpnperf_cluster_instance_up", "1 if the instance is up (ready and management state CONNECTED).", l, nil),
+		clients:   prometheus.NewDesc("ovpnperf_cluster_instance_clients", "Connected clients (management load-stats).", l, nil),
+		bytesIn:   prometheus.NewDesc("ovpnperf_cluster_instance_received_bytes", "Bytes the current process read from its transport socket.", l, nil),
+		bytesOut:  prometheus.NewDesc("ovpnperf_cluster_instance_sent_bytes", "Bytes the current process wrote to its transport socket.", l, nil),
+		restarts:  prometheus.NewDesc("ovpnperf_cluster_instance_restarts_total", "Restarts by the supervisor.", l, nil),
+		cpu:       prometheus.NewDesc("ovpnperf_cluster_instance_cpu_seconds", "CPU seconds of the current process.", l, nil),
+		clientIn:  prometheus.NewDesc("ovpnperf_cluster_client_received_bytes", "Bytes received from a client, by common name.", append(l, "common_name"), nil),
+		clientOut: prometheus.NewDesc("ovpnperf_cluster_client_sent_bytes", "Bytes sent to a client, by common name.", append(l, "common_name"), nil),
+	}
+}
+
+func (k *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{k.up, k.clients, k.bytesIn, k.bytesOut, k.restarts, k.cpu, k.clientIn, k.clientOut} {
+		ch <- d
+	}
+}
+
+func (k *collector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range k.c.Status() {
+		lv := []string{k.c.id, s.Name, s.Proto, strconv.Itoa(int(s.Port))}
+		up := 0.0
+		if s.State == StateUp {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(k.up, prometheus.GaugeValue, up, lv...)
+		ch <- prometheus.MustNewConstMetric(k.clients, prometheus.GaugeValue, float64(s.Clients), lv...)
+		ch <- prometheus.MustNewConstMetric(k.bytesIn, prometheus.GaugeValue, float64(s.BytesIn), lv...)
+		ch <- prometheus.MustNewConstMetric(k.bytesOut, prometheus.GaugeValue, float64(s.BytesOut), lv...)
+		ch <- prometheus.MustNewConstMetric(k.restarts, prometheus.CounterValue, float64(s.Restarts), lv...)
+		ch <- prometheus.MustNewConstMetric(k.cpu, prometheus.GaugeValue, s.CPUSeconds, lv...)
+		for _, pc := range s.PerClient {
+			ch <- prometheus.MustNewConstMetric(k.clientIn, prometheus.GaugeValue, float64(pc.BytesIn), append(lv, pc.CommonName)...)
+			ch <- prometheus.MustNewConstMetric(k.clientOut, prometheus.GaugeValue, float64(pc.BytesOut), append(lv, pc.CommonName)...)
+		}
+	}
+}
+
+// ServeMetrics serves /metrics on l until it is closed.
+func (c *Cluster) ServeMetrics(l net.Listener) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(c))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return (&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}).Serve(l)
+}

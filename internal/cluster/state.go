@@ -1,0 +1,254 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+)
+
+// BaseDir holds one directory per cluster (mode 0700): state file, PKI,
+// instance configs, status files, and run/ with the sockets.
+var BaseDir = "/run/ovpnperf/cluster"
+
+// Resource kinds in the state file.
+const (
+	KindProcess = "process"
+	KindChain   = "iptables-chain" // Name: chain, Detail: "table proto port"
+	KindSysctl  = "sysctl"         // Name: key, Detail: value before
+)
+
+// Resource is one thing the cluster made.
+type Resource struct {
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	Netns      string `json:"netns,omitempty"`
+	Pid        int    `json:"pid,omitempty"`
+	StartTicks uint64 `json:"start_ticks,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+}
+
+// State is the cluster's state file.
+type State struct {
+	ID        string     `json:"id"`
+	Netns     string     `json:"netns,omitempty"`
+	ServePid  int        `json:"serve_pid"`
+	Control   string     `json:"control_socket"`
+	Resources []Resource `json:"resources"`
+}
+
+// Dir returns cluster id's directory.
+func Dir(id string) string { return filepath.Join(BaseDir, id) }
+
+func statePath(id string) string { return filepath.Join(Dir(id), "state.json") }
+
+// ControlPath is where serve listens for status and stop.
+func ControlPath(id string) string { return filepath.Join(Dir(id), "run", "control.sock") }
+
+type stateFile struct {
+	mu sync.Mutex
+	st State
+}
+
+// record appends r and writes the file before the caller makes r.
+func (s *stateFile) record(r Resource) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Resources = append(s.st.Resources, r)
+	return s.writeLocked()
+}
+
+// forget drops a resource that has been removed (a process that exited).
+func (s *stateFile) forget(kind, name string, pid int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.st.Resources[:0]
+	for _, r := range s.st.Resources {
+		if r.Kind == kind && r.Name == name && r.Pid == pid {
+			continue
+		}
+		out = append(out, r)
+	}
+	s.st.Resources = out
+	return s.writeLocked()
+}
+
+func (s *stateFile) writeLocked() error {
+	b, err := json.MarshalIndent(s.st, "", "  ")
+	if err != nil {
+		return err
+	}
+	p := statePath(s.st.ID)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// ReadState reads cluster id's state file.
+func ReadState(id string) (State, error) {
+	var st State
+	b, err := os.ReadFile(statePath(id))
+	if err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal(b, &st)
+}
+
+// List returns the ids of the clusters with a state directory.
+func List() ([]string, error) {
+	es, err := os.ReadDir(BaseDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	var ids []string
+	for _, e := range es {
+		if e.IsDir() && idRE.MatchString(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, err
+}
+
+// startTicks reads a process's start time (field 22 of /proc/PID/stat), so
+// that a recycled pid is never mistaken for ours.
+func startTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no comm", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: short", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+func alive(pid int, ticks uint64) bool {
+	t, err := startTicks(pid)
+	return err == nil && (ticks == 0 || t == ticks)
+}
+
+// Clean removes everything cluster id's state file lists: it stops the
+// serve process and the instances (if still ours), deletes the iptables
+// chains, restores sysctls and removes the directory. Missing resources are
+// not errors (CNI DEL semantics).
+func Clean(ctx context.Context, id string) error {
+	if !idRE.MatchString(id) {
+		return fmt.Errorf("cluster id %q: not an ovpnperf cluster id", id)
+	}
+	st, err := ReadState(id)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	var errs []error
+	if st.ServePid > 0 && st.ServePid != os.Getpid() {
+		if t, ok := servePidTicks(st); ok && alive(st.ServePid, t) {
+			terminate(st.ServePid, t, 5*time.Second)
+		}
+	}
+	for i := len(st.Resources) - 1; i >= 0; i-- {
+		if err := removeResource(ctx, st.Resources[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(Dir(id)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func servePidTicks(st State) (uint64, bool) {
+	for _, r := range st.Resources {
+		if r.Kind == KindProcess && r.Name == "serve" {
+			return r.StartTicks, true
+		}
+	}
+	return 0, st.ServePid > 0
+}
+
+func removeResource(ctx context.Context, r Resource) error {
+	if r.Kind != KindProcess && r.Netns != "" && !netns.Exists(r.Netns) {
+		// The namespace went with its rules and sysctls (a lab torn
+		// down); a process may outlive it and is still checked.
+		return nil
+	}
+	switch r.Kind {
+	case KindProcess:
+		if r.Name != "serve" && alive(r.Pid, r.StartTicks) {
+			terminate(r.Pid, r.StartTicks, 3*time.Second)
+		}
+	case KindChain:
+		return deleteChain(ctx, r)
+	case KindSysctl:
+		return writeSysctl(ctx, r.Netns, r.Name, r.Detail)
+	}
+	return nil
+}
+
+// terminate sends SIGTERM, waits up to grace, then SIGKILL, checking the
+// start time before each signal.
+func terminate(pid int, ticks uint64, grace time.Duration) {
+	if !alive(pid, ticks) {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if !alive(pid, ticks) || isZombie(pid) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive(pid, ticks) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+// sysctl path of key (net.ipv4.ip_forward → /proc/sys/net/ipv4/ip_forward).
+func sysctlFile(key string) string { return "/proc/sys/" + strings.ReplaceAll(key, ".", "/") }
+
+// readSysctl reads key in namespace ns (host if empty).
+func readSysctl(ctx context.Context, ns, key string) (string, error) {
+	out, err := inNs(ctx, ns, "sysctl", "-n", key)
+	return strings.TrimSpace(string(out)), err
+}
+
+// writeSysctl sets key in ns. Equivalent to: ip netns exec NS sysctl -w KEY=VALUE
+func writeSysctl(ctx context.Context, ns, key, value string) error {
+	_, err := inNs(ctx, ns, "sysctl", "-q", "-w", key+"="+value)
+	return err
+}
+
+func inNs(ctx context.Context, ns string, argv ...string) ([]byte, error) {
+	if ns == "" {
+		return runner.Run(ctx, argv...)
+	}
+	return runner.RunIn(ctx, ns, argv...)
+}

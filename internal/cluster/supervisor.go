@@ -1,0 +1,353 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+)
+
+// Instance states. The dispatcher assigns only StateUp.
+//
+//	starting ──ready+state CONNECTED──▶ up ──exit──▶ restarting ──backoff──▶ starting
+//	    any ──SIGTERM──▶ draining ──▶ down
+const (
+	StateStarting   = "starting"
+	StateUp         = "up"
+	StateRestarting = "restarting"
+	StateDraining   = "draining"
+	StateDown       = "down"
+)
+
+// Backoff of restarts: the first retry after FirstBackoff, doubling up to
+// MaxBackoff, back to FirstBackoff once an instance stayed up ResetAfter or
+// was killed from outside (killedFromOutside).
+// CrashLoopRestarts restarts within ResetAfter mark a crash loop.
+var (
+	FirstBackoff      = 100 * time.Millisecond
+	MaxBackoff        = 10 * time.Second
+	ResetAfter        = 60 * time.Second
+	CrashLoopRestarts = 5
+	ReadyTimeout      = 20 * time.Second
+	PollInterval      = 500 * time.Millisecond
+)
+
+// ClientBytes is one connected client as the management interface lists it.
+type ClientBytes struct {
+	CommonName string `json:"common_name"`
+	Real       string `json:"real_address"`
+	BytesIn    int64  `json:"bytes_in"`
+	BytesOut   int64  `json:"bytes_out"`
+}
+
+// InstanceStatus is what status, metrics and the dispatcher see.
+type InstanceStatus struct {
+	Name        string        `json:"name"`
+	State       string        `json:"state"`
+	Pid         int           `json:"pid,omitempty"`
+	CPU         int           `json:"cpu"`
+	Proto       string        `json:"proto"`
+	Port        uint16        `json:"port"`
+	Dev         string        `json:"dev"`
+	Subnet      string        `json:"subnet"`
+	Clients     int           `json:"clients"`
+	BytesIn     int64         `json:"bytes_in"`
+	BytesOut    int64         `json:"bytes_out"`
+	BytesPerSec float64       `json:"bytes_per_sec"`
+	Restarts    int           `json:"restarts"`
+	CrashLoop   bool          `json:"crash_loop"`
+	LastExit    string        `json:"last_exit,omitempty"`
+	UpSince     time.Time     `json:"up_since,omitzero"`
+	CPUSeconds  float64       `json:"cpu_seconds"`
+	Recoveries  []float64     `json:"recovery_seconds,omitempty"` // exit → up again, per restart
+	PerClient   []ClientBytes `json:"per_client,omitempty"`
+}
+
+// instance supervises one OpenVPN process.
+type instance struct {
+	spec  Spec
+	c     *Cluster
+	mu    sync.Mutex
+	st    InstanceStatus
+	proc  *openvpn.Process
+	exits []time.Time
+	last  struct {
+		at    time.Time
+		bytes int64
+	}
+}
+
+func (in *instance) status() InstanceStatus {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	s := in.st
+	s.Recoveries = append([]float64(nil), s.Recoveries...)
+	s.PerClient = append([]ClientBytes(nil), s.PerClient...)
+	return s
+}
+
+func (in *instance) set(fn func(s *InstanceStatus)) {
+	in.mu.Lock()
+	fn(&in.st)
+	in.mu.Unlock()
+}
+
+// launcher starts OpenVPN in the cluster's namespace (or this one), in its
+// own process group, with SIGTERM if serve dies.
+func (c *Cluster) launcher() openvpn.Launcher {
+	if c.opts.Netns != "" {
+		return openvpn.NetnsLauncher(c.opts.Netns)
+	}
+	return func(ctx context.Context, logPath string, argv ...string) (openvpn.Proc, error) {
+		if err := runner.Require(argv[0]); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		cmd := runner.Command(context.Background(), argv...)
+		cmd.Stdout, cmd.Stderr = f, f
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+		if err := cmd.Start(); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("starting %q: %w", strings.Join(argv, " "), err)
+		}
+		p := &hostProc{cmd: cmd, done: make(chan struct{})}
+		go func() { p.err = cmd.Wait(); f.Close(); close(p.done) }()
+		return p, nil
+	}
+}
+
+// run keeps the instance alive until ctx ends.
+func (in *instance) run(ctx context.Context) {
+	backoff := FirstBackoff
+	var exitAt time.Time
+	for ctx.Err() == nil {
+		in.set(func(s *InstanceStatus) { s.State = StateStarting; s.Pid = 0 })
+		started := time.Now()
+		reason := in.once(ctx, exitAt)
+		if ctx.Err() != nil {
+			return
+		}
+		exitAt = time.Now()
+		up := exitAt.Sub(started)
+		if up >= ResetAfter || killedFromOutside(reason) {
+			backoff = FirstBackoff
+		}
+		in.mu.Lock()
+		in.exits = append(in.exits, exitAt)
+		recent := in.exits[:0]
+		for _, t := range in.exits {
+			if exitAt.Sub(t) < ResetAfter {
+				recent = append(recent, t)
+			}
+		}
+		in.exits = recent
+		in.st.Restarts++
+		in.st.LastExit = reason
+		in.st.State = StateRestarting
+		in.st.Pid = 0
+		in.st.UpSince = time.Time{}
+		in.st.Clients = 0
+		in.st.CrashLoop = len(recent) >= CrashLoopRestarts
+		crash := in.st.CrashLoop
+		in.mu.Unlock()
+		if crash {
+			in.c.log.Error("instance in a crash loop", "instance", in.spec.Name, "restarts_last_minute", len(recent), "last_exit", reason)
+		} else {
+			in.c.log.Warn("instance exited, restarting", "instance", in.spec.Name, "after", backoff, "reason", reason)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if !killedFromOutside(reason) {
+			backoff = min(backoff*2, MaxBackoff)
+		}
+	}
+}
+
+// once starts the process, waits for it to be up, polls it and returns why
+// it ended.
+func (in *instance) once(ctx context.Context, exitAt time.Time) string {
+	c := in.c
+	// Sockets of a killed instance stay behind; OpenVPN cannot bind over them.
+	_ = os.Remove(in.spec.Management)
+	p, err := openvpn.StartWith(ctx, c.launcher(), in.spec.Config, c.dir, in.spec.Name)
+	if err != nil {
+		return "start: " + err.Error()
+	}
+	pid := p.Pid()
+	ticks, _ := startTicks(pid)
+	_ = c.state.record(Resource{Kind: KindProcess, Name: in.spec.Name, Netns: c.opts.Netns, Pid: pid, StartTicks: ticks, Detail: "openvpn --config " + p.ConfigPath})
+	defer func() { _ = c.state.forget(KindProcess, in.spec.Name, pid) }()
+	in.mu.Lock()
+	in.proc = p
+	in.st.Pid = pid
+	in.mu.Unlock()
+	// `ip netns exec` execs openvpn in the same process, so the pid is
+	// OpenVPN's and affinity and priority stay with it.
+	if in.spec.CPU >= 0 {
+		var set unix.CPUSet
+		set.Set(in.spec.CPU)
+		if err := unix.SchedSetaffinity(pid, &set); err != nil {
+			c.log.Warn("pinning failed", "instance", in.spec.Name, "cpu", in.spec.CPU, "err", err)
+		}
+	}
+	if c.opts.Nice != 0 {
+		if err := unix.Setpriority(unix.PRIO_PROCESS, pid, c.opts.Nice); err != nil {
+			c.log.Warn("renice failed", "instance", in.spec.Name, "err", err)
+		}
+	}
+	stop := func(why string) string {
+		_ = p.Stop()
+		return why
+	}
+	if err := p.WaitReady(ctx, ReadyTimeout); err != nil {
+		if ctx.Err() != nil {
+			return stop("stopped")
+		}
+		return stop(firstLine(err.Error()))
+	}
+	_ = os.Chmod(in.spec.Management, 0o600)
+	m, err := openvpn.DialManagement(ctx, in.spec.Management)
+	if err != nil {
+		return stop("management: " + err.Error())
+	}
+	defer m.Close()
+	st, err := m.State(ctx)
+	if err != nil || st.Name != "CONNECTED" {
+		return stop(fmt.Sprintf("management state %q: %v", st.Name, err))
+	}
+	now := time.Now()
+	in.mu.Lock()
+	in.st.State = StateUp
+	in.st.UpSince = now
+	if !exitAt.IsZero() {
+		in.st.Recoveries = append(in.st.Recoveries, now.Sub(exitAt).Seconds())
+		if len(in.st.Recoveries) > 1000 {
+			in.st.Recoveries = in.st.Recoveries[1:]
+		}
+	}
+	in.last.at, in.last.bytes = time.Time{}, 0
+	in.mu.Unlock()
+	c.log.Info("instance up", "instance", in.spec.Name, "pid", pid, "port", in.spec.Port, "cpu", in.spec.CPU)
+	tick := time.NewTicker(PollInterval)
+	defer tick.Stop()
+	for {
+		in.poll(ctx, m, pid)
+		select {
+		case <-p.Done():
+			werr := p.Wait()
+			if werr == nil {
+				werr = errors.New("exit status 0")
+			}
+			return werr.Error()
+		case <-ctx.Done():
+			return stop("stopped")
+		case <-tick.C:
+		}
+	}
+}
+
+// poll reads load-stats and status 3 and the process's CPU time.
+func (in *instance) poll(ctx context.Context, m *openvpn.Management, pid int) {
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ls, err := m.LoadStats(pctx)
+	if err != nil {
+		return
+	}
+	var per []ClientBytes
+	if in.c.opts.PerClient {
+		if s, err := m.Status(pctx); err == nil {
+			for _, row := range s.Clients {
+				per = append(per, ClientBytes{CommonName: row["Common Name"], Real: row["Real Address"],
+					BytesIn: atoi64(row["Bytes Received"]), BytesOut: atoi64(row["Bytes Sent"])})
+			}
+		}
+	}
+	cpu := procCPUSeconds(pid)
+	now := time.Now()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	total := ls.BytesIn + ls.BytesOut
+	if !in.last.at.IsZero() {
+		if dt := now.Sub(in.last.at).Seconds(); dt > 0 && total >= in.last.bytes {
+			in.st.BytesPerSec = float64(total-in.last.bytes) / dt
+		}
+	}
+	in.last.at, in.last.bytes = now, total
+	in.st.Clients = ls.Clients
+	in.st.BytesIn, in.st.BytesOut = ls.BytesIn, ls.BytesOut
+	in.st.PerClient = per
+	if cpu >= 0 {
+		in.st.CPUSeconds = cpu
+	}
+}
+
+func atoi64(s string) int64 {
+	var n int64
+	_, _ = fmt.Sscan(s, &n)
+	return n
+}
+
+// procCPUSeconds reads utime+stime of pid (clock ticks of 100 Hz, the
+// value of USER_HZ on Linux).
+func procCPUSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return -1
+	}
+	var u, st float64
+	fmt.Sscan(f[11], &u)
+	fmt.Sscan(f[12], &st)
+	return (u + st) / 100
+}
+
+// killedFromOutside reports an exit by SIGKILL: an operator, the OOM
+// killer or a fault test ended a healthy process. Backoff exists to keep a
+// process that fails by itself (bad config, port taken, a crash: exit
+// status or SIGSEGV/SIGABRT) from spinning; a killed instance is restarted
+// after FirstBackoff every time, and still counts towards the crash-loop
+// report.
+func killedFromOutside(reason string) bool { return reason == "signal: killed" }
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// kill sends SIGKILL to the instance's current process (tests, chaos).
+func (in *instance) kill() (int, error) {
+	in.mu.Lock()
+	pid := in.st.Pid
+	state := in.st.State
+	in.mu.Unlock()
+	if pid == 0 || state != StateUp {
+		return 0, fmt.Errorf("instance %s is %s", in.spec.Name, state)
+	}
+	// Out of assignment before the signal: the supervisor would only
+	// notice the exit a moment later.
+	in.set(func(s *InstanceStatus) { s.State = StateRestarting })
+	return pid, syscall.Kill(pid, syscall.SIGKILL)
+}
