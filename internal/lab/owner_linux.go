@@ -251,18 +251,47 @@ func (l *Lab) Down() error {
 	return teardownState(cur)
 }
 
-// Clean tears down every lab whose owner is gone (killed, crashed) and
-// returns their names. Labs with a live owner are left alone, and nothing
-// that no lab state file lists is touched.
-func Clean() ([]string, error) {
+// Clean tears down labs whose owner is gone (killed, crashed) and returns
+// their names: every such lab, or only the named ones. Labs with a live
+// owner are left alone, and nothing that no lab state file lists is touched.
+// A lab whose state file is corrupt is reported in the error and removed
+// only when named: its namespaces are then found by their names, and the
+// processes in them (its owner among them) are stopped.
+func Clean(names ...string) ([]string, error) {
+	for _, n := range names {
+		if err := ValidateName(n); err != nil {
+			return nil, err
+		}
+	}
 	states, err := List()
 	if err != nil {
 		return nil, err
 	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
 	var cleaned []string
 	var errs []error
+	seen := map[string]bool{}
 	for _, st := range states {
-		if st.OwnerAlive() {
+		if len(want) > 0 && !want[st.Name] {
+			continue
+		}
+		seen[st.Name] = true
+		switch {
+		case st.Corrupt != "" && len(want) == 0:
+			errs = append(errs, fmt.Errorf("%s; left alone: remove it with `ovpnperf lab clean %s`", st.Corrupt, st.Name))
+			continue
+		case st.Corrupt != "":
+			st = State{Name: st.Name}
+			for _, n := range Nodes {
+				st.Resources = append(st.Resources, Resource{Kind: KindNetns, Name: NamespaceName(st.Name, n)})
+			}
+		case st.OwnerAlive():
+			if len(want) > 0 {
+				errs = append(errs, usage.Errorf("lab %s is alive (its owner, pid %d, runs): take it down with `ovpnperf lab down %s`", st.Name, st.Owner.Pid, st.Name))
+			}
 			continue
 		}
 		if err := teardownState(st); err != nil {
@@ -276,14 +305,23 @@ func Clean() ([]string, error) {
 	// write it.
 	entries, _ := os.ReadDir(BaseDir)
 	for _, e := range entries {
+		if len(want) > 0 && !want[e.Name()] {
+			continue
+		}
 		dir := filepath.Join(BaseDir, e.Name())
 		if _, err := os.Stat(filepath.Join(dir, "state.json")); !errors.Is(err, os.ErrNotExist) {
 			continue
 		}
+		seen[e.Name()] = true
 		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 10*time.Second {
 			if os.RemoveAll(dir) == nil {
 				cleaned = append(cleaned, e.Name())
 			}
+		}
+	}
+	for _, n := range names {
+		if !seen[n] {
+			errs = append(errs, usage.Errorf("no lab named %q (see `ovpnperf lab status`)", n))
 		}
 	}
 	return cleaned, errors.Join(errs...)
