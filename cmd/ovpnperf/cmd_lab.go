@@ -34,7 +34,7 @@ Addresses: client 192.0.2.2 / 2001:db8:c::2, server 198.51.100.2 / 2001:db8:5::2
 router 192.0.2.1 / 2001:db8:c::1 (client side) and 198.51.100.1 / 2001:db8:5::1.
 Namespaces: ovpnperf-NAME-client, ovpnperf-NAME-router, ovpnperf-NAME-server.`,
 	}
-	c.AddCommand(newLabUpCommand(), newLabRunCommand(), newLabDownCommand(), newLabStatusCommand(), newLabExecCommand(), newLabCleanCommand())
+	c.AddCommand(newLabUpCommand(), newLabRunCommand(), newLabDownCommand(), newLabStatusCommand(), newLabExecCommand(), newLabCleanCommand(), newLabOwnerCommand())
 	return c
 }
 
@@ -258,6 +258,23 @@ are removed. Nothing that no lab created is touched.`,
 				fmt.Fprintln(cmd.OutOrStdout(), "no orphaned labs")
 			}
 			return err
+		},
+	}
+}
+
+// newLabOwnerCommand is the lab's owner process, which lab.Up starts in the
+// router namespace; it is hidden because nobody types it, and a command of
+// its own so that `ps` names the lab each owner holds.
+func newLabOwnerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "owner NAME",
+		Short:  "Hold a lab (started by ovpnperf itself, not by hand)",
+		Hidden: true,
+		Args:   args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			// The owner ends on SIGTERM by itself; main's context must not
+			// turn that into an error.
+			return lab.RunOwner(a[0])
 		},
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -44,8 +43,6 @@ and iperf3 across them. Most commands need root.`,
 }
 
 func main() {
-	// A lab's owner process is this binary re-executed; it never returns.
-	lab.RunOwnerIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCommand().ExecuteContext(ctx)
 	stop()

@@ -14,19 +14,19 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-// OwnerEnv, when set to a lab name, makes RunOwnerIfRequested turn the
-// process into that lab's owner. The owner is this same binary re-executed
-// inside the router namespace: ovpnperf itself, or a test binary.
-const OwnerEnv = "OVPNPERF_LAB_OWNER"
+// OwnerProgram is the ovpnperf binary that runs lab owners as `ovpnperf lab
+// owner NAME`. Empty means this process's own executable, which is ovpnperf
+// itself; a test binary is not, so tests set it to an ovpnperf they built
+// (labtest.Main does).
+var OwnerProgram string
 
 // The owner process
 //
 //	creator (lab up / lab run / a test)
-//	   │ ip netns exec ROUTER <self>   (env OVPNPERF_LAB_OWNER=NAME)
+//	   │ ip netns exec ROUTER ovpnperf lab owner NAME
 //	   ▼
 //	owner ── runs the NFQUEUE emulator (if any), writes stats.json
 //	   │     prints "ready" on stdout, then waits
@@ -34,38 +34,21 @@ const OwnerEnv = "OVPNPERF_LAB_OWNER"
 //	   └─ creator gone, lab ephemeral ───────────► tears the lab down, exits
 //
 // A lab whose owner is gone without a teardown (SIGKILL, crash) is what
-// `ovpnperf lab clean` removes.
+// `ovpnperf lab clean` removes. The owner is a (hidden) command of its own,
+// so `ps` shows which lab each owner holds.
 
-// RunOwnerIfRequested runs the lab owner and exits if this process was
-// started as one; otherwise it returns at once. Call it first thing in main
-// and in TestMain of every test package that builds labs.
-func RunOwnerIfRequested() {
-	name := os.Getenv(OwnerEnv)
-	if name == "" {
-		return
-	}
-	err := runOwner(name)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ovpnperf lab owner %s: %v\n", name, err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
-func (l *Lab) startOwner(ctx context.Context, opts Options) error {
-	exe := opts.Executable
+func (l *Lab) startOwner(ctx context.Context) error {
+	exe := OwnerProgram
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
 			return fmt.Errorf("finding own executable for the lab owner: %w", err)
 		}
+		if strings.HasSuffix(exe, ".test") {
+			return fmt.Errorf("lab owner: %s is a test binary; set lab.OwnerProgram to an ovpnperf binary (labtest.Main builds one)", exe)
+		}
 	}
-	cmd := l.Command(context.Background(), Router, exe)
-	// "-test.run=^$" makes a test binary that forgot to route TestMain
-	// through labtest.Main run no tests instead of all of them; ovpnperf
-	// itself never parses these arguments (main hands over first).
-	cmd.Args = append(cmd.Args, "-test.run=^$", "lab-owner")
-	cmd.Env = append(runner.Env(), OwnerEnv+"="+l.name)
+	cmd := l.Command(context.Background(), Router, exe, "lab", "owner", l.name)
 	// Its own session: a Ctrl-C in the creator's terminal reaches only the
 	// creator, which then decides what to tear down.
 	// An ephemeral lab's owner notices its creator's death by polling its
@@ -109,11 +92,7 @@ func (l *Lab) startOwner(ctx context.Context, opts Options) error {
 		if err != nil {
 			_ = cmd.Wait()
 			b, _ := os.ReadFile(filepath.Join(l.Dir(), "owner.log"))
-			hint := ""
-			if strings.HasSuffix(exe, ".test") {
-				hint = " (a test binary must call labtest.Main from TestMain)"
-			}
-			return fmt.Errorf("%w%s: %s", errNoOwner, hint, strings.TrimSpace(string(b)))
+			return fmt.Errorf("%w (%s): %s", errNoOwner, exe, strings.TrimSpace(string(b)))
 		}
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
@@ -133,9 +112,13 @@ func (l *Lab) startOwner(ctx context.Context, opts Options) error {
 	})
 }
 
-// runOwner is the body of the owner process. It runs in the router
-// namespace (started through `ip netns exec`).
-func runOwner(name string) error {
+// RunOwner is the body of the owner process, `ovpnperf lab owner NAME`. It
+// runs in the router namespace (started through `ip netns exec`) until it
+// is told to stop or, for an ephemeral lab, its creator is gone.
+func RunOwner(name string) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
 	st, err := readState(name)
 	if err != nil {
 		return err

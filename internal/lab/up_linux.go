@@ -53,10 +53,6 @@ type Options struct {
 	// owner process tears the lab down. Persistent labs (`ovpnperf lab up`)
 	// outlive the command that made them, until `ovpnperf lab down`.
 	Ephemeral bool
-	// Executable is the ovpnperf binary that runs the owner process; empty
-	// means this process's own executable (tests re-execute themselves, see
-	// RunOwnerIfRequested).
-	Executable string
 }
 
 // Lab is a running lab.
@@ -185,7 +181,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := l.startOwner(ctx, opts); err != nil {
+	if err := l.startOwner(ctx); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -2,15 +2,19 @@
 // that is torn down when the test ends, and checks that nothing of it is
 // left on the host.
 //
-// A test package that builds labs must route its TestMain through Main, so
-// that the test binary can serve as the lab's owner process:
+// A test package that builds labs routes its TestMain through Main, which
+// builds the ovpnperf binary that runs the labs' owner processes (`ovpnperf
+// lab owner NAME`) and hands it to package lab:
 //
 //	func TestMain(m *testing.M) { labtest.Main(m) }
 package labtest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +24,47 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
-// Main runs the lab owner when the binary was started as one, else the tests.
+// binaryEnv passes the ovpnperf built by Main to child test processes
+// (helpers that a test re-executes), so that they do not build it again.
+const binaryEnv = "OVPNPERF_TEST_BINARY"
+
+// Main builds ovpnperf once for the test binary, makes it the program that
+// runs lab owners (lab.OwnerProgram), runs the tests and removes it.
 func Main(m *testing.M) {
-	lab.RunOwnerIfRequested()
-	os.Exit(m.Run())
+	bin, cleanup, err := Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	lab.OwnerProgram = bin
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// Build builds the ovpnperf command into a temporary directory, readable by
+// all (a test may run it as an unprivileged user), and returns its path and
+// a function that removes it. In a child of a test that built it already,
+// it returns that one.
+func Build() (string, func(), error) {
+	if bin := os.Getenv(binaryEnv); bin != "" {
+		if _, err := os.Stat(bin); err == nil {
+			return bin, func() {}, nil
+		}
+	}
+	dir, err := os.MkdirTemp("", "ovpnperf-test-")
+	if err != nil {
+		return "", nil, err
+	}
+	_ = os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "ovpnperf")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/ovpnperf/ovpnperf/cmd/ovpnperf").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("building ovpnperf: %v\n%s", err, out)
+	}
+	os.Setenv(binaryEnv, bin)
+	return bin, func() { os.RemoveAll(dir) }, nil
 }
 
 // Require skips (or, in CI, fails) unless labs can be built here.
