@@ -117,9 +117,12 @@ func TestLabOwnerIsACommand(t *testing.T) {
 		t.Errorf("ps shows the owner as %q (%v), want it to name lab %s", out, err, name)
 	}
 	for _, args := range [][]string{{"lab", "status", name}, {"lab", "status", "--json"}} {
-		cmd := runner.Command(context.Background(), append([]string{binary}, args...)...)
+		// A command turned owner would wait for SIGTERM: bound it.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := runner.Command(ctx, append([]string{binary}, args...)...)
 		cmd.Env = append(cmd.Env, "OVPNPERF_LAB_OWNER="+name)
 		out, err := cmd.CombinedOutput()
+		cancel()
 		// An owner would have printed "ready" and waited; status lists.
 		if err != nil || !strings.Contains(string(out), name) || strings.HasPrefix(string(out), "ready") {
 			t.Errorf("ovpnperf %s with OVPNPERF_LAB_OWNER set: %v\n%s", strings.Join(args, " "), err, out)

@@ -192,3 +192,36 @@ func processesNaming(s string) []string {
 	}
 	return found
 }
+
+// Issue 9 Must show 3: a corrupt state file (here a half-written one) beside
+// a healthy orphaned lab. `lab status` lists both; `lab clean` removes the
+// orphan and reports the corrupt one, failing; `lab clean NAME` removes the
+// corrupt one (its namespaces found by name, its owner stopped). It runs in
+// a private mount namespace like TestNetnsOrder, so that the unfiltered
+// `lab clean` sees only this test's labs.
+func TestLabCleanCorruptBesideOrphan(t *testing.T) {
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "unshare", "mount", "pgrep")
+	out := runOrderScenario(t, `
+lab_up $LAB1
+lab_up $LAB2
+pkill -KILL -f "lab owner $LAB1\$"
+while pgrep -f "lab owner $LAB1\$" >/dev/null; do sleep 0.01; done
+f=/run/ovpnperf/labs/$LAB2/state.json
+head -c 100 $f >$f.half && mv $f.half $f
+"$OVPNPERF" lab status >/tmp/ovpnperf-st.$$
+grep -q "$LAB1.*DEAD" /tmp/ovpnperf-st.$$ || { echo "status:"; cat /tmp/ovpnperf-st.$$; }
+grep -q "$LAB2.*CORRUPT" /tmp/ovpnperf-st.$$ || { echo "status:"; cat /tmp/ovpnperf-st.$$; }
+if "$OVPNPERF" lab clean >/tmp/ovpnperf-st.$$ 2>/tmp/ovpnperf-err.$$; then echo "lab clean: exit 0 with a corrupt lab"; fi
+grep -q "removed orphaned lab $LAB1" /tmp/ovpnperf-st.$$ || { echo "clean stdout:"; cat /tmp/ovpnperf-st.$$; }
+grep -q "$LAB2: corrupt state file" /tmp/ovpnperf-err.$$ || { echo "clean stderr:"; cat /tmp/ovpnperf-err.$$; }
+ls /run/netns | grep -q "$LAB1" && echo "$LAB1 not removed"
+ls /run/netns | grep -q "$LAB2-router" || echo "$LAB2 removed without being named"
+"$OVPNPERF" lab clean $LAB2 >/dev/null
+rm -f /tmp/ovpnperf-st.$$ /tmp/ovpnperf-err.$$
+left
+`)
+	if strings.TrimSpace(out) != "" {
+		t.Errorf("unexpected:\n%s", out)
+	}
+}
