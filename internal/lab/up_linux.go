@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -84,8 +85,19 @@ func (l *Lab) Backend() string { return l.state.snapshot().Backend }
 func (l *Lab) State() State { return l.state.snapshot() }
 
 // Command builds a command that runs argv in node through `ip netns exec`.
+//
+// Every process of a lab runs in one of its namespaces, which its state
+// records, so the owner's or `lab clean`'s teardown stops it even if it is
+// not listed by pid (pidsInNetns; also when a later mount hides the names).
+// The parent-death signal ends it at once when the process that started it
+// dies (lab run killed together with the lab's owner left iperf3 -c running
+// until lab clean); `ip netns exec` execs the program in place, so the
+// signal reaches the program itself. A caller that must outlive its creator
+// (the owner) replaces SysProcAttr.
 func (l *Lab) Command(ctx context.Context, n Node, argv ...string) *exec.Cmd {
-	return runner.InNetns(ctx, l.Namespace(n), argv...)
+	cmd := runner.InNetns(ctx, l.Namespace(n), argv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	return cmd
 }
 
 // Addr returns the address of the client or the server (for the router, its
