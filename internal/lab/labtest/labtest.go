@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,6 +90,7 @@ func New(tb testing.TB, p lab.Path) *lab.Lab {
 		tb.Fatalf("lab up: %v", err)
 	}
 	tb.Cleanup(func() {
+		CheckPrivate(tb, l)
 		if err := l.Down(); err != nil {
 			tb.Errorf("lab down: %v", err)
 		}
@@ -127,4 +129,54 @@ func CheckGonePrefix(tb testing.TB, prefix string) {
 			}
 		}
 	}
+}
+
+// CheckPrivate fails the test unless everything in the lab's directory is
+// private to root: every directory from /run/ovpnperf down to it and in it
+// 0700, every file without group or other permissions, and every unix
+// socket (OpenVPN creates its management sockets world-writable) inside
+// such directories only. It returns how many sockets it found.
+func CheckPrivate(tb testing.TB, l *lab.Lab) int {
+	tb.Helper()
+	private := func(path string, fi os.FileInfo) {
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || st.Uid != 0 {
+			tb.Errorf("%s is not owned by root", path)
+		}
+		switch {
+		case fi.IsDir() && fi.Mode().Perm() != 0o700:
+			tb.Errorf("directory %s has mode %v, want 0700", path, fi.Mode().Perm())
+		case fi.Mode()&os.ModeSocket != 0:
+			// Its own mode is OpenVPN's choice; the directories guard it.
+		case !fi.IsDir() && fi.Mode().Perm()&0o077 != 0:
+			tb.Errorf("%s has mode %v, want no group or other permissions", path, fi.Mode().Perm())
+		}
+	}
+	// The directories above the lab's.
+	for dir := filepath.Dir(l.Dir()); dir != filepath.Dir(filepath.Dir(lab.BaseDir)); dir = filepath.Dir(dir) {
+		if fi, err := os.Stat(dir); err == nil {
+			private(dir, fi)
+		} else {
+			tb.Errorf("%v", err)
+		}
+	}
+	sockets := 0
+	err := filepath.Walk(l.Dir(), func(path string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			tb.Errorf("%s is a symbolic link", path)
+			return nil
+		}
+		if fi.Mode()&os.ModeSocket != 0 {
+			sockets++
+		}
+		private(path, fi)
+		return nil
+	})
+	if err != nil {
+		tb.Errorf("walking %s: %v", l.Dir(), err)
+	}
+	return sockets
 }
