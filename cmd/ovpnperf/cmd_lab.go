@@ -34,7 +34,7 @@ Addresses: client 192.0.2.2 / 2001:db8:c::2, server 198.51.100.2 / 2001:db8:5::2
 router 192.0.2.1 / 2001:db8:c::1 (client side) and 198.51.100.1 / 2001:db8:5::1.
 Namespaces: ovpnperf-NAME-client, ovpnperf-NAME-router, ovpnperf-NAME-server.`,
 	}
-	c.AddCommand(newLabUpCommand(), newLabRunCommand(), newLabDownCommand(), newLabStatusCommand(), newLabExecCommand(), newLabCleanCommand())
+	c.AddCommand(newLabUpCommand(), newLabRunCommand(), newLabDownCommand(), newLabStatusCommand(), newLabExecCommand(), newLabCleanCommand(), newLabOwnerCommand())
 	return c
 }
 
@@ -184,8 +184,8 @@ func newLabStatusCommand() *cobra.Command {
 				if len(names) == 1 && st.Name != names[0] {
 					continue
 				}
-				s := labStatus{State: st, OwnerAlive: st.OwnerAlive()}
-				if st.Backend == lab.BackendNFQueue {
+				s := labStatus{State: st, OwnerAlive: st.Corrupt == "" && st.OwnerAlive()}
+				if st.Corrupt == "" && st.Backend == lab.BackendNFQueue {
 					if l, err := lab.Open(st.Name); err == nil {
 						if es, err := l.Stats(); err == nil {
 							s.Emulator = es
@@ -207,8 +207,12 @@ func newLabStatusCommand() *cobra.Command {
 			fmt.Fprintln(tw, "NAME\tOWNER\tEMULATION\tPATH")
 			for _, s := range out {
 				owner := "alive"
-				if !s.OwnerAlive {
-					owner = "DEAD (run ovpnperf lab clean)"
+				switch {
+				case s.Corrupt != "":
+					fmt.Fprintf(tw, "%s\tCORRUPT STATE (run ovpnperf lab clean %s)\t\t%s\n", s.Name, s.Name, s.Corrupt)
+					continue
+				case !s.OwnerAlive:
+					owner = "DEAD (run ovpnperf lab clean " + s.Name + ")"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, owner, s.Backend, describePath(s.Path))
 				if s.Emulator != nil {
@@ -258,21 +262,42 @@ func newLabExecCommand() *cobra.Command {
 
 func newLabCleanCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "clean",
+		Use:   "clean [NAME...]",
 		Short: "Remove labs whose owner process died (SIGKILL, crash); never touches anything else",
-		Args:  args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Long: `Remove labs whose owner process died (SIGKILL, crash), or only the named ones.
+A lab whose state file is corrupt is reported and left alone unless it is
+named: then its namespaces, found by their names, and the processes in them
+are removed. Nothing that no lab created is touched.`,
+		Args: args(cobra.ArbitraryArgs),
+		RunE: func(cmd *cobra.Command, names []string) error {
 			if os.Geteuid() != 0 {
 				return usage.Errorf("ovpnperf lab clean needs root")
 			}
-			names, err := lab.Clean()
-			for _, n := range names {
+			cleaned, err := lab.Clean(names...)
+			for _, n := range cleaned {
 				fmt.Fprintf(cmd.OutOrStdout(), "removed orphaned lab %s\n", n)
 			}
-			if len(names) == 0 && err == nil {
+			if len(cleaned) == 0 && err == nil {
 				fmt.Fprintln(cmd.OutOrStdout(), "no orphaned labs")
 			}
 			return err
+		},
+	}
+}
+
+// newLabOwnerCommand is the lab's owner process, which lab.Up starts in the
+// router namespace; it is hidden because nobody types it, and a command of
+// its own so that `ps` names the lab each owner holds.
+func newLabOwnerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "owner NAME",
+		Short:  "Hold a lab (started by ovpnperf itself, not by hand)",
+		Hidden: true,
+		Args:   args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			// The owner ends on SIGTERM by itself; main's context must not
+			// turn that into an error.
+			return lab.RunOwner(a[0])
 		},
 	}
 }

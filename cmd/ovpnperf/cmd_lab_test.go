@@ -71,12 +71,17 @@ func TestLabCommandCleanAfterKill(t *testing.T) {
 	if err := syscall.Kill(st.Owner.Pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing owner %d: %v", st.Owner.Pid, err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	r = ovpnperf(t, "lab", "status").mustSucceed(t)
+	// Wait until the kernel has ended it (a zombie counts as gone).
+	deadline := time.Now().Add(10 * time.Second)
+	for st.OwnerAlive() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	r = ovpnperf(t, "lab", "status", name).mustSucceed(t)
 	if !strings.Contains(r.stdout, "DEAD") {
 		t.Errorf("status does not show the dead owner:\n%s", r.stdout)
 	}
-	r = ovpnperf(t, "lab", "clean").mustSucceed(t)
+	// By name: other engineers' and tests' orphans are not this test's.
+	r = ovpnperf(t, "lab", "clean", name).mustSucceed(t)
 	if !strings.Contains(r.stdout, name) {
 		t.Errorf("clean did not report %s: %s", name, r.stdout)
 	}
@@ -85,6 +90,46 @@ func TestLabCommandCleanAfterKill(t *testing.T) {
 	// not be running.
 	if b, err := os.ReadFile("/proc/" + strconv.Itoa(st.Owner.Pid) + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
 		t.Errorf("owner pid %d still running: %s", st.Owner.Pid, b)
+	}
+}
+
+// Issue 8 Must show 4: the owner is `ovpnperf lab owner NAME` in ps, and
+// OVPNPERF_LAB_OWNER (which used to turn any ovpnperf into an owner) in the
+// environment of a normal command changes nothing.
+func TestLabOwnerIsACommand(t *testing.T) {
+	labtest.Require(t)
+	name := "c" + lab.NewName()
+	t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
+	r := ovpnperf(t, "lab", "up", "--name", name, "--json").mustSucceed(t)
+	var st lab.State
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("lab up --json: %v\n%s", err, r.stdout)
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(st.Owner.Pid) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " "), binary+" lab owner "+name; got != want {
+		t.Errorf("owner's command line %q, want %q", got, want)
+	}
+	out, err := exec.Command("ps", "-o", "args=", "-p", strconv.Itoa(st.Owner.Pid)).Output()
+	if err != nil || !strings.Contains(string(out), "lab owner "+name) {
+		t.Errorf("ps shows the owner as %q (%v), want it to name lab %s", out, err, name)
+	}
+	for _, args := range [][]string{{"lab", "status", name}, {"lab", "status", "--json"}} {
+		// A command turned owner would wait for SIGTERM: bound it.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := runner.Command(ctx, append([]string{binary}, args...)...)
+		cmd.Env = append(cmd.Env, "OVPNPERF_LAB_OWNER="+name)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		// An owner would have printed "ready" and waited; status lists.
+		if err != nil || !strings.Contains(string(out), name) || strings.HasPrefix(string(out), "ready") {
+			t.Errorf("ovpnperf %s with OVPNPERF_LAB_OWNER set: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	if !st.OwnerAlive() {
+		t.Errorf("the lab's owner died while commands ran with OVPNPERF_LAB_OWNER=%s", name)
 	}
 }
 

@@ -203,11 +203,7 @@ func (o recipeOptions) recipeOptions() (recipe.Options, error) {
 			return opts, usage.Errorf("--name %q: want 1–14 lower-case letters, digits or dashes", o.name)
 		}
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return opts, err
-	}
-	opts.Repeat, opts.Duration, opts.PKIDir, opts.Executable, opts.LabName = o.repeat, o.duration, o.pki, exe, o.name
+	opts.Repeat, opts.Duration, opts.PKIDir, opts.LabName = o.repeat, o.duration, o.pki, o.name
 	return opts, nil
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -68,8 +67,6 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 }
 
 func main() {
-	// A lab's owner process is this binary re-executed; it never returns.
-	lab.RunOwnerIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCommand().ExecuteContext(ctx)
 	interrupted := ctx.Err() != nil

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
@@ -21,23 +21,15 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	lab.RunOwnerIfRequested()
-	dir, err := os.MkdirTemp("", "ovpnperf-cmdtest-")
+	bin, cleanup, err := labtest.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// Readable by all, so a test can run the binary as an unprivileged user.
-	_ = os.Chmod(dir, 0o755)
-	binary = filepath.Join(dir, "ovpnperf")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building ovpnperf: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	binary = bin
+	lab.OwnerProgram = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

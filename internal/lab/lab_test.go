@@ -1,11 +1,13 @@
 package lab_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -199,9 +201,11 @@ func TestCleanAfterOwnerKilled(t *testing.T) {
 	}
 	// A live lab next to it must survive the clean.
 	other := labtest.New(t, lab.Path{})
-	cleaned, err := lab.Clean()
-	if err != nil {
-		t.Fatal(err)
+	// By name: the shared host's other orphans are not this test's. The
+	// live lab is named too, and must be refused.
+	cleaned, err := lab.Clean(name, other.Name())
+	if err == nil || !strings.Contains(err.Error(), other.Name()+" is alive") {
+		t.Errorf("clean of a live lab by name: want an error saying it is alive, got %v", err)
 	}
 	found := false
 	for _, c := range cleaned {
@@ -264,6 +268,102 @@ func TestHelperEphemeralCreator(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Println("up")
+	time.Sleep(time.Minute)
+}
+
+// Issue 9 §3: when the process that runs a measurement (lab run) and the
+// lab's owner are killed at once, the programs the measurement started end
+// at once (iperf3 -c used to run on until lab clean), and lab clean leaves
+// nothing.
+func TestKillCreatorAndOwnerTogether(t *testing.T) {
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "iperf3")
+	name := "t" + lab.NewName()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := runner.Command(context.Background(), exe, "-test.run", "^TestHelperMeasuringCreator$")
+	cmd.Env = append(cmd.Env, "OVPNPERF_HELPER_LAB="+name)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = lab.Clean(name); labtest.CheckGone(t, name) })
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	var owner, server, client int
+	if _, err := fmt.Sscanf(line, "up %d %d %d", &owner, &server, &client); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("helper did not start its lab and iperf3: %q", line)
+	}
+	// Both at once, as `kill -9 RUN OWNER` would.
+	_ = syscall.Kill(owner, syscall.SIGKILL)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range []struct {
+		what string
+		pid  int
+	}{{"iperf3 -c", client}, {"iperf3 -s", server}, {"owner", owner}} {
+		for processRuns(p.pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if processRuns(p.pid) {
+			t.Errorf("%s (pid %d) still runs after its creator and the owner were killed", p.what, p.pid)
+		}
+	}
+	cleaned, err := lab.Clean(name)
+	if err != nil || len(cleaned) != 1 {
+		t.Errorf("lab clean %s: cleaned %v, %v", name, cleaned, err)
+	}
+	labtest.CheckGone(t, name)
+}
+
+// processRuns reports whether pid is a running process (not a zombie).
+func processRuns(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// TestHelperMeasuringCreator is the child of TestKillCreatorAndOwnerTogether:
+// like `lab run`, it builds an ephemeral lab, starts an iperf3 server as a
+// lab process and a client through Lab.Command, and reports their pids.
+func TestHelperMeasuringCreator(t *testing.T) {
+	name := os.Getenv("OVPNPERF_HELPER_LAB")
+	if name == "" {
+		t.Skip("helper process for TestKillCreatorAndOwnerTogether")
+	}
+	// An emulated path, as in the report: once the emulator in the owner
+	// is dead the path drops everything, so the client never hears that
+	// its server died too, and only a signal can end it.
+	l, err := lab.Up(context.Background(), lab.Options{Name: name, Ephemeral: true, Path: lab.Path{Up: lab.Link{Delay: 5 * time.Millisecond}, Down: lab.Link{Delay: 5 * time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := l.Start(context.Background(), lab.Server, "", "iperf3", "-s", "-B", lab.ServerV4.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cli *exec.Cmd
+	for i := 0; i < 50; i++ {
+		time.Sleep(100 * time.Millisecond)
+		cli = l.Command(context.Background(), lab.Client, "iperf3", "-c", lab.ServerV4.String(), "-t", "60", "-b", "1M")
+		if err := cli.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// A client that connected runs on; one refused (server not yet
+		// listening) exits at once.
+		time.Sleep(300 * time.Millisecond)
+		if processRuns(cli.Process.Pid) {
+			break
+		}
+		_ = cli.Wait()
+	}
+	fmt.Printf("up %d %d %d\n", l.State().Owner.Pid, srv.Pid(), cli.Process.Pid)
 	time.Sleep(time.Minute)
 }
 

@@ -14,19 +14,19 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-// OwnerEnv, when set to a lab name, makes RunOwnerIfRequested turn the
-// process into that lab's owner. The owner is this same binary re-executed
-// inside the router namespace: ovpnperf itself, or a test binary.
-const OwnerEnv = "OVPNPERF_LAB_OWNER"
+// OwnerProgram is the ovpnperf binary that runs lab owners as `ovpnperf lab
+// owner NAME`. Empty means this process's own executable, which is ovpnperf
+// itself; a test binary is not, so tests set it to an ovpnperf they built
+// (labtest.Main does).
+var OwnerProgram string
 
 // The owner process
 //
 //	creator (lab up / lab run / a test)
-//	   │ ip netns exec ROUTER <self>   (env OVPNPERF_LAB_OWNER=NAME)
+//	   │ ip netns exec ROUTER ovpnperf lab owner NAME
 //	   ▼
 //	owner ── runs the NFQUEUE emulator (if any), writes stats.json
 //	   │     prints "ready" on stdout, then waits
@@ -34,38 +34,21 @@ const OwnerEnv = "OVPNPERF_LAB_OWNER"
 //	   └─ creator gone, lab ephemeral ───────────► tears the lab down, exits
 //
 // A lab whose owner is gone without a teardown (SIGKILL, crash) is what
-// `ovpnperf lab clean` removes.
+// `ovpnperf lab clean` removes. The owner is a (hidden) command of its own,
+// so `ps` shows which lab each owner holds.
 
-// RunOwnerIfRequested runs the lab owner and exits if this process was
-// started as one; otherwise it returns at once. Call it first thing in main
-// and in TestMain of every test package that builds labs.
-func RunOwnerIfRequested() {
-	name := os.Getenv(OwnerEnv)
-	if name == "" {
-		return
-	}
-	err := runOwner(name)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ovpnperf lab owner %s: %v\n", name, err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
-func (l *Lab) startOwner(ctx context.Context, opts Options) error {
-	exe := opts.Executable
+func (l *Lab) startOwner(ctx context.Context) error {
+	exe := OwnerProgram
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
 			return fmt.Errorf("finding own executable for the lab owner: %w", err)
 		}
+		if strings.HasSuffix(exe, ".test") {
+			return fmt.Errorf("lab owner: %s is a test binary; set lab.OwnerProgram to an ovpnperf binary (labtest.Main builds one)", exe)
+		}
 	}
-	cmd := l.Command(context.Background(), Router, exe)
-	// "-test.run=^$" makes a test binary that forgot to route TestMain
-	// through labtest.Main run no tests instead of all of them; ovpnperf
-	// itself never parses these arguments (main hands over first).
-	cmd.Args = append(cmd.Args, "-test.run=^$", "lab-owner")
-	cmd.Env = append(runner.Env(), OwnerEnv+"="+l.name)
+	cmd := l.Command(context.Background(), Router, exe, "lab", "owner", l.name)
 	// Its own session: a Ctrl-C in the creator's terminal reaches only the
 	// creator, which then decides what to tear down.
 	// An ephemeral lab's owner notices its creator's death by polling its
@@ -109,11 +92,7 @@ func (l *Lab) startOwner(ctx context.Context, opts Options) error {
 		if err != nil {
 			_ = cmd.Wait()
 			b, _ := os.ReadFile(filepath.Join(l.Dir(), "owner.log"))
-			hint := ""
-			if strings.HasSuffix(exe, ".test") {
-				hint = " (a test binary must call labtest.Main from TestMain)"
-			}
-			return fmt.Errorf("%w%s: %s", errNoOwner, hint, strings.TrimSpace(string(b)))
+			return fmt.Errorf("%w (%s): %s", errNoOwner, exe, strings.TrimSpace(string(b)))
 		}
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
@@ -133,9 +112,13 @@ func (l *Lab) startOwner(ctx context.Context, opts Options) error {
 	})
 }
 
-// runOwner is the body of the owner process. It runs in the router
-// namespace (started through `ip netns exec`).
-func runOwner(name string) error {
+// RunOwner is the body of the owner process, `ovpnperf lab owner NAME`. It
+// runs in the router namespace (started through `ip netns exec`) until it
+// is told to stop or, for an ephemeral lab, its creator is gone.
+func RunOwner(name string) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
 	st, err := readState(name)
 	if err != nil {
 		return err
@@ -251,18 +234,47 @@ func (l *Lab) Down() error {
 	return teardownState(cur)
 }
 
-// Clean tears down every lab whose owner is gone (killed, crashed) and
-// returns their names. Labs with a live owner are left alone, and nothing
-// that no lab state file lists is touched.
-func Clean() ([]string, error) {
+// Clean tears down labs whose owner is gone (killed, crashed) and returns
+// their names: every such lab, or only the named ones. Labs with a live
+// owner are left alone, and nothing that no lab state file lists is touched.
+// A lab whose state file is corrupt is reported in the error and removed
+// only when named: its namespaces are then found by their names, and the
+// processes in them (its owner among them) are stopped.
+func Clean(names ...string) ([]string, error) {
+	for _, n := range names {
+		if err := ValidateName(n); err != nil {
+			return nil, err
+		}
+	}
 	states, err := List()
 	if err != nil {
 		return nil, err
 	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
 	var cleaned []string
 	var errs []error
+	seen := map[string]bool{}
 	for _, st := range states {
-		if st.OwnerAlive() {
+		if len(want) > 0 && !want[st.Name] {
+			continue
+		}
+		seen[st.Name] = true
+		switch {
+		case st.Corrupt != "" && len(want) == 0:
+			errs = append(errs, fmt.Errorf("%s; left alone: remove it with `ovpnperf lab clean %s`", st.Corrupt, st.Name))
+			continue
+		case st.Corrupt != "":
+			st = State{Name: st.Name}
+			for _, n := range Nodes {
+				st.Resources = append(st.Resources, Resource{Kind: KindNetns, Name: NamespaceName(st.Name, n)})
+			}
+		case st.OwnerAlive():
+			if len(want) > 0 {
+				errs = append(errs, usage.Errorf("lab %s is alive (its owner, pid %d, runs): take it down with `ovpnperf lab down %s`", st.Name, st.Owner.Pid, st.Name))
+			}
 			continue
 		}
 		if err := teardownState(st); err != nil {
@@ -276,14 +288,23 @@ func Clean() ([]string, error) {
 	// write it.
 	entries, _ := os.ReadDir(BaseDir)
 	for _, e := range entries {
+		if len(want) > 0 && !want[e.Name()] {
+			continue
+		}
 		dir := filepath.Join(BaseDir, e.Name())
 		if _, err := os.Stat(filepath.Join(dir, "state.json")); !errors.Is(err, os.ErrNotExist) {
 			continue
 		}
+		seen[e.Name()] = true
 		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 10*time.Second {
 			if os.RemoveAll(dir) == nil {
 				cleaned = append(cleaned, e.Name())
 			}
+		}
+	}
+	for _, n := range names {
+		if !seen[n] {
+			errs = append(errs, usage.Errorf("no lab named %q (see `ovpnperf lab status`)", n))
 		}
 	}
 	return cleaned, errors.Join(errs...)

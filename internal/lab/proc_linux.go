@@ -65,10 +65,11 @@ func self() Owner {
 }
 
 // pidsInNetns lists the processes whose network namespace is the named one
-// (what `ip netns pids NAME` prints).
+// (what `ip netns pids NAME` prints). It finds them also when a later mount
+// on /run/netns hides the name, by the namespace's inode in mountinfo.
 func pidsInNetns(name string) []int {
-	var target syscall.Stat_t
-	if err := syscall.Stat(netns.Path(name), &target); err != nil {
+	ino, ok := netns.Inode(name)
+	if !ok {
 		return nil
 	}
 	entries, err := os.ReadDir("/proc")
@@ -85,7 +86,7 @@ func pidsInNetns(name string) []int {
 		if err := syscall.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st); err != nil {
 			continue
 		}
-		if st.Dev == target.Dev && st.Ino == target.Ino {
+		if st.Ino == ino {
 			pids = append(pids, pid)
 		}
 	}

@@ -59,6 +59,10 @@ type State struct {
 	Owner     Owner      `json:"owner"`
 	Ready     bool       `json:"ready"`
 	Resources []Resource `json:"resources"`
+	// Corrupt, set only by List, says why the lab's state file could not
+	// be read; the other fields are then empty but Name. Such a lab is
+	// reported, and removed only by `lab clean NAME`.
+	Corrupt string `json:"corrupt,omitempty"`
 }
 
 // stateFile guards the on-disk state of one lab.
@@ -80,7 +84,7 @@ func readState(name string) (State, error) {
 		return st, err
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("lab %s: corrupt state file %s: %w", name, statePath(name), err)
+		return st, fmt.Errorf("lab %s: corrupt state file %s (%v)", name, statePath(name), err)
 	}
 	return st, nil
 }
@@ -109,7 +113,9 @@ func (s *stateFile) snapshot() State {
 	return st
 }
 
-// writeLocked replaces the state file atomically (write, fsync, rename).
+// writeLocked replaces the state file atomically (write a temporary file,
+// fsync it, rename it over the state file, fsync the directory): a reader
+// sees the old state or the new one, never half of one.
 func (s *stateFile) writeLocked() error {
 	b, err := json.MarshalIndent(s.st, "", "  ")
 	if err != nil {
@@ -131,10 +137,24 @@ func (s *stateFile) writeLocked() error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing lab state: %w", err)
 	}
-	return os.Rename(tmp, s.path)
+	if err := os.Rename(tmp, s.path); err != nil {
+		return fmt.Errorf("writing lab state: %w", err)
+	}
+	// The rename is durable only once the directory is on disk too.
+	d, err := os.Open(filepath.Dir(s.path))
+	if err != nil {
+		return fmt.Errorf("writing lab state: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("writing lab state: %w", err)
+	}
+	return nil
 }
 
-// List returns the state of every lab on this host, sorted by name.
+// List returns the state of every lab on this host, sorted by name. A lab
+// whose state file cannot be read is listed with Corrupt set, so that one
+// damaged file hides no other lab and fails no command about another lab.
 func List() ([]State, error) {
 	entries, err := os.ReadDir(BaseDir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -149,11 +169,13 @@ func List() ([]State, error) {
 			continue
 		}
 		st, err := readState(e.Name())
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			return nil, err
+			st = State{Name: e.Name(), Corrupt: err.Error()}
+		} else if st.Name != e.Name() {
+			st = State{Name: e.Name(), Corrupt: fmt.Sprintf("state file %s names lab %q", statePath(e.Name()), st.Name)}
 		}
 		out = append(out, st)
 	}

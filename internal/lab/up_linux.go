@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -53,10 +54,6 @@ type Options struct {
 	// owner process tears the lab down. Persistent labs (`ovpnperf lab up`)
 	// outlive the command that made them, until `ovpnperf lab down`.
 	Ephemeral bool
-	// Executable is the ovpnperf binary that runs the owner process; empty
-	// means this process's own executable (tests re-execute themselves, see
-	// RunOwnerIfRequested).
-	Executable string
 }
 
 // Lab is a running lab.
@@ -88,8 +85,19 @@ func (l *Lab) Backend() string { return l.state.snapshot().Backend }
 func (l *Lab) State() State { return l.state.snapshot() }
 
 // Command builds a command that runs argv in node through `ip netns exec`.
+//
+// Every process of a lab runs in one of its namespaces, which its state
+// records, so the owner's or `lab clean`'s teardown stops it even if it is
+// not listed by pid (pidsInNetns; also when a later mount hides the names).
+// The parent-death signal ends it at once when the process that started it
+// dies (lab run killed together with the lab's owner left iperf3 -c running
+// until lab clean); `ip netns exec` execs the program in place, so the
+// signal reaches the program itself. A caller that must outlive its creator
+// (the owner) replaces SysProcAttr.
 func (l *Lab) Command(ctx context.Context, n Node, argv ...string) *exec.Cmd {
-	return runner.InNetns(ctx, l.Namespace(n), argv...)
+	cmd := runner.InNetns(ctx, l.Namespace(n), argv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	return cmd
 }
 
 // Addr returns the address of the client or the server (for the router, its
@@ -185,7 +193,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := l.startOwner(ctx, opts); err != nil {
+	if err := l.startOwner(ctx); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -8,7 +8,6 @@
 package netns
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,42 +23,11 @@ const Dir = "/run/netns"
 // Path returns the bind-mount path of a named namespace.
 func Path(name string) string { return filepath.Join(Dir, name) }
 
-// Exists reports whether a named namespace is mounted.
+// Exists reports whether a named namespace exists: its file is there,
+// mounted or hidden under a later mount.
 func Exists(name string) bool {
 	_, err := os.Stat(Path(name))
 	return err == nil
-}
-
-// Create makes a named network namespace without moving the caller.
-//
-// Equivalent to: ip netns add NAME
-func Create(name string) error {
-	// netns.NewNamed moves the calling thread into the new namespace.
-	err := onThread(func() error {
-		ns, err := netns.NewNamed(name)
-		if err != nil {
-			return err
-		}
-		return ns.Close()
-	}, nil)
-	if err != nil {
-		return fmt.Errorf("creating network namespace %s: %w", name, err)
-	}
-	return nil
-}
-
-// Delete unmounts and removes a named namespace. A namespace that does not
-// exist is not an error (delete is idempotent).
-//
-// Equivalent to: ip netns del NAME
-func Delete(name string) error {
-	if !Exists(name) {
-		return nil
-	}
-	if err := netns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("deleting network namespace %s: %w", name, err)
-	}
-	return nil
 }
 
 // Do runs fn with the calling goroutine's OS thread inside the named

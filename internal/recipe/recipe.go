@@ -29,9 +29,6 @@ type Options struct {
 	Progress io.Writer
 	// PKIDir reuses a PKI.
 	PKIDir string
-	// Executable is the ovpnperf binary, for recipes that run ovpnperf's
-	// own tools (pps, pmtu) inside lab namespaces.
-	Executable string
 	// LabName names the recipe's labs; empty picks random names.
 	LabName string
 }

@@ -2,16 +2,21 @@
 // that is torn down when the test ends, and checks that nothing of it is
 // left on the host.
 //
-// A test package that builds labs must route its TestMain through Main, so
-// that the test binary can serve as the lab's owner process:
+// A test package that builds labs routes its TestMain through Main, which
+// builds the ovpnperf binary that runs the labs' owner processes (`ovpnperf
+// lab owner NAME`) and hands it to package lab:
 //
 //	func TestMain(m *testing.M) { labtest.Main(m) }
 package labtest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,10 +25,47 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
-// Main runs the lab owner when the binary was started as one, else the tests.
+// binaryEnv passes the ovpnperf built by Main to child test processes
+// (helpers that a test re-executes), so that they do not build it again.
+const binaryEnv = "OVPNPERF_TEST_BINARY"
+
+// Main builds ovpnperf once for the test binary, makes it the program that
+// runs lab owners (lab.OwnerProgram), runs the tests and removes it.
 func Main(m *testing.M) {
-	lab.RunOwnerIfRequested()
-	os.Exit(m.Run())
+	bin, cleanup, err := Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	lab.OwnerProgram = bin
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// Build builds the ovpnperf command into a temporary directory, readable by
+// all (a test may run it as an unprivileged user), and returns its path and
+// a function that removes it. In a child of a test that built it already,
+// it returns that one.
+func Build() (string, func(), error) {
+	if bin := os.Getenv(binaryEnv); bin != "" {
+		if _, err := os.Stat(bin); err == nil {
+			return bin, func() {}, nil
+		}
+	}
+	dir, err := os.MkdirTemp("", "ovpnperf-test-")
+	if err != nil {
+		return "", nil, err
+	}
+	_ = os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "ovpnperf")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/ovpnperf/ovpnperf/cmd/ovpnperf").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("building ovpnperf: %v\n%s", err, out)
+	}
+	os.Setenv(binaryEnv, bin)
+	return bin, func() { os.RemoveAll(dir) }, nil
 }
 
 // Require skips (or, in CI, fails) unless labs can be built here.
@@ -48,6 +90,7 @@ func New(tb testing.TB, p lab.Path) *lab.Lab {
 		tb.Fatalf("lab up: %v", err)
 	}
 	tb.Cleanup(func() {
+		CheckPrivate(tb, l)
 		if err := l.Down(); err != nil {
 			tb.Errorf("lab down: %v", err)
 		}
@@ -86,4 +129,54 @@ func CheckGonePrefix(tb testing.TB, prefix string) {
 			}
 		}
 	}
+}
+
+// CheckPrivate fails the test unless everything in the lab's directory is
+// private to root: every directory from /run/ovpnperf down to it and in it
+// 0700, every file without group or other permissions, and every unix
+// socket (OpenVPN creates its management sockets world-writable) inside
+// such directories only. It returns how many sockets it found.
+func CheckPrivate(tb testing.TB, l *lab.Lab) int {
+	tb.Helper()
+	private := func(path string, fi os.FileInfo) {
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || st.Uid != 0 {
+			tb.Errorf("%s is not owned by root", path)
+		}
+		switch {
+		case fi.IsDir() && fi.Mode().Perm() != 0o700:
+			tb.Errorf("directory %s has mode %v, want 0700", path, fi.Mode().Perm())
+		case fi.Mode()&os.ModeSocket != 0:
+			// Its own mode is OpenVPN's choice; the directories guard it.
+		case !fi.IsDir() && fi.Mode().Perm()&0o077 != 0:
+			tb.Errorf("%s has mode %v, want no group or other permissions", path, fi.Mode().Perm())
+		}
+	}
+	// The directories above the lab's.
+	for dir := filepath.Dir(l.Dir()); dir != filepath.Dir(filepath.Dir(lab.BaseDir)); dir = filepath.Dir(dir) {
+		if fi, err := os.Stat(dir); err == nil {
+			private(dir, fi)
+		} else {
+			tb.Errorf("%v", err)
+		}
+	}
+	sockets := 0
+	err := filepath.Walk(l.Dir(), func(path string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			tb.Errorf("%s is a symbolic link", path)
+			return nil
+		}
+		if fi.Mode()&os.ModeSocket != 0 {
+			sockets++
+		}
+		private(path, fi)
+		return nil
+	})
+	if err != nil {
+		tb.Errorf("walking %s: %v", l.Dir(), err)
+	}
+	return sockets
 }
