@@ -4,12 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# program -> Debian package
+# program -> Debian package (chromium: the report tests render HTML in it headless)
 need=(
   "ip:iproute2" "tc:iproute2" "iptables:iptables" "ip6tables-restore:iptables"
   "openvpn:openvpn" "iperf3:iperf3" "openssl:openssl" "tcpdump:tcpdump"
   "ping:iputils-ping" "sockperf:sockperf" "taskset:util-linux" "unshare:util-linux"
-  "sysctl:procps" "gcc:gcc" "git:git"
+  "sysctl:procps" "gcc:gcc" "git:git" "chromium:chromium"
 )
 missing=()
 for pair in "${need[@]}"; do

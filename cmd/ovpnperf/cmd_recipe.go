@@ -138,6 +138,7 @@ func runRecipe(ctx context.Context, stdout, stderr io.Writer, name string, o rec
 			continue
 		}
 		rep.Scenario.Command = "recipe " + r.Name
+		rep.Scenario.Argv = os.Args
 		reports = append(reports, rep)
 		if !o.json {
 			if err := measure.RenderTable(stdout, rep); err != nil {

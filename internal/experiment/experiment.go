@@ -450,6 +450,7 @@ func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjec
 					continue
 				}
 				rows[i].AddSample(res.ReceivedBitsPerSec)
+				rows[i].Samples = append(rows[i].Samples, seriesOf(res.Result))
 				if res.drained {
 					if rows[i].Extra == nil {
 						rows[i].Extra = map[string]any{}
@@ -564,6 +565,19 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, s
 		cpu[side] = delta[pid]
 	}
 	return &sampleResult{Result: res, drained: drained}, cpu, nil
+}
+
+// seriesOf keeps a sample's rate and its per-interval figures for the
+// report (schema v2 rows[].samples).
+func seriesOf(res *iperf.Result) measure.Sample {
+	s := measure.Sample{Bps: res.ReceivedBitsPerSec, Intervals: []measure.Interval{}}
+	for _, iv := range res.Intervals {
+		s.Intervals = append(s.Intervals, measure.Interval{
+			StartSeconds: iv.Start.Seconds(), EndSeconds: iv.End.Seconds(),
+			Bps: iv.BitsPerSec, Retransmits: iv.Retransmits, Omitted: iv.Omitted,
+		})
+	}
+	return s
 }
 
 // sampleResult is one sample's iperf3 result; drained marks one accepted

@@ -144,7 +144,7 @@ func TestRowJSONKeys(t *testing.T) {
 
 	rep := NewReport(HostInfo{}, Scenario{})
 	b, _ = json.Marshal(rep)
-	for _, k := range []string{`"schema":"ovpnperf/run/v1"`, `"host":{`, `"scenario":{`, `"rows":null`, `"started":`, `"finished":`} {
+	for _, k := range []string{`"schema":"ovpnperf/run/v2"`, `"host":{`, `"scenario":{`, `"rows":null`, `"started":`, `"finished":`} {
 		if !bytes.Contains(b, []byte(k)) {
 			t.Errorf("%s lacks %s", b, k)
 		}
@@ -390,7 +390,7 @@ func checkGolden(t *testing.T, name string, rep *Report) {
 	golden.Check(t, filepath.Join("testdata", name), buf.Bytes())
 }
 
-// TestReportJSONGolden pins the whole document of schema ovpnperf/run/v1:
+// TestReportJSONGolden pins the whole document of schema ovpnperf/run/v2:
 // a changed key or shape shows up here first.
 func TestReportJSONGolden(t *testing.T) {
 	var buf bytes.Buffer
@@ -401,8 +401,29 @@ func TestReportJSONGolden(t *testing.T) {
 	rep.Rows[1].Cipher, rep.Rows[1].SocketBuffers = "AES-256-GCM", "R=[212992->212992] S=[212992->212992]"
 	rep.Rows[2].Invalidate("iperf3: the server has terminated")
 	rep.Rows[2].Extra = map[string]any{"retransmits": 12}
+	rep.Rows[1].Samples = []Sample{{Bps: 410e6, Intervals: []Interval{
+		{StartSeconds: 0, EndSeconds: 1, Bps: 300e6, Retransmits: 4, Omitted: true},
+		{StartSeconds: 0, EndSeconds: 1.0001, Bps: 410e6, Retransmits: 0}}}}
 	if err := rep.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, filepath.Join("testdata", "report.golden.json"), buf.Bytes())
+}
+
+// TestReadJSONVersions: v2 documents and the v1 documents written before
+// rows[].samples existed are read; any other schema is refused by name.
+func TestReadJSONVersions(t *testing.T) {
+	for _, tc := range []struct {
+		schema string
+		ok     bool
+	}{{Schema, true}, {SchemaV1, true}, {"ovpnperf/run/v9", false}, {"", false}} {
+		doc := `{"schema":"` + tc.schema + `","rows":[{"network":"lan","variant":"default","samples_bps":[1e6]}]}`
+		rep, err := ReadJSON(strings.NewReader(doc))
+		if tc.ok && (err != nil || len(rep.Rows) != 1 || rep.Rows[0].Samples != nil) {
+			t.Errorf("schema %q: %v, %+v", tc.schema, err, rep)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), tc.schema)) {
+			t.Errorf("schema %q: want an error naming it, got %v", tc.schema, err)
+		}
+	}
 }

@@ -22,7 +22,15 @@ import (
 
 // Schema names this version of the document. A change of meaning or a
 // removed key needs a new version; added keys do not.
-const Schema = "ovpnperf/run/v1"
+//
+// v2 added rows[].samples (each sample's rate and its iperf3 intervals)
+// and scenario.argv (the command line);
+// every v1 key kept its meaning, so ReadJSON reads v1 documents too (their
+// rows have no samples[]).
+const Schema = "ovpnperf/run/v2"
+
+// SchemaV1 is the previous version, still read by ReadJSON.
+const SchemaV1 = "ovpnperf/run/v1"
 
 // Values of Row.Path.
 const (
@@ -61,6 +69,9 @@ func NewReport(host HostInfo, sc Scenario) *Report {
 type Scenario struct {
 	// Command is what ran, e.g. "lab run" or "recipe ciphers".
 	Command string `json:"command"`
+	// Argv is the exact command line that produced the document, program
+	// name first (schema v2; empty when not known, e.g. from a test).
+	Argv []string `json:"argv,omitempty"`
 	// DurationSeconds of each iperf3 sample.
 	DurationSeconds float64 `json:"duration_seconds"`
 	// Repeat is how many samples each row has (interleaved A B C A B C).
@@ -100,9 +111,14 @@ type Row struct {
 
 	// SamplesBps are the receiver's rates of each sample, in run order.
 	SamplesBps []float64 `json:"samples_bps"`
-	MedianBps  float64   `json:"median_bps"`
-	MinBps     float64   `json:"min_bps"`
-	MaxBps     float64   `json:"max_bps"`
+	// Samples holds, for each accepted sample in run order (the same
+	// order as SamplesBps), iperf3's per-interval figures, so that a stall
+	// or a late emulator inside a sample can be seen (schema v2; absent in
+	// v1 documents and in rows a recipe filled without iperf3).
+	Samples   []Sample `json:"samples,omitempty"`
+	MedianBps float64  `json:"median_bps"`
+	MinBps    float64  `json:"min_bps"`
+	MaxBps    float64  `json:"max_bps"`
 	// RatioToRouted is MedianBps over the routed row's median of the same
 	// network and direction; absent on routed rows or without a baseline.
 	RatioToRouted float64 `json:"ratio_to_routed,omitempty"`
@@ -126,6 +142,29 @@ type Row struct {
 
 	// Extra holds recipe-specific figures (pps, loss, RTT, fragments …).
 	Extra map[string]any `json:"extra,omitempty"`
+}
+
+// Sample is one iperf3 run of a row.
+type Sample struct {
+	// Bps is the receiver's rate over the whole sample (= SamplesBps[i]).
+	Bps float64 `json:"bps"`
+	// Intervals are iperf3's periodic reports (-i, 1 s) summed over
+	// streams, as the iperf3 client saw them: bytes it sent in "up"
+	// samples, bytes it received in "down" samples.
+	Intervals []Interval `json:"intervals"`
+}
+
+// Interval is one periodic report of a sample.
+type Interval struct {
+	// StartSeconds and EndSeconds are from the start of the iperf3 test.
+	StartSeconds float64 `json:"start_s"`
+	EndSeconds   float64 `json:"end_s"`
+	Bps          float64 `json:"bps"`
+	// Retransmits by the TCP sender in this interval; -1 when iperf3 did
+	// not report them (reverse tests, UDP).
+	Retransmits int64 `json:"retransmits"`
+	// Omitted intervals belong to the -O warm-up, left out of Bps.
+	Omitted bool `json:"omitted,omitempty"`
 }
 
 // NewRow starts a valid row without samples.
@@ -251,6 +290,12 @@ func (rep *Report) check() error {
 		for _, s := range r.SamplesBps {
 			bad = bad || !finite(s)
 		}
+		for _, s := range r.Samples {
+			bad = bad || !finite(s.Bps)
+			for _, iv := range s.Intervals {
+				bad = bad || !finite(iv.Bps) || !finite(iv.StartSeconds) || !finite(iv.EndSeconds)
+			}
+		}
 		for _, v := range r.CPUSecondsPerGB {
 			bad = bad || !finite(v)
 		}
@@ -267,8 +312,8 @@ func ReadJSON(r io.Reader) (*Report, error) {
 	if err := json.NewDecoder(r).Decode(&rep); err != nil {
 		return nil, fmt.Errorf("reading report: %w", err)
 	}
-	if rep.Schema != Schema {
-		return nil, fmt.Errorf("report schema %q, this ovpnperf reads %q", rep.Schema, Schema)
+	if rep.Schema != Schema && rep.Schema != SchemaV1 {
+		return nil, fmt.Errorf("report schema %q, this ovpnperf reads %q and %q", rep.Schema, Schema, SchemaV1)
 	}
 	return &rep, nil
 }

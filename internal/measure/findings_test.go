@@ -1,17 +1,15 @@
-package main
+package measure
 
 import (
 	"strings"
 	"testing"
-
-	"github.com/ovpnperf/ovpnperf/internal/measure"
 )
 
 // The findings are computed from the rows: a CPU-bound LAN where cipher none
 // is no faster, and a WAN where the tunnel keeps 96 %.
 func TestFindings(t *testing.T) {
-	mk := func(network, variant, path, dir string, ratio float64, cpu float64, samples ...float64) measure.Row {
-		r := measure.Row{Network: network, Variant: variant, Path: path, Direction: dir, Valid: true, RatioToRouted: ratio,
+	mk := func(network, variant, path, dir string, ratio float64, cpu float64, samples ...float64) Row {
+		r := Row{Network: network, Variant: variant, Path: path, Direction: dir, Valid: true, RatioToRouted: ratio,
 			CPUSecondsPerGB: map[string]float64{"server": cpu, "client": cpu / 2}}
 		for _, s := range samples {
 			r.AddSample(s * 1e6)
@@ -19,19 +17,19 @@ func TestFindings(t *testing.T) {
 		r.Summarize()
 		return r
 	}
-	rep := &measure.Report{Scenario: measure.Scenario{Networks: []measure.Network{{Name: "lan"}, {Name: "wan"}, {Name: "wan2"}}}}
-	rep.Rows = []measure.Row{
-		mk("lan", "default", measure.PathTunnel, "up", 0.03, 10, 500, 520, 540),
-		mk("lan", "none", measure.PathTunnel, "up", 0.03, 9, 480, 530, 560),
+	rep := &Report{Scenario: Scenario{Networks: []Network{{Name: "lan"}, {Name: "wan"}, {Name: "wan2"}}}}
+	rep.Rows = []Row{
+		mk("lan", "default", PathTunnel, "up", 0.03, 10, 500, 520, 540),
+		mk("lan", "none", PathTunnel, "up", 0.03, 9, 480, 530, 560),
 		// Issue 8: one sample each, or spreads that overlap widely, were
 		// read as "the cost is per packet, not the encryption".
-		mk("lan", "default", measure.PathTunnel, "down", 0.03, 10, 520),
-		mk("lan", "none", measure.PathTunnel, "down", 0.03, 9, 500),
-		mk("wan2", "default", measure.PathTunnel, "up", 0.5, 10, 40, 41, 42),
-		mk("wan2", "none", measure.PathTunnel, "up", 0.5, 9, 20, 41, 80),
-		mk("wan", "default", measure.PathTunnel, "up", 0.96, 26, 46, 46.1, 46.2),
+		mk("lan", "default", PathTunnel, "down", 0.03, 10, 520),
+		mk("lan", "none", PathTunnel, "down", 0.03, 9, 500),
+		mk("wan2", "default", PathTunnel, "up", 0.5, 10, 40, 41, 42),
+		mk("wan2", "none", PathTunnel, "up", 0.5, 9, 20, 41, 80),
+		mk("wan", "default", PathTunnel, "up", 0.96, 26, 46, 46.1, 46.2),
 	}
-	got := strings.Join(findings(rep), "\n")
+	got := strings.Join(Findings(rep), "\n")
 	for _, want := range []string{
 		"lan: default up: 520 Mbit/s, 3% of the routed path: OpenVPN is the limit; its busier process spends 10.0 CPU-s per GB, so one core carries at most about 800 Mbit/s",
 		"lan up (confirmed): cipher none is within 10 % of the defaults in every sample pair",
