@@ -32,6 +32,7 @@ type labRunOptions struct {
 	noRouted  bool
 	json      bool
 	out       string
+	html      string
 	pki       string
 	name      string
 	network   string
@@ -81,6 +82,7 @@ directives are accepted; each is checked before anything starts.`,
 	f.BoolVar(&o.noRouted, "no-routed", false, "skip the routed baseline")
 	f.BoolVar(&o.json, "json", false, "print one JSON document (schema "+measure.Schema+") instead of tables")
 	stringFlag(f, &o.out, "out", "", "", "a file path", "also write the JSON document to this file (checked before the run)")
+	stringFlag(f, &o.html, "html", "", "", "a file path", "also write the report page (as `ovpnperf report` makes it) to this file")
 	stringFlag(f, &o.name, "name", "", "", "a lab name of lower-case letters, digits and dashes", "name the run's labs, to watch them with `ovpnperf lab exec` while it runs (NAME-lan and NAME-wan for the built-in paths; default random)")
 	stringFlag(f, &o.pki, "pki", "", "", "a PKI directory", "reuse the PKI in this directory (made by an earlier run) instead of a throw-away one")
 	return c
@@ -205,6 +207,9 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 	if err := checkOutPath("--out", o.out); err != nil {
 		return spec, err
 	}
+	if err := checkOutPath("--html", o.html); err != nil {
+		return spec, err
+	}
 	return spec, nil
 }
 
@@ -222,12 +227,13 @@ func runLabRun(ctx context.Context, stdout, stderr io.Writer, o labRunOptions) e
 	if !o.json {
 		spec.Progress = stderr
 	}
-	return report(ctx, stdout, spec, o.json, o.out)
+	return measureAndShow(ctx, stdout, spec, o.json, o.out, o.html)
 }
 
-// report runs an experiment and prints its report as tables or JSON, and
-// to a file with --out. A partial report is still written on failure.
-func report(ctx context.Context, stdout io.Writer, spec experiment.Spec, asJSON bool, out string) (err error) {
+// measureAndShow runs an experiment and prints its report as tables or
+// JSON, to a file with --out and as an HTML page with --html. A partial
+// report is still written on failure.
+func measureAndShow(ctx context.Context, stdout io.Writer, spec experiment.Spec, asJSON bool, out, html string) (err error) {
 	rep, err := experiment.Run(ctx, spec)
 	if rep == nil {
 		return err
@@ -242,6 +248,11 @@ func report(ctx context.Context, stdout io.Writer, spec experiment.Spec, asJSON 
 			err = errors.Join(err, outErr)
 		}
 	}()
+	if html != "" {
+		if herr := writeHTML(ctx, html, []*measure.Report{rep}); herr != nil {
+			return herr
+		}
+	}
 	if asJSON {
 		if jerr := rep.WriteJSON(stdout); jerr != nil {
 			return jerr

@@ -84,8 +84,13 @@ after net.ipv4.route.mtu_expires); pmtu leaves nothing else behind.`,
 	return c
 }
 
+// pmtuSchema names the JSON document of `ovpnperf pmtu`; internal/report
+// reads it under that name.
+const pmtuSchema = "ovpnperf/pmtu/v1"
+
 // pmtuReport is the JSON contract of `ovpnperf pmtu`.
 type pmtuReport struct {
+	Schema         string  `json:"schema"` // pmtuSchema
 	Host           string  `json:"host"`
 	Address        string  `json:"address"`
 	Family         string  `json:"family"`
@@ -212,7 +217,7 @@ func runPMTU(ctx context.Context, o pmtuOptions) error {
 		return fmt.Errorf("path MTU to %s: %w", addr, err)
 	}
 	rep := pmtuReport{
-		Host: name, Address: addr.String(), Family: res.Family.String(),
+		Schema: pmtuSchema, Host: name, Address: addr.String(), Family: res.Family.String(),
 		PathMTU: res.PathMTU, Blackhole: res.Blackhole, HopMTU: res.HopMTU,
 		Interface: route.Dev, LocalMTU: res.LocalMTU, LocalLimit: res.LocalLimit,
 		ElapsedSeconds: res.Elapsed.Seconds(), RTTMillis: float64(res.RTT.Microseconds()) / 1000,

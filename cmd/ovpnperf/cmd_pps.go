@@ -334,6 +334,7 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 		return err
 	}
 	if opts.json {
+		res.Schema = pps.Schema
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if jerr := enc.Encode(res); jerr != nil {

@@ -31,6 +31,7 @@ type recipeOptions struct {
 	duration time.Duration
 	json     bool
 	out      string
+	html     string
 	pki      string
 	name     string
 }
@@ -81,6 +82,7 @@ measuring anything, and lists the verdicts that differ from the saved ones.`,
 	durationFlag(f, &o.duration, "time", "", 0, time.Second, 300*time.Second, true, "length of each throughput sample in whole seconds, 1s–300s (default: the recipe's)")
 	f.BoolVar(&o.json, "json", false, "print JSON (one report; with all, a list of reports)")
 	stringFlag(f, &o.out, "out", "", "", "a file path", "also write the JSON to this file (checked before the run)")
+	stringFlag(f, &o.html, "html", "", "", "a file path", "also write the report page (as `ovpnperf report` makes it) to this file")
 	stringFlag(f, &o.pki, "pki", "", "", "a PKI directory", "reuse the PKI in this directory")
 	stringFlag(f, &o.name, "name", "", "", "a lab name of lower-case letters, digits and dashes", "name the recipe's labs (default random)")
 	return c
@@ -152,6 +154,11 @@ func runRecipe(ctx context.Context, stdout, stderr io.Writer, name string, o rec
 	if err := writeReports(stdout, reports, o.json, o.out, name == "all"); err != nil {
 		return err
 	}
+	if o.html != "" && len(reports) > 0 {
+		if err := writeHTML(ctx, o.html, reports); err != nil {
+			return err
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -192,6 +199,9 @@ func (o recipeOptions) recipeOptions() (recipe.Options, error) {
 		return opts, usage.Errorf("--time %v: want whole seconds from 1s to 300s", o.duration)
 	}
 	if err := checkOutPath("--out", o.out); err != nil {
+		return opts, err
+	}
+	if err := checkOutPath("--html", o.html); err != nil {
 		return opts, err
 	}
 	if o.pki != "" {

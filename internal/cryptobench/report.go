@@ -12,9 +12,15 @@ import (
 // ReportVersion is the version of the JSON layout of Report.
 const ReportVersion = 1
 
+// Schema names the JSON document of `ovpnperf crypto --json`, so that
+// `ovpnperf report` can tell it from other documents.
+const Schema = "ovpnperf/crypto/v1"
+
 // Report is the result of Run; its JSON form is ovpnperf crypto --json.
 type Report struct {
-	Version int `json:"version"`
+	// Schema is Schema; empty in documents written before it existed.
+	Schema  string `json:"schema,omitempty"`
+	Version int    `json:"version"`
 	// Host is the machine, as every ovpnperf report describes it.
 	Host    *measure.HostInfo `json:"host,omitempty"`
 	OpenSSL string            `json:"openssl_version"`
@@ -159,6 +165,7 @@ type Host struct {
 // ciphers that could not run to the reason.
 func Analyze(opts Options, host Host, m Measurements, unavailable map[string]string) *Report {
 	r := &Report{
+		Schema:  Schema,
 		Version: ReportVersion,
 		Host:    host.Machine,
 		OpenSSL: host.OpenSSL,

@@ -35,9 +35,15 @@ type CPU struct {
 	Percent float64 `json:"percent"`
 }
 
+// Schema names the JSON document of `ovpnperf pps client --json`, so that
+// `ovpnperf report` can tell it from other documents.
+const Schema = "ovpnperf/pps/v1"
+
 // Result is the outcome of a client run; its JSON form is the contract of
 // `ovpnperf pps client --json`.
 type Result struct {
+	// Schema is Schema; empty in documents written before it existed.
+	Schema    string    `json:"schema,omitempty"`
 	Server    string    `json:"server"`
 	Session   uint32    `json:"session"`
 	Start     time.Time `json:"start"`

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/report"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+)
+
+func init() { register(newReportCommand) }
+
+type reportOptions struct {
+	out   string
+	title string
+}
+
+func newReportCommand() *cobra.Command {
+	var o reportOptions
+	c := &cobra.Command{
+		Use:   "report FILE.json… [-o report.html]",
+		Short: "Turn ovpnperf JSON documents into one self-contained HTML page with charts",
+		Long: `report reads JSON documents written by ovpnperf (lab run, recipe, recipe all,
+pps client, pmtu, crypto; recognised by their "schema" key) and writes one HTML
+page with nothing external: charts as SVG, the figures as tables beside them,
+the host and the exact command that produced each document. It opens from a
+file:// URL or an e-mail attachment, in dark and light mode, and prints.
+
+Schemas read: ` + strings.Join(report.Schemas(), ", ") + `.`,
+		Example: `  ovpnperf lab run --json --out run.json && ovpnperf report run.json -o run.html
+  ovpnperf report recipes.json pmtu.json crypto.json -o all.html`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return runReport(cmd.OutOrStdout(), a, o)
+		},
+	}
+	c.Flags().StringVarP(&o.out, "out", "o", "", "write the page to this file (default: standard output)")
+	c.Flags().StringVar(&o.title, "title", "", "the page's title (default: from the documents)")
+	return c
+}
+
+// loadDocuments reads every file, turning unreadable files and unknown
+// schemas into usage errors: the user named the wrong file.
+func loadDocuments(files []string) ([]report.Document, error) {
+	var docs []report.Document
+	for _, f := range files {
+		d, err := report.Load(f)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return nil, usage.Errorf("%v", err)
+		}
+		if err != nil {
+			return nil, usage.Errorf("%v", err)
+		}
+		docs = append(docs, d...)
+	}
+	return docs, nil
+}
+
+func runReport(stdout io.Writer, files []string, o reportOptions) error {
+	docs, err := loadDocuments(files)
+	if err != nil {
+		return err
+	}
+	opts := report.Options{Title: o.title, Argv: os.Args}
+	if o.out == "" {
+		return report.Write(stdout, docs, opts)
+	}
+	return report.WriteFile(o.out, docs, opts)
+}
+
+// writeHTML writes the report page of run documents just measured
+// (lab run --html, recipe --html).
+func writeHTML(_ context.Context, path string, reps []*measure.Report) error {
+	var docs []report.Document
+	for _, r := range reps {
+		docs = append(docs, report.Document{File: path, Schema: r.Schema, Run: r})
+	}
+	if err := report.WriteFile(path, docs, report.Options{Argv: os.Args}); err != nil {
+		return fmt.Errorf("writing the report page: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+)
+
+// pps writes a `pps client` result: the per-second series of echoes (or
+// probes counted at the server) and of loss.
+func (p *page) pps(d *Document) {
+	r := d.PPS
+	p.section("pps client "+r.Server, fmt.Sprintf(" — median %.0f pps, loss %.2f%%", r.PPSMedian, r.LossPercent))
+	p.command(nil, "ovpnperf pps client "+r.Server)
+	mode := "echo (round trips)"
+	if r.Params.OneWay {
+		mode = "one-way (the server counts)"
+	}
+	p.facts("Started", r.Start.UTC().Format("2006-01-02 15:04:05 MST"), "Mode", mode,
+		"Probes", fmt.Sprintf("%d-byte UDP payload, %d flow(s), rate %s", r.Params.Size, r.Params.Flows, ratePPS(r.Params.RatePPS)),
+		"Counts", fmt.Sprintf("sent %d, received %d, lost %d (%.2f%%)", r.Sent, r.Received, r.Lost, r.LossPercent),
+		"Packets per second", fmt.Sprintf("median %.0f (min %.0f, max %.0f) over whole seconds", r.PPSMedian, r.PPSMin, r.PPSMax),
+		"RTT", rttLine(r.RTTP50Us, r.RTTP99Us, r.RTTMaxUs), "File", d.File+" (schema "+d.Schema+")")
+	var x, sent, got, loss []float64
+	for _, iv := range r.Series {
+		x = append(x, iv.EndS)
+		sent = append(sent, iv.SentPPS)
+		got = append(got, iv.PPS)
+		loss = append(loss, iv.LossPercent)
+	}
+	p.w(`<div class="charts">`)
+	p.w(`<figure>%s</figure>`, lineChart{Title: "Packets per second", Desc: fmt.Sprintf("Probes sent and answered per second over %d intervals; median answered %.0f pps.", len(x), r.PPSMedian),
+		XAxis: "Time (s)", YAxis: "Packets per second (pps)", Series: []series{{Name: "sent", X: x, Y: sent, Class: "s0"}, {Name: "answered", X: x, Y: got, Class: "s2"}},
+		Width: 520, Height: 240, Legend: true}.render(&p.ids))
+	p.w(`<figure>%s</figure>`, lineChart{Title: "Loss per second", Desc: fmt.Sprintf("Share of probes lost in each second; %.2f%% over the run.", r.LossPercent),
+		XAxis: "Time (s)", YAxis: "Loss (%)", Series: []series{{Name: "loss", X: x, Y: loss, Class: "s4"}}, Width: 420, Height: 240}.render(&p.ids))
+	p.w(`</div>`)
+	p.w(`<details><summary>Series as a table</summary><table><thead><tr><th class="num">End (s)</th><th class="num">Sent (pps)</th><th class="num">Answered (pps)</th><th class="num">Loss (%%)</th><th class="num">RTT mean (µs)</th></tr></thead><tbody>`)
+	for _, iv := range r.Series {
+		p.w(`<tr><td class="num">%.1f</td><td class="num">%.0f</td><td class="num">%.0f</td><td class="num">%.2f</td><td class="num">%.0f</td></tr>`, iv.EndS, iv.SentPPS, iv.PPS, iv.LossPercent, iv.RTTMeanUs)
+	}
+	p.w(`</tbody></table></details>`)
+	for _, w := range r.Warnings {
+		p.w(`<p class="invalid">%s</p>`, esc(w))
+	}
+}
+
+func ratePPS(r uint64) string {
+	if r == 0 {
+		return "as fast as possible"
+	}
+	return fmt.Sprintf("%d pps", r)
+}
+
+func rttLine(p50, p99, max float64) string {
+	if p50 == 0 && max == 0 {
+		return ""
+	}
+	return fmt.Sprintf("p50 %.0f µs, p99 %.0f µs, max %.0f µs", p50, p99, max)
+}
+
+// pmtu writes a path-MTU result: the sizes that matter on one axis, and
+// OpenVPN's translation. (The document keeps the outcome, not every probe
+// size tried, so the chart marks the outcome's sizes.)
+func (p *page) pmtu(d *Document) {
+	r := d.PMTU
+	p.section("pmtu "+r.Host, fmt.Sprintf(" — path MTU %d", r.PathMTU))
+	p.command(nil, "ovpnperf pmtu "+r.Host)
+	hop := "none answered"
+	if r.Hop != nil {
+		hop = fmt.Sprintf("%s (named MTU %d)", *r.Hop, r.HopMTU)
+	}
+	p.facts("Address", r.Address+" ("+r.Family+")", "Path MTU", fmt.Sprintf("%d bytes", r.PathMTU), "ICMP black hole", fmt.Sprint(r.Blackhole),
+		"Hop that answered", hop, "Interface", fmt.Sprintf("%s, MTU %d", r.Interface, r.LocalMTU),
+		"Search", fmt.Sprintf("%d probes in %d rounds, %.2f s, RTT %.1f ms", r.Probes, r.Rounds, r.ElapsedSeconds, r.RTTMillis),
+		"Explanation", r.Explanation, "File", d.File+" (schema "+d.Schema+")")
+	bars := []bar{{Label: "path MTU", Value: float64(r.PathMTU), Class: "s0", Note: fmt.Sprintf("%d bytes", r.PathMTU), Data: map[string]string{"size": "path_mtu"}}}
+	if r.LocalMTU > 0 {
+		bars = append(bars, bar{Label: "interface MTU", Value: float64(r.LocalMTU), Class: "s5", Note: fmt.Sprintf("%d bytes", r.LocalMTU)})
+	}
+	if r.HopMTU > 0 {
+		bars = append(bars, bar{Label: "MTU the hop named", Value: float64(r.HopMTU), Class: "s1", Note: fmt.Sprintf("%d bytes", r.HopMTU)})
+	}
+	if r.LargestPassed > 0 {
+		bars = append(bars, bar{Label: "largest size passed", Value: float64(r.LargestPassed), Class: "s3", Note: fmt.Sprintf("%d bytes", r.LargestPassed)})
+	}
+	if r.OpenVPN != nil {
+		for _, t := range r.OpenVPN.Rows {
+			bars = append(bars, bar{Label: fmt.Sprintf("max tun-mtu %s/%s", t.Transport, t.Family), Value: float64(t.MaxTunMTU), Class: "s2", Gap: len(bars) > 0 && !strings.HasPrefix(bars[len(bars)-1].Label, "max"),
+				Note: fmt.Sprintf("%d bytes (overhead %d)", t.MaxTunMTU, t.Overhead)})
+		}
+	}
+	p.w(`<figure>%s</figure>`, hbarChart{Title: "Packet sizes on this path", Desc: fmt.Sprintf("Path MTU %d bytes, interface MTU %d, and the largest OpenVPN tun-mtu per transport.", r.PathMTU, r.LocalMTU),
+		Axis: "Whole IP packet (bytes)", Bars: bars, Width: 640}.render(&p.ids))
+	if r.OpenVPN != nil {
+		p.w(`<table><caption class="muted">OpenVPN settings for this path (cipher %s)</caption><thead><tr><th>Transport</th><th>Outer family</th><th class="num">Path MTU</th><th class="num">Overhead (bytes)</th><th class="num">Max tun-mtu</th><th>mssfix</th><th>fragment</th></tr></thead><tbody>`, esc(r.OpenVPN.Cipher))
+		for _, t := range r.OpenVPN.Rows {
+			meas := ""
+			if !t.Measured {
+				meas = " (assumed)"
+			}
+			p.w(`<tr><td>%s</td><td>%s</td><td class="num">%d%s</td><td class="num">%d</td><td class="num">%d</td><td><code>%s</code></td><td>%s</td></tr>`,
+				esc(t.Transport), esc(t.Family), t.PathMTU, meas, t.Overhead, t.MaxTunMTU, esc(t.MSSFix), esc(t.Fragment))
+		}
+		p.w(`</tbody></table>`)
+	}
+}
+
+// crypto writes `ovpnperf crypto`: each cipher's speed at the tunnel's
+// packet size, as is and with AES-NI masked.
+func (p *page) crypto(d *Document) {
+	r := d.Crypto
+	used := "not measured"
+	if r.AESNIUsed != nil {
+		used = fmt.Sprint(*r.AESNIUsed)
+	}
+	p.section("crypto", " — AES-NI used: "+used)
+	p.command(nil, "ovpnperf crypto")
+	p.facts("OpenSSL", r.OpenSSL, "CPU", fmt.Sprintf("%s, %d cores", r.CPU.Model, r.CPU.Cores), "AES-NI used", used+": "+r.AESNIEvidence,
+		"Preferred cipher", r.Projection.PreferredCipher+": "+r.Projection.PreferredReason, "File", d.File+" (schema "+d.Schema+")")
+	if r.Host != nil {
+		p.hostFacts(*r.Host)
+	}
+	var bars []bar
+	p.w(`<table><caption class="muted">Speed at each block size (MB/s, median of the samples)</caption><thead><tr><th>Cipher</th><th class="num">Block (bytes)</th><th class="num">With AES-NI</th><th class="num">AES-NI masked</th><th class="num">Speed-up</th></tr></thead><tbody>`)
+	for _, c := range r.Ciphers {
+		for _, s := range c.Sizes {
+			p.w(`<tr><td>%s</td><td class="num">%d</td><td class="num">%.0f</td><td class="num">%.0f</td><td class="num">×%.1f</td></tr>`,
+				esc(c.Cipher), s.BlockBytes, s.WithAESNI.BytesPerSecond/1e6, s.WithoutAESNI.BytesPerSecond/1e6, s.AESNISpeedup)
+			if !s.PacketSize {
+				continue
+			}
+			gap := len(bars) > 0
+			bars = append(bars,
+				bar{Label: c.Cipher, Value: s.WithAESNI.BytesPerSecond / 1e6, Min: s.WithAESNI.MinBytesPerSecond / 1e6, Max: s.WithAESNI.MaxBytesPerSecond / 1e6,
+					Class: "s0", Gap: gap, Note: fmt.Sprintf("%.0f MB/s", s.WithAESNI.BytesPerSecond/1e6), Data: map[string]string{"cipher": c.Cipher, "aesni": "on"}},
+				bar{Label: "masked", Value: s.WithoutAESNI.BytesPerSecond / 1e6, Min: s.WithoutAESNI.MinBytesPerSecond / 1e6, Max: s.WithoutAESNI.MaxBytesPerSecond / 1e6,
+					Class: "s1", Note: fmt.Sprintf("%.0f MB/s", s.WithoutAESNI.BytesPerSecond/1e6), Data: map[string]string{"cipher": c.Cipher, "aesni": "masked"}})
+		}
+	}
+	p.w(`</tbody></table>`)
+	if len(bars) > 0 {
+		p.w(`<figure>%s</figure>`, hbarChart{Title: fmt.Sprintf("Cipher speed at %d-byte packets", r.Projection.PacketBytes),
+			Desc: "Each data-channel cipher's speed at the tunnel's packet size, as is and with AES-NI masked, median with min–max.",
+			Axis: "Encryption speed (MB/s)", Bars: bars, Width: 660, Legend: [][2]string{{"s0", "as is (AES-NI)"}, {"s1", "AES-NI masked"}}}.render(&p.ids))
+	}
+}

@@ -1,0 +1,251 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+)
+
+// Verdicts of a compared row.
+const (
+	Better   = "better"
+	Worse    = "worse"
+	NoChange = "no change"
+	// Incomparable: a side has no valid samples, or the row exists on one
+	// side only.
+	Incomparable = "not comparable"
+)
+
+// DefaultThreshold is the relative change of the median below which a row
+// counts as unchanged even when the spreads do not overlap: samples of a
+// few seconds on a shared machine differ by a few percent from run to run
+// with nothing changed.
+const DefaultThreshold = 0.05
+
+// CompareOptions select what is compared.
+type CompareOptions struct {
+	// Threshold is the smallest relative change of the median that can be
+	// better or worse (DefaultThreshold when 0).
+	Threshold float64
+	// OldVariant and NewVariant, when set, compare that variant of the old
+	// document with that of the new one (e.g. default against jumbo in one
+	// run), matching rows by network and direction.
+	OldVariant, NewVariant string
+}
+
+// Change is one row of a comparison.
+type Change struct {
+	Network    string `json:"network"`
+	Variant    string `json:"variant"`
+	NewVariant string `json:"new_variant,omitempty"`
+	Direction  string `json:"direction"`
+	Path       string `json:"path"`
+	// Old and New are the rows' samples summarized, in bits per second.
+	Old measure.Spread `json:"old"`
+	New measure.Spread `json:"new"`
+	// ChangePercent is (new median − old median) / old median × 100.
+	ChangePercent float64 `json:"change_percent"`
+	// Verdict is Better, Worse, NoChange or Incomparable; Reason says why.
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason"`
+}
+
+// Comparison is the JSON document of `ovpnperf compare --json`.
+type Comparison struct {
+	Schema    string  `json:"schema"`
+	Old       string  `json:"old"`
+	New       string  `json:"new"`
+	Threshold float64 `json:"threshold"`
+	// Worse is true when any row got worse beyond its spread (exit 1).
+	Worse   bool     `json:"worse"`
+	Changes []Change `json:"changes"`
+}
+
+// CompareSchema names the document of `ovpnperf compare --json`.
+const CompareSchema = "ovpnperf/compare/v1"
+
+type rowKey struct{ network, variant, direction string }
+
+// Compare matches the rows of two run documents by network, variant and
+// direction and judges each: "no change" when the min–max spreads overlap
+// or the medians differ by less than the threshold, otherwise better or
+// worse by the medians. Throughput is the measure: higher is better.
+func Compare(old, new *measure.Report, opts CompareOptions) []Change {
+	if opts.Threshold <= 0 {
+		opts.Threshold = DefaultThreshold
+	}
+	index := func(rep *measure.Report, only string) (map[rowKey]measure.Row, []rowKey) {
+		m := map[rowKey]measure.Row{}
+		var order []rowKey
+		for _, r := range rep.Rows {
+			if only != "" && r.Variant != only {
+				continue
+			}
+			k := rowKey{r.Network, r.Variant, r.Direction}
+			if only != "" {
+				k.variant = ""
+			}
+			if _, dup := m[k]; !dup {
+				order = append(order, k)
+			}
+			m[k] = r
+		}
+		return m, order
+	}
+	olds, order := index(old, opts.OldVariant)
+	news, newOrder := index(new, opts.NewVariant)
+	for _, k := range newOrder {
+		if _, ok := olds[k]; !ok {
+			order = append(order, k)
+		}
+	}
+	var out []Change
+	for _, k := range order {
+		o, okO := olds[k]
+		n, okN := news[k]
+		c := Change{Network: k.network, Variant: k.variant, Direction: k.direction}
+		if opts.OldVariant != "" {
+			c.Variant = opts.OldVariant
+		}
+		if opts.NewVariant != "" && opts.NewVariant != c.Variant {
+			c.NewVariant = opts.NewVariant
+		}
+		switch {
+		case okO:
+			c.Path = o.Path
+		case okN:
+			c.Path = n.Path
+		}
+		c.Old, c.New = measure.Summarize(o.SamplesBps), measure.Summarize(n.SamplesBps)
+		switch {
+		case !okO:
+			c.Verdict, c.Reason = Incomparable, "only in the new document"
+		case !okN:
+			c.Verdict, c.Reason = Incomparable, "only in the old document"
+		case !o.Valid || !n.Valid || c.Old.N == 0 || c.New.N == 0:
+			c.Verdict, c.Reason = Incomparable, "a side has an invalid row or no samples"
+		default:
+			c.ChangePercent = 100 * (c.New.Median - c.Old.Median) / c.Old.Median
+			rel := math.Abs(c.ChangePercent) / 100
+			switch {
+			case c.Old.Overlaps(c.New):
+				c.Verdict, c.Reason = NoChange, "the min–max spreads overlap"
+			case rel < opts.Threshold:
+				c.Verdict, c.Reason = NoChange, fmt.Sprintf("spreads apart, but the medians differ by less than %.0f%%", 100*opts.Threshold)
+			case c.New.Median > c.Old.Median:
+				c.Verdict, c.Reason = Better, "new slowest sample above the old fastest"
+			default:
+				c.Verdict, c.Reason = Worse, "new fastest sample below the old slowest"
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// NewComparison compares two documents and names them.
+func NewComparison(oldFile string, old *measure.Report, newFile string, new *measure.Report, opts CompareOptions) Comparison {
+	if opts.Threshold <= 0 {
+		opts.Threshold = DefaultThreshold
+	}
+	c := Comparison{Schema: CompareSchema, Old: oldFile, New: newFile, Threshold: opts.Threshold, Changes: Compare(old, new, opts)}
+	for _, ch := range c.Changes {
+		c.Worse = c.Worse || ch.Verdict == Worse
+	}
+	return c
+}
+
+func (c Change) label() string {
+	v := c.Variant
+	if c.NewVariant != "" {
+		v += " → " + c.NewVariant
+	}
+	return v
+}
+
+// WriteTable prints the comparison for a terminal.
+func (cmp Comparison) WriteTable(w io.Writer) error {
+	t := table.NewWriter()
+	t.SetOutputMirror(w)
+	t.SetStyle(table.StyleLight)
+	t.AppendHeader(table.Row{"NETWORK", "VARIANT", "DIR", "OLD Mbit/s", "NEW Mbit/s", "CHANGE", "VERDICT"})
+	for _, c := range cmp.Changes {
+		change := "-"
+		if c.Old.N > 0 && c.New.N > 0 && c.Old.Median > 0 {
+			change = fmt.Sprintf("%+.1f%%", c.ChangePercent)
+		}
+		t.AppendRow(table.Row{c.Network, c.label(), c.Direction, measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), change, c.Verdict})
+	}
+	t.Render()
+	_, err := fmt.Fprintf(w, "old %s, new %s; no change = min–max spreads overlap or the medians differ by under %.0f%%\n", cmp.Old, cmp.New, 100*cmp.Threshold)
+	return err
+}
+
+// WriteCompareHTML renders the comparison as a page like `report`'s: per
+// network, old and new bars with whiskers, and the table of verdicts.
+func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opts Options) error {
+	p := newPage(opts)
+	p.title = "compare " + cmp.Old + " → " + cmp.New
+	p.secN++
+	p.w(`<section class="doc" id="doc1" aria-labelledby="doc1-h"><h2 id="doc1-h">%s</h2>`, esc(p.title))
+	p.facts("Old", fmt.Sprintf("%s: %s, %s", cmp.Old, old.Scenario.Command, old.Started.UTC().Format("2006-01-02 15:04 MST")),
+		"New", fmt.Sprintf("%s: %s, %s", cmp.New, new.Scenario.Command, new.Started.UTC().Format("2006-01-02 15:04 MST")),
+		"Rule", fmt.Sprintf("better or worse only when the min–max spreads are apart and the medians differ by %.0f%% or more; otherwise no change", 100*cmp.Threshold))
+	p.command(old.Scenario.Argv, "")
+	p.command(new.Scenario.Argv, "")
+	counts := map[string]int{}
+	for _, c := range cmp.Changes {
+		counts[c.Verdict]++
+	}
+	var parts []string
+	for _, k := range sortedKeys(counts) {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+	}
+	p.w(`<p class="summary"><strong>%s</strong></p>`, esc(strings.Join(parts, ", ")))
+	var networks []string
+	seen := map[string]bool{}
+	for _, c := range cmp.Changes {
+		if !seen[c.Network] {
+			seen[c.Network] = true
+			networks = append(networks, c.Network)
+		}
+	}
+	for _, n := range networks {
+		p.w(`<h3>Network %s</h3>`, esc(n))
+		var bars []bar
+		for _, c := range cmp.Changes {
+			if c.Network != n || c.Old.N == 0 || c.New.N == 0 {
+				continue
+			}
+			lbl := c.label() + " " + dirLabel(c.Direction)
+			data := map[string]string{"variant": c.label(), "direction": c.Direction, "verdict": c.Verdict}
+			bars = append(bars,
+				bar{Label: "old " + lbl, Value: c.Old.Median / 1e6, Min: c.Old.Min / 1e6, Max: c.Old.Max / 1e6, Class: "s5", Gap: len(bars) > 0,
+					Note: measure.FormatMbpsSpread(c.Old) + " Mbit/s", Data: data},
+				bar{Label: "new " + lbl, Value: c.New.Median / 1e6, Min: c.New.Min / 1e6, Max: c.New.Max / 1e6, Class: "s0",
+					Note: fmt.Sprintf("%s Mbit/s: %s", measure.FormatMbpsSpread(c.New), c.Verdict), Data: data})
+		}
+		if len(bars) > 0 {
+			p.w(`<figure>%s</figure>`, hbarChart{Title: "Old and new throughput on " + n, Desc: "For each row, the old and the new median throughput with min–max whiskers, and the verdict.",
+				Axis: "Throughput (Mbit/s)", Bars: bars, Width: 760, Legend: [][2]string{{"s5", "old"}, {"s0", "new"}}}.render(&p.ids))
+		}
+		p.w(`<table class="compare"><thead><tr><th>Variant</th><th>Direction</th><th class="num">Old (Mbit/s)</th><th class="num">New (Mbit/s)</th><th class="num">Change</th><th>Verdict</th><th>Because</th></tr></thead><tbody>`)
+		for _, c := range cmp.Changes {
+			if c.Network != n {
+				continue
+			}
+			p.w(`<tr><td>%s</td><td>%s</td><td class="num">%s</td><td class="num">%s</td><td class="num">%+.1f%%</td><td class="verdict v-%s">%s</td><td>%s</td></tr>`,
+				esc(c.label()), esc(dirLabel(c.Direction)), measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), c.ChangePercent,
+				strings.ReplaceAll(c.Verdict, " ", "-"), esc(c.Verdict), esc(c.Reason))
+		}
+		p.w(`</tbody></table>`)
+	}
+	p.w(`</section>`)
+	_, err := io.WriteString(w, p.finish())
+	return err
+}

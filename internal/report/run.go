@@ -1,0 +1,319 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+)
+
+// run writes the section of a `lab run` or recipe document (schema
+// ovpnperf/run/*): per network, the throughput bars with whiskers and the
+// routed baseline, CPU-s/GB beside them, the figures table, the findings,
+// and each sample's interval series; for recipes the verdicts and the
+// published-vs-measured table first.
+func (p *page) run(d *Document) {
+	rep := d.Run
+	sc := rep.Scenario
+	extra := ""
+	if n := len(rep.Verdicts); n > 0 {
+		counts := map[string]int{}
+		for _, v := range rep.Verdicts {
+			counts[v.Outcome]++
+		}
+		var parts []string
+		for _, k := range sortedKeys(counts) {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+		}
+		extra = " — " + strings.Join(parts, ", ")
+	}
+	p.section(sc.Command, extra)
+	p.command(sc.Argv, "ovpnperf "+sc.Command)
+	settings := fmt.Sprintf("%d sample(s) per row of %g s each, %d stream(s)", sc.Repeat, sc.DurationSeconds, sc.Parallel)
+	if pl, ok := sc.Extra["payload"].(string); ok {
+		settings += ", payload " + pl
+	}
+	when := ""
+	if !rep.Started.IsZero() {
+		when = rep.Started.UTC().Format("2006-01-02 15:04:05 MST")
+		if !rep.Finished.IsZero() {
+			when += fmt.Sprintf(" (took %s)", rep.Finished.Sub(rep.Started).Round(1e9))
+		}
+	}
+	p.facts("Measured", when, "Settings", settings, "File", d.File+" (schema "+d.Schema+")")
+	p.hostFacts(rep.Host)
+	if len(rep.Verdicts) > 0 {
+		p.verdicts(rep)
+	}
+	if hasPublished(rep) {
+		p.published(rep)
+	}
+	var findings []string
+	if len(rep.Verdicts) == 0 {
+		findings = measure.Findings(rep)
+	}
+	for _, n := range networksOf(rep) {
+		p.network(rep, n, findings)
+	}
+}
+
+// networksOf lists the scenario's networks, plus any a row names that the
+// scenario does not (a hand-made document).
+func networksOf(rep *measure.Report) []measure.Network {
+	nets := append([]measure.Network(nil), rep.Scenario.Networks...)
+	known := map[string]bool{}
+	for _, n := range nets {
+		known[n.Name] = true
+	}
+	for _, r := range rep.Rows {
+		if !known[r.Network] {
+			known[r.Network] = true
+			nets = append(nets, measure.Network{Name: r.Network})
+		}
+	}
+	return nets
+}
+
+func hasPublished(rep *measure.Report) bool {
+	for _, r := range rep.Rows {
+		if r.PublishedBps > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+var arrows = map[string]string{measure.DirectionUp: "↑ up", measure.DirectionDown: "↓ down"}
+
+func dirLabel(d string) string {
+	if a, ok := arrows[d]; ok {
+		return a
+	}
+	return d
+}
+
+// network writes one network's charts, table, findings and series.
+func (p *page) network(rep *measure.Report, n measure.Network, findings []string) {
+	var rows []measure.Row
+	for _, r := range rep.Rows {
+		if r.Network == n.Name {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	title := "Network " + n.Name
+	if n.Description != "" {
+		title += ": " + n.Description
+	}
+	p.w(`<h3>%s</h3>`, esc(title))
+
+	// Bars: tunnel rows grouped by direction; the routed row of each
+	// direction is the reference line across its group.
+	colour := map[string]string{}
+	var bars, cpuBars []bar
+	var refs []refLine
+	var offScale []string
+	for gi, dir := range directionsOf(rows) {
+		first := len(bars)
+		var routed *measure.Row
+		for i := range rows {
+			r := &rows[i]
+			if r.Direction != dir {
+				continue
+			}
+			if r.Path == measure.PathRouted {
+				if routed == nil {
+					routed = r
+				}
+				continue
+			}
+			if _, ok := colour[r.Variant]; !ok {
+				colour[r.Variant] = fmt.Sprintf("s%d", len(colour)%6)
+			}
+			label := r.Variant + " " + dirLabel(dir)
+			note := measure.FormatMbpsSpread(measure.Summarize(r.SamplesBps)) + " Mbit/s"
+			if !r.Valid {
+				note += " (invalid)"
+			}
+			b := bar{Label: label, Value: r.MedianBps / 1e6, Min: r.MinBps / 1e6, Max: r.MaxBps / 1e6, Class: colour[r.Variant], Note: note,
+				Gap: gi > 0 && len(bars) == first, Data: map[string]string{"variant": r.Variant, "direction": dir, "median-mbps": fmt.Sprintf("%.3f", r.MedianBps/1e6)}}
+			if r.PublishedBps > 0 {
+				b.Marker = r.PublishedBps / 1e6
+			}
+			bars = append(bars, b)
+			srv, cli := r.CPUSecondsPerGB["server"], r.CPUSecondsPerGB["client"]
+			cpuBars = append(cpuBars, bar{Label: label, Gap: b.Gap,
+				Parts: []part{{srv, "s0", fmt.Sprintf("server %.2f CPU-s/GB", srv)}, {cli, "s1", fmt.Sprintf("client %.2f CPU-s/GB", cli)}},
+				Note:  fmt.Sprintf("%.2f + %.2f", srv, cli), Data: map[string]string{"variant": r.Variant, "direction": dir}})
+		}
+		if routed == nil {
+			continue
+		}
+		if len(bars) == first {
+			// Only the baseline was measured in this direction: show it as a bar.
+			bars = append(bars, bar{Label: "routed " + dirLabel(dir), Value: routed.MedianBps / 1e6, Min: routed.MinBps / 1e6, Max: routed.MaxBps / 1e6,
+				Class: "s5", Note: measure.FormatMbpsSpread(measure.Summarize(routed.SamplesBps)) + " Mbit/s", Gap: gi > 0,
+				Data: map[string]string{"variant": routed.Variant, "direction": dir}})
+			continue
+		}
+		maxTunnel := 0.0
+		for _, b := range bars[first:] {
+			maxTunnel = math.Max(maxTunnel, math.Max(b.Value, b.Max))
+		}
+		rv := routed.MedianBps / 1e6
+		if rv <= 3*maxTunnel {
+			refs = append(refs, refLine{Value: rv, From: first, To: len(bars) - 1, Label: "routed " + measure.FormatMbps(routed.MedianBps)})
+		} else {
+			offScale = append(offScale, fmt.Sprintf("the routed path %s made %s Mbit/s, ×%.0f the fastest tunnel, off this scale",
+				dirLabel(dir), measure.FormatMbpsSpread(measure.Summarize(routed.SamplesBps)), rv/maxTunnel))
+		}
+	}
+	p.w(`<div class="charts">`)
+	if len(bars) > 0 {
+		desc := fmt.Sprintf("Median throughput of each tunnel variant and direction on network %s, with a whisker from the slowest to the fastest sample; a dashed line marks the routed path without a tunnel.", n.Name)
+		if len(offScale) > 0 {
+			desc += " " + strings.Join(offScale, "; ") + "."
+		}
+		p.w(`<figure>%s`, hbarChart{Title: "Throughput on " + n.Name + " (median, min–max)", Desc: desc, Axis: "Throughput (Mbit/s)", Bars: bars, Refs: refs, Width: 660}.render(&p.ids))
+		p.w(`</figure>`)
+	}
+	if len(cpuBars) > 0 && anyCPU(cpuBars) {
+		p.w(`<figure>%s</figure>`, hbarChart{Title: "OpenVPN CPU per GB moved", Desc: "CPU-seconds the OpenVPN server and client processes spent per 10^9 bytes moved, stacked.",
+			Axis: "CPU-seconds per GB (CPU-s/GB)", Bars: cpuBars, Width: 440, Legend: [][2]string{{"s0", "server"}, {"s1", "client"}}}.render(&p.ids))
+	}
+	p.w(`</div>`)
+	if len(offScale) > 0 {
+		p.w(`<p class="muted">No reference line: %s.</p>`, esc(strings.Join(offScale, "; ")))
+	}
+	p.rowTable(rows)
+	var mine []string
+	for _, f := range findings {
+		if strings.HasPrefix(f, n.Name+":") || strings.HasPrefix(f, n.Name+" ") {
+			mine = append(mine, f)
+		}
+	}
+	if len(mine) > 0 {
+		p.w(`<h4>Findings</h4><ul class="findings">`)
+		for _, f := range mine {
+			p.w(`<li>%s</li>`, esc(f))
+		}
+		p.w(`</ul>`)
+	}
+	p.intervalSeries(n.Name, rows)
+}
+
+func anyCPU(bars []bar) bool {
+	for _, b := range bars {
+		for _, pt := range b.Parts {
+			if pt.Value > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func directionsOf(rows []measure.Row) []string {
+	var dirs []string
+	seen := map[string]bool{}
+	for _, want := range []string{measure.DirectionUp, measure.DirectionDown} {
+		for _, r := range rows {
+			if r.Direction == want && !seen[want] {
+				seen[want] = true
+				dirs = append(dirs, want)
+			}
+		}
+	}
+	for _, r := range rows {
+		if !seen[r.Direction] {
+			seen[r.Direction] = true
+			dirs = append(dirs, r.Direction)
+		}
+	}
+	return dirs
+}
+
+// rowTable is the text alternative of the charts: every figure they draw.
+func (p *page) rowTable(rows []measure.Row) {
+	p.w(`<table class="rows"><caption class="muted">Figures of the charts above</caption><thead><tr><th>Variant</th><th>Direction</th><th>Proto</th><th class="num">Median (Mbit/s)</th><th class="num">Min–max (Mbit/s)</th><th class="num">Samples</th><th class="num">Of routed</th><th>CPU-s/GB</th><th>Cipher</th><th>Notes</th></tr></thead><tbody>`)
+	for _, r := range rows {
+		ratio := "-"
+		if r.RatioToRouted > 0 {
+			ratio = fmt.Sprintf("%.0f%%", 100*r.RatioToRouted)
+		}
+		notes := ""
+		if !r.Valid {
+			notes = `<span class="invalid">invalid: ` + esc(r.Error) + `</span>`
+		}
+		for _, k := range sortedKeys(r.Extra) {
+			notes += " " + esc(fmt.Sprintf("%s=%v", k, r.Extra[k]))
+		}
+		p.w(`<tr><td>%s</td><td>%s</td><td>%s</td><td class="num">%s</td><td class="num">%s–%s</td><td class="num">%d</td><td class="num">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
+			esc(r.Variant), esc(dirLabel(r.Direction)), esc(r.Proto), measure.FormatMbps(r.MedianBps), measure.FormatMbps(r.MinBps), measure.FormatMbps(r.MaxBps),
+			len(r.SamplesBps), ratio, esc(measure.FormatCPUPerGB(r.CPUSecondsPerGB)), esc(r.Cipher), notes)
+	}
+	p.w(`</tbody></table>`)
+}
+
+// intervalSeries draws, per row, each sample's iperf3 intervals.
+func (p *page) intervalSeries(network string, rows []measure.Row) {
+	any := false
+	for _, r := range rows {
+		any = any || len(r.Samples) > 0
+	}
+	if !any {
+		p.w(`<p class="muted">No per-interval figures: this document predates schema %s.</p>`, esc(measure.Schema))
+		return
+	}
+	p.w(`<h4>Each sample, second by second</h4><p class="muted">iperf3's interval reports of every sample (one line per sample; hollow points are the warm-up left out of the figures). A stall or a late emulator shows as a dip.</p><div class="series-grid">`)
+	for _, r := range rows {
+		if len(r.Samples) == 0 {
+			continue
+		}
+		var ss []series
+		var desc []string
+		for i, s := range r.Samples {
+			sr := series{Name: fmt.Sprintf("sample %d", i+1), Class: fmt.Sprintf("s%d", i%6)}
+			var vals []string
+			for _, iv := range s.Intervals {
+				sr.X = append(sr.X, iv.EndSeconds)
+				sr.Y = append(sr.Y, iv.Bps/1e6)
+				sr.Hollow = append(sr.Hollow, iv.Omitted)
+				vals = append(vals, measure.FormatMbps(iv.Bps))
+			}
+			ss = append(ss, sr)
+			desc = append(desc, fmt.Sprintf("sample %d: %s Mbit/s", i+1, strings.Join(vals, ", ")))
+		}
+		title := fmt.Sprintf("%s %s %s", network, r.Variant, dirLabel(r.Direction))
+		p.w(`<div class="series" data-variant="%s" data-direction="%s">%s</div>`, esc(r.Variant), esc(r.Direction),
+			lineChart{Title: title, Desc: "Throughput per interval, " + strings.Join(desc, "; ") + ".", XAxis: "Time into the sample (s)", YAxis: "Mbit/s",
+				Series: ss, Width: 270, Height: 170}.render(&p.ids))
+	}
+	p.w(`</div>`)
+}
+
+// verdicts writes a recipe's claims and outcomes.
+func (p *page) verdicts(rep *measure.Report) {
+	p.w(`<h3>Verdicts</h3><table class="verdicts"><thead><tr><th>Claim</th><th>Outcome</th><th>Because</th></tr></thead><tbody>`)
+	for _, v := range rep.Verdicts {
+		p.w(`<tr><td>%s</td><td class="verdict v-%s">%s</td><td>%s</td></tr>`, esc(v.Claim), esc(v.Outcome), esc(v.Outcome), esc(v.Reason))
+	}
+	p.w(`</tbody></table>`)
+}
+
+// published writes the rows that have a published figure beside today's.
+func (p *page) published(rep *measure.Report) {
+	p.w(`<h3>Published and measured</h3><table class="published"><thead><tr><th>Network</th><th>Variant</th><th>Direction</th><th class="num">Published (Mbit/s)</th><th class="num">Measured median (min–max, Mbit/s)</th><th class="num">Measured / published</th></tr></thead><tbody>`)
+	for _, r := range rep.Rows {
+		if r.PublishedBps <= 0 {
+			continue
+		}
+		p.w(`<tr><td>%s</td><td>%s</td><td>%s</td><td class="num">%s</td><td class="num">%s</td><td class="num">×%.2f</td></tr>`,
+			esc(r.Network), esc(r.Variant), esc(dirLabel(r.Direction)), measure.FormatMbps(r.PublishedBps),
+			measure.FormatMbpsSpread(measure.Summarize(r.SamplesBps)), r.MedianBps/r.PublishedBps)
+	}
+	p.w(`</tbody></table><p class="muted">In the throughput charts below, a diamond marks the published figure of a row.</p>`)
+}
