@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,8 +36,14 @@ func TestLabRunWAN(t *testing.T) {
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "r" + lab.NewName()
-	r := ovpnperf(t, "lab", "run", "--name", name, "--rate", "50mbit", "--rtt", "20ms", "--variant", "default", "--repeat", "3", "--json").mustSucceed(t)
+	page := filepath.Join(t.TempDir(), "run.html")
+	r := ovpnperf(t, "lab", "run", "--name", name, "--rate", "50mbit", "--rtt", "20ms", "--variant", "default", "--repeat", "3", "--json", "--html", page).mustSucceed(t)
 	checkGoneRun(t, name)
+	// --html writes the report page of the same run; schema v2 keeps each
+	// sample's intervals and the command line.
+	if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), "Throughput on path") || !strings.Contains(string(html), "--variant default --repeat 3 --json --html") {
+		t.Errorf("lab run --html: %v", err)
+	}
 	rep, err := measure.ReadJSON(strings.NewReader(r.stdout))
 	if err != nil {
 		t.Fatalf("lab run --json: %v\n%s", err, r.stdout)
@@ -55,6 +63,9 @@ func TestLabRunWAN(t *testing.T) {
 		if len(row.SamplesBps) == 0 {
 			t.Errorf("%s %s: no valid sample (%s)", row.Variant, row.Direction, row.Error)
 			continue
+		}
+		if len(row.Samples) != len(row.SamplesBps) || len(row.Samples[0].Intervals) < 2 || row.Samples[0].Bps != row.SamplesBps[0] {
+			t.Errorf("%s %s: samples[] do not match samples_bps or lack intervals: %+v", row.Variant, row.Direction, row.Samples)
 		}
 		switch row.Path {
 		case measure.PathRouted:

@@ -173,13 +173,13 @@ func (cmp Comparison) WriteTable(w io.Writer) error {
 	t := table.NewWriter()
 	t.SetOutputMirror(w)
 	t.SetStyle(table.StyleLight)
-	t.AppendHeader(table.Row{"NETWORK", "VARIANT", "DIR", "OLD Mbit/s", "NEW Mbit/s", "CHANGE", "VERDICT"})
+	t.AppendHeader(table.Row{"NETWORK", "VARIANT", "DIR", "OLD Mbit/s", "NEW Mbit/s", "CHANGE", "VERDICT", "BECAUSE"})
 	for _, c := range cmp.Changes {
 		change := "-"
-		if c.Old.N > 0 && c.New.N > 0 && c.Old.Median > 0 {
+		if c.Verdict != Incomparable {
 			change = fmt.Sprintf("%+.1f%%", c.ChangePercent)
 		}
-		t.AppendRow(table.Row{c.Network, c.label(), c.Direction, measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), change, c.Verdict})
+		t.AppendRow(table.Row{c.Network, c.label(), c.Direction, measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), change, c.Verdict, c.Reason})
 	}
 	t.Render()
 	_, err := fmt.Fprintf(w, "old %s, new %s; no change = min–max spreads overlap or the medians differ by under %.0f%%\n", cmp.Old, cmp.New, 100*cmp.Threshold)
@@ -239,8 +239,12 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 			if c.Network != n {
 				continue
 			}
-			p.w(`<tr><td>%s</td><td>%s</td><td class="num">%s</td><td class="num">%s</td><td class="num">%+.1f%%</td><td class="verdict v-%s">%s</td><td>%s</td></tr>`,
-				esc(c.label()), esc(dirLabel(c.Direction)), measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), c.ChangePercent,
+			change := "-"
+			if c.Verdict != Incomparable {
+				change = fmt.Sprintf("%+.1f%%", c.ChangePercent)
+			}
+			p.w(`<tr><td>%s</td><td>%s</td><td class="num">%s</td><td class="num">%s</td><td class="num">%s</td><td class="verdict v-%s">%s</td><td>%s</td></tr>`,
+				esc(c.label()), esc(dirLabel(c.Direction)), measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), change,
 				strings.ReplaceAll(c.Verdict, " ", "-"), esc(c.Verdict), esc(c.Reason))
 		}
 		p.w(`</tbody></table>`)

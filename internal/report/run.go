@@ -184,6 +184,10 @@ func (p *page) network(rep *measure.Report, n measure.Network, findings []string
 		p.w(`<figure>%s</figure>`, hbarChart{Title: "OpenVPN CPU per GB moved", Desc: "CPU-seconds the OpenVPN server and client processes spent per 10^9 bytes moved, stacked.",
 			Axis: "CPU-seconds per GB (CPU-s/GB)", Bars: cpuBars, Width: 440, Legend: [][2]string{{"s0", "server"}, {"s1", "client"}}}.render(&p.ids))
 	}
+	if pb := ppsBars(rows); len(pb) > 0 {
+		p.w(`<figure>%s</figure>`, hbarChart{Title: "Packets per second on " + n.Name, Desc: "Median packets per second of each row that counted packets, with min–max; a diamond marks a published figure.",
+			Axis: "Packets per second (pps)", Bars: pb, Width: 640}.render(&p.ids))
+	}
 	p.w(`</div>`)
 	if len(offScale) > 0 {
 		p.w(`<p class="muted">No reference line: %s.</p>`, esc(strings.Join(offScale, "; ")))
@@ -249,7 +253,15 @@ func (p *page) rowTable(rows []measure.Row) {
 			notes = `<span class="invalid">invalid: ` + esc(r.Error) + `</span>`
 		}
 		for _, k := range sortedKeys(r.Extra) {
-			notes += " " + esc(fmt.Sprintf("%s=%v", k, r.Extra[k]))
+			// Scalars only: lists and logs would drown the table.
+			switch v := r.Extra[k].(type) {
+			case float64:
+				notes += " " + esc(fmt.Sprintf("%s=%.4g", k, v))
+			case string, bool:
+				if t := fmt.Sprint(v); len(t) <= 80 {
+					notes += " " + esc(k+"="+t)
+				}
+			}
 		}
 		p.w(`<tr><td>%s</td><td>%s</td><td>%s</td><td class="num">%s</td><td class="num">%s–%s</td><td class="num">%d</td><td class="num">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
 			esc(r.Variant), esc(dirLabel(r.Direction)), esc(r.Proto), measure.FormatMbps(r.MedianBps), measure.FormatMbps(r.MinBps), measure.FormatMbps(r.MaxBps),
@@ -316,4 +328,24 @@ func (p *page) published(rep *measure.Report) {
 			measure.FormatMbpsSpread(measure.Summarize(r.SamplesBps)), r.MedianBps/r.PublishedBps)
 	}
 	p.w(`</tbody></table><p class="muted">In the throughput charts below, a diamond marks the published figure of a row.</p>`)
+}
+
+// ppsBars draws the rows whose recipe counted packets (Extra pps_median,
+// pps_min, pps_max; outer_ip_bytes names the packet size).
+func ppsBars(rows []measure.Row) []bar {
+	var bars []bar
+	num := func(r measure.Row, k string) float64 { v, _ := r.Extra[k].(float64); return v }
+	for _, r := range rows {
+		med := num(r, "pps_median")
+		if med <= 0 {
+			continue
+		}
+		label := r.Variant + " " + dirLabel(r.Direction)
+		if size := num(r, "outer_ip_bytes"); size > 0 {
+			label = fmt.Sprintf("%s %s, %.0f B", r.Variant, dirLabel(r.Direction), size)
+		}
+		bars = append(bars, bar{Label: label, Value: med, Min: num(r, "pps_min"), Max: num(r, "pps_max"), Marker: num(r, "published_pps"),
+			Class: "s2", Note: fmt.Sprintf("%.0f pps", med), Data: map[string]string{"variant": r.Variant, "direction": r.Direction, "unit": "pps"}})
+	}
+	return bars
 }

@@ -142,8 +142,8 @@ func (c hbarChart) render(ids *chartID) string {
 	for i, b := range c.Bars {
 		by := ys[i]
 		var data strings.Builder
-		for k, v := range b.Data {
-			fmt.Fprintf(&data, ` data-%s="%s"`, k, esc(v))
+		for _, k := range sortedKeys(b.Data) {
+			fmt.Fprintf(&data, ` data-%s="%s"`, k, esc(b.Data[k]))
 		}
 		fmt.Fprintf(&s, `<g class="bar"%s>`, data.String())
 		fmt.Fprintf(&s, `<text class="rowlabel" x="%d" y="%d" text-anchor="end">%s</text>`, x0-6, by+15, esc(b.Label))

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ovpnperf/ovpnperf/internal/report"
+)
+
+// testdata of internal/report: documents real runs wrote on this project's
+// machine.
+func recorded(name string) string { return filepath.Join("..", "..", "internal", "report", "testdata", name) }
+
+func TestReportCommand(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.html")
+	ovpnperf(t, "report", recorded("labrun-default.json"), recorded("labrun-lan-jumbo.json"), "-o", out).mustSucceed(t)
+	page, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ovpnperf report: 2 documents", "Network wan: 50 Mbit/s, 60 ms RTT", "jumbo ↑ up"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// Bad input: one line, exit 2, no page written.
+	bad := filepath.Join(t.TempDir(), "tune.json")
+	if err := os.WriteFile(bad, []byte(`{"schema":"ovpnperf/tune/v1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	none := filepath.Join(t.TempDir(), "none.html")
+	ovpnperf(t, "report", bad, "-o", none).mustBeUsageError(t, `unknown schema "ovpnperf/tune/v1"`)
+	ovpnperf(t, "report", filepath.Join(t.TempDir(), "missing.json"), "-o", none).mustBeUsageError(t, "no such file")
+	ovpnperf(t, "report").mustBeUsageError(t, "requires at least 1 arg")
+	if _, err := os.Stat(none); err == nil {
+		t.Error("a page was written for bad input")
+	}
+}
+
+func TestCompareCommand(t *testing.T) {
+	lan := recorded("labrun-lan-jumbo.json")
+	// default → jumbo on the LAN: better, exit 0; the reverse is worse, exit 1.
+	r := ovpnperf(t, "compare", lan, lan, "--old-variant", "default", "--new-variant", "jumbo").mustSucceed(t)
+	if strings.Count(r.stdout, "better") != 2 {
+		t.Errorf("want better twice:\n%s", r.stdout)
+	}
+	r = ovpnperf(t, "compare", lan, lan, "--old-variant", "jumbo", "--new-variant", "default", "--json")
+	var cmp report.Comparison
+	if err := json.Unmarshal([]byte(r.stdout), &cmp); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if r.code != 1 || !cmp.Worse || cmp.Schema != report.CompareSchema || len(cmp.Changes) != 2 || cmp.Changes[0].Verdict != report.Worse {
+		t.Errorf("exit %d, %+v", r.code, cmp)
+	}
+	html := filepath.Join(t.TempDir(), "c.html")
+	ovpnperf(t, "compare", recorded("labrun-wan-1.json"), recorded("labrun-wan-2.json"), "--html", html).mustSucceed(t)
+	if page, err := os.ReadFile(html); err != nil || !strings.Contains(string(page), "4 no change") {
+		t.Errorf("compare page: %v", err)
+	}
+	ovpnperf(t, "compare", lan, lan, "--old-variant", "nope", "--new-variant", "jumbo").mustBeUsageError(t, `--old-variant "nope"`)
+	ovpnperf(t, "compare", lan).mustBeUsageError(t, "accepts 2 arg")
+	ovpnperf(t, "compare", lan, filepath.Join("..", "..", "internal", "cryptobench", "testdata", "report-epyc.json")).mustBeUsageError(t, "compare reads one lab run or recipe document")
+}
