@@ -12,7 +12,9 @@ import (
 
 // testdata of internal/report: documents real runs wrote on this project's
 // machine.
-func recorded(name string) string { return filepath.Join("..", "..", "internal", "report", "testdata", name) }
+func recorded(name string) string {
+	return filepath.Join("..", "..", "internal", "report", "testdata", name)
+}
 
 func TestReportCommand(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "r.html")
