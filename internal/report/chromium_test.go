@@ -194,7 +194,7 @@ func open(t *testing.T, b *browser, page, name string) seen {
 	_, err = chromedp.Call(ctx, log.Enable, cdp.Empty{})
 	step("Log.enable", err)
 	step("light mode", media("light"))
-	step("navigate", chromedp.Do(ctx, chromedp.EmulateViewport(1200, 900), chromedp.Navigate(url), chromedp.WaitVisible("main")))
+	step("navigate", chromedp.Do(ctx, chromedp.EmulateViewport(1200, 1250), chromedp.Navigate(url), chromedp.WaitVisible("main")))
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[seen](collect))
 	step("collect", err)
 	light, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
@@ -204,6 +204,15 @@ func open(t *testing.T, b *browser, page, name string) seen {
 	step("dark background", err)
 	dark, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	step("full screenshot", err)
+	// Printed, even from dark mode, the page is black on white.
+	_, err = chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Media: "print",
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+	step("print media", err)
+	printBG, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.body).backgroundColor`))
+	step("print background", err)
+	if printBG != "rgb(255, 255, 255)" {
+		t.Errorf("%s: printed background %s, want white", name, printBG)
+	}
 	dir := artifacts(t)
 	for file, data := range map[string][]byte{name + ".png": light, name + "-dark-full.png": dark} {
 		if err := os.WriteFile(filepath.Join(dir, file), data, 0o644); err != nil {

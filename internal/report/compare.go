@@ -196,8 +196,15 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 	p.facts("Old", fmt.Sprintf("%s: %s, %s", cmp.Old, old.Scenario.Command, old.Started.UTC().Format("2006-01-02 15:04 MST")),
 		"New", fmt.Sprintf("%s: %s, %s", cmp.New, new.Scenario.Command, new.Started.UTC().Format("2006-01-02 15:04 MST")),
 		"Rule", fmt.Sprintf("better or worse only when the min–max spreads are apart and the medians differ by %.0f%% or more; otherwise no change", 100*cmp.Threshold))
-	p.command(old.Scenario.Argv, "")
-	p.command(new.Scenario.Argv, "")
+	if oc, nc := commandLine(old.Scenario.Argv), commandLine(new.Scenario.Argv); oc == nc && oc != "" {
+		p.w(`<p class="cmd">Command of both: <code>%s</code></p>`, esc(oc))
+	} else {
+		for _, c := range [][2]string{{"Old", oc}, {"New", nc}} {
+			if c[1] != "" {
+				p.w(`<p class="cmd">%s command: <code>%s</code></p>`, c[0], esc(c[1]))
+			}
+		}
+	}
 	counts := map[string]int{}
 	for _, c := range cmp.Changes {
 		counts[c.Verdict]++
@@ -222,12 +229,15 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 			if c.Network != n || c.Old.N == 0 || c.New.N == 0 {
 				continue
 			}
-			lbl := c.label() + " " + dirLabel(c.Direction)
+			newName := c.Variant
+			if c.NewVariant != "" {
+				newName = c.NewVariant
+			}
 			data := map[string]string{"variant": c.label(), "direction": c.Direction, "verdict": c.Verdict}
 			bars = append(bars,
-				bar{Label: "old " + lbl, Value: c.Old.Median / 1e6, Min: c.Old.Min / 1e6, Max: c.Old.Max / 1e6, Class: "s5", Gap: len(bars) > 0,
+				bar{Label: "old " + c.Variant + " " + dirLabel(c.Direction), Value: c.Old.Median / 1e6, Min: c.Old.Min / 1e6, Max: c.Old.Max / 1e6, Class: "s5", Gap: len(bars) > 0,
 					Note: measure.FormatMbpsSpread(c.Old) + " Mbit/s", Data: data},
-				bar{Label: "new " + lbl, Value: c.New.Median / 1e6, Min: c.New.Min / 1e6, Max: c.New.Max / 1e6, Class: "s0",
+				bar{Label: "new " + newName + " " + dirLabel(c.Direction), Value: c.New.Median / 1e6, Min: c.New.Min / 1e6, Max: c.New.Max / 1e6, Class: "s0",
 					Note: fmt.Sprintf("%s Mbit/s: %s", measure.FormatMbpsSpread(c.New), c.Verdict), Data: data})
 		}
 		if len(bars) > 0 {

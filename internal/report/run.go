@@ -49,6 +49,9 @@ func (p *page) run(d *Document) {
 	if hasPublished(rep) {
 		p.published(rep)
 	}
+	if chart := recipeCharts[sc.Command]; chart != nil {
+		chart(p, rep)
+	}
 	var findings []string
 	if len(rep.Verdicts) == 0 {
 		findings = measure.Findings(rep)
