@@ -49,6 +49,7 @@ func TestCryptoJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
 	}
+	checkReportable(t, r.stdout, "Encryption speed (MB/s)")
 	used, ok := doc["aesni_used"].(bool)
 	if !ok {
 		t.Fatalf("aesni_used = %v, want a boolean", doc["aesni_used"])

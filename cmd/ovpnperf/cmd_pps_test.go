@@ -99,6 +99,7 @@ func TestPPSClientServer(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 		t.Fatalf("--json output is not JSON: %v\n%s", err, r.stdout)
 	}
+	checkReportable(t, r.stdout, "Packets per second (pps)")
 	for _, k := range []string{"sent", "received", "lost", "pps_median", "rtt_p50_us", "rtt_p99_us", "series", "cpu", "server_report", "loss_percent"} {
 		if _, ok := res[k]; !ok {
 			t.Errorf("JSON lacks key %q", k)

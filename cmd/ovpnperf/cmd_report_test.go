@@ -66,3 +66,21 @@ func TestCompareCommand(t *testing.T) {
 	ovpnperf(t, "compare", lan).mustBeUsageError(t, "accepts 2 arg")
 	ovpnperf(t, "compare", lan, filepath.Join("..", "..", "internal", "cryptobench", "testdata", "report-epyc.json")).mustBeUsageError(t, "compare reads one lab run or recipe document")
 }
+
+// checkReportable: a command's --json output names its schema, and
+// `ovpnperf report`'s page of it shows want.
+func checkReportable(t *testing.T, out, want string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "doc.json")
+	if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"schema": "ovpnperf/`) && !strings.Contains(out, `"schema":"ovpnperf/`) {
+		t.Errorf("--json output names no schema")
+	}
+	page := filepath.Join(t.TempDir(), "doc.html")
+	ovpnperf(t, "report", f, "-o", page).mustSucceed(t)
+	if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), want) {
+		t.Errorf("report of the --json output lacks %q (%v)", want, err)
+	}
+}
