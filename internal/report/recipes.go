@@ -91,7 +91,7 @@ func buffersChart(p *page, rep *measure.Report) {
 	}
 	sort.Ints(sizes)
 	for _, kib := range sizes {
-		line := series{Name: fmt.Sprintf("%d KiB / RTT", kib), Class: "s5"}
+		line := series{Name: fmt.Sprintf("%d KiB / RTT", kib), Class: fmt.Sprintf("s%d ceil", 4+len(ss)%2)}
 		for _, x := range xs {
 			line.X = append(line.X, x)
 			line.Y = append(line.Y, math.Min(float64(kib)*1024*8/(x/1e3)/1e6, 1.5*maxY))
@@ -111,7 +111,8 @@ func fragmentChart(p *page, rep *measure.Report) {
 	colour := map[string]string{}
 	for _, r := range rep.Rows {
 		m, _ := r.Extra["ping_rtt_ms"].(map[string]any)
-		if len(m) == 0 {
+		if _, done := colour[r.Variant]; len(m) == 0 || done {
+			// The pings are per tunnel: rows of both directions carry them.
 			continue
 		}
 		if _, ok := colour[r.Variant]; !ok {

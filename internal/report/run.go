@@ -128,9 +128,14 @@ func (p *page) network(rep *measure.Report, n measure.Network, findings []string
 				continue
 			}
 			if r.Path == measure.PathRouted {
-				if routed == nil {
+				if routed == nil && len(r.SamplesBps) > 0 && r.MedianBps > 0 {
 					routed = r
 				}
+				continue
+			}
+			if len(r.SamplesBps) == 0 {
+				// Nothing measured (a recipe's probe row, or every
+				// sample failed): the table says why, a bar would say 0.
 				continue
 			}
 			if _, ok := colour[r.Variant]; !ok {
@@ -255,16 +260,20 @@ func (p *page) rowTable(rows []measure.Row) {
 		if !r.Valid {
 			notes = `<span class="invalid">invalid: ` + esc(r.Error) + `</span>`
 		}
+		var extras []string
 		for _, k := range sortedKeys(r.Extra) {
 			// Scalars only: lists and logs would drown the table.
 			switch v := r.Extra[k].(type) {
 			case float64:
-				notes += " " + esc(fmt.Sprintf("%s=%.4g", k, v))
+				extras = append(extras, esc(fmt.Sprintf("%s=%.4g", k, v)))
 			case string, bool:
 				if t := fmt.Sprint(v); len(t) <= 80 {
-					notes += " " + esc(k+"="+t)
+					extras = append(extras, esc(k+"="+t))
 				}
 			}
+		}
+		if len(extras) > 0 {
+			notes += fmt.Sprintf(`<details><summary>%d more figures</summary>%s</details>`, len(extras), strings.Join(extras, "<br>"))
 		}
 		p.w(`<tr><td>%s</td><td>%s</td><td>%s</td><td class="num">%s</td><td class="num">%s–%s</td><td class="num">%d</td><td class="num">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
 			esc(r.Variant), esc(dirLabel(r.Direction)), esc(r.Proto), measure.FormatMbps(r.MedianBps), measure.FormatMbps(r.MinBps), measure.FormatMbps(r.MaxBps),

@@ -210,8 +210,20 @@ func (c lineChart) render(ids *chartID) string {
 		h = 190
 	}
 	left, right, top, bottom := 56, 10, titleH+4, 40
+	// Legend entries wrap onto as many rows as the width needs.
+	type entry struct{ x, y int }
+	var legend []entry
 	if c.Legend {
-		top += legendRowH
+		lx, ly := left, titleH
+		for _, sr := range c.Series {
+			wd := 30 + 6*len(sr.Name)
+			if lx+wd > w && lx > left {
+				lx, ly = left, ly+legendRowH
+			}
+			legend = append(legend, entry{lx, ly})
+			lx += wd
+		}
+		top = ly + legendRowH + 4
 	}
 	maxX, maxY := 0.0, 0.0
 	for _, s := range c.Series {
@@ -231,13 +243,10 @@ func (c lineChart) render(ids *chartID) string {
 	fmt.Fprintf(&s, `<svg class="chart" role="img" aria-labelledby="%s-t %s-d" viewBox="0 0 %d %d" width="%d" height="%d" xmlns="http://www.w3.org/2000/svg">`, id, id, w, h, w, h)
 	fmt.Fprintf(&s, `<title id="%s-t">%s</title><desc id="%s-d">%s</desc>`, id, esc(c.Title), id, esc(c.Desc))
 	fmt.Fprintf(&s, `<text class="ctitle" x="0" y="16">%s</text>`, esc(c.Title))
-	if c.Legend {
-		lx := left
-		for _, sr := range c.Series {
-			fmt.Fprintf(&s, `<line class="%s" x1="%d" y1="%d" x2="%d" y2="%d"/><text class="legend" x="%d" y="%d">%s</text>`,
-				sr.Class, lx, titleH+7, lx+14, titleH+7, lx+18, titleH+11, esc(sr.Name))
-			lx += 30 + 6*len(sr.Name)
-		}
+	for i, e := range legend {
+		sr := c.Series[i]
+		fmt.Fprintf(&s, `<line class="%s" x1="%d" y1="%d" x2="%d" y2="%d"/><text class="legend" x="%d" y="%d">%s</text>`,
+			sr.Class, e.x, e.y+7, e.x+14, e.y+7, e.x+18, e.y+11, esc(sr.Name))
 	}
 	for _, t := range yt {
 		y := sy(t)
