@@ -284,7 +284,7 @@ func TestInChromium(t *testing.T) {
 				t.Errorf("no visible bar for %s %s %s", r.Network, r.Variant, r.Direction)
 			}
 		}
-		for _, unit := range []string{"Throughput (Mbit/s)", "CPU-seconds per GB", "Time into the sample (s)", "Mbit/s"} {
+		for _, unit := range []string{"Throughput (Mbit/s)", "CPU-seconds per GB", "Time, warm-up included (s)", "Mbit/s"} {
 			if !hasAxis(got, unit) {
 				t.Errorf("no axis labelled %q among %q", unit, got.Axes)
 			}

@@ -302,8 +302,20 @@ func (p *page) intervalSeries(network string, rows []measure.Row) {
 		for i, s := range r.Samples {
 			sr := series{Name: fmt.Sprintf("sample %d", i+1), Class: fmt.Sprintf("s%d", i%6)}
 			var vals []string
+			// iperf3 restarts its clock after the -O warm-up: place the
+			// measured intervals after it, so time runs on.
+			warmup := 0.0
 			for _, iv := range s.Intervals {
-				sr.X = append(sr.X, iv.EndSeconds)
+				if iv.Omitted {
+					warmup = math.Max(warmup, iv.EndSeconds)
+				}
+			}
+			for _, iv := range s.Intervals {
+				x := iv.EndSeconds
+				if !iv.Omitted {
+					x += warmup
+				}
+				sr.X = append(sr.X, x)
 				sr.Y = append(sr.Y, iv.Bps/1e6)
 				sr.Hollow = append(sr.Hollow, iv.Omitted)
 				vals = append(vals, measure.FormatMbps(iv.Bps))
@@ -313,8 +325,8 @@ func (p *page) intervalSeries(network string, rows []measure.Row) {
 		}
 		title := fmt.Sprintf("%s %s %s", network, r.Variant, dirLabel(r.Direction))
 		p.w(`<div class="series" data-variant="%s" data-direction="%s">%s</div>`, esc(r.Variant), esc(r.Direction),
-			lineChart{Title: title, Desc: "Throughput per interval, " + strings.Join(desc, "; ") + ".", XAxis: "Time into the sample (s)", YAxis: "Mbit/s",
-				Series: ss, Width: 270, Height: 170}.render(&p.ids))
+			lineChart{Title: title, Desc: "Throughput per interval, " + strings.Join(desc, "; ") + ".", XAxis: "Time, warm-up included (s)", YAxis: "Mbit/s",
+				Series: ss, Width: 270, Height: 180, Legend: len(ss) > 1}.render(&p.ids))
 	}
 	p.w(`</div>`)
 }

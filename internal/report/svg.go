@@ -304,7 +304,7 @@ func niceTicks(max float64) ([]float64, float64) {
 	for v := 0.0; ; v += step {
 		ticks = append(ticks, v)
 		top = v
-		if v >= max*0.999999 {
+		if v >= max*0.99 { // a point 1 % beyond the top still fits the frame
 			break
 		}
 	}
