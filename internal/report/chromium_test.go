@@ -140,8 +140,9 @@ const collect = `(() => {
 })()`
 
 // open loads a page file in a new tab and returns what it showed, after
-// saving screenshots (light, dark) named after name.
-func open(t *testing.T, b *browser, page, name string) seen {
+// saving screenshots named after name: the first screen in light mode, and
+// in dark mode the whole page (full) or its first screen.
+func open(t *testing.T, b *browser, page, name string, full bool) seen {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx)
 	defer cancel()
@@ -202,8 +203,14 @@ func open(t *testing.T, b *browser, page, name string) seen {
 	step("dark mode", media("dark"))
 	darkBG, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.body).backgroundColor`))
 	step("dark background", err)
-	dark, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	step("full screenshot", err)
+	// The whole page in dark mode, where it is short enough to be quick
+	// (a tall page's full screenshot takes tens of seconds here).
+	shot := chromedp.CaptureScreenshot()
+	if full {
+		shot = chromedp.FullScreenshot(100)
+	}
+	dark, err := chromedp.Run(ctx, shot)
+	step("dark screenshot", err)
 	// Printed, even from dark mode, the page is black on white.
 	_, err = chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Media: "print",
 		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
@@ -214,12 +221,12 @@ func open(t *testing.T, b *browser, page, name string) seen {
 		t.Errorf("%s: printed background %s, want white", name, printBG)
 	}
 	dir := artifacts(t)
-	for file, data := range map[string][]byte{name + ".png": light, name + "-dark-full.png": dark} {
+	for file, data := range map[string][]byte{name + ".png": light, name + "-dark.png": dark} {
 		if err := os.WriteFile(filepath.Join(dir, file), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("screenshots: %s/%s.png, %s-dark-full.png", dir, name, name)
+	t.Logf("screenshots: %s/%s.png, %s-dark.png", dir, name, name)
 	mu.Lock()
 	defer mu.Unlock()
 	for _, p := range problems {
@@ -267,7 +274,7 @@ func TestInChromium(t *testing.T) {
 
 	t.Run("labrun", func(t *testing.T) {
 		docs := load(t, "labrun-default.json")
-		got := open(t, b, writePage(t, "labrun-default", docs), "report-labrun")
+		got := open(t, b, writePage(t, "labrun-default", docs), "report-labrun", true)
 		rep := docs[0].Run
 		// Every tunnel row of the document is a bar with a width.
 		for _, r := range rep.Rows {
@@ -312,7 +319,7 @@ func TestInChromium(t *testing.T) {
 		} else {
 			t.Logf("recipe all page: %d bytes", fi.Size())
 		}
-		got := open(t, b, page, "report-recipe-all")
+		got := open(t, b, page, "report-recipe-all", false)
 		nv := 0
 		for _, d := range docs {
 			nv += len(d.Run.Verdicts)
@@ -349,7 +356,7 @@ func TestInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Close()
-		got := open(t, b, path, "report-compare")
+		got := open(t, b, path, "report-compare", true)
 		if len(got.Verdicts) != 2 {
 			t.Fatalf("%d verdict cells, want 2 (up, down): %q", len(got.Verdicts), got.Verdicts)
 		}

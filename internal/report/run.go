@@ -30,7 +30,11 @@ func (p *page) run(d *Document) {
 	}
 	p.section(sc.Command, extra)
 	p.command(sc.Argv, "ovpnperf "+sc.Command)
-	settings := fmt.Sprintf("%d sample(s) per row of %g s each, %d stream(s)", sc.Repeat, sc.DurationSeconds, sc.Parallel)
+	settings := fmt.Sprintf("%d sample(s) per row", sc.Repeat)
+	if sc.DurationSeconds > 0 {
+		settings += fmt.Sprintf(" of %g s each", sc.DurationSeconds)
+	}
+	settings += fmt.Sprintf(", %d stream(s)", sc.Parallel)
 	if pl, ok := sc.Extra["payload"].(string); ok {
 		settings += ", payload " + pl
 	}
