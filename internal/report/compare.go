@@ -127,8 +127,8 @@ func Compare(old, new *measure.Report, opts CompareOptions) []Change {
 			c.Verdict, c.Reason = Incomparable, "only in the new document"
 		case !okN:
 			c.Verdict, c.Reason = Incomparable, "only in the old document"
-		case !o.Valid || !n.Valid || c.Old.N == 0 || c.New.N == 0:
-			c.Verdict, c.Reason = Incomparable, "a side has an invalid row or no samples"
+		case c.Old.N == 0 || c.New.N == 0:
+			c.Verdict, c.Reason = Incomparable, "a side has no valid sample"
 		default:
 			c.ChangePercent = 100 * (c.New.Median - c.Old.Median) / c.Old.Median
 			rel := math.Abs(c.ChangePercent) / 100
@@ -143,9 +143,32 @@ func Compare(old, new *measure.Report, opts CompareOptions) []Change {
 				c.Verdict, c.Reason = Worse, "new fastest sample below the old slowest"
 			}
 		}
+		// A row is marked invalid when one of its samples failed (after
+		// retries); the samples it kept were measured faithfully, so they
+		// are compared, and the reason says a sample is missing.
+		for _, side := range []struct {
+			name string
+			r    measure.Row
+			ok   bool
+		}{{"old", o, okO}, {"new", n, okN}} {
+			if side.ok && !side.r.Valid && c.Verdict != Incomparable {
+				c.Reason += fmt.Sprintf("; the %s row lost a sample (%s)", side.name, firstLine(side.r.Error))
+			}
+		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// firstLine shortens an error to its first line, at most 100 characters.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	return s
 }
 
 // NewComparison compares two documents and names them.

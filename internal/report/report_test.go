@@ -192,7 +192,9 @@ func TestCompareRule(t *testing.T) {
 		row("lan", "bad", "up", 100),
 		row("lan", "new", "up", 100),
 	}}
-	want := map[string]string{"a": NoChange, "b": NoChange, "c": Better, "d": Worse, "gone": Incomparable, "bad": Incomparable, "new": Incomparable}
+	old.Rows = append(old.Rows, measure.NewRow("lan", "empty", measure.PathTunnel, "up", "udp"))
+	new.Rows = append(new.Rows, row("lan", "empty", "up", 100))
+	want := map[string]string{"a": NoChange, "b": NoChange, "c": Better, "d": Worse, "gone": Incomparable, "bad": NoChange, "new": Incomparable, "empty": Incomparable}
 	cmp := NewComparison("o", old, "n", new, CompareOptions{})
 	if len(cmp.Changes) != len(want) || !cmp.Worse {
 		t.Fatalf("%d changes, worse %v: %+v", len(cmp.Changes), cmp.Worse, cmp.Changes)
@@ -200,6 +202,11 @@ func TestCompareRule(t *testing.T) {
 	for _, c := range cmp.Changes {
 		if c.Verdict != want[c.Variant] {
 			t.Errorf("%s: %s (%s), want %s", c.Variant, c.Verdict, c.Reason, want[c.Variant])
+		}
+		// An invalid row's kept samples are compared, and the reason says
+		// one was lost.
+		if c.Variant == "bad" && !strings.Contains(c.Reason, "the old row lost a sample (emulator fell behind)") {
+			t.Errorf("bad: reason %q", c.Reason)
 		}
 	}
 	// A lower threshold turns b's +3 % into better.
