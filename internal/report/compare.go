@@ -152,23 +152,12 @@ func Compare(old, new *measure.Report, opts CompareOptions) []Change {
 			ok   bool
 		}{{"old", o, okO}, {"new", n, okN}} {
 			if side.ok && !side.r.Valid && c.Verdict != Incomparable {
-				c.Reason += fmt.Sprintf("; the %s row lost a sample (%s)", side.name, firstLine(side.r.Error))
+				c.Reason += fmt.Sprintf("; the %s row lost a sample", side.name)
 			}
 		}
 		out = append(out, c)
 	}
 	return out
-}
-
-// firstLine shortens an error to its first line, at most 100 characters.
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	if len(s) > 100 {
-		s = s[:100] + "…"
-	}
-	return s
 }
 
 // NewComparison compares two documents and names them.
