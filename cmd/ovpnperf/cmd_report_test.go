@@ -59,7 +59,7 @@ func TestCompareCommand(t *testing.T) {
 	}
 	html := filepath.Join(t.TempDir(), "c.html")
 	ovpnperf(t, "compare", recorded("labrun-wan-1.json"), recorded("labrun-wan-2.json"), "--html", html).mustSucceed(t)
-	if page, err := os.ReadFile(html); err != nil || !strings.Contains(string(page), "4 no change") {
+	if page, err := os.ReadFile(html); err != nil || !strings.Contains(string(page), "8 no change") {
 		t.Errorf("compare page: %v", err)
 	}
 	ovpnperf(t, "compare", lan, lan, "--old-variant", "nope", "--new-variant", "jumbo").mustBeUsageError(t, `--old-variant "nope"`)

@@ -227,7 +227,7 @@ func TestCompareRecorded(t *testing.T) {
 	}
 	a, b := load(t, "labrun-wan-1.json")[0].Run, load(t, "labrun-wan-2.json")[0].Run
 	cmp := NewComparison("1", a, "2", b, CompareOptions{})
-	if len(cmp.Changes) != 4 || cmp.Worse {
+	if len(cmp.Changes) != 8 || cmp.Worse {
 		t.Errorf("%d rows, worse %v", len(cmp.Changes), cmp.Worse)
 	}
 	for _, c := range cmp.Changes {
