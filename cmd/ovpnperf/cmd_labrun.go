@@ -249,7 +249,7 @@ func measureAndShow(ctx context.Context, stdout io.Writer, spec experiment.Spec,
 		}
 	}()
 	if html != "" {
-		if herr := writeHTML(ctx, html, []*measure.Report{rep}); herr != nil {
+		if herr := writeHTML(html, []*measure.Report{rep}); herr != nil {
 			return herr
 		}
 	}

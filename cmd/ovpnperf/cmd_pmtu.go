@@ -114,6 +114,17 @@ type pmtuReport struct {
 	ImpliedOuterMTU int                 `json:"implied_outer_path_mtu,omitempty"`
 	Explanation     string              `json:"explanation"`
 	OpenVPN         *pmtuOpenVPNSection `json:"openvpn,omitempty"`
+	// ProbesTried is every probe of the search and its answer, round by
+	// round (for the report's chart of the search).
+	ProbesTried []pmtuProbe `json:"probes_tried"`
+}
+
+// pmtuProbe is one probe of the search.
+type pmtuProbe struct {
+	Round   int    `json:"round"`
+	Size    int    `json:"size_bytes"`
+	Outcome string `json:"outcome"`       // pmtu.Outcome's name: reply, too-big, lost …
+	MTU     int    `json:"mtu,omitempty"` // the MTU a too-big answer named
 }
 
 type pmtuOpenVPNSection struct {
@@ -209,8 +220,14 @@ func runPMTU(ctx context.Context, o pmtuOptions) error {
 	}
 	defer p.Close()
 	opts := pmtu.Options{Max: o.max, Timeout: o.timeout}
-	if o.verbose {
-		opts.Trace = func(round int, as []pmtu.Answer) { traceRound(o.errOut, round, as) }
+	var tried []pmtuProbe
+	opts.Trace = func(round int, as []pmtu.Answer) {
+		for _, a := range as {
+			tried = append(tried, pmtuProbe{Round: round, Size: a.Size, Outcome: a.Outcome.String(), MTU: a.MTU})
+		}
+		if o.verbose {
+			traceRound(o.errOut, round, as)
+		}
 	}
 	res, err := pmtu.Search(ctx, p, opts)
 	if err != nil {
@@ -222,7 +239,7 @@ func runPMTU(ctx context.Context, o pmtuOptions) error {
 		Interface: route.Dev, LocalMTU: res.LocalMTU, LocalLimit: res.LocalLimit,
 		ElapsedSeconds: res.Elapsed.Seconds(), RTTMillis: float64(res.RTT.Microseconds()) / 1000,
 		Rounds: res.Rounds, Probes: res.Probes, LostSmall: res.Lost,
-		ThroughTunnel: o.throughTunnel != "",
+		ThroughTunnel: o.throughTunnel != "", ProbesTried: tried,
 	}
 	if res.Hop.IsValid() {
 		h := res.Hop.String()

@@ -113,6 +113,7 @@ func TestPMTUMustShow(t *testing.T) {
 				t.Fatalf("%v\n%s", err, out)
 			}
 			checkReportable(t, string(out), fmt.Sprintf("Path MTU</dt><dd>%d bytes", c.mtu))
+			checkReportable(t, string(out), "Probe sizes tried, round by round")
 			t.Logf("%s: path_mtu %d blackhole %v hop %v elapsed_seconds %.3f (wall %.3f s)", c.name, r.PathMTU, r.Blackhole, deref(r.Hop), r.ElapsedSeconds, wall.Seconds())
 			if r.PathMTU != c.mtu || r.Blackhole != c.blackhole || r.Family != c.family || deref(r.Hop) != c.hop {
 				t.Errorf("got %+v, want path_mtu %d blackhole %v family %s hop %q", r, c.mtu, c.blackhole, c.family, c.hop)

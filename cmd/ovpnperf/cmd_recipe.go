@@ -155,7 +155,7 @@ func runRecipe(ctx context.Context, stdout, stderr io.Writer, name string, o rec
 		return err
 	}
 	if o.html != "" && len(reports) > 0 {
-		if err := writeHTML(ctx, o.html, reports); err != nil {
+		if err := writeHTML(o.html, reports); err != nil {
 			return err
 		}
 	}

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
 
@@ -47,15 +44,13 @@ Schemas read: ` + strings.Join(report.Schemas(), ", ") + `.`,
 	return c
 }
 
-// loadDocuments reads every file, turning unreadable files and unknown
-// schemas into usage errors: the user named the wrong file.
+// loadDocuments reads every file. Any failure (missing or unreadable file,
+// not JSON, unknown schema) is a usage error: the user named the wrong
+// file, and nothing is written.
 func loadDocuments(files []string) ([]report.Document, error) {
 	var docs []report.Document
 	for _, f := range files {
 		d, err := report.Load(f)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-			return nil, usage.Errorf("%v", err)
-		}
 		if err != nil {
 			return nil, usage.Errorf("%v", err)
 		}
@@ -78,10 +73,10 @@ func runReport(stdout io.Writer, files []string, o reportOptions) error {
 
 // writeHTML writes the report page of run documents just measured
 // (lab run --html, recipe --html).
-func writeHTML(_ context.Context, path string, reps []*measure.Report) error {
+func writeHTML(path string, reps []*measure.Report) error {
 	var docs []report.Document
 	for _, r := range reps {
-		docs = append(docs, report.Document{File: path, Schema: r.Schema, Run: r})
+		docs = append(docs, report.Document{File: "this run", Schema: r.Schema, Run: r})
 	}
 	if err := report.WriteFile(path, docs, report.Options{Argv: os.Args}); err != nil {
 		return fmt.Errorf("writing the report page: %w", err)

@@ -89,6 +89,31 @@ func (p *page) pmtu(d *Document) {
 				Note: fmt.Sprintf("%d bytes (overhead %d)", t.MaxTunMTU, t.Overhead)})
 		}
 	}
+	if len(r.ProbesTried) > 0 {
+		// The search: each round's probe sizes, by what answered them.
+		bySeries := map[string]*series{}
+		var order []string
+		for _, pr := range r.ProbesTried {
+			sr := bySeries[pr.Outcome]
+			if sr == nil {
+				cls := map[string]string{"reply": "s2", "too-big": "s1", "local-too-big": "s3", "lost": "s4"}[pr.Outcome]
+				if cls == "" {
+					cls = "s5"
+				}
+				sr = &series{Name: pr.Outcome, Class: cls, Points: true}
+				bySeries[pr.Outcome] = sr
+				order = append(order, pr.Outcome)
+			}
+			sr.X = append(sr.X, float64(pr.Size))
+			sr.Y = append(sr.Y, float64(pr.Round))
+		}
+		var ss []series
+		for _, o := range order {
+			ss = append(ss, *bySeries[o])
+		}
+		p.w(`<figure>%s</figure>`, lineChart{Title: "Probe sizes tried, round by round", Desc: fmt.Sprintf("%d probes in %d rounds; each point is one probe size, placed by its round and marked by its answer (reply, too-big, lost).", len(r.ProbesTried), r.Rounds),
+			XAxis: "Probe size, whole IP packet (bytes)", YAxis: "Round", Series: ss, Width: 640, Height: 220, Legend: true}.render(&p.ids))
+	}
 	p.w(`<figure>%s</figure>`, hbarChart{Title: "Packet sizes on this path", Desc: fmt.Sprintf("Path MTU %d bytes, interface MTU %d, and the largest OpenVPN tun-mtu per transport.", r.PathMTU, r.LocalMTU),
 		Axis: "Whole IP packet (bytes)", Bars: bars, Width: 640}.render(&p.ids))
 	if r.OpenVPN != nil {

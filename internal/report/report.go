@@ -67,7 +67,12 @@ type PMTUDoc struct {
 	LargestPassed  int     `json:"largest_passed"`
 	ThroughTunnel  bool    `json:"through_tunnel"`
 	Explanation    string  `json:"explanation"`
-	OpenVPN        *struct {
+	ProbesTried    []struct {
+		Round   int    `json:"round"`
+		Size    int    `json:"size_bytes"`
+		Outcome string `json:"outcome"`
+	} `json:"probes_tried"`
+	OpenVPN *struct {
 		Cipher string `json:"cipher"`
 		Rows   []struct {
 			Transport string `json:"transport"`

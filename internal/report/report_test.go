@@ -142,7 +142,7 @@ func TestBenchmarkSections(t *testing.T) {
 	}
 	ppsDoc := `{"schema":"ovpnperf/pps/v1","server":"10.0.0.2:9000","params":{"size_bytes":18,"flows":1},"sent":3000,"received":2990,"lost":10,"loss_percent":0.33,"pps_median":1000,
 	"series":[{"end_s":1,"sent_pps":1000,"pps":1000},{"end_s":2,"sent_pps":1000,"pps":990,"loss_percent":1}],"flows":[]}`
-	pmtuDoc := `{"schema":"ovpnperf/pmtu/v1","host":"h","address":"192.0.2.1","family":"ipv4","path_mtu":1400,"hop":"198.51.100.1","hop_mtu":1400,"local_mtu":1500,"explanation":"a router said 1400",
+	pmtuDoc := `{"schema":"ovpnperf/pmtu/v1","host":"h","address":"192.0.2.1","family":"ipv4","path_mtu":1400,"hop":"198.51.100.1","hop_mtu":1400,"local_mtu":1500,"explanation":"a router said 1400","rounds":2,"probes_tried":[{"round":1,"size_bytes":1400,"outcome":"reply"},{"round":1,"size_bytes":1401,"outcome":"too-big","mtu":1400},{"round":2,"size_bytes":9000,"outcome":"lost"}],
 	"openvpn":{"cipher":"AES-256-GCM","translations":[{"transport":"udp","outer_family":"ipv4","measured":true,"path_mtu":1400,"overhead_bytes":52,"max_tun_mtu":1348,"mssfix":"mssfix 1400 mtu"}]}}`
 	for _, d := range []string{ppsDoc, pmtuDoc} {
 		more, err := Parse("b.json", []byte(d))
@@ -156,7 +156,7 @@ func TestBenchmarkSections(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := buf.String()
-	for _, want := range []string{"Encryption speed (MB/s)", `data-aesni="masked" data-cipher="AES-256-GCM"`, "Packets per second (pps)", "Loss (%)", "Whole IP packet (bytes)", "max tun-mtu udp/ipv4", "3 documents"} {
+	for _, want := range []string{"Encryption speed (MB/s)", `data-aesni="masked" data-cipher="AES-256-GCM"`, "Packets per second (pps)", "Loss (%)", "Whole IP packet (bytes)", "max tun-mtu udp/ipv4", "Probe sizes tried, round by round", `data-series="too-big"`, "3 documents"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -190,6 +190,8 @@ type series struct {
 	// Hollow marks points drawn hollow (e.g. iperf3's -O warm-up).
 	Hollow []bool
 	Class  string
+	// Points draws the points alone, without a line between them.
+	Points bool
 }
 
 type lineChart struct {
@@ -268,7 +270,10 @@ func (c lineChart) render(ids *chartID) string {
 				fmt.Fprintf(&d, "%s%.1f %.1f", map[bool]string{true: "M", false: "L"}[i == 0], sx(sr.X[i]), sy(sr.Y[i]))
 			}
 		}
-		fmt.Fprintf(&s, `<g class="series" data-series="%s"><path class="line %s" d="%s"/>`, esc(sr.Name), sr.Class, d.String())
+		fmt.Fprintf(&s, `<g class="series" data-series="%s">`, esc(sr.Name))
+		if !sr.Points {
+			fmt.Fprintf(&s, `<path class="line %s" d="%s"/>`, sr.Class, d.String())
+		}
 		for i := range sr.X {
 			if i >= len(sr.Y) {
 				break
