@@ -160,6 +160,7 @@ func runCrypto(ctx context.Context, opts cryptoOptions) error {
 		return err
 	}
 	if opts.json {
+		rep.Argv = os.Args
 		enc := json.NewEncoder(opts.out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -90,24 +92,27 @@ const pmtuSchema = "ovpnperf/pmtu/v1"
 
 // pmtuReport is the JSON contract of `ovpnperf pmtu`.
 type pmtuReport struct {
-	Schema         string  `json:"schema"` // pmtuSchema
-	Host           string  `json:"host"`
-	Address        string  `json:"address"`
-	Family         string  `json:"family"`
-	PathMTU        int     `json:"path_mtu"`
-	Blackhole      bool    `json:"blackhole"`
-	Hop            *string `json:"hop"`     // null when no router answered
-	HopMTU         int     `json:"hop_mtu"` // the MTU the hop named
-	Interface      string  `json:"interface"`
-	LocalMTU       int     `json:"local_mtu"`
-	LocalLimit     bool    `json:"local_limit"`
-	ElapsedSeconds float64 `json:"elapsed_seconds"`
-	RTTMillis      float64 `json:"rtt_ms"`
-	Rounds         int     `json:"rounds"`
-	Probes         int     `json:"probes"`
-	LostSmall      int     `json:"lost_small_probes"`
-	LargestPassed  int     `json:"largest_passed,omitempty"` // above path_mtu: a band of sizes vanishes but larger ones pass
-	ThroughTunnel  bool    `json:"through_tunnel"`
+	Schema string `json:"schema"` // pmtuSchema
+	// Argv and Machine are the command line and the machine it ran on.
+	Argv           []string          `json:"argv"`
+	Machine        *measure.HostInfo `json:"machine,omitempty"`
+	Host           string            `json:"host"`
+	Address        string            `json:"address"`
+	Family         string            `json:"family"`
+	PathMTU        int               `json:"path_mtu"`
+	Blackhole      bool              `json:"blackhole"`
+	Hop            *string           `json:"hop"`     // null when no router answered
+	HopMTU         int               `json:"hop_mtu"` // the MTU the hop named
+	Interface      string            `json:"interface"`
+	LocalMTU       int               `json:"local_mtu"`
+	LocalLimit     bool              `json:"local_limit"`
+	ElapsedSeconds float64           `json:"elapsed_seconds"`
+	RTTMillis      float64           `json:"rtt_ms"`
+	Rounds         int               `json:"rounds"`
+	Probes         int               `json:"probes"`
+	LostSmall      int               `json:"lost_small_probes"`
+	LargestPassed  int               `json:"largest_passed,omitempty"` // above path_mtu: a band of sizes vanishes but larger ones pass
+	ThroughTunnel  bool              `json:"through_tunnel"`
 	// ImpliedOuterMTU (through a tunnel over a black hole): the outer path
 	// MTU that the inner result and the cipher's overhead imply for a
 	// tunnel over UDP/IPv4.
@@ -239,7 +244,10 @@ func runPMTU(ctx context.Context, o pmtuOptions) error {
 		Interface: route.Dev, LocalMTU: res.LocalMTU, LocalLimit: res.LocalLimit,
 		ElapsedSeconds: res.Elapsed.Seconds(), RTTMillis: float64(res.RTT.Microseconds()) / 1000,
 		Rounds: res.Rounds, Probes: res.Probes, LostSmall: res.Lost,
-		ThroughTunnel: o.throughTunnel != "", ProbesTried: tried,
+		ThroughTunnel: o.throughTunnel != "", ProbesTried: tried, Argv: os.Args,
+	}
+	if h, herr := measure.CollectHost(ctx); herr == nil {
+		rep.Machine = &h
 	}
 	if res.Hop.IsValid() {
 		h := res.Hop.String()

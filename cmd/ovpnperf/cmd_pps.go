@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -334,7 +335,10 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 		return err
 	}
 	if opts.json {
-		res.Schema = pps.Schema
+		res.Schema, res.Argv = pps.Schema, os.Args
+		if h, herr := measure.CollectHost(ctx); herr == nil {
+			res.Host = &h
+		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if jerr := enc.Encode(res); jerr != nil {

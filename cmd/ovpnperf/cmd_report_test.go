@@ -80,7 +80,12 @@ func checkReportable(t *testing.T, out, want string) {
 	}
 	page := filepath.Join(t.TempDir(), "doc.html")
 	ovpnperf(t, "report", f, "-o", page).mustSucceed(t)
-	if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), want) {
+	html, err := os.ReadFile(page)
+	if err != nil || !strings.Contains(string(html), want) {
 		t.Errorf("report of the --json output lacks %q (%v)", want, err)
+	}
+	// The page names the exact command and the machine.
+	if strings.Contains(string(html), "does not record its exact command line") || !strings.Contains(string(html), "<dt>Kernel</dt>") {
+		t.Errorf("report of the --json output lacks the command line or the host")
 	}
 }

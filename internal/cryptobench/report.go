@@ -21,6 +21,8 @@ type Report struct {
 	// Schema is Schema; empty in documents written before it existed.
 	Schema  string `json:"schema,omitempty"`
 	Version int    `json:"version"`
+	// Argv is the command line, set by the command (absent in older documents).
+	Argv []string `json:"argv,omitempty"`
 	// Host is the machine, as every ovpnperf report describes it.
 	Host    *measure.HostInfo `json:"host,omitempty"`
 	OpenSSL string            `json:"openssl_version"`

@@ -3,6 +3,8 @@ package pps
 import (
 	"slices"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 )
 
 // Interval is one line of the per-second series. Sent and lost count the
@@ -43,11 +45,15 @@ const Schema = "ovpnperf/pps/v1"
 // `ovpnperf pps client --json`.
 type Result struct {
 	// Schema is Schema; empty in documents written before it existed.
-	Schema    string    `json:"schema,omitempty"`
-	Server    string    `json:"server"`
-	Session   uint32    `json:"session"`
-	Start     time.Time `json:"start"`
-	Requested Params    `json:"requested"`
+	Schema string `json:"schema,omitempty"`
+	// Argv and Host are the command line and the machine, set by the
+	// command that writes the document (absent in older documents).
+	Argv      []string          `json:"argv,omitempty"`
+	Host      *measure.HostInfo `json:"host,omitempty"`
+	Server    string            `json:"server"`
+	Session   uint32            `json:"session"`
+	Start     time.Time         `json:"start"`
+	Requested Params            `json:"requested"`
 	// Params are the parameters the server accepted (it may cap Duration).
 	Params Params `json:"params"`
 	Count  uint64 `json:"count,omitempty"`

@@ -10,7 +10,10 @@ import (
 func (p *page) pps(d *Document) {
 	r := d.PPS
 	p.section("pps client "+r.Server, fmt.Sprintf(" — median %.0f pps, loss %.2f%%", r.PPSMedian, r.LossPercent))
-	p.command(nil, "ovpnperf pps client "+r.Server)
+	p.command(r.Argv, "ovpnperf pps client "+r.Server)
+	if r.Host != nil {
+		p.hostFacts(*r.Host)
+	}
 	mode := "echo (round trips)"
 	if r.Params.OneWay {
 		mode = "one-way (the server counts)"
@@ -64,7 +67,10 @@ func rttLine(p50, p99, max float64) string {
 func (p *page) pmtu(d *Document) {
 	r := d.PMTU
 	p.section("pmtu "+r.Host, fmt.Sprintf(" — path MTU %d", r.PathMTU))
-	p.command(nil, "ovpnperf pmtu "+r.Host)
+	p.command(r.Argv, "ovpnperf pmtu "+r.Host)
+	if r.Machine != nil {
+		p.hostFacts(*r.Machine)
+	}
 	hop := "none answered"
 	if r.Hop != nil {
 		hop = fmt.Sprintf("%s (named MTU %d)", *r.Hop, r.HopMTU)
@@ -139,7 +145,7 @@ func (p *page) crypto(d *Document) {
 		used = fmt.Sprint(*r.AESNIUsed)
 	}
 	p.section("crypto", " — AES-NI used: "+used)
-	p.command(nil, "ovpnperf crypto")
+	p.command(r.Argv, "ovpnperf crypto")
 	p.facts("OpenSSL", r.OpenSSL, "CPU", fmt.Sprintf("%s, %d cores", r.CPU.Model, r.CPU.Cores), "AES-NI used", used+": "+r.AESNIEvidence,
 		"Preferred cipher", r.Projection.PreferredCipher+": "+r.Projection.PreferredReason, "File", d.File+" (schema "+d.Schema+")")
 	if r.Host != nil {

@@ -49,24 +49,26 @@ type Document struct {
 
 // PMTUDoc is the part of `ovpnperf pmtu --json` a report shows.
 type PMTUDoc struct {
-	Schema         string  `json:"schema"`
-	Host           string  `json:"host"`
-	Address        string  `json:"address"`
-	Family         string  `json:"family"`
-	PathMTU        int     `json:"path_mtu"`
-	Blackhole      bool    `json:"blackhole"`
-	Hop            *string `json:"hop"`
-	HopMTU         int     `json:"hop_mtu"`
-	Interface      string  `json:"interface"`
-	LocalMTU       int     `json:"local_mtu"`
-	LocalLimit     bool    `json:"local_limit"`
-	ElapsedSeconds float64 `json:"elapsed_seconds"`
-	RTTMillis      float64 `json:"rtt_ms"`
-	Rounds         int     `json:"rounds"`
-	Probes         int     `json:"probes"`
-	LargestPassed  int     `json:"largest_passed"`
-	ThroughTunnel  bool    `json:"through_tunnel"`
-	Explanation    string  `json:"explanation"`
+	Schema         string            `json:"schema"`
+	Argv           []string          `json:"argv"`
+	Machine        *measure.HostInfo `json:"machine"`
+	Host           string            `json:"host"`
+	Address        string            `json:"address"`
+	Family         string            `json:"family"`
+	PathMTU        int               `json:"path_mtu"`
+	Blackhole      bool              `json:"blackhole"`
+	Hop            *string           `json:"hop"`
+	HopMTU         int               `json:"hop_mtu"`
+	Interface      string            `json:"interface"`
+	LocalMTU       int               `json:"local_mtu"`
+	LocalLimit     bool              `json:"local_limit"`
+	ElapsedSeconds float64           `json:"elapsed_seconds"`
+	RTTMillis      float64           `json:"rtt_ms"`
+	Rounds         int               `json:"rounds"`
+	Probes         int               `json:"probes"`
+	LargestPassed  int               `json:"largest_passed"`
+	ThroughTunnel  bool              `json:"through_tunnel"`
+	Explanation    string            `json:"explanation"`
 	ProbesTried    []struct {
 		Round   int    `json:"round"`
 		Size    int    `json:"size_bytes"`
