@@ -20,7 +20,7 @@ func (p *page) run(d *Document) {
 	if n := len(rep.Verdicts); n > 0 {
 		counts := map[string]int{}
 		for _, v := range rep.Verdicts {
-			counts[v.Outcome]++
+			counts[string(v.Outcome)]++
 		}
 		var parts []string
 		for _, k := range sortedKeys(counts) {
@@ -339,7 +339,7 @@ func (p *page) intervalSeries(network string, rows []measure.Row) {
 func (p *page) verdicts(rep *measure.Report) {
 	p.w(`<h3>Verdicts</h3><table class="verdicts"><thead><tr><th>Claim</th><th>Outcome</th><th>Because</th></tr></thead><tbody>`)
 	for _, v := range rep.Verdicts {
-		p.w(`<tr><td>%s</td><td class="verdict v-%s">%s</td><td>%s</td></tr>`, esc(v.Claim), esc(v.Outcome), esc(v.Outcome), esc(v.Reason))
+		p.w(`<tr><td>%s</td><td class="verdict v-%s">%s</td><td>%s</td></tr>`, esc(v.Claim), esc(strings.ReplaceAll(string(v.Outcome), " ", "-")), esc(string(v.Outcome)), esc(v.Reason))
 	}
 	p.w(`</tbody></table>`)
 }
