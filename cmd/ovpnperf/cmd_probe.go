@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ovpnperf/ovpnperf/internal/probe"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+)
+
+func init() { register(newProbeCommand) }
+
+type probeOptions struct {
+	host        string
+	pings       int
+	iperf3Port  int
+	iperf3Time  time.Duration
+	noCrypto    bool
+	json        bool
+	out, errOut io.Writer
+}
+
+func newProbeCommand() *cobra.Command {
+	o := probeOptions{}
+	c := &cobra.Command{
+		Use:   "probe HOST",
+		Short: "Measure what `ovpnperf advise` needs about the path to HOST and this machine",
+		Long: `probe measures the path from this host to HOST (an OpenVPN server or client)
+and reads this machine's limits, and prints one path description
+(schema ovpnperf/probe/v1) that advise reads with --probe FILE:
+
+  path MTU for IPv4 and IPv6 with ICMP black-hole detection (as ovpnperf pmtu),
+  RTT (minimum), jitter (ping's mdev) and loss over --pings ICMP echoes,
+  one TCP flow's throughput when --iperf3 PORT names a running iperf3 server,
+  and the IP-layer path rate it implies when the path shows no loss;
+  locally: AES-256-GCM and CHACHA20-POLY1305 speed of one core (openssl
+  speed, 1 s each), the OpenVPN version, whether the ovpn (DCO) kernel module
+  is there, net.core.rmem_max/wmem_max, the outgoing interface's MTU and
+  offloads (ethtool -k).
+
+Every field says whether it was measured, read, or is not available (and
+why). Needs root (or CAP_NET_RAW) for the path-MTU probes.`,
+		Example: `  ovpnperf probe vpn.example.net --json > path.json
+  ovpnperf advise --probe path.json
+  ovpnperf lab exec NAME client -- ovpnperf probe 198.51.100.2 --iperf3 5201 --json`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			o.host = a[0]
+			o.out, o.errOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			return runProbe(cmd.Context(), o)
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.pings, "pings", 300, "ICMP echoes for RTT, jitter and loss (10–10000), 10 ms apart")
+	f.IntVar(&o.iperf3Port, "iperf3", 0, "measure throughput against an iperf3 server on this `PORT` of HOST")
+	f.DurationVar(&o.iperf3Time, "iperf3-time", 5*time.Second, "length of the iperf3 test (1s–60s)")
+	f.BoolVar(&o.noCrypto, "no-crypto", false, "skip the local cipher speed test")
+	f.BoolVar(&o.json, "json", false, "print the path description as JSON")
+	return c
+}
+
+func runProbe(ctx context.Context, o probeOptions) error {
+	switch {
+	case o.pings < 10 || o.pings > 10000:
+		return usage.Errorf("--pings %d: want 10–10000", o.pings)
+	case o.iperf3Port < 0 || o.iperf3Port > 65535:
+		return usage.Errorf("--iperf3 %d: not a port", o.iperf3Port)
+	case o.iperf3Time < time.Second || o.iperf3Time > time.Minute:
+		return usage.Errorf("--iperf3-time %v: want 1s–60s", o.iperf3Time)
+	case strings.TrimSpace(o.host) == "" || strings.HasPrefix(o.host, "-"):
+		return usage.Errorf("probe needs a HOST name or address")
+	}
+	rep, err := probe.Run(ctx, probe.Options{Host: o.host, Pings: o.pings, IPerf3Port: o.iperf3Port, IPerf3Duration: o.iperf3Time,
+		NoCrypto: o.noCrypto, Logf: func(f string, a ...any) { fmt.Fprintf(o.errOut, "probe: "+f+"\n", a...) }})
+	if err != nil {
+		return err
+	}
+	if o.json {
+		enc := json.NewEncoder(o.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	b, _ := json.Marshal(rep.Path)
+	var fields map[string]map[string]any
+	_ = json.Unmarshal(b, &fields)
+	fmt.Fprintf(o.out, "path to %s (%s)\n", rep.Host, rep.Time.Format(time.RFC3339))
+	for _, k := range sortedKeys(fields) {
+		f := fields[k]
+		v := "-"
+		if f["source"] != probe.NotAvailable {
+			vb, _ := json.Marshal(f["value"])
+			v = string(vb)
+		}
+		fmt.Fprintf(o.out, "  %-42s %-24s %-13s %v\n", k, v, f["source"], f["note"])
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package probe
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const goodProbe = `{"schema":"ovpnperf/probe/v1","host":"198.51.100.2","time":"2026-11-23T10:00:00Z","path":{
+ "pmtu_ipv4":{"value":{"bytes":1400,"blackhole":true},"source":"measured"},
+ "pmtu_ipv6":{"value":{"bytes":0,"blackhole":false},"source":"not available","note":"no IPv6 address"},
+ "rtt_ms":{"value":10.2,"source":"measured"},"jitter_ms":{"value":0.1,"source":"measured"},
+ "loss_percent":{"value":0,"source":"measured"},
+ "throughput_bps":{"value":9.1e7,"source":"measured"},"path_rate_bps":{"value":9.5e7,"source":"measured"},
+ "rmem_max":{"value":212992,"source":"read"},"wmem_max":{"value":212992,"source":"read"},
+ "openvpn_version":{"value":"2.6.14","source":"read"},"dco_available":{"value":false,"source":"read"}}}`
+
+func write(t *testing.T, s string) string {
+	p := filepath.Join(t.TempDir(), "p.json")
+	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadAndInput(t *testing.T) {
+	r, err := Load(write(t, goodProbe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := r.Input("udp", false)
+	if in.PathMTU != 1400 || !in.Blackhole || in.RTT != 10200*time.Microsecond || in.RateBitsPerSec != 9.5e7 || in.RmemMax != 212992 || in.OpenVPN != "" {
+		t.Fatalf("input %+v", in)
+	}
+	if in6 := r.Input("udp", true); in6.PathMTU != 0 {
+		t.Fatalf("IPv6 not available, got pmtu %d", in6.PathMTU)
+	}
+}
+
+// Must show 4: another schema and a truncated file are one-line errors.
+func TestLoadErrors(t *testing.T) {
+	for _, c := range []struct{ name, body, want string }{
+		{"other schema", strings.Replace(goodProbe, "ovpnperf/probe/v1", "ovpnperf/lab-run/v1", 1), `schema "ovpnperf/lab-run/v1", want ovpnperf/probe/v1`},
+		{"truncated", goodProbe[:200], "truncated"},
+		{"empty", "", "truncated"},
+		{"no schema", `{"host":"x","path":{}}`, "no \"schema\""},
+		{"bad source", strings.Replace(goodProbe, `"source":"read"}`, `"source":"guessed"}`, 1), "guessed"},
+		{"not json", "hello", "not JSON"},
+	} {
+		_, err := Load(write(t, c.body))
+		var le *LoadError
+		if !errors.As(err, &le) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: got %v, want one line containing %q", c.name, err, c.want)
+		}
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.json")); err == nil {
+		t.Error("missing file: no error")
+	}
+}
+
+func TestParsePing(t *testing.T) {
+	out := `PING 198.51.100.2 (198.51.100.2) 56(84) bytes of data.
+
+--- 198.51.100.2 ping statistics ---
+300 packets transmitted, 294 received, 2% packet loss, time 3050ms
+rtt min/avg/max/mdev = 300.112/300.523/301.908/0.311 ms, pipe 31
+`
+	rtt, jit, loss, err := ParsePing(out, 300)
+	if err != nil || rtt.Value != 300.112 || jit.Value != 0.311 || loss.Value != 2 {
+		t.Fatalf("%v %v %v %v", rtt, jit, loss, err)
+	}
+	_, _, loss, err = ParsePing("5 packets transmitted, 0 received, 100% packet loss, time 4000ms\n", 5)
+	if err != nil || loss.Value != 100 {
+		t.Fatalf("all lost: %v %v", loss, err)
+	}
+	if _, _, _, err := ParsePing("ping: unknown host", 5); err == nil {
+		t.Fatal("no summary: no error")
+	}
+}
+
+func TestParseOffloads(t *testing.T) {
+	m := ParseOffloads("Features for eth0:\nrx-checksumming: on\ntcp-segmentation-offload: off\ngeneric-receive-offload: on [fixed]\nfoo: on\n")
+	if !m["rx-checksumming"] || m["tcp-segmentation-offload"] || !m["generic-receive-offload"] || len(m) != 3 {
+		t.Fatalf("%v", m)
+	}
+}
