@@ -113,6 +113,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 func resolve(ctx context.Context, host string) (v4, v6 netip.Addr, err error) {
 	if a, err := netip.ParseAddr(host); err == nil {
 		a = a.Unmap()
+		// An address literal names one family; the other is not probed.
 		if a.Is4() {
 			return a, v6, nil
 		}
@@ -140,7 +141,7 @@ func oneLine(err error) string {
 
 func probePMTU(ctx context.Context, a netip.Addr, fam string) Field[PMTU] {
 	if !a.IsValid() {
-		return missing[PMTU]("the host has no " + fam + " address")
+		return missing[PMTU]("no " + fam + " address for HOST (an address literal names one family; give a host name with both to probe both)")
 	}
 	pr, err := pmtu.NewProber(a)
 	if err != nil {
