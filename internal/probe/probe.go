@@ -130,7 +130,7 @@ func Decode(r io.Reader) (*Report, error) {
 	}
 	for name, src := range rep.Path.sources() {
 		switch src {
-		case Measured, Read, NotAvailable:
+		case Measured, Read, NotAvailable, "": // an absent field is not available
 		default:
 			return nil, fmt.Errorf("path.%s: source %q (measured, read or not available)", name, src)
 		}
