@@ -103,8 +103,9 @@ const PacketRepeat = 3
 // DefaultPacketBytes is the plaintext of a full-size tunnel packet: the
 // inner IPv4 packet of a TCP flow under OpenVPN 2.6's default
 // "mssfix 1492 mtu" with an AEAD cipher over IPv4/UDP (1492 − 20 IP − 8 UDP
-// − 24 AEAD overhead = 1440, MSS 1400). UDP traffic can fill tun-mtu (1500);
-// the per-byte rate barely differs between the two.
+// − 24 AEAD overhead = 1440, MSS 1400; internal/overhead's MSS(1492) + 40,
+// checked in TestDefaultPacketBytesMatchesModel). UDP traffic can fill
+// tun-mtu (1500); the per-byte rate barely differs between the two.
 const DefaultPacketBytes = 1440
 
 // CBCAuth is the HMAC OpenVPN uses with CBC ciphers by default (--auth SHA1);
