@@ -24,9 +24,14 @@ type Input struct {
 	// RateBitsPerSec is the bottleneck rate of the path at the IP layer
 	// (what a shaper or link allows), not a TCP goodput.
 	RateBitsPerSec float64
-	RTT            time.Duration
-	Jitter         time.Duration
-	LossPercent    float64
+	// TCPGoodputBitsPerSec is one plain TCP flow's measured goodput on
+	// the path (probe's iperf3), 0 if not measured. On a lossy path it is
+	// the evidence for the loss-bound window, which formulas for Reno
+	// (Mathis) underestimate badly for Linux's CUBIC with SACK/RACK.
+	TCPGoodputBitsPerSec float64
+	RTT                  time.Duration
+	Jitter               time.Duration
+	LossPercent          float64
 	// PathMTU is the outer path MTU for the transport's family (bytes).
 	PathMTU int
 	// Blackhole: ICMP "too big" errors do not come back.
@@ -122,6 +127,8 @@ func bad(format string, a ...any) error { return &InputError{fmt.Sprintf(format,
 // Validate checks the input and fills defaults.
 func (in *Input) Validate() error {
 	switch {
+	case in.TCPGoodputBitsPerSec < 0 || math.IsNaN(in.TCPGoodputBitsPerSec) || math.IsInf(in.TCPGoodputBitsPerSec, 0):
+		return bad("tcp goodput %v: must be a positive rate", in.TCPGoodputBitsPerSec)
 	case in.RateBitsPerSec < 0 || math.IsNaN(in.RateBitsPerSec) || math.IsInf(in.RateBitsPerSec, 0):
 		return bad("rate %v: must be a positive rate (e.g. 20mbit)", in.RateBitsPerSec)
 	case in.RTT < 0:
@@ -403,15 +410,27 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 	if in.RTT > 0 {
 		win := float64(linuxTCPRmemMax)
 		name := "window/RTT"
-		if in.LossPercent > 0 {
-			// Mathis et al.: MSS/RTT × 1.22/√p.
-			lossW := payload * 1.22 / math.Sqrt(in.LossPercent/100)
-			if lossW < win {
-				win, name = lossW, "loss (window/RTT, Mathis)"
+		fig := fmt.Sprintf("window %.0f bytes / %v", win, in.RTT)
+		bps := win * 8 / in.RTT.Seconds()
+		switch {
+		case in.LossPercent > 0 && in.TCPGoodputBitsPerSec > 0:
+			// A plain TCP flow measured on this lossy path, scaled by
+			// the tunnel's payload per wire byte against plain TCP's
+			// (1448 of 1514 with timestamps).
+			tunEff := payload / float64(f.OuterSize(innerPkt)+14)
+			if v := in.TCPGoodputBitsPerSec * tunEff / (1448.0 / 1514); v < bps {
+				bps, name = v, "loss (window/RTT, measured TCP flow)"
+				fig = fmt.Sprintf("plain TCP %s measured at %.2f%% loss × tunnel/plain header efficiency %.3f", mbit(in.TCPGoodputBitsPerSec), in.LossPercent, tunEff/(1448.0/1514))
+			}
+		case in.LossPercent > 0:
+			// Mathis et al.: MSS/RTT × 1.22/√p (Reno; a lower bound
+			// for CUBIC).
+			if lossW := payload * 1.22 / math.Sqrt(in.LossPercent/100); lossW < win {
+				bps, name = lossW*8/in.RTT.Seconds(), "loss (window/RTT, Mathis)"
+				fig = fmt.Sprintf("window %.0f bytes / %v", lossW, in.RTT)
 			}
 		}
-		terms = append(terms, Term{Name: name, BitsPerSec: win * 8 / in.RTT.Seconds(),
-			Figure: fmt.Sprintf("window %.0f bytes / %v", win, in.RTT)})
+		terms = append(terms, Term{Name: name, BitsPerSec: bps, Figure: fig})
 	}
 	if in.CryptoBytesPerSec > 0 && !in.DCO {
 		c := in.CryptoBytesPerSec

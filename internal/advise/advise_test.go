@@ -99,6 +99,21 @@ func TestSysctlFollowsRmemMax(t *testing.T) {
 	}
 }
 
+// On a lossy path a measured plain TCP flow, not Mathis's Reno formula,
+// bounds the prediction (the lab's 2 % path carried 4.7 Mbit/s of 5).
+func TestLossUsesMeasuredFlow(t *testing.T) {
+	in := Input{RTT: 300 * time.Millisecond, LossPercent: 3, PathMTU: 1500, TCPGoodputBitsPerSec: 4.7e6}
+	a, _ := Advise(in)
+	c := a.Ceilings[0]
+	if c.Binding != "loss (window/RTT, measured TCP flow)" || c.BitsPerSec < 4.4e6 || c.BitsPerSec > 4.7e6 {
+		t.Fatalf("ceiling %+v", c)
+	}
+	in.TCPGoodputBitsPerSec = 0
+	if a, _ = Advise(in); a.Ceilings[0].Binding != "loss (window/RTT, Mathis)" {
+		t.Fatalf("without a measured flow: %+v", a.Ceilings[0])
+	}
+}
+
 func TestDCO(t *testing.T) {
 	a, err := Advise(Input{PathMTU: 1400, DCO: true, RateBitsPerSec: 100e6, RTT: 10 * time.Millisecond})
 	if err != nil {

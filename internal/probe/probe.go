@@ -172,6 +172,9 @@ func (r *Report) Input(proto string, outerIPv6 bool) advise.Input {
 	if p.PathRateBitsPerSec.Known() {
 		in.RateBitsPerSec = p.PathRateBitsPerSec.Value
 	}
+	if p.ThroughputBitsPerSec.Known() {
+		in.TCPGoodputBitsPerSec = p.ThroughputBitsPerSec.Value
+	}
 	if p.AESGCMBytesPerSec.Known() {
 		in.CryptoBytesPerSec = p.AESGCMBytesPerSec.Value
 	}
