@@ -176,7 +176,7 @@ func runAdvise(cmd *cobra.Command, o adviseOptions) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(a)
 	case o.format == "conf":
-		writeConf(o.out, a)
+		writeAdviceConf(o.out, a)
 	default:
 		writeAdvice(o.out, a)
 	}
@@ -218,7 +218,7 @@ func writeAdvice(w io.Writer, a advise.Advice) {
 	fmt.Fprintf(w, "test it: ovpnperf lab run --variant '%s' --variant default\n", a.Variant)
 }
 
-func writeConf(w io.Writer, a advise.Advice) {
+func writeAdviceConf(w io.Writer, a advise.Advice) {
 	block := func(title string, ls []advise.Line) {
 		fmt.Fprintf(w, "# --- %s ---\n", title)
 		for _, l := range ls {
