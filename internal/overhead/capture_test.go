@@ -112,11 +112,13 @@ func TestCapturedOuterSizes(t *testing.T) {
 // tunnel carries three pings of each size, and returns the data-packet
 // sizes seen per server port.
 //
-// Equivalent to: ip netns exec ROUTER tcpdump -i rs -n -s 160 --immediate-mode -U -w FILE portrange 1194-1209
+// Equivalent to: ip netns exec ROUTER tcpdump -Z root -i rs -n -s 160 --immediate-mode -U -w FILE portrange 1194-1209
 func captureRound(ctx context.Context, t *testing.T, l *lab.Lab, file string, cases []*captureCase) map[uint16][]pktSize {
 	t.Helper()
 	logPath := file + ".log"
-	proc, err := l.Start(ctx, lab.Router, logPath, "tcpdump", "-i", "rs", "-n", "-s", "160", "--immediate-mode", "-U", "-w", file,
+	// -Z root: tcpdump would otherwise write the file as user tcpdump,
+	// mode 0644; lab files are root's and 0600 (chmod after the stop).
+	proc, err := l.Start(ctx, lab.Router, logPath, "tcpdump", "-Z", "root", "-i", "rs", "-n", "-s", "160", "--immediate-mode", "-U", "-w", file,
 		fmt.Sprintf("portrange %d-%d", tunnel.BasePort, tunnel.BasePort+tunnel.MaxSlots-1))
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +135,9 @@ func captureRound(ctx context.Context, t *testing.T, l *lab.Lab, file string, ca
 	}
 	time.Sleep(200 * time.Millisecond)
 	_ = proc.Stop()
+	if err := os.Chmod(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
