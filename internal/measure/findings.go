@@ -2,6 +2,7 @@ package measure
 
 import (
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
@@ -49,7 +50,8 @@ func Findings(rep *Report) []string {
 			busiest := max(r.CPUSecondsPerGB["server"], r.CPUSecondsPerGB["client"])
 			switch {
 			case pct >= 90:
-				line += ": the tunnel costs about its header overhead (OpenVPN's 52 bytes on 1500 predict 96%); the path is the limit."
+				ov := defaultGCMOverhead()
+				line += fmt.Sprintf(": the tunnel costs about its header overhead (OpenVPN's %d bytes on 1500 predict %.0f%%); the path is the limit.", ov, 100*1500/float64(1500+ov))
 			case busiest > 0:
 				// CPU-seconds per 10^9 bytes → the rate one core sustains.
 				line += fmt.Sprintf(": OpenVPN is the limit; its busier process spends %.1f CPU-s per GB, so one core carries at most about %s Mbit/s at this cost.",
@@ -73,4 +75,14 @@ func Findings(rep *Report) []string {
 		}
 	}
 	return out
+}
+
+// defaultGCMOverhead is what the overhead model gives for OpenVPN 2.6's
+// default data channel over UDP/IPv4, outer headers included.
+func defaultGCMOverhead() int {
+	f, err := overhead.New(overhead.DataChannel{}, overhead.Transport{Proto: "udp"})
+	if err != nil {
+		panic(err) // the default configuration is always known to the model
+	}
+	return f.Overhead(1500)
 }
