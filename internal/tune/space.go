@@ -195,6 +195,10 @@ type SpaceOptions struct {
 	Fixed map[string]string
 	// Advice, when set, adds advise's value of each axis to the axis.
 	Advice *Candidate
+	// BufferCap, when not 0, leaves out buffer sizes above it: the twin's
+	// net.core.rmem_max/wmem_max, which it cannot raise without the host's
+	// (OpenVPN's SO_SNDBUF/SO_RCVBUF would be clamped to it).
+	BufferCap int
 }
 
 // Buffer sizes tried, in bytes: OpenVPN sets them with SO_SNDBUF and
@@ -213,6 +217,9 @@ func Space(o SpaceOptions) []Axis {
 	}
 	bufs := []string{""}
 	for _, b := range bufferSizes {
+		if o.BufferCap > 0 && b > o.BufferCap {
+			continue
+		}
 		bufs = append(bufs, fmt.Sprintf("sndbuf %d;rcvbuf %d", b, b))
 	}
 	proto := []string{"udp"}

@@ -46,6 +46,8 @@ type Options struct {
 	AllowTCP        bool
 	Fixed           map[string]string
 	Advice          Advice
+	// BufferCap is the twin's socket-buffer cap (SpaceOptions.BufferCap).
+	BufferCap int
 	// Passes bounds the coordinate-descent passes over the axes (default 2).
 	Passes int
 	// Progress receives one line per round with the current best.
@@ -195,7 +197,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	} else {
 		s.res.Advise = AdviseInfo{Note: o.Advice.Note}
 	}
-	axes := Space(SpaceOptions{PathMTU: o.Path.EffectiveMTU(), AllowTCP: o.AllowTCP, Fixed: o.Fixed, Advice: adv})
+	axes := Space(SpaceOptions{PathMTU: o.Path.EffectiveMTU(), AllowTCP: o.AllowTCP, Fixed: o.Fixed, Advice: adv, BufferCap: o.BufferCap})
+	if o.BufferCap > 0 && o.BufferCap < bufferSizes[len(bufferSizes)-1] {
+		s.res.Notes = append(s.res.Notes, fmt.Sprintf("socket buffers above %d bytes not tried: the twin's net.core.rmem_max/wmem_max is the host's %d and tune does not change the host's sysctls", o.BufferCap, o.BufferCap))
+	}
 	s.res.Axes = axes
 	def := Candidate{Proto: "udp", Settings: map[string]string{}}
 	for ax, v := range o.Fixed {

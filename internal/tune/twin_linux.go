@@ -100,11 +100,12 @@ var bufferCapKeys = []string{"net/core/rmem_max", "net/core/wmem_max"}
 
 // raiseBufferCaps raises net.core.rmem_max and wmem_max in the twin's
 // client and server namespaces to want, so that the buffers a candidate
-// asks for are not silently clamped. Only where the kernel keeps these
-// caps per network namespace: there a fresh namespace copies its creator's
-// values and the file appears inside it; on kernels where they are global
-// the file is absent from non-initial namespaces, and writing the host's
-// value is not tune's to do, so it says the buffers stay capped.
+// asks for are not silently clamped, where the kernel lets a namespace
+// have its own caps. Kernels differ: on older ones the caps are global
+// and absent from child namespaces; on newer ones (6.18 here) a child
+// namespace shows its creator's values read-only. In both cases raising
+// them would mean changing the host's, which is not tune's to do: the
+// note says the buffers stay capped at the host's value.
 func raiseBufferCaps(l *lab.Lab, want int) (string, error) {
 	if want == 0 {
 		return "", nil
@@ -116,11 +117,16 @@ func raiseBufferCaps(l *lab.Lab, want int) (string, error) {
 		err := netns.Do(l.Namespace(n), func() error {
 			for _, k := range bufferCapKeys {
 				p := "/proc/sys/" + k
-				b, err := os.ReadFile(p)
+				key := strings.ReplaceAll(k, "/", ".")
+				fi, err := os.Stat(p)
 				if os.IsNotExist(err) {
-					notes = append(notes, fmt.Sprintf("%s: %s is global on this kernel; buffers above the host's %v stay capped", n, strings.ReplaceAll(k, "/", "."), hostBefore[k]))
+					notes = append(notes, fmt.Sprintf("%s is global on this kernel: buffers above the host's %d are clamped in the twin (tune leaves the host's sysctls alone)", key, hostBefore[k]))
 					continue
 				}
+				if err != nil {
+					return err
+				}
+				b, err := os.ReadFile(p)
 				if err != nil {
 					return err
 				}
@@ -128,10 +134,14 @@ func raiseBufferCaps(l *lab.Lab, want int) (string, error) {
 				if cur >= want {
 					continue
 				}
-				if err := os.WriteFile(p, []byte(strconv.Itoa(want)), 0o644); err != nil {
-					return fmt.Errorf("sysctl %s=%d: %w", strings.ReplaceAll(k, "/", "."), want, err)
+				if fi.Mode().Perm()&0o200 == 0 {
+					notes = append(notes, fmt.Sprintf("%s is read-only in the twin's namespaces on this kernel (inherited from the host: %d): buffers above it are clamped (tune leaves the host's sysctls alone)", key, cur))
+					continue
 				}
-				notes = append(notes, fmt.Sprintf("%s: %s %d → %d in the twin", n, strings.ReplaceAll(k, "/", "."), cur, want))
+				if err := os.WriteFile(p, []byte(strconv.Itoa(want)), 0o644); err != nil {
+					return fmt.Errorf("sysctl %s=%d: %w", key, want, err)
+				}
+				notes = append(notes, fmt.Sprintf("%s raised %d → %d in the twin's namespaces", key, cur, want))
 			}
 			return nil
 		})
@@ -147,7 +157,27 @@ func raiseBufferCaps(l *lab.Lab, want int) (string, error) {
 		}
 		return "", fmt.Errorf("raising the buffer caps in the twin changed the host's (%v → %v); restored, not raising them", hostBefore, after)
 	}
-	return strings.Join(notes, "; "), nil
+	return strings.Join(uniqNotes(notes), "; "), nil
+}
+
+func uniqNotes(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// HostBufferCap returns min(net.core.rmem_max, wmem_max) of the calling
+// process's namespace: the most a twin's socket buffer can be when the
+// twin cannot raise its own caps.
+func HostBufferCap() int {
+	c := readCaps()
+	return min(c["net/core/rmem_max"], c["net/core/wmem_max"])
 }
 
 // readCaps reads the caps of the calling process's namespace (the host's).
