@@ -17,10 +17,19 @@ type Samples map[string][]float64
 
 // compare returns +1 when a is faster than b beyond the spread (a's slowest
 // sample above b's fastest), -1 when slower beyond the spread, 0 when the
-// ranges overlap or either side has fewer than MinSamples samples.
+// ranges overlap or either side has fewer than MinSamples samples. A side
+// with no valid sample at all, measured in the same interleaved rounds as
+// one with MinSamples valid samples, is the slower one: the other worked
+// at the same times under the same load (on a black-holed path OpenVPN's
+// defaults stall and every sample of them fails).
 func compare(a, b []float64) int {
 	sa, sb := measure.Summarize(a), measure.Summarize(b)
-	if sa.N < MinSamples || sb.N < MinSamples {
+	switch {
+	case sa.N >= MinSamples && sb.N == 0:
+		return 1
+	case sa.N == 0 && sb.N >= MinSamples:
+		return -1
+	case sa.N < MinSamples || sb.N < MinSamples:
 		return 0
 	}
 	switch {
@@ -73,7 +82,10 @@ func Decide(name string, best, def Samples, dirs []string) Verdict {
 		case -1:
 			rel = "slower beyond the spread"
 		}
-		if b.N < MinSamples || o.N < MinSamples {
+		switch {
+		case b.N >= MinSamples && o.N == 0:
+			rel = "the default gave no valid sample"
+		case b.N < MinSamples || o.N < MinSamples:
 			rel = fmt.Sprintf("too few samples (%d vs %d, need %d)", b.N, o.N, MinSamples)
 		}
 		parts = append(parts, fmt.Sprintf("%s %s vs %s Mbit/s: %s", d, measure.FormatMbpsSpread(b), measure.FormatMbpsSpread(o), rel))

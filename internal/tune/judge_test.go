@@ -40,6 +40,15 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
+	// The default stalled (no valid sample up); the best worked at the
+	// same times: it wins that direction. With only two samples it does not.
+	stalled := Samples{"down": mbit(17, 18, 19)}
+	if v := Decide("c1", Samples{"up": mbit(60, 61, 62), "down": mbit(17, 18, 19)}, stalled, both); !v.Found || !strings.Contains(v.Message, "no valid sample") {
+		t.Errorf("default stalled: %+v", v)
+	}
+	if v := Decide("c1", Samples{"up": mbit(60, 61), "down": mbit(17, 18, 19)}, stalled, both); v.Found {
+		t.Errorf("default stalled, best with 2 samples: %+v", v)
+	}
 	if v := Decide("default", def, def, both); v.Found || !strings.Contains(v.Message, "nothing beats the default") {
 		t.Errorf("a search that never moved: %+v", v)
 	}
