@@ -12,52 +12,13 @@ package pmtu
 
 import (
 	"fmt"
-	"sort"
 	"strings"
+
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 )
 
-// cipherSpec is what a data-channel cipher adds to a packet.
-type cipherSpec struct {
-	aead  bool
-	cbc   bool
-	block int // CBC block size
-	iv    int
-	tag   int
-}
-
-var ciphers = map[string]cipherSpec{
-	"AES-128-GCM":       {aead: true, tag: 16, iv: 12},
-	"AES-192-GCM":       {aead: true, tag: 16, iv: 12},
-	"AES-256-GCM":       {aead: true, tag: 16, iv: 12},
-	"CHACHA20-POLY1305": {aead: true, tag: 16, iv: 12},
-	"AES-128-CBC":       {cbc: true, block: 16, iv: 16},
-	"AES-192-CBC":       {cbc: true, block: 16, iv: 16},
-	"AES-256-CBC":       {cbc: true, block: 16, iv: 16},
-	"CAMELLIA-128-CBC":  {cbc: true, block: 16, iv: 16},
-	"CAMELLIA-256-CBC":  {cbc: true, block: 16, iv: 16},
-	"ARIA-128-CBC":      {cbc: true, block: 16, iv: 16},
-	"ARIA-256-CBC":      {cbc: true, block: 16, iv: 16},
-	"BF-CBC":            {cbc: true, block: 8, iv: 8},
-	"DES-EDE3-CBC":      {cbc: true, block: 8, iv: 8},
-	"NONE":              {},
-}
-
-var hmacs = map[string]int{
-	"NONE": 0, "SHA1": 20, "SHA224": 28, "SHA256": 32, "SHA384": 48, "SHA512": 64,
-	"SHA512-224": 28, "SHA512-256": 32, "SHA3-256": 32, "SHA3-512": 64, "BLAKE2S256": 32,
-}
-
 // Ciphers lists the data-channel ciphers the translation knows.
-func Ciphers() []string {
-	var out []string
-	for c := range ciphers {
-		if c != "NONE" {
-			out = append(out, c)
-		}
-	}
-	sort.Strings(out)
-	return append(out, "none")
-}
+func Ciphers() []string { return overhead.Ciphers() }
 
 // DataChannel is the OpenVPN data-channel configuration that decides the
 // per-packet overhead.
@@ -79,83 +40,10 @@ type Transport struct {
 
 func (t Transport) String() string { return fmt.Sprintf("%s over %s", t.Proto, t.Family) }
 
-type frame struct {
-	spec     cipherSpec
-	hmac     int
-	header   int // protocol header (frame_calculate_protocol_header_size, occ=false)
-	payload  int // payload overhead (frame_calculate_payload_overhead)
-	encap    int // outer IP + UDP/TCP (datagram_overhead)
-	tcpFrame bool
-}
-
-func (dc DataChannel) frame(t Transport) (frame, error) {
-	name := strings.ToUpper(dc.Cipher)
-	if name == "" {
-		name = "AES-256-GCM"
-	}
-	spec, ok := ciphers[name]
-	if !ok {
-		return frame{}, fmt.Errorf("unknown data cipher %q: known are %s", dc.Cipher, strings.Join(Ciphers(), ", "))
-	}
-	f := frame{spec: spec}
-	if !spec.aead {
-		auth := strings.ToUpper(dc.Auth)
-		if auth == "" {
-			auth = "SHA1"
-		}
-		h, ok := hmacs[auth]
-		if !ok {
-			return frame{}, fmt.Errorf("unknown --auth digest %q", dc.Auth)
-		}
-		f.hmac = h
-	}
-	switch t.Proto {
-	case "udp":
-		f.encap = 8
-	case "tcp":
-		f.encap = 20
-		f.header += 2 // 16-bit length prefix of the TCP stream
-		f.tcpFrame = true
-	default:
-		return frame{}, fmt.Errorf("unknown transport %q (udp or tcp)", t.Proto)
-	}
-	f.encap += t.Family.HeaderBytes()
-	f.header += 4 // P_DATA_V2 opcode + peer-id
-	const packetID = 4
-	switch {
-	case spec.aead:
-		f.header += packetID + spec.tag
-	case spec.cbc:
-		f.header += spec.iv + f.hmac
-		f.payload += packetID // encrypted with the payload
-	default: // cipher none
-		f.header += packetID + f.hmac
-	}
-	switch strings.ToLower(dc.Compress) {
-	case "", "no", "lz4-v2", "stub-v2":
-	case "lzo", "lz4", "stub", "comp-lzo":
-		f.payload++
-	default:
-		return frame{}, fmt.Errorf("unknown compression %q", dc.Compress)
-	}
-	if dc.Fragment {
-		if t.Proto != "udp" {
-			return frame{}, fmt.Errorf("--fragment works only with UDP transport")
-		}
-		f.payload += 4
-	}
-	return f, nil
-}
-
-// outerSize is the size of the outer IP packet that carries an inner packet
-// of n bytes.
-func (f frame) outerSize(n int) int {
-	body := f.payload + n
-	if f.spec.cbc {
-		// PKCS#7 padding adds 1 … block bytes.
-		body = (body/f.spec.block + 1) * f.spec.block
-	}
-	return f.encap + f.header + body
+// frame asks the overhead model (internal/overhead) for dc over t.
+func (dc DataChannel) frame(t Transport) (overhead.Frame, error) {
+	return overhead.New(overhead.DataChannel{Cipher: dc.Cipher, Auth: dc.Auth, Compress: dc.Compress, Fragment: dc.Fragment},
+		overhead.Transport{Proto: t.Proto, IPv6: t.Family == IPv6})
 }
 
 // Overhead returns the bytes OpenVPN adds to an inner packet of innerBytes,
@@ -166,7 +54,7 @@ func (dc DataChannel) Overhead(t Transport, innerBytes int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return f.outerSize(innerBytes) - innerBytes, nil
+	return f.Overhead(innerBytes), nil
 }
 
 // MaxTunMTU returns the largest tun-mtu whose full-size packets still fit an
@@ -176,12 +64,7 @@ func (dc DataChannel) MaxTunMTU(t Transport, pathMTU int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for n := pathMTU; n > 0; n-- {
-		if f.outerSize(n) <= pathMTU {
-			return n, nil
-		}
-	}
-	return 0, nil
+	return f.MaxInner(pathMTU), nil
 }
 
 // MSS returns the TCP MSS that OpenVPN 2.6 writes into SYNs of inner
@@ -192,18 +75,7 @@ func (dc DataChannel) MSS(t Transport, value int, encap, v6 bool) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	target := value - f.header
-	if encap {
-		target -= f.encap
-	}
-	if f.spec.cbc {
-		target = target/f.spec.block*f.spec.block - 1 // adjust_payload_max_cbc
-	}
-	mss := target - f.payload - 40 // inner IPv4 + TCP headers without options
-	if v6 {
-		mss -= 20 // mss_fixup_ipv6
-	}
-	return mss, nil
+	return f.MSS(value, encap, v6), nil
 }
 
 // Translation is the OpenVPN meaning of a path MTU for one outer transport.
@@ -244,10 +116,10 @@ func (dc DataChannel) Translate(t Transport, pathMTU int, blackhole, measured bo
 	}
 	tr := Translation{Transport: t.Proto, Family: t.Family.String(), Measured: measured, PathMTU: pathMTU}
 	tr.MaxTunMTU, _ = dc.MaxTunMTU(t, pathMTU)
-	tr.Overhead = f.outerSize(tr.MaxTunMTU) - tr.MaxTunMTU
-	tr.TunMTU1500Fits = f.outerSize(1500) <= pathMTU
+	tr.Overhead = f.OuterSize(tr.MaxTunMTU) - tr.MaxTunMTU
+	tr.TunMTU1500Fits = f.OuterSize(1500) <= pathMTU
 	tr.MSSFix = fmt.Sprintf("mssfix %d mtu", pathMTU)
-	tr.MSSFix25 = fmt.Sprintf("mssfix %d", pathMTU-f.encap)
+	tr.MSSFix25 = fmt.Sprintf("mssfix %d", pathMTU-f.Encap)
 	tr.InnerMSS4, _ = dc.MSS(t, pathMTU, true, false)
 	tr.InnerMSS6, _ = dc.MSS(t, pathMTU, true, true)
 	tr.DefaultMSSFixOK = pathMTU >= 1492
@@ -255,7 +127,7 @@ func (dc DataChannel) Translate(t Transport, pathMTU int, blackhole, measured bo
 	var advice []string
 	switch {
 	case tr.TunMTU1500Fits:
-		advice = append(advice, fmt.Sprintf("the defaults fit: tun-mtu 1500 makes %d-byte outer packets, no fragmentation", f.outerSize(1500)))
+		advice = append(advice, fmt.Sprintf("the defaults fit: tun-mtu 1500 makes %d-byte outer packets, no fragmentation", f.OuterSize(1500)))
 	case t.Proto == "tcp":
 		advice = append(advice, "TCP transport never fragments the outer packets (the stream is re-segmented)",
 			fmt.Sprintf("%s keeps tunnelled TCP segments from being split across outer segments", tr.MSSFix))
@@ -267,7 +139,7 @@ func (dc DataChannel) Translate(t Transport, pathMTU int, blackhole, measured bo
 		tr.Fragment = fmt.Sprintf("fragment %d mtu", pathMTU)
 		advice = append(advice,
 			fmt.Sprintf("set %s on both peers (2.5: %s): OpenVPN cannot learn this path MTU because the ICMP errors are lost, and the default mssfix 1492 lets TCP inside the tunnel stall", tr.MSSFix, tr.MSSFix25),
-			fmt.Sprintf("non-TCP packets larger than %d bytes vanish: either lower tun-mtu to %d on both peers, or use %s (2.5: fragment %d; disables DCO)", tr.MaxTunMTU, tr.MaxTunMTU, tr.Fragment, pathMTU-f.encap))
+			fmt.Sprintf("non-TCP packets larger than %d bytes vanish: either lower tun-mtu to %d on both peers, or use %s (2.5: fragment %d; disables DCO)", tr.MaxTunMTU, tr.MaxTunMTU, tr.Fragment, pathMTU-f.Encap))
 	default:
 		if tr.DefaultMSSFixOK {
 			advice = append(advice, fmt.Sprintf("the default mssfix 1492 mtu is fine for TCP; %s would be exact", tr.MSSFix))

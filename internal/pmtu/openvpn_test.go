@@ -92,14 +92,14 @@ func TestMSSFitsPathExactly(t *testing.T) {
 			f, _ := dc.frame(tr)
 			for _, path := range []int{1280, 1400, 1492, 1500} {
 				mss, _ := dc.MSS(tr, path, true, false)
-				if got := f.outerSize(mss + 40); got > path {
+				if got := f.OuterSize(mss + 40); got > path {
 					t.Errorf("%s %v path %d: MSS %d makes %d-byte outer packets", cipher, tr, path, mss, got)
 				}
-				if got := f.outerSize(mss + 41); got <= path {
+				if got := f.OuterSize(mss + 41); got <= path {
 					t.Errorf("%s %v path %d: MSS %d is not the largest (MSS+1 makes %d)", cipher, tr, path, mss, got)
 				}
 				tun, _ := dc.MaxTunMTU(tr, path)
-				if f.outerSize(tun) > path || f.outerSize(tun+1) <= path {
+				if f.OuterSize(tun) > path || f.OuterSize(tun+1) <= path {
 					t.Errorf("%s %v path %d: MaxTunMTU %d is not the largest that fits", cipher, tr, path, tun)
 				}
 			}

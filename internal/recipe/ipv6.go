@@ -15,6 +15,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
 )
 
@@ -69,10 +70,21 @@ type ipv6Budget struct {
 	LinkHeader int
 }
 
+// defaultDataChannelBytes asks the overhead model what OpenVPN 2.6's
+// default data channel (AES-256-GCM, P_DATA_V2) adds over UDP/IPv4,
+// outer headers excluded.
+func defaultDataChannelBytes() int {
+	f, err := overhead.New(overhead.DataChannel{Cipher: "AES-256-GCM"}, overhead.Transport{Proto: "udp"})
+	if err != nil {
+		panic(err) // a constant configuration the model knows
+	}
+	return f.Wire(1000)
+}
+
 // ipv6DefaultBudget is OpenVPN 2.6's default over IPv4 UDP with AES-256-GCM,
 // for an inner packet of the given family.
 func ipv6DefaultBudget(innerIPv6, timestamps bool) ipv6Budget {
-	b := ipv6Budget{TunMTU: 1500, Mssfix: 1492, OuterIP: 20, OuterL4: 8, DataChannel: 24, InnerIP: 20, TCP: 20, LinkHeader: 14}
+	b := ipv6Budget{TunMTU: 1500, Mssfix: 1492, OuterIP: 20, OuterL4: 8, DataChannel: defaultDataChannelBytes(), InnerIP: 20, TCP: 20, LinkHeader: 14}
 	if innerIPv6 {
 		b.InnerIP = 40
 	}
