@@ -162,7 +162,7 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 			return s, usage.Errorf("--pki %q: %v", o.pki, err)
 		}
 	}
-	advice, err := tuneAdvice(p, o.probe)
+	advice, err := tuneAdvice(p, tune.HostBufferCap())
 	if err != nil {
 		return s, err
 	}
