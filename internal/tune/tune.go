@@ -202,6 +202,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		s.res.Notes = append(s.res.Notes, fmt.Sprintf("socket buffers above %d bytes not tried: the twin's net.core.rmem_max/wmem_max is the host's %d and tune does not change the host's sysctls", o.BufferCap, o.BufferCap))
 	}
 	s.res.Axes = axes
+	if _, fixed := o.Fixed[AxisProto]; !fixed && !o.AllowTCP {
+		s.res.Notes = append(s.res.Notes, "OpenVPN over TCP not tried (--allow-tcp)")
+	}
 	def := Candidate{Proto: "udp", Settings: map[string]string{}}
 	for ax, v := range o.Fixed {
 		def = def.with(ax, v)
