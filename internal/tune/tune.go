@@ -230,6 +230,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer cancel()
 	incumbent := "default"
 	var runErr error
+	failures := 0
 	round := 0
 	// measureRound measures names (the references default and advise are
 	// always among them, so that every comparison with them is within
@@ -253,11 +254,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 			step.Candidates = append(step.Candidates, sc)
 		}
+		if err != nil && runCtx.Err() == nil {
+			// A round that failed (a tunnel that would not start, a lab
+			// that would not build) is recorded and the search goes on
+			// with the next axis; two failures in a row end it.
+			step.Errors = append(step.Errors, "round failed: "+err.Error())
+			s.logf("round %d failed: %v", round, err)
+			failures++
+			if failures >= 2 {
+				runErr = err
+			}
+		} else if err == nil {
+			failures = 0
+		}
 		s.res.Steps = append(s.res.Steps, step)
 		s.roundSam = append(s.roundSam, sam)
-		if err != nil && runCtx.Err() == nil {
-			runErr = err
-		}
 		return sam, err == nil
 	}
 	decide := func(dec string, moved, noise bool) {

@@ -186,3 +186,26 @@ func TestSpaceAndFix(t *testing.T) {
 		t.Error("fragment over TCP accepted")
 	}
 }
+
+// A failed round (a candidate's tunnel would not start) is recorded and
+// the search goes on; two failures in a row end it with the error.
+func TestSearchSurvivesAFailedRound(t *testing.T) {
+	var rounds atomic.Int32
+	ok := fakeMeasure(blackhole, 0, &rounds)
+	fail := errors.New("openvpn c3: exited")
+	m := func(ctx context.Context, round int, cands []Named) (map[string]Samples, []string, error) {
+		if round == 2 {
+			return nil, nil, fail
+		}
+		return ok(ctx, round, cands)
+	}
+	res, err := Run(context.Background(), Options{Path: fakePath, Budget: time.Minute, Measure: m})
+	if err != nil || res.Best.Body != "mssfix 1400 mtu" || len(res.Steps) < 3 || len(res.Steps[1].Errors) == 0 {
+		t.Errorf("err %v, best %+v, steps %+v", err, res.Best, res.Steps)
+	}
+	always := func(context.Context, int, []Named) (map[string]Samples, []string, error) { return nil, nil, fail }
+	res, err = Run(context.Background(), Options{Path: fakePath, Budget: time.Minute, Measure: always})
+	if !errors.Is(err, fail) || len(res.Steps) != 2 || !strings.HasPrefix(res.Stopped, "failed") {
+		t.Errorf("err %v, %d steps, stopped %q", err, len(res.Steps), res.Stopped)
+	}
+}
