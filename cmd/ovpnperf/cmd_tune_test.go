@@ -20,13 +20,11 @@ import (
 
 // checkGoneTune fails if any lab of a tune run named NAME is left (its
 // rounds are NAME-r1, NAME-r2 …) or any process of a lab still runs.
-func checkGoneTune(t *testing.T, name string, procsBefore map[int]bool) {
+func checkGoneTune(t *testing.T, name string) {
 	t.Helper()
 	labtest.CheckGonePrefix(t, name+"-r")
-	for pid := range labProcesses() {
-		if !procsBefore[pid] {
-			t.Errorf("process %d of a lab still runs after tune ended", pid)
-		}
+	for pid := range labProcesses(name + "-r") {
+		t.Errorf("process %d of a lab of this run still runs after tune ended", pid)
 	}
 }
 
@@ -36,7 +34,6 @@ func TestTuneBudget(t *testing.T) {
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "tb" + lab.NewName()[:6]
-	procs := labProcesses()
 	const budget = 40 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -65,7 +62,7 @@ func TestTuneBudget(t *testing.T) {
 	if n := len(res.Steps[0].Candidates[0].Samples["up"]); n == 0 {
 		t.Errorf("no sample recorded in round 1: %+v", res.Steps[0])
 	}
-	checkGoneTune(t, name, procs)
+	checkGoneTune(t, name)
 }
 
 // Must show 4: Ctrl-C stops the search, prints the best so far and leaves
@@ -74,7 +71,6 @@ func TestTuneInterrupted(t *testing.T) {
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "ti" + lab.NewName()[:6]
-	procs := labProcesses()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := runner.Command(ctx, binary, "tune", "--name", name, "--rate", "20mbit", "--budget", "10m", "--time", "2s", "--omit", "0s")
@@ -99,7 +95,7 @@ func TestTuneInterrupted(t *testing.T) {
 	if !strings.Contains(out, "interrupted") || !strings.Contains(out, "nothing beats the default") && !strings.Contains(out, "best:") {
 		t.Errorf("no best-so-far report after the interrupt:\n%s", out)
 	}
-	checkGoneTune(t, name, procs)
+	checkGoneTune(t, name)
 }
 
 func TestTuneRefusesBadInput(t *testing.T) {
