@@ -95,6 +95,11 @@ type Spec struct {
 	// VARIANT) and to its inner IPv6 address (rows named
 	// VARIANT+InnerIPv6Suffix); both rows carry Extra["inner_family"].
 	InnerIPv6 map[string]bool
+	// Prepare, if set, runs once the lab is up, before any tunnel starts:
+	// for settings of the lab's namespaces that OpenVPN reads when it
+	// opens its sockets (tune raises net.core.rmem_max there). An error
+	// ends the run.
+	Prepare func(ctx context.Context, l *lab.Lab) error
 	// Ready, if set, runs once a variant's tunnel is up, before any
 	// sample: for settings outside OpenVPN (a qdisc on its tun device)
 	// or checks of what it logged. An error ends the run.
@@ -279,6 +284,11 @@ func UpBench(ctx context.Context, spec Spec, n Network) (*Bench, error) {
 // StartTunnels brings up one tunnel per variant of the network, with the
 // spec's Configure, and calls spec.Ready on each.
 func (b *Bench) StartTunnels(ctx context.Context, spec Spec, n Network, prog *measure.Progress) error {
+	if spec.Prepare != nil {
+		if err := spec.Prepare(ctx, b.Lab); err != nil {
+			return err
+		}
+	}
 	for i, v := range n.variants(spec) {
 		prog.Logf("%s: starting OpenVPN %s (%s)", n.Name, v.Name, spec.protoOf(v.Name))
 		opts := tunnel.Options{Variant: v, Slot: i, Proto: spec.protoOf(v.Name), PKI: b.PKI, InnerIPv6: spec.InnerIPv6[v.Name]}

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/tune"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+)
+
+func init() { register(newTuneCommand) }
+
+type tuneOptions struct {
+	flags     pathFlags
+	probe     string
+	budget    time.Duration
+	fix       []string
+	allowTCP  bool
+	start     string
+	repeat    int
+	duration  time.Duration
+	omit      time.Duration
+	direction string
+	json      bool
+	out       string
+	name      string
+	pki       string
+}
+
+func newTuneCommand() *cobra.Command {
+	var o tuneOptions
+	c := &cobra.Command{
+		Use:   "tune [flags]",
+		Short: "Search a lab twin of a path for an OpenVPN configuration faster than the defaults and advise's",
+		Long: `tune builds a lab twin of a path (the same flags as lab up, or a probe
+JSON), measures OpenVPN's defaults and advise's variant, then searches one
+parameter at a time (coordinate descent): tun-mtu/mssfix/fragment,
+sndbuf/rcvbuf (up to the twin's net.core.rmem_max/wmem_max, raised inside
+the twin where the kernel allows it, never on the host),
+proto (with --allow-tcp), data cipher, txqueuelen, fast-io, and any other
+directive advise proposes. Each round measures the current best, the
+default, advise's variant and the other values of one parameter, with
+interleaved samples and lab run's validity rules. It moves only to a
+candidate faster beyond the spread (its slowest sample above the current
+best's fastest, in at least one direction, slower beyond the spread in
+none); when the differences are within the spread it says so and stops
+that parameter.
+
+The best is reported only if it beats the default beyond the spread;
+otherwise tune says that nothing beats the default. Ctrl-C or the end of
+--budget stops the search and prints the best so far.`,
+		Example: `  ovpnperf tune --rate 20mbit --rtt 200ms --budget 10m
+  ovpnperf tune --rate 100mbit --rtt 10ms --mtu 1400 --icmp-blackhole --fix proto=udp
+  ovpnperf tune --rate 5mbit --rtt 300ms --loss 2% --allow-tcp --json`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runTune(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	f := c.Flags()
+	o.flags.bind(f)
+	f.StringVar(&o.probe, "probe", "", "build the twin from this probe JSON (ovpnperf probe) instead of path flags")
+	f.DurationVar(&o.budget, "budget", 10*time.Minute, "stop the search after this long and report the best so far (30s–24h)")
+	f.StringArrayVar(&o.fix, "fix", nil, "pin a parameter (repeatable): proto=udp|tcp, cipher=CIPHER|default, mtu='DIRECTIVES'|default, buffers=BYTES|default, txqueuelen=N|default, fast-io=on|off")
+	f.BoolVar(&o.allowTCP, "allow-tcp", false, "let the search try OpenVPN over TCP")
+	f.StringVar(&o.start, "start", "", "a starting variant of your own (NAME=DIRECTIVES…), used in place of advise's")
+	f.IntVar(&o.repeat, "repeat", 3, "samples per candidate and round, interleaved (3–20; 3 are needed to call a difference beyond the spread)")
+	f.DurationVar(&o.duration, "time", 2*time.Second, "length of each iperf3 sample (whole seconds, 1s–60s)")
+	f.DurationVar(&o.omit, "omit", time.Second, "warm-up left out of each sample (iperf3 -O; whole seconds)")
+	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
+	f.BoolVar(&o.json, "json", false, "print the run as one JSON document (schema "+tune.Schema+")")
+	f.StringVar(&o.out, "out", "", "also write the JSON document to this file")
+	f.StringVar(&o.name, "name", "", "name the twin's labs NAME-rN (round N), to watch them with lab exec (default random)")
+	f.StringVar(&o.pki, "pki", "", "reuse the PKI in this directory instead of a throw-away one per round")
+	return c
+}
+
+// tuneSetup is a validated tune run.
+type tuneSetup struct {
+	opts tune.Options
+	twin tune.TwinOptions
+	args string // path flags as lab run takes them
+}
+
+func (o tuneOptions) setup() (tuneSetup, error) {
+	var s tuneSetup
+	if o.budget < 30*time.Second || o.budget > 24*time.Hour {
+		return s, usage.Errorf("--budget %v: want 30s–24h", o.budget)
+	}
+	if o.repeat < tune.MinSamples || o.repeat > 20 {
+		return s, usage.Errorf("--repeat %d: want %d–20", o.repeat, tune.MinSamples)
+	}
+	if o.duration < time.Second || o.duration > 60*time.Second || o.duration%time.Second != 0 {
+		return s, usage.Errorf("--time %v: want whole seconds from 1s to 60s (iperf3 -t)", o.duration)
+	}
+	if o.omit < 0 || o.omit > 60*time.Second || o.omit%time.Second != 0 {
+		return s, usage.Errorf("--omit %v: want whole seconds from 0s to 60s (iperf3 -O)", o.omit)
+	}
+	var dirs []string
+	switch o.direction {
+	case "both":
+		dirs = []string{measure.DirectionUp, measure.DirectionDown}
+	case "up", "down":
+		dirs = []string{o.direction}
+	default:
+		return s, usage.Errorf("--direction %q: want up, down or both", o.direction)
+	}
+	fixed := map[string]string{}
+	for _, f := range o.fix {
+		axis, value, err := tune.ParseFix(f)
+		if err != nil {
+			return s, err
+		}
+		if _, dup := fixed[axis]; dup {
+			return s, usage.Errorf("--fix %q: %s is fixed twice", f, axis)
+		}
+		fixed[axis] = value
+	}
+	if fixed[tune.AxisProto] == "tcp" && !o.allowTCP {
+		// Fixing TCP is an explicit choice of TCP.
+		o.allowTCP = true
+	}
+	custom := false
+	for _, n := range pathFlagNames {
+		custom = custom || o.flags.fs.Changed(n)
+	}
+	var p lab.Path
+	var err error
+	switch {
+	case o.probe != "" && custom:
+		return s, usage.Errorf("--probe and path flags: give one or the other")
+	case o.probe != "":
+		if p, err = pathFromProbe(o.probe); err != nil {
+			return s, err
+		}
+	default:
+		// No flags: the unshaped LAN, like lab up.
+		if p, err = o.flags.path(); err != nil {
+			return s, err
+		}
+		s.args = pathArgs(o.flags.fs)
+	}
+	if o.name != "" {
+		if err := lab.ValidateName(o.name + "-r99"); err != nil {
+			return s, usage.Errorf("--name %q: want 1–12 lower-case letters, digits or dashes", o.name)
+		}
+	}
+	if o.pki != "" {
+		if _, err := openvpn.LoadPKI(o.pki); err != nil {
+			return s, usage.Errorf("--pki %q: %v", o.pki, err)
+		}
+	}
+	advice, err := tuneAdvice(p, tune.HostBufferCap())
+	if err != nil {
+		return s, err
+	}
+	if o.start != "" {
+		v, err := openvpn.ParseVariant(o.start)
+		if err != nil {
+			return s, usage.Errorf("--start: %v", err)
+		}
+		c := tune.FromVariant(v, "udp")
+		advice = tune.Advice{Candidate: &c, Variant: o.start, Note: "starting variant given with --start (not advise's); " + advice.Note}
+	}
+	desc := describePath(p)
+	s.opts = tune.Options{Path: p, PathDescription: desc, Directions: dirs, Budget: o.budget, AllowTCP: o.allowTCP, Fixed: fixed, Advice: advice}
+	s.twin = tune.TwinOptions{Path: p, Description: desc, Directions: dirs, Repeat: o.repeat, Duration: o.duration, Omit: o.omit, LabName: o.name, PKIDir: o.pki}
+	return s, nil
+}
+
+// pathArgs renders the path flags the user gave, for the lab run line.
+func pathArgs(fs *pflag.FlagSet) string {
+	var parts []string
+	for _, n := range pathFlagNames {
+		fl := fs.Lookup(n)
+		if fl == nil || !fl.Changed {
+			continue
+		}
+		if fl.Value.Type() == "bool" {
+			parts = append(parts, "--"+n)
+		} else {
+			parts = append(parts, "--"+n+" "+fl.Value.String())
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func runTune(ctx context.Context, stdout, stderr io.Writer, o tuneOptions) error {
+	s, err := o.setup()
+	if err != nil {
+		return err
+	}
+	if err := lab.Preflight(); err != nil {
+		return err
+	}
+	if err := runner.Require("openvpn", "iperf3"); err != nil {
+		return err
+	}
+	var notes []string
+	s.twin.Notes = func(n string) { notes = append(notes, n) }
+	s.opts.Progress = stderr
+	if !o.json {
+		s.twin.Progress = stderr
+	}
+	s.opts.Measure = tune.Twin(s.twin)
+	s.opts.BufferCap = tune.HostBufferCap()
+	res, err := tune.Run(ctx, s.opts)
+	if res == nil {
+		return err
+	}
+	res.Notes = append(res.Notes, uniqStrings(notes)...)
+	if o.out != "" {
+		if werr := writeTuneJSON(o.out, res); werr != nil {
+			return werr
+		}
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if jerr := enc.Encode(res); jerr != nil {
+			return jerr
+		}
+	} else {
+		printTune(stdout, res, s.args)
+	}
+	return err
+}
+
+func uniqStrings(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func writeTuneJSON(path string, res *tune.Result) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// printTune writes the result for people.
+func printTune(w io.Writer, res *tune.Result, pathArgs string) {
+	fmt.Fprintf(w, "path: %s\n", res.PathDescription)
+	fmt.Fprintf(w, "search: %d rounds in %.0f s (budget %.0f s), %s\n", len(res.Steps), res.ElapsedSeconds, res.BudgetSeconds, res.Stopped)
+	for _, st := range res.Steps {
+		fmt.Fprintf(w, "  round %d %-10s %s\n", st.Round, st.Axis, st.Decision)
+	}
+	fmt.Fprintln(w, res.Verdict.Message)
+	b := res.Best
+	if res.Verdict.Found {
+		args := strings.TrimSpace(pathArgs + " --proto " + b.Proto + " --variant '" + b.Variant + "'")
+		fmt.Fprintf(w, "best: ovpnperf lab run %s\n", args)
+		fmt.Fprintf(w, "server.conf:\n  %s\nclient.conf:\n  %s\n", strings.Join(b.Server, "\n  "), strings.Join(b.Client, "\n  "))
+		if len(b.Sysctl) > 0 {
+			fmt.Fprintf(w, "sysctl.conf (both machines):\n  %s\n", strings.Join(b.Sysctl, "\n  "))
+		}
+	}
+	for _, d := range res.Directions {
+		c := res.VsDefault[d]
+		fmt.Fprintf(w, "%s: best %s vs default %s Mbit/s (×%s)", d, measure.FormatMbpsSpread(c.Best), measure.FormatMbpsSpread(c.Other), measure.FormatRatio(c.Ratio))
+		if g, ok := res.VsAdvise[d]; ok {
+			fmt.Fprintf(w, "; advise %s Mbit/s, gap ×%s", measure.FormatMbpsSpread(g.Other), measure.FormatRatio(g.Ratio))
+			if len(g.ClosedBy) > 0 {
+				fmt.Fprintf(w, " (differs in %s)", strings.Join(g.ClosedBy, ", "))
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	for _, f := range res.Findings {
+		fmt.Fprintln(w, f)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
+	"github.com/ovpnperf/ovpnperf/internal/tune"
+)
+
+// checkGoneTune fails if any lab of a tune run named NAME is left (its
+// rounds are NAME-r1, NAME-r2 …) or any process of a lab still runs.
+func checkGoneTune(t *testing.T, name string) {
+	t.Helper()
+	labtest.CheckGonePrefix(t, name+"-r")
+	for pid := range labProcesses(name + "-r") {
+		t.Errorf("process %d of a lab of this run still runs after tune ended", pid)
+	}
+}
+
+// Must show 3: with a small budget tune stops on time (within the budget
+// plus one sample and the teardown, generously) and reports what it has.
+func TestTuneBudget(t *testing.T) {
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "openvpn", "iperf3")
+	name := "tb" + lab.NewName()[:6]
+	const budget = 40 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := runner.Command(ctx, binary, "tune", "--name", name, "--rate", "20mbit", "--rtt", "10ms",
+		"--budget", budget.String(), "--time", "2s", "--omit", "0s", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("tune: %v\n%s", err, stderr.String())
+	}
+	// One sample is 2 s plus iperf3's start; the teardown of a lab with a
+	// few tunnels takes seconds on a loaded machine: 25 s is generous.
+	if took > budget+25*time.Second {
+		t.Errorf("tune with --budget %v took %v", budget, took)
+	}
+	var res tune.Result
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, stdout.String())
+	}
+	if res.Stopped != tune.StoppedBudget || len(res.Steps) == 0 || res.Verdict.Message == "" || res.Best.Variant == "" {
+		t.Errorf("stopped %q, %d steps, verdict %q, best %q", res.Stopped, len(res.Steps), res.Verdict.Message, res.Best.Variant)
+	}
+	if n := len(res.Steps[0].Candidates[0].Samples["up"]); n == 0 {
+		t.Errorf("no sample recorded in round 1: %+v", res.Steps[0])
+	}
+	checkGoneTune(t, name)
+}
+
+// Must show 4: Ctrl-C stops the search, prints the best so far and leaves
+// no lab, process or file.
+func TestTuneInterrupted(t *testing.T) {
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "openvpn", "iperf3")
+	name := "ti" + lab.NewName()[:6]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := runner.Command(ctx, binary, "tune", "--name", name, "--rate", "20mbit", "--budget", "10m", "--time", "2s", "--omit", "0s")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Interrupt once round 1 has a few samples in (the experiment's
+	// progress counts them).
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), "(2/3)") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("interrupted tune exited %v, want status 130\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "interrupted") || !strings.Contains(out, "nothing beats the default") && !strings.Contains(out, "best:") {
+		t.Errorf("no best-so-far report after the interrupt:\n%s", out)
+	}
+	checkGoneTune(t, name)
+}
+
+func TestTuneRefusesBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"--budget", "1s"},
+		{"--fix", "proto=sctp"},
+		{"--fix", "mtu=up /bin/sh"},
+		{"--repeat", "2"},
+		{"--rate", "-5mbit"},
+		{"--probe", "x.json", "--rate", "5mbit"},
+	} {
+		r := ovpnperf(t, append([]string{"tune"}, args...)...)
+		if r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("tune %q: exit %d, stderr %q; want 2 and one line", args, r.code, r.stderr)
+		}
+	}
+}
+
+// The seam to advise: for the four paths of the advise issue, advise's
+// variant is one lab run (and so tune) accepts and tune groups it by axis.
+func TestTuneAdviceOnIssuePaths(t *testing.T) {
+	ms := func(d int) time.Duration { return time.Duration(d) * time.Millisecond }
+	sym := func(rate uint64, rtt time.Duration, loss float64) lab.Path {
+		l := lab.Link{RateBitsPerSec: rate, Delay: rtt / 2, LossPercent: loss}
+		return lab.Path{Up: l, Down: l}
+	}
+	b := sym(100e6, ms(10), 0)
+	b.MTU, b.ICMPBlackhole = 1400, true
+	for name, p := range map[string]lab.Path{"a": sym(20e6, ms(200), 0), "b": b, "c": {}, "d": sym(5e6, ms(300), 2)} {
+		a, err := tuneAdvice(p, 4<<20)
+		if err != nil || a.Candidate == nil {
+			t.Errorf("path %s: %v, %+v", name, err, a)
+			continue
+		}
+		t.Logf("path %s: advise %s → %v", name, a.Variant, a.Candidate.Settings)
+	}
+}

@@ -1,0 +1,510 @@
+package tune
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+)
+
+// Schema names the JSON document Run's Result is written as.
+const Schema = "ovpnperf.tune/1"
+
+// Named is a candidate with the name its tunnel and rows carry.
+type Named struct {
+	Name string
+	Candidate
+}
+
+// MeasureFunc measures the candidates of one round, interleaved, and
+// returns each one's samples by name and direction, plus why samples were
+// refused (row errors). On cancellation it returns what it has.
+type MeasureFunc func(ctx context.Context, round int, cands []Named) (map[string]Samples, []string, error)
+
+// Advice is advise's starting point, when there is one.
+type Advice struct {
+	// Candidate is advise's variant; nil when advise was not available.
+	Candidate *Candidate
+	// Variant is advise's variant as advise wrote it.
+	Variant string
+	// Note says where the advice came from or why there is none.
+	Note string
+}
+
+// Options are a tune run.
+type Options struct {
+	Path            lab.Path
+	PathDescription string
+	Directions      []string
+	Budget          time.Duration
+	AllowTCP        bool
+	Fixed           map[string]string
+	Advice          Advice
+	// BufferCap is the twin's socket-buffer cap (SpaceOptions.BufferCap).
+	BufferCap int
+	// Passes bounds the coordinate-descent passes over the axes (default 2).
+	Passes int
+	// Progress receives one line per round with the current best.
+	Progress io.Writer
+	Measure  MeasureFunc
+}
+
+// StepCandidate is one candidate's figures in one round.
+type StepCandidate struct {
+	Name    string                    `json:"name"`
+	Variant string                    `json:"variant"`
+	Proto   string                    `json:"proto"`
+	Samples Samples                   `json:"samples_bps"`
+	Spread  map[string]measure.Spread `json:"spread"`
+}
+
+// Step is one round of the search: what was measured and what it decided.
+type Step struct {
+	Round      int             `json:"round"`
+	Axis       string          `json:"axis"`
+	Incumbent  string          `json:"incumbent"`
+	Candidates []StepCandidate `json:"candidates"`
+	Decision   string          `json:"decision"`
+	Moved      bool            `json:"moved"`
+	// Stopped is true when the axis was left because its differences
+	// were within the spread (noise).
+	Noise    bool     `json:"noise"`
+	Errors   []string `json:"errors,omitempty"`
+	Seconds  float64  `json:"seconds"`
+	Complete bool     `json:"complete"`
+}
+
+// Comparison is one candidate against another in one direction, from the
+// rounds that measured both.
+type Comparison struct {
+	Best         measure.Spread `json:"best"`
+	Other        measure.Spread `json:"other"`
+	Ratio        float64        `json:"ratio"`
+	BeyondSpread bool           `json:"beyond_spread"`
+}
+
+// Gap is advise's gap in one direction: best/advise.
+type Gap struct {
+	Comparison
+	// ClosedBy lists the axes where the best differs from advise's variant.
+	ClosedBy []string `json:"closed_by"`
+	Finding  string   `json:"finding,omitempty"`
+}
+
+// Best is the search's result.
+type Best struct {
+	Name    string `json:"name"`
+	Proto   string `json:"proto"`
+	Body    string `json:"body"`
+	Variant string `json:"variant"`
+	// Server and Client are config fragments; Sysctl the lines a machine
+	// needs for the buffers (when they exceed its rmem_max/wmem_max).
+	Server []string `json:"server"`
+	Client []string `json:"client"`
+	Sysctl []string `json:"sysctl,omitempty"`
+}
+
+// Result is a tune run, written as JSON (Schema).
+type Result struct {
+	Schema          string                `json:"schema"`
+	Path            lab.Path              `json:"path"`
+	PathDescription string                `json:"path_description"`
+	Directions      []string              `json:"directions"`
+	BudgetSeconds   float64               `json:"budget_seconds"`
+	ElapsedSeconds  float64               `json:"elapsed_seconds"`
+	Stopped         string                `json:"stopped"`
+	Advise          AdviseInfo            `json:"advise"`
+	Axes            []Axis                `json:"axes"`
+	Steps           []Step                `json:"steps"`
+	Best            Best                  `json:"best"`
+	Verdict         Verdict               `json:"verdict"`
+	VsDefault       map[string]Comparison `json:"vs_default"`
+	VsAdvise        map[string]Gap        `json:"vs_advise,omitempty"`
+	Findings        []string              `json:"findings"`
+	Notes           []string              `json:"notes,omitempty"`
+}
+
+// AdviseInfo says whether advise's variant took part.
+type AdviseInfo struct {
+	Available bool   `json:"available"`
+	Variant   string `json:"variant,omitempty"`
+	Note      string `json:"note"`
+}
+
+// Stop reasons.
+const (
+	StoppedDone        = "search complete"
+	StoppedBudget      = "budget used"
+	StoppedInterrupted = "interrupted"
+)
+
+// searcher holds a run's state.
+type searcher struct {
+	o        Options
+	res      *Result
+	names    map[string]string // key → name
+	cands    map[string]Candidate
+	roundSam []map[string]Samples
+	start    time.Time
+}
+
+func (s *searcher) name(c Candidate) string {
+	k := c.Key()
+	if n, ok := s.names[k]; ok {
+		return n
+	}
+	n := fmt.Sprintf("c%d", len(s.names))
+	s.names[k] = n
+	s.cands[n] = c
+	return n
+}
+
+func (s *searcher) logf(format string, a ...any) {
+	if s.o.Progress != nil {
+		fmt.Fprintf(s.o.Progress, "tune: "+format+"\n", a...)
+	}
+}
+
+// Run searches. It returns the result also when ctx is cancelled or the
+// budget ends (Stopped says which), with the best found so far.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if len(o.Directions) == 0 {
+		o.Directions = []string{measure.DirectionUp, measure.DirectionDown}
+	}
+	if o.Passes <= 0 {
+		o.Passes = 2
+	}
+	s := &searcher{o: o, names: map[string]string{}, cands: map[string]Candidate{}, start: time.Now()}
+	s.res = &Result{Schema: Schema, Path: o.Path, PathDescription: o.PathDescription, Directions: o.Directions,
+		BudgetSeconds: o.Budget.Seconds(), Findings: []string{}}
+	var adv *Candidate
+	if o.Advice.Candidate != nil {
+		a := *o.Advice.Candidate
+		for ax, v := range o.Fixed {
+			if a.get(ax) != v {
+				s.res.Notes = append(s.res.Notes, fmt.Sprintf("advise's %s (%q) replaced by --fix %s", ax, a.get(ax), ax))
+				a = a.with(ax, v)
+			}
+		}
+		adv = &a
+		s.res.Advise = AdviseInfo{Available: true, Variant: o.Advice.Variant, Note: o.Advice.Note}
+	} else {
+		s.res.Advise = AdviseInfo{Note: o.Advice.Note}
+	}
+	axes := Space(SpaceOptions{PathMTU: o.Path.EffectiveMTU(), AllowTCP: o.AllowTCP, Fixed: o.Fixed, Advice: adv, BufferCap: o.BufferCap})
+	if o.BufferCap > 0 && o.BufferCap < bufferSizes[len(bufferSizes)-1] {
+		s.res.Notes = append(s.res.Notes, fmt.Sprintf("socket buffers above %d bytes not tried: the twin's net.core.rmem_max/wmem_max is the host's %d and tune does not change the host's sysctls", o.BufferCap, o.BufferCap))
+	}
+	s.res.Axes = axes
+	if _, fixed := o.Fixed[AxisProto]; !fixed && !o.AllowTCP {
+		s.res.Notes = append(s.res.Notes, "OpenVPN over TCP not tried (--allow-tcp)")
+	}
+	def := Candidate{Proto: "udp", Settings: map[string]string{}}
+	for ax, v := range o.Fixed {
+		def = def.with(ax, v)
+	}
+	s.names[def.Key()] = "default"
+	s.cands["default"] = def
+	advName := ""
+	if adv != nil {
+		if adv.Key() == def.Key() {
+			advName = "default"
+			s.res.Notes = append(s.res.Notes, "advise's variant is OpenVPN's default here")
+		} else {
+			advName = "advise"
+			s.names[adv.Key()] = "advise"
+			s.cands["advise"] = *adv
+		}
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	if o.Budget > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, o.Budget)
+	}
+	defer cancel()
+	incumbent := "default"
+	var runErr error
+	failures := 0
+	round := 0
+	// measureRound measures names (the references default and advise are
+	// always among them, so that every comparison with them is within
+	// one interleaved round) and records the step.
+	measureRound := func(axis string, names []string) (map[string]Samples, bool) {
+		round++
+		names = uniq(append([]string{incumbent, "default", advName}, names...))
+		var named []Named
+		for _, n := range names {
+			named = append(named, Named{Name: n, Candidate: s.cands[n]})
+		}
+		t0 := time.Now()
+		s.logf("round %d (%s): measuring %s", round, axis, strings.Join(names, ", "))
+		sam, errs, err := o.Measure(runCtx, round, named)
+		step := Step{Round: round, Axis: axis, Incumbent: incumbent, Errors: errs, Seconds: time.Since(t0).Seconds(), Complete: err == nil}
+		for _, n := range named {
+			sc := StepCandidate{Name: n.Name, Variant: variantString(n.Name, n.Candidate), Proto: n.Proto, Samples: Samples{}, Spread: map[string]measure.Spread{}}
+			for _, d := range o.Directions {
+				sc.Samples[d] = append([]float64{}, sam[n.Name][d]...)
+				sc.Spread[d] = measure.Summarize(sam[n.Name][d])
+			}
+			step.Candidates = append(step.Candidates, sc)
+		}
+		if err != nil && runCtx.Err() == nil {
+			// A round that failed (a tunnel that would not start, a lab
+			// that would not build) is recorded and the search goes on
+			// with the next axis; two failures in a row end it.
+			step.Errors = append(step.Errors, "round failed: "+err.Error())
+			s.logf("round %d failed: %v", round, err)
+			failures++
+			if failures >= 2 {
+				runErr = err
+			}
+		} else if err == nil {
+			failures = 0
+		}
+		s.res.Steps = append(s.res.Steps, step)
+		s.roundSam = append(s.roundSam, sam)
+		return sam, err == nil
+	}
+	decide := func(dec string, moved, noise bool) {
+		st := &s.res.Steps[len(s.res.Steps)-1]
+		st.Decision, st.Moved, st.Noise = dec, moved, noise
+		s.logf("round %d: %s; current best %s%s", st.Round, dec, incumbent, s.bestFigures(incumbent))
+	}
+
+	// Round 0: advise against the default; advise is the starting point
+	// unless the default beats it beyond the spread.
+	if advName == "advise" {
+		sam, _ := measureRound("start", nil)
+		switch {
+		case Better(sam["default"], sam["advise"], o.Directions):
+			decide("the default beats advise's variant beyond the spread: starting from the default", false, false)
+		default:
+			incumbent = "advise"
+			decide("starting from advise's variant (the default does not beat it beyond the spread)", true, false)
+		}
+	}
+	for pass := 0; pass < o.Passes && runCtx.Err() == nil && runErr == nil; pass++ {
+		movedThisPass := false
+		for _, ax := range axes {
+			if runCtx.Err() != nil || runErr != nil {
+				break
+			}
+			if ax.Fixed || len(ax.Values) < 2 {
+				continue
+			}
+			cur := s.cands[incumbent]
+			var alts []string
+			for _, v := range ax.Values {
+				c := cur.with(ax.Name, v)
+				if v == cur.get(ax.Name) || !c.valid() {
+					continue
+				}
+				alts = append(alts, s.name(c))
+			}
+			if len(alts) == 0 || len(alts)+3 > tunnel.MaxSlots {
+				continue
+			}
+			sam, complete := measureRound(ax.Name, alts)
+			bestAlt, bestScore := "", 0.0
+			noise := false
+			for _, a := range alts {
+				if Better(sam[a], sam[incumbent], o.Directions) {
+					if sc := score(sam[a], sam[incumbent], o.Directions); bestAlt == "" || sc > bestScore {
+						bestAlt, bestScore = a, sc
+					}
+					continue
+				}
+				if score(sam[a], sam[incumbent], o.Directions) > 1 {
+					noise = true
+				}
+			}
+			switch {
+			case bestAlt != "":
+				incumbent = bestAlt
+				movedThisPass = true
+				decide(fmt.Sprintf("%s=%q beats the current best beyond the spread: moved to %s", ax.Name, s.cands[bestAlt].get(ax.Name), bestAlt), true, false)
+			case !complete:
+				decide("round cut short: too few samples to decide", false, false)
+			case noise:
+				decide(fmt.Sprintf("axis %s stopped: the differences are within the spread (noise)", ax.Name), false, true)
+			default:
+				decide(fmt.Sprintf("axis %s stopped: no value beats %q", ax.Name, cur.get(ax.Name)), false, false)
+			}
+		}
+		if !movedThisPass {
+			break
+		}
+	}
+	s.res.ElapsedSeconds = time.Since(s.start).Seconds()
+	switch {
+	case ctx.Err() != nil:
+		s.res.Stopped = StoppedInterrupted
+	case runCtx.Err() != nil:
+		s.res.Stopped = StoppedBudget
+	case runErr != nil:
+		s.res.Stopped = "failed: " + runErr.Error()
+	default:
+		s.res.Stopped = StoppedDone
+	}
+	s.finish(incumbent, advName)
+	if ctx.Err() != nil {
+		return s.res, ctx.Err()
+	}
+	return s.res, runErr
+}
+
+// finish fills the verdict, the comparisons and advise's gap.
+func (s *searcher) finish(best, advName string) {
+	o := s.o
+	// A "best" that does not beat the default is no best.
+	bs, ds := s.joint(best, "default")
+	s.res.Verdict = Decide(best, bs, ds, o.Directions)
+	if !s.res.Verdict.Found {
+		best = "default"
+	}
+	c := s.cands[best]
+	s.res.Best = Best{Name: best, Proto: c.Proto, Body: c.Body(), Variant: variantString(best, c)}
+	s.res.Best.Server, s.res.Best.Client, s.res.Best.Sysctl = Fragments(c)
+	s.res.VsDefault = map[string]Comparison{}
+	bs, ds = s.joint(best, "default")
+	for _, d := range o.Directions {
+		s.res.VsDefault[d] = comparison(bs[d], ds[d])
+	}
+	if advName == "" {
+		s.res.Findings = append(s.res.Findings, "advise's gap not measured: "+s.res.Advise.Note)
+		return
+	}
+	s.res.VsAdvise = map[string]Gap{}
+	bs, as := s.joint(best, advName)
+	for _, d := range o.Directions {
+		g := Gap{Comparison: comparison(bs[d], as[d]), ClosedBy: differs(c, s.cands[advName])}
+		switch {
+		case best == advName:
+			g.Finding = ""
+		case g.Ratio > 1.05 && g.BeyondSpread:
+			g.Finding = fmt.Sprintf("advise is %.0f%% short of the best on %s (%s): %s closed the gap", 100*(g.Ratio-1), o.PathDescription, d, strings.Join(g.ClosedBy, ", "))
+			s.res.Findings = append(s.res.Findings, "finding about advise: "+g.Finding)
+		case g.Ratio > 1.05:
+			s.res.Findings = append(s.res.Findings, fmt.Sprintf("%s: best/advise %.2f, but within the spread: not a finding", d, g.Ratio))
+		}
+		s.res.VsAdvise[d] = g
+	}
+}
+
+// joint returns the samples of a and b pooled over the rounds that
+// measured both, so that they are compared under the same conditions.
+func (s *searcher) joint(a, b string) (Samples, Samples) {
+	sa, sb := Samples{}, Samples{}
+	for _, r := range s.roundSam {
+		if _, ok := r[a]; !ok {
+			continue
+		}
+		if _, ok := r[b]; !ok {
+			continue
+		}
+		for _, d := range s.o.Directions {
+			sa[d] = append(sa[d], r[a][d]...)
+			sb[d] = append(sb[d], r[b][d]...)
+		}
+	}
+	return sa, sb
+}
+
+func (s *searcher) bestFigures(name string) string {
+	bs, _ := s.joint(name, name)
+	var parts []string
+	for _, d := range s.o.Directions {
+		parts = append(parts, fmt.Sprintf("%s %s", d, measure.FormatMbpsSpread(measure.Summarize(bs[d]))))
+	}
+	return fmt.Sprintf(" (%s Mbit/s; %.0fs of %v)", strings.Join(parts, ", "), time.Since(s.start).Seconds(), s.o.Budget)
+}
+
+func comparison(best, other []float64) Comparison {
+	c := Comparison{Best: measure.Summarize(best), Other: measure.Summarize(other)}
+	if c.Other.Median > 0 {
+		c.Ratio = c.Best.Median / c.Other.Median
+	}
+	c.BeyondSpread = compare(best, other) == 1
+	return c
+}
+
+// score is the mean ratio of medians over the directions: which of several
+// winners to move to.
+func score(a, b Samples, dirs []string) float64 {
+	sum, n := 0.0, 0
+	for _, d := range dirs {
+		ma, mb := measure.Median(a[d]), measure.Median(b[d])
+		if len(a[d]) == 0 || len(b[d]) == 0 || mb <= 0 {
+			continue
+		}
+		sum += ma / mb
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+func uniq(names []string) []string {
+	seen := map[string]bool{"": true}
+	var out []string
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// variantString renders a candidate as lab run --variant accepts it.
+func variantString(name string, c Candidate) string {
+	if c.Body() == "" && name == "default" {
+		return "default"
+	}
+	return name + "=" + c.Body()
+}
+
+// linuxDefaultBufMax is Linux's default net.core.rmem_max and wmem_max:
+// OpenVPN sets its buffers with plain SO_SNDBUF/SO_RCVBUF, which the
+// kernel caps there.
+const linuxDefaultBufMax = 212992
+
+// Fragments renders a candidate as server and client config lines, and
+// the sysctl lines a Linux machine needs for its socket buffers when they
+// exceed the kernel's default caps.
+func Fragments(c Candidate) (server, client, sysctl []string) {
+	server = []string{"proto " + c.Proto}
+	client = []string{"proto " + c.Proto}
+	v, err := c.Variant("x")
+	if err != nil {
+		return server, client, nil
+	}
+	maxBuf := 0
+	for _, it := range v.Items {
+		line := it.Directive.String()
+		if it.Side&openvpn.ServerSide != 0 {
+			server = append(server, line)
+		}
+		if it.Side&openvpn.ClientSide != 0 {
+			client = append(client, line)
+		}
+		if it.Name == "sndbuf" || it.Name == "rcvbuf" {
+			var n int
+			if _, err := fmt.Sscan(it.Args[0], &n); err == nil && n > maxBuf {
+				maxBuf = n
+			}
+		}
+	}
+	if maxBuf > linuxDefaultBufMax {
+		sysctl = []string{fmt.Sprintf("net.core.rmem_max = %d", maxBuf), fmt.Sprintf("net.core.wmem_max = %d", maxBuf)}
+	}
+	return server, client, sysctl
+}

@@ -1,0 +1,211 @@
+package tune
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+)
+
+// fakePath is path (b) of the advise issue: a 1400-byte bottleneck whose
+// ICMP is black-holed, where only the MTU axis matters.
+var fakePath = lab.Path{MTU: 1400, ICMPBlackhole: true,
+	Up: lab.Link{RateBitsPerSec: 100e6}, Down: lab.Link{RateBitsPerSec: 100e6}}
+
+// fakeMeasure returns three samples per direction: rate(c) ±2 %, or
+// nothing when the context ends. delay is the time one round takes.
+func fakeMeasure(rate func(Candidate) float64, delay time.Duration, rounds *atomic.Int32) MeasureFunc {
+	return func(ctx context.Context, round int, cands []Named) (map[string]Samples, []string, error) {
+		rounds.Add(1)
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		out := map[string]Samples{}
+		for _, c := range cands {
+			r := rate(c.Candidate)
+			out[c.Name] = Samples{"up": {0.98 * r, r, 1.02 * r}, "down": {0.98 * r, r, 1.02 * r}}
+		}
+		return out, nil, nil
+	}
+}
+
+// blackhole: the default's 1492-byte packets vanish; mssfix at the path
+// MTU restores the path; fragment helps less; nothing else matters.
+func blackhole(c Candidate) float64 {
+	switch {
+	case strings.HasPrefix(c.Settings[AxisMTU], "mssfix 1400"):
+		return 90e6
+	case strings.HasPrefix(c.Settings[AxisMTU], "fragment"):
+		return 70e6
+	}
+	return 1e6
+}
+
+func TestSearchFindsMSSFixOnBlackhole(t *testing.T) {
+	var rounds atomic.Int32
+	res, err := Run(context.Background(), Options{Path: fakePath, PathDescription: "b", Budget: time.Minute,
+		Measure: fakeMeasure(blackhole, 0, &rounds), Advice: Advice{Note: "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Verdict.Found || res.Best.Body != "mssfix 1400 mtu" || res.Stopped != StoppedDone {
+		t.Fatalf("best %+v, verdict %+v, stopped %q; want mssfix 1400 mtu found", res.Best, res.Verdict, res.Stopped)
+	}
+	if !res.Steps[0].Moved {
+		t.Errorf("round 1 did not move: %+v", res.Steps[0])
+	}
+	// Every later axis is noise or no better, and says so.
+	for _, st := range res.Steps[1:] {
+		if st.Moved || !strings.Contains(st.Decision, "stopped") {
+			t.Errorf("round %d (%s): %q", st.Round, st.Axis, st.Decision)
+		}
+	}
+	if got := res.VsDefault["up"].Ratio; got < 80 {
+		t.Errorf("best/default up = %.1f, want 90", got)
+	}
+	if res.Best.Server[0] != "proto udp" || res.Best.Server[1] != "mssfix 1400 mtu" {
+		t.Errorf("server fragment %q", res.Best.Server)
+	}
+}
+
+// When every candidate is within the default's spread the search stops
+// each axis as noise and reports nothing better than the default.
+func TestSearchNothingBeatsDefault(t *testing.T) {
+	var rounds atomic.Int32
+	n := 0
+	flat := func(c Candidate) float64 {
+		n++
+		return 50e6 * (1 + 0.01*float64(n%3)) // within ±2 % of each other
+	}
+	res, err := Run(context.Background(), Options{Path: lab.Path{}, Budget: time.Minute, Measure: fakeMeasure(flat, 0, &rounds)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict.Found || res.Best.Name != "default" || !strings.Contains(res.Verdict.Message, "nothing beats the default") {
+		t.Fatalf("verdict %+v best %+v", res.Verdict, res.Best)
+	}
+	noise := 0
+	for _, st := range res.Steps {
+		if st.Noise {
+			noise++
+		}
+	}
+	if noise == 0 {
+		t.Errorf("no axis was stopped as noise: %+v", res.Steps)
+	}
+}
+
+// advise's variant is measured beside the best in every round, and a gap
+// above 5 % beyond the spread is a finding naming the path and the axis.
+func TestAdviseGapFinding(t *testing.T) {
+	var rounds atomic.Int32
+	adv := Candidate{Proto: "udp", Settings: map[string]string{AxisMTU: "fragment 1400 mtu", AxisBuffers: "sndbuf 524288;rcvbuf 524288"}}
+	res, err := Run(context.Background(), Options{Path: fakePath, PathDescription: "100 Mbit/s black hole", Budget: time.Minute,
+		Measure: fakeMeasure(blackhole, 0, &rounds), Advice: Advice{Candidate: &adv, Variant: "advise=…", Note: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps[0].Axis != "start" || res.Steps[0].Incumbent != "default" || !res.Steps[0].Moved {
+		t.Errorf("round 0: %+v", res.Steps[0])
+	}
+	g := res.VsAdvise["up"]
+	if !g.BeyondSpread || g.Ratio < 1.2 || len(g.ClosedBy) == 0 || g.ClosedBy[0] != AxisMTU {
+		t.Fatalf("gap %+v", g)
+	}
+	if len(res.Findings) == 0 || !strings.Contains(res.Findings[0], "100 Mbit/s black hole") || !strings.Contains(res.Findings[0], "mtu") {
+		t.Errorf("findings %q", res.Findings)
+	}
+}
+
+// Must show 3 (logic): the budget ends the search mid-round and the result
+// still carries what was measured. Must show 4 (logic): cancelling the
+// parent context reports "interrupted" and the best so far.
+func TestSearchStopsOnBudgetAndInterrupt(t *testing.T) {
+	var rounds atomic.Int32
+	start := time.Now()
+	res, err := Run(context.Background(), Options{Path: fakePath, Budget: 250 * time.Millisecond,
+		Measure: fakeMeasure(blackhole, 100*time.Millisecond, &rounds)})
+	if err != nil {
+		t.Fatalf("budget end is not an error: %v", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("took %v with a 250ms budget", el)
+	}
+	if res.Stopped != StoppedBudget || len(res.Steps) == 0 || res.Steps[len(res.Steps)-1].Complete {
+		t.Errorf("stopped %q, steps %+v", res.Stopped, res.Steps)
+	}
+	if res.Best.Body != "mssfix 1400 mtu" {
+		t.Errorf("best so far %+v", res.Best)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(150*time.Millisecond, cancel)
+	res, err = Run(ctx, Options{Path: fakePath, Budget: time.Minute, Measure: fakeMeasure(blackhole, 100*time.Millisecond, &rounds)})
+	if !errors.Is(err, context.Canceled) || res == nil || res.Stopped != StoppedInterrupted || res.Best.Body != "mssfix 1400 mtu" {
+		t.Errorf("interrupted: err %v, res %+v", err, res)
+	}
+}
+
+func TestSpaceAndFix(t *testing.T) {
+	ax := Space(SpaceOptions{PathMTU: 1400, BufferCap: 4 << 20, Fixed: map[string]string{AxisProto: "udp"}})
+	if got := strings.Join(ax[0].Values, "|"); got != "|mssfix 1400 mtu|fragment 1400 mtu" {
+		t.Errorf("mtu axis %q", got)
+	}
+	if got := len(ax[1].Values); got != 3 {
+		t.Errorf("buffer axis %q: 8 MiB is above the cap", ax[1].Values)
+	}
+	if !ax[2].Fixed {
+		t.Errorf("proto not fixed: %+v", ax[2])
+	}
+	for _, tc := range []struct{ in, axis, value string }{
+		{"proto=tcp", AxisProto, "tcp"},
+		{"cipher=AES-128-GCM", AxisCipher, "data-ciphers AES-128-GCM"},
+		{"buffers=524288", AxisBuffers, "sndbuf 524288;rcvbuf 524288"},
+		{"mtu=tun-mtu 1400;mssfix 1360", AxisMTU, "tun-mtu 1400;mssfix 1360"},
+		{"fast-io=on", AxisFastIO, "fast-io"},
+		{"txqueuelen=default", AxisTxQueueLen, ""},
+	} {
+		a, v, err := ParseFix(tc.in)
+		if err != nil || a != tc.axis || v != tc.value {
+			t.Errorf("ParseFix(%q) = %q, %q, %v", tc.in, a, v, err)
+		}
+	}
+	for _, bad := range []string{"proto", "proto=sctp", "cipher=ROT13", "mtu=up /bin/sh", "buffers=-1", "colour=red"} {
+		if _, _, err := ParseFix(bad); err == nil {
+			t.Errorf("ParseFix(%q) accepted", bad)
+		}
+	}
+	tcp := Candidate{Proto: "tcp", Settings: map[string]string{AxisMTU: "fragment 1400 mtu"}}
+	if tcp.valid() {
+		t.Error("fragment over TCP accepted")
+	}
+}
+
+// A failed round (a candidate's tunnel would not start) is recorded and
+// the search goes on; two failures in a row end it with the error.
+func TestSearchSurvivesAFailedRound(t *testing.T) {
+	var rounds atomic.Int32
+	ok := fakeMeasure(blackhole, 0, &rounds)
+	fail := errors.New("openvpn c3: exited")
+	m := func(ctx context.Context, round int, cands []Named) (map[string]Samples, []string, error) {
+		if round == 2 {
+			return nil, nil, fail
+		}
+		return ok(ctx, round, cands)
+	}
+	res, err := Run(context.Background(), Options{Path: fakePath, Budget: time.Minute, Measure: m})
+	if err != nil || res.Best.Body != "mssfix 1400 mtu" || len(res.Steps) < 3 || len(res.Steps[1].Errors) == 0 {
+		t.Errorf("err %v, best %+v, steps %+v", err, res.Best, res.Steps)
+	}
+	always := func(context.Context, int, []Named) (map[string]Samples, []string, error) { return nil, nil, fail }
+	res, err = Run(context.Background(), Options{Path: fakePath, Budget: time.Minute, Measure: always})
+	if !errors.Is(err, fail) || len(res.Steps) != 2 || !strings.HasPrefix(res.Stopped, "failed") {
+		t.Errorf("err %v, %d steps, stopped %q", err, len(res.Steps), res.Stopped)
+	}
+}
