@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -138,13 +139,16 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 	}
 	var p lab.Path
 	var err error
+	var probeInput *advise.Input
 	switch {
 	case o.probe != "" && custom:
 		return s, usage.Errorf("--probe and path flags: give one or the other")
 	case o.probe != "":
-		if p, err = pathFromProbe(o.probe); err != nil {
+		var in advise.Input
+		if p, in, err = pathFromProbe(o.probe, tune.HostBufferCap()); err != nil {
 			return s, err
 		}
+		probeInput = &in
 	default:
 		// No flags: the unshaped LAN, like lab up.
 		if p, err = o.flags.path(); err != nil {
@@ -162,7 +166,12 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 			return s, usage.Errorf("--pki %q: %v", o.pki, err)
 		}
 	}
-	advice, err := tuneAdvice(p, tune.HostBufferCap())
+	var advice tune.Advice
+	if probeInput != nil {
+		advice, err = adviceFor(*probeInput, "from the probe "+o.probe)
+	} else {
+		advice, err = tuneAdvice(p, tune.HostBufferCap())
+	}
 	if err != nil {
 		return s, err
 	}

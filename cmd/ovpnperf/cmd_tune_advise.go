@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/tune"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -41,7 +44,13 @@ func adviseInput(p lab.Path, bufCap int) advise.Input {
 // twin: tune checks the advice the user would get for the path they
 // described.
 func tuneAdvice(p lab.Path, bufCap int) (tune.Advice, error) {
-	in := adviseInput(p, bufCap)
+	return adviceFor(adviseInput(p, bufCap), "from the path's settings")
+}
+
+// adviceFor asks advise with in and turns its variant into tune's starting
+// candidate; source says where the input came from.
+func adviceFor(in advise.Input, source string) (tune.Advice, error) {
+	bufCap := in.RmemMax
 	a, err := advise.Advise(in)
 	if err != nil {
 		return tune.Advice{Note: "advise refused the path: " + err.Error()}, nil
@@ -54,10 +63,68 @@ func tuneAdvice(p lab.Path, bufCap int) (tune.Advice, error) {
 	}
 	c := tune.FromVariant(v, in.Proto)
 	return tune.Advice{Candidate: &c, Variant: a.Variant,
-		Note: fmt.Sprintf("advise for rate %.0f bit/s, RTT %v, loss %g%%, path MTU %d, black hole %v, rmem_max %d (from the path's settings)", in.RateBitsPerSec, in.RTT, in.LossPercent, in.PathMTU, in.Blackhole, bufCap)}, nil
+		Note: fmt.Sprintf("advise for rate %.0f bit/s, RTT %v, loss %g%%, path MTU %d, black hole %v, rmem_max %d (%s)", in.RateBitsPerSec, in.RTT, in.LossPercent, in.PathMTU, in.Blackhole, bufCap, source)}, nil
 }
 
-// pathFromProbe builds the twin's path from a probe JSON.
-func pathFromProbe(file string) (lab.Path, error) {
-	return lab.Path{}, usage.Errorf("--probe %s: this build cannot read probe files yet (issue 10's probe loader is not in it); give the path with --rate/--rtt/--loss/--mtu instead", file)
+// pathFromProbe builds the twin's path from a probe JSON (ovpnperf probe)
+// and the input advise gets from the same probe, as `advise --probe` would.
+// The probe's loss is of ICMP round trips; the twin splits it into equal
+// one-way losses p with 1-(1-p)² = loss, and the RTT and jitter evenly
+// across the directions. A probe without a path rate (no iperf3 run, or a
+// lossy path whose TCP flow is no measure of the line) cannot be twinned:
+// that is the user's to give, with the path flags.
+func pathFromProbe(file string, bufCap int) (lab.Path, advise.Input, error) {
+	r, err := probe.Load(file)
+	if err != nil {
+		return lab.Path{}, advise.Input{}, usage.Errorf("--probe: %v", err)
+	}
+	p, err := labPathFromProbe(r)
+	if err != nil {
+		return lab.Path{}, advise.Input{}, usage.Errorf("--probe %s: %v", file, err)
+	}
+	in := r.Input("udp", false)
+	if in.RmemMax == 0 {
+		in.RmemMax = bufCap
+	}
+	if in.WmemMax == 0 {
+		in.WmemMax = bufCap
+	}
+	return p, in, nil
+}
+
+// labPathFromProbe is the twin of a probed path.
+func labPathFromProbe(r *probe.Report) (lab.Path, error) {
+	pp := r.Path
+	if !pp.PathRateBitsPerSec.Known() || pp.PathRateBitsPerSec.Value <= 0 {
+		return lab.Path{}, fmt.Errorf("the probe has no path rate (%s); probe with --iperf3 on a path without loss, or give --rate/--rtt/--loss/--mtu instead", noteOr(pp.PathRateBitsPerSec.Note, "not measured"))
+	}
+	if !pp.RTTMillis.Known() {
+		return lab.Path{}, fmt.Errorf("the probe has no RTT (%s); give the path flags instead", noteOr(pp.RTTMillis.Note, "not measured"))
+	}
+	rtt := time.Duration(pp.RTTMillis.Value * float64(time.Millisecond))
+	var jitter time.Duration
+	if pp.JitterMs.Known() {
+		jitter = time.Duration(pp.JitterMs.Value * float64(time.Millisecond) / 2)
+	}
+	var loss float64
+	if pp.LossPercent.Known() && pp.LossPercent.Value > 0 {
+		loss = 100 * (1 - math.Sqrt(1-math.Min(pp.LossPercent.Value, 99.99)/100))
+	}
+	l := lab.Link{RateBitsPerSec: uint64(pp.PathRateBitsPerSec.Value), Delay: rtt / 2, Jitter: min(jitter, rtt/2), LossPercent: loss}
+	p := lab.Path{Up: l, Down: l}
+	if pp.PMTUIPv4.Known() {
+		if b := pp.PMTUIPv4.Value.Bytes; b > 0 && b < 1500 {
+			p.MTU = b
+			p.NoIPv6 = b < 1280
+		}
+		p.ICMPBlackhole = pp.PMTUIPv4.Value.Blackhole
+	}
+	return p, nil
+}
+
+func noteOr(note, def string) string {
+	if note == "" {
+		return def
+	}
+	return note
 }

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/probe"
+)
+
+func probeDoc(pathFields string) string {
+	return `{"schema":"ovpnperf/probe/v1","host":"198.51.100.2","time":"2026-11-23T10:00:00Z","path":{` + pathFields + `}}`
+}
+
+// A probe of path (d) (5 Mbit/s, 300 ms, loss) becomes a symmetric twin:
+// half the RTT and jitter each way, and one-way losses that compound to the
+// probe's round-trip loss.
+func TestLabPathFromProbe(t *testing.T) {
+	r, err := probe.Decode(strings.NewReader(probeDoc(`
+ "pmtu_ipv4":{"value":{"bytes":1400,"blackhole":true},"source":"measured"},
+ "rtt_ms":{"value":300,"source":"measured"},"jitter_ms":{"value":4,"source":"measured"},
+ "loss_percent":{"value":3.96,"source":"measured"},
+ "path_rate_bps":{"value":5e6,"source":"measured"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := labPathFromProbe(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Up != p.Down || p.Up.RateBitsPerSec != 5e6 || p.Up.Delay != 150*time.Millisecond || p.Up.Jitter != 2*time.Millisecond {
+		t.Errorf("links %+v / %+v", p.Up, p.Down)
+	}
+	if math.Abs(p.Up.LossPercent-2) > 0.01 {
+		t.Errorf("one-way loss %.3f%%, want 2%% (3.96%% of round trips)", p.Up.LossPercent)
+	}
+	if p.MTU != 1400 || !p.ICMPBlackhole || p.NoIPv6 {
+		t.Errorf("mtu %d blackhole %v noipv6 %v", p.MTU, p.ICMPBlackhole, p.NoIPv6)
+	}
+}
+
+// A probe without a path rate or an RTT cannot be twinned: the error says
+// what is missing and what to give instead.
+func TestLabPathFromProbeIncomplete(t *testing.T) {
+	for name, body := range map[string]string{
+		"no rate": `"rtt_ms":{"value":10,"source":"measured"},"path_rate_bps":{"value":0,"source":"not available","note":"no iperf3 server answered"}`,
+		"no rtt":  `"path_rate_bps":{"value":1e8,"source":"measured"}`,
+	} {
+		r, err := probe.Decode(strings.NewReader(probeDoc(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := labPathFromProbe(r); err == nil || !strings.Contains(err.Error(), "--rate") && !strings.Contains(err.Error(), "path flags") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
