@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -136,6 +135,53 @@ type ppsAcc struct {
 }
 
 func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
+	vs, err := ppsVariants()
+	if err != nil {
+		return nil, err
+	}
+	path := o.path(lab.Path{})
+	repeat, dur := o.repeat(3), o.duration(2*time.Second)
+	rep, err := ppsNewReport(ctx, vs, path, repeat, dur)
+	if err != nil {
+		return nil, err
+	}
+	prog := measure.NewProgress(repeat*len(ppsSizes)*(1+len(vs)), o.Progress)
+	defer prog.Done()
+
+	b, subs, err := ppsUpBench(ctx, o, path, vs, prog)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if derr := b.Close(); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	rep.Host.EmulationBackend = b.Lab.Backend()
+	port, stop, err := ppsStartServer(ctx, b.Lab)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if serr := stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	index, accs := ppsNewRows(rep, subs)
+	err = ppsRounds(ctx, b.Lab, port, subs, repeat, dur, rep, index, accs, prog)
+	// The figures and verdicts of what was measured, also of a run cut
+	// short.
+	for i := range rep.Rows {
+		ppsFill(&rep.Rows[i], accs[i])
+	}
+	rep.Finish()
+	_ = judgeSaved(rep, ppsJudge)
+	return rep, err
+}
+
+// ppsVariants are the tunnels measured: cleartext, the old default CBC and
+// the new default GCM.
+func ppsVariants() ([]openvpn.Variant, error) {
 	var vs []openvpn.Variant
 	for _, s := range []string{ppsNone, ppsCBCDef, ppsGCM} {
 		v, err := openvpn.ParseVariant(s)
@@ -144,8 +190,12 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 		}
 		vs = append(vs, v)
 	}
-	path := o.path(lab.Path{})
-	repeat, dur := o.repeat(3), o.duration(2*time.Second)
+	return vs, nil
+}
+
+// ppsNewReport is the empty report: host, scenario (one network per
+// payload size) and columns.
+func ppsNewReport(ctx context.Context, vs []openvpn.Variant, path lab.Path, repeat int, dur time.Duration) (*measure.Report, error) {
 	host, err := measure.CollectHost(ctx)
 	if err != nil {
 		return nil, err
@@ -167,56 +217,42 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 	}
 	rep := measure.NewReport(host, sc)
 	rep.Columns = ppsColumns
-	subjects := 1 + len(vs)
-	prog := measure.NewProgress(repeat*len(ppsSizes)*subjects, o.Progress)
-	defer prog.Done()
+	return rep, nil
+}
 
+// ppsUpBench builds the lab on the experiment framework's Bench with one
+// UDP tunnel per variant and returns the subjects: the routed path, then
+// the tunnels. On error nothing is left.
+func ppsUpBench(ctx context.Context, o Options, path lab.Path, vs []openvpn.Variant, prog *measure.Progress) (_ *experiment.Bench, _ []ppsSubject, err error) {
 	prog.Logf("pps: building lab")
-	l, err := lab.Up(ctx, lab.Options{Name: o.LabName, Path: path, Ephemeral: true})
+	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: o.LabName, PKIDir: o.PKIDir}, experiment.Network{Path: path})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() {
-		if derr := l.Down(); derr != nil && err == nil {
-			err = derr
+		if err != nil {
+			_ = b.Close()
 		}
 	}()
-	rep.Host.EmulationBackend = l.Backend()
-	if l.Backend() == lab.BackendNFQueue {
+	if b.Lab.Backend() == lab.BackendNFQueue {
 		prog.Logf("pps: the path's delay, jitter or loss runs through the userspace emulator, which a flood overruns: samples it cannot keep up with are marked invalid")
 	}
-	var pki *openvpn.PKI
-	if o.PKIDir != "" {
-		pki, err = openvpn.LoadPKI(o.PKIDir)
-	} else {
-		pki, err = openvpn.NewPKI(filepath.Join(l.Dir(), "pki"))
-	}
-	if err != nil {
-		return nil, err
-	}
-	port, stop, err := ppsStartServer(ctx, l)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if serr := stop(); serr != nil && err == nil {
-			err = serr
-		}
-	}()
 	subs := []ppsSubject{{name: experiment.Routed, target: lab.ServerV4}}
 	for i, v := range vs {
 		prog.Logf("pps: starting OpenVPN %s", v.Name)
-		t, err := tunnel.Up(ctx, l, tunnel.Options{Variant: v, Slot: i, Proto: openvpn.UDP, PKI: pki})
+		t, err := b.AddTunnel(ctx, tunnel.Options{Variant: v, Slot: i, Proto: openvpn.UDP})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		defer t.Down()
 		subs = append(subs, ppsSubject{name: v.Name, target: t.ServerAddr, tun: t})
 	}
+	return b, subs, nil
+}
 
-	// One row per size and subject, filled sample by sample.
-	index := map[string]int{}
-	var accs []*ppsAcc
+// ppsNewRows adds one row per size and subject to rep, each with the
+// accumulator its samples fill; index finds them by "network/subject".
+func ppsNewRows(rep *measure.Report, subs []ppsSubject) (index map[string]int, accs []*ppsAcc) {
+	index = map[string]int{}
 	for _, size := range ppsSizes {
 		for _, s := range subs {
 			r := measure.NewRow(ppsNetwork(size), s.name, measure.PathRouted, measure.DirectionUp, "udp")
@@ -232,15 +268,13 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 			accs = append(accs, &ppsAcc{cpu: map[string][]float64{}, cpuPct: map[string][]float64{}})
 		}
 	}
-	// finish computes the figures and verdicts of what was measured, also
-	// of a run cut short.
-	finish := func() {
-		for i := range rep.Rows {
-			ppsFill(&rep.Rows[i], accs[i])
-		}
-		rep.Finish()
-		_ = judgeSaved(rep, ppsJudge)
-	}
+	return index, accs
+}
+
+// ppsRounds measures every size and subject once per round, repeat rounds,
+// with a pause between samples. A failed sample invalidates its row; only
+// cancellation ends the rounds early (ctx.Err()).
+func ppsRounds(ctx context.Context, l *lab.Lab, port int, subs []ppsSubject, repeat int, dur time.Duration, rep *measure.Report, index map[string]int, accs []*ppsAcc, prog *measure.Progress) error {
 	for k := 0; k < repeat; k++ {
 		for _, size := range ppsSizes {
 			for _, s := range subs {
@@ -248,8 +282,7 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 				prog.Step(fmt.Sprintf("%s %s (%d/%d)", ppsNetwork(size), s.name, k+1, repeat))
 				err := ppsSample(ctx, l, port, s, size, dur, accs[i])
 				if ctx.Err() != nil {
-					finish()
-					return rep, ctx.Err()
+					return ctx.Err()
 				}
 				if err != nil {
 					rep.Rows[i].Invalidate(err.Error())
@@ -257,15 +290,13 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 				}
 				select {
 				case <-ctx.Done():
-					finish()
-					return rep, ctx.Err()
+					return ctx.Err()
 				case <-time.After(ppsSettle):
 				}
 			}
 		}
 	}
-	finish()
-	return rep, nil
+	return nil
 }
 
 // ppsDescription is the title of one size's table.
