@@ -260,6 +260,8 @@ type Bench struct {
 	Tunnels []*tunnel.Tunnel
 	// Variants are the tunnels' variant names.
 	Variants []string
+	// Clients are the extra clients of the tunnels (AddClient).
+	Clients []*tunnel.Client
 }
 
 // UpBench builds network n's lab (named as Spec.LabName says) and loads or
@@ -324,9 +326,24 @@ func (b *Bench) AddTunnel(ctx context.Context, o tunnel.Options) (*tunnel.Tunnel
 	return t, nil
 }
 
-// Close takes the tunnels down (last first), then the lab, and returns the
-// lab's teardown error.
+// AddClient starts another client, with the client certificate issued as
+// name, against tunnel t of the bench (tunnel.Tunnel.AddClient); Close
+// stops it before the tunnels go down.
+func (b *Bench) AddClient(ctx context.Context, t *tunnel.Tunnel, name string) (*tunnel.Client, error) {
+	c, err := t.AddClient(ctx, b.Lab, name)
+	if err != nil {
+		return nil, err
+	}
+	b.Clients = append(b.Clients, c)
+	return c, nil
+}
+
+// Close stops the extra clients, takes the tunnels down (last first), then
+// the lab, and returns the lab's teardown error.
 func (b *Bench) Close() error {
+	for i := len(b.Clients) - 1; i >= 0; i-- {
+		_ = b.Clients[i].Stop()
+	}
 	for i := len(b.Tunnels) - 1; i >= 0; i-- {
 		b.Tunnels[i].Down()
 	}

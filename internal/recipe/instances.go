@@ -166,31 +166,19 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 	defer prog.Done()
 
 	prog.Logf("%s: building lab (%s)", network, desc)
-	l, err := lab.Up(ctx, lab.Options{Name: o.LabName, Path: path, Ephemeral: true})
+	// The experiment framework's bench: the lab, its PKI, and the
+	// tunnels and extra client added below, all taken down on return.
+	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: o.LabName, PKIDir: o.PKIDir}, experiment.Network{Name: network, Path: path})
 	if err != nil {
 		return rep, err
 	}
 	defer func() {
-		if derr := l.Down(); derr != nil && err == nil {
+		if derr := b.Close(); derr != nil && err == nil {
 			err = derr
 		}
 	}()
+	l := b.Lab
 	rep.Host.EmulationBackend = l.Backend()
-	pki, err := experiment.LoadPKI(o.PKIDir, l)
-	if err != nil {
-		return rep, err
-	}
-	// With --pki the second client's certificate is added to that
-	// directory (client-second.crt, .key) and reused by later runs.
-	if pki.CheckClient(instSecondClient) != nil {
-		if _, _, err := pki.IssueClient(instSecondClient); err != nil {
-			return rep, err
-		}
-	}
-	vs, err := builtinVariants("default")
-	if err != nil {
-		return rep, err
-	}
 	cmd := func(node lab.Node) iperf.CommandFunc {
 		return func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, node, argv...) }
 	}
@@ -201,44 +189,13 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 		}
 		defer srvs[i].Stop()
 	}
-
-	prog.Logf("%s: starting one OpenVPN server with two clients", network)
-	one, err := tunnel.Up(ctx, l, tunnel.Options{Variant: vs[0], Slot: 0, PKI: pki})
+	cfgOne, err := instUpOne(ctx, b, network, srvs, prog)
 	if err != nil {
 		return rep, err
 	}
-	defer one.Down()
-	second, err := one.AddClient(ctx, l, instSecondClient)
+	cfgTwo, err := instUpTwoPinned(ctx, b, network, cpus, srvs, prog)
 	if err != nil {
 		return rep, err
-	}
-	defer second.Stop()
-	cfgOne := instConfig{
-		name: instOne, cipher: one.Cipher(),
-		servers: map[string]int{instServer: one.Server.Pid()},
-		clients: []int{one.Client.Pid(), second.Pid()},
-		flows: [instFlows]instFlow{
-			{target: one.ServerAddr, bind: one.ClientAddr, dev: clientDev(one.Slot), srv: srvs[0], server: instServer},
-			{target: one.ServerAddr, bind: second.Addr, dev: second.Dev, srv: srvs[1], server: instServer},
-		},
-	}
-	cfgTwo := instConfig{name: instTwo, servers: map[string]int{}, pinned: map[string]int{}}
-	for i := 0; i < instFlows; i++ {
-		prog.Logf("%s: starting OpenVPN server %d of two, pinned to CPU %d", network, i+1, cpus[i])
-		t, err := tunnel.Up(ctx, l, tunnel.Options{Variant: vs[0], Slot: 1 + i, PKI: pki})
-		if err != nil {
-			return rep, err
-		}
-		defer t.Down()
-		label := fmt.Sprintf("server-cpu%d", cpus[i])
-		if err := instPin(t.Server.Pid(), cpus[i]); err != nil {
-			return rep, err
-		}
-		cfgTwo.cipher = t.Cipher()
-		cfgTwo.servers[label] = t.Server.Pid()
-		cfgTwo.pinned[label] = cpus[i]
-		cfgTwo.clients = append(cfgTwo.clients, t.Client.Pid())
-		cfgTwo.flows[i] = instFlow{target: t.ServerAddr, bind: t.ClientAddr, dev: clientDev(t.Slot), srv: srvs[i], server: label}
 	}
 
 	type key struct{ cfg, dir string }
@@ -281,6 +238,67 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 	}
 	rep.Finish()
 	return rep, judgeSaved(rep, instVerdicts)
+}
+
+// instUpOne starts the one-process configuration on the bench: one server
+// (slot 0) with its own client and a second client, one flow each.
+func instUpOne(ctx context.Context, b *experiment.Bench, network string, srvs [instFlows]*iperf.Server, prog *measure.Progress) (instConfig, error) {
+	// With --pki the second client's certificate is added to that
+	// directory (client-second.crt, .key) and reused by later runs.
+	if b.PKI.CheckClient(instSecondClient) != nil {
+		if _, _, err := b.PKI.IssueClient(instSecondClient); err != nil {
+			return instConfig{}, err
+		}
+	}
+	vs, err := builtinVariants("default")
+	if err != nil {
+		return instConfig{}, err
+	}
+	prog.Logf("%s: starting one OpenVPN server with two clients", network)
+	one, err := b.AddTunnel(ctx, tunnel.Options{Variant: vs[0], Slot: 0})
+	if err != nil {
+		return instConfig{}, err
+	}
+	second, err := b.AddClient(ctx, one, instSecondClient)
+	if err != nil {
+		return instConfig{}, err
+	}
+	return instConfig{
+		name: instOne, cipher: one.Cipher(),
+		servers: map[string]int{instServer: one.Server.Pid()},
+		clients: []int{one.Client.Pid(), second.Pid()},
+		flows: [instFlows]instFlow{
+			{target: one.ServerAddr, bind: one.ClientAddr, dev: clientDev(one.Slot), srv: srvs[0], server: instServer},
+			{target: one.ServerAddr, bind: second.Addr, dev: second.Dev, srv: srvs[1], server: instServer},
+		},
+	}, nil
+}
+
+// instUpTwoPinned starts the two-process configuration on the bench: two
+// servers (slots 1 and 2), each pinned to its own CPU, with a client each.
+func instUpTwoPinned(ctx context.Context, b *experiment.Bench, network string, cpus []int, srvs [instFlows]*iperf.Server, prog *measure.Progress) (instConfig, error) {
+	vs, err := builtinVariants("default")
+	if err != nil {
+		return instConfig{}, err
+	}
+	cfg := instConfig{name: instTwo, servers: map[string]int{}, pinned: map[string]int{}}
+	for i := 0; i < instFlows; i++ {
+		prog.Logf("%s: starting OpenVPN server %d of two, pinned to CPU %d", network, i+1, cpus[i])
+		t, err := b.AddTunnel(ctx, tunnel.Options{Variant: vs[0], Slot: 1 + i})
+		if err != nil {
+			return instConfig{}, err
+		}
+		label := fmt.Sprintf("server-cpu%d", cpus[i])
+		if err := instPin(t.Server.Pid(), cpus[i]); err != nil {
+			return instConfig{}, err
+		}
+		cfg.cipher = t.Cipher()
+		cfg.servers[label] = t.Server.Pid()
+		cfg.pinned[label] = cpus[i]
+		cfg.clients = append(cfg.clients, t.Client.Pid())
+		cfg.flows[i] = instFlow{target: t.ServerAddr, bind: t.ClientAddr, dev: clientDev(t.Slot), srv: srvs[i], server: label}
+	}
+	return cfg, nil
 }
 
 // clientDev is the tun device of a tunnel's own client (tunnel.Up names
