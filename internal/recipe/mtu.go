@@ -200,6 +200,25 @@ func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
 	return rep, judgeSaved(rep, mtuJudge)
 }
 
+// mtuBench is one network's bench while the mtu recipe measures it: the
+// experiment framework's Bench with its three tunnels, the probers opened
+// in the client namespace, and what the first outer search found.
+type mtuBench struct {
+	b    *experiment.Bench
+	n    mtuNet
+	prog *measure.Progress
+	// probers are the raw-socket probers by destination, each opened
+	// once (prober) and closed by close.
+	probers map[netip.Addr]pmtu.Prober
+	outer   pmtu.Prober
+	first   pmtu.Result
+	// clear is the cleartext tunnel, dflt the one with OpenVPN's
+	// defaults, low the default one with tun-mtu rec (variant lowered).
+	clear, dflt, low *tunnel.Tunnel
+	lowered          string
+	rec              int
+}
+
 func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat int, prog *measure.Progress) (res *mtuResult, backend string, err error) {
 	prog.Logf("%s: building lab (%s)", n.name, n.desc)
 	// The experiment framework's bench: the lab, its PKI, and the
@@ -213,47 +232,78 @@ func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat in
 			err = derr
 		}
 	}()
-	l := b.Lab
-	backend = l.Backend()
+	backend = b.Lab.Backend()
 	res = &mtuResult{Network: n.name, ConfiguredMTU: n.path.EffectiveMTU()}
 	if res.CleartextOverhead, err = mtuCleartextDC.Overhead(mtuUDP4, 1000); err != nil {
 		return res, backend, err
 	}
-	probers := map[netip.Addr]pmtu.Prober{}
-	defer func() {
-		for _, p := range probers {
-			p.Close()
-		}
-	}()
-	prober := func(dst netip.Addr) (pmtu.Prober, error) {
-		if p, ok := probers[dst]; ok {
-			return p, nil
-		}
-		var p pmtu.Prober
-		// The raw socket stays in the client namespace once opened.
-		err := netns.Do(l.Namespace(lab.Client), func() error {
-			var err error
-			p, err = pmtu.NewProber(dst)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		probers[dst] = p
-		return p, nil
+	mb := &mtuBench{b: b, n: n, prog: prog, probers: map[netip.Addr]pmtu.Prober{}}
+	defer mb.close()
+	if err := mb.searchOuter(ctx); err != nil {
+		return res, backend, err
 	}
-	outer, err := prober(lab.ServerV4)
+	if err := mb.startTunnels(ctx, res); err != nil {
+		return res, backend, err
+	}
+	l := b.Lab
+	srv, err := iperf.StartServer(ctx, func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, lab.Server, argv...) }, iperf.ServerOptions{})
 	if err != nil {
 		return res, backend, err
 	}
-	// The first outer search decides the tun-mtu to check: the one the
-	// translation recommends for the default cipher.
-	first, err := pmtu.Search(ctx, outer, pmtu.Options{})
-	if err != nil {
-		return res, backend, fmt.Errorf("%s: path MTU to the server: %w", n.name, err)
+	defer srv.Stop()
+	for r := 0; r < repeat; r++ {
+		if err := mb.round(ctx, o, r, repeat, res); err != nil {
+			return res, backend, err
+		}
 	}
-	prog.Logf("%s: outer path MTU %d (black hole %v)", n.name, first.PathMTU, first.Blackhole)
+	return res, backend, nil
+}
 
+// prober returns the prober towards dst, opening it on first use.
+func (mb *mtuBench) prober(dst netip.Addr) (pmtu.Prober, error) {
+	if p, ok := mb.probers[dst]; ok {
+		return p, nil
+	}
+	var p pmtu.Prober
+	// The raw socket stays in the client namespace once opened.
+	err := netns.Do(mb.b.Lab.Namespace(lab.Client), func() error {
+		var err error
+		p, err = pmtu.NewProber(dst)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	mb.probers[dst] = p
+	return p, nil
+}
+
+func (mb *mtuBench) close() {
+	for _, p := range mb.probers {
+		p.Close()
+	}
+}
+
+// searchOuter measures the path MTU to the server once. This first outer
+// search decides the tun-mtu to check: the one the translation recommends
+// for the default cipher.
+func (mb *mtuBench) searchOuter(ctx context.Context) error {
+	var err error
+	if mb.outer, err = mb.prober(lab.ServerV4); err != nil {
+		return err
+	}
+	if mb.first, err = pmtu.Search(ctx, mb.outer, pmtu.Options{}); err != nil {
+		return fmt.Errorf("%s: path MTU to the server: %w", mb.n.name, err)
+	}
+	mb.prog.Logf("%s: outer path MTU %d (black hole %v)", mb.n.name, mb.first.PathMTU, mb.first.Blackhole)
+	return nil
+}
+
+// startTunnels adds the three tunnels to the bench: cleartext with
+// mtu-disc yes (slot 0), defaults (slot 1), and defaults with the tun-mtu
+// the translation recommends for the default tunnel's cipher (slot 2). It
+// records the cipher, translation and default MSS in res.
+func (mb *mtuBench) startTunnels(ctx context.Context, res *mtuResult) error {
 	mtuDiscYes := func(s, c *openvpn.Config) {
 		// Equivalent to IP_MTU_DISCOVER IP_PMTUDISC_DO on the UDP socket:
 		// outer packets always carry Don't-Fragment and are never
@@ -263,106 +313,108 @@ func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat in
 	}
 	none, err := builtinVariants("none")
 	if err != nil {
-		return res, backend, err
+		return err
 	}
-	prog.Logf("%s: starting OpenVPN cleartext tunnel (data-ciphers none, auth none, mtu-disc yes)", n.name)
-	clear, err := b.AddTunnel(ctx, tunnel.Options{Variant: none[0], Slot: 0, Configure: mtuDiscYes})
-	if err != nil {
-		return res, backend, err
+	mb.prog.Logf("%s: starting OpenVPN cleartext tunnel (data-ciphers none, auth none, mtu-disc yes)", mb.n.name)
+	if mb.clear, err = mb.b.AddTunnel(ctx, tunnel.Options{Variant: none[0], Slot: 0, Configure: mtuDiscYes}); err != nil {
+		return err
 	}
 	def, err := builtinVariants("default")
 	if err != nil {
-		return res, backend, err
+		return err
 	}
-	prog.Logf("%s: starting OpenVPN with defaults", n.name)
-	dflt, err := b.AddTunnel(ctx, tunnel.Options{Variant: def[0], Slot: 1})
-	if err != nil {
-		return res, backend, err
+	mb.prog.Logf("%s: starting OpenVPN with defaults", mb.n.name)
+	if mb.dflt, err = mb.b.AddTunnel(ctx, tunnel.Options{Variant: def[0], Slot: 1}); err != nil {
+		return err
 	}
-	res.Cipher = dflt.ClientLog.DataCipher
-	dc := pmtu.DataChannel{Cipher: res.Cipher, Auth: dflt.ClientLog.DataAuth}
-	if res.Translation, err = dc.Translate(mtuUDP4, first.PathMTU, first.Blackhole, true); err != nil {
-		return res, backend, err
+	res.Cipher = mb.dflt.ClientLog.DataCipher
+	dc := pmtu.DataChannel{Cipher: res.Cipher, Auth: mb.dflt.ClientLog.DataAuth}
+	if res.Translation, err = dc.Translate(mtuUDP4, mb.first.PathMTU, mb.first.Blackhole, true); err != nil {
+		return err
 	}
 	if res.DefaultMSS, err = dc.MSS(mtuUDP4, 1492, true, false); err != nil {
-		return res, backend, err
+		return err
 	}
 	rec := res.Translation.MaxTunMTU
 	lowered := def[0]
 	lowered.Name = "tun-mtu-" + strconv.Itoa(rec)
-	prog.Logf("%s: %s recommends tun-mtu %d, %s; starting OpenVPN with tun-mtu %d", n.name, res.Cipher, rec, res.Translation.MSSFix, rec)
-	low, err := b.AddTunnel(ctx, tunnel.Options{Variant: lowered, Slot: 2, Configure: func(s, c *openvpn.Config) {
+	mb.prog.Logf("%s: %s recommends tun-mtu %d, %s; starting OpenVPN with tun-mtu %d", mb.n.name, res.Cipher, rec, res.Translation.MSSFix, rec)
+	mb.low, err = mb.b.AddTunnel(ctx, tunnel.Options{Variant: lowered, Slot: 2, Configure: func(s, c *openvpn.Config) {
 		s.Set(openvpn.D("tun-mtu", strconv.Itoa(rec)))
 		c.Set(openvpn.D("tun-mtu", strconv.Itoa(rec)))
 	}})
 	if err != nil {
-		return res, backend, err
+		return err
 	}
+	mb.rec, mb.lowered = rec, lowered.Name
+	return nil
+}
 
-	srv, err := iperf.StartServer(ctx, func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, lab.Server, argv...) }, iperf.ServerOptions{})
-	if err != nil {
-		return res, backend, err
-	}
-	defer srv.Stop()
+// round is repeat r (from 0): the outer search (the first one's result in
+// round 0), the search through the cleartext tunnel, the default tunnel's
+// pings at the recommended tun-mtu and a byte more and its TCP sample, and
+// the full-size ping through the lowered tunnel, appended to res. A failed
+// search is a result (0); a failed probe or sample ends the recipe.
+func (mb *mtuBench) round(ctx context.Context, o Options, r, repeat int, res *mtuResult) error {
+	l, n, rec := mb.b.Lab, mb.n, mb.rec
 	client := func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, lab.Client, argv...) }
-
 	// Rounds that lose a probe end max(3 × RTT, 500 ms) after they start:
 	// the lab has no delay, the margin is for the loaded machine.
-	wait := pmtu.Wait{Max: 2 * time.Second, Min: 500 * time.Millisecond, RTTFactor: 3, RTT: first.RTT}
-	for r := 0; r < repeat; r++ {
-		step := func(what string) { prog.Step(fmt.Sprintf("%s %s (%d/%d)", n.name, what, r+1, repeat)) }
-		step(mtuOuter)
-		got := first
-		if r > 0 {
-			if got, err = pmtu.Search(ctx, outer, pmtu.Options{}); err != nil {
-				prog.Logf("%s: outer search failed: %v", n.name, err)
-			}
-		}
-		res.Outer = append(res.Outer, mtuOf(got, err))
+	wait := pmtu.Wait{Max: 2 * time.Second, Min: 500 * time.Millisecond, RTTFactor: 3, RTT: mb.first.RTT}
+	step := func(what string) { mb.prog.Step(fmt.Sprintf("%s %s (%d/%d)", n.name, what, r+1, repeat)) }
 
-		step(mtuCleartext)
-		p, err := prober(clear.ServerAddr)
-		if err != nil {
-			return res, backend, err
+	step(mtuOuter)
+	got := mb.first
+	var err error
+	if r > 0 {
+		if got, err = pmtu.Search(ctx, mb.outer, pmtu.Options{}); err != nil {
+			mb.prog.Logf("%s: outer search failed: %v", n.name, err)
 		}
-		got, err = pmtu.Search(ctx, p, pmtu.Options{})
-		if err != nil {
-			prog.Logf("%s: search through the cleartext tunnel failed: %v", n.name, err)
-		}
-		res.Inner = append(res.Inner, mtuOf(got, err))
-
-		step(mtuDefault)
-		if p, err = prober(dflt.ServerAddr); err != nil {
-			return res, backend, err
-		}
-		fit, err := mtuProbeSize(ctx, l, p, rec, wait)
-		if err != nil {
-			return res, backend, err
-		}
-		over, err := mtuProbeSize(ctx, l, p, rec+1, wait)
-		if err != nil {
-			return res, backend, err
-		}
-		res.Fit, res.Over = append(res.Fit, fit), append(res.Over, over)
-		tcp, err := mtuTCPSample(ctx, l, client, dflt.ServerAddr, o.duration(2*time.Second))
-		if err != nil {
-			return res, backend, err
-		}
-		res.TCP = append(res.TCP, tcp)
-
-		step(lowered.Name)
-		if p, err = prober(low.ServerAddr); err != nil {
-			return res, backend, err
-		}
-		full, err := mtuProbeSize(ctx, l, p, rec, wait)
-		if err != nil {
-			return res, backend, err
-		}
-		res.Lowered = append(res.Lowered, full)
-		prog.Logf("%s: outer %d, cleartext inner %d; default tunnel: %s, %s, TCP %s Mbit/s with %d fragments; tun-mtu %d tunnel: %s",
-			n.name, res.Outer[r], res.Inner[r], fit, over, measure.FormatMbps(tcp.Bps), tcp.Fragments, rec, full)
 	}
-	return res, backend, nil
+	res.Outer = append(res.Outer, mtuOf(got, err))
+
+	step(mtuCleartext)
+	p, err := mb.prober(mb.clear.ServerAddr)
+	if err != nil {
+		return err
+	}
+	got, err = pmtu.Search(ctx, p, pmtu.Options{})
+	if err != nil {
+		mb.prog.Logf("%s: search through the cleartext tunnel failed: %v", n.name, err)
+	}
+	res.Inner = append(res.Inner, mtuOf(got, err))
+
+	step(mtuDefault)
+	if p, err = mb.prober(mb.dflt.ServerAddr); err != nil {
+		return err
+	}
+	fit, err := mtuProbeSize(ctx, l, p, rec, wait)
+	if err != nil {
+		return err
+	}
+	over, err := mtuProbeSize(ctx, l, p, rec+1, wait)
+	if err != nil {
+		return err
+	}
+	res.Fit, res.Over = append(res.Fit, fit), append(res.Over, over)
+	tcp, err := mtuTCPSample(ctx, l, client, mb.dflt.ServerAddr, o.duration(2*time.Second))
+	if err != nil {
+		return err
+	}
+	res.TCP = append(res.TCP, tcp)
+
+	step(mb.lowered)
+	if p, err = mb.prober(mb.low.ServerAddr); err != nil {
+		return err
+	}
+	full, err := mtuProbeSize(ctx, l, p, rec, wait)
+	if err != nil {
+		return err
+	}
+	res.Lowered = append(res.Lowered, full)
+	mb.prog.Logf("%s: outer %d, cleartext inner %d; default tunnel: %s, %s, TCP %s Mbit/s with %d fragments; tun-mtu %d tunnel: %s",
+		n.name, res.Outer[r], res.Inner[r], fit, over, measure.FormatMbps(tcp.Bps), tcp.Fragments, rec, full)
+	return nil
 }
 
 // mtuTCPSample runs iperf3 (TCP, client to server) through a tunnel and
