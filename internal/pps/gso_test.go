@@ -93,7 +93,15 @@ func TestLabGSOFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("sent %d received %d, warnings %v", res.Sent, res.Received, res.Warnings)
-	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "sendmmsg, not GSO") {
+	// A busy machine may add a "could not keep up" warning; the fallback
+	// must be reported exactly once whatever else is.
+	fellBack := 0
+	for _, w := range res.Warnings {
+		if strings.Contains(w, "sendmmsg, not GSO") {
+			fellBack++
+		}
+	}
+	if fellBack != 1 {
 		t.Errorf("warnings %q, want one saying the flow fell back to sendmmsg", res.Warnings)
 	}
 	if res.Sent < 500 || res.Received+1 < res.Sent {
