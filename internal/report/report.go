@@ -13,7 +13,7 @@
 //
 // Documents are recognised by their "schema" key (Load); each schema has a
 // kind that decodes it and writes its section (kinds). A new document type
-// (tune, cluster) adds one entry there.
+// adds one entry there.
 package report
 
 import (
@@ -28,9 +28,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
+	"github.com/ovpnperf/ovpnperf/internal/tune"
 )
 
 // Document is one JSON document read from a file.
@@ -45,6 +47,9 @@ type Document struct {
 	PPS    *pps.Result
 	PMTU   *PMTUDoc
 	Crypto *cryptobench.Report
+	Tune   *tune.Result
+	// Cluster is `cluster status --json`.
+	Cluster *cluster.ClusterStatus
 }
 
 // PMTUDoc is the part of `ovpnperf pmtu --json` a report shows.
@@ -105,6 +110,11 @@ var kinds = []kind{
 	{cryptobench.Schema, func(b []byte, d *Document) error {
 		d.Crypto = &cryptobench.Report{}
 		return json.Unmarshal(b, d.Crypto)
+	}},
+	{tune.Schema, func(b []byte, d *Document) error { d.Tune = &tune.Result{}; return json.Unmarshal(b, d.Tune) }},
+	{ClusterSchema, func(b []byte, d *Document) error {
+		d.Cluster = &cluster.ClusterStatus{}
+		return json.Unmarshal(b, d.Cluster)
 	}},
 }
 
@@ -198,7 +208,8 @@ func parseOne(where string, raw []byte) (Document, error) {
 }
 
 // sniff names the schema of the pps, pmtu and crypto documents written
-// before they carried a "schema" key, by keys only they have.
+// before they carried a "schema" key, and of `cluster status --json`
+// (which has none), by keys only they have.
 func sniff(head map[string]json.RawMessage) string {
 	has := func(keys ...string) bool {
 		for _, k := range keys {
@@ -215,6 +226,8 @@ func sniff(head map[string]json.RawMessage) string {
 		return pps.Schema
 	case has("path_mtu", "blackhole", "explanation"):
 		return PMTUSchema
+	case has("id", "instances"):
+		return ClusterSchema
 	}
 	return ""
 }
@@ -290,6 +303,10 @@ func (p *page) document(d *Document) {
 		p.pmtu(d)
 	case d.Crypto != nil:
 		p.crypto(d)
+	case d.Tune != nil:
+		p.tune(d)
+	case d.Cluster != nil:
+		p.clusterDoc(d)
 	}
 	p.w(`</section>`)
 }
