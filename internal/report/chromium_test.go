@@ -109,6 +109,8 @@ type seen struct {
 		Direction string  `json:"direction"`
 		Width     float64 `json:"width"`
 		Verdict   string  `json:"verdict"`
+		Round     string  `json:"round"`
+		Label     string  `json:"label"`
 	} `json:"bars"`
 	Axes     []string `json:"axes"`
 	Titles   []string `json:"titles"`
@@ -125,7 +127,7 @@ const collect = `(() => {
   const vis = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
   const bars = [...document.querySelectorAll('svg.chart g.bar')].map(g => {
     const r = g.querySelector('rect'); const w = r ? r.getBoundingClientRect().width : 0;
-    return {variant: g.dataset.variant || '', direction: g.dataset.direction || '', width: vis(g) ? w : 0, verdict: g.dataset.verdict || ''};
+    return {variant: g.dataset.variant || '', direction: g.dataset.direction || '', width: vis(g) ? w : 0, verdict: g.dataset.verdict || '', round: g.dataset.round || '', label: (g.querySelector('.rowlabel') || {}).textContent || ''};
   });
   return {
     bars,
@@ -371,6 +373,74 @@ func TestInChromium(t *testing.T) {
 		}
 		if bars != 4 || !hasAxis(got, "Throughput (Mbit/s)") {
 			t.Errorf("%d visible old/new bars (want 4), axes %q", bars, got.Axes)
+		}
+	})
+
+	t.Run("tune", func(t *testing.T) {
+		docs := load(t, "tune-blackhole.json")
+		docs = append(docs, load(t, "tune-lossy.json")...)
+		got := open(t, b, writePage(t, "tune", docs), "report-tune")
+		// Every candidate of every round is a bar per direction; one with
+		// samples has a width, and the chart's roles are marked.
+		for _, d := range docs {
+			r := d.Tune
+			for _, st := range r.Steps {
+				for _, c := range st.Candidates {
+					for _, dir := range r.Directions {
+						found := false
+						for _, bar := range got.Bars {
+							if bar.Variant == c.Name && bar.Direction == dir && bar.Round == fmt.Sprint(st.Round) &&
+								(bar.Width > 1 || c.Spread[dir].Median < 0.05e6) && strings.Contains(bar.Label, c.Name) {
+								found = true
+							}
+						}
+						if !found {
+							t.Errorf("%s: no visible bar for round %d %s %s", d.File, st.Round, c.Name, dir)
+						}
+					}
+				}
+			}
+		}
+		for _, unit := range []string{"Throughput up (Mbit/s)", "Throughput down (Mbit/s)"} {
+			if !hasAxis(got, unit) {
+				t.Errorf("no axis labelled %q among %q", unit, got.Axes)
+			}
+		}
+		for _, s := range []string{"advise's gap ×", "advised=mssfix 1400 mtu;tun-mtu 1348", "best, advise", "default, all rounds", "nothing beats the default", "Mbit/s n=3"} {
+			if !strings.Contains(got.Text, s) {
+				t.Errorf("the page does not show %q", s)
+			}
+		}
+	})
+
+	t.Run("cluster", func(t *testing.T) {
+		docs := load(t, "cluster-status.json")
+		got := open(t, b, writePage(t, "cluster-status", docs), "report-cluster")
+		for _, in := range docs[0].Cluster.Instances {
+			for what, v := range map[string]int64{"clients": int64(in.Clients), "bytes_in": in.BytesIn, "bytes_out": in.BytesOut, "restarts": int64(in.Restarts)} {
+				found := false
+				for _, bar := range got.Bars {
+					if bar.Variant == in.Name && bar.Direction == what && (v == 0 || bar.Width > 1) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("no visible %s bar for instance %s (value %d)", what, in.Name, v)
+				}
+			}
+			if !strings.Contains(got.Text, fmt.Sprintf("%s %s/%d cpu %d", in.Name, in.Proto, in.Port, in.CPU)) {
+				t.Errorf("instance %s is not labelled with its proto, port and CPU", in.Name)
+			}
+		}
+		for _, unit := range []string{"Connected clients (count)", "Bytes (kB)", "Restarts (count)"} {
+			if !hasAxis(got, unit) {
+				t.Errorf("no axis labelled %q among %q", unit, got.Axes)
+			}
+		}
+		for _, s := range []string{"last: signal: killed", "4, 4 up", "ovpnperf cluster status"} {
+			if !strings.Contains(got.Text, s) {
+				t.Errorf("the page does not show %q", s)
+			}
 		}
 	})
 }

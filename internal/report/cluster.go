@@ -66,11 +66,11 @@ func (p *page) clusterDoc(d *Document) {
 	}
 	p.w(`<div class="charts">`)
 	p.w(`<figure>%s</figure>`, hbarChart{Title: "Clients per instance", Desc: fmt.Sprintf("Connected clients of each of the %d instances (%d in all), with its state.", len(r.Instances), clients),
-		Axis: "Connected clients (count)", Bars: cl, Width: 560}.render(&p.ids))
+		Axis: "Connected clients (count)", Bars: cl, Width: 520}.render(&p.ids))
 	p.w(`<figure>%s</figure>`, hbarChart{Title: "Bytes per instance", Desc: "Bytes each instance received from and sent to its clients since it started, from its management interface.",
-		Axis: "Bytes (" + unit + ")", Bars: by, Width: 560, Legend: [][2]string{{"s0", "in (from clients)"}, {"s1", "out (to clients)"}}}.render(&p.ids))
+		Axis: "Bytes (" + unit + ")", Bars: by, Width: 520, Legend: [][2]string{{"s0", "in (from clients)"}, {"s1", "out (to clients)"}}}.render(&p.ids))
 	p.w(`<figure>%s</figure>`, hbarChart{Title: "Restarts per instance", Desc: "Times the supervisor restarted each instance after it exited, with the last exit's reason.",
-		Axis: "Restarts (count)", Bars: rs, Width: 560}.render(&p.ids))
+		Axis: "Restarts (count)", Bars: rs, Width: 520}.render(&p.ids))
 	p.w(`</div>`)
 
 	p.w(`<table><caption class="muted">Instances</caption><thead><tr><th>Instance</th><th>State</th><th class="num">PID</th><th class="num">CPU</th><th>Proto</th><th class="num">Port</th><th>Subnet</th><th class="num">Clients</th><th class="num">Bytes in</th><th class="num">Bytes out</th><th class="num">Bytes/s</th><th class="num">Restarts</th><th>Last exit</th><th class="num">Recovery (s)</th><th class="num">CPU (s)</th><th>Up since</th></tr></thead><tbody>`)
@@ -81,7 +81,7 @@ func (p *page) clusterDoc(d *Document) {
 		}
 		since := ""
 		if !in.UpSince.IsZero() {
-			since = in.UpSince.UTC().Format("2006-01-02 15:04:05 MST")
+			since = in.UpSince.UTC().Format("01-02 15:04:05Z")
 		}
 		p.w(`<tr><td>%s</td><td>%s</td><td class="num">%d</td><td class="num">%d</td><td>%s</td><td class="num">%d</td><td>%s</td><td class="num">%d</td><td class="num">%d</td><td class="num">%d</td><td class="num">%.0f</td><td class="num">%d</td><td>%s</td><td class="num">%s</td><td class="num">%.2f</td><td>%s</td></tr>`,
 			esc(in.Name), esc(state(in)), in.Pid, in.CPU, esc(in.Proto), in.Port, esc(in.Subnet), in.Clients, in.BytesIn, in.BytesOut, in.BytesPerSec, in.Restarts,

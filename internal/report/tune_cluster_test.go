@@ -1,0 +1,109 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ovpnperf/ovpnperf/internal/cluster"
+	"github.com/ovpnperf/ovpnperf/internal/tune"
+)
+
+// strict decodes a testdata file into v refusing unknown keys, and checks
+// that marshalling v gives back the same JSON: the recorded documents are
+// what tune's and cluster's own types write, not a look-alike.
+func strict(t *testing.T, file string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	var want, got any
+	again, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(data, &want)
+	_ = json.Unmarshal(again, &got)
+	w, _ := json.Marshal(want)
+	g, _ := json.Marshal(got)
+	if !bytes.Equal(w, g) {
+		t.Errorf("%s does not round-trip through its type:\nfile %s\ntype %s", file, w, g)
+	}
+}
+
+func TestTuneAndClusterDocuments(t *testing.T) {
+	for _, f := range []string{"tune-blackhole.json", "tune-lossy.json"} {
+		var r tune.Result
+		strict(t, f, &r)
+		if r.Schema != tune.Schema || len(r.Steps) == 0 {
+			t.Errorf("%s: schema %q, %d steps", f, r.Schema, len(r.Steps))
+		}
+	}
+	var st cluster.ClusterStatus
+	strict(t, "cluster-status.json", &st)
+
+	docs := load(t, "tune-blackhole.json")
+	docs = append(docs, load(t, "tune-lossy.json")...)
+	docs = append(docs, load(t, "cluster-status.json")...)
+	if docs[2].Schema != ClusterSchema || docs[2].Cluster == nil || docs[0].Tune == nil {
+		t.Fatalf("dispatch: %q %v %v", docs[2].Schema, docs[2].Cluster != nil, docs[0].Tune != nil)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, docs, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{"Search path, up", "Throughput down (Mbit/s)", "advise's gap ×", `data-role="best, advise"`, `data-role="default"`,
+		"Clients per instance", "Bytes (kB)", "Restarts (count)", "last: signal: killed", "Connected clients (count)", "3 documents"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// Every candidate of every round, in both directions, is a bar.
+	for _, d := range docs[:2] {
+		for _, s := range d.Tune.Steps {
+			for _, c := range s.Candidates {
+				for _, dir := range d.Tune.Directions {
+					_, role := tuneClass(d.Tune, c.Name)
+					attrs := fmt.Sprintf(`<g class="bar" data-direction="%s" data-role="%s" data-round="%d" data-variant="%s">`, dir, role, s.Round, c.Name)
+					if !strings.Contains(page, attrs) {
+						t.Errorf("%s: no bar for round %d %s %s", d.File, s.Round, c.Name, dir)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestClusterMarshalled: a status as serve's control socket encodes it
+// (cluster.ClusterStatus through encoding/json) is read back by report.
+func TestClusterMarshalled(t *testing.T) {
+	b, err := json.Marshal(cluster.ClusterStatus{ID: "ab12", OnePort: 1194, Backend: "iptables-nth",
+		Instances: []cluster.InstanceStatus{{Name: "u0", State: cluster.StateUp, Proto: "udp", Port: 1195, Clients: 3, BytesIn: 5e6, BytesOut: 7e6, Restarts: 6, CrashLoop: true, LastExit: "exit status 1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := Parse("s.json", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, docs, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Bytes (MB)", "1194 (iptables-nth)", "up (crash loop)", "last: exit status 1", `data-direction="bytes_out"`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
