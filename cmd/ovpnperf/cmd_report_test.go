@@ -28,6 +28,18 @@ func TestReportCommand(t *testing.T) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
+	// tune and cluster status documents, recorded from real runs.
+	out2 := filepath.Join(t.TempDir(), "tc.html")
+	ovpnperf(t, "report", recorded("tune-lossy.json"), recorded("cluster-status.json"), "-o", out2).mustSucceed(t)
+	page, err = os.ReadFile(out2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ovpnperf report: 2 documents", "Search path, up", "Clients per instance", "4 of 4 instances up, 4 clients"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("tune/cluster page lacks %q", want)
+		}
+	}
 	// Bad input: one line, exit 2, no page written.
 	bad := filepath.Join(t.TempDir(), "tune.json")
 	if err := os.WriteFile(bad, []byte(`{"schema":"ovpnperf/tune/v1"}`), 0o644); err != nil {
