@@ -16,6 +16,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/report"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/tune"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -36,6 +37,7 @@ type tuneOptions struct {
 	direction string
 	json      bool
 	out       string
+	html      string
 	name      string
 	pki       string
 }
@@ -83,6 +85,7 @@ otherwise tune says that nothing beats the default. Ctrl-C or the end of
 	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
 	f.BoolVar(&o.json, "json", false, "print the run as one JSON document (schema "+tune.Schema+")")
 	f.StringVar(&o.out, "out", "", "also write the JSON document to this file")
+	f.StringVar(&o.html, "html", "", "also write the report page (as `ovpnperf report` makes it: the search path charted) to this file")
 	f.StringVar(&o.name, "name", "", "name the twin's labs NAME-rN (round N), to watch them with lab exec (default random)")
 	f.StringVar(&o.pki, "pki", "", "reuse the PKI in this directory instead of a throw-away one per round")
 	return c
@@ -97,6 +100,9 @@ type tuneSetup struct {
 
 func (o tuneOptions) setup() (tuneSetup, error) {
 	var s tuneSetup
+	if err := checkOutPath("--html", o.html); err != nil {
+		return s, err
+	}
 	if o.budget < 30*time.Second || o.budget > 24*time.Hour {
 		return s, usage.Errorf("--budget %v: want 30s–24h", o.budget)
 	}
@@ -233,6 +239,12 @@ func runTune(ctx context.Context, stdout, stderr io.Writer, o tuneOptions) error
 	if o.out != "" {
 		if werr := writeTuneJSON(o.out, res); werr != nil {
 			return werr
+		}
+	}
+	if o.html != "" {
+		doc := report.Document{File: "this run", Schema: res.Schema, Tune: res}
+		if herr := report.WriteFile(o.html, []report.Document{doc}, report.Options{Argv: os.Args}); herr != nil {
+			return fmt.Errorf("writing the report page: %w", herr)
 		}
 	}
 	if o.json {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,8 +39,9 @@ func TestTuneBudget(t *testing.T) {
 	const budget = 40 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	page := filepath.Join(t.TempDir(), "tune.html")
 	cmd := runner.Command(ctx, binary, "tune", "--name", name, "--rate", "20mbit", "--rtt", "10ms",
-		"--budget", budget.String(), "--time", "2s", "--omit", "0s", "--json")
+		"--budget", budget.String(), "--time", "2s", "--omit", "0s", "--json", "--html", page)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -61,6 +64,20 @@ func TestTuneBudget(t *testing.T) {
 	}
 	if n := len(res.Steps[0].Candidates[0].Samples["up"]); n == 0 {
 		t.Errorf("no sample recorded in round 1: %+v", res.Steps[0])
+	}
+	// --html wrote the report page of this run: the search path charted,
+	// a bar per candidate of round 1.
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatalf("--html: %v", err)
+	}
+	for _, c := range res.Steps[0].Candidates {
+		if want := `data-round="1" data-variant="` + c.Name + `"`; !strings.Contains(string(html), want) {
+			t.Errorf("the --html page has no bar for round 1 %s", c.Name)
+		}
+	}
+	if !strings.Contains(string(html), "Search path, up") {
+		t.Errorf("the --html page has no search path chart")
 	}
 	checkGoneTune(t, name)
 }
@@ -106,6 +123,7 @@ func TestTuneRefusesBadInput(t *testing.T) {
 		{"--repeat", "2"},
 		{"--rate", "-5mbit"},
 		{"--probe", "x.json", "--rate", "5mbit"},
+		{"--html", "/nonexistent-ovpnperf/tune.html"},
 	} {
 		r := ovpnperf(t, append([]string{"tune"}, args...)...)
 		if r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
