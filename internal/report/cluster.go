@@ -34,6 +34,10 @@ func (p *page) clusterDoc(d *Document) {
 	p.facts("Namespace", r.Netns, "One port", onePort, "Instances", fmt.Sprintf("%d, %d up", len(r.Instances), up),
 		"Clients", fmt.Sprint(clients), "File", d.File+" (schema "+d.Schema+", a snapshot: counters since each instance started)")
 
+	if len(r.Instances) == 0 {
+		p.w(`<p class="invalid">The status lists no instance.</p>`)
+		return
+	}
 	label := func(in cluster.InstanceStatus) string {
 		return fmt.Sprintf("%s %s/%d cpu %d", in.Name, in.Proto, in.Port, in.CPU)
 	}
