@@ -56,4 +56,5 @@ func TestDispatcherOverCluster(t *testing.T) {
 		}
 		ln.Close()
 	}
+	t.Run("ClientPaths", func(t *testing.T) { testClientPaths(t, ctx, l, c, pki) })
 }
