@@ -10,6 +10,7 @@ need=(
   "openvpn:openvpn" "iperf3:iperf3" "openssl:openssl" "tcpdump:tcpdump"
   "ping:iputils-ping" "sockperf:sockperf" "taskset:util-linux" "unshare:util-linux"
   "sysctl:procps" "gcc:gcc" "git:git" "chromium:chromium"
+  "systemd-analyze:systemd"
 )
 missing=()
 for pair in "${need[@]}"; do

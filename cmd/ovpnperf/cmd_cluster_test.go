@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // Bad input: one line, exit 2, no cluster directory made.
@@ -37,5 +41,42 @@ func TestClusterUsageErrors(t *testing.T) {
 	}
 	if after, _ := cluster.List(); len(after) != len(before) {
 		t.Errorf("clusters before %v, after %v", before, after)
+	}
+}
+
+// The printed unit is one systemd accepts without a warning, and its
+// ExecStart passes serve's flags through as written: blanks quoted, % and $
+// doubled so that systemd expands no specifier or variable in them.
+func TestClusterSystemdUnit(t *testing.T) {
+	testenv.RequirePrograms(t, "systemd-analyze")
+	r := ovpnperf(t, "cluster", "systemd-unit", "--id", "abcd", "--", "--config", "/etc/openvpn/my server 100%.conf",
+		"--public", "$HOME", "--instances", "2").mustSucceed(t)
+	unit := filepath.Join(t.TempDir(), "ovpnperf-cluster-abcd.service")
+	if err := os.WriteFile(unit, []byte(r.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("systemd-analyze", "verify", unit).CombinedOutput()
+	// verify exits 0 on a line it ignores, so any word from it is a failure.
+	if err != nil || len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s\nunit:\n%s", err, out, r.stdout)
+	}
+	want := map[string]string{
+		"ExecStart":    binary + ` cluster serve --id abcd --config "/etc/openvpn/my server 100%%.conf" --public $$HOME --instances 2`,
+		"ExecStartPre": "-" + binary + " cluster clean abcd",
+		"ExecStopPost": binary + " cluster clean abcd",
+		"KillSignal":   "SIGTERM",
+		"Type":         "simple",
+	}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if w, known := want[k]; ok && known {
+			if v != w {
+				t.Errorf("%s=%s\nwant %s=%s", k, v, k, w)
+			}
+			delete(want, k)
+		}
+	}
+	for k := range want {
+		t.Errorf("unit has no %s:\n%s", k, r.stdout)
 	}
 }

@@ -39,10 +39,7 @@ func ClientConfig(base *openvpn.Config, host string, instances []InstanceStatus)
 func SystemdUnit(exe, id string, serveArgs []string) string {
 	args := make([]string, 0, len(serveArgs))
 	for _, a := range serveArgs {
-		if strings.ContainsAny(a, " \t\"'\\$%") {
-			a = strconv.Quote(a)
-		}
-		args = append(args, a)
+		args = append(args, systemdArg(a))
 	}
 	return fmt.Sprintf(`[Unit]
 Description=ovpnperf cluster %[2]s: one OpenVPN server per CPU
@@ -62,5 +59,16 @@ RestartSec=2
 
 [Install]
 WantedBy=multi-user.target
-`, exe, id, strings.Join(args, " "))
+`, systemdArg(exe), id, strings.Join(args, " "))
+}
+
+// systemdArg writes a as one word of an Exec line (systemd.service(5),
+// "Command lines"): quoted with C escapes when it has blanks or quotes, and
+// with % and $ doubled, since systemd would otherwise expand specifiers
+// (%h) and environment variables ($HOME) even inside quotes.
+func systemdArg(a string) string {
+	if strings.ContainsAny(a, " \t\"'\\") || a == "" {
+		a = strconv.Quote(a)
+	}
+	return strings.NewReplacer("%", "%%", "$", "$$").Replace(a)
 }
