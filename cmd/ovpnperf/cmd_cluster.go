@@ -161,6 +161,9 @@ func (o clusterServeOptions) toOptions() (cluster.Options, error) {
 			return co, usage.Errorf("--pool6 %q: use an IPv6 prefix like fd00:8::/64", o.pool6)
 		}
 	}
+	if o.public != "" && !cluster.ValidHost(o.public) {
+		return co, usage.Errorf("--public %q: give the host name or address clients reach the instances at", o.public)
+	}
 	if o.dispatcher != "" {
 		if _, _, err := net.SplitHostPort(o.dispatcher); err != nil {
 			return co, usage.Errorf("--dispatcher %q: use ADDR:PORT", o.dispatcher)

@@ -33,6 +33,7 @@ func TestClusterUsageErrors(t *testing.T) {
 		{[]string{"cluster", "serve", "--lab", "x", "--strategy", "random"}, "--strategy"},
 		{[]string{"cluster", "serve", "--lab", "x", "--pool", "10.8.0.0"}, "--pool"},
 		{[]string{"cluster", "serve", "--config", bridge, "--netns", "x"}, "tap"},
+		{[]string{"cluster", "serve", "--lab", "x", "--dispatcher", "127.0.0.1:0", "--public", "--up /tmp/x"}, "--public"},
 		{[]string{"cluster", "clean"}, "accepts 1 arg"},
 		{[]string{"cluster", "systemd-unit"}, "--id"},
 		{[]string{"cluster", "connect", "127.0.0.1:1"}, "--ca, --cert and --key"},

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -397,5 +398,31 @@ func Ask(ctx context.Context, addr string, cfg *tls.Config, req Request) (Reply,
 	if r.Error != "" {
 		return r, fmt.Errorf("dispatcher: %s", r.Error)
 	}
+	if err := r.Check(); err != nil {
+		return Reply{}, fmt.Errorf("dispatcher reply %q: %w", bytes.TrimSpace(line), err)
+	}
 	return r, nil
+}
+
+// hostRE is a host name or an IPv4/IPv6 address, and nothing that OpenVPN's
+// command line could read as an option ("--up ...").
+var hostRE = regexp.MustCompile(`^[A-Za-z0-9_.:][A-Za-z0-9_.:-]{0,252}$`)
+
+// ValidHost reports whether h can be handed out as an instance's host.
+func ValidHost(h string) bool { return hostRE.MatchString(h) }
+
+// Check refuses an assignment that `cluster connect` could not pass to
+// openvpn as `--remote HOST PORT PROTO` as it is: the reply comes from the
+// network, and its words become openvpn's arguments.
+func (r Reply) Check() error {
+	if !ValidHost(r.Remote) {
+		return fmt.Errorf("remote %q is not a host name or address", r.Remote)
+	}
+	if r.Port == 0 {
+		return errors.New("port 0")
+	}
+	if r.Proto != "udp" && r.Proto != "tcp" {
+		return fmt.Errorf("proto %q is not udp or tcp", r.Proto)
+	}
+	return nil
 }

@@ -287,3 +287,28 @@ func TestRateLimitPerSource(t *testing.T) {
 		t.Errorf("one second later the source is still limited")
 	}
 }
+
+// A reply's words become openvpn's argv in `cluster connect`: anything but
+// a host, a port and udp/tcp is refused, so no reply can add an option.
+func TestReplyCheck(t *testing.T) {
+	for _, tc := range []struct {
+		r  Reply
+		ok bool
+	}{
+		{Reply{Remote: "198.51.100.2", Port: 1195, Proto: "udp"}, true},
+		{Reply{Remote: "vpn.example.net", Port: 1195, Proto: "tcp"}, true},
+		{Reply{Remote: "fd00::2", Port: 1195, Proto: "udp"}, true},
+		{Reply{Remote: "--up", Port: 1195, Proto: "udp"}, false},
+		{Reply{Remote: "-x", Port: 1195, Proto: "udp"}, false},
+		{Reply{Remote: "a b", Port: 1195, Proto: "udp"}, false},
+		{Reply{Remote: "", Port: 1195, Proto: "udp"}, false},
+		{Reply{Remote: "h\n", Port: 1195, Proto: "udp"}, false},
+		{Reply{Remote: "h", Port: 0, Proto: "udp"}, false},
+		{Reply{Remote: "h", Port: 1195, Proto: "--script-security"}, false},
+		{Reply{Remote: "h", Port: 1195, Proto: "tcp-client"}, false},
+	} {
+		if err := tc.r.Check(); (err == nil) != tc.ok {
+			t.Errorf("%+v: Check() = %v, want ok %v", tc.r, err, tc.ok)
+		}
+	}
+}
