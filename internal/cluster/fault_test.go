@@ -1,14 +1,18 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +20,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -165,34 +170,127 @@ func TestKillUnderLoad(t *testing.T) {
 	}
 }
 
+// syncBuffer is a bytes.Buffer a child process writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // TestStopAndClean is must-show 5: `cluster stop` over the control
 // socket, and SIGKILL of serve + Clean, leave nothing behind.
 func TestStopAndClean(t *testing.T) {
 	testenv.RequirePrograms(t, "openvpn", "iptables")
 	l := labtest.New(t, lab.Path{})
 	ns := l.Namespace(lab.Server)
+	// stop runs the commands a user runs: `cluster serve` with metrics and
+	// a dispatcher, `cluster status --json`, a scrape, an assignment, then
+	// `cluster stop`; serve must exit 0 and leave nothing.
 	t.Run("stop", func(t *testing.T) {
-		o := cluster.Options{Instances: 2, Protos: []string{"udp", "tcp"}, PortBase: 1195, OnePort: 1194, Netns: ns, Pool: lab.TunnelV4}
-		o.Prepare = labPrepare
-		c, err := cluster.Start(context.Background(), o)
+		bin := os.Getenv("OVPNPERF_TEST_BINARY")
+		id := cluster.NewID()
+		serve := exec.Command(bin, "cluster", "serve", "--id", id, "--lab", l.Name(), "--instances", "2", "--proto", "udp,tcp",
+			"--one-port", "1194", "--port-base", "1195", "--metrics", "127.0.0.1:0", "--dispatcher", "127.0.0.1:0", "--drain", "0s")
+		var out syncBuffer
+		serve.Stdout, serve.Stderr = &out, &out
+		if err := serve.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		var serveErr error
+		go func() { serveErr = serve.Wait(); close(exited) }()
+		t.Cleanup(func() {
+			select {
+			case <-exited:
+			default:
+				_ = serve.Process.Kill()
+				<-exited
+			}
+			_ = cluster.Clean(context.Background(), id)
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		var metrics, disp string
+		for metrics == "" || disp == "" {
+			for _, line := range strings.Split(out.String(), "\n") {
+				if a, ok := strings.CutPrefix(line, "metrics on "); ok {
+					metrics = a
+				}
+				if a, ok := strings.CutPrefix(line, "dispatcher on "); ok {
+					disp, _, _ = strings.Cut(a, " ")
+				}
+			}
+			select {
+			case <-exited:
+				t.Fatalf("serve exited: %v\n%s", serveErr, out.String())
+			case <-ctx.Done():
+				t.Fatalf("serve printed no metrics and dispatcher address:\n%s", out.String())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		var st cluster.ClusterStatus
+		for {
+			r, err := exec.CommandContext(ctx, bin, "cluster", "status", id, "--json").Output()
+			st = cluster.ClusterStatus{}
+			if err == nil && json.Unmarshal(r, &st) == nil && len(st.Instances) == 4 {
+				up := 0
+				for _, s := range st.Instances {
+					if s.State == cluster.StateUp {
+						up++
+					}
+				}
+				if up == 4 {
+					break
+				}
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("cluster status: not 4 instances up: %v %+v\n%s", err, st, out.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if st.ID != id || st.Netns != ns || st.OnePort != 1194 {
+			t.Errorf("cluster status: %+v, want id %s netns %s one-port 1194", st, id, ns)
+		}
+		m := scrape(t, metrics)
+		for _, s := range st.Instances {
+			checkMetrics(t, m, map[string]float64{"ovpnperf_cluster_instance_up{" + s.Name + "}": 1, "ovpnperf_cluster_instance_restarts_total{" + s.Name + "}": 0})
+		}
+		pki, err := openvpn.LoadPKI(filepath.Join(cluster.Dir(id), "pki"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		stopped := make(chan error, 1)
-		go func() { <-c.StopRequested(); stopped <- c.Stop() }()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		if err := c.WaitUp(ctx, 60*time.Second); err != nil {
+		tlsCfg, err := cluster.ClientTLS(pki.ClientCert(), pki.ClientKey(), pki.CACert())
+		if err != nil {
 			t.Fatal(err)
 		}
-		checkPrivate(t, c.Dir())
-		if err := cluster.RequestStop(ctx, c.ID()); err != nil {
-			t.Fatal(err)
+		r, err := cluster.Ask(ctx, disp, tlsCfg, cluster.NewRequest("tcp"))
+		if err != nil || r.Proto != "tcp" || r.Remote != lab.ServerV4.String() {
+			t.Errorf("dispatcher of serve: %+v, %v; want a tcp instance at %s", r, err, lab.ServerV4)
 		}
-		if err := <-stopped; err != nil {
-			t.Errorf("stop: %v", err)
+		checkPrivate(t, cluster.Dir(id))
+		if b, err := exec.CommandContext(ctx, bin, "cluster", "stop", id).CombinedOutput(); err != nil {
+			t.Fatalf("cluster stop: %v\n%s", err, b)
 		}
-		checkClusterGone(t, c.ID(), ns)
+		select {
+		case <-exited:
+			if serveErr != nil {
+				t.Errorf("serve after stop: %v\n%s", serveErr, out.String())
+			}
+		case <-ctx.Done():
+			t.Fatalf("serve still runs after cluster stop")
+		}
+		checkClusterGone(t, id, ns)
 	})
 	t.Run("kill-and-clean", func(t *testing.T) {
 		id := cluster.NewID()
