@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -121,27 +120,12 @@ func List() ([]string, error) {
 	return ids, err
 }
 
-// startTicks reads a process's start time (field 22 of /proc/PID/stat), so
-// that a recycled pid is never mistaken for ours.
-func startTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no comm", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: short", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
+func startTicks(pid int) (uint64, error) { return runner.StartTicks(pid) }
 
+// alive reports whether pid still runs with this start time. Unlike
+// runner.Alive, a zombie counts as alive: its pid is still taken.
 func alive(pid int, ticks uint64) bool {
-	t, err := startTicks(pid)
+	t, err := runner.StartTicks(pid)
 	return err == nil && (ticks == 0 || t == ticks)
 }
 

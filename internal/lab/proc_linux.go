@@ -16,47 +16,9 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-// startTicks returns a process's start time in clock ticks since boot (field
-// 22 of /proc/PID/stat). Together with the pid it names one process for good:
-// a recycled pid has another start time.
-func startTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may contain spaces and parentheses; the
-	// fields after it start behind the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); field 22 is f[19].
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
+func startTicks(pid int) (uint64, error) { return runner.StartTicks(pid) }
 
-// alive reports whether the process pid with this start time still runs
-// (a zombie counts as gone).
-func alive(pid int, ticks uint64) bool {
-	if pid <= 0 {
-		return false
-	}
-	t, err := startTicks(pid)
-	if err != nil || (ticks != 0 && t != ticks) {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
+func alive(pid int, ticks uint64) bool { return runner.Alive(pid, ticks) }
 
 // self identifies the calling process.
 func self() Owner {
