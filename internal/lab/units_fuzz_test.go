@@ -12,11 +12,8 @@ import (
 // input: a usage error, one line, naming the flag.
 func checkFlagError(t *testing.T, flag, in string, err error) {
 	t.Helper()
-	if !usage.Is(err) {
-		t.Fatalf("%q: error is not a usage error: %v", in, err)
-	}
-	if msg := err.Error(); strings.ContainsAny(msg, "\n\r") || !strings.HasPrefix(msg, flag) {
-		t.Fatalf("%q: error %q is not one line starting with %s", in, msg, flag)
+	if bad := usage.CheckFlagError(flag, err); bad != nil {
+		t.Fatalf("%q: %v", in, bad)
 	}
 }
 

@@ -6,6 +6,7 @@ package usage
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Error is a mistake in what the user asked for. Its message is one line that
@@ -24,4 +25,18 @@ func Errorf(format string, a ...any) error {
 func Is(err error) bool {
 	var u *Error
 	return errors.As(err, &u)
+}
+
+// CheckFlagError reports how err breaks the contract every parser of a flag
+// value keeps for bad input: a usage error, one line, starting with the flag
+// as typed. It returns nil when err keeps it; fuzz targets of every package
+// that parses flag values call it.
+func CheckFlagError(flag string, err error) error {
+	if !Is(err) {
+		return fmt.Errorf("error is not a usage error: %v", err)
+	}
+	if msg := err.Error(); strings.ContainsAny(msg, "\n\r") || !strings.HasPrefix(msg, flag) {
+		return fmt.Errorf("error %q is not one line starting with %s", msg, flag)
+	}
+	return nil
 }
