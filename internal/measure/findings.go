@@ -59,7 +59,9 @@ func Findings(rep *Report) []string {
 			switch {
 			case pct >= 90:
 				ov := defaultGCMOverhead()
-				line += fmt.Sprintf(": the tunnel costs about its header overhead (OpenVPN's %d bytes on 1500 predict %.0f%%); the path is the limit.", ov, 100*1500/float64(1500+ov))
+				// The figure is the default data channel's: a row does not
+				// carry its variant's tun-mtu or cipher, so say whose it is.
+				line += fmt.Sprintf(": the path is the limit (for comparison, the default configuration's %d bytes on 1500 predict %.0f%%).", ov, 100*1500/float64(1500+ov))
 			case busiest > 0 && r.MedianBps >= minCoreShare*8e9/busiest:
 				// CPU-seconds per 10^9 bytes → the rate one core sustains.
 				line += fmt.Sprintf(": OpenVPN is the limit; its busier process spends %.1f CPU-s per GB, so one core carries at most about %s Mbit/s at this cost.",
