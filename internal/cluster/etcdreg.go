@@ -601,7 +601,7 @@ func ReadRegistry(ctx context.Context, cli *clientv3.Client, name string) (*Regi
 	defer cancel()
 	resp, err := cli.Get(gctx, ClusterPrefix(name), clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("reading the registry: %w", err)
+		return nil, fmt.Errorf("reading the registry at %v: %w (is etcd running and reachable, are the certificates right?)", cli.Endpoints(), err)
 	}
 	st := &RegistryStatus{Schema: RegistryStatusSchema, Cluster: name, Revision: resp.Header.Revision, Hosts: []HostStatus{}}
 	byHost := map[string]*HostStatus{}
