@@ -18,12 +18,19 @@ import (
 //
 //	/ovpnperf/v1/clusters/<cluster>/hosts/<host>             HostEntry,     host's lease
 //	/ovpnperf/v1/clusters/<cluster>/instances/<host>/<name>  InstanceEntry, host's lease
-//	/ovpnperf/v1/clusters/<cluster>/assigned/<host>/<name>/<id>  "",     a dispatcher's short lease
+//	/ovpnperf/v1/assigned/<cluster>/<host>/<name>/<id>       "",            a dispatcher's short lease
 //
 // A host writes its keys under one lease that it keeps alive; when the host
 // dies or is cut off from etcd for longer than the lease's TTL, etcd deletes
-// them and every watching dispatcher sees the deletion.
-const RegistryRoot = "/ovpnperf/v1/clusters/"
+// them and every watching dispatcher sees the deletion. Assignment records
+// live in a tree of their own so that etcd's roles (permissions are key
+// ranges) can let dispatchers write them and nothing a host writes.
+const (
+	RegistryRoot = "/ovpnperf/v1/clusters/"
+	AssignedRoot = "/ovpnperf/v1/assigned/"
+	// WatchRoot covers both: one watch sees every change.
+	WatchRoot = "/ovpnperf/v1/"
+)
 
 // EntryVersion is the "v" of the entries this code writes and reads.
 const EntryVersion = 1
@@ -46,7 +53,7 @@ func instanceKey(cl, host, name string) string {
 	return ClusterPrefix(cl) + "instances/" + host + "/" + name
 }
 func assignedPrefix(cl, host, name string) string {
-	return ClusterPrefix(cl) + "assigned/" + host + "/" + name + "/"
+	return AssignedRoot + cl + "/" + host + "/" + name + "/"
 }
 
 // HostEntry is a host's own key: who it is and since when.
@@ -86,6 +93,12 @@ type Entry struct {
 
 var states = map[string]bool{StateStarting: true, StateUp: true, StateRestarting: true, StateDraining: true, StateDown: true}
 
+// OfCluster reports whether key belongs to cluster cl (a view that watches
+// WatchRoot ignores other clusters' keys without a word).
+func OfCluster(cl, key string) bool {
+	return strings.HasPrefix(key, ClusterPrefix(cl)) || strings.HasPrefix(key, AssignedRoot+cl+"/")
+}
+
 // DecodeEntry reads the value at key of cluster cl. Anyone who can write
 // to the registry (or a bug, or a newer version) can put anything there,
 // and what is read becomes a dispatcher's answer and then openvpn's
@@ -96,10 +109,15 @@ var states = map[string]bool{StateStarting: true, StateUp: true, StateRestarting
 func DecodeEntry(cl, key string, value []byte) (Entry, error) {
 	e := Entry{Key: key}
 	pre := ClusterPrefix(cl)
-	if !strings.HasPrefix(key, pre) {
+	var parts []string
+	switch {
+	case strings.HasPrefix(key, pre):
+		parts = strings.Split(key[len(pre):], "/")
+	case strings.HasPrefix(key, AssignedRoot+cl+"/"):
+		parts = append([]string{"assigned"}, strings.Split(key[len(AssignedRoot+cl+"/"):], "/")...)
+	default:
 		return e, fmt.Errorf("key %q is not under %s", key, pre)
 	}
-	parts := strings.Split(key[len(pre):], "/")
 	for _, p := range parts[1:] {
 		if !ValidName(p) {
 			return e, fmt.Errorf("key %q: segment %q is not a name", key, p)

@@ -16,7 +16,7 @@ func TestDecodeEntry(t *testing.T) {
 	if e, err := DecodeEntry("c", pre+"hosts/h1", []byte(host)); err != nil || e.Host == nil {
 		t.Fatalf("good host entry: %+v %v", e, err)
 	}
-	if e, err := DecodeEntry("c", pre+"assigned/h1/u0/0123abcd", nil); err != nil || e.Assigned != "h1/u0" {
+	if e, err := DecodeEntry("c", AssignedRoot+"c/h1/u0/0123abcd", nil); err != nil || e.Assigned != "h1/u0" {
 		t.Fatalf("assignment record: %+v %v", e, err)
 	}
 	for _, tc := range []struct{ key, value, why string }{
@@ -49,7 +49,7 @@ func FuzzDecodeEntry(f *testing.F) {
 	pre := ClusterPrefix("c")
 	f.Add(pre+"instances/h1/u0", `{"v":1,"host":"h1","name":"u0","address":"198.18.1.2","port":1195,"proto":"udp","state":"up","clients":3,"bytes_per_sec":12.5,"updated":"2026-11-23T12:00:00Z"}`)
 	f.Add(pre+"hosts/h1", `{"v":1,"host":"h1","advertise":"198.18.1.2","cluster_id":"abcd","ttl_seconds":10,"started":"2026-11-23T12:00:00Z","updated":"2026-11-23T12:00:00Z"}`)
-	f.Add(pre+"assigned/h1/u0/00ff", "")
+	f.Add(AssignedRoot+"c/h1/u0/00ff", "")
 	f.Add(pre+"instances/h1/u0", `{"v":1,"bytes_per_sec":1e999}`)
 	f.Add(pre+"instances//", `null`)
 	f.Add(pre, `[]`)

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -304,14 +305,22 @@ func (v *View) Run(ctx context.Context) {
 func (v *View) list(ctx context.Context) (int64, error) {
 	lctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	resp, err := v.Client.Get(lctx, ClusterPrefix(v.Cluster), clientv3.WithPrefix())
+	// Two gets in one transaction: one revision for both trees.
+	tresp, err := v.Client.Txn(lctx).Then(
+		clientv3.OpGet(ClusterPrefix(v.Cluster), clientv3.WithPrefix()),
+		clientv3.OpGet(AssignedRoot+v.Cluster+"/", clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return 0, err
 	}
+	resp := tresp
 	inst := map[string]InstanceEntry{}
 	hosts := map[string]hostRecord{}
 	assigned := map[string]string{}
-	for _, kv := range resp.Kvs {
+	var kvs []*mvccpb.KeyValue
+	for _, r := range tresp.Responses {
+		kvs = append(kvs, r.GetResponseRange().Kvs...)
+	}
+	for _, kv := range kvs {
 		v.apply(inst, hosts, assigned, string(kv.Key), kv.Value, kv.Lease)
 	}
 	v.mu.Lock()
@@ -363,7 +372,7 @@ func truncate(s string, n int) string {
 func (v *View) watch(ctx context.Context, rev int64) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := v.Client.Watch(wctx, ClusterPrefix(v.Cluster), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	wch := v.Client.Watch(wctx, WatchRoot, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	probe := time.NewTicker(v.Probe)
 	defer probe.Stop()
 	for {
@@ -409,6 +418,9 @@ func (v *View) watch(ctx context.Context, rev int64) {
 // applyEvent applies one watch event to the shared maps.
 func (v *View) applyEvent(ev *clientv3.Event) {
 	k := string(ev.Kv.Key)
+	if !OfCluster(v.Cluster, k) {
+		return
+	}
 	var e Entry
 	var err error
 	if ev.Type != clientv3.EventTypeDelete {
@@ -506,9 +518,9 @@ func (v *View) Sync(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
-	// The newest modification among the cluster's keys: revisions of
-	// other clusters' keys would never arrive on this view's watch.
-	resp, err := v.Client.Get(ctx, ClusterPrefix(v.Cluster), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+	// The newest modification under the watched tree: a revision of a key
+	// outside it would never arrive on this view's watch.
+	resp, err := v.Client.Get(ctx, WatchRoot, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil || len(resp.Kvs) == 0 {
 		return
@@ -599,14 +611,20 @@ const RegistryStatusSchema = "ovpnperf.cluster.registry-status/v1"
 func ReadRegistry(ctx context.Context, cli *clientv3.Client, name string) (*RegistryStatus, error) {
 	gctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	resp, err := cli.Get(gctx, ClusterPrefix(name), clientv3.WithPrefix())
+	resp, err := cli.Txn(gctx).Then(
+		clientv3.OpGet(ClusterPrefix(name), clientv3.WithPrefix()),
+		clientv3.OpGet(AssignedRoot+name+"/", clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("reading the registry at %v: %w (is etcd running and reachable, are the certificates right?)", cli.Endpoints(), err)
+	}
+	var kvs []*mvccpb.KeyValue
+	for _, r := range resp.Responses {
+		kvs = append(kvs, r.GetResponseRange().Kvs...)
 	}
 	st := &RegistryStatus{Schema: RegistryStatusSchema, Cluster: name, Revision: resp.Header.Revision, Hosts: []HostStatus{}}
 	byHost := map[string]*HostStatus{}
 	var insts []InstanceEntry
-	for _, kv := range resp.Kvs {
+	for _, kv := range kvs {
 		e, err := DecodeEntry(name, string(kv.Key), kv.Value)
 		switch {
 		case err != nil:
