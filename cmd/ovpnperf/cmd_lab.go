@@ -32,7 +32,12 @@ segment and an ICMP black hole. Up is client→server, down is server→client.
 
 Addresses: client 192.0.2.2 / 2001:db8:c::2, server 198.51.100.2 / 2001:db8:5::2,
 router 192.0.2.1 / 2001:db8:c::1 (client side) and 198.51.100.1 / 2001:db8:5::1.
-Namespaces: ovpnperf-NAME-client, ovpnperf-NAME-router, ovpnperf-NAME-server.`,
+Namespaces: ovpnperf-NAME-client, ovpnperf-NAME-router, ovpnperf-NAME-server.
+
+lab up --host HOST adds further hosts behind the router (namespace
+ovpnperf-NAME-HOST, IPv4 only: host i is 198.18.i.2, the router 198.18.i.1),
+for a cluster across machines. Their own links are not emulated: the
+emulated path stays client — server.`,
 	}
 	c.AddCommand(newLabUpCommand(), newLabRunCommand(), newLabDownCommand(), newLabStatusCommand(), newLabExecCommand(), newLabCleanCommand(), newLabOwnerCommand())
 	return c
@@ -40,6 +45,7 @@ Namespaces: ovpnperf-NAME-client, ovpnperf-NAME-router, ovpnperf-NAME-server.`,
 
 type labUpOptions struct {
 	name  string
+	hosts []string
 	flags pathFlags
 	json  bool
 }
@@ -51,7 +57,8 @@ func newLabUpCommand() *cobra.Command {
 		Short: "Build a lab that stays up until `ovpnperf lab down NAME`",
 		Example: `  ovpnperf lab up --name branch --rate 15mbit --rtt 150ms
   ovpnperf lab up --name pppoe --mtu 1492 --icmp-blackhole
-  ovpnperf lab up --name sat --up-rate 2mbit --down-rate 20mbit --rtt 600ms --loss 0.5%`,
+  ovpnperf lab up --name sat --up-rate 2mbit --down-rate 20mbit --rtt 600ms --loss 0.5%
+  ovpnperf lab up --name farm --host web1 --host web2 --host web3 --host etcd`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runLabUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
@@ -59,6 +66,7 @@ func newLabUpCommand() *cobra.Command {
 	}
 	stringFlag(c.Flags(), &o.name, "name", "", "", "a lab name of lower-case letters, digits and dashes", "lab id (lower-case letters, digits, dashes; default: random)")
 	c.Flags().BoolVar(&o.json, "json", false, "print the lab's state as JSON")
+	c.Flags().StringArrayVar(&o.hosts, "host", nil, "add a host behind the router (1-12 lower-case letters and digits; repeatable): namespace ovpnperf-NAME-HOST, 198.18.i.2, unshaped link")
 	o.flags.bind(c.Flags())
 	return c
 }
@@ -73,11 +81,18 @@ func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 			return err
 		}
 	}
+	hosts := make([]lab.Node, len(o.hosts))
+	for i, h := range o.hosts {
+		hosts[i] = lab.Node(h)
+	}
+	if err := lab.CheckHostNames("--host", hosts); err != nil {
+		return err
+	}
 	for _, warn := range queueWarnings(p) {
 		fmt.Fprintln(errw, warn)
 	}
 	start := time.Now()
-	l, err := lab.Up(ctx, lab.Options{Name: o.name, Path: p})
+	l, err := lab.Up(ctx, lab.Options{Name: o.name, Path: p, Hosts: hosts})
 	if err != nil {
 		return err
 	}
@@ -90,6 +105,9 @@ func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 	fmt.Fprintf(w, "  client  %-22s %s, %s\n", l.Namespace(lab.Client), lab.ClientV4, v6(p, lab.ClientV6.String()))
 	fmt.Fprintf(w, "  router  %-22s %s / %s\n", l.Namespace(lab.Router), lab.RouterClientV4, lab.RouterServerV4)
 	fmt.Fprintf(w, "  server  %-22s %s, %s\n", l.Namespace(lab.Server), lab.ServerV4, v6(p, lab.ServerV6.String()))
+	for _, h := range l.Hosts() {
+		fmt.Fprintf(w, "  %-7s %-22s %s (unshaped link; router %s)\n", h.Node, l.Namespace(h.Node), h.Addr, h.RouterAddr)
+	}
 	fmt.Fprintf(w, "try: ovpnperf lab exec %s client -- ping -c 3 %s\n", l.Name(), lab.ServerV4)
 	fmt.Fprintf(w, "end: ovpnperf lab down %s\n", l.Name())
 	return nil
@@ -215,6 +233,13 @@ func newLabStatusCommand() *cobra.Command {
 					owner = "DEAD (run ovpnperf lab clean " + s.Name + ")"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, owner, s.Backend, describePath(s.Path))
+				if len(s.Hosts) > 0 {
+					var hs []string
+					for _, h := range s.Hosts {
+						hs = append(hs, fmt.Sprintf("%s %s", h.Node, h.Addr))
+					}
+					fmt.Fprintf(tw, "\t\thosts:\t%s\n", strings.Join(hs, ", "))
+				}
 				if s.Emulator != nil {
 					b, _ := json.Marshal(s.Emulator)
 					fmt.Fprintf(tw, "\t\temulator:\t%s\n", b)
@@ -229,7 +254,7 @@ func newLabStatusCommand() *cobra.Command {
 
 func newLabExecCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "exec NAME client|router|server -- COMMAND [ARG...]",
+		Use:   "exec NAME client|router|server|HOST -- COMMAND [ARG...]",
 		Short: "Run a command in a lab node (like ip netns exec)",
 		Example: `  ovpnperf lab exec branch client -- ping -c 10 198.51.100.2
   ovpnperf lab exec branch server -- iperf3 -s -1`,
@@ -239,12 +264,15 @@ func newLabExecCommand() *cobra.Command {
 				return err
 			}
 			node := lab.Node(a[1])
-			if node != lab.Client && node != lab.Router && node != lab.Server {
-				return usage.Errorf("node %q: want client, router or server", a[1])
+			if node != lab.Client && node != lab.Router && node != lab.Server && lab.CheckHostName(node) != nil {
+				return usage.Errorf("node %q: want client, router, server or one of the lab's hosts", a[1])
 			}
 			l, err := lab.Open(a[0])
 			if err != nil {
 				return err
+			}
+			if !l.HasNode(node) {
+				return usage.Errorf("node %q: lab %s has no such host (see `ovpnperf lab status %s`)", a[1], a[0], a[0])
 			}
 			c := l.Command(cmd.Context(), node, a[2:]...)
 			c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
