@@ -10,11 +10,16 @@
 //	    peer    http://127.0.0.1:2380                           (a cluster of one)
 //	    data    DIR/data (0700)     certificates  DIR/pki (0700, files 0600)
 //
-// Users (certificate common name = etcd user):
+// Users (certificate common name = etcd user), each with the role of its
+// name:
 //
-//	ovpnperf-serve     role ovpnperf-serve: read and write keys under /ovpnperf/
-//	ovpnperf-dispatch  role ovpnperf-dispatch: read keys under /ovpnperf/
+//	ovpnperf-serve     reads /ovpnperf/, writes /ovpnperf/v1/clusters/ (hosts, instances)
+//	ovpnperf-dispatch  reads /ovpnperf/, writes /ovpnperf/v1/assigned/ (assignment records)
 //	root               role root: set-up and health checks of this package
+//
+// So a dispatcher cannot forge a host or an instance, and a host cannot
+// forge another dispatcher's assignments. The prefixes are those of
+// package cluster's registry (entry.go).
 //
 // A client without a certificate of this CA fails the TLS handshake; a
 // certificate whose name is no user is refused by etcd's auth. etcd runs
@@ -54,7 +59,12 @@ const (
 	UserServe    = "ovpnperf-serve"    // cluster serve: registers instances (read-write)
 	UserDispatch = "ovpnperf-dispatch" // dispatchers, status: read only
 	UserRoot     = "root"              // this package's own set-up and health checks
-	KeyPrefix    = "/ovpnperf/"
+
+	KeyPrefix = "/ovpnperf/" // every registry key; both users read all of it
+	// ServePrefix is what hosts write: cluster.RegistryRoot.
+	ServePrefix = "/ovpnperf/v1/clusters/"
+	// DispatchPrefix is what dispatchers write: cluster.AssignedRoot.
+	DispatchPrefix = "/ovpnperf/v1/assigned/"
 )
 
 // ClientPort and PeerPort are etcd's usual ports. Fixed ports are safe
@@ -317,9 +327,11 @@ func (s *Server) logTail() string {
 //
 //	etcdctl user add root; etcdctl user grant-role root root
 //	etcdctl role add ovpnperf-serve
-//	etcdctl role grant-permission ovpnperf-serve --prefix readwrite /ovpnperf/
+//	etcdctl role grant-permission ovpnperf-serve --prefix read /ovpnperf/
+//	etcdctl role grant-permission ovpnperf-serve --prefix readwrite /ovpnperf/v1/clusters/
 //	etcdctl role add ovpnperf-dispatch
 //	etcdctl role grant-permission ovpnperf-dispatch --prefix read /ovpnperf/
+//	etcdctl role grant-permission ovpnperf-dispatch --prefix readwrite /ovpnperf/v1/assigned/
 //	etcdctl user add ovpnperf-serve; etcdctl user grant-role ovpnperf-serve ovpnperf-serve
 //	etcdctl user add ovpnperf-dispatch; etcdctl user grant-role ovpnperf-dispatch ovpnperf-dispatch
 //	etcdctl auth enable
@@ -331,11 +343,7 @@ func (s *Server) setupAuth(ctx context.Context) error {
 		return err
 	}
 	defer cli.Close()
-	end := clientv3.GetPrefixRangeEnd(KeyPrefix)
-	roles := []struct {
-		name string
-		perm clientv3.PermissionType
-	}{{UserServe, clientv3.PermissionType(clientv3.PermReadWrite)}, {UserDispatch, clientv3.PermissionType(clientv3.PermRead)}}
+	roles := []struct{ name, writes string }{{UserServe, ServePrefix}, {UserDispatch, DispatchPrefix}}
 	// Users authenticate by certificate only: their passwords are random
 	// and kept nowhere (etcd 3.4 has no password-less users).
 	if _, err := cli.UserAdd(ctx, UserRoot, randomPassword()); err != nil {
@@ -348,8 +356,11 @@ func (s *Server) setupAuth(ctx context.Context) error {
 		if _, err := cli.RoleAdd(ctx, r.name); err != nil {
 			return fmt.Errorf("role add %s: %w", r.name, err)
 		}
-		if _, err := cli.RoleGrantPermission(ctx, r.name, KeyPrefix, end, r.perm); err != nil {
-			return fmt.Errorf("role grant-permission %s: %w", r.name, err)
+		if _, err := cli.RoleGrantPermission(ctx, r.name, KeyPrefix, clientv3.GetPrefixRangeEnd(KeyPrefix), clientv3.PermissionType(clientv3.PermRead)); err != nil {
+			return fmt.Errorf("role grant-permission %s read %s: %w", r.name, KeyPrefix, err)
+		}
+		if _, err := cli.RoleGrantPermission(ctx, r.name, r.writes, clientv3.GetPrefixRangeEnd(r.writes), clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
+			return fmt.Errorf("role grant-permission %s readwrite %s: %w", r.name, r.writes, err)
 		}
 		if _, err := cli.UserAdd(ctx, r.name, randomPassword()); err != nil {
 			return fmt.Errorf("user add %s: %w", r.name, err)

@@ -91,31 +91,45 @@ func TestEtcdInLab(t *testing.T) {
 	}
 	op := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 5*time.Second) }
 
+	hostKey := ServePrefix + "default/hosts/web1"
+	assigned := DispatchPrefix + "default/web1/i0/1"
 	serve := client("web1", UserServe)
 	c1, c1cancel := op()
-	if _, err := serve.Put(c1, KeyPrefix+"hosts/web1", "up"); err != nil {
+	if _, err := serve.Put(c1, hostKey, "up"); err != nil {
 		t.Fatalf("put as %s: %v", UserServe, err)
 	}
-	if _, err := serve.Put(c1, "/elsewhere", "x"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
-		t.Errorf("put outside %s as %s: got %v, want permission denied", KeyPrefix, UserServe, err)
+	for _, k := range []string{"/elsewhere", assigned} {
+		if _, err := serve.Put(c1, k, "x"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+			t.Errorf("put %s as %s: got %v, want permission denied", k, UserServe, err)
+		}
 	}
 	c1cancel()
 
 	dispatch := client(lab.Client, UserDispatch)
 	c2, c2cancel := op()
-	resp, err := dispatch.Get(c2, KeyPrefix+"hosts/web1")
+	resp, err := dispatch.Get(c2, hostKey)
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "up" {
 		t.Errorf("get as %s: %v, %v", UserDispatch, resp, err)
 	}
-	if _, err := dispatch.Put(c2, KeyPrefix+"hosts/web1", "forged"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+	if _, err := dispatch.Put(c2, hostKey, "forged"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
 		t.Errorf("put as %s: got %v, want permission denied", UserDispatch, err)
+	}
+	// Dispatchers record assignments under a lease of their own.
+	lease, err := dispatch.Grant(c2, 30)
+	if err != nil {
+		t.Errorf("lease grant as %s: %v", UserDispatch, err)
+	} else if _, err := dispatch.Put(c2, assigned, "", clientv3.WithLease(lease.ID)); err != nil {
+		t.Errorf("put %s as %s: %v", assigned, UserDispatch, err)
+	}
+	if resp, err := serve.Get(c2, DispatchPrefix, clientv3.WithPrefix()); err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("%s reads %s: %v, %v", UserServe, DispatchPrefix, resp, err)
 	}
 	c2cancel()
 
 	// A certificate of this CA whose name is no etcd user.
 	nobody := client(lab.Client, "nobody")
 	c3, c3cancel := op()
-	_, err = nobody.Put(c3, KeyPrefix+"hosts/web1", "forged")
+	_, err = nobody.Put(c3, hostKey, "forged")
 	if err == nil {
 		t.Errorf("put as an unknown user was accepted")
 	}
@@ -133,7 +147,7 @@ func TestEtcdInLab(t *testing.T) {
 		defer c.Close()
 		cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
 		defer ccancel()
-		_, err = c.Put(cctx, KeyPrefix+"hosts/web1", "forged")
+		_, err = c.Put(cctx, hostKey, "forged")
 		if err == nil {
 			t.Errorf("put with %s was accepted", what)
 		}
@@ -169,7 +183,7 @@ func TestEtcdInLab(t *testing.T) {
 
 	// Nothing forged got in.
 	c4, c4cancel := op()
-	if resp, err := dispatch.Get(c4, KeyPrefix+"hosts/web1"); err != nil || string(resp.Kvs[0].Value) != "up" {
+	if resp, err := dispatch.Get(c4, hostKey); err != nil || string(resp.Kvs[0].Value) != "up" {
 		t.Errorf("after refused writes: %v, %v", resp, err)
 	}
 	c4cancel()
@@ -183,7 +197,7 @@ func TestEtcdInLab(t *testing.T) {
 		t.Errorf("etcd (pid %d) runs after Stop", first.Pid())
 	}
 	c5, c5cancel := context.WithTimeout(ctx, 2*time.Second)
-	if _, err := dispatch.Get(c5, KeyPrefix+"hosts/web1"); err == nil {
+	if _, err := dispatch.Get(c5, hostKey); err == nil {
 		t.Errorf("a read succeeded while etcd was stopped")
 	}
 	c5cancel()
@@ -191,11 +205,11 @@ func TestEtcdInLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	c6, c6cancel := context.WithTimeout(ctx, 10*time.Second)
-	resp, err = dispatch.Get(c6, KeyPrefix+"hosts/web1")
+	resp, err = dispatch.Get(c6, hostKey)
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "up" {
 		t.Errorf("get after restart: %v, %v", resp, err)
 	}
-	if _, err := dispatch.Put(c6, KeyPrefix+"hosts/web1", "forged"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+	if _, err := dispatch.Put(c6, hostKey, "forged"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
 		t.Errorf("put as %s after restart: got %v, want permission denied", UserDispatch, err)
 	}
 	c6cancel()
