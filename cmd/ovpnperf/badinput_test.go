@@ -36,6 +36,7 @@ var badInputs = []struct {
 	{[]string{"lab", "up", "--host", "Web-1"}, `--host "Web-1"`},
 	{[]string{"lab", "up", "--host", "server"}, `--host "server"`},
 	{[]string{"lab", "up", "--host", "web1", "--host", "web1"}, `--host "web1" given twice`},
+	{[]string{"lab", "up", "--host", "web1", "--etcd", "reg"}, `--etcd "reg"`},
 	{[]string{"lab", "status", "Bad_Name"}, `lab name "Bad_Name"`},
 	{[]string{"lab", "exec", "Bad_Name", "client", "--", "true"}, `lab name "Bad_Name"`},
 	// No raw Go parse errors.

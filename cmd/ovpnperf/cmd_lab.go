@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/etcdsrv"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -37,7 +41,9 @@ Namespaces: ovpnperf-NAME-client, ovpnperf-NAME-router, ovpnperf-NAME-server.
 lab up --host HOST adds further hosts behind the router (namespace
 ovpnperf-NAME-HOST, IPv4 only: host i is 198.18.i.2, the router 198.18.i.1),
 for a cluster across machines. Their own links are not emulated: the
-emulated path stays client — server.`,
+emulated path stays client — server. --etcd HOST runs etcd in one of them
+(TLS, client certificates, users ovpnperf-serve and ovpnperf-dispatch) until
+lab down.`,
 	}
 	c.AddCommand(newLabUpCommand(), newLabRunCommand(), newLabDownCommand(), newLabStatusCommand(), newLabExecCommand(), newLabCleanCommand(), newLabOwnerCommand())
 	return c
@@ -46,6 +52,7 @@ emulated path stays client — server.`,
 type labUpOptions struct {
 	name  string
 	hosts []string
+	etcd  string
 	flags pathFlags
 	json  bool
 }
@@ -58,7 +65,7 @@ func newLabUpCommand() *cobra.Command {
 		Example: `  ovpnperf lab up --name branch --rate 15mbit --rtt 150ms
   ovpnperf lab up --name pppoe --mtu 1492 --icmp-blackhole
   ovpnperf lab up --name sat --up-rate 2mbit --down-rate 20mbit --rtt 600ms --loss 0.5%
-  ovpnperf lab up --name farm --host web1 --host web2 --host web3 --host etcd`,
+  ovpnperf lab up --name farm --host web1 --host web2 --host web3 --host reg --etcd reg`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runLabUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
@@ -67,8 +74,46 @@ func newLabUpCommand() *cobra.Command {
 	stringFlag(c.Flags(), &o.name, "name", "", "", "a lab name of lower-case letters, digits and dashes", "lab id (lower-case letters, digits, dashes; default: random)")
 	c.Flags().BoolVar(&o.json, "json", false, "print the lab's state as JSON")
 	c.Flags().StringArrayVar(&o.hosts, "host", nil, "add a host behind the router (1-12 lower-case letters and digits; repeatable): namespace ovpnperf-NAME-HOST, 198.18.i.2, unshaped link")
+	stringFlag(c.Flags(), &o.etcd, "etcd", "", "", "one of the --host names", "run etcd (Debian's etcd-server) in this --host, with TLS, client certificates and users, until lab down")
 	o.flags.bind(c.Flags())
 	return c
+}
+
+// labUpResult is `lab up --json`: the lab's state and, with --etcd, where
+// its etcd answers and with which files.
+type labUpResult struct {
+	lab.State
+	Etcd *labEtcd `json:"etcd,omitempty"`
+}
+
+type labEtcd struct {
+	Node         lab.Node `json:"node"`
+	Endpoint     string   `json:"endpoint"`
+	Registry     string   `json:"registry"` // for --registry
+	CA           string   `json:"ca"`
+	ServeCert    string   `json:"serve_cert"`
+	ServeKey     string   `json:"serve_key"`
+	DispatchCert string   `json:"dispatch_cert"`
+	DispatchKey  string   `json:"dispatch_key"`
+	Log          string   `json:"log"`
+}
+
+// startLabEtcd runs etcd in a host of a persistent lab and issues the
+// certificates of both registry users.
+func startLabEtcd(ctx context.Context, l *lab.Lab, node lab.Node) (*labEtcd, error) {
+	s, err := etcdsrv.StartDetached(ctx, l, node, filepath.Join(l.Dir(), "etcd"))
+	if err != nil {
+		return nil, err
+	}
+	e := &labEtcd{Node: node, Endpoint: s.Endpoint(), CA: s.CAFile(), Log: s.LogFile(),
+		Registry: "etcd://" + netip.AddrPortFrom(s.Addr(), etcdsrv.ClientPort).String()}
+	if e.ServeCert, e.ServeKey, err = s.ClientCert(etcdsrv.UserServe); err != nil {
+		return nil, err
+	}
+	if e.DispatchCert, e.DispatchKey, err = s.ClientCert(etcdsrv.UserDispatch); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
@@ -88,6 +133,9 @@ func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 	if err := lab.CheckHostNames("--host", hosts); err != nil {
 		return err
 	}
+	if o.etcd != "" && !slices.Contains(hosts, lab.Node(o.etcd)) {
+		return usage.Errorf("--etcd %q: name one of the --host names (etcd gets a host of its own)", o.etcd)
+	}
 	for _, warn := range queueWarnings(p) {
 		fmt.Fprintln(errw, warn)
 	}
@@ -96,9 +144,16 @@ func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 	if err != nil {
 		return err
 	}
+	var etcd *labEtcd
+	if o.etcd != "" {
+		if etcd, err = startLabEtcd(ctx, l, lab.Node(o.etcd)); err != nil {
+			_ = l.Down()
+			return fmt.Errorf("lab %s: etcd: %w (lab taken down)", l.Name(), err)
+		}
+	}
 	elapsed := time.Since(start)
 	if o.json {
-		return writeJSON(w, l.State())
+		return writeJSON(w, labUpResult{State: l.State(), Etcd: etcd})
 	}
 	fmt.Fprintf(w, "lab %s up in %v (emulation: %s)\n", l.Name(), elapsed.Round(time.Millisecond), l.Backend())
 	fmt.Fprintf(w, "  %s\n", describePath(p))
@@ -107,6 +162,12 @@ func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 	fmt.Fprintf(w, "  server  %-22s %s, %s\n", l.Namespace(lab.Server), lab.ServerV4, v6(p, lab.ServerV6.String()))
 	for _, h := range l.Hosts() {
 		fmt.Fprintf(w, "  %-7s %-22s %s (unshaped link; router %s)\n", h.Node, l.Namespace(h.Node), h.Addr, h.RouterAddr)
+	}
+	if etcd != nil {
+		fmt.Fprintf(w, "  etcd    in %s at %s (--registry %s), log %s\n", etcd.Node, etcd.Endpoint, etcd.Registry, etcd.Log)
+		fmt.Fprintf(w, "          --registry-ca %s\n", etcd.CA)
+		fmt.Fprintf(w, "          serve:    --registry-cert %s --registry-key %s\n", etcd.ServeCert, etcd.ServeKey)
+		fmt.Fprintf(w, "          dispatch: --registry-cert %s --registry-key %s\n", etcd.DispatchCert, etcd.DispatchKey)
 	}
 	fmt.Fprintf(w, "try: ovpnperf lab exec %s client -- ping -c 3 %s\n", l.Name(), lab.ServerV4)
 	fmt.Fprintf(w, "end: ovpnperf lab down %s\n", l.Name())

@@ -86,6 +86,9 @@ type Server struct {
 	ca    *ca
 	certs sync.Mutex // issuing client certificates
 
+	// detached: etcd outlives this process (StartDetached).
+	detached bool
+
 	mu   sync.Mutex
 	proc *lab.Process
 }
@@ -95,7 +98,17 @@ type Server struct {
 // creates the users and roles and turns auth on. dir is made 0700; put it
 // under l.Dir() to have lab down remove it. The node is a lab host
 // (AddHost) or the client, router or server.
-func Start(ctx context.Context, l *lab.Lab, node lab.Node, dir string) (_ *Server, err error) {
+func Start(ctx context.Context, l *lab.Lab, node lab.Node, dir string) (*Server, error) {
+	return start(ctx, l, node, dir, false)
+}
+
+// StartDetached is Start for a persistent lab (`ovpnperf lab up --etcd`):
+// etcd outlives the calling process, until lab down stops it with the lab.
+func StartDetached(ctx context.Context, l *lab.Lab, node lab.Node, dir string) (*Server, error) {
+	return start(ctx, l, node, dir, true)
+}
+
+func start(ctx context.Context, l *lab.Lab, node lab.Node, dir string, detached bool) (_ *Server, err error) {
 	if _, err := os.Stat(Program); err != nil {
 		return nil, fmt.Errorf("%s not found: install Debian's etcd-server package (scripts/install.sh)", Program)
 	}
@@ -123,7 +136,7 @@ func Start(ctx context.Context, l *lab.Lab, node lab.Node, dir string) (_ *Serve
 	if _, _, err := c.issueServer(addr); err != nil {
 		return nil, err
 	}
-	s := &Server{l: l, node: node, addr: addr, dir: dir, ca: c}
+	s := &Server{l: l, node: node, addr: addr, dir: dir, ca: c, detached: detached}
 	if err := os.Mkdir(s.dataDir(), 0o700); err != nil {
 		return nil, err
 	}
@@ -269,7 +282,11 @@ func (s *Server) start(ctx context.Context) error {
 			return fmt.Errorf("etcd %s runs already (pid %d)", s.Name(), s.proc.Pid())
 		}
 	}
-	p, err := s.l.Start(ctx, s.node, s.LogFile(), s.argv()...)
+	startFn := s.l.Start
+	if s.detached {
+		startFn = s.l.StartDetached
+	}
+	p, err := startFn(ctx, s.node, s.LogFile(), s.argv()...)
 	if err != nil {
 		return err
 	}
