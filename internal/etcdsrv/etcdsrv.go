@@ -29,10 +29,8 @@ package etcdsrv
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
@@ -342,15 +340,15 @@ func (s *Server) logTail() string {
 //
 // Equivalent to:
 //
-//	etcdctl user add root; etcdctl user grant-role root root
+//	etcdctl user add root --no-password; etcdctl user grant-role root root
 //	etcdctl role add ovpnperf-serve
 //	etcdctl role grant-permission ovpnperf-serve --prefix read /ovpnperf/
 //	etcdctl role grant-permission ovpnperf-serve --prefix readwrite /ovpnperf/v1/clusters/
 //	etcdctl role add ovpnperf-dispatch
 //	etcdctl role grant-permission ovpnperf-dispatch --prefix read /ovpnperf/
 //	etcdctl role grant-permission ovpnperf-dispatch --prefix readwrite /ovpnperf/v1/assigned/
-//	etcdctl user add ovpnperf-serve; etcdctl user grant-role ovpnperf-serve ovpnperf-serve
-//	etcdctl user add ovpnperf-dispatch; etcdctl user grant-role ovpnperf-dispatch ovpnperf-dispatch
+//	etcdctl user add ovpnperf-serve --no-password; etcdctl user grant-role ovpnperf-serve ovpnperf-serve
+//	etcdctl user add ovpnperf-dispatch --no-password; etcdctl user grant-role ovpnperf-dispatch ovpnperf-dispatch
 //	etcdctl auth enable
 func (s *Server) setupAuth(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -361,9 +359,10 @@ func (s *Server) setupAuth(ctx context.Context) error {
 	}
 	defer cli.Close()
 	roles := []struct{ name, writes string }{{UserServe, ServePrefix}, {UserDispatch, DispatchPrefix}}
-	// Users authenticate by certificate only: their passwords are random
-	// and kept nowhere (etcd 3.4 has no password-less users).
-	if _, err := cli.UserAdd(ctx, UserRoot, randomPassword()); err != nil {
+	// Users authenticate by certificate only: etcd refuses a password
+	// for a user made without one.
+	noPassword := &clientv3.UserAddOptions{NoPassword: true}
+	if _, err := cli.UserAddWithOptions(ctx, UserRoot, "", noPassword); err != nil {
 		return fmt.Errorf("user add %s: %w", UserRoot, err)
 	}
 	if _, err := cli.UserGrantRole(ctx, UserRoot, "root"); err != nil {
@@ -379,7 +378,7 @@ func (s *Server) setupAuth(ctx context.Context) error {
 		if _, err := cli.RoleGrantPermission(ctx, r.name, r.writes, clientv3.GetPrefixRangeEnd(r.writes), clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
 			return fmt.Errorf("role grant-permission %s readwrite %s: %w", r.name, r.writes, err)
 		}
-		if _, err := cli.UserAdd(ctx, r.name, randomPassword()); err != nil {
+		if _, err := cli.UserAddWithOptions(ctx, r.name, "", noPassword); err != nil {
 			return fmt.Errorf("user add %s: %w", r.name, err)
 		}
 		if _, err := cli.UserGrantRole(ctx, r.name, r.name); err != nil {
@@ -390,12 +389,6 @@ func (s *Server) setupAuth(ctx context.Context) error {
 		return fmt.Errorf("auth enable: %w", err)
 	}
 	return nil
-}
-
-func randomPassword() string {
-	b := make([]byte, 24)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // Pid returns etcd's process id, or 0 when it is stopped.

@@ -126,6 +126,13 @@ func TestEtcdInLab(t *testing.T) {
 	}
 	c2cancel()
 
+	// Users have no password: certificates are the only way in.
+	c7, c7cancel := op()
+	if _, err := dispatch.Authenticate(c7, UserServe, ""); err == nil {
+		t.Errorf("password authentication as %s with an empty password succeeded", UserServe)
+	}
+	c7cancel()
+
 	// A certificate of this CA whose name is no etcd user.
 	nobody := client(lab.Client, "nobody")
 	c3, c3cancel := op()
