@@ -400,13 +400,22 @@ func caPool(caFile string) (*x509.CertPool, error) {
 
 // Ask sends one request to the dispatcher at addr and returns its reply.
 func Ask(ctx context.Context, addr string, cfg *tls.Config, req Request) (Reply, error) {
-	d := tls.Dialer{Config: cfg, NetDialer: &net.Dialer{Timeout: 3 * time.Second}}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := (&net.Dialer{Timeout: 3 * time.Second}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return Reply{}, err
 	}
+	return AskConn(ctx, c, cfg, req)
+}
+
+// AskConn is Ask over a connection the caller opened (in another network
+// namespace, say); it closes conn.
+func AskConn(ctx context.Context, conn net.Conn, cfg *tls.Config, req Request) (Reply, error) {
+	c := tls.Client(conn, cfg)
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := c.HandshakeContext(ctx); err != nil {
+		return Reply{}, err
+	}
 	b, _ := json.Marshal(req)
 	if _, err := c.Write(append(b, '\n')); err != nil {
 		return Reply{}, err
