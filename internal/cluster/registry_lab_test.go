@@ -346,6 +346,26 @@ func TestRegistryAcrossHosts(t *testing.T) {
 		perHost[hs[0]]++
 		clients = append(clients, c)
 	}
+	// Least-loaded counts a client twice until its assignment record
+	// expires (PendingWindow): once connected (reported by its host) and
+	// once assigned. Wait until both dispatchers see the three connected,
+	// so that the nine requests meet the same load on every dispatcher.
+	r.waitFor(ctx, 15*time.Second, "dispatchers do not see the 3 real clients", func() bool {
+		for i := range r.disps {
+			st, err := r.status(ctx, i)
+			if err != nil {
+				return false
+			}
+			n := 0
+			for _, e := range st.Instances {
+				n += e.Clients
+			}
+			if n != 3 {
+				return false
+			}
+		}
+		return true
+	})
 	for i := 0; i < 9; i++ {
 		rep, err := r.ask(ctx, i%2)
 		if err != nil {
