@@ -250,7 +250,7 @@ func runRegistryStatus(ctx context.Context, w io.Writer, r registryFlags, asJSON
 		return writeJSON(w, st)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "registry cluster %q at revision %d: %d hosts\n", st.Cluster, st.Revision, len(st.Hosts))
+	fmt.Fprintf(tw, "registry cluster %q at revision %d, hosts: %d\n", st.Cluster, st.Revision, len(st.Hosts))
 	fmt.Fprintln(tw, "HOST\tADVERTISE\tLEASE LEFT/TTL\tUPDATED\tINSTANCE\tSTATE\tPROTO\tPORT\tCLIENTS\tASSIGNED\tBYTES/S")
 	for _, h := range st.Hosts {
 		lease := "none"
