@@ -20,6 +20,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -68,7 +70,14 @@ func ParseRegistry(s string) ([]string, error) {
 // started while etcd is down starts with an empty, stale view.
 func (o RegistryOptions) Connect() (*clientv3.Client, error) {
 	cfg := clientv3.Config{Endpoints: o.Endpoints, DialTimeout: 3 * time.Second, Logger: zap.NewNop(),
-		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second}
+		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
+		// gRPC's default reconnect backoff grows to minutes: after etcd
+		// was away for a while a host would come back long after etcd
+		// did, and its lease (restored by etcd with a fresh TTL) would
+		// run out meanwhile. Retry every 2 s at most.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 2 * time.Second})}}
 	if o.CA != "" || o.Cert != "" || o.Key != "" {
 		if o.CA == "" || o.Cert == "" || o.Key == "" {
 			return nil, usage.Errorf("give --registry-ca, --registry-cert and --registry-key together")

@@ -464,6 +464,16 @@ func TestRegistryAcrossHosts(t *testing.T) {
 		// Polled every 50 ms: the figure is up to 50 ms late.
 		took := time.Since(killed)
 		hs, _ := c.assignments()
+		b, _ := os.ReadFile(c.p.LogPath)
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, w := range []string{"dispatcher assigned", "Initialization Sequence Completed", "ping-restart", "openvpn ended", "process exiting"} {
+				if strings.Contains(line, w) {
+					t.Logf("  %s", line)
+					break
+				}
+			}
+		}
+		t.Logf("  (killed at %s)", killed.UTC().Format("15:04:05.000"))
 		t.Logf("Must-show 2: client %s reconnected to %s %v after the kill (its ping-restart 4 s, TTL %v)", filepath.Base(c.p.LogPath), hs[len(hs)-1], took.Round(100*time.Millisecond), regTTL)
 	}
 
@@ -517,6 +527,22 @@ func TestRegistryAcrossHosts(t *testing.T) {
 	}
 	restarted := time.Now()
 	caught := r.waitFor(ctx, 30*time.Second, "dispatchers do not catch up after etcd is back", func() bool {
+		// Both live hosts registered (again) with a lease, as etcd
+		// itself says.
+		cli, err := r.etcd.Client(lab.Client, etcdsrv.UserDispatch)
+		if err != nil {
+			return false
+		}
+		rs, err := cluster.ReadRegistry(ctx, cli, "default")
+		cli.Close()
+		if err != nil || len(rs.Hosts) != 2 {
+			return false
+		}
+		for _, h := range rs.Hosts {
+			if h.LeaseTTLSeconds <= 0 || len(h.Instances) != 1 {
+				return false
+			}
+		}
 		for i := range r.disps {
 			st, err := r.status(ctx, i)
 			if err != nil || st.View.Stale || st.View.Lists <= lists[i] || countUp(st.Instances) != 2 {
@@ -560,6 +586,16 @@ func TestRegistryAcrossHosts(t *testing.T) {
 	if rs.Schema != cluster.RegistryStatusSchema || len(rs.Hosts) != 2 {
 		t.Errorf("cluster status --registry: %s, want 2 hosts", out)
 	}
+	text, err := r.l.Command(ctx, lab.Client, append([]string{r.bin, "cluster", "status"}, r.registryFlags(etcdsrv.UserDispatch)...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cluster status --registry: %v\n%s", err, text)
+	}
+	for _, h := range rs.Hosts {
+		if !strings.Contains(string(text), h.Host+" ") || !strings.Contains(string(text), "/3s") {
+			t.Errorf("cluster status text does not show host %s and its 3 s lease:\n%s", h.Host, text)
+		}
+	}
+	t.Logf("cluster status --registry:\n%s", text)
 	for _, h := range rs.Hosts {
 		if h.Host == string(dead) || len(h.Instances) != 1 || h.LeaseGranted != int64(regTTL/time.Second) || h.LeaseTTLSeconds < 0 {
 			t.Errorf("cluster status host %+v: want a live host, 1 instance, lease %v", h, regTTL)
