@@ -126,6 +126,11 @@ func startRegLab(t *testing.T, ctx context.Context) *regLab {
 		t.Fatal(err)
 	}
 	r.pki = pki
+	// keepalive 1 4: the server pings every second and pushes
+	// ping-restart 4, so a client notices a dead server after 4 s instead
+	// of the lab default's 60 (the reconnect time below is that plus
+	// connect's round trip).
+	base.Set(openvpn.Directive{Name: "keepalive", Args: []string{"1", "4"}})
 	text, err := base.Render()
 	if err != nil {
 		t.Fatal(err)
@@ -331,9 +336,7 @@ func TestRegistryAcrossHosts(t *testing.T) {
 		disp := r.disps[i%2] + "," + r.disps[(i+1)%2]
 		p := startVia(t, ctx, r.l, cfg, r.dir, fmt.Sprintf("rc%d", i), func(conf string) []string {
 			return []string{r.bin, "cluster", "connect", disp, "--reconnect", "--ca", r.pki.CACert(), "--cert", r.pki.ClientCert(), "--key", r.pki.ClientKey(),
-				"--", "--config", conf,
-				// Notice a dead server in 4 s, not the pushed 60 s.
-				"--ping", "1", "--ping-restart", "4", "--pull-filter", "ignore", "ping"}
+				"--", "--config", conf}
 		})
 		if err := p.WaitReady(ctx, 60*time.Second); err != nil {
 			t.Fatalf("client rc%d: %v", i, err)
@@ -402,8 +405,15 @@ func TestRegistryAcrossHosts(t *testing.T) {
 
 	// 2. SIGKILL the serve of the host the first real client is on, and
 	// its instance, at once.
+	for _, c := range clients {
+		hs, inits := c.assignments()
+		t.Logf("client %s: assigned %v, connected %d times", filepath.Base(c.p.LogPath), hs, inits)
+		if inits != 1 {
+			t.Errorf("client %s reconnected before any host died", filepath.Base(c.p.LogPath))
+		}
+	}
 	victim, _ := clients[0].assignments()
-	dead := victim[0]
+	dead := victim[len(victim)-1]
 	st, err := cluster.ReadState(r.ids[dead])
 	if err != nil {
 		t.Fatal(err)
@@ -419,6 +429,9 @@ func TestRegistryAcrossHosts(t *testing.T) {
 		if hs, _ := c.assignments(); hs[len(hs)-1] == dead {
 			onDead = append(onDead, c)
 		}
+	}
+	if len(onDead) == 0 {
+		t.Fatalf("no real client on %s", dead)
 	}
 	killed := time.Now()
 	for _, pid := range pids {
@@ -474,7 +487,7 @@ func TestRegistryAcrossHosts(t *testing.T) {
 			}
 		}
 		t.Logf("  (killed at %s)", killed.UTC().Format("15:04:05.000"))
-		t.Logf("Must-show 2: client %s reconnected to %s %v after the kill (its ping-restart 4 s, TTL %v)", filepath.Base(c.p.LogPath), hs[len(hs)-1], took.Round(100*time.Millisecond), regTTL)
+		t.Logf("Must-show 2: client %s reconnected to %s %v after the kill (pushed ping-restart 4 s, TTL %v)", filepath.Base(c.p.LogPath), hs[len(hs)-1], took.Round(100*time.Millisecond), regTTL)
 	}
 
 	// 4. Unauthenticated writes are refused; garbage is ignored.
