@@ -3,6 +3,8 @@ package cluster
 import (
 	"strings"
 	"testing"
+
+	"github.com/ovpnperf/ovpnperf/internal/etcdsrv"
 )
 
 func TestDecodeEntry(t *testing.T) {
@@ -65,4 +67,12 @@ func FuzzDecodeEntry(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The roles of the lab's etcd (etcdsrv) give hosts and dispatchers write
+// access by these prefixes: a changed layout must change them too.
+func TestKeyLayoutMatchesEtcdRoles(t *testing.T) {
+	if RegistryRoot != etcdsrv.ServePrefix || AssignedRoot != etcdsrv.DispatchPrefix || !strings.HasPrefix(WatchRoot, etcdsrv.KeyPrefix) {
+		t.Errorf("registry keys %s, %s, %s; etcd roles %s, %s, %s", RegistryRoot, AssignedRoot, WatchRoot, etcdsrv.ServePrefix, etcdsrv.DispatchPrefix, etcdsrv.KeyPrefix)
+	}
 }
