@@ -69,10 +69,10 @@ type PMTU struct {
 
 // Path is what the probe found.
 type Path struct {
-	PMTUIPv4    Field[PMTU]    `json:"pmtu_ipv4"`
-	PMTUIPv6    Field[PMTU]    `json:"pmtu_ipv6"`
-	RTTMillis   Field[float64] `json:"rtt_ms"`
-	JitterMs    Field[float64] `json:"jitter_ms"`
+	PMTUIPv4  Field[PMTU]    `json:"pmtu_ipv4"`
+	PMTUIPv6  Field[PMTU]    `json:"pmtu_ipv6"`
+	RTTMillis Field[float64] `json:"rtt_ms"`
+	JitterMs  Field[float64] `json:"jitter_ms"`
 	// LossPercent is the round-trip loss: a probe or its echo lost.
 	LossPercent Field[float64] `json:"loss_percent"`
 	// LossUpPercent (towards HOST) and LossDownPercent (back) are known
