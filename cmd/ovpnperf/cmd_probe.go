@@ -111,7 +111,11 @@ func runProbe(ctx context.Context, o probeOptions) error {
 			vb, _ := json.Marshal(f["value"])
 			v = string(vb)
 		}
-		fmt.Fprintf(o.out, "  %-42s %-24s %-13s %v\n", k, v, f["source"], f["note"])
+		note := fmt.Sprint(f["note"])
+		if m, ok := f["method"]; ok {
+			note = fmt.Sprintf("[%v] %s", m, note)
+		}
+		fmt.Fprintf(o.out, "  %-42s %-24s %-13s %s\n", k, v, f["source"], note)
 	}
 	return nil
 }
