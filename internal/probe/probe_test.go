@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -40,6 +41,34 @@ func TestLoadAndInput(t *testing.T) {
 	}
 	if in6 := r.Input("udp", true); in6.PathMTU != 0 {
 		t.Fatalf("IPv6 not available, got pmtu %d", in6.PathMTU)
+	}
+}
+
+// A file written before the per-direction loss and the method existed
+// still loads (they are absent, so not known), and a new one round-trips.
+func TestSchemaCompatible(t *testing.T) {
+	r, err := Load(write(t, goodProbe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Path.LossUpPercent.Known() || r.Path.LossDownPercent.Known() || r.Path.LossPercent.Method != "" {
+		t.Fatalf("old file: up %+v down %+v loss %+v", r.Path.LossUpPercent, r.Path.LossDownPercent, r.Path.LossPercent)
+	}
+	r.Path.LossUpPercent = measured(5.0, "x").by(MethodPPSEcho)
+	r.Path.Offloads = read(map[string]bool{"rx-gro": true}, "y").by(MethodEthtoolIoctl)
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"loss_up_percent":{"value":5,"source":"measured","note":"x","method":"pps-echo"}`) {
+		t.Errorf("encoding: %s", b)
+	}
+	r2, err := Decode(strings.NewReader(string(b)))
+	if err != nil || r2.Path.LossUpPercent != r.Path.LossUpPercent || !r2.Path.Offloads.Value["rx-gro"] || r2.Path.Offloads.Method != MethodEthtoolIoctl {
+		t.Fatalf("round trip: %v %+v", err, r2.Path)
+	}
+	if _, err := Decode(strings.NewReader(strings.Replace(string(b), `"source":"measured","note":"x"`, `"source":"guess","note":"x"`, 1))); err == nil || !strings.Contains(err.Error(), "loss_up_percent") {
+		t.Errorf("a bad source in a new field: %v", err)
 	}
 }
 
