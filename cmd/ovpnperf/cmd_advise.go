@@ -72,7 +72,7 @@ accepts as it is, so the advice can be tested in a lab.`,
 	f.StringVar(&o.clientOS, "client-os", "", "linux, windows, macos or android (default linux)")
 	f.Float64Var(&o.cryptoMBps, "crypto", 0, "server's AES-256-GCM speed per core in MB/s (openssl speed)")
 	f.Float64Var(&o.chachaMBps, "crypto-chacha", 0, "server's CHACHA20-POLY1305 speed per core in MB/s")
-	f.Float64Var(&o.packetRate, "packet-rate", 0, "full-size packets/s one userspace OpenVPN forwards per core on the server, measured (default: an assumed 45000)")
+	floatFlag(f, &o.packetRate, "packet-rate", 0, 1, 1e8, "full-size packets/s one userspace OpenVPN forwards per core on the server, measured (default: an assumed 45000)")
 	f.BoolVar(&o.json, "json", false, "print the advice as JSON")
 	f.StringVar(&o.format, "format", "text", "text or conf (ready-to-paste server.conf / client.conf / sysctl.conf fragments)")
 	return c
@@ -157,9 +157,6 @@ func (o adviseOptions) input(cmd *cobra.Command) (advise.Input, error) {
 		in.ChaChaBytesPerSec = o.chachaMBps * 1e6
 	}
 	if ch("packet-rate") {
-		if !(o.packetRate >= 1 && o.packetRate <= 1e8) {
-			return in, usage.Errorf("--packet-rate %v: want packets per second per core, 1–100000000", o.packetRate)
-		}
 		in.PacketsPerSecPerCore = o.packetRate
 	}
 	if o.probeFile == "" && !ch("rate") && !ch("rtt") && !ch("pmtu") && !ch("loss") {

@@ -31,9 +31,10 @@ func TestAdviseBadInput(t *testing.T) {
 	ovpnperf(t, "advise", "--rate", "10mbit", "--openvpn", "2.4").mustBeUsageError(t, "2.5 or 2.6")
 	ovpnperf(t, "advise").mustBeUsageError(t, "needs a path")
 	ovpnperf(t, "probe", "x", "--pings", "1").mustBeUsageError(t, "--pings")
-	ovpnperf(t, "probe", "x", "--pps-port", "70000").mustBeUsageError(t, "--pps-port 70000")
+	ovpnperf(t, "probe", "x", "--pps-port", "70000").mustBeUsageError(t, `--pps-port "70000"`)
 	ovpnperf(t, "probe", "x", "--pps-key-file", filepath.Join(dir, "nokey")).mustBeUsageError(t, "--pps-key-file")
-	ovpnperf(t, "advise", "--rtt", "1ms", "--packet-rate", "0").mustBeUsageError(t, "--packet-rate 0")
+	ovpnperf(t, "advise", "--rtt", "1ms", "--packet-rate", "0").mustBeUsageError(t, `--packet-rate "0"`)
+	ovpnperf(t, "probe", "x", "--pps-key-file", "").mustBeUsageError(t, "--pps-key-file")
 }
 
 // The packet cost per core is an assumption unless --packet-rate gives

@@ -64,8 +64,8 @@ why). Needs root (or CAP_NET_RAW) for the path-MTU probes.`,
 	}
 	f := c.Flags()
 	f.IntVar(&o.pings, "pings", 300, "echoes for RTT, jitter and loss (10–10000), 10 ms apart")
-	f.IntVar(&o.ppsPort, "pps-port", defaultPPSPort, "UDP `PORT` of an ovpnperf pps server on HOST for the echoes (0: ICMP only)")
-	f.StringVar(&o.ppsKeyFile, "pps-key-file", "", "shared key (`FILE`, mode 0600) to sign the pps hello, as pps client --key-file")
+	intFlag(f, &o.ppsPort, "pps-port", "", defaultPPSPort, 0, 65535, "UDP port of an ovpnperf pps server on HOST for the echoes (0: ICMP only)")
+	stringFlag(f, &o.ppsKeyFile, "pps-key-file", "", "", "a file only its owner can read (mode 0600)", "shared key to sign the pps hello, as pps client --key-file")
 	f.IntVar(&o.iperf3Port, "iperf3", 0, "measure throughput against an iperf3 server on this `PORT` of HOST")
 	f.DurationVar(&o.iperf3Time, "iperf3-time", 5*time.Second, "length of the iperf3 test (1s–60s)")
 	f.BoolVar(&o.noCrypto, "no-crypto", false, "skip the local cipher speed test")
@@ -77,8 +77,6 @@ func runProbe(ctx context.Context, o probeOptions) error {
 	switch {
 	case o.pings < 10 || o.pings > 10000:
 		return usage.Errorf("--pings %d: want 10–10000", o.pings)
-	case o.ppsPort < 0 || o.ppsPort > 65535:
-		return usage.Errorf("--pps-port %d: not a port (0 for ICMP only)", o.ppsPort)
 	case o.iperf3Port < 0 || o.iperf3Port > 65535:
 		return usage.Errorf("--iperf3 %d: not a port", o.iperf3Port)
 	case o.iperf3Time < time.Second || o.iperf3Time > time.Minute:
