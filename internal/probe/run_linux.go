@@ -219,6 +219,11 @@ func echoes(ctx context.Context, a netip.Addr, o Options, logf func(string, ...a
 func PPSFields(r *pps.Result) (rtt, jitter, loss, up, down Field[float64]) {
 	at := "pps echo to " + r.Server
 	loss = measured(r.LossPercent, fmt.Sprintf("%s, %d of %d probes echoed in time (round trip)", at, r.Received, r.Sent)).by(MethodPPSEcho)
+	if len(r.Warnings) > 0 {
+		// E.g. a client too busy to keep the rate: the figures stand,
+		// but the reader should know.
+		loss.Note += "; pps client: " + strings.Join(r.Warnings, "; ")
+	}
 	if r.Received > 0 {
 		rtt = measured(r.RTTMinUs/1e3, fmt.Sprintf("%s, minimum of %d (median %.3f ms)", at, r.Received, r.RTTP50Us/1e3)).by(MethodPPSEcho)
 		jitter = measured(r.RTTStdDevUs/1e3, fmt.Sprintf("%s, standard deviation of %d RTTs (as ping's mdev)", at, r.Received)).by(MethodPPSEcho)
