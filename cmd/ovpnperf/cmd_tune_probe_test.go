@@ -40,6 +40,27 @@ func TestLabPathFromProbe(t *testing.T) {
 	}
 }
 
+// A probe whose pps echo measured the loss of each direction gives the
+// twin those losses, not the round trip split evenly.
+func TestLabPathFromProbePerDirectionLoss(t *testing.T) {
+	r, err := probe.Decode(strings.NewReader(probeDoc(`
+ "rtt_ms":{"value":20,"source":"measured","method":"pps-echo"},
+ "loss_percent":{"value":5,"source":"measured","method":"pps-echo"},
+ "loss_up_percent":{"value":5,"source":"measured","method":"pps-echo"},
+ "loss_down_percent":{"value":0,"source":"measured","method":"pps-echo"},
+ "path_rate_bps":{"value":1e8,"source":"measured"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := labPathFromProbe(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Up.LossPercent != 5 || p.Down.LossPercent != 0 {
+		t.Errorf("losses up %v down %v, want 5 and 0", p.Up.LossPercent, p.Down.LossPercent)
+	}
+}
+
 // A probe without a path rate or an RTT cannot be twinned: the error says
 // what is missing and what to give instead.
 func TestLabPathFromProbeIncomplete(t *testing.T) {
