@@ -72,21 +72,12 @@ type Step struct {
 	Candidates []StepCandidate `json:"candidates"`
 	Decision   string          `json:"decision"`
 	Moved      bool            `json:"moved"`
-	// Stopped is true when the axis was left because its differences
-	// were within the spread (noise).
+	// Noise is true when the axis was left because a value was faster by
+	// the medians but within the spread.
 	Noise    bool     `json:"noise"`
 	Errors   []string `json:"errors,omitempty"`
 	Seconds  float64  `json:"seconds"`
 	Complete bool     `json:"complete"`
-}
-
-// Comparison is one candidate against another in one direction, from the
-// rounds that measured both.
-type Comparison struct {
-	Best         measure.Spread `json:"best"`
-	Other        measure.Spread `json:"other"`
-	Ratio        float64        `json:"ratio"`
-	BeyondSpread bool           `json:"beyond_spread"`
 }
 
 // Gap is advise's gap in one direction: best/advise.
@@ -146,12 +137,11 @@ const (
 
 // searcher holds a run's state.
 type searcher struct {
-	o        Options
-	res      *Result
-	names    map[string]string // key → name
-	cands    map[string]Candidate
-	roundSam []map[string]Samples
-	start    time.Time
+	o     Options
+	res   *Result
+	names map[string]string // key → name
+	cands map[string]Candidate
+	start time.Time
 }
 
 func (s *searcher) name(c Candidate) string {
@@ -197,7 +187,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	} else {
 		s.res.Advise = AdviseInfo{Note: o.Advice.Note}
 	}
-	axes := Space(SpaceOptions{PathMTU: o.Path.EffectiveMTU(), AllowTCP: o.AllowTCP, Fixed: o.Fixed, Advice: adv, BufferCap: o.BufferCap})
+	so := SpaceOptions{PathMTU: o.Path.EffectiveMTU(), LossPercent: max(o.Path.Up.LossPercent, o.Path.Down.LossPercent),
+		AllowTCP: o.AllowTCP, Fixed: o.Fixed, Advice: adv, BufferCap: o.BufferCap}
+	axes := Space(so)
+	if ok, why := JumboTried(so); !ok {
+		if _, fixed := o.Fixed[AxisMTU]; !fixed {
+			s.res.Notes = append(s.res.Notes, why)
+		}
+	}
 	if o.BufferCap > 0 && o.BufferCap < bufferSizes[len(bufferSizes)-1] {
 		s.res.Notes = append(s.res.Notes, fmt.Sprintf("socket buffers above %d bytes not tried: the twin's net.core.rmem_max/wmem_max is the host's %d and tune does not change the host's sysctls", o.BufferCap, o.BufferCap))
 	}
@@ -268,7 +265,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			failures = 0
 		}
 		s.res.Steps = append(s.res.Steps, step)
-		s.roundSam = append(s.roundSam, sam)
 		return sam, err == nil
 	}
 	decide := func(dec string, moved, noise bool) {
@@ -312,29 +308,50 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 			sam, complete := measureRound(ax.Name, alts)
 			bestAlt, bestScore := "", 0.0
-			noise := false
+			var noise, tradeoff, unjudged []string
 			for _, a := range alts {
-				if Better(sam[a], sam[incumbent], o.Directions) {
+				switch classify(sam[a], sam[incumbent], o.Directions) {
+				case altWins:
 					if sc := score(sam[a], sam[incumbent], o.Directions); bestAlt == "" || sc > bestScore {
 						bestAlt, bestScore = a, sc
 					}
-					continue
+				case altTradeoff:
+					tradeoff = append(tradeoff, a)
+				case altUnjudged:
+					unjudged = append(unjudged, a)
+				case altWithin:
+					// A higher median inside the spread is the case
+					// "noise" names: a difference the samples cannot
+					// tell from the load's.
+					if score(sam[a], sam[incumbent], o.Directions) > 1 {
+						noise = append(noise, a)
+					}
 				}
-				if score(sam[a], sam[incumbent], o.Directions) > 1 {
-					noise = true
-				}
+			}
+			var also []string
+			if len(tradeoff) > 0 {
+				also = append(also, fmt.Sprintf("%s faster one way and slower the other beyond the spread: not a win", strings.Join(tradeoff, ", ")))
+			}
+			if len(unjudged) > 0 {
+				also = append(also, fmt.Sprintf("%s not judged: fewer than %d valid samples a side in every direction", strings.Join(unjudged, ", "), MinSamples))
+			}
+			tail := ""
+			if len(also) > 0 {
+				tail = " (" + strings.Join(also, "; ") + ")"
 			}
 			switch {
 			case bestAlt != "":
 				incumbent = bestAlt
 				movedThisPass = true
-				decide(fmt.Sprintf("%s=%q beats the current best beyond the spread: moved to %s", ax.Name, s.cands[bestAlt].get(ax.Name), bestAlt), true, false)
+				decide(fmt.Sprintf("%s=%q beats the current best beyond the spread in this round: moved to %s%s", ax.Name, s.cands[bestAlt].get(ax.Name), bestAlt, tail), true, false)
 			case !complete:
-				decide("round cut short: too few samples to decide", false, false)
-			case noise:
-				decide(fmt.Sprintf("axis %s stopped: the differences are within the spread (noise)", ax.Name), false, true)
+				decide("round cut short: too few samples to decide"+tail, false, false)
+			case len(noise) > 0:
+				decide(fmt.Sprintf("axis %s stopped: %s faster by the medians but within the spread (noise)%s", ax.Name, strings.Join(noise, ", "), tail), false, true)
+			case len(unjudged) == len(alts):
+				decide(fmt.Sprintf("axis %s stopped: too few valid samples to judge any value%s", ax.Name, tail), false, false)
 			default:
-				decide(fmt.Sprintf("axis %s stopped: no value beats %q", ax.Name, cur.get(ax.Name)), false, false)
+				decide(fmt.Sprintf("axis %s stopped: no value beats %q%s", ax.Name, cur.get(ax.Name), tail), false, false)
 			}
 		}
 		if !movedThisPass {
@@ -359,12 +376,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return s.res, runErr
 }
 
-// finish fills the verdict, the comparisons and advise's gap.
+// finish fills the verdict, the comparisons and advise's gap, from the
+// steps alone (so a saved run can be judged again the same way).
 func (s *searcher) finish(best, advName string) {
 	o := s.o
 	// A "best" that does not beat the default is no best.
-	bs, ds := s.joint(best, "default")
-	s.res.Verdict = Decide(best, bs, ds, o.Directions)
+	s.res.Verdict = Judge(s.res.Steps, best, o.Directions)
 	if !s.res.Verdict.Found {
 		best = "default"
 	}
@@ -372,70 +389,86 @@ func (s *searcher) finish(best, advName string) {
 	s.res.Best = Best{Name: best, Proto: c.Proto, Body: c.Body(), Variant: variantString(best, c)}
 	s.res.Best.Server, s.res.Best.Client, s.res.Best.Sysctl = Fragments(c)
 	s.res.VsDefault = map[string]Comparison{}
-	bs, ds = s.joint(best, "default")
+	pairs := pairsOf(s.res.Steps, best, "default")
 	for _, d := range o.Directions {
-		s.res.VsDefault[d] = comparison(bs[d], ds[d])
+		s.res.VsDefault[d] = compareRounds(pairs, d)
 	}
 	if advName == "" {
 		s.res.Findings = append(s.res.Findings, "advise's gap not measured: "+s.res.Advise.Note)
 		return
 	}
 	s.res.VsAdvise = map[string]Gap{}
-	bs, as := s.joint(best, advName)
+	pairs = pairsOf(s.res.Steps, best, advName)
 	for _, d := range o.Directions {
-		g := Gap{Comparison: comparison(bs[d], as[d]), ClosedBy: differs(c, s.cands[advName])}
+		g := Gap{Comparison: compareRounds(pairs, d), ClosedBy: differs(c, s.cands[advName])}
 		switch {
 		case best == advName:
-			g.Finding = ""
 		case g.Ratio > 1.05 && g.BeyondSpread:
-			g.Finding = fmt.Sprintf("advise is %.0f%% short of the best on %s (%s): %s closed the gap", 100*(g.Ratio-1), o.PathDescription, d, strings.Join(g.ClosedBy, ", "))
+			g.Finding = fmt.Sprintf("advise is %.0f%% short of the best on %s (%s; best/advise ×%.2f over %d pairs, faster in every one of %d judged rounds); the best differs from advise's variant in %s",
+				100*(g.Ratio-1), o.PathDescription, d, g.Ratio, g.Pairs, g.Record.Judged(), strings.Join(g.ClosedBy, ", "))
 			s.res.Findings = append(s.res.Findings, "finding about advise: "+g.Finding)
 		case g.Ratio > 1.05:
-			s.res.Findings = append(s.res.Findings, fmt.Sprintf("%s: best/advise %.2f, but within the spread: not a finding", d, g.Ratio))
+			s.res.Findings = append(s.res.Findings, fmt.Sprintf("%s: best/advise ×%.2f, but not faster beyond the spread in every round (%s): not a finding", d, g.Ratio, g.Record))
 		}
 		s.res.VsAdvise[d] = g
 	}
 }
 
-// joint returns the samples of a and b pooled over the rounds that
-// measured both, so that they are compared under the same conditions.
-func (s *searcher) joint(a, b string) (Samples, Samples) {
-	sa, sb := Samples{}, Samples{}
-	for _, r := range s.roundSam {
-		if _, ok := r[a]; !ok {
-			continue
-		}
-		if _, ok := r[b]; !ok {
-			continue
-		}
-		for _, d := range s.o.Directions {
-			sa[d] = append(sa[d], r[a][d]...)
-			sb[d] = append(sb[d], r[b][d]...)
-		}
-	}
-	return sa, sb
-}
-
+// bestFigures are name's figures in the latest round that measured it
+// (rounds are not pooled: the load drifts between them).
 func (s *searcher) bestFigures(name string) string {
-	bs, _ := s.joint(name, name)
 	var parts []string
-	for _, d := range s.o.Directions {
-		parts = append(parts, fmt.Sprintf("%s %s", d, measure.FormatMbpsSpread(measure.Summarize(bs[d]))))
+	for i := len(s.res.Steps) - 1; i >= 0 && parts == nil; i-- {
+		for _, c := range s.res.Steps[i].Candidates {
+			if c.Name != name {
+				continue
+			}
+			for _, d := range s.o.Directions {
+				parts = append(parts, fmt.Sprintf("%s %s", d, measure.FormatMbpsSpread(c.Spread[d])))
+			}
+			parts = append(parts, fmt.Sprintf("round %d", s.res.Steps[i].Round))
+		}
 	}
 	return fmt.Sprintf(" (%s Mbit/s; %.0fs of %v)", strings.Join(parts, ", "), time.Since(s.start).Seconds(), s.o.Budget)
 }
 
-func comparison(best, other []float64) Comparison {
-	c := Comparison{Best: measure.Summarize(best), Other: measure.Summarize(other)}
-	if c.Other.Median > 0 {
-		c.Ratio = c.Best.Median / c.Other.Median
+// Kinds of an alternative against the current best in one round.
+const (
+	altLoses = iota
+	altWins
+	altTradeoff
+	altWithin
+	altUnjudged
+)
+
+// classify says how alt did against cur in one round: a win (Better),
+// faster one way and slower the other (a trade-off, not a win), within
+// the spread in every judged direction, not judged at all (too few
+// samples), or slower.
+func classify(alt, cur Samples, dirs []string) int {
+	if Better(alt, cur, dirs) {
+		return altWins
 	}
-	c.BeyondSpread = compare(best, other) == 1
-	return c
+	faster, slower, judged := false, false, false
+	for _, d := range dirs {
+		c, ok := compare(alt[d], cur[d])
+		judged = judged || ok
+		faster = faster || c > 0
+		slower = slower || c < 0
+	}
+	switch {
+	case faster && slower:
+		return altTradeoff
+	case !judged:
+		return altUnjudged
+	case !slower:
+		return altWithin
+	}
+	return altLoses
 }
 
 // score is the mean ratio of medians over the directions: which of several
-// winners to move to.
+// winners to move to (within one round, so the medians share its load).
 func score(a, b Samples, dirs []string) float64 {
 	sum, n := 0.0, 0
 	for _, d := range dirs {
