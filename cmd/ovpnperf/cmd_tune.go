@@ -61,9 +61,12 @@ best's fastest, in at least one direction, slower beyond the spread in
 none); when the differences are within the spread it says so and stops
 that parameter.
 
-The best is reported only if it beats the default beyond the spread;
-otherwise tune says that nothing beats the default. Ctrl-C or the end of
---budget stops the search and prints the best so far.`,
+The best is reported only if it beats the default round by round: one
+direction faster beyond the spread in every interleaved round that
+measured both (samples of different rounds are never pooled), no
+direction slower in any; otherwise tune says that nothing beats the
+default, and why. Ctrl-C or the end of --budget stops the search and
+prints the best so far.`,
 		Example: `  ovpnperf tune --rate 20mbit --rtt 200ms --budget 10m
   ovpnperf tune --rate 100mbit --rtt 10ms --mtu 1400 --icmp-blackhole --fix proto=udp
   ovpnperf tune --rate 5mbit --rtt 300ms --loss 2% --allow-tcp --json`,
@@ -304,13 +307,19 @@ func printTune(w io.Writer, res *tune.Result, pathArgs string) {
 			fmt.Fprintf(w, "sysctl.conf (both machines):\n  %s\n", strings.Join(b.Sysctl, "\n  "))
 		}
 	}
+	// Ratios are medians of pairs of samples taken in the same round; the
+	// Mbit/s figures pool the rounds and are for orientation only.
 	for _, d := range res.Directions {
 		c := res.VsDefault[d]
-		fmt.Fprintf(w, "%s: best %s vs default %s Mbit/s (×%s)", d, measure.FormatMbpsSpread(c.Best), measure.FormatMbpsSpread(c.Other), measure.FormatRatio(c.Ratio))
-		if g, ok := res.VsAdvise[d]; ok {
-			fmt.Fprintf(w, "; advise %s Mbit/s, gap ×%s", measure.FormatMbpsSpread(g.Other), measure.FormatRatio(g.Ratio))
+		if b.Name == "default" {
+			fmt.Fprintf(w, "%s: default %s Mbit/s", d, measure.FormatMbpsSpread(c.Other))
+		} else {
+			fmt.Fprintf(w, "%s: best %s vs default %s Mbit/s, %s (%s)", d, measure.FormatMbpsSpread(c.Best), measure.FormatMbpsSpread(c.Other), pairedRatio(c), c.Record)
+		}
+		if g, ok := res.VsAdvise[d]; ok && res.Best.Name != "advise" {
+			fmt.Fprintf(w, "; advise %s Mbit/s, gap %s (%s)", measure.FormatMbpsSpread(g.Other), pairedRatio(g.Comparison), g.Record)
 			if len(g.ClosedBy) > 0 {
-				fmt.Fprintf(w, " (differs in %s)", strings.Join(g.ClosedBy, ", "))
+				fmt.Fprintf(w, ", differs in %s", strings.Join(g.ClosedBy, ", "))
 			}
 		}
 		fmt.Fprintln(w)
@@ -321,4 +330,13 @@ func printTune(w io.Writer, res *tune.Result, pathArgs string) {
 	for _, n := range res.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}
+}
+
+// pairedRatio is "×1.30 (1.25–1.35, 9 pairs)", or "no ratio" when no pair
+// has a positive denominator (a stalled side).
+func pairedRatio(c tune.Comparison) string {
+	if c.Pairs == 0 {
+		return "no ratio (no pair with a positive denominator)"
+	}
+	return fmt.Sprintf("×%.2f (%.2f–%.2f over %d pairs)", c.Ratio, c.RatioMin, c.RatioMax, c.Pairs)
 }

@@ -138,6 +138,9 @@ func (r DirRecord) Judged() int { return r.Faster + r.Slower + r.Within }
 func (r DirRecord) Won() bool { return r.Judged() > 0 && r.Faster == r.Judged() }
 
 func (r DirRecord) String() string {
+	if r.Judged() == 0 {
+		return fmt.Sprintf("not judged: fewer than %d valid samples a side in all %d rounds", MinSamples, r.Unjudge)
+	}
 	s := fmt.Sprintf("faster beyond the spread in %d of %d judged rounds", r.Faster, r.Judged())
 	if r.Slower > 0 {
 		s += fmt.Sprintf(", slower in %d", r.Slower)

@@ -1,10 +1,14 @@
 package tune
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
 )
 
 var both = []string{"up", "down"}
@@ -49,7 +53,7 @@ func TestJudge(t *testing.T) {
 		{"higher median but ranges overlap", [][2]Samples{round(Samples{"up": mbit(18.9, 21, 22), "down": mbit(18.5, 20, 21)}, def)}, false, "faster beyond the spread in 0 of 1"},
 		{"touching: best's slowest equals default's fastest", [][2]Samples{round(Samples{"up": mbit(19, 25, 26), "down": mbit(19, 25, 26)}, def)}, false, "nothing beats the default"},
 		{"faster up but slower down beyond the spread", [][2]Samples{round(Samples{"up": mbit(25, 26, 27), "down": mbit(10, 11, 12)}, def)}, false, "slower in 1"},
-		{"far faster but only two samples", [][2]Samples{round(Samples{"up": mbit(50, 51), "down": mbit(50, 51)}, def)}, false, "0 of 0 judged rounds (1 more with too few samples)"},
+		{"far faster but only two samples", [][2]Samples{round(Samples{"up": mbit(50, 51), "down": mbit(50, 51)}, def)}, false, "up not judged: fewer than 3 valid samples a side in all 1 rounds"},
 		// Won two rounds, within the spread in the third: not every round.
 		{"won two rounds of three", [][2]Samples{round(fast, def), round(fast, def), round(Samples{"up": mbit(18, 19, 20), "down": mbit(18, 19, 20)}, def)}, false, "2 of 3 judged rounds"},
 		// The pooled medians say better both ways (down 40 vs 20 Mbit/s)
@@ -70,7 +74,7 @@ func TestJudge(t *testing.T) {
 		}, true, "2 of 2 judged rounds"},
 		// The default's samples were all refused (the emulator fell behind):
 		// that says nothing about the default, so no win up.
-		{"default has no valid sample up", [][2]Samples{round(upOnly, Samples{"down": mbit(17, 18, 19)})}, false, "0 of 0 judged rounds"},
+		{"default has no valid sample up", [][2]Samples{round(upOnly, Samples{"down": mbit(17, 18, 19)})}, false, "up not judged"},
 		// A stalled tunnel gives valid 0 bit/s samples and loses by the rule.
 		{"default stalled at 0 bit/s up", [][2]Samples{round(upOnly, Samples{"up": mbit(0, 0, 0), "down": mbit(17, 18, 19)})}, true, "1 of 1"},
 		{"never measured with the default", nil, false, "never measured in a round with the default"},
@@ -111,10 +115,10 @@ func TestCompareRounds(t *testing.T) {
 }
 
 // A saved run judged again: the black-holed path (b) measured under load
-// (internal/report's testdata). advise's variant won up in every round
-// with 3 samples a side (the default stalls at 0 bit/s); down never had 3
-// valid samples a side in one round, so down is not judged, and the
-// message says so.
+// with the old rule (schema 1, which pooled the rounds). advise's variant
+// won up in every round with 3 samples a side (the default stalls at
+// 0 bit/s); down never had 3 valid samples a side in one round, so down
+// is not judged, and the message says so.
 func TestJudgeSavedRun(t *testing.T) {
 	b, err := os.ReadFile("testdata/tune-blackhole.json")
 	if err != nil {
@@ -124,9 +128,46 @@ func TestJudgeSavedRun(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	v := Judge(res.Steps, "advise", res.Directions)
+	if err := Rejudge(&res, "advise"); err != nil {
+		t.Fatal(err)
+	}
+	v := res.Verdict
 	if !v.Found || !strings.Contains(v.Message, "up faster beyond the spread in 3 of 3 judged rounds (3 more with too few samples)") ||
-		!strings.Contains(v.Message, "down faster beyond the spread in 0 of 0 judged rounds (6 more") {
+		!strings.Contains(v.Message, "down not judged: fewer than 3 valid samples a side in all 6 rounds") {
 		t.Errorf("verdict %+v", v)
+	}
+	if res.Best.Name != "advise" || res.Best.Body != "mssfix 1400 mtu;tun-mtu 1348" || !res.VsDefault["up"].BeyondSpread || res.VsDefault["down"].BeyondSpread {
+		t.Errorf("best %+v, vs default %+v", res.Best, res.VsDefault)
+	}
+	// The stalled default's 0 bit/s pairs give no ratio.
+	if r := res.VsDefault["up"]; r.Ratio != 0 || r.Pairs != 0 {
+		t.Errorf("ratio over 0 bit/s: %+v", r)
+	}
+}
+
+// Judgement is a pure function of the rounds: judging a run's steps
+// again gives the run's own verdict, best, comparisons and findings.
+func TestRejudgeReproducesRun(t *testing.T) {
+	for name, o := range map[string]Options{
+		"lost round": {Path: lab.Path{}, Budget: time.Minute, Measure: judgedMeasure(3, nil)},
+		"advise gap": {Path: fakePath, PathDescription: "b", Budget: time.Minute, Measure: judgedMeasure(0, nil),
+			Advice: Advice{Candidate: &Candidate{Proto: "udp", Settings: map[string]string{AxisMTU: "mssfix 1400 mtu"}}, Variant: "advise=mssfix 1400 mtu", Note: "test"}},
+	} {
+		res, err := Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(res)
+		again := *res
+		if err := Rejudge(&again, res.Verdict.Candidate); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal(&again)
+		if string(got) != string(want) {
+			t.Errorf("%s: judged again differs:\nrun   %s\nagain %s", name, want, got)
+		}
+		if name == "advise gap" && (len(res.Findings) == 0 || !strings.Contains(res.Findings[0], "faster beyond the spread in every one of")) {
+			t.Errorf("advise gap: findings %q", res.Findings)
+		}
 	}
 }

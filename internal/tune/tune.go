@@ -14,7 +14,12 @@ import (
 )
 
 // Schema names the JSON document Run's Result is written as.
-const Schema = "ovpnperf.tune/1"
+//
+// Version 2: the verdict and the comparisons are judged round by round
+// (ratio: median of pairs of samples of the same round; beyond_spread:
+// faster in every round that judged it); in version 1 they pooled the
+// samples of all rounds.
+const Schema = "ovpnperf.tune/2"
 
 // Named is a candidate with the name its tunnel and rows carry.
 type Named struct {
@@ -376,41 +381,82 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return s.res, runErr
 }
 
-// finish fills the verdict, the comparisons and advise's gap, from the
-// steps alone (so a saved run can be judged again the same way).
+// finish fills the verdict, the comparisons and advise's gap.
 func (s *searcher) finish(best, advName string) {
-	o := s.o
+	judgeResult(s.res, best, advName, s.cands)
+}
+
+// Rejudge fills res's verdict, best, comparisons with the default,
+// advise's gap and findings about advise again from res.Steps alone, for
+// best, the search's best (Verdict.Candidate in a saved run): judgement
+// is a pure function of the rounds, so a saved run can be judged again
+// (after a change of the rules, or to check one).
+func Rejudge(res *Result, best string) error {
+	cands := map[string]Candidate{}
+	advName := ""
+	for _, st := range res.Steps {
+		for _, c := range st.Candidates {
+			v, err := openvpn.ParseVariant(c.Variant)
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", st.Round, c.Name, err)
+			}
+			cands[c.Name] = FromVariant(v, c.Proto)
+			if c.Name == "advise" {
+				advName = "advise"
+			}
+		}
+	}
+	if _, ok := cands[best]; !ok && best != "default" {
+		return fmt.Errorf("%s was not measured in any round", best)
+	}
+	if _, ok := cands["default"]; !ok {
+		cands["default"] = Candidate{Proto: "udp", Settings: map[string]string{}}
+	}
+	if advName == "" && res.Advise.Available {
+		advName = "default"
+	}
+	res.Findings = []string{}
+	judgeResult(res, best, advName, cands)
+	return nil
+}
+
+// judgeResult fills res's judgement of best from res.Steps; cands maps
+// the names of the rounds to their candidates, advName names advise's
+// variant ("" when advise took no part).
+func judgeResult(res *Result, best, advName string, cands map[string]Candidate) {
+	dirs := res.Directions
 	// A "best" that does not beat the default is no best.
-	s.res.Verdict = Judge(s.res.Steps, best, o.Directions)
-	if !s.res.Verdict.Found {
+	res.Verdict = Judge(res.Steps, best, dirs)
+	if !res.Verdict.Found {
 		best = "default"
 	}
-	c := s.cands[best]
-	s.res.Best = Best{Name: best, Proto: c.Proto, Body: c.Body(), Variant: variantString(best, c)}
-	s.res.Best.Server, s.res.Best.Client, s.res.Best.Sysctl = Fragments(c)
-	s.res.VsDefault = map[string]Comparison{}
-	pairs := pairsOf(s.res.Steps, best, "default")
-	for _, d := range o.Directions {
-		s.res.VsDefault[d] = compareRounds(pairs, d)
+	c := cands[best]
+	res.Best = Best{Name: best, Proto: c.Proto, Body: c.Body(), Variant: variantString(best, c)}
+	res.Best.Server, res.Best.Client, res.Best.Sysctl = Fragments(c)
+	res.VsDefault = map[string]Comparison{}
+	pairs := pairsOf(res.Steps, best, "default")
+	for _, d := range dirs {
+		res.VsDefault[d] = compareRounds(pairs, d)
 	}
 	if advName == "" {
-		s.res.Findings = append(s.res.Findings, "advise's gap not measured: "+s.res.Advise.Note)
+		res.VsAdvise = nil
+		res.Findings = append(res.Findings, "advise's gap not measured: "+res.Advise.Note)
 		return
 	}
-	s.res.VsAdvise = map[string]Gap{}
-	pairs = pairsOf(s.res.Steps, best, advName)
-	for _, d := range o.Directions {
-		g := Gap{Comparison: compareRounds(pairs, d), ClosedBy: differs(c, s.cands[advName])}
+	res.VsAdvise = map[string]Gap{}
+	pairs = pairsOf(res.Steps, best, advName)
+	for _, d := range dirs {
+		g := Gap{Comparison: compareRounds(pairs, d), ClosedBy: differs(c, cands[advName])}
 		switch {
 		case best == advName:
 		case g.Ratio > 1.05 && g.BeyondSpread:
-			g.Finding = fmt.Sprintf("advise is %.0f%% short of the best on %s (%s; best/advise ×%.2f over %d pairs, faster in every one of %d judged rounds); the best differs from advise's variant in %s",
-				100*(g.Ratio-1), o.PathDescription, d, g.Ratio, g.Pairs, g.Record.Judged(), strings.Join(g.ClosedBy, ", "))
-			s.res.Findings = append(s.res.Findings, "finding about advise: "+g.Finding)
+			g.Finding = fmt.Sprintf("advise is %.0f%% short of the best on %s (%s; best/advise ×%.2f over %d pairs, faster beyond the spread in every one of %d judged rounds); the best differs from advise's variant in %s",
+				100*(g.Ratio-1), res.PathDescription, d, g.Ratio, g.Pairs, g.Record.Judged(), strings.Join(g.ClosedBy, ", "))
+			res.Findings = append(res.Findings, "finding about advise: "+g.Finding)
 		case g.Ratio > 1.05:
-			s.res.Findings = append(s.res.Findings, fmt.Sprintf("%s: best/advise ×%.2f, but not faster beyond the spread in every round (%s): not a finding", d, g.Ratio, g.Record))
+			res.Findings = append(res.Findings, fmt.Sprintf("%s: best/advise ×%.2f, but not faster beyond the spread in every round (%s): not a finding", d, g.Ratio, g.Record))
 		}
-		s.res.VsAdvise[d] = g
+		res.VsAdvise[d] = g
 	}
 }
 
