@@ -27,8 +27,9 @@ import (
 //     between rounds and a pooled range mixes that drift into the spread
 //     in both directions (it can hide a steady win and make a one-round
 //     fluke look like one). a beats b only when some direction is faster
-//     in every round that judged it (at least one), and no direction is
-//     slower in any round (Judge).
+//     in every round that judged it (at least MinRounds), and no
+//     direction is slower in any round (Judge). The search ends with a
+//     confirmation round when its best has fewer rounds with the default.
 
 // MinSamples is how many samples each side needs in a round before a
 // difference can be called beyond the spread (verdict.MinSamples).
@@ -134,8 +135,17 @@ type DirRecord struct {
 // Judged is the number of rounds that judged the direction.
 func (r DirRecord) Judged() int { return r.Faster + r.Slower + r.Within }
 
-// Won is true when the direction was faster in every round that judged it.
-func (r DirRecord) Won() bool { return r.Judged() > 0 && r.Faster == r.Judged() }
+// MinRounds is how many rounds must judge a direction before a win in
+// every one of them counts. One round is not enough: with 3 samples a
+// side, two candidates of the same speed still separate in 1 round of 20
+// by chance (all three of one above all three of the other, either way:
+// 2 of the 20 equally likely orders), per direction and per candidate
+// compared; two rounds in a row bring that to 1 in 400.
+const MinRounds = 2
+
+// Won is true when the direction was faster in every round that judged
+// it, and at least MinRounds did.
+func (r DirRecord) Won() bool { return r.Judged() >= MinRounds && r.Faster == r.Judged() }
 
 func (r DirRecord) String() string {
 	if r.Judged() == 0 {
@@ -145,8 +155,15 @@ func (r DirRecord) String() string {
 	if r.Slower > 0 {
 		s += fmt.Sprintf(", slower in %d", r.Slower)
 	}
+	var notes []string
+	if r.Faster == r.Judged() && r.Judged() < MinRounds {
+		notes = append(notes, fmt.Sprintf("%d needed", MinRounds))
+	}
 	if r.Unjudge > 0 {
-		s += fmt.Sprintf(" (%d more with too few samples)", r.Unjudge)
+		notes = append(notes, fmt.Sprintf("%d more with too few samples", r.Unjudge))
+	}
+	if len(notes) > 0 {
+		s += " (" + strings.Join(notes, "; ") + ")"
 	}
 	return s
 }
@@ -212,7 +229,7 @@ type Verdict struct {
 }
 
 // VerdictRule is the rule a Verdict applies, as the JSON states it.
-const VerdictRule = "better only when, in the interleaved rounds that measured both, one direction was faster beyond the spread (slowest sample above the other's fastest, 3 samples a side) in every round that judged it and no direction was slower beyond the spread in any round; samples of different rounds are not pooled"
+const VerdictRule = "better only when, in the interleaved rounds that measured both, one direction was faster beyond the spread (slowest sample above the other's fastest, 3 samples a side) in every round that judged it (at least 2 rounds) and no direction was slower beyond the spread in any round; samples of different rounds are not pooled"
 
 // Judge decides whether candidate name beats the default from the steps
 // that measured both: the rule over rounds (beats). name is the search's
@@ -265,7 +282,7 @@ type Comparison struct {
 	// Record counts the rounds: faster, slower, within, not judged.
 	Record DirRecord `json:"rounds"`
 	// BeyondSpread is true when best was faster beyond the spread in
-	// every round that judged this direction (at least one).
+	// every round that judged this direction (at least MinRounds).
 	BeyondSpread bool `json:"beyond_spread"`
 }
 

@@ -76,7 +76,10 @@ func TestJudge(t *testing.T) {
 		// that says nothing about the default, so no win up.
 		{"default has no valid sample up", [][2]Samples{round(upOnly, Samples{"down": mbit(17, 18, 19)})}, false, "up not judged"},
 		// A stalled tunnel gives valid 0 bit/s samples and loses by the rule.
-		{"default stalled at 0 bit/s up", [][2]Samples{round(upOnly, Samples{"up": mbit(0, 0, 0), "down": mbit(17, 18, 19)})}, true, "1 of 1"},
+		{"default stalled at 0 bit/s up", [][2]Samples{round(upOnly, Samples{"up": mbit(0, 0, 0), "down": mbit(17, 18, 19)}), round(upOnly, Samples{"up": mbit(0, 0, 0), "down": mbit(17, 18, 19)})}, true, "up faster beyond the spread in 2 of 2"},
+		// One round, however clear, is not enough: noise alone separates
+		// 3 samples from 3 in 1 round of 10.
+		{"won the only round", [][2]Samples{round(fast, def)}, false, "1 of 1 judged rounds (2 needed)"},
 		{"never measured with the default", nil, false, "never measured in a round with the default"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

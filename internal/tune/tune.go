@@ -363,6 +363,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			break
 		}
 	}
+	// A best that moved late may have met the default in one round only;
+	// the verdict needs MinRounds (judge.go), so confirm it while the
+	// budget allows rather than report a one-round win.
+	if incumbent != "default" && runCtx.Err() == nil && runErr == nil && len(pairsOf(s.res.Steps, incumbent, "default")) < MinRounds {
+		_, complete := measureRound("confirm", nil)
+		if complete {
+			decide(fmt.Sprintf("confirmation round: %s measured again beside the default (the verdict needs %d rounds)", incumbent, MinRounds), false, false)
+		} else {
+			decide("confirmation round cut short", false, false)
+		}
+	}
 	s.res.ElapsedSeconds = time.Since(s.start).Seconds()
 	switch {
 	case ctx.Err() != nil:

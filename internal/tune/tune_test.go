@@ -130,13 +130,15 @@ func TestAdviseGapFinding(t *testing.T) {
 func TestSearchStopsOnBudgetAndInterrupt(t *testing.T) {
 	var rounds atomic.Int32
 	start := time.Now()
-	res, err := Run(context.Background(), Options{Path: fakePath, Budget: 250 * time.Millisecond,
-		Measure: fakeMeasure(blackhole, 100*time.Millisecond, &rounds)})
+	// Rounds of 50 ms: the budget and the interrupt come after several
+	// (the verdict needs 2 rounds of the best with the default).
+	res, err := Run(context.Background(), Options{Path: fakePath, Budget: 400 * time.Millisecond,
+		Measure: fakeMeasure(blackhole, 50*time.Millisecond, &rounds)})
 	if err != nil {
 		t.Fatalf("budget end is not an error: %v", err)
 	}
 	if el := time.Since(start); el > 5*time.Second {
-		t.Errorf("took %v with a 250ms budget", el)
+		t.Errorf("took %v with a 400ms budget", el)
 	}
 	if res.Stopped != StoppedBudget || len(res.Steps) == 0 || res.Steps[len(res.Steps)-1].Complete {
 		t.Errorf("stopped %q, steps %+v", res.Stopped, res.Steps)
@@ -146,8 +148,8 @@ func TestSearchStopsOnBudgetAndInterrupt(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(150*time.Millisecond, cancel)
-	res, err = Run(ctx, Options{Path: fakePath, Budget: time.Minute, Measure: fakeMeasure(blackhole, 100*time.Millisecond, &rounds)})
+	time.AfterFunc(400*time.Millisecond, cancel)
+	res, err = Run(ctx, Options{Path: fakePath, Budget: time.Minute, Measure: fakeMeasure(blackhole, 50*time.Millisecond, &rounds)})
 	if !errors.Is(err, context.Canceled) || res == nil || res.Stopped != StoppedInterrupted || res.Best.Body != "mssfix 1400 mtu" {
 		t.Errorf("interrupted: err %v, res %+v", err, res)
 	}
@@ -312,5 +314,29 @@ func TestSearchBestMustWinEveryRound(t *testing.T) {
 		if err != nil || !res.Verdict.Found || res.Best.Body != Jumbo || !res.VsDefault["up"].BeyondSpread || res.VsDefault["up"].Ratio < 1.29 {
 			t.Errorf("drift %v: err %v, verdict %+v, best %+v, vs default %+v", drift, err, res.Verdict, res.Best, res.VsDefault)
 		}
+	}
+}
+
+// A best found in the search's last round has met the default once; the
+// verdict needs MinRounds, so the search ends with a confirmation round
+// (in the JSON as a step of its own) and then reports it.
+func TestSearchConfirmsALateBest(t *testing.T) {
+	var rounds atomic.Int32
+	fastIO := func(c Candidate) float64 {
+		if c.Settings[AxisFastIO] != "" {
+			return 65e6
+		}
+		return 50e6
+	}
+	res, err := Run(context.Background(), Options{Path: lab.Path{}, Budget: time.Minute, Passes: 1, Measure: fakeMeasure(fastIO, 0, &rounds)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := res.Steps[len(res.Steps)-1]
+	if last.Axis != "confirm" || !strings.Contains(last.Decision, "confirmation round") || res.Steps[len(res.Steps)-2].Axis != AxisFastIO {
+		t.Errorf("last steps %+v", res.Steps[len(res.Steps)-2:])
+	}
+	if !res.Verdict.Found || res.Best.Body != "fast-io" || !strings.Contains(res.Verdict.Message, "2 of 2 judged rounds") {
+		t.Errorf("verdict %+v best %+v", res.Verdict, res.Best)
 	}
 }
