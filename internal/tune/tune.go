@@ -349,6 +349,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				incumbent = bestAlt
 				movedThisPass = true
 				decide(fmt.Sprintf("%s=%q beats the current best beyond the spread in this round: moved to %s%s", ax.Name, s.cands[bestAlt].get(ax.Name), bestAlt, tail), true, false)
+			case !complete && runCtx.Err() == nil:
+				decide(fmt.Sprintf("round failed (see its errors): axis %s not judged%s", ax.Name, tail), false, false)
 			case !complete:
 				decide("round cut short: too few samples to decide"+tail, false, false)
 			case len(noise) > 0:
@@ -368,9 +370,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// budget allows rather than report a one-round win.
 	if incumbent != "default" && runCtx.Err() == nil && runErr == nil && len(pairsOf(s.res.Steps, incumbent, "default")) < MinRounds {
 		_, complete := measureRound("confirm", nil)
-		if complete {
+		switch {
+		case complete:
 			decide(fmt.Sprintf("confirmation round: %s measured again beside the default (the verdict needs %d rounds)", incumbent, MinRounds), false, false)
-		} else {
+		case runCtx.Err() == nil:
+			decide("confirmation round failed (see its errors)", false, false)
+		default:
 			decide("confirmation round cut short", false, false)
 		}
 	}

@@ -340,3 +340,68 @@ func TestSearchConfirmsALateBest(t *testing.T) {
 		t.Errorf("verdict %+v best %+v", res.Verdict, res.Best)
 	}
 }
+
+// Every round the search measured is a step of the JSON, with each
+// candidate's name, variant, samples, median and spread per direction
+// and the decision, also a round that failed and one the budget cut.
+func TestEveryStepInJSON(t *testing.T) {
+	var rounds atomic.Int32
+	ok := fakeMeasure(blackhole, 20*time.Millisecond, &rounds)
+	m := func(ctx context.Context, round int, cands []Named) (map[string]Samples, []string, error) {
+		if round == 2 {
+			rounds.Add(1)
+			return nil, []string{"c4 up: refused"}, errors.New("openvpn c4: exited")
+		}
+		return ok(ctx, round, cands)
+	}
+	res, err := Run(context.Background(), Options{Path: fakePath, Budget: 150 * time.Millisecond, Measure: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Steps []struct {
+			Round      int    `json:"round"`
+			Decision   string `json:"decision"`
+			Candidates []struct {
+				Name    string                        `json:"name"`
+				Variant string                        `json:"variant"`
+				Samples map[string][]float64          `json:"samples_bps"`
+				Spread  map[string]map[string]float64 `json:"spread"`
+			} `json:"candidates"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Steps) != int(rounds.Load()) || len(doc.Steps) < 3 {
+		t.Fatalf("%d steps in the JSON, %d rounds measured", len(doc.Steps), rounds.Load())
+	}
+	for i, st := range doc.Steps {
+		if st.Round != i+1 || st.Decision == "" || len(st.Candidates) < 2 {
+			t.Errorf("step %d: %+v", i, st)
+		}
+		for _, c := range st.Candidates {
+			for _, d := range both {
+				sp, okS := c.Spread[d]
+				_, okM := sp["median"]
+				_, okMin := sp["min"]
+				if c.Name == "" || c.Variant == "" || c.Samples[d] == nil || !okS || !okM || !okMin {
+					t.Errorf("round %d %s %s: samples %v spread %v", st.Round, c.Name, d, c.Samples[d], sp)
+				}
+				if st.Round == 1 && (len(c.Samples[d]) != 3 || sp["median"] <= 0) {
+					t.Errorf("round 1 %s %s: samples %v spread %v", c.Name, d, c.Samples[d], sp)
+				}
+			}
+		}
+	}
+	if !strings.HasPrefix(doc.Steps[1].Decision, "round failed") || len(res.Steps[1].Errors) != 2 || !strings.Contains(res.Steps[1].Errors[1], "round failed: openvpn c4: exited") {
+		t.Errorf("failed round 2: %+v", res.Steps[1])
+	}
+	if res.Steps[len(res.Steps)-1].Complete {
+		t.Errorf("the round the budget cut is marked complete")
+	}
+}
