@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -181,8 +182,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var adv *Candidate
 	if o.Advice.Candidate != nil {
 		a := *o.Advice.Candidate
-		for ax, v := range o.Fixed {
-			if a.get(ax) != v {
+		for _, ax := range sortedKeys(o.Fixed) {
+			if v := o.Fixed[ax]; a.get(ax) != v {
 				s.res.Notes = append(s.res.Notes, fmt.Sprintf("advise's %s (%q) replaced by --fix %s", ax, a.get(ax), ax))
 				a = a.with(ax, v)
 			}
@@ -213,6 +214,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	s.names[def.Key()] = "default"
 	s.cands["default"] = def
+	if def.Body() != "" || def.Proto != "udp" {
+		// "Beats the default" is then about this candidate, not about
+		// OpenVPN's own defaults.
+		s.res.Notes = append(s.res.Notes, fmt.Sprintf("\"default\" in this run is OpenVPN's defaults with the --fix settings: proto %s%s", def.Proto, map[bool]string{true: "; " + def.Body()}[def.Body() != ""]))
+	}
 	advName := ""
 	if adv != nil {
 		if adv.Key() == def.Key() {
@@ -545,6 +551,15 @@ func score(a, b Samples, dirs []string) float64 {
 		return 0
 	}
 	return sum / float64(n)
+}
+
+func sortedKeys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func uniq(names []string) []string {

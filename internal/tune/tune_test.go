@@ -405,3 +405,17 @@ func TestEveryStepInJSON(t *testing.T) {
 		t.Errorf("the round the budget cut is marked complete")
 	}
 }
+
+// With --fix the "default" the verdict speaks of carries the fixed
+// settings; the run says so.
+func TestFixedDefaultIsNamed(t *testing.T) {
+	var rounds atomic.Int32
+	res, err := Run(context.Background(), Options{Path: fakePath, Budget: time.Minute, Fixed: map[string]string{AxisCipher: "data-ciphers AES-128-GCM"},
+		Measure: fakeMeasure(blackhole, 0, &rounds)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), `"default" in this run is OpenVPN's defaults with the --fix settings: proto udp; data-ciphers AES-128-GCM`) {
+		t.Errorf("notes %q", res.Notes)
+	}
+}
