@@ -218,6 +218,10 @@ type Verdict struct {
 	// Candidate is the search's best before this judgement (the last
 	// candidate it moved to; "default" when it never moved).
 	Candidate string `json:"candidate"`
+	// Best is the candidate reported as the best: Candidate, an earlier
+	// best or advise's variant that beats the default (Decide), or
+	// "default" when none does.
+	Best string `json:"best"`
 	// Message says it in one line, with the figures.
 	Message string `json:"message"`
 	// Reason says, when nothing beats the default, why not.
@@ -235,7 +239,7 @@ const VerdictRule = "better only when, in the interleaved rounds that measured b
 // that measured both: the rule over rounds (beats). name is the search's
 // best ("default" when the search never moved).
 func Judge(steps []Step, name string, dirs []string) Verdict {
-	v := Verdict{Candidate: name, Rule: VerdictRule}
+	v := Verdict{Candidate: name, Best: "default", Rule: VerdictRule}
 	if name == "default" {
 		v.Reason = "no candidate beat the current best in any round"
 		v.Message = "nothing beats the default: " + v.Reason
@@ -250,7 +254,7 @@ func Judge(steps []Step, name string, dirs []string) Verdict {
 	}
 	figures := strings.Join(parts, "; ")
 	if beats(recs, dirs) {
-		v.Found = true
+		v.Found, v.Best = true, name
 		v.Message = fmt.Sprintf("%s beats the default in every round that measured both (%s)", name, figures)
 		return v
 	}
@@ -261,6 +265,37 @@ func Judge(steps []Step, name string, dirs []string) Verdict {
 		v.Reason = fmt.Sprintf("the search's best, %s, did not beat the default in every round that measured both (%s)", name, figures)
 	}
 	v.Message = "nothing beats the default: " + v.Reason
+	return v
+}
+
+// Decide is the verdict of a search: its best, best, by Judge, or when
+// best does not beat the default, the latest of others (the bests it
+// moved through, advise's variant) that does; those are measured beside
+// the default in every round they were the best or a reference, so a
+// search that moved on from a candidate that beat the default, to one
+// that does not, still reports it. When none does, "nothing beats the
+// default" holds for every candidate that met the default in two rounds.
+func Decide(steps []Step, best string, others []string, dirs []string) Verdict {
+	v := Judge(steps, best, dirs)
+	if v.Found {
+		return v
+	}
+	var tried []string
+	for _, o := range others {
+		if o == best || o == "default" || contains(tried, o) {
+			continue
+		}
+		tried = append(tried, o)
+		if vo := Judge(steps, o, dirs); vo.Found {
+			vo.Candidate = best
+			vo.Message = fmt.Sprintf("%s; %s", vo.Message, v.Reason)
+			return vo
+		}
+	}
+	if len(tried) > 0 {
+		v.Reason += fmt.Sprintf("; nor did %s, measured beside the default too", strings.Join(tried, ", "))
+		v.Message = "nothing beats the default: " + v.Reason
+	}
 	return v
 }
 

@@ -174,3 +174,39 @@ func TestRejudgeReproducesRun(t *testing.T) {
 		}
 	}
 }
+
+// When the search's last best does not beat the default round by round,
+// an earlier best or advise's variant that does is reported (they were
+// measured beside the default in every round); when none does, the
+// reason names them too.
+func TestDecideFallsBack(t *testing.T) {
+	def := Samples{"up": mbit(0, 0, 0), "down": mbit(17, 18, 19)}
+	adv := Samples{"up": mbit(80, 81, 82), "down": mbit(17, 18, 19)}
+	c5 := Samples{"up": mbit(90, 91, 92), "down": mbit(10, 11, 12)} // slower down
+	st := func(r int, inc string, cands map[string]Samples) Step {
+		s := Step{Round: r, Incumbent: inc}
+		for _, n := range []string{"advise", "default", "c5"} {
+			if x, ok := cands[n]; ok {
+				s.Candidates = append(s.Candidates, StepCandidate{Name: n, Samples: x})
+			}
+		}
+		return s
+	}
+	steps := []Step{
+		st(1, "default", map[string]Samples{"advise": adv, "default": def}),
+		st(2, "advise", map[string]Samples{"advise": adv, "default": def, "c5": {"up": mbit(90, 91, 92), "down": mbit(17, 18, 19)}}),
+		st(3, "c5", map[string]Samples{"advise": adv, "default": def, "c5": c5}),
+	}
+	v := Decide(steps, "c5", []string{"c5", "advise", "default", "advise"}, both)
+	if !v.Found || v.Best != "advise" || v.Candidate != "c5" || !strings.Contains(v.Message, "advise beats the default in every round") ||
+		!strings.Contains(v.Message, "the search's best, c5, did not beat the default") {
+		t.Errorf("fallback: %+v", v)
+	}
+	// advise loses down in round 3 too: nothing beats the default, and
+	// the reason names advise.
+	steps[2].Candidates[0].Samples = Samples{"up": mbit(80, 81, 82), "down": mbit(10, 11, 12)}
+	v = Decide(steps, "c5", []string{"c5", "advise"}, both)
+	if v.Found || v.Best != "default" || !strings.Contains(v.Reason, "nor did advise") {
+		t.Errorf("no fallback: %+v", v)
+	}
+}

@@ -447,11 +447,17 @@ func Rejudge(res *Result, best string) error {
 // variant ("" when advise took no part).
 func judgeResult(res *Result, best, advName string, cands map[string]Candidate) {
 	dirs := res.Directions
-	// A "best" that does not beat the default is no best.
-	res.Verdict = Judge(res.Steps, best, dirs)
-	if !res.Verdict.Found {
-		best = "default"
+	// A "best" that does not beat the default is no best; an earlier one
+	// (or advise's variant) that does is reported instead.
+	var others []string
+	for i := len(res.Steps) - 1; i >= 0; i-- {
+		others = append(others, res.Steps[i].Incumbent)
 	}
+	if advName != "" {
+		others = append(others, advName)
+	}
+	res.Verdict = Decide(res.Steps, best, others, dirs)
+	best = res.Verdict.Best
 	c := cands[best]
 	res.Best = Best{Name: best, Proto: c.Proto, Body: c.Body(), Variant: variantString(best, c)}
 	res.Best.Server, res.Best.Client, res.Best.Sysctl = Fragments(c)
