@@ -118,7 +118,8 @@ func TestCompareRounds(t *testing.T) {
 }
 
 // A saved run judged again: the black-holed path (b) measured under load
-// with the old rule (schema 1, which pooled the rounds). advise's variant
+// with the old rule (schema 1, which pooled the rounds), as `ovpnperf
+// report` reads it. advise's variant
 // won up in every round with 3 samples a side (the default stalls at
 // 0 bit/s); down never had 3 valid samples a side in one round, so down
 // is not judged, and the message says so.
@@ -131,8 +132,11 @@ func TestJudgeSavedRun(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	if err := Rejudge(&res, "advise"); err != nil {
+	if err := UpgradeV1(&res); err != nil {
 		t.Fatal(err)
+	}
+	if res.Schema != Schema || res.Verdict.Candidate != "advise" {
+		t.Errorf("upgraded: schema %q, candidate %q", res.Schema, res.Verdict.Candidate)
 	}
 	v := res.Verdict
 	if !v.Found || !strings.Contains(v.Message, "up faster beyond the spread in 3 of 3 judged rounds (3 more with too few samples)") ||
@@ -208,5 +212,16 @@ func TestDecideFallsBack(t *testing.T) {
 	v = Decide(steps, "c5", []string{"c5", "advise"}, both)
 	if v.Found || v.Best != "default" || !strings.Contains(v.Reason, "nor did advise") {
 		t.Errorf("no fallback: %+v", v)
+	}
+}
+
+// Version 1 did not record the search's best when nothing beat the
+// default; UpgradeV1 reads it from the message.
+func TestUpgradeV1NamesTheBest(t *testing.T) {
+	res := Result{Schema: SchemaV1, Directions: both, Steps: steps(round(Samples{"up": mbit(25, 26, 27)}, Samples{"up": mbit(17, 18, 19)})),
+		Verdict: Verdict{Message: "nothing beats the default: the search's best, c3, is not faster beyond the spread (up …)"}}
+	res.Steps[0].Candidates[0].Variant, res.Steps[0].Candidates[1].Variant = "c3=fast-io", "default"
+	if err := UpgradeV1(&res); err != nil || res.Verdict.Candidate != "c3" || res.Verdict.Found || !strings.Contains(res.Verdict.Reason, "(2 needed)") {
+		t.Errorf("err %v, verdict %+v", err, res.Verdict)
 	}
 }

@@ -442,6 +442,31 @@ func Rejudge(res *Result, best string) error {
 	return nil
 }
 
+// SchemaV1 names the first version of the document, whose verdict and
+// comparisons pooled the samples of all rounds.
+const SchemaV1 = "ovpnperf.tune/1"
+
+// UpgradeV1 judges a SchemaV1 document again by the round-by-round rules
+// (its rounds are the same) and makes it a Schema document. Version 1 did
+// not record the search's best when nothing beat the default; its message
+// named it ("the search's best, c3, is not faster …").
+func UpgradeV1(res *Result) error {
+	if res.Schema != SchemaV1 {
+		return fmt.Errorf("schema %q, want %q", res.Schema, SchemaV1)
+	}
+	best := "default"
+	switch {
+	case res.Verdict.Found:
+		best = res.Best.Name
+	case strings.HasPrefix(res.Verdict.Message, "nothing beats the default: the search's best, "):
+		rest := strings.TrimPrefix(res.Verdict.Message, "nothing beats the default: the search's best, ")
+		best, _, _ = strings.Cut(rest, ",")
+	}
+	res.Schema = Schema
+	res.Notes = append(res.Notes, "judged again by the round-by-round rules of "+Schema+" (recorded as "+SchemaV1+", which pooled the rounds)")
+	return Rejudge(res, best)
+}
+
 // judgeResult fills res's judgement of best from res.Steps; cands maps
 // the names of the rounds to their candidates, advName names advise's
 // variant ("" when advise took no part).

@@ -346,7 +346,9 @@ func TestSearchConfirmsALateBest(t *testing.T) {
 // and the decision, also a round that failed and one the budget cut.
 func TestEveryStepInJSON(t *testing.T) {
 	var rounds atomic.Int32
-	ok := fakeMeasure(blackhole, 20*time.Millisecond, &rounds)
+	// Rounds of 100 ms and a 250 ms budget: the search (at least five
+	// rounds) cannot finish, so the budget cuts a round.
+	ok := fakeMeasure(blackhole, 100*time.Millisecond, &rounds)
 	m := func(ctx context.Context, round int, cands []Named) (map[string]Samples, []string, error) {
 		if round == 2 {
 			rounds.Add(1)
@@ -354,7 +356,7 @@ func TestEveryStepInJSON(t *testing.T) {
 		}
 		return ok(ctx, round, cands)
 	}
-	res, err := Run(context.Background(), Options{Path: fakePath, Budget: 150 * time.Millisecond, Measure: m})
+	res, err := Run(context.Background(), Options{Path: fakePath, Budget: 250 * time.Millisecond, Measure: m})
 	if err != nil {
 		t.Fatal(err)
 	}
