@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,6 +159,9 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 			return s, err
 		}
 		probeInput = &in
+		// The best's lab run line must rebuild the twin's path, which
+		// came from the probe, not from flags.
+		s.args = pathArgsOf(p)
 	default:
 		// No flags: the unshaped LAN, like lab up.
 		if p, err = o.flags.path(); err != nil {
@@ -211,6 +215,45 @@ func pathArgs(fs *pflag.FlagSet) string {
 		} else {
 			parts = append(parts, "--"+n+" "+fl.Value.String())
 		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// pathArgsOf renders a path as the per-direction path flags lab run takes
+// (a twin built from a probe has no flags of its own).
+func pathArgsOf(p lab.Path) string {
+	var parts []string
+	ms := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64) + "ms"
+	}
+	for _, d := range []struct {
+		name string
+		l    lab.Link
+	}{{"up", p.Up}, {"down", p.Down}} {
+		if d.l.RateBitsPerSec > 0 {
+			parts = append(parts, fmt.Sprintf("--%s-rate %dbit", d.name, d.l.RateBitsPerSec))
+		}
+		if d.l.Delay > 0 {
+			parts = append(parts, fmt.Sprintf("--%s-delay %s", d.name, ms(d.l.Delay)))
+		}
+		if d.l.Jitter > 0 {
+			parts = append(parts, fmt.Sprintf("--%s-jitter %s", d.name, ms(d.l.Jitter)))
+		}
+		if d.l.LossPercent > 0 {
+			parts = append(parts, fmt.Sprintf("--%s-loss %s%%", d.name, strconv.FormatFloat(d.l.LossPercent, 'f', -1, 64)))
+		}
+	}
+	if p.MTU > 0 {
+		parts = append(parts, fmt.Sprintf("--mtu %d", p.MTU))
+	}
+	if p.QueueBytes > 0 {
+		parts = append(parts, fmt.Sprintf("--queue-bytes %d", p.QueueBytes))
+	}
+	if p.ICMPBlackhole {
+		parts = append(parts, "--icmp-blackhole")
+	}
+	if p.NoIPv6 {
+		parts = append(parts, "--no-ipv6")
 	}
 	return strings.Join(parts, " ")
 }
