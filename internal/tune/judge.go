@@ -25,11 +25,13 @@ import (
 //   - Over several rounds (the final verdict, advise's gap): samples of
 //     different rounds are never pooled, because the machine's load drifts
 //     between rounds and a pooled range mixes that drift into the spread
-//     in both directions (it can hide a steady win and make a one-round
-//     fluke look like one). a beats b only when some direction is faster
-//     in every round that judged it (at least MinRounds), and no
-//     direction is slower in any round (Judge). The search ends with a
-//     confirmation round when its best has fewer rounds with the default.
+//     in both directions: it can hide a steady win, and it let a round
+//     lost beyond the spread pass as "within the spread". a beats b only
+//     when some direction is faster in every round that judged it (at
+//     least MinRounds), and no direction is slower in any round (Judge).
+//     The search ends with a confirmation round when its best has fewer
+//     rounds with the default; when its best fails, an earlier best or
+//     advise's variant that passes is reported (Decide).
 
 // MinSamples is how many samples each side needs in a round before a
 // difference can be called beyond the spread (verdict.MinSamples).
@@ -40,11 +42,10 @@ type Samples map[string][]float64
 
 // Outcomes of one direction in one round, as the JSON writes them.
 const (
-	OutcomeFaster   = "faster beyond the spread"
-	OutcomeSlower   = "slower beyond the spread"
-	OutcomeWithin   = "within the spread"
-	OutcomeTooFew   = "not judged: too few samples"
-	outcomeNotJudge = "not judged"
+	OutcomeFaster = "faster beyond the spread"
+	OutcomeSlower = "slower beyond the spread"
+	OutcomeWithin = "within the spread"
+	OutcomeTooFew = "not judged: too few samples"
 )
 
 // compare judges one round in one direction: +1 when a is faster than b
