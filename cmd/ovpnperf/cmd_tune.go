@@ -359,11 +359,11 @@ func printTune(w io.Writer, res *tune.Result, pathArgs string) {
 		} else {
 			fmt.Fprintf(w, "%s: best %s vs default %s Mbit/s, %s (%s)", d, measure.FormatMbpsSpread(c.Best), measure.FormatMbpsSpread(c.Other), pairedRatio(c), c.Record)
 		}
-		if g, ok := res.VsAdvise[d]; ok && res.Best.Name != "advise" {
+		if g, ok := res.VsAdvise[d]; ok && len(g.ClosedBy) == 0 {
+			fmt.Fprint(w, "; advise's variant is the best reported")
+		} else if ok {
 			fmt.Fprintf(w, "; advise %s Mbit/s, gap %s (%s)", measure.FormatMbpsSpread(g.Other), pairedRatio(g.Comparison), g.Record)
-			if len(g.ClosedBy) > 0 {
-				fmt.Fprintf(w, ", differs in %s", strings.Join(g.ClosedBy, ", "))
-			}
+			fmt.Fprintf(w, ", differs in %s", strings.Join(g.ClosedBy, ", "))
 		}
 		fmt.Fprintln(w)
 	}

@@ -186,4 +186,16 @@ func TestPrintTuneNothingBeatsDefault(t *testing.T) {
 	if strings.Contains(out, "best:") || strings.Contains(out, "server.conf") {
 		t.Errorf("a best printed although nothing beats the default:\n%s", out)
 	}
+	// advise's variant is the default here: no gap of the default with
+	// itself.
+	res, err = tune.Run(context.Background(), tune.Options{Budget: time.Minute, Measure: m,
+		Advice: tune.Advice{Candidate: &tune.Candidate{Proto: "udp", Settings: map[string]string{}}, Variant: "advised=", Note: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	printTune(&buf, res, "")
+	if out := buf.String(); !strings.Contains(out, "advise's variant is the best reported") || strings.Contains(out, "gap") {
+		t.Errorf("advise = default:\n%s", out)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -354,7 +355,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			case bestAlt != "":
 				incumbent = bestAlt
 				movedThisPass = true
-				decide(fmt.Sprintf("%s=%q beats the current best beyond the spread in this round: moved to %s%s", ax.Name, s.cands[bestAlt].get(ax.Name), bestAlt, tail), true, false)
+				decide(fmt.Sprintf("%s=%s beats the current best beyond the spread in this round: moved to %s%s", ax.Name, valueName(s.cands[bestAlt].get(ax.Name)), bestAlt, tail), true, false)
 			case !complete && runCtx.Err() == nil:
 				decide(fmt.Sprintf("round failed (see its errors): axis %s not judged%s", ax.Name, tail), false, false)
 			case !complete:
@@ -364,7 +365,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			case len(unjudged) == len(alts):
 				decide(fmt.Sprintf("axis %s stopped: too few valid samples to judge any value%s", ax.Name, tail), false, false)
 			default:
-				decide(fmt.Sprintf("axis %s stopped: no value beats %q%s", ax.Name, cur.get(ax.Name), tail), false, false)
+				decide(fmt.Sprintf("axis %s stopped: no value beats %s%s", ax.Name, valueName(cur.get(ax.Name)), tail), false, false)
 			}
 		}
 		if !movedThisPass {
@@ -513,22 +514,28 @@ func judgeResult(res *Result, best, advName string, cands map[string]Candidate) 
 	}
 }
 
-// bestFigures are name's figures in the latest round that measured it
-// (rounds are not pooled: the load drifts between them).
+// bestFigures are name's figures in the latest round that has samples of
+// it (rounds are not pooled: the load drifts between them).
 func (s *searcher) bestFigures(name string) string {
-	var parts []string
-	for i := len(s.res.Steps) - 1; i >= 0 && parts == nil; i-- {
+	fig := "no samples yet"
+	for i := len(s.res.Steps) - 1; i >= 0; i-- {
+		var parts []string
 		for _, c := range s.res.Steps[i].Candidates {
 			if c.Name != name {
 				continue
 			}
 			for _, d := range s.o.Directions {
-				parts = append(parts, fmt.Sprintf("%s %s", d, measure.FormatMbpsSpread(c.Spread[d])))
+				if c.Spread[d].N > 0 {
+					parts = append(parts, fmt.Sprintf("%s %s", d, measure.FormatMbpsSpread(c.Spread[d])))
+				}
 			}
-			parts = append(parts, fmt.Sprintf("round %d", s.res.Steps[i].Round))
+		}
+		if len(parts) > 0 {
+			fig = fmt.Sprintf("round %d: %s Mbit/s", s.res.Steps[i].Round, strings.Join(parts, ", "))
+			break
 		}
 	}
-	return fmt.Sprintf(" (%s Mbit/s; %.0fs of %v)", strings.Join(parts, ", "), time.Since(s.start).Seconds(), s.o.Budget)
+	return fmt.Sprintf(" (%s; %.0fs of %v)", fig, time.Since(s.start).Seconds(), s.o.Budget)
 }
 
 // Kinds of an alternative against the current best in one round.
@@ -582,6 +589,14 @@ func score(a, b Samples, dirs []string) float64 {
 		return 0
 	}
 	return sum / float64(n)
+}
+
+// valueName quotes an axis value for a decision; "" is OpenVPN's default.
+func valueName(v string) string {
+	if v == "" {
+		return "OpenVPN's default"
+	}
+	return strconv.Quote(v)
 }
 
 func sortedKeys(m map[string]string) []string {
