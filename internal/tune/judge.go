@@ -28,7 +28,10 @@ import (
 //     in both directions: it can hide a steady win, and it let a round
 //     lost beyond the spread pass as "within the spread". a beats b only
 //     when some direction is faster in every round that judged it (at
-//     least MinRounds), and no direction is slower in any round (Judge).
+//     least MinRounds besides the round in which the search chose a for
+//     its win: of several candidates the luckiest wins a round, so that
+//     round is no fair evidence), and no direction is slower in any round
+//     (Judge).
 //     The search ends with a confirmation round when its best has fewer
 //     rounds with the default; when its best fails, an earlier best or
 //     advise's variant that passes is reported (Decide).
@@ -96,13 +99,35 @@ func Better(a, b Samples, dirs []string) bool {
 type RoundPair struct {
 	Round int
 	A, B  Samples
+	// Chose is true when the search moved to A in this round because A
+	// won it: a round picked for A's win is no fair evidence of A (of
+	// several candidates, the luckiest wins), so it does not count
+	// towards MinRounds.
+	Chose bool
+}
+
+// movedTo returns the candidate step i of steps moved to ("" when it did
+// not move on an axis): Step.Best, or in documents without it the next
+// step's incumbent.
+func movedTo(steps []Step, i int) string {
+	st := steps[i]
+	if !st.Moved || st.Axis == "start" {
+		return ""
+	}
+	if st.Best != "" {
+		return st.Best
+	}
+	if i+1 < len(steps) {
+		return steps[i+1].Incumbent
+	}
+	return ""
 }
 
 // pairsOf returns, for every step that measured both a and b, their
 // samples in that step.
 func pairsOf(steps []Step, a, b string) []RoundPair {
 	var out []RoundPair
-	for _, st := range steps {
+	for i, st := range steps {
 		var sa, sb Samples
 		for _, c := range st.Candidates {
 			if c.Name == a {
@@ -113,7 +138,7 @@ func pairsOf(steps []Step, a, b string) []RoundPair {
 			}
 		}
 		if sa != nil && sb != nil {
-			out = append(out, RoundPair{Round: st.Round, A: sa, B: sb})
+			out = append(out, RoundPair{Round: st.Round, A: sa, B: sb, Chose: movedTo(steps, i) == a})
 		}
 	}
 	return out
@@ -131,6 +156,9 @@ type DirRecord struct {
 	Slower  int `json:"slower"`
 	Within  int `json:"within"`
 	Unjudge int `json:"not_judged"`
+	// Chose counts the judged rounds in which the search moved to a for
+	// its win there (RoundPair.Chose): judged, but not towards MinRounds.
+	Chose int `json:"chose"`
 }
 
 // Judged is the number of rounds that judged the direction.
@@ -144,9 +172,12 @@ func (r DirRecord) Judged() int { return r.Faster + r.Slower + r.Within }
 // compared; two rounds in a row bring that to 1 in 400.
 const MinRounds = 2
 
+// Fresh is the number of judged rounds other than those that chose a.
+func (r DirRecord) Fresh() int { return r.Judged() - r.Chose }
+
 // Won is true when the direction was faster in every round that judged
-// it, and at least MinRounds did.
-func (r DirRecord) Won() bool { return r.Judged() >= MinRounds && r.Faster == r.Judged() }
+// it, and at least MinRounds did besides the rounds that chose a.
+func (r DirRecord) Won() bool { return r.Fresh() >= MinRounds && r.Faster == r.Judged() }
 
 func (r DirRecord) String() string {
 	if r.Judged() == 0 {
@@ -157,8 +188,11 @@ func (r DirRecord) String() string {
 		s += fmt.Sprintf(", slower in %d", r.Slower)
 	}
 	var notes []string
-	if r.Faster == r.Judged() && r.Judged() < MinRounds {
-		notes = append(notes, fmt.Sprintf("%d needed", MinRounds))
+	if r.Chose > 0 {
+		notes = append(notes, fmt.Sprintf("%d of them the round that chose it, which does not count", r.Chose))
+	}
+	if r.Faster == r.Judged() && r.Fresh() < MinRounds {
+		notes = append(notes, fmt.Sprintf("%d needed besides", MinRounds))
 	}
 	if r.Unjudge > 0 {
 		notes = append(notes, fmt.Sprintf("%d more with too few samples", r.Unjudge))
@@ -188,8 +222,14 @@ func record(pairs []RoundPair, dirs []string) (map[string]DirRecord, []RoundJudg
 			default:
 				r.Within++
 			}
+			if ok && p.Chose {
+				r.Chose++
+			}
 			recs[d] = r
 			rj.Outcome[d] = outcomeOf(p.A[d], p.B[d])
+			if p.Chose {
+				rj.Outcome[d] += " (the round that chose it)"
+			}
 		}
 		rounds = append(rounds, rj)
 	}
@@ -234,7 +274,7 @@ type Verdict struct {
 }
 
 // VerdictRule is the rule a Verdict applies, as the JSON states it.
-const VerdictRule = "better only when, in the interleaved rounds that measured both, one direction was faster beyond the spread (slowest sample above the other's fastest, 3 samples a side) in every round that judged it (at least 2 rounds) and no direction was slower beyond the spread in any round; samples of different rounds are not pooled"
+const VerdictRule = "better only when, in the interleaved rounds that measured both, one direction was faster beyond the spread (slowest sample above the other's fastest, 3 samples a side) in every round that judged it (at least 2 rounds besides the round in which the search chose it) and no direction was slower beyond the spread in any round; samples of different rounds are not pooled"
 
 // Judge decides whether candidate name beats the default from the steps
 // that measured both: the rule over rounds (beats). name is the search's
@@ -283,7 +323,7 @@ func Decide(steps []Step, best string, others []string, dirs []string) Verdict {
 	}
 	var tried []string
 	for _, o := range others {
-		if o == best || o == "default" || contains(tried, o) {
+		if o == "" || o == best || o == "default" || contains(tried, o) {
 			continue
 		}
 		tried = append(tried, o)
@@ -318,7 +358,8 @@ type Comparison struct {
 	// Record counts the rounds: faster, slower, within, not judged.
 	Record DirRecord `json:"rounds"`
 	// BeyondSpread is true when best was faster beyond the spread in
-	// every round that judged this direction (at least MinRounds).
+	// every round that judged this direction (Won: at least MinRounds
+	// besides the round that chose it).
 	BeyondSpread bool `json:"beyond_spread"`
 }
 

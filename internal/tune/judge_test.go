@@ -79,7 +79,7 @@ func TestJudge(t *testing.T) {
 		{"default stalled at 0 bit/s up", [][2]Samples{round(upOnly, Samples{"up": mbit(0, 0, 0), "down": mbit(17, 18, 19)}), round(upOnly, Samples{"up": mbit(0, 0, 0), "down": mbit(17, 18, 19)})}, true, "up faster beyond the spread in 2 of 2"},
 		// One round, however clear, is not enough: noise alone separates
 		// 3 samples from 3 in 1 round of 10.
-		{"won the only round", [][2]Samples{round(fast, def)}, false, "1 of 1 judged rounds (2 needed)"},
+		{"won the only round", [][2]Samples{round(fast, def)}, false, "1 of 1 judged rounds (2 needed besides)"},
 		{"never measured with the default", nil, false, "never measured in a round with the default"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -221,7 +221,29 @@ func TestUpgradeV1NamesTheBest(t *testing.T) {
 	res := Result{Schema: SchemaV1, Directions: both, Steps: steps(round(Samples{"up": mbit(25, 26, 27)}, Samples{"up": mbit(17, 18, 19)})),
 		Verdict: Verdict{Message: "nothing beats the default: the search's best, c3, is not faster beyond the spread (up …)"}}
 	res.Steps[0].Candidates[0].Variant, res.Steps[0].Candidates[1].Variant = "c3=fast-io", "default"
-	if err := UpgradeV1(&res); err != nil || res.Verdict.Candidate != "c3" || res.Verdict.Found || !strings.Contains(res.Verdict.Reason, "(2 needed)") {
+	if err := UpgradeV1(&res); err != nil || res.Verdict.Candidate != "c3" || res.Verdict.Found || !strings.Contains(res.Verdict.Reason, "(2 needed besides)") {
 		t.Errorf("err %v, verdict %+v", err, res.Verdict)
+	}
+}
+
+// The round in which the search moved to a candidate for its win there
+// is no fair evidence of it (of several candidates the luckiest wins):
+// it is judged but does not count towards MinRounds.
+func TestJudgeDiscountsTheChoosingRound(t *testing.T) {
+	def := Samples{"up": mbit(17, 18, 19), "down": mbit(17, 18, 19)}
+	fast := Samples{"up": mbit(25, 26, 27), "down": mbit(17, 18, 19)}
+	st := steps(round(fast, def), round(fast, def), round(fast, def))
+	st[0].Moved, st[0].Axis, st[0].Best = true, AxisMTU, "c3"
+	if v := Judge(st[:2], "c3", both); v.Found || !strings.Contains(v.Reason, "2 of 2 judged rounds (1 of them the round that chose it, which does not count; 2 needed besides)") {
+		t.Errorf("chosen + 1 round: %+v", v)
+	}
+	if v := Judge(st, "c3", both); !v.Found || !strings.Contains(v.Rounds[0].Outcome["up"], "the round that chose it") {
+		t.Errorf("chosen + 2 rounds: %+v", v)
+	}
+	// A document without Step.Best: the next step's incumbent names the
+	// candidate moved to.
+	st[0].Best, st[1].Incumbent = "", "c3"
+	if v := Judge(st[:2], "c3", both); v.Found {
+		t.Errorf("chosen (by the next incumbent) + 1 round: %+v", v)
 	}
 }
