@@ -64,9 +64,9 @@ that parameter.
 
 The best is reported only if it beats the default round by round: one
 direction faster beyond the spread in every interleaved round that
-measured both (samples of different rounds are never pooled), no
-direction slower in any; otherwise tune says that nothing beats the
-default, and why. Ctrl-C or the end of --budget stops the search and
+measured both, at least 2 besides the round that chose it (samples of
+different rounds are never pooled), no direction slower in any;
+otherwise tune says that nothing beats the default, and why. Ctrl-C or the end of --budget stops the search and
 prints the best so far.`,
 		Example: `  ovpnperf tune --rate 20mbit --rtt 200ms --budget 10m
   ovpnperf tune --rate 100mbit --rtt 10ms --mtu 1400 --icmp-blackhole --fix proto=udp
