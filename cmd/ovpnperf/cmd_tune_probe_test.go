@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 )
 
@@ -75,5 +77,37 @@ func TestLabPathFromProbeIncomplete(t *testing.T) {
 		if _, err := labPathFromProbe(r); err == nil || !strings.Contains(err.Error(), "--rate") && !strings.Contains(err.Error(), "path flags") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// The best's lab run line of a twin built from a probe carries the twin's
+// path as flags, and they parse back into the same path.
+func TestPathArgsOfProbeTwin(t *testing.T) {
+	r, err := probe.Decode(strings.NewReader(probeDoc(`
+ "pmtu_ipv4":{"value":{"bytes":1400,"blackhole":true},"source":"measured"},
+ "rtt_ms":{"value":300,"source":"measured"},"jitter_ms":{"value":4,"source":"measured"},
+ "loss_percent":{"value":3.96,"source":"measured"},
+ "path_rate_bps":{"value":5e6,"source":"measured"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := labPathFromProbe(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := pathArgsOf(p)
+	var f pathFlags
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	f.bind(fs)
+	if err := fs.Parse(strings.Fields(args)); err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	back, err := f.path()
+	if err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	if back.Up.RateBitsPerSec != p.Up.RateBitsPerSec || back.Down.Delay != p.Down.Delay || back.Up.Jitter != p.Up.Jitter ||
+		math.Abs(back.Up.LossPercent-p.Up.LossPercent) > 1e-9 || back.MTU != 1400 || !back.ICMPBlackhole {
+		t.Errorf("%q parsed back as %+v, want %+v", args, back, p)
 	}
 }

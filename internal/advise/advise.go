@@ -292,11 +292,25 @@ func (b *builder) mtu(f overhead.Frame) int {
 	return tun
 }
 
+// JumboMaxLossPercent is the most loss at which a 9000-byte tun-mtu is
+// worth having: each 9000-byte tunnel packet leaves as about seven outer
+// fragments, one lost fragment loses the whole packet, so the loss a
+// tunnelled TCP flow sees is about seven times the path's.
+const JumboMaxLossPercent = 0.01
+
+// FragmentsPass reports whether a path with this loss (percent, the
+// lossier direction's) passes a jumbo tunnel's outer fragments well enough
+// to be worth trying. It is the one rule advise (jumboHelps) and tune's
+// search space share. An ICMP black hole does not stop fragments: the
+// client and server fragment their own oversized datagrams without DF, and
+// a router fragments such fragments again.
+func FragmentsPass(lossPercent float64) bool { return lossPercent <= JumboMaxLossPercent }
+
 // jumboHelps: the path is a clean, fast LAN where the per-packet cost of
 // userspace OpenVPN binds before the link does.
 func (b *builder) jumboHelps(f overhead.Frame) bool {
 	in := b.in
-	if in.Proto != "udp" || in.Blackhole || in.LossPercent > 0.01 || in.DCO || in.PathMTU == 0 {
+	if in.Proto != "udp" || in.Blackhole || !FragmentsPass(in.LossPercent) || in.DCO || in.PathMTU == 0 {
 		return false
 	}
 	pkt := b.ppsPerCore() * float64(f.MSS(in.PathMTU, true, false)-12) * 8
