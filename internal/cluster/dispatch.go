@@ -23,7 +23,7 @@ import (
 )
 
 // Registry is the dispatcher's view of the instances. A running Cluster is
-// one; a registry shared by several hosts (etcd) can be another: it only
+// one (LocalRegistry); the etcd View of several hosts is another: it only
 // has to say, for each instance, where it listens, its state and its load.
 type Registry interface {
 	Instances() []Endpoint
