@@ -43,6 +43,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -232,8 +233,14 @@ func (s *Server) ClientConfig(from lab.Node, tlsCfg *tls.Config) clientv3.Config
 		Endpoints:   []string{s.Endpoint()},
 		TLS:         tlsCfg,
 		DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithContextDialer(dial)},
-		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(dial),
+			// gRPC's default reconnect backoff grows to 120 s; a lab etcd
+			// that was stopped for a test is back within seconds, and
+			// the client should notice within a fraction of one.
+			grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+				BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
+			}, MinConnectTimeout: 2 * time.Second})},
+		Logger: zap.NewNop(),
 	}
 }
 
