@@ -73,6 +73,15 @@ const (
 	PeerPort   = 2380
 )
 
+// Available says whether etcd is installed, and if not which package
+// brings it.
+func Available() error {
+	if _, err := os.Stat(Program); err != nil {
+		return fmt.Errorf("%s not found: install Debian's etcd-server package (scripts/install.sh)", Program)
+	}
+	return nil
+}
+
 // startTimeout bounds how long Start and Restart wait for etcd to answer.
 const startTimeout = 30 * time.Second
 
@@ -108,8 +117,8 @@ func StartDetached(ctx context.Context, l *lab.Lab, node lab.Node, dir string) (
 }
 
 func start(ctx context.Context, l *lab.Lab, node lab.Node, dir string, detached bool) (_ *Server, err error) {
-	if _, err := os.Stat(Program); err != nil {
-		return nil, fmt.Errorf("%s not found: install Debian's etcd-server package (scripts/install.sh)", Program)
+	if err := Available(); err != nil {
+		return nil, err
 	}
 	addr, ok := l.HostAddr(node)
 	switch {
