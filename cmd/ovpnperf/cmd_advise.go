@@ -25,6 +25,7 @@ type adviseOptions struct {
 	outer6                        bool
 	clients                       int
 	cryptoMBps, chachaMBps        float64
+	packetRate                    float64
 	json                          bool
 	format                        string
 	out                           io.Writer
@@ -41,7 +42,10 @@ interface lines, each with its reason and the figure it rests on; the
 predicted throughput ceiling of one TCP flow per direction as the minimum of
 path rate × header efficiency, window/RTT (or the loss-bound window), crypto
 per core and packet cost per core, naming the term that binds; and what not
-to do on this path. --json includes "variant", which ` + "`ovpnperf lab run --variant`" + `
+to do on this path. The packet cost per core is an assumption (45 000 full
+packets/s, measured in this project's lab; probe does not measure it) unless
+--packet-rate gives a figure measured on the server; the output says so
+wherever a prediction rests on it. --json includes "variant", which ` + "`ovpnperf lab run --variant`" + `
 accepts as it is, so the advice can be tested in a lab.`,
 		Example: `  ovpnperf advise --probe path.json
   ovpnperf advise --rate 20mbit --rtt 200ms --pmtu 1500
@@ -68,6 +72,7 @@ accepts as it is, so the advice can be tested in a lab.`,
 	f.StringVar(&o.clientOS, "client-os", "", "linux, windows, macos or android (default linux)")
 	f.Float64Var(&o.cryptoMBps, "crypto", 0, "server's AES-256-GCM speed per core in MB/s (openssl speed)")
 	f.Float64Var(&o.chachaMBps, "crypto-chacha", 0, "server's CHACHA20-POLY1305 speed per core in MB/s")
+	floatFlag(f, &o.packetRate, "packet-rate", 0, 1, 1e8, "full-size packets/s one userspace OpenVPN forwards per core on the server, measured (default: an assumed 45000)")
 	f.BoolVar(&o.json, "json", false, "print the advice as JSON")
 	f.StringVar(&o.format, "format", "text", "text or conf (ready-to-paste server.conf / client.conf / sysctl.conf fragments)")
 	return c
@@ -151,6 +156,9 @@ func (o adviseOptions) input(cmd *cobra.Command) (advise.Input, error) {
 	if ch("crypto-chacha") {
 		in.ChaChaBytesPerSec = o.chachaMBps * 1e6
 	}
+	if ch("packet-rate") {
+		in.PacketsPerSecPerCore = o.packetRate
+	}
 	if o.probeFile == "" && !ch("rate") && !ch("rtt") && !ch("pmtu") && !ch("loss") {
 		return in, usage.Errorf("advise needs a path: --probe FILE and/or --rate, --rtt, --loss, --pmtu")
 	}
@@ -202,11 +210,23 @@ func writeAdvice(w io.Writer, a advise.Advice) {
 	section("sysctl (both hosts)", a.Sysctl)
 	section("interface", a.Interface)
 	fmt.Fprintf(w, "predicted ceiling of one TCP flow (%s, tun-mtu %d):\n", a.Cipher, a.TunMTU)
+	assumed := map[string]string{}
 	for _, c := range a.Ceilings {
-		fmt.Fprintf(w, "  %s: %.1f Mbit/s, bound by %s\n", c.Direction, c.BitsPerSec/1e6, c.Binding)
-		for _, t := range c.Terms {
-			fmt.Fprintf(w, "      %-32s %10.1f Mbit/s  (%s)\n", t.Name, t.BitsPerSec/1e6, t.Figure)
+		bound := c.Binding
+		if c.BindingAssumed {
+			bound += ", an assumed figure (see below): the prediction is no better than it"
 		}
+		fmt.Fprintf(w, "  %s: %.1f Mbit/s, bound by %s\n", c.Direction, c.BitsPerSec/1e6, bound)
+		for _, t := range c.Terms {
+			mark := ""
+			if t.Assumed != "" {
+				mark, assumed[t.Name] = " assumed", t.Assumed
+			}
+			fmt.Fprintf(w, "      %-32s %10.1f Mbit/s  (%s)%s\n", t.Name, t.BitsPerSec/1e6, t.Figure, mark)
+		}
+	}
+	for _, name := range sortedKeys(assumed) {
+		fmt.Fprintf(w, "  %s: %s\n", name, assumed[name])
 	}
 	section("do not", a.DoNot)
 	if len(a.Notes) > 0 {
@@ -233,6 +253,10 @@ func writeAdviceConf(w io.Writer, a advise.Advice) {
 		fmt.Fprintf(w, "# %s\n%s\n", l.Reason, l.Directive)
 	}
 	for _, c := range a.Ceilings {
-		fmt.Fprintf(w, "# predicted %s: %.1f Mbit/s (%s)\n", c.Direction, c.BitsPerSec/1e6, c.Binding)
+		bound := c.Binding
+		if c.BindingAssumed {
+			bound += ", assumed, not measured"
+		}
+		fmt.Fprintf(w, "# predicted %s: %.1f Mbit/s (%s)\n", c.Direction, c.BitsPerSec/1e6, bound)
 	}
 }

@@ -31,6 +31,23 @@ func TestAdviseBadInput(t *testing.T) {
 	ovpnperf(t, "advise", "--rate", "10mbit", "--openvpn", "2.4").mustBeUsageError(t, "2.5 or 2.6")
 	ovpnperf(t, "advise").mustBeUsageError(t, "needs a path")
 	ovpnperf(t, "probe", "x", "--pings", "1").mustBeUsageError(t, "--pings")
+	ovpnperf(t, "probe", "x", "--pps-port", "70000").mustBeUsageError(t, `--pps-port "70000"`)
+	ovpnperf(t, "probe", "x", "--pps-key-file", filepath.Join(dir, "nokey")).mustBeUsageError(t, "--pps-key-file")
+	ovpnperf(t, "advise", "--rtt", "1ms", "--packet-rate", "0").mustBeUsageError(t, `--packet-rate "0"`)
+	ovpnperf(t, "probe", "x", "--pps-key-file", "").mustBeUsageError(t, "--pps-key-file")
+}
+
+// The packet cost per core is an assumption unless --packet-rate gives
+// it: the text output says so where a prediction rests on it.
+func TestAdvisePacketCostAssumed(t *testing.T) {
+	r := ovpnperf(t, "advise", "--rtt", "0.1ms", "--pmtu", "1500").mustSucceed(t)
+	if !strings.Contains(r.stdout, "bound by packet cost per core, an assumed figure") || !strings.Contains(r.stdout, "packet cost per core: assumed, not measured") {
+		t.Errorf("LAN advice does not say the packet cost is assumed:\n%s", r.stdout)
+	}
+	r = ovpnperf(t, "advise", "--rtt", "0.1ms", "--pmtu", "1500", "--packet-rate", "2600").mustSucceed(t)
+	if strings.Contains(r.stdout, "packet cost per core: assumed") || !strings.Contains(r.stdout, "2600 packets/s") {
+		t.Errorf("--packet-rate 2600 not used:\n%s", r.stdout)
+	}
 }
 
 // A probe file becomes advice whose variant lab run accepts; flags

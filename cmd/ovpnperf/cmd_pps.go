@@ -103,7 +103,7 @@ func runPPSServer(ctx context.Context, opts ppsServerOptions) error {
 			return usage.Errorf("--bind %q: want a unicast IP address of this host", opts.bind)
 		}
 	}
-	key, err := readKeyFile(opts.keyFile)
+	key, err := readKeyFile("--key-file", opts.keyFile)
 	if err != nil {
 		return err
 	}
@@ -285,7 +285,7 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 	case strings.ContainsAny(opts.host, " /\x00") || opts.host == "":
 		return usage.Errorf("HOST %q: want a host name or IP address", opts.host)
 	}
-	key, err := readKeyFile(opts.keyFile)
+	key, err := readKeyFile("--key-file", opts.keyFile)
 	if err != nil {
 		return err
 	}
@@ -350,33 +350,33 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 	return err
 }
 
-// readKeyFile reads a pps shared key. The file must be a regular file that
+// readKeyFile reads a pps shared key given with flag. The file must be a regular file that
 // only its owner can read or write (like an OpenVPN static key), and hold
 // at least 16 bytes; a trailing newline is not part of the key.
-func readKeyFile(path string) ([]byte, error) {
+func readKeyFile(flag, path string) ([]byte, error) {
 	if path == "" {
 		return nil, nil
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, usage.Errorf("--key-file %q: %v", path, errors.Unwrap(err))
+		return nil, usage.Errorf("%s %q: %v", flag, path, errors.Unwrap(err))
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, usage.Errorf("--key-file %q: not a regular file", path)
+		return nil, usage.Errorf("%s %q: not a regular file", flag, path)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, usage.Errorf("--key-file %q: mode %04o lets others read or change the key; run chmod 600 %s", path, fi.Mode().Perm(), path)
+		return nil, usage.Errorf("%s %q: mode %04o lets others read or change the key; run chmod 600 %s", flag, path, fi.Mode().Perm(), path)
 	}
 	if fi.Size() > 4096 {
-		return nil, usage.Errorf("--key-file %q: %d bytes, want at most 4096", path, fi.Size())
+		return nil, usage.Errorf("%s %q: %d bytes, want at most 4096", flag, path, fi.Size())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, usage.Errorf("--key-file %q: %v", path, errors.Unwrap(err))
+		return nil, usage.Errorf("%s %q: %v", flag, path, errors.Unwrap(err))
 	}
 	b = []byte(strings.TrimRight(string(b), "\r\n"))
 	if len(b) < 16 {
-		return nil, usage.Errorf("--key-file %q: %d bytes of key, want at least 16 (e.g. head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE)", path, len(b))
+		return nil, usage.Errorf("%s %q: %d bytes of key, want at least 16 (e.g. head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE)", flag, path, len(b))
 	}
 	return b, nil
 }

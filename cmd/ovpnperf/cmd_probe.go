@@ -20,6 +20,8 @@ type probeOptions struct {
 	host        string
 	pings       int
 	iperf3Port  int
+	ppsPort     int
+	ppsKeyFile  string
 	iperf3Time  time.Duration
 	noCrypto    bool
 	json        bool
@@ -36,13 +38,17 @@ and reads this machine's limits, and prints one path description
 (schema ovpnperf/probe/v1) that advise reads with --probe FILE:
 
   path MTU for IPv4 and IPv6 with ICMP black-hole detection (as ovpnperf pmtu),
-  RTT (minimum), jitter (ping's mdev) and loss over --pings ICMP echoes,
+  RTT (minimum), jitter (standard deviation, ping's mdev) and loss over
+  --pings echoes 10 ms apart: UDP probes to an ` + "`ovpnperf pps server`" + ` on HOST
+  (--pps-port, default 7007; --pps-key-file to sign the hello), with the
+  loss of each direction from the server's counts; ICMP echoes (round trip
+  only) when no pps server answers, with the reason in the notes,
   one TCP flow's throughput when --iperf3 PORT names a running iperf3 server,
   and the IP-layer path rate it implies when the path shows no loss;
   locally: AES-256-GCM and CHACHA20-POLY1305 speed of one core (openssl
   speed, 1 s each), the OpenVPN version, whether the ovpn (DCO) kernel module
   is there, net.core.rmem_max/wmem_max, the outgoing interface's MTU and
-  offloads (ethtool -k).
+  offloads (the ETHTOOL_GFEATURES ioctl, as ethtool -k; no ethtool needed).
 
 Every field says whether it was measured, read, or is not available (and
 why). Needs root (or CAP_NET_RAW) for the path-MTU probes.`,
@@ -57,7 +63,9 @@ why). Needs root (or CAP_NET_RAW) for the path-MTU probes.`,
 		},
 	}
 	f := c.Flags()
-	f.IntVar(&o.pings, "pings", 300, "ICMP echoes for RTT, jitter and loss (10–10000), 10 ms apart")
+	f.IntVar(&o.pings, "pings", 300, "echoes for RTT, jitter and loss (10–10000), 10 ms apart")
+	intFlag(f, &o.ppsPort, "pps-port", "", defaultPPSPort, 0, 65535, "UDP port of an ovpnperf pps server on HOST for the echoes (0: ICMP only)")
+	stringFlag(f, &o.ppsKeyFile, "pps-key-file", "", "", "a file only its owner can read (mode 0600)", "shared key to sign the pps hello, as pps client --key-file")
 	f.IntVar(&o.iperf3Port, "iperf3", 0, "measure throughput against an iperf3 server on this `PORT` of HOST")
 	f.DurationVar(&o.iperf3Time, "iperf3-time", 5*time.Second, "length of the iperf3 test (1s–60s)")
 	f.BoolVar(&o.noCrypto, "no-crypto", false, "skip the local cipher speed test")
@@ -76,7 +84,11 @@ func runProbe(ctx context.Context, o probeOptions) error {
 	case strings.TrimSpace(o.host) == "" || strings.HasPrefix(o.host, "-"):
 		return usage.Errorf("probe needs a HOST name or address")
 	}
-	rep, err := probe.Run(ctx, probe.Options{Host: o.host, Pings: o.pings, IPerf3Port: o.iperf3Port, IPerf3Duration: o.iperf3Time,
+	key, err := readKeyFile("--pps-key-file", o.ppsKeyFile)
+	if err != nil {
+		return err
+	}
+	rep, err := probe.Run(ctx, probe.Options{Host: o.host, Pings: o.pings, PPSPort: o.ppsPort, PPSKey: key, IPerf3Port: o.iperf3Port, IPerf3Duration: o.iperf3Time,
 		NoCrypto: o.noCrypto, Logf: func(f string, a ...any) { fmt.Fprintf(o.errOut, "probe: "+f+"\n", a...) }})
 	if err != nil {
 		return err
@@ -97,7 +109,11 @@ func runProbe(ctx context.Context, o probeOptions) error {
 			vb, _ := json.Marshal(f["value"])
 			v = string(vb)
 		}
-		fmt.Fprintf(o.out, "  %-42s %-24s %-13s %v\n", k, v, f["source"], f["note"])
+		note := fmt.Sprint(f["note"])
+		if m, ok := f["method"]; ok {
+			note = fmt.Sprintf("[%v] %s", m, note)
+		}
+		fmt.Fprintf(o.out, "  %-42s %-24s %-13s %s\n", k, v, f["source"], note)
 	}
 	return nil
 }

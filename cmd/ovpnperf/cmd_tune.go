@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,9 +62,12 @@ best's fastest, in at least one direction, slower beyond the spread in
 none); when the differences are within the spread it says so and stops
 that parameter.
 
-The best is reported only if it beats the default beyond the spread;
-otherwise tune says that nothing beats the default. Ctrl-C or the end of
---budget stops the search and prints the best so far.`,
+The best is reported only if it beats the default round by round: one
+direction faster beyond the spread in every interleaved round that
+measured both, at least 2 besides the round that chose it (samples of
+different rounds are never pooled), no direction slower in any;
+otherwise tune says that nothing beats the default, and why. Ctrl-C or the end of --budget stops the search and
+prints the best so far.`,
 		Example: `  ovpnperf tune --rate 20mbit --rtt 200ms --budget 10m
   ovpnperf tune --rate 100mbit --rtt 10ms --mtu 1400 --icmp-blackhole --fix proto=udp
   ovpnperf tune --rate 5mbit --rtt 300ms --loss 2% --allow-tcp --json`,
@@ -155,6 +159,9 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 			return s, err
 		}
 		probeInput = &in
+		// The best's lab run line must rebuild the twin's path, which
+		// came from the probe, not from flags.
+		s.args = pathArgsOf(p)
 	default:
 		// No flags: the unshaped LAN, like lab up.
 		if p, err = o.flags.path(); err != nil {
@@ -208,6 +215,45 @@ func pathArgs(fs *pflag.FlagSet) string {
 		} else {
 			parts = append(parts, "--"+n+" "+fl.Value.String())
 		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// pathArgsOf renders a path as the per-direction path flags lab run takes
+// (a twin built from a probe has no flags of its own).
+func pathArgsOf(p lab.Path) string {
+	var parts []string
+	ms := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64) + "ms"
+	}
+	for _, d := range []struct {
+		name string
+		l    lab.Link
+	}{{"up", p.Up}, {"down", p.Down}} {
+		if d.l.RateBitsPerSec > 0 {
+			parts = append(parts, fmt.Sprintf("--%s-rate %dbit", d.name, d.l.RateBitsPerSec))
+		}
+		if d.l.Delay > 0 {
+			parts = append(parts, fmt.Sprintf("--%s-delay %s", d.name, ms(d.l.Delay)))
+		}
+		if d.l.Jitter > 0 {
+			parts = append(parts, fmt.Sprintf("--%s-jitter %s", d.name, ms(d.l.Jitter)))
+		}
+		if d.l.LossPercent > 0 {
+			parts = append(parts, fmt.Sprintf("--%s-loss %s%%", d.name, strconv.FormatFloat(d.l.LossPercent, 'f', -1, 64)))
+		}
+	}
+	if p.MTU > 0 {
+		parts = append(parts, fmt.Sprintf("--mtu %d", p.MTU))
+	}
+	if p.QueueBytes > 0 {
+		parts = append(parts, fmt.Sprintf("--queue-bytes %d", p.QueueBytes))
+	}
+	if p.ICMPBlackhole {
+		parts = append(parts, "--icmp-blackhole")
+	}
+	if p.NoIPv6 {
+		parts = append(parts, "--no-ipv6")
 	}
 	return strings.Join(parts, " ")
 }
@@ -304,14 +350,20 @@ func printTune(w io.Writer, res *tune.Result, pathArgs string) {
 			fmt.Fprintf(w, "sysctl.conf (both machines):\n  %s\n", strings.Join(b.Sysctl, "\n  "))
 		}
 	}
+	// Ratios are medians of pairs of samples taken in the same round; the
+	// Mbit/s figures pool the rounds and are for orientation only.
 	for _, d := range res.Directions {
 		c := res.VsDefault[d]
-		fmt.Fprintf(w, "%s: best %s vs default %s Mbit/s (×%s)", d, measure.FormatMbpsSpread(c.Best), measure.FormatMbpsSpread(c.Other), measure.FormatRatio(c.Ratio))
-		if g, ok := res.VsAdvise[d]; ok {
-			fmt.Fprintf(w, "; advise %s Mbit/s, gap ×%s", measure.FormatMbpsSpread(g.Other), measure.FormatRatio(g.Ratio))
-			if len(g.ClosedBy) > 0 {
-				fmt.Fprintf(w, " (differs in %s)", strings.Join(g.ClosedBy, ", "))
-			}
+		if b.Name == "default" {
+			fmt.Fprintf(w, "%s: default %s Mbit/s", d, measure.FormatMbpsSpread(c.Other))
+		} else {
+			fmt.Fprintf(w, "%s: best %s vs default %s Mbit/s, %s (%s)", d, measure.FormatMbpsSpread(c.Best), measure.FormatMbpsSpread(c.Other), pairedRatio(c), c.Record)
+		}
+		if g, ok := res.VsAdvise[d]; ok && len(g.ClosedBy) == 0 {
+			fmt.Fprint(w, "; advise's variant is the best reported")
+		} else if ok {
+			fmt.Fprintf(w, "; advise %s Mbit/s, gap %s (%s)", measure.FormatMbpsSpread(g.Other), pairedRatio(g.Comparison), g.Record)
+			fmt.Fprintf(w, ", differs in %s", strings.Join(g.ClosedBy, ", "))
 		}
 		fmt.Fprintln(w)
 	}
@@ -321,4 +373,13 @@ func printTune(w io.Writer, res *tune.Result, pathArgs string) {
 	for _, n := range res.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}
+}
+
+// pairedRatio is "×1.30 (1.25–1.35, 9 pairs)", or "no ratio" when no pair
+// has a positive denominator (a stalled side).
+func pairedRatio(c tune.Comparison) string {
+	if c.Pairs == 0 {
+		return "no ratio (no pair with a positive denominator)"
+	}
+	return fmt.Sprintf("×%.2f (%.2f–%.2f over %d pairs)", c.Ratio, c.RatioMin, c.RatioMax, c.Pairs)
 }

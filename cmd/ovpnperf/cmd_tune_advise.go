@@ -112,6 +112,12 @@ func labPathFromProbe(r *probe.Report) (lab.Path, error) {
 	}
 	l := lab.Link{RateBitsPerSec: uint64(pp.PathRateBitsPerSec.Value), Delay: rtt / 2, Jitter: min(jitter, rtt/2), LossPercent: loss}
 	p := lab.Path{Up: l, Down: l}
+	if pp.LossUpPercent.Known() && pp.LossDownPercent.Known() {
+		// A pps echo measured each direction: the twin loses as the
+		// path did, instead of splitting the round trip evenly.
+		p.Up.LossPercent = math.Min(pp.LossUpPercent.Value, 100)
+		p.Down.LossPercent = math.Min(pp.LossDownPercent.Value, 100)
+	}
 	if pp.PMTUIPv4.Known() {
 		if b := pp.PMTUIPv4.Value.Bytes; b > 0 && b < 1500 {
 			p.MTU = b

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 )
 
@@ -40,6 +42,27 @@ func TestLabPathFromProbe(t *testing.T) {
 	}
 }
 
+// A probe whose pps echo measured the loss of each direction gives the
+// twin those losses, not the round trip split evenly.
+func TestLabPathFromProbePerDirectionLoss(t *testing.T) {
+	r, err := probe.Decode(strings.NewReader(probeDoc(`
+ "rtt_ms":{"value":20,"source":"measured","method":"pps-echo"},
+ "loss_percent":{"value":5,"source":"measured","method":"pps-echo"},
+ "loss_up_percent":{"value":5,"source":"measured","method":"pps-echo"},
+ "loss_down_percent":{"value":0,"source":"measured","method":"pps-echo"},
+ "path_rate_bps":{"value":1e8,"source":"measured"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := labPathFromProbe(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Up.LossPercent != 5 || p.Down.LossPercent != 0 {
+		t.Errorf("losses up %v down %v, want 5 and 0", p.Up.LossPercent, p.Down.LossPercent)
+	}
+}
+
 // A probe without a path rate or an RTT cannot be twinned: the error says
 // what is missing and what to give instead.
 func TestLabPathFromProbeIncomplete(t *testing.T) {
@@ -54,5 +77,37 @@ func TestLabPathFromProbeIncomplete(t *testing.T) {
 		if _, err := labPathFromProbe(r); err == nil || !strings.Contains(err.Error(), "--rate") && !strings.Contains(err.Error(), "path flags") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// The best's lab run line of a twin built from a probe carries the twin's
+// path as flags, and they parse back into the same path.
+func TestPathArgsOfProbeTwin(t *testing.T) {
+	r, err := probe.Decode(strings.NewReader(probeDoc(`
+ "pmtu_ipv4":{"value":{"bytes":1400,"blackhole":true},"source":"measured"},
+ "rtt_ms":{"value":300,"source":"measured"},"jitter_ms":{"value":4,"source":"measured"},
+ "loss_percent":{"value":3.96,"source":"measured"},
+ "path_rate_bps":{"value":5e6,"source":"measured"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := labPathFromProbe(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := pathArgsOf(p)
+	var f pathFlags
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	f.bind(fs)
+	if err := fs.Parse(strings.Fields(args)); err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	back, err := f.path()
+	if err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	if back.Up.RateBitsPerSec != p.Up.RateBitsPerSec || back.Down.Delay != p.Down.Delay || back.Up.Jitter != p.Up.Jitter ||
+		math.Abs(back.Up.LossPercent-p.Up.LossPercent) > 1e-9 || back.MTU != 1400 || !back.ICMPBlackhole {
+		t.Errorf("%q parsed back as %+v, want %+v", args, back, p)
 	}
 }

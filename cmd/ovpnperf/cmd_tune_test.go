@@ -151,3 +151,51 @@ func TestTuneAdviceOnIssuePaths(t *testing.T) {
 		t.Logf("path %s: advise %s → %v", name, a.Variant, a.Candidate.Settings)
 	}
 }
+
+// The text output when nothing beats the default: it says so with the
+// reason, gives no best variant or config lines, and compares nothing
+// with itself. A fake twin in which jumbo wins round 1 but loses round 3
+// downward beyond the spread.
+func TestPrintTuneNothingBeatsDefault(t *testing.T) {
+	m := func(ctx context.Context, round int, cands []tune.Named) (map[string]tune.Samples, []string, error) {
+		out := map[string]tune.Samples{}
+		for _, c := range cands {
+			up, down := 50e6, 50e6
+			if c.Settings[tune.AxisMTU] == tune.Jumbo {
+				up, down = 65e6, 65e6
+				if round == 3 {
+					down = 35e6
+				}
+			}
+			out[c.Name] = tune.Samples{"up": {0.99 * up, up, 1.01 * up}, "down": {0.99 * down, down, 1.01 * down}}
+		}
+		return out, nil, nil
+	}
+	res, err := tune.Run(context.Background(), tune.Options{Budget: time.Minute, Measure: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	printTune(&buf, res, "")
+	out := buf.String()
+	for _, want := range []string{"nothing beats the default: the search's best, c1, did not beat the default in every round", "slower in 1", "up: default 50.0 (49.5–50.5) Mbit/s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "best:") || strings.Contains(out, "server.conf") {
+		t.Errorf("a best printed although nothing beats the default:\n%s", out)
+	}
+	// advise's variant is the default here: no gap of the default with
+	// itself.
+	res, err = tune.Run(context.Background(), tune.Options{Budget: time.Minute, Measure: m,
+		Advice: tune.Advice{Candidate: &tune.Candidate{Proto: "udp", Settings: map[string]string{}}, Variant: "advised=", Note: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	printTune(&buf, res, "")
+	if out := buf.String(); !strings.Contains(out, "advise's variant is the best reported") || strings.Contains(out, "gap") {
+		t.Errorf("advise = default:\n%s", out)
+	}
+}

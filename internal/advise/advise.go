@@ -48,7 +48,9 @@ type Input struct {
 	CryptoBytesPerSec float64
 	ChaChaBytesPerSec float64
 	// PacketsPerSecPerCore is what one OpenVPN process forwards per core
-	// (userspace, full packets); 0 uses DefaultPacketsPerSecPerCore.
+	// (userspace, full packets), as the user measured it; 0 uses
+	// DefaultPacketsPerSecPerCore, an assumption that the advice says is
+	// one (probe does not measure it: see PacketCostAssumption).
 	PacketsPerSecPerCore float64
 	// RmemMax / WmemMax are net.core.rmem_max / wmem_max (bytes), 0 unknown.
 	RmemMax, WmemMax int
@@ -59,6 +61,15 @@ type Input struct {
 // packets per second per core, the unshaped lab's default tunnel
 // (≈515 Mbit/s at 1388-byte payloads, README "Figures measured here").
 const DefaultPacketsPerSecPerCore = 45000
+
+// PacketCostAssumption is the source of DefaultPacketsPerSecPerCore, which
+// advice quotes whenever it rests on it. Nothing measures OpenVPN's own
+// per-packet cost on the user's machine: openssl speed gives the cipher's
+// cost per packet only, a small part of what a userspace OpenVPN spends
+// (tun read, socket write, copies, wakeups), and a short local tunnel test
+// would measure this machine's loopback under whatever load it has, not
+// the server's forwarding.
+const PacketCostAssumption = "assumed, not measured on this machine: 45 000 full packets/s per core is what this project's unshaped lab measured for OpenVPN 2.6's default tunnel (515 Mbit/s median at 1388-byte payloads, README \"Figures measured here\", lab run table); the cost is taken as the same for every packet size (jumbo tunnel packets included), and a loaded 2-core machine gave a twentieth of it. Give --packet-rate with a figure measured on the server (e.g. ovpnperf lab run on it) to replace it"
 
 // linuxDefaultSockBuf is net.core.{r,w}mem_default on stock Linux.
 const linuxDefaultSockBuf = 212992
@@ -87,6 +98,9 @@ type Term struct {
 	BitsPerSec float64 `json:"bits_per_sec"` // +Inf is encoded as 0 with Unbounded
 	Unbounded  bool    `json:"unbounded,omitempty"`
 	Figure     string  `json:"figure"`
+	// Assumed, when set, says that the term rests on an assumed figure,
+	// not one measured on this path or machine, and where it comes from.
+	Assumed string `json:"assumed,omitempty"`
 }
 
 // Ceiling is the predicted throughput of one TCP flow through the tunnel in
@@ -95,7 +109,10 @@ type Ceiling struct {
 	Direction  string  `json:"direction"` // "client→server" or "server→client"
 	BitsPerSec float64 `json:"bits_per_sec"`
 	Binding    string  `json:"binding"` // the name of the term that binds
-	Terms      []Term  `json:"terms"`
+	// BindingAssumed: the binding term rests on an assumed figure (its
+	// Assumed says which), so the prediction is no better than it.
+	BindingAssumed bool   `json:"binding_assumed,omitempty"`
+	Terms          []Term `json:"terms"`
 }
 
 // Advice is the result of Advise.
@@ -250,7 +267,7 @@ func (b *builder) mtu(f overhead.Frame) int {
 	case b.jumboHelps(f):
 		tun = 9000
 		b.both("tun-mtu 9000", "on this clean path the tunnel's cost per packet, not the link, binds: 9000-byte tunnel packets carry six times the data per OpenVPN packet and the kernel fragments the outer datagrams",
-			fmt.Sprintf("loss %.2f%%, path MTU %d, packet cost %s", in.LossPercent, p, mbit(b.ppsPerCore()*float64(f.MSS(p, true, false)-12)*8)))
+			fmt.Sprintf("loss %.2f%%, path MTU %d, packet cost %s%s", in.LossPercent, p, mbit(b.ppsPerCore()*float64(f.MSS(p, true, false)-12)*8), b.ppsSource()))
 		b.both("mssfix 0", "with tun-mtu 9000 inner TCP may use full 9000-byte segments; mssfix would clamp them back to the path", "tun-mtu 9000")
 	case fits, p >= 1492 && !in.DCO && in.OpenVPN == "2.6" && !in.Blackhole:
 		// The 2.6 default mssfix 1492 mtu already fits TCP; bigger
@@ -275,11 +292,25 @@ func (b *builder) mtu(f overhead.Frame) int {
 	return tun
 }
 
+// JumboMaxLossPercent is the most loss at which a 9000-byte tun-mtu is
+// worth having: each 9000-byte tunnel packet leaves as about seven outer
+// fragments, one lost fragment loses the whole packet, so the loss a
+// tunnelled TCP flow sees is about seven times the path's.
+const JumboMaxLossPercent = 0.01
+
+// FragmentsPass reports whether a path with this loss (percent, the
+// lossier direction's) passes a jumbo tunnel's outer fragments well enough
+// to be worth trying. It is the one rule advise (jumboHelps) and tune's
+// search space share. An ICMP black hole does not stop fragments: the
+// client and server fragment their own oversized datagrams without DF, and
+// a router fragments such fragments again.
+func FragmentsPass(lossPercent float64) bool { return lossPercent <= JumboMaxLossPercent }
+
 // jumboHelps: the path is a clean, fast LAN where the per-packet cost of
 // userspace OpenVPN binds before the link does.
 func (b *builder) jumboHelps(f overhead.Frame) bool {
 	in := b.in
-	if in.Proto != "udp" || in.Blackhole || in.LossPercent > 0.01 || in.DCO || in.PathMTU == 0 {
+	if in.Proto != "udp" || in.Blackhole || !FragmentsPass(in.LossPercent) || in.DCO || in.PathMTU == 0 {
 		return false
 	}
 	pkt := b.ppsPerCore() * float64(f.MSS(in.PathMTU, true, false)-12) * 8
@@ -291,6 +322,14 @@ func (b *builder) ppsPerCore() float64 {
 		return b.in.PacketsPerSecPerCore
 	}
 	return DefaultPacketsPerSecPerCore
+}
+
+// ppsSource says where the packet rate per core comes from, for figures.
+func (b *builder) ppsSource() string {
+	if b.in.PacketsPerSecPerCore > 0 {
+		return fmt.Sprintf(" (%.0f packets/s per core, given)", b.in.PacketsPerSecPerCore)
+	}
+	return fmt.Sprintf(" (%d packets/s per core, assumed: not measured)", DefaultPacketsPerSecPerCore)
 }
 
 // bdp is the bandwidth-delay product in bytes (0 when unknown).
@@ -430,7 +469,11 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 				fig = fmt.Sprintf("window %.0f bytes / %v", lossW, in.RTT)
 			}
 		}
-		terms = append(terms, Term{Name: name, BitsPerSec: bps, Figure: fig})
+		t := Term{Name: name, BitsPerSec: bps, Figure: fig}
+		if name == "window/RTT" {
+			t.Assumed = "assumed, not read from the endpoints: stock Linux autotunes the TCP receive window up to 6 MiB (net.ipv4.tcp_rmem maximum)"
+		}
+		terms = append(terms, t)
 	}
 	if in.CryptoBytesPerSec > 0 && !in.DCO {
 		c := in.CryptoBytesPerSec
@@ -441,15 +484,21 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 			Figure: fmt.Sprintf("%s %.0f MB/s per core", b.a.Cipher, c/1e6)})
 	}
 	pps := b.ppsPerCore()
+	pt := Term{Name: "packet cost per core"}
+	if in.PacketsPerSecPerCore == 0 {
+		pt.Assumed = PacketCostAssumption
+	}
 	if in.DCO {
 		pps *= 3 // kernel data channel: 1.2–2.3 Gbit/s public figures vs 0.4–0.7
+		pt.Assumed = strings.TrimPrefix(pt.Assumed+"; ", "; ") + "×3 for DCO is assumed from public figures (1.2–2.3 Gbit/s in the kernel against 0.4–0.7 in userspace), not measured here"
 	}
-	terms = append(terms, Term{Name: "packet cost per core", BitsPerSec: pps * payload * 8,
-		Figure: fmt.Sprintf("%.0f packets/s × %.0f bytes", pps, payload)})
+	pt.BitsPerSec = pps * payload * 8
+	pt.Figure = fmt.Sprintf("%.0f packets/s × %.0f bytes", pps, payload)
+	terms = append(terms, pt)
 	sort.SliceStable(terms, func(i, j int) bool { return terms[i].BitsPerSec < terms[j].BitsPerSec })
 	var out []Ceiling
 	for _, dir := range []string{"client→server", "server→client"} {
-		out = append(out, Ceiling{Direction: dir, BitsPerSec: terms[0].BitsPerSec, Binding: terms[0].Name, Terms: terms})
+		out = append(out, Ceiling{Direction: dir, BitsPerSec: terms[0].BitsPerSec, Binding: terms[0].Name, BindingAssumed: terms[0].Assumed != "", Terms: terms})
 	}
 	return out
 }

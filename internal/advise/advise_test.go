@@ -174,3 +174,44 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 }
+
+// The packet cost per core is not measured by probe: every prediction says
+// that it rests on an assumption, with its source, unless the user gave a
+// measured rate; then the term is the user's figure and not marked.
+func TestPacketCostIsMarkedAssumed(t *testing.T) {
+	lan := Input{RTT: 100 * time.Microsecond, PathMTU: 1500}
+	a, _ := Advise(lan)
+	c := a.Ceilings[0]
+	if c.Binding != "packet cost per core" || !c.BindingAssumed {
+		t.Fatalf("LAN: %+v", c)
+	}
+	var pc Term
+	for _, tm := range c.Terms {
+		if tm.Name == "packet cost per core" {
+			pc = tm
+		}
+	}
+	if !strings.Contains(pc.Assumed, "not measured") || !strings.Contains(pc.Assumed, "45 000") || !strings.Contains(pc.Assumed, "--packet-rate") {
+		t.Errorf("packet cost term: %+v", pc)
+	}
+	if !strings.Contains(a.Server[0].Figure, "assumed") {
+		t.Errorf("tun-mtu 9000 rests on the packet cost without saying it is assumed: %+v", a.Server[0])
+	}
+	// A measured rate replaces the assumption.
+	lan.PacketsPerSecPerCore = 2600
+	a, _ = Advise(lan)
+	for _, tm := range a.Ceilings[0].Terms {
+		if tm.Name == "packet cost per core" && (tm.Assumed != "" || !strings.Contains(tm.Figure, "2600 packets/s")) {
+			t.Errorf("given rate: %+v", tm)
+		}
+	}
+	if a.Ceilings[0].BindingAssumed {
+		t.Errorf("bound by a given rate, marked assumed: %+v", a.Ceilings[0])
+	}
+	// Path (a): the path rate binds (measured), the packet cost is still
+	// listed as assumed.
+	a, _ = Advise(Input{RateBitsPerSec: 20e6, RTT: 200 * time.Millisecond, PathMTU: 1500})
+	if c := a.Ceilings[0]; c.BindingAssumed || c.Binding != "path rate × header efficiency" {
+		t.Errorf("path (a): %+v", c)
+	}
+}

@@ -14,8 +14,11 @@ type histogram struct {
 	counts [histBuckets]uint64
 	n      uint64
 	sum    float64
-	min    int64
-	max    int64
+	// sumSq is the sum of the squared values (ns²) for the standard
+	// deviation, which ping reports as mdev and probe as jitter.
+	sumSq float64
+	min   int64
+	max   int64
 }
 
 const (
@@ -62,6 +65,7 @@ func (h *histogram) add(d time.Duration) {
 	}
 	h.n++
 	h.sum += float64(v)
+	h.sumSq += float64(v) * float64(v)
 }
 
 func (h *histogram) merge(o *histogram) {
@@ -77,6 +81,7 @@ func (h *histogram) merge(o *histogram) {
 	h.max = max(h.max, o.max)
 	h.n += o.n
 	h.sum += o.sum
+	h.sumSq += o.sumSq
 }
 
 // quantile returns the value at quantile q (0..1): the smallest recorded
@@ -108,4 +113,14 @@ func (h *histogram) mean() time.Duration {
 		return 0
 	}
 	return time.Duration(h.sum / float64(h.n))
+}
+
+// stddev is the population standard deviation of the recorded values (as
+// iputils ping computes its mdev).
+func (h *histogram) stddev() time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	m := h.sum / float64(h.n)
+	return time.Duration(math.Sqrt(max(h.sumSq/float64(h.n)-m*m, 0)))
 }

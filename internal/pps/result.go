@@ -67,18 +67,21 @@ type Result struct {
 	// are zero (nothing is measured), Received, Lost and Duplicates come
 	// from the server's counts (zero if it did not report them), and Flows
 	// hold only what each flow sent.
-	PPSMedian   float64    `json:"pps_median"`
-	PPSMin      float64    `json:"pps_min"`
-	PPSMax      float64    `json:"pps_max"`
-	PPSMean     float64    `json:"pps_mean"`
-	SentPPSMean float64    `json:"sent_pps_mean"`
-	RTTMinUs    float64    `json:"rtt_min_us"`
-	RTTMeanUs   float64    `json:"rtt_mean_us"`
-	RTTP50Us    float64    `json:"rtt_p50_us"`
-	RTTP90Us    float64    `json:"rtt_p90_us"`
-	RTTP99Us    float64    `json:"rtt_p99_us"`
-	RTTP999Us   float64    `json:"rtt_p999_us"`
-	RTTMaxUs    float64    `json:"rtt_max_us"`
+	PPSMedian   float64 `json:"pps_median"`
+	PPSMin      float64 `json:"pps_min"`
+	PPSMax      float64 `json:"pps_max"`
+	PPSMean     float64 `json:"pps_mean"`
+	SentPPSMean float64 `json:"sent_pps_mean"`
+	RTTMinUs    float64 `json:"rtt_min_us"`
+	RTTMeanUs   float64 `json:"rtt_mean_us"`
+	RTTP50Us    float64 `json:"rtt_p50_us"`
+	RTTP90Us    float64 `json:"rtt_p90_us"`
+	RTTP99Us    float64 `json:"rtt_p99_us"`
+	RTTP999Us   float64 `json:"rtt_p999_us"`
+	RTTMaxUs    float64 `json:"rtt_max_us"`
+	// RTTStdDevUs is the standard deviation of the RTTs (ping's mdev);
+	// absent in documents written before it existed.
+	RTTStdDevUs float64    `json:"rtt_stddev_us,omitempty"`
 	Series      []Interval `json:"series"`
 	CPU         CPU        `json:"cpu"`
 	// ServerReport is what the server counted; nil if it did not answer
@@ -118,6 +121,7 @@ func (r *Result) summarize(h *histogram) {
 		r.RTTMinUs = us(time.Duration(h.min))
 		r.RTTMaxUs = us(time.Duration(h.max))
 		r.RTTMeanUs = us(h.mean())
+		r.RTTStdDevUs = us(h.stddev())
 		r.RTTP50Us = us(h.quantile(0.50))
 		r.RTTP90Us = us(h.quantile(0.90))
 		r.RTTP99Us = us(h.quantile(0.99))

@@ -188,3 +188,21 @@ func TestHistogramQuantiles(t *testing.T) {
 		t.Error("clamping")
 	}
 }
+
+// The standard deviation is ping's mdev: 10, 20, 30 ms have 8.165 ms, and
+// merging keeps it.
+func TestHistogramStdDev(t *testing.T) {
+	var a, b histogram
+	a.add(10 * time.Millisecond)
+	a.add(20 * time.Millisecond)
+	b.add(30 * time.Millisecond)
+	a.merge(&b)
+	if got := a.stddev(); math.Abs(got.Seconds()*1e3-8.165) > 0.001 {
+		t.Errorf("stddev %v, want 8.165ms", got)
+	}
+	var one histogram
+	one.add(5 * time.Millisecond)
+	if one.stddev() != 0 || (&histogram{}).stddev() != 0 {
+		t.Error("stddev of one value or none is not 0")
+	}
+}

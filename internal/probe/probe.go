@@ -33,7 +33,21 @@ type Field[T any] struct {
 	Source string `json:"source"`
 	// Note says how it was measured or why it is not available.
 	Note string `json:"note,omitempty"`
+	// Method names the mechanism that produced the value, for the fields
+	// that can come from more than one (MethodPPSEcho, MethodICMPEcho,
+	// MethodEthtoolIoctl); absent in older documents and other fields.
+	Method string `json:"method,omitempty"`
 }
+
+// Methods of a field.
+const (
+	// MethodPPSEcho: UDP probes echoed by an `ovpnperf pps server`.
+	MethodPPSEcho = "pps-echo"
+	// MethodICMPEcho: ICMP echo requests (iputils ping).
+	MethodICMPEcho = "icmp-echo"
+	// MethodEthtoolIoctl: the kernel's ETHTOOL_GFEATURES ioctl.
+	MethodEthtoolIoctl = "ethtool-ioctl"
+)
 
 // Known reports whether the field holds a value.
 func (f Field[T]) Known() bool { return f.Source == Measured || f.Source == Read }
@@ -44,6 +58,9 @@ func measured[T any](v T, note string) Field[T] {
 func read[T any](v T, note string) Field[T] { return Field[T]{Value: v, Source: Read, Note: note} }
 func missing[T any](why string) Field[T]    { return Field[T]{Source: NotAvailable, Note: why} }
 
+// by records the method that produced (or failed to produce) the field.
+func (f Field[T]) by(method string) Field[T] { f.Method = method; return f }
+
 // PMTU is a path MTU result of one family.
 type PMTU struct {
 	Bytes     int  `json:"bytes"`
@@ -52,11 +69,18 @@ type PMTU struct {
 
 // Path is what the probe found.
 type Path struct {
-	PMTUIPv4    Field[PMTU]    `json:"pmtu_ipv4"`
-	PMTUIPv6    Field[PMTU]    `json:"pmtu_ipv6"`
-	RTTMillis   Field[float64] `json:"rtt_ms"`
-	JitterMs    Field[float64] `json:"jitter_ms"`
+	PMTUIPv4  Field[PMTU]    `json:"pmtu_ipv4"`
+	PMTUIPv6  Field[PMTU]    `json:"pmtu_ipv6"`
+	RTTMillis Field[float64] `json:"rtt_ms"`
+	JitterMs  Field[float64] `json:"jitter_ms"`
+	// LossPercent is the round-trip loss: a probe or its echo lost.
 	LossPercent Field[float64] `json:"loss_percent"`
+	// LossUpPercent (towards HOST) and LossDownPercent (back) are known
+	// only from a pps echo, whose server reports how many probes reached
+	// it and how many it echoed; an ICMP echo cannot tell the directions
+	// apart. Absent in older documents.
+	LossUpPercent   Field[float64] `json:"loss_up_percent"`
+	LossDownPercent Field[float64] `json:"loss_down_percent"`
 	// ThroughputBitsPerSec is one TCP flow's iperf3 goodput towards HOST;
 	// PathRateBitsPerSec the IP-layer rate it implies (goodput ×
 	// 1514/1448), only when the path showed no loss (a lossy path's TCP
@@ -141,7 +165,10 @@ func Decode(r io.Reader) (*Report, error) {
 func (p Path) sources() map[string]string {
 	return map[string]string{
 		"pmtu_ipv4": p.PMTUIPv4.Source, "pmtu_ipv6": p.PMTUIPv6.Source, "rtt_ms": p.RTTMillis.Source,
-		"jitter_ms": p.JitterMs.Source, "loss_percent": p.LossPercent.Source, "throughput_bps": p.ThroughputBitsPerSec.Source,
+		"jitter_ms": p.JitterMs.Source, "loss_percent": p.LossPercent.Source,
+		"loss_up_percent": p.LossUpPercent.Source, "loss_down_percent": p.LossDownPercent.Source,
+		"aes_256_gcm_bytes_per_sec_per_core": p.AESGCMBytesPerSec.Source, "chacha20_poly1305_bytes_per_sec_per_core": p.ChaChaBytesPerSec.Source,
+		"interface": p.Interface.Source, "interface_mtu": p.InterfaceMTU.Source, "offloads": p.Offloads.Source, "throughput_bps": p.ThroughputBitsPerSec.Source,
 		"path_rate_bps": p.PathRateBitsPerSec.Source, "openvpn_version": p.OpenVPNVersion.Source, "dco_available": p.DCO.Source,
 		"rmem_max": p.RmemMax.Source, "wmem_max": p.WmemMax.Source,
 	}

@@ -1,12 +1,16 @@
 package probe
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/pps"
 )
 
 const goodProbe = `{"schema":"ovpnperf/probe/v1","host":"198.51.100.2","time":"2026-11-23T10:00:00Z","path":{
@@ -37,6 +41,34 @@ func TestLoadAndInput(t *testing.T) {
 	}
 	if in6 := r.Input("udp", true); in6.PathMTU != 0 {
 		t.Fatalf("IPv6 not available, got pmtu %d", in6.PathMTU)
+	}
+}
+
+// A file written before the per-direction loss and the method existed
+// still loads (they are absent, so not known), and a new one round-trips.
+func TestSchemaCompatible(t *testing.T) {
+	r, err := Load(write(t, goodProbe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Path.LossUpPercent.Known() || r.Path.LossDownPercent.Known() || r.Path.LossPercent.Method != "" {
+		t.Fatalf("old file: up %+v down %+v loss %+v", r.Path.LossUpPercent, r.Path.LossDownPercent, r.Path.LossPercent)
+	}
+	r.Path.LossUpPercent = measured(5.0, "x").by(MethodPPSEcho)
+	r.Path.Offloads = read(map[string]bool{"rx-gro": true}, "y").by(MethodEthtoolIoctl)
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"loss_up_percent":{"value":5,"source":"measured","note":"x","method":"pps-echo"}`) {
+		t.Errorf("encoding: %s", b)
+	}
+	r2, err := Decode(strings.NewReader(string(b)))
+	if err != nil || r2.Path.LossUpPercent != r.Path.LossUpPercent || !r2.Path.Offloads.Value["rx-gro"] || r2.Path.Offloads.Method != MethodEthtoolIoctl {
+		t.Fatalf("round trip: %v %+v", err, r2.Path)
+	}
+	if _, err := Decode(strings.NewReader(strings.Replace(string(b), `"source":"measured","note":"x"`, `"source":"guess","note":"x"`, 1))); err == nil || !strings.Contains(err.Error(), "loss_up_percent") {
+		t.Errorf("a bad source in a new field: %v", err)
 	}
 }
 
@@ -81,9 +113,35 @@ rtt min/avg/max/mdev = 300.112/300.523/301.908/0.311 ms, pipe 31
 	}
 }
 
-func TestParseOffloads(t *testing.T) {
-	m := ParseOffloads("Features for eth0:\nrx-checksumming: on\ntcp-segmentation-offload: off\ngeneric-receive-offload: on [fixed]\nfoo: on\n")
-	if !m["rx-checksumming"] || m["tcp-segmentation-offload"] || !m["generic-receive-offload"] || len(m) != 3 {
+// The offloads kept are those of offloadFeatures the device has, with
+// their state; other features are left out.
+func TestPickOffloads(t *testing.T) {
+	m := PickOffloads(map[string]bool{"rx-gro": false, "tx-tcp-segmentation": true, "rx-checksum": true, "tx-nocache-copy": true, "highdma": true})
+	if len(m) != 3 || m["rx-gro"] || !m["tx-tcp-segmentation"] || !m["rx-checksum"] {
 		t.Fatalf("%v", m)
+	}
+}
+
+// A pps echo gives loss per direction from the server's counts; without
+// them only the round trip is claimed.
+func TestPPSFields(t *testing.T) {
+	r := &pps.Result{Server: "198.51.100.2:7007", Counters: pps.Counters{Sent: 1000, Received: 940, Lost: 60, Late: 2},
+		LossPercent: 6, RTTMinUs: 10100, RTTP50Us: 10300, RTTStdDevUs: 250,
+		ServerReport: &pps.ServerReport{Received: 950, Echoed: 950}}
+	rtt, jit, loss, up, down := PPSFields(r)
+	for name, f := range map[string]Field[float64]{"rtt": rtt, "jitter": jit, "loss": loss, "up": up, "down": down} {
+		if f.Source != Measured || f.Method != MethodPPSEcho {
+			t.Errorf("%s: %+v", name, f)
+		}
+	}
+	// Up: 50 of 1000 never reached the server; down: 950 echoed, 940 in
+	// time and 2 late came back, so 8 were lost on the way back.
+	if rtt.Value != 10.1 || jit.Value != 0.25 || loss.Value != 6 || up.Value != 5 || math.Abs(down.Value-100*8.0/950) > 1e-9 {
+		t.Errorf("rtt %v jitter %v loss %v up %v down %v", rtt.Value, jit.Value, loss.Value, up.Value, down.Value)
+	}
+	r.ServerReport = nil
+	_, _, loss, up, down = PPSFields(r)
+	if !loss.Known() || up.Known() || down.Known() || !strings.Contains(up.Note, "round trip") {
+		t.Errorf("without the server's report: loss %+v up %+v down %+v", loss, up, down)
 	}
 }

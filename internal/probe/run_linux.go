@@ -1,31 +1,38 @@
 package probe
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/safchain/ethtool"
+
 	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
 // Options tune a probe.
 type Options struct {
 	Host string
-	// Pings is the number of ICMP echoes for RTT, jitter and loss
-	// (default 300), sent every Interval (default 10 ms).
+	// Pings is the number of echoes for RTT, jitter and loss (default
+	// 300), sent every Interval (default 10 ms): UDP probes to a pps
+	// server when one answers on PPSPort, ICMP echoes otherwise.
 	Pings    int
 	Interval time.Duration
+	// PPSPort is the UDP port of an `ovpnperf pps server` on HOST; 0 does
+	// not try one (ICMP only). PPSKey, if set, signs the hello for a
+	// server started with --key-file.
+	PPSPort int
+	PPSKey  []byte
 	// IPerf3Port, if not 0, measures one TCP flow's throughput against an
 	// iperf3 server there for IPerf3Duration (default 5 s).
 	IPerf3Port     int
@@ -65,8 +72,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	logf("path MTU")
 	p.PMTUIPv4 = probePMTU(ctx, v4, "IPv4")
 	p.PMTUIPv6 = probePMTU(ctx, v6, "IPv6")
-	logf("RTT, jitter and loss: %d ICMP echoes", o.Pings)
-	p.RTTMillis, p.JitterMs, p.LossPercent = ping(ctx, first, o.Pings, o.Interval)
+	p.RTTMillis, p.JitterMs, p.LossPercent, p.LossUpPercent, p.LossDownPercent = echoes(ctx, first, o, logf)
 	if o.IPerf3Port != 0 {
 		logf("throughput: iperf3 for %v", o.IPerf3Duration)
 		// The first 2 s (slow start; seconds on a long path) are left out,
@@ -107,7 +113,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	} else {
 		p.Interface = read(r.Dev, "route to "+first.String())
 		p.InterfaceMTU = read(r.MTU, "ip link")
-		p.Offloads = offloads(ctx, r.Dev)
+		p.Offloads = offloads(r.Dev)
 	}
 	return rep, nil
 }
@@ -159,6 +165,86 @@ func probePMTU(ctx context.Context, a netip.Addr, fam string) Field[PMTU] {
 		note += "; the local interface MTU is the limit"
 	}
 	return measured(PMTU{Bytes: res.PathMTU, Blackhole: res.Blackhole}, note)
+}
+
+// echoes measures RTT, jitter and loss: over a pps echo when a pps server
+// answers on o.PPSPort, with loss per direction from the server's counts;
+// otherwise (or when the pps test fails) over ICMP echoes, round trip only,
+// with the reason the pps echo was not used in the notes.
+func echoes(ctx context.Context, a netip.Addr, o Options, logf func(string, ...any)) (rtt, jitter, loss, up, down Field[float64]) {
+	why := "no --pps-port given"
+	if o.PPSPort != 0 {
+		logf("RTT, jitter and loss: %d pps echoes to udp port %d", o.Pings, o.PPSPort)
+		res, err := pps.Run(ctx, pps.Config{
+			Server: net.JoinHostPort(a.String(), strconv.Itoa(o.PPSPort)),
+			// A gentle rate, one flow, ping's payload size; Count ends
+			// the test, Duration only bounds it. The 2 s timeout is
+			// ping -W 2's: a slower echo counts as lost in both.
+			Params:           pps.Params{RatePPS: uint64(time.Second / o.Interval), Size: 56, Duration: time.Duration(o.Pings)*o.Interval + 5*time.Second, Flows: 1, Timeout: 2 * time.Second},
+			Count:            uint64(o.Pings),
+			Window:           1 << 12,
+			HandshakeTimeout: 2 * time.Second,
+			Key:              o.PPSKey,
+		})
+		if err == nil {
+			return PPSFields(res)
+		}
+		if ctx.Err() != nil {
+			why = ctx.Err().Error()
+		} else {
+			why = oneLine(err)
+		}
+		logf("pps echo not used (%s): ICMP echoes instead", why)
+	}
+	logf("RTT, jitter and loss: %d ICMP echoes", o.Pings)
+	rtt, jitter, loss = ping(ctx, a, o.Pings, o.Interval)
+	fallback := "pps echo at udp port " + strconv.Itoa(o.PPSPort) + " not used: " + why
+	if o.PPSPort == 0 {
+		fallback = "pps echo not tried (--pps-port 0)"
+	}
+	for _, f := range []*Field[float64]{&rtt, &jitter, &loss} {
+		*f = f.by(MethodICMPEcho)
+		f.Note += "; " + fallback
+	}
+	noDir := missing[float64]("ICMP echo counts round trips only: it cannot tell a lost request from a lost reply (" + fallback + ")").by(MethodICMPEcho)
+	return rtt, jitter, loss, noDir, noDir
+}
+
+// PPSFields turns a pps echo run into the probe's fields. The round-trip
+// loss is the client's (a probe or its echo lost, or later than the
+// timeout); the way up is what the server did not receive of what was
+// sent, the way back what the client did not receive (in time or late) of
+// what the server echoed. Without the server's report only the round trip
+// is known.
+func PPSFields(r *pps.Result) (rtt, jitter, loss, up, down Field[float64]) {
+	at := "pps echo to " + r.Server
+	loss = measured(r.LossPercent, fmt.Sprintf("%s, %d of %d probes echoed in time (round trip)", at, r.Received, r.Sent)).by(MethodPPSEcho)
+	if len(r.Warnings) > 0 {
+		// E.g. a client too busy to keep the rate: the figures stand,
+		// but the reader should know.
+		loss.Note += "; pps client: " + strings.Join(r.Warnings, "; ")
+	}
+	if r.Received > 0 {
+		rtt = measured(r.RTTMinUs/1e3, fmt.Sprintf("%s, minimum of %d (median %.3f ms)", at, r.Received, r.RTTP50Us/1e3)).by(MethodPPSEcho)
+		jitter = measured(r.RTTStdDevUs/1e3, fmt.Sprintf("%s, standard deviation of %d RTTs (as ping's mdev)", at, r.Received)).by(MethodPPSEcho)
+	} else {
+		rtt = missing[float64](at + ": no echo came back").by(MethodPPSEcho)
+		jitter = rtt
+	}
+	if sr := r.ServerReport; sr != nil && r.Sent > 0 {
+		upLost := r.Sent - min(sr.Received, r.Sent)
+		up = measured(100*float64(upLost)/float64(r.Sent), fmt.Sprintf("%s: the server received %d of %d probes", at, sr.Received, r.Sent)).by(MethodPPSEcho)
+		if sr.Echoed > 0 {
+			back := min(r.Received+r.Late, sr.Echoed)
+			down = measured(100*float64(sr.Echoed-back)/float64(sr.Echoed), fmt.Sprintf("%s: %d of %d echoes came back (%d of them late)", at, back, sr.Echoed, r.Late)).by(MethodPPSEcho)
+		} else {
+			down = missing[float64](at + ": the server echoed nothing").by(MethodPPSEcho)
+		}
+	} else {
+		why := at + ": the server did not report its counts, so only the round trip is known"
+		up, down = missing[float64](why).by(MethodPPSEcho), missing[float64](why).by(MethodPPSEcho)
+	}
+	return rtt, jitter, loss, up, down
 }
 
 var (
@@ -263,33 +349,44 @@ func sysctlInt(path string) Field[int] {
 	return read(n, path)
 }
 
-// offloads reads the NIC's main offloads.
-//
-// Equivalent to: ethtool -k DEV
-func offloads(ctx context.Context, dev string) Field[map[string]bool] {
-	if _, err := exec.LookPath("ethtool"); err != nil {
-		return missing[map[string]bool]("ethtool not installed (Debian package ethtool)")
-	}
-	out, err := runner.Command(ctx, "ethtool", "-k", dev).Output()
-	if err != nil {
-		return missing[map[string]bool](fmt.Sprintf("ethtool -k %s: %v", dev, err))
-	}
-	return read(ParseOffloads(string(out)), "ethtool -k "+dev)
+// offloadFeatures are the kernel's names (as `ethtool -k` lists them) of
+// the offloads that matter for a tunnel: segmentation on send (TSO, GSO,
+// UDP GSO), aggregation on receive (GRO, UDP GRO forwarding) and checksums.
+var offloadFeatures = []string{
+	"tx-tcp-segmentation", "tx-tcp6-segmentation", "tx-generic-segmentation", "tx-udp-segmentation",
+	"rx-gro", "rx-udp-gro-forwarding",
+	"rx-checksum", "tx-checksum-ipv4", "tx-checksum-ipv6", "tx-checksum-ip-generic",
 }
 
-// ParseOffloads picks the offloads that matter for a tunnel from
-// `ethtool -k` output.
-func ParseOffloads(out string) map[string]bool {
-	want := map[string]bool{"tcp-segmentation-offload": true, "generic-segmentation-offload": true,
-		"generic-receive-offload": true, "rx-udp-gro-forwarding": true, "tx-udp-segmentation": true, "rx-checksumming": true, "tx-checksumming": true}
+// offloads reads the interface's offload features with the
+// ETHTOOL_GFEATURES ioctl, so that no ethtool program is needed.
+//
+// Equivalent to: ethtool -k DEV
+func offloads(dev string) Field[map[string]bool] {
+	e, err := ethtool.NewEthtool()
+	if err != nil {
+		return missing[map[string]bool](fmt.Sprintf("ethtool socket: %v", err)).by(MethodEthtoolIoctl)
+	}
+	defer e.Close()
+	all, err := e.Features(dev)
+	if err != nil {
+		return missing[map[string]bool](fmt.Sprintf("ETHTOOL_GFEATURES on %s: %v", dev, err)).by(MethodEthtoolIoctl)
+	}
+	m := PickOffloads(all)
+	if len(m) == 0 {
+		return missing[map[string]bool](fmt.Sprintf("%s reports none of the offload features %s", dev, strings.Join(offloadFeatures, ", "))).by(MethodEthtoolIoctl)
+	}
+	return read(m, "ETHTOOL_GFEATURES on "+dev+": active kernel features (as ethtool -k lists them)").by(MethodEthtoolIoctl)
+}
+
+// PickOffloads keeps the offload features of offloadFeatures that the
+// device has.
+func PickOffloads(all map[string]bool) map[string]bool {
 	m := map[string]bool{}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
-		if !ok || !want[k] {
-			continue
+	for _, k := range offloadFeatures {
+		if v, ok := all[k]; ok {
+			m[k] = v
 		}
-		m[k] = strings.HasPrefix(strings.TrimSpace(v), "on")
 	}
 	return m
 }

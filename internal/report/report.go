@@ -112,6 +112,14 @@ var kinds = []kind{
 		return json.Unmarshal(b, d.Crypto)
 	}},
 	{tune.Schema, func(b []byte, d *Document) error { d.Tune = &tune.Result{}; return json.Unmarshal(b, d.Tune) }},
+	// Version 1 pooled the rounds; its rounds are judged again.
+	{tune.SchemaV1, func(b []byte, d *Document) error {
+		d.Tune = &tune.Result{}
+		if err := json.Unmarshal(b, d.Tune); err != nil {
+			return err
+		}
+		return tune.UpgradeV1(d.Tune)
+	}},
 	{ClusterSchema, func(b []byte, d *Document) error {
 		d.Cluster = &cluster.ClusterStatus{}
 		return json.Unmarshal(b, d.Cluster)

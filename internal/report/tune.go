@@ -179,11 +179,13 @@ func tuneClass(r *tune.Result, name string) (class, role string) {
 	return class, strings.Join(roles, ", ")
 }
 
+// beyond says what tune's round-by-round rule found (schema 2: faster
+// beyond the spread in every round that judged the direction).
 func beyond(b bool) string {
 	if b {
-		return "beyond the spread"
+		return "faster beyond the spread in every judged round"
 	}
-	return "within the spread"
+	return "not faster beyond the spread in every round"
 }
 
 // fmtMbit prints bit/s as Mbit/s with three significant figures.

@@ -107,3 +107,20 @@ func TestClusterMarshalled(t *testing.T) {
 		}
 	}
 }
+
+// A tune document of schema 1 (rounds pooled) is read and judged again
+// by the round-by-round rules.
+func TestTuneV1Judged(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "tune", "testdata", "tune-blackhole.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := Parse("v1.json", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := docs[0].Tune
+	if r == nil || r.Schema != tune.Schema || r.Verdict.Best != "advise" || !strings.Contains(r.Verdict.Message, "in every round") {
+		t.Fatalf("v1 document: %+v", r)
+	}
+}

@@ -5,48 +5,87 @@ import (
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
-// MinSamples is how many samples each side needs before a difference can
-// be called beyond the spread; with fewer, min and max say too little
-// (the recipes' rule: no verdict from fewer than 3 samples).
-const MinSamples = 3
+// The rules by which tune calls one candidate better than another, in one
+// place (the README's tune section states them too):
+//
+//   - Within one interleaved round and one direction, a is faster than b
+//     when a's slowest sample is above b's fastest (verdict.Faster:
+//     Confirmed), slower when b's slowest is above a's fastest (Refuted),
+//     and within the spread otherwise. A side with fewer than MinSamples
+//     valid samples in that round leaves the direction not judged in that
+//     round: a sample refused because the emulator fell behind or iperf3's
+//     figures disagreed says nothing about the candidate, so a side with
+//     no valid sample is not taken to be the slower one. (A stalled
+//     tunnel gives valid samples of 0 bit/s and loses by the rule itself.)
+//   - One round (the search's moves): a beats b when it is faster in at
+//     least one direction and slower in none (Better).
+//   - Over several rounds (the final verdict, advise's gap): samples of
+//     different rounds are never pooled, because the machine's load drifts
+//     between rounds and a pooled range mixes that drift into the spread
+//     in both directions: it can hide a steady win, and it let a round
+//     lost beyond the spread pass as "within the spread". a beats b only
+//     when some direction is faster in every round that judged it (at
+//     least MinRounds besides the round in which the search chose a for
+//     its win: of several candidates the luckiest wins a round, so that
+//     round is no fair evidence), and no direction is slower in any round
+//     (Judge).
+//     The search ends with a confirmation round when its best has fewer
+//     rounds with the default; when its best fails, an earlier best or
+//     advise's variant that passes is reported (Decide).
+
+// MinSamples is how many samples each side needs in a round before a
+// difference can be called beyond the spread (verdict.MinSamples).
+const MinSamples = verdict.MinSamples
 
 // Samples are one candidate's receiver rates per direction (bit/s).
 type Samples map[string][]float64
 
-// compare returns +1 when a is faster than b beyond the spread (a's slowest
-// sample above b's fastest), -1 when slower beyond the spread, 0 when the
-// ranges overlap or either side has fewer than MinSamples samples. A side
-// with no valid sample at all, measured in the same interleaved rounds as
-// one with MinSamples valid samples, is the slower one: the other worked
-// at the same times under the same load (on a black-holed path OpenVPN's
-// defaults stall and every sample of them fails).
-func compare(a, b []float64) int {
-	sa, sb := measure.Summarize(a), measure.Summarize(b)
-	switch {
-	case sa.N >= MinSamples && sb.N == 0:
-		return 1
-	case sa.N == 0 && sb.N >= MinSamples:
-		return -1
-	case sa.N < MinSamples || sb.N < MinSamples:
-		return 0
+// Outcomes of one direction in one round, as the JSON writes them.
+const (
+	OutcomeFaster = "faster beyond the spread"
+	OutcomeSlower = "slower beyond the spread"
+	OutcomeWithin = "within the spread"
+	OutcomeTooFew = "not judged: too few samples"
+)
+
+// compare judges one round in one direction: +1 when a is faster than b
+// beyond the spread, -1 when slower, 0 within the spread; judged is false
+// when either side has fewer than MinSamples samples.
+func compare(a, b []float64) (cmp int, judged bool) {
+	if len(a) < MinSamples || len(b) < MinSamples {
+		return 0, false
 	}
-	switch {
-	case sa.Min > sb.Max:
-		return 1
-	case sa.Max < sb.Min:
-		return -1
+	switch o, _ := verdict.Faster(a, b, 1); o {
+	case verdict.Confirmed, verdict.Changed:
+		return 1, true
+	case verdict.Refuted:
+		return -1, true
 	}
-	return 0
+	return 0, true
 }
 
-// Better reports whether a beats b: faster beyond the spread in at least
-// one direction and slower beyond the spread in none.
+func outcomeOf(a, b []float64) string {
+	c, ok := compare(a, b)
+	switch {
+	case !ok:
+		return fmt.Sprintf("%s (%d vs %d, need %d)", OutcomeTooFew, len(a), len(b), MinSamples)
+	case c > 0:
+		return OutcomeFaster
+	case c < 0:
+		return OutcomeSlower
+	}
+	return OutcomeWithin
+}
+
+// Better reports whether a beats b in one round: faster beyond the spread
+// in at least one direction and slower beyond the spread in none.
 func Better(a, b Samples, dirs []string) bool {
 	won := false
 	for _, d := range dirs {
-		switch compare(a[d], b[d]) {
+		switch c, _ := compare(a[d], b[d]); c {
 		case 1:
 			won = true
 		case -1:
@@ -56,42 +95,292 @@ func Better(a, b Samples, dirs []string) bool {
 	return won
 }
 
-// Verdict is the decision about the best candidate against the defaults.
-type Verdict struct {
-	// Found is true only when the best beats the defaults beyond the
-	// spread (Better); then and only then a best variant is reported.
-	Found bool `json:"found"`
-	// Message says it in one line, with the figures.
-	Message string `json:"message"`
+// RoundPair is what one round measured of two candidates.
+type RoundPair struct {
+	Round int
+	A, B  Samples
+	// Chose is true when the search moved to A in this round because A
+	// won it: a round picked for A's win is no fair evidence of A (of
+	// several candidates, the luckiest wins), so it does not count
+	// towards MinRounds.
+	Chose bool
 }
 
-// Decide judges best against the defaults from samples measured in the
-// same rounds. name is the best candidate's name ("default" when the
-// search never moved).
-func Decide(name string, best, def Samples, dirs []string) Verdict {
-	if name == "default" {
-		return Verdict{Message: "nothing beats the default: no candidate was faster than OpenVPN's defaults beyond the spread"}
+// movedTo returns the candidate step i of steps moved to ("" when it did
+// not move on an axis): Step.Best, or in documents without it the next
+// step's incumbent.
+func movedTo(steps []Step, i int) string {
+	st := steps[i]
+	if !st.Moved || st.Axis == "start" {
+		return ""
 	}
+	if st.Best != "" {
+		return st.Best
+	}
+	if i+1 < len(steps) {
+		return steps[i+1].Incumbent
+	}
+	return ""
+}
+
+// pairsOf returns, for every step that measured both a and b, their
+// samples in that step.
+func pairsOf(steps []Step, a, b string) []RoundPair {
+	var out []RoundPair
+	for i, st := range steps {
+		var sa, sb Samples
+		for _, c := range st.Candidates {
+			if c.Name == a {
+				sa = c.Samples
+			}
+			if c.Name == b {
+				sb = c.Samples
+			}
+		}
+		if sa != nil && sb != nil {
+			out = append(out, RoundPair{Round: st.Round, A: sa, B: sb, Chose: movedTo(steps, i) == a})
+		}
+	}
+	return out
+}
+
+// RoundJudgement is one round's outcome per direction.
+type RoundJudgement struct {
+	Round   int               `json:"round"`
+	Outcome map[string]string `json:"outcome"`
+}
+
+// DirRecord counts a's rounds against b in one direction.
+type DirRecord struct {
+	Faster  int `json:"faster"`
+	Slower  int `json:"slower"`
+	Within  int `json:"within"`
+	Unjudge int `json:"not_judged"`
+	// Chose counts the judged rounds in which the search moved to a for
+	// its win there (RoundPair.Chose): judged, but not towards MinRounds.
+	Chose int `json:"chose"`
+}
+
+// Judged is the number of rounds that judged the direction.
+func (r DirRecord) Judged() int { return r.Faster + r.Slower + r.Within }
+
+// MinRounds is how many rounds must judge a direction before a win in
+// every one of them counts. One round is not enough: with 3 samples a
+// side, two candidates of the same speed still separate in 1 round of 20
+// by chance (all three of one above all three of the other, either way:
+// 2 of the 20 equally likely orders), per direction and per candidate
+// compared; two rounds in a row bring that to 1 in 400.
+const MinRounds = 2
+
+// Fresh is the number of judged rounds other than those that chose a.
+func (r DirRecord) Fresh() int { return r.Judged() - r.Chose }
+
+// Won is true when the direction was faster in every round that judged
+// it, and at least MinRounds did besides the rounds that chose a.
+func (r DirRecord) Won() bool { return r.Fresh() >= MinRounds && r.Faster == r.Judged() }
+
+func (r DirRecord) String() string {
+	if r.Judged() == 0 {
+		return fmt.Sprintf("not judged: fewer than %d valid samples a side in all %d rounds", MinSamples, r.Unjudge)
+	}
+	s := fmt.Sprintf("faster beyond the spread in %d of %d judged rounds", r.Faster, r.Judged())
+	if r.Slower > 0 {
+		s += fmt.Sprintf(", slower in %d", r.Slower)
+	}
+	var notes []string
+	if r.Chose > 0 {
+		notes = append(notes, fmt.Sprintf("%d of them the round that chose it, which does not count", r.Chose))
+	}
+	if r.Faster == r.Judged() && r.Fresh() < MinRounds {
+		notes = append(notes, fmt.Sprintf("%d needed besides", MinRounds))
+	}
+	if r.Unjudge > 0 {
+		notes = append(notes, fmt.Sprintf("%d more with too few samples", r.Unjudge))
+	}
+	if len(notes) > 0 {
+		s += " (" + strings.Join(notes, "; ") + ")"
+	}
+	return s
+}
+
+// record judges a against b round by round.
+func record(pairs []RoundPair, dirs []string) (map[string]DirRecord, []RoundJudgement) {
+	recs := map[string]DirRecord{}
+	var rounds []RoundJudgement
+	for _, p := range pairs {
+		rj := RoundJudgement{Round: p.Round, Outcome: map[string]string{}}
+		for _, d := range dirs {
+			r := recs[d]
+			c, ok := compare(p.A[d], p.B[d])
+			switch {
+			case !ok:
+				r.Unjudge++
+			case c > 0:
+				r.Faster++
+			case c < 0:
+				r.Slower++
+			default:
+				r.Within++
+			}
+			if ok && p.Chose {
+				r.Chose++
+			}
+			recs[d] = r
+			rj.Outcome[d] = outcomeOf(p.A[d], p.B[d])
+			if p.Chose {
+				rj.Outcome[d] += " (the round that chose it)"
+			}
+		}
+		rounds = append(rounds, rj)
+	}
+	return recs, rounds
+}
+
+// beats is the rule over rounds: some direction faster in every round
+// that judged it, no direction slower in any round.
+func beats(recs map[string]DirRecord, dirs []string) bool {
+	won := false
+	for _, d := range dirs {
+		r := recs[d]
+		if r.Slower > 0 {
+			return false
+		}
+		won = won || r.Won()
+	}
+	return won
+}
+
+// Verdict is the decision about the search's best against the defaults.
+type Verdict struct {
+	// Found is true only when the best beats the defaults by the rule over
+	// rounds (see the top of this file); then and only then a best other
+	// than the default is reported.
+	Found bool `json:"found"`
+	// Candidate is the search's best before this judgement (the last
+	// candidate it moved to; "default" when it never moved).
+	Candidate string `json:"candidate"`
+	// Best is the candidate reported as the best: Candidate, an earlier
+	// best or advise's variant that beats the default (Decide), or
+	// "default" when none does.
+	Best string `json:"best"`
+	// Message says it in one line, with the figures.
+	Message string `json:"message"`
+	// Reason says, when nothing beats the default, why not.
+	Reason string `json:"reason,omitempty"`
+	// Rule is the rule the verdict applies, in words.
+	Rule string `json:"rule"`
+	// Rounds are Candidate's outcomes against the default, round by round.
+	Rounds []RoundJudgement `json:"rounds,omitempty"`
+}
+
+// VerdictRule is the rule a Verdict applies, as the JSON states it.
+const VerdictRule = "better only when, in the interleaved rounds that measured both, one direction was faster beyond the spread (slowest sample above the other's fastest, 3 samples a side) in every round that judged it (at least 2 rounds besides the round in which the search chose it) and no direction was slower beyond the spread in any round; samples of different rounds are not pooled"
+
+// Judge decides whether candidate name beats the default from the steps
+// that measured both: the rule over rounds (beats). name is the search's
+// best ("default" when the search never moved).
+func Judge(steps []Step, name string, dirs []string) Verdict {
+	v := Verdict{Candidate: name, Best: "default", Rule: VerdictRule}
+	if name == "default" {
+		v.Reason = "no candidate beat the current best in any round"
+		v.Message = "nothing beats the default: " + v.Reason
+		return v
+	}
+	pairs := pairsOf(steps, name, "default")
+	recs, rounds := record(pairs, dirs)
+	v.Rounds = rounds
 	var parts []string
 	for _, d := range dirs {
-		b, o := measure.Summarize(best[d]), measure.Summarize(def[d])
-		rel := "within the spread"
-		switch compare(best[d], def[d]) {
-		case 1:
-			rel = "faster beyond the spread"
-		case -1:
-			rel = "slower beyond the spread"
-		}
-		switch {
-		case b.N >= MinSamples && o.N == 0:
-			rel = "the default gave no valid sample"
-		case b.N < MinSamples || o.N < MinSamples:
-			rel = fmt.Sprintf("too few samples (%d vs %d, need %d)", b.N, o.N, MinSamples)
-		}
-		parts = append(parts, fmt.Sprintf("%s %s vs %s Mbit/s: %s", d, measure.FormatMbpsSpread(b), measure.FormatMbpsSpread(o), rel))
+		parts = append(parts, fmt.Sprintf("%s %s", d, recs[d]))
 	}
-	if Better(best, def, dirs) {
-		return Verdict{Found: true, Message: fmt.Sprintf("%s beats the default (%s)", name, strings.Join(parts, "; "))}
+	figures := strings.Join(parts, "; ")
+	if beats(recs, dirs) {
+		v.Found, v.Best = true, name
+		v.Message = fmt.Sprintf("%s beats the default in every round that measured both (%s)", name, figures)
+		return v
 	}
-	return Verdict{Message: fmt.Sprintf("nothing beats the default: the search's best, %s, is not faster beyond the spread (%s)", name, strings.Join(parts, "; "))}
+	switch {
+	case len(pairs) == 0:
+		v.Reason = fmt.Sprintf("the search's best, %s, was never measured in a round with the default", name)
+	default:
+		v.Reason = fmt.Sprintf("the search's best, %s, did not beat the default in every round that measured both (%s)", name, figures)
+	}
+	v.Message = "nothing beats the default: " + v.Reason
+	return v
+}
+
+// Decide is the verdict of a search: its best, best, by Judge, or when
+// best does not beat the default, the latest of others (the bests it
+// moved through, advise's variant) that does; those are measured beside
+// the default in every round they were the best or a reference, so a
+// search that moved on from a candidate that beat the default, to one
+// that does not, still reports it. When none does, "nothing beats the
+// default" holds for every candidate that met the default in two rounds.
+func Decide(steps []Step, best string, others []string, dirs []string) Verdict {
+	v := Judge(steps, best, dirs)
+	if v.Found {
+		return v
+	}
+	var tried []string
+	for _, o := range others {
+		if o == "" || o == best || o == "default" || contains(tried, o) {
+			continue
+		}
+		tried = append(tried, o)
+		if vo := Judge(steps, o, dirs); vo.Found {
+			vo.Candidate = best
+			vo.Message = fmt.Sprintf("%s; %s", vo.Message, v.Reason)
+			return vo
+		}
+	}
+	if len(tried) > 0 {
+		v.Reason += fmt.Sprintf("; nor did %s, measured beside the default too", strings.Join(tried, ", "))
+		v.Message = "nothing beats the default: " + v.Reason
+	}
+	return v
+}
+
+// Comparison is one candidate against another in one direction, from the
+// rounds that measured both.
+type Comparison struct {
+	// Best and Other are the samples of the rounds that measured both,
+	// pooled for display only: the judgement is round by round.
+	Best  measure.Spread `json:"best"`
+	Other measure.Spread `json:"other"`
+	// Ratio is the median of best/other over pairs of samples taken in
+	// the same round (sample i of one with sample i of the other, which
+	// the interleaving ran back to back); RatioMin and RatioMax are the
+	// pairs' range. 0 when no pair has a positive other.
+	Ratio    float64 `json:"ratio"`
+	RatioMin float64 `json:"ratio_min"`
+	RatioMax float64 `json:"ratio_max"`
+	Pairs    int     `json:"pairs"`
+	// Record counts the rounds: faster, slower, within, not judged.
+	Record DirRecord `json:"rounds"`
+	// BeyondSpread is true when best was faster beyond the spread in
+	// every round that judged this direction (Won: at least MinRounds
+	// besides the round that chose it).
+	BeyondSpread bool `json:"beyond_spread"`
+}
+
+// compareRounds compares a with b in direction d over the rounds in pairs.
+func compareRounds(pairs []RoundPair, d string) Comparison {
+	var pa, pb, ratios []float64
+	for _, p := range pairs {
+		a, b := p.A[d], p.B[d]
+		pa = append(pa, a...)
+		pb = append(pb, b...)
+		for i := 0; i < len(a) && i < len(b); i++ {
+			if b[i] > 0 {
+				ratios = append(ratios, a[i]/b[i])
+			}
+		}
+	}
+	recs, _ := record(pairs, []string{d})
+	c := Comparison{Best: measure.Summarize(pa), Other: measure.Summarize(pb), Record: recs[d], BeyondSpread: recs[d].Won()}
+	if len(ratios) > 0 {
+		s := verdict.Of(ratios)
+		c.Ratio, c.RatioMin, c.RatioMax, c.Pairs = s.Median, s.Min, s.Max, s.N
+	}
+	return c
 }

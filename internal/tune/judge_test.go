@@ -1,8 +1,14 @@
 package tune
 
 import (
+	"context"
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
 )
 
 var both = []string{"up", "down"}
@@ -15,41 +21,229 @@ func mbit(xs ...float64) []float64 {
 	return out
 }
 
-// Must show 2: a best is reported only when it beats the default beyond
-// the spread; otherwise "nothing beats the default". Crafted samples on
-// both sides of the line.
-func TestDecide(t *testing.T) {
+// steps builds the steps of a run in which best ("c3") and the default
+// were measured in the given rounds.
+func steps(rounds ...[2]Samples) []Step {
+	var out []Step
+	for i, r := range rounds {
+		out = append(out, Step{Round: i + 1, Candidates: []StepCandidate{
+			{Name: "c3", Samples: r[0]}, {Name: "default", Samples: r[1]}}})
+	}
+	return out
+}
+
+func round(best, def Samples) [2]Samples { return [2]Samples{best, def} }
+
+// Must show 2: a best is reported only when it beats the default in every
+// interleaved round (paired samples of the same round), never from samples
+// pooled across rounds; otherwise "nothing beats the default" with the
+// reason. Fabricated sample sets on both sides of the line.
+func TestJudge(t *testing.T) {
 	def := Samples{"up": mbit(17, 18, 19), "down": mbit(17, 18, 19)}
+	fast := Samples{"up": mbit(25, 26, 27), "down": mbit(25, 26, 27)}
+	upOnly := Samples{"up": mbit(25, 26, 27), "down": mbit(17, 18, 19)}
 	for _, tc := range []struct {
-		name  string
-		best  Samples
-		found bool
-		want  string
+		name   string
+		rounds [][2]Samples
+		found  bool
+		want   string
 	}{
-		{"clearly faster both ways", Samples{"up": mbit(19.5, 20, 21), "down": mbit(20, 21, 22)}, true, "beats the default"},
-		{"faster one way, same the other", Samples{"up": mbit(19.1, 20, 21), "down": mbit(17, 18, 19)}, true, "beats the default"},
-		{"higher median but ranges overlap", Samples{"up": mbit(18.9, 21, 22), "down": mbit(18.5, 20, 21)}, false, "nothing beats the default"},
-		{"touching: best's slowest equals default's fastest", Samples{"up": mbit(19, 25, 26), "down": mbit(19, 25, 26)}, false, "nothing beats the default"},
-		{"faster up but slower down beyond the spread", Samples{"up": mbit(25, 26, 27), "down": mbit(10, 11, 12)}, false, "nothing beats the default"},
-		{"far faster but only two samples", Samples{"up": mbit(50, 51), "down": mbit(50, 51)}, false, "too few samples"},
+		{"faster both ways in every round", [][2]Samples{round(fast, def), round(fast, def)}, true, "up faster beyond the spread in 2 of 2 judged rounds"},
+		{"faster one way, same the other, every round", [][2]Samples{round(upOnly, def), round(upOnly, def)}, true, "beats the default in every round"},
+		{"higher median but ranges overlap", [][2]Samples{round(Samples{"up": mbit(18.9, 21, 22), "down": mbit(18.5, 20, 21)}, def)}, false, "faster beyond the spread in 0 of 1"},
+		{"touching: best's slowest equals default's fastest", [][2]Samples{round(Samples{"up": mbit(19, 25, 26), "down": mbit(19, 25, 26)}, def)}, false, "nothing beats the default"},
+		{"faster up but slower down beyond the spread", [][2]Samples{round(Samples{"up": mbit(25, 26, 27), "down": mbit(10, 11, 12)}, def)}, false, "slower in 1"},
+		{"far faster but only two samples", [][2]Samples{round(Samples{"up": mbit(50, 51), "down": mbit(50, 51)}, def)}, false, "up not judged: fewer than 3 valid samples a side in all 1 rounds"},
+		// Won two rounds, within the spread in the third: not every round.
+		{"won two rounds of three", [][2]Samples{round(fast, def), round(fast, def), round(Samples{"up": mbit(18, 19, 20), "down": mbit(18, 19, 20)}, def)}, false, "2 of 3 judged rounds"},
+		// The pooled medians say better both ways (down 40 vs 20 Mbit/s)
+		// and the pooled down ranges overlap (10–42 vs 14–22), so the old
+		// pooled rule called down "within the spread" and, up being
+		// faster, reported a best. But in round 3 down was slower beyond
+		// the spread: not better.
+		{"pooled medians better, one round a loss", [][2]Samples{
+			round(Samples{"up": mbit(30, 31, 32), "down": mbit(40, 41, 42)}, Samples{"up": mbit(20, 21, 22), "down": mbit(20, 21, 22)}),
+			round(Samples{"up": mbit(30, 31, 32), "down": mbit(40, 41, 42)}, Samples{"up": mbit(20, 21, 22), "down": mbit(20, 21, 22)}),
+			round(Samples{"up": mbit(30, 31, 32), "down": mbit(10, 11, 12)}, Samples{"up": mbit(20, 21, 22), "down": mbit(14, 15, 16)}),
+		}, false, "down faster beyond the spread in 2 of 3 judged rounds, slower in 1"},
+		// The load halves between rounds: pooled, the ranges overlap
+		// (13–40 vs 10–31), but best wins every round by 30 %.
+		{"steady win under drifting load", [][2]Samples{
+			round(Samples{"up": mbit(39, 40, 40.5), "down": mbit(39, 40, 40.5)}, Samples{"up": mbit(30, 30.5, 31), "down": mbit(30, 30.5, 31)}),
+			round(Samples{"up": mbit(13, 13.3, 13.5), "down": mbit(13, 13.3, 13.5)}, Samples{"up": mbit(10, 10.2, 10.4), "down": mbit(10, 10.2, 10.4)}),
+		}, true, "2 of 2 judged rounds"},
+		// The default's samples were all refused (the emulator fell behind):
+		// that says nothing about the default, so no win up.
+		{"default has no valid sample up", [][2]Samples{round(upOnly, Samples{"down": mbit(17, 18, 19)})}, false, "up not judged"},
+		// A stalled tunnel gives valid 0 bit/s samples and loses by the rule.
+		{"default stalled at 0 bit/s up", [][2]Samples{round(upOnly, Samples{"up": mbit(0, 0, 0), "down": mbit(17, 18, 19)}), round(upOnly, Samples{"up": mbit(0, 0, 0), "down": mbit(17, 18, 19)})}, true, "up faster beyond the spread in 2 of 2"},
+		// One round, however clear, is not enough: noise alone separates
+		// 3 samples from 3 in 1 round of 10.
+		{"won the only round", [][2]Samples{round(fast, def)}, false, "1 of 1 judged rounds (2 needed besides)"},
+		{"never measured with the default", nil, false, "never measured in a round with the default"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := Decide("c3", tc.best, def, both)
+			v := Judge(steps(tc.rounds...), "c3", both)
 			if v.Found != tc.found || !strings.Contains(v.Message, tc.want) {
-				t.Errorf("Decide = %+v, want found=%v and %q in the message", v, tc.found, tc.want)
+				t.Errorf("Judge = %+v\nwant found=%v and %q in the message", v, tc.found, tc.want)
+			}
+			if !tc.found && (!strings.HasPrefix(v.Message, "nothing beats the default") || v.Reason == "") {
+				t.Errorf("not found but message %q, reason %q", v.Message, v.Reason)
+			}
+			if len(v.Rounds) != len(tc.rounds) || v.Candidate != "c3" || v.Rule == "" {
+				t.Errorf("verdict does not carry its rounds, candidate and rule: %+v", v)
 			}
 		})
 	}
-	// The default stalled (no valid sample up); the best worked at the
-	// same times: it wins that direction. With only two samples it does not.
-	stalled := Samples{"down": mbit(17, 18, 19)}
-	if v := Decide("c1", Samples{"up": mbit(60, 61, 62), "down": mbit(17, 18, 19)}, stalled, both); !v.Found || !strings.Contains(v.Message, "no valid sample") {
-		t.Errorf("default stalled: %+v", v)
-	}
-	if v := Decide("c1", Samples{"up": mbit(60, 61), "down": mbit(17, 18, 19)}, stalled, both); v.Found {
-		t.Errorf("default stalled, best with 2 samples: %+v", v)
-	}
-	if v := Decide("default", def, def, both); v.Found || !strings.Contains(v.Message, "nothing beats the default") {
+	if v := Judge(nil, "default", both); v.Found || !strings.Contains(v.Message, "nothing beats the default") || v.Reason == "" {
 		t.Errorf("a search that never moved: %+v", v)
+	}
+}
+
+// The comparisons of the best with the default and with advise are
+// round by round too: the ratio is that of samples paired within a round.
+func TestCompareRounds(t *testing.T) {
+	pairs := pairsOf(steps(
+		round(Samples{"up": mbit(39, 40, 40.5)}, Samples{"up": mbit(30, 30.5, 31)}),
+		round(Samples{"up": mbit(13, 13.3, 13.5)}, Samples{"up": mbit(10, 10.2, 10.4)}),
+	), "c3", "default")
+	c := compareRounds(pairs, "up")
+	if !c.BeyondSpread || c.Pairs != 6 || c.Ratio < 1.29 || c.Ratio > 1.32 || c.RatioMin < 1.25 || c.Record.Faster != 2 {
+		t.Errorf("comparison %+v", c)
+	}
+	// Pooled, best's range overlaps the default's; that is display only.
+	if c.Best.Min > c.Other.Max {
+		t.Errorf("pooled spreads %+v %+v", c.Best, c.Other)
+	}
+}
+
+// A saved run judged again: the black-holed path (b) measured under load
+// with the old rule (schema 1, which pooled the rounds), as `ovpnperf
+// report` reads it. advise's variant
+// won up in every round with 3 samples a side (the default stalls at
+// 0 bit/s); down never had 3 valid samples a side in one round, so down
+// is not judged, and the message says so.
+func TestJudgeSavedRun(t *testing.T) {
+	b, err := os.ReadFile("testdata/tune-blackhole.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if err := UpgradeV1(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Schema != Schema || res.Verdict.Candidate != "advise" {
+		t.Errorf("upgraded: schema %q, candidate %q", res.Schema, res.Verdict.Candidate)
+	}
+	v := res.Verdict
+	if !v.Found || !strings.Contains(v.Message, "up faster beyond the spread in 3 of 3 judged rounds (3 more with too few samples)") ||
+		!strings.Contains(v.Message, "down not judged: fewer than 3 valid samples a side in all 6 rounds") {
+		t.Errorf("verdict %+v", v)
+	}
+	if res.Best.Name != "advise" || res.Best.Body != "mssfix 1400 mtu;tun-mtu 1348" || !res.VsDefault["up"].BeyondSpread || res.VsDefault["down"].BeyondSpread {
+		t.Errorf("best %+v, vs default %+v", res.Best, res.VsDefault)
+	}
+	// The stalled default's 0 bit/s pairs give no ratio.
+	if r := res.VsDefault["up"]; r.Ratio != 0 || r.Pairs != 0 {
+		t.Errorf("ratio over 0 bit/s: %+v", r)
+	}
+}
+
+// Judgement is a pure function of the rounds: judging a run's steps
+// again gives the run's own verdict, best, comparisons and findings.
+func TestRejudgeReproducesRun(t *testing.T) {
+	for name, o := range map[string]Options{
+		"lost round": {Path: lab.Path{}, Budget: time.Minute, Measure: judgedMeasure(3, nil)},
+		"advise gap": {Path: fakePath, PathDescription: "b", Budget: time.Minute, Measure: judgedMeasure(0, nil),
+			Advice: Advice{Candidate: &Candidate{Proto: "udp", Settings: map[string]string{AxisMTU: "mssfix 1400 mtu"}}, Variant: "advise=mssfix 1400 mtu", Note: "test"}},
+	} {
+		res, err := Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(res)
+		again := *res
+		if err := Rejudge(&again, res.Verdict.Candidate); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal(&again)
+		if string(got) != string(want) {
+			t.Errorf("%s: judged again differs:\nrun   %s\nagain %s", name, want, got)
+		}
+		if name == "advise gap" && (len(res.Findings) == 0 || !strings.Contains(res.Findings[0], "faster beyond the spread in every one of")) {
+			t.Errorf("advise gap: findings %q", res.Findings)
+		}
+	}
+}
+
+// When the search's last best does not beat the default round by round,
+// an earlier best or advise's variant that does is reported (they were
+// measured beside the default in every round); when none does, the
+// reason names them too.
+func TestDecideFallsBack(t *testing.T) {
+	def := Samples{"up": mbit(0, 0, 0), "down": mbit(17, 18, 19)}
+	adv := Samples{"up": mbit(80, 81, 82), "down": mbit(17, 18, 19)}
+	c5 := Samples{"up": mbit(90, 91, 92), "down": mbit(10, 11, 12)} // slower down
+	st := func(r int, inc string, cands map[string]Samples) Step {
+		s := Step{Round: r, Incumbent: inc}
+		for _, n := range []string{"advise", "default", "c5"} {
+			if x, ok := cands[n]; ok {
+				s.Candidates = append(s.Candidates, StepCandidate{Name: n, Samples: x})
+			}
+		}
+		return s
+	}
+	steps := []Step{
+		st(1, "default", map[string]Samples{"advise": adv, "default": def}),
+		st(2, "advise", map[string]Samples{"advise": adv, "default": def, "c5": {"up": mbit(90, 91, 92), "down": mbit(17, 18, 19)}}),
+		st(3, "c5", map[string]Samples{"advise": adv, "default": def, "c5": c5}),
+	}
+	v := Decide(steps, "c5", []string{"c5", "advise", "default", "advise"}, both)
+	if !v.Found || v.Best != "advise" || v.Candidate != "c5" || !strings.Contains(v.Message, "advise beats the default in every round") ||
+		!strings.Contains(v.Message, "the search's best, c5, did not beat the default") {
+		t.Errorf("fallback: %+v", v)
+	}
+	// advise loses down in round 3 too: nothing beats the default, and
+	// the reason names advise.
+	steps[2].Candidates[0].Samples = Samples{"up": mbit(80, 81, 82), "down": mbit(10, 11, 12)}
+	v = Decide(steps, "c5", []string{"c5", "advise"}, both)
+	if v.Found || v.Best != "default" || !strings.Contains(v.Reason, "nor did advise") {
+		t.Errorf("no fallback: %+v", v)
+	}
+}
+
+// Version 1 did not record the search's best when nothing beat the
+// default; UpgradeV1 reads it from the message.
+func TestUpgradeV1NamesTheBest(t *testing.T) {
+	res := Result{Schema: SchemaV1, Directions: both, Steps: steps(round(Samples{"up": mbit(25, 26, 27)}, Samples{"up": mbit(17, 18, 19)})),
+		Verdict: Verdict{Message: "nothing beats the default: the search's best, c3, is not faster beyond the spread (up …)"}}
+	res.Steps[0].Candidates[0].Variant, res.Steps[0].Candidates[1].Variant = "c3=fast-io", "default"
+	if err := UpgradeV1(&res); err != nil || res.Verdict.Candidate != "c3" || res.Verdict.Found || !strings.Contains(res.Verdict.Reason, "(2 needed besides)") {
+		t.Errorf("err %v, verdict %+v", err, res.Verdict)
+	}
+}
+
+// The round in which the search moved to a candidate for its win there
+// is no fair evidence of it (of several candidates the luckiest wins):
+// it is judged but does not count towards MinRounds.
+func TestJudgeDiscountsTheChoosingRound(t *testing.T) {
+	def := Samples{"up": mbit(17, 18, 19), "down": mbit(17, 18, 19)}
+	fast := Samples{"up": mbit(25, 26, 27), "down": mbit(17, 18, 19)}
+	st := steps(round(fast, def), round(fast, def), round(fast, def))
+	st[0].Moved, st[0].Axis, st[0].Best = true, AxisMTU, "c3"
+	if v := Judge(st[:2], "c3", both); v.Found || !strings.Contains(v.Reason, "2 of 2 judged rounds (1 of them the round that chose it, which does not count; 2 needed besides)") {
+		t.Errorf("chosen + 1 round: %+v", v)
+	}
+	if v := Judge(st, "c3", both); !v.Found || !strings.Contains(v.Rounds[0].Outcome["up"], "the round that chose it") {
+		t.Errorf("chosen + 2 rounds: %+v", v)
+	}
+	// A document without Step.Best: the next step's incumbent names the
+	// candidate moved to.
+	st[0].Best, st[1].Incumbent = "", "c3"
+	if v := Judge(st[:2], "c3", both); v.Found {
+		t.Errorf("chosen (by the next incumbent) + 1 round: %+v", v)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -187,10 +188,12 @@ func FromVariant(v openvpn.Variant, proto string) Candidate {
 // SpaceOptions shape the search space.
 type SpaceOptions struct {
 	// PathMTU is the path's MTU (the lab's bottleneck or the probe's);
-	// below 1500 the MTU axis tries mssfix and fragment at it, at 1500 a
-	// jumbo tun-mtu.
-	PathMTU  int
-	AllowTCP bool
+	// below 1500 the MTU axis tries mssfix and fragment at it.
+	PathMTU int
+	// LossPercent is the lossier direction's loss: above
+	// advise.JumboMaxLossPercent the MTU axis leaves out Jumbo.
+	LossPercent float64
+	AllowTCP    bool
 	// Fixed pins axes (ParseFix); the search does not move them.
 	Fixed map[string]string
 	// Advice, when set, adds advise's value of each axis to the axis.
@@ -199,6 +202,23 @@ type SpaceOptions struct {
 	// net.core.rmem_max/wmem_max, which it cannot raise without the host's
 	// (OpenVPN's SO_SNDBUF/SO_RCVBUF would be clamped to it).
 	BufferCap int
+}
+
+// Jumbo is the MTU axis' jumbo value: a 9000-byte tun device, and no
+// mssfix, so that inner TCP uses the whole of it.
+const Jumbo = "tun-mtu 9000;mssfix 0"
+
+// JumboTried reports whether the MTU axis tries Jumbo, and when not, why.
+// It does whenever the path passes a jumbo tunnel's outer fragments, by
+// advise's rule (advise.FragmentsPass: its loss), whatever the path MTU:
+// OpenVPN's 9000-byte datagrams leave the sender as fragments without DF,
+// which pass an ICMP black hole and a bottleneck below 1500 alike.
+func JumboTried(o SpaceOptions) (bool, string) {
+	if advise.FragmentsPass(o.LossPercent) {
+		return true, ""
+	}
+	return false, fmt.Sprintf("%s not tried: the path loses %g%% of packets, above the %g%% at which a jumbo tunnel's outer fragments pass (one lost fragment of seven loses the whole 9000-byte packet; advise's rule)",
+		Jumbo, o.LossPercent, advise.JumboMaxLossPercent)
 }
 
 // Buffer sizes tried, in bytes: OpenVPN sets them with SO_SNDBUF and
@@ -212,8 +232,12 @@ func Space(o SpaceOptions) []Axis {
 		// The 2.6 "mtu" keyword counts the outer IP and UDP headers, so
 		// the path MTU is the value itself.
 		mtu = append(mtu, fmt.Sprintf("mssfix %d mtu", o.PathMTU), fmt.Sprintf("fragment %d mtu", o.PathMTU))
-	} else {
-		mtu = append(mtu, "tun-mtu 9000;mssfix 0")
+	}
+	if ok, _ := JumboTried(o); ok {
+		// Also below 1500 and behind a black hole: the outer datagrams
+		// are fragmented by the sender (measured faster than advise's
+		// mssfix on 100 Mbit/s, MTU 1400, black hole).
+		mtu = append(mtu, Jumbo)
 	}
 	bufs := []string{""}
 	for _, b := range bufferSizes {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,7 +16,12 @@ import (
 )
 
 // Schema names the JSON document Run's Result is written as.
-const Schema = "ovpnperf.tune/1"
+//
+// Version 2: the verdict and the comparisons are judged round by round
+// (ratio: median of pairs of samples of the same round; beyond_spread:
+// faster in every round that judged it); in version 1 they pooled the
+// samples of all rounds.
+const Schema = "ovpnperf.tune/2"
 
 // Named is a candidate with the name its tunnel and rows carry.
 type Named struct {
@@ -72,21 +79,14 @@ type Step struct {
 	Candidates []StepCandidate `json:"candidates"`
 	Decision   string          `json:"decision"`
 	Moved      bool            `json:"moved"`
-	// Stopped is true when the axis was left because its differences
-	// were within the spread (noise).
+	// Noise is true when the axis was left because a value was faster by
+	// the medians but within the spread.
 	Noise    bool     `json:"noise"`
 	Errors   []string `json:"errors,omitempty"`
 	Seconds  float64  `json:"seconds"`
 	Complete bool     `json:"complete"`
-}
-
-// Comparison is one candidate against another in one direction, from the
-// rounds that measured both.
-type Comparison struct {
-	Best         measure.Spread `json:"best"`
-	Other        measure.Spread `json:"other"`
-	Ratio        float64        `json:"ratio"`
-	BeyondSpread bool           `json:"beyond_spread"`
+	// Best is the search's best after this round's decision.
+	Best string `json:"best"`
 }
 
 // Gap is advise's gap in one direction: best/advise.
@@ -146,12 +146,11 @@ const (
 
 // searcher holds a run's state.
 type searcher struct {
-	o        Options
-	res      *Result
-	names    map[string]string // key → name
-	cands    map[string]Candidate
-	roundSam []map[string]Samples
-	start    time.Time
+	o     Options
+	res   *Result
+	names map[string]string // key → name
+	cands map[string]Candidate
+	start time.Time
 }
 
 func (s *searcher) name(c Candidate) string {
@@ -186,8 +185,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var adv *Candidate
 	if o.Advice.Candidate != nil {
 		a := *o.Advice.Candidate
-		for ax, v := range o.Fixed {
-			if a.get(ax) != v {
+		for _, ax := range sortedKeys(o.Fixed) {
+			if v := o.Fixed[ax]; a.get(ax) != v {
 				s.res.Notes = append(s.res.Notes, fmt.Sprintf("advise's %s (%q) replaced by --fix %s", ax, a.get(ax), ax))
 				a = a.with(ax, v)
 			}
@@ -197,7 +196,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	} else {
 		s.res.Advise = AdviseInfo{Note: o.Advice.Note}
 	}
-	axes := Space(SpaceOptions{PathMTU: o.Path.EffectiveMTU(), AllowTCP: o.AllowTCP, Fixed: o.Fixed, Advice: adv, BufferCap: o.BufferCap})
+	so := SpaceOptions{PathMTU: o.Path.EffectiveMTU(), LossPercent: max(o.Path.Up.LossPercent, o.Path.Down.LossPercent),
+		AllowTCP: o.AllowTCP, Fixed: o.Fixed, Advice: adv, BufferCap: o.BufferCap}
+	axes := Space(so)
+	if ok, why := JumboTried(so); !ok {
+		if _, fixed := o.Fixed[AxisMTU]; !fixed {
+			s.res.Notes = append(s.res.Notes, why)
+		}
+	}
 	if o.BufferCap > 0 && o.BufferCap < bufferSizes[len(bufferSizes)-1] {
 		s.res.Notes = append(s.res.Notes, fmt.Sprintf("socket buffers above %d bytes not tried: the twin's net.core.rmem_max/wmem_max is the host's %d and tune does not change the host's sysctls", o.BufferCap, o.BufferCap))
 	}
@@ -211,6 +217,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	s.names[def.Key()] = "default"
 	s.cands["default"] = def
+	if def.Body() != "" || def.Proto != "udp" {
+		// "Beats the default" is then about this candidate, not about
+		// OpenVPN's own defaults.
+		s.res.Notes = append(s.res.Notes, fmt.Sprintf("\"default\" in this run is OpenVPN's defaults with the --fix settings: proto %s%s", def.Proto, map[bool]string{true: "; " + def.Body()}[def.Body() != ""]))
+	}
 	advName := ""
 	if adv != nil {
 		if adv.Key() == def.Key() {
@@ -268,12 +279,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			failures = 0
 		}
 		s.res.Steps = append(s.res.Steps, step)
-		s.roundSam = append(s.roundSam, sam)
 		return sam, err == nil
 	}
 	decide := func(dec string, moved, noise bool) {
 		st := &s.res.Steps[len(s.res.Steps)-1]
-		st.Decision, st.Moved, st.Noise = dec, moved, noise
+		st.Decision, st.Moved, st.Noise, st.Best = dec, moved, noise, incumbent
 		s.logf("round %d: %s; current best %s%s", st.Round, dec, incumbent, s.bestFigures(incumbent))
 	}
 
@@ -312,33 +322,71 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 			sam, complete := measureRound(ax.Name, alts)
 			bestAlt, bestScore := "", 0.0
-			noise := false
+			var noise, tradeoff, unjudged []string
 			for _, a := range alts {
-				if Better(sam[a], sam[incumbent], o.Directions) {
+				switch classify(sam[a], sam[incumbent], o.Directions) {
+				case altWins:
 					if sc := score(sam[a], sam[incumbent], o.Directions); bestAlt == "" || sc > bestScore {
 						bestAlt, bestScore = a, sc
 					}
-					continue
+				case altTradeoff:
+					tradeoff = append(tradeoff, a)
+				case altUnjudged:
+					unjudged = append(unjudged, a)
+				case altWithin:
+					// A higher median inside the spread is the case
+					// "noise" names: a difference the samples cannot
+					// tell from the load's.
+					if score(sam[a], sam[incumbent], o.Directions) > 1 {
+						noise = append(noise, a)
+					}
 				}
-				if score(sam[a], sam[incumbent], o.Directions) > 1 {
-					noise = true
-				}
+			}
+			var also []string
+			if len(tradeoff) > 0 {
+				also = append(also, fmt.Sprintf("%s faster one way and slower the other beyond the spread: not a win", strings.Join(tradeoff, ", ")))
+			}
+			if len(unjudged) > 0 {
+				also = append(also, fmt.Sprintf("%s not judged: fewer than %d valid samples a side in every direction", strings.Join(unjudged, ", "), MinSamples))
+			}
+			tail := ""
+			if len(also) > 0 {
+				tail = " (" + strings.Join(also, "; ") + ")"
 			}
 			switch {
 			case bestAlt != "":
 				incumbent = bestAlt
 				movedThisPass = true
-				decide(fmt.Sprintf("%s=%q beats the current best beyond the spread: moved to %s", ax.Name, s.cands[bestAlt].get(ax.Name), bestAlt), true, false)
+				decide(fmt.Sprintf("%s=%s beats the current best beyond the spread in this round: moved to %s%s", ax.Name, valueName(s.cands[bestAlt].get(ax.Name)), bestAlt, tail), true, false)
+			case !complete && runCtx.Err() == nil:
+				decide(fmt.Sprintf("round failed (see its errors): axis %s not judged%s", ax.Name, tail), false, false)
 			case !complete:
-				decide("round cut short: too few samples to decide", false, false)
-			case noise:
-				decide(fmt.Sprintf("axis %s stopped: the differences are within the spread (noise)", ax.Name), false, true)
+				decide("round cut short: too few samples to decide"+tail, false, false)
+			case len(noise) > 0:
+				decide(fmt.Sprintf("axis %s stopped: %s faster by the medians but within the spread (noise)%s", ax.Name, strings.Join(noise, ", "), tail), false, true)
+			case len(unjudged) == len(alts):
+				decide(fmt.Sprintf("axis %s stopped: too few valid samples to judge any value%s", ax.Name, tail), false, false)
 			default:
-				decide(fmt.Sprintf("axis %s stopped: no value beats %q", ax.Name, cur.get(ax.Name)), false, false)
+				decide(fmt.Sprintf("axis %s stopped: no value beats %s%s", ax.Name, valueName(cur.get(ax.Name)), tail), false, false)
 			}
 		}
 		if !movedThisPass {
 			break
+		}
+	}
+	// A best that moved late has met the default in fewer than MinRounds
+	// rounds besides the one that chose it, which the verdict needs
+	// (judge.go): confirm it while the budget allows rather than report
+	// a win it has not shown.
+	for try := 0; try < MinRounds && incumbent != "default" && runCtx.Err() == nil && runErr == nil && freshRounds(s.res.Steps, incumbent) < MinRounds; try++ {
+		_, complete := measureRound("confirm", nil)
+		switch {
+		case complete:
+			decide(fmt.Sprintf("confirmation round: %s measured again beside the default (the verdict needs %d rounds besides the one that chose it)", incumbent, MinRounds), false, false)
+		case runCtx.Err() == nil:
+			decide("confirmation round failed (see its errors)", false, false)
+		default:
+			decide("confirmation round cut short", false, false)
 		}
 	}
 	s.res.ElapsedSeconds = time.Since(s.start).Seconds()
@@ -361,81 +409,175 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 // finish fills the verdict, the comparisons and advise's gap.
 func (s *searcher) finish(best, advName string) {
-	o := s.o
-	// A "best" that does not beat the default is no best.
-	bs, ds := s.joint(best, "default")
-	s.res.Verdict = Decide(best, bs, ds, o.Directions)
-	if !s.res.Verdict.Found {
-		best = "default"
+	judgeResult(s.res, best, advName, s.cands)
+}
+
+// Rejudge fills res's verdict, best, comparisons with the default,
+// advise's gap and findings about advise again from res.Steps alone, for
+// best, the search's best (Verdict.Candidate in a saved run): judgement
+// is a pure function of the rounds, so a saved run can be judged again
+// (after a change of the rules, or to check one).
+func Rejudge(res *Result, best string) error {
+	cands := map[string]Candidate{}
+	advName := ""
+	for _, st := range res.Steps {
+		for _, c := range st.Candidates {
+			v, err := openvpn.ParseVariant(c.Variant)
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", st.Round, c.Name, err)
+			}
+			cands[c.Name] = FromVariant(v, c.Proto)
+			if c.Name == "advise" {
+				advName = "advise"
+			}
+		}
 	}
-	c := s.cands[best]
-	s.res.Best = Best{Name: best, Proto: c.Proto, Body: c.Body(), Variant: variantString(best, c)}
-	s.res.Best.Server, s.res.Best.Client, s.res.Best.Sysctl = Fragments(c)
-	s.res.VsDefault = map[string]Comparison{}
-	bs, ds = s.joint(best, "default")
-	for _, d := range o.Directions {
-		s.res.VsDefault[d] = comparison(bs[d], ds[d])
+	if _, ok := cands[best]; !ok && best != "default" {
+		return fmt.Errorf("%s was not measured in any round", best)
+	}
+	if _, ok := cands["default"]; !ok {
+		cands["default"] = Candidate{Proto: "udp", Settings: map[string]string{}}
+	}
+	if advName == "" && res.Advise.Available {
+		advName = "default"
+	}
+	res.Findings = []string{}
+	judgeResult(res, best, advName, cands)
+	return nil
+}
+
+// SchemaV1 names the first version of the document, whose verdict and
+// comparisons pooled the samples of all rounds.
+const SchemaV1 = "ovpnperf.tune/1"
+
+// UpgradeV1 judges a SchemaV1 document again by the round-by-round rules
+// (its rounds are the same) and makes it a Schema document. Version 1 did
+// not record the search's best when nothing beat the default; its message
+// named it ("the search's best, c3, is not faster …").
+func UpgradeV1(res *Result) error {
+	if res.Schema != SchemaV1 {
+		return fmt.Errorf("schema %q, want %q", res.Schema, SchemaV1)
+	}
+	best := "default"
+	switch {
+	case res.Verdict.Found:
+		best = res.Best.Name
+	case strings.HasPrefix(res.Verdict.Message, "nothing beats the default: the search's best, "):
+		rest := strings.TrimPrefix(res.Verdict.Message, "nothing beats the default: the search's best, ")
+		best, _, _ = strings.Cut(rest, ",")
+	}
+	res.Schema = Schema
+	res.Notes = append(res.Notes, "judged again by the round-by-round rules of "+Schema+" (recorded as "+SchemaV1+", which pooled the rounds)")
+	return Rejudge(res, best)
+}
+
+// judgeResult fills res's judgement of best from res.Steps; cands maps
+// the names of the rounds to their candidates, advName names advise's
+// variant ("" when advise took no part).
+func judgeResult(res *Result, best, advName string, cands map[string]Candidate) {
+	dirs := res.Directions
+	// A "best" that does not beat the default is no best; an earlier one
+	// (or advise's variant) that does is reported instead.
+	var others []string
+	for i := len(res.Steps) - 1; i >= 0; i-- {
+		others = append(others, res.Steps[i].Incumbent)
+	}
+	if advName != "" {
+		others = append(others, advName)
+	}
+	res.Verdict = Decide(res.Steps, best, others, dirs)
+	best = res.Verdict.Best
+	c := cands[best]
+	res.Best = Best{Name: best, Proto: c.Proto, Body: c.Body(), Variant: variantString(best, c)}
+	res.Best.Server, res.Best.Client, res.Best.Sysctl = Fragments(c)
+	res.VsDefault = map[string]Comparison{}
+	pairs := pairsOf(res.Steps, best, "default")
+	for _, d := range dirs {
+		res.VsDefault[d] = compareRounds(pairs, d)
 	}
 	if advName == "" {
-		s.res.Findings = append(s.res.Findings, "advise's gap not measured: "+s.res.Advise.Note)
+		res.VsAdvise = nil
+		res.Findings = append(res.Findings, "advise's gap not measured: "+res.Advise.Note)
 		return
 	}
-	s.res.VsAdvise = map[string]Gap{}
-	bs, as := s.joint(best, advName)
-	for _, d := range o.Directions {
-		g := Gap{Comparison: comparison(bs[d], as[d]), ClosedBy: differs(c, s.cands[advName])}
+	res.VsAdvise = map[string]Gap{}
+	pairs = pairsOf(res.Steps, best, advName)
+	for _, d := range dirs {
+		g := Gap{Comparison: compareRounds(pairs, d), ClosedBy: differs(c, cands[advName])}
 		switch {
 		case best == advName:
-			g.Finding = ""
 		case g.Ratio > 1.05 && g.BeyondSpread:
-			g.Finding = fmt.Sprintf("advise is %.0f%% short of the best on %s (%s): %s closed the gap", 100*(g.Ratio-1), o.PathDescription, d, strings.Join(g.ClosedBy, ", "))
-			s.res.Findings = append(s.res.Findings, "finding about advise: "+g.Finding)
+			g.Finding = fmt.Sprintf("advise is %.0f%% short of the best on %s (%s; best/advise ×%.2f over %d pairs, faster beyond the spread in every one of %d judged rounds); the best differs from advise's variant in %s",
+				100*(g.Ratio-1), res.PathDescription, d, g.Ratio, g.Pairs, g.Record.Judged(), strings.Join(g.ClosedBy, ", "))
+			res.Findings = append(res.Findings, "finding about advise: "+g.Finding)
 		case g.Ratio > 1.05:
-			s.res.Findings = append(s.res.Findings, fmt.Sprintf("%s: best/advise %.2f, but within the spread: not a finding", d, g.Ratio))
+			res.Findings = append(res.Findings, fmt.Sprintf("%s: best/advise ×%.2f, but not faster beyond the spread in every round (%s): not a finding", d, g.Ratio, g.Record))
 		}
-		s.res.VsAdvise[d] = g
+		res.VsAdvise[d] = g
 	}
 }
 
-// joint returns the samples of a and b pooled over the rounds that
-// measured both, so that they are compared under the same conditions.
-func (s *searcher) joint(a, b string) (Samples, Samples) {
-	sa, sb := Samples{}, Samples{}
-	for _, r := range s.roundSam {
-		if _, ok := r[a]; !ok {
-			continue
-		}
-		if _, ok := r[b]; !ok {
-			continue
-		}
-		for _, d := range s.o.Directions {
-			sa[d] = append(sa[d], r[a][d]...)
-			sb[d] = append(sb[d], r[b][d]...)
-		}
-	}
-	return sa, sb
-}
-
+// bestFigures are name's figures in the latest round that has samples of
+// it (rounds are not pooled: the load drifts between them).
 func (s *searcher) bestFigures(name string) string {
-	bs, _ := s.joint(name, name)
-	var parts []string
-	for _, d := range s.o.Directions {
-		parts = append(parts, fmt.Sprintf("%s %s", d, measure.FormatMbpsSpread(measure.Summarize(bs[d]))))
+	fig := "no samples yet"
+	for i := len(s.res.Steps) - 1; i >= 0; i-- {
+		var parts []string
+		for _, c := range s.res.Steps[i].Candidates {
+			if c.Name != name {
+				continue
+			}
+			for _, d := range s.o.Directions {
+				if c.Spread[d].N > 0 {
+					parts = append(parts, fmt.Sprintf("%s %s", d, measure.FormatMbpsSpread(c.Spread[d])))
+				}
+			}
+		}
+		if len(parts) > 0 {
+			fig = fmt.Sprintf("round %d: %s Mbit/s", s.res.Steps[i].Round, strings.Join(parts, ", "))
+			break
+		}
 	}
-	return fmt.Sprintf(" (%s Mbit/s; %.0fs of %v)", strings.Join(parts, ", "), time.Since(s.start).Seconds(), s.o.Budget)
+	return fmt.Sprintf(" (%s; %.0fs of %v)", fig, time.Since(s.start).Seconds(), s.o.Budget)
 }
 
-func comparison(best, other []float64) Comparison {
-	c := Comparison{Best: measure.Summarize(best), Other: measure.Summarize(other)}
-	if c.Other.Median > 0 {
-		c.Ratio = c.Best.Median / c.Other.Median
+// Kinds of an alternative against the current best in one round.
+const (
+	altLoses = iota
+	altWins
+	altTradeoff
+	altWithin
+	altUnjudged
+)
+
+// classify says how alt did against cur in one round: a win (Better),
+// faster one way and slower the other (a trade-off, not a win), within
+// the spread in every judged direction, not judged at all (too few
+// samples), or slower.
+func classify(alt, cur Samples, dirs []string) int {
+	if Better(alt, cur, dirs) {
+		return altWins
 	}
-	c.BeyondSpread = compare(best, other) == 1
-	return c
+	faster, slower, judged := false, false, false
+	for _, d := range dirs {
+		c, ok := compare(alt[d], cur[d])
+		judged = judged || ok
+		faster = faster || c > 0
+		slower = slower || c < 0
+	}
+	switch {
+	case faster && slower:
+		return altTradeoff
+	case !judged:
+		return altUnjudged
+	case !slower:
+		return altWithin
+	}
+	return altLoses
 }
 
 // score is the mean ratio of medians over the directions: which of several
-// winners to move to.
+// winners to move to (within one round, so the medians share its load).
 func score(a, b Samples, dirs []string) float64 {
 	sum, n := 0.0, 0
 	for _, d := range dirs {
@@ -450,6 +592,35 @@ func score(a, b Samples, dirs []string) float64 {
 		return 0
 	}
 	return sum / float64(n)
+}
+
+// freshRounds counts the rounds that measured name beside the default,
+// besides those that chose it.
+func freshRounds(steps []Step, name string) int {
+	n := 0
+	for _, p := range pairsOf(steps, name, "default") {
+		if !p.Chose {
+			n++
+		}
+	}
+	return n
+}
+
+// valueName quotes an axis value for a decision; "" is OpenVPN's default.
+func valueName(v string) string {
+	if v == "" {
+		return "OpenVPN's default"
+	}
+	return strconv.Quote(v)
+}
+
+func sortedKeys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func uniq(names []string) []string {

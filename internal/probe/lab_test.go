@@ -1,0 +1,204 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/safchain/ethtool"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/pps"
+)
+
+func TestMain(m *testing.M) { labtest.Main(m) }
+
+// ppsServer runs a pps server (with key, if set) in the lab's server
+// namespace until the test ends, and returns its port and a function that
+// says whether an authenticated session was accepted.
+func ppsServer(t *testing.T, l *lab.Lab, key []byte) (port int, authed func() bool) {
+	t.Helper()
+	var mu sync.Mutex
+	signed := false
+	s := &pps.Server{Addr: net.JoinHostPort(lab.ServerV4.String(), "0"), Key: key,
+		OpenIn: func(open func() error) error { return netns.Do(l.Namespace(lab.Server), open) },
+		Events: func(e pps.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			if e.Kind == "accepted" && e.Authenticated {
+				signed = true
+			}
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("pps server: %v", err)
+		}
+	})
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	a := s.LocalAddr(wctx)
+	if a == nil {
+		t.Fatal("the pps server did not start")
+	}
+	return a.(*net.UDPAddr).Port, func() bool { mu.Lock(); defer mu.Unlock(); return signed }
+}
+
+// runProbe runs `ovpnperf probe` in the lab's client namespace, as a user
+// would with `ovpnperf lab exec NAME client -- ovpnperf probe …`.
+func runProbe(t *testing.T, l *lab.Lab, args ...string) *Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	argv := append([]string{lab.OwnerProgram, "probe", lab.ServerV4.String(), "--no-crypto", "--json"}, args...)
+	cmd := l.Command(ctx, lab.Client, argv...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, stderr.String())
+	}
+	t.Logf("probe took %v:\n%s", time.Since(start).Round(time.Millisecond), stderr.String())
+	rep, err := Decode(&stdout)
+	if err != nil {
+		t.Fatalf("probe output: %v\n%s", err, stdout.String())
+	}
+	return rep
+}
+
+func writeKey(t *testing.T, key string) string {
+	p := filepath.Join(t.TempDir(), "pps.key")
+	if err := os.WriteFile(p, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// binomialBound is a generous bound (5 standard deviations, at least one
+// percentage point) of a loss percentage measured over n probes with true
+// loss p percent.
+func binomialBound(p float64, n int) float64 {
+	q := p / 100
+	return max(500*math.Sqrt(q*(1-q)/float64(n)), 1)
+}
+
+// With 5 % loss on the way up only and a pps server on the target, probe
+// measures over the pps echo (with a signed hello), puts the loss on the way
+// up, none on the way back, and the round trip near 5 %.
+func TestLabPPSEchoLossOneDirection(t *testing.T) {
+	l := labtest.New(t, lab.Path{Up: lab.Link{LossPercent: 5}})
+	const key = "probe-test-key-0123456789abcdef"
+	port, authed := ppsServer(t, l, []byte(key))
+	const n = 600
+	rep := runProbe(t, l, "--pings", strconv.Itoa(n), "--pps-port", strconv.Itoa(port), "--pps-key-file", writeKey(t, key))
+	p := rep.Path
+	t.Logf("loss %+v\nup %+v\ndown %+v\nrtt %+v\njitter %+v", p.LossPercent, p.LossUpPercent, p.LossDownPercent, p.RTTMillis, p.JitterMs)
+	for name, f := range map[string]Field[float64]{"loss_percent": p.LossPercent, "loss_up_percent": p.LossUpPercent,
+		"loss_down_percent": p.LossDownPercent, "rtt_ms": p.RTTMillis, "jitter_ms": p.JitterMs} {
+		if f.Source != Measured || f.Method != MethodPPSEcho {
+			t.Errorf("%s: source %q method %q (%s), want measured by %s", name, f.Source, f.Method, f.Note, MethodPPSEcho)
+		}
+	}
+	if b := binomialBound(5, n); math.Abs(p.LossUpPercent.Value-5) > b {
+		t.Errorf("loss up %.2f %%, want 5 ± %.1f %%", p.LossUpPercent.Value, b)
+	}
+	if b := binomialBound(0, n); p.LossDownPercent.Value > b {
+		t.Errorf("loss down %.2f %%, want 0 (+%.1f) on a path without loss back", p.LossDownPercent.Value, b)
+	}
+	if b := binomialBound(5, n); math.Abs(p.LossPercent.Value-5) > b {
+		t.Errorf("round-trip loss %.2f %%, want 5 ± %.1f %%", p.LossPercent.Value, b)
+	}
+	if p.RTTMillis.Value <= 0 || p.RTTMillis.Value > 1000 {
+		t.Errorf("rtt %v ms", p.RTTMillis.Value)
+	}
+	if !authed() {
+		t.Error("the pps server accepted no signed hello: --pps-key-file was not used")
+	}
+}
+
+// Without a pps server on the target, probe falls back to ICMP and says
+// why, and claims no loss per direction; a server whose key differs refuses
+// the hello, and probe falls back with that reason. The offloads of the
+// client's veth are read with the ethtool ioctl, including one this test
+// turned off.
+func TestLabProbeFallsBackToICMP(t *testing.T) {
+	l := labtest.New(t, lab.Path{})
+	dev := clientVeth(t, l)
+	if err := netns.Do(l.Namespace(lab.Client), func() error {
+		e, err := ethtool.NewEthtool()
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		// Equivalent to: ethtool -K DEV tso off
+		return e.Change(dev, map[string]bool{"tx-tcp-segmentation": false})
+	}); err != nil {
+		t.Fatalf("turning TSO off on %s: %v", dev, err)
+	}
+	rep := runProbe(t, l, "--pings", "100")
+	p := rep.Path
+	checkICMP(t, p, "no pps server answered")
+	if p.Interface.Value != dev || !p.Offloads.Known() || p.Offloads.Method != MethodEthtoolIoctl {
+		t.Fatalf("interface %+v, offloads %+v: want %s's read by %s", p.Interface, p.Offloads, dev, MethodEthtoolIoctl)
+	}
+	// A veth checksums in software (NETIF_F_HW_CSUM, RXCSUM) and has
+	// GSO on; TSO is what this test turned off.
+	want := map[string]bool{"tx-checksum-ip-generic": true, "rx-checksum": true, "tx-generic-segmentation": true, "tx-tcp-segmentation": false}
+	for k, v := range want {
+		if got, ok := p.Offloads.Value[k]; !ok || got != v {
+			t.Errorf("offload %s = %v (present %v), want %v; all: %v", k, got, ok, v, p.Offloads.Value)
+		}
+	}
+
+	port, _ := ppsServer(t, l, []byte("the-servers-key-0123456789abcdef"))
+	rep = runProbe(t, l, "--pings", "100", "--pps-port", strconv.Itoa(port), "--pps-key-file", writeKey(t, "another-key-0123456789abcdefgh"))
+	checkICMP(t, rep.Path, "authentication failed")
+}
+
+func checkICMP(t *testing.T, p Path, why string) {
+	t.Helper()
+	if p.LossPercent.Source != Measured || p.LossPercent.Method != MethodICMPEcho || p.RTTMillis.Method != MethodICMPEcho {
+		t.Errorf("loss %+v rtt %+v: want measured by %s", p.LossPercent, p.RTTMillis, MethodICMPEcho)
+	}
+	if !strings.Contains(p.LossPercent.Note, why) {
+		t.Errorf("loss note %q does not say %q", p.LossPercent.Note, why)
+	}
+	if p.LossPercent.Value != 0 {
+		t.Errorf("ICMP loss %v %% on a lossless lab path", p.LossPercent.Value)
+	}
+	if p.LossUpPercent.Known() || p.LossDownPercent.Known() || !strings.Contains(p.LossUpPercent.Note, "round trips only") {
+		t.Errorf("per-direction loss claimed over ICMP: up %+v down %+v", p.LossUpPercent, p.LossDownPercent)
+	}
+}
+
+// clientVeth is the name of the client's one link besides loopback.
+func clientVeth(t *testing.T, l *lab.Lab) string {
+	t.Helper()
+	var name string
+	err := netns.Do(l.Namespace(lab.Client), func() error {
+		ifs, err := net.Interfaces()
+		for _, i := range ifs {
+			if i.Flags&net.FlagLoopback == 0 {
+				name = i.Name
+			}
+		}
+		return err
+	})
+	if err != nil || name == "" {
+		t.Fatalf("client link: %q %v", name, err)
+	}
+	return name
+}
