@@ -136,6 +136,11 @@ func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 	if o.etcd != "" && !slices.Contains(hosts, lab.Node(o.etcd)) {
 		return usage.Errorf("--etcd %q: name one of the --host names (etcd gets a host of its own)", o.etcd)
 	}
+	if o.etcd != "" {
+		if err := etcdsrv.Available(); err != nil {
+			return err
+		}
+	}
 	for _, warn := range queueWarnings(p) {
 		fmt.Fprintln(errw, warn)
 	}

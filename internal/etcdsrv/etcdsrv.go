@@ -43,6 +43,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -71,6 +72,15 @@ const (
 	ClientPort = 2379
 	PeerPort   = 2380
 )
+
+// Available says whether etcd is installed, and if not which package
+// brings it.
+func Available() error {
+	if _, err := os.Stat(Program); err != nil {
+		return fmt.Errorf("%s not found: install Debian's etcd-server package (scripts/install.sh)", Program)
+	}
+	return nil
+}
 
 // startTimeout bounds how long Start and Restart wait for etcd to answer.
 const startTimeout = 30 * time.Second
@@ -107,8 +117,8 @@ func StartDetached(ctx context.Context, l *lab.Lab, node lab.Node, dir string) (
 }
 
 func start(ctx context.Context, l *lab.Lab, node lab.Node, dir string, detached bool) (_ *Server, err error) {
-	if _, err := os.Stat(Program); err != nil {
-		return nil, fmt.Errorf("%s not found: install Debian's etcd-server package (scripts/install.sh)", Program)
+	if err := Available(); err != nil {
+		return nil, err
 	}
 	addr, ok := l.HostAddr(node)
 	switch {
@@ -232,8 +242,14 @@ func (s *Server) ClientConfig(from lab.Node, tlsCfg *tls.Config) clientv3.Config
 		Endpoints:   []string{s.Endpoint()},
 		TLS:         tlsCfg,
 		DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithContextDialer(dial)},
-		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(dial),
+			// gRPC's default reconnect backoff grows to 120 s; a lab etcd
+			// that was stopped for a test is back within seconds, and
+			// the client should notice within a fraction of one.
+			grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+				BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
+			}, MinConnectTimeout: 2 * time.Second})},
+		Logger: zap.NewNop(),
 	}
 }
 

@@ -68,10 +68,12 @@ func TestEtcdInLab(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.Down(); labtest.CheckGone(t, name) })
 
+	t0 := time.Now()
 	s, err := Start(ctx, l, "etcd", filepath.Join(l.Dir(), "etcd"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("Start (etcd up, users and auth set up) took %v", time.Since(t0).Round(time.Millisecond))
 	if got, want := s.Endpoint(), "https://198.18.1.2:2379"; got != want {
 		t.Errorf("Endpoint() = %s, want %s", got, want)
 	}
@@ -208,9 +210,11 @@ func TestEtcdInLab(t *testing.T) {
 		t.Errorf("a read succeeded while etcd was stopped")
 	}
 	c5cancel()
+	t0 = time.Now()
 	if err := s.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("Restart took %v", time.Since(t0).Round(time.Millisecond))
 	c6, c6cancel := context.WithTimeout(ctx, 10*time.Second)
 	resp, err = dispatch.Get(c6, hostKey)
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "up" {
