@@ -11,6 +11,7 @@ need=(
   "ping:iputils-ping" "sockperf:sockperf" "taskset:util-linux" "unshare:util-linux"
   "sysctl:procps" "gcc:gcc" "git:git" "chromium:chromium"
   "systemd-analyze:systemd"
+  "etcd:etcd-server" "etcdctl:etcd-client"
 )
 missing=()
 for pair in "${need[@]}"; do
@@ -28,11 +29,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
   apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
 fi
-# Debian's openvpn and iperf3 packages may start system services; ovpnperf
-# runs its own processes and needs none of them.
-for svc in openvpn iperf3; do
+# Debian's openvpn, iperf3 and etcd-server packages may start system
+# services; ovpnperf runs its own processes (etcd in a lab namespace, see
+# internal/etcdsrv) and needs none of them. Without systemd as init, the
+# package's init script may have started etcd (as user etcd, with
+# /run/etcd.pid): stop that one by its pid file, never by name, since lab
+# etcds of running tests are etcd processes too.
+for svc in openvpn iperf3 etcd; do
   systemctl disable --now "$svc" >/dev/null 2>&1 || true
 done
+if [ -x /etc/init.d/etcd ] && [ -f /run/etcd.pid ] && ! [ -d /run/systemd/system ]; then
+  /etc/init.d/etcd stop >/dev/null 2>&1 || true
+  update-rc.d etcd disable >/dev/null 2>&1 || true
+fi
 
 PATH=/usr/local/go/bin:$PATH
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}

@@ -33,6 +33,10 @@ var badInputs = []struct {
 	{[]string{"lab", "up", "--down-rate", "fast"}, `--down-rate "fast"`},
 	{[]string{"lab", "up", "--up-delay", "6s", "--down-delay", "6s"}, "--down-delay"},
 	{[]string{"lab", "down", "Bad_Name"}, `lab name "Bad_Name"`},
+	{[]string{"lab", "up", "--host", "Web-1"}, `--host "Web-1"`},
+	{[]string{"lab", "up", "--host", "server"}, `--host "server"`},
+	{[]string{"lab", "up", "--host", "web1", "--host", "web1"}, `--host "web1" given twice`},
+	{[]string{"lab", "up", "--host", "web1", "--etcd", "reg"}, `--etcd "reg"`},
 	{[]string{"lab", "status", "Bad_Name"}, `lab name "Bad_Name"`},
 	{[]string{"lab", "exec", "Bad_Name", "client", "--", "true"}, `lab name "Bad_Name"`},
 	// No raw Go parse errors.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -43,7 +44,7 @@ Files live in /run/ovpnperf/cluster/ID (0700); everything is recorded there
 before it is made, so ` + "`cluster clean ID`" + ` removes what a killed serve left.`,
 	}
 	c.AddCommand(newClusterServeCommand(), newClusterStatusCommand(), newClusterStopCommand(), newClusterCleanCommand(),
-		newClusterConnectCommand(), newClusterClientConfigCommand(), newClusterSystemdUnitCommand())
+		newClusterConnectCommand(), newClusterClientConfigCommand(), newClusterSystemdUnitCommand(), newClusterDispatchCommand())
 	return c
 }
 
@@ -63,6 +64,11 @@ type clusterServeOptions struct {
 	metrics                    string
 	perClient                  bool
 	drain                      time.Duration
+	// A cluster across hosts: this host's instances in an etcd registry.
+	reg       registryFlags
+	advertise string
+	regHost   string
+	regTTL    time.Duration
 }
 
 func newClusterServeCommand() *cobra.Command {
@@ -99,6 +105,10 @@ func newClusterServeCommand() *cobra.Command {
 	f.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on ADDR:PORT/metrics")
 	f.BoolVar(&o.perClient, "per-client-metrics", false, "also export bytes per client, labelled by common name")
 	f.DurationVar(&o.drain, "drain", 2*time.Second, "on stop, how long instances keep running after the dispatcher stops assigning")
+	o.reg.add(f)
+	f.StringVar(&o.advertise, "advertise", "", "with --registry: the address clients reach this host's instances at (default: --public)")
+	f.StringVar(&o.regHost, "registry-host", "", "with --registry: this host's name in the registry (default: the host name)")
+	f.DurationVar(&o.regTTL, "registry-ttl", 10*time.Second, "with --registry: lease TTL; a host that stops renewing it leaves the registry this long after")
 	return c
 }
 
@@ -169,6 +179,17 @@ func (o clusterServeOptions) toOptions() (cluster.Options, error) {
 			return co, usage.Errorf("--dispatcher %q: use ADDR:PORT", o.dispatcher)
 		}
 	}
+	if o.reg.url == "" && (o.advertise != "" || o.regHost != "") {
+		return co, usage.Errorf("--advertise and --registry-host need --registry")
+	}
+	if o.reg.url != "" {
+		if _, err := o.reg.options(); err != nil {
+			return co, err
+		}
+		if o.advertise != "" && !cluster.ValidHost(o.advertise) {
+			return co, usage.Errorf("--advertise %q: give the host name or address clients reach the instances at", o.advertise)
+		}
+	}
 	return co, nil
 }
 
@@ -211,6 +232,9 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 	if o.dispatcher != "" && o.public == "" {
 		return usage.Errorf("--dispatcher needs --public HOST: the address clients reach the instances at")
 	}
+	if err := o.checkServeRegistry(); err != nil {
+		return err
+	}
 	co.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	c, err := cluster.Start(ctx, co)
 	if err != nil {
@@ -250,12 +274,26 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 		go func() { _ = c.ServeMetrics(l) }()
 		fmt.Fprintf(w, "metrics on http://%s/metrics\n", l.Addr())
 	}
+	var reg *serveRegistry
+	if o.reg.url != "" {
+		if reg, err = startServeRegistry(o, c, co.Log); err != nil {
+			c.Stop()
+			return err
+		}
+		fmt.Fprintf(w, "registering as host %q of registry cluster %q (lease TTL %v), advertising %s\n", o.regHost, o.reg.name, o.regTTL, o.advertise)
+	}
 	select {
 	case <-ctx.Done():
 	case <-c.StopRequested():
 	}
 	fmt.Fprintf(w, "cluster %s: draining %v, then stopping\n", c.ID(), o.drain)
 	c.Drain()
+	if reg != nil {
+		// Dispatchers of other hosts see "draining" before the
+		// instances stop, and the keys go (lease revoked) after.
+		reg.drained()
+		defer reg.close()
+	}
 	for _, cl := range closers {
 		defer cl.Close()
 	}
@@ -312,11 +350,18 @@ func clusterID(args []string) (string, error) {
 
 func newClusterStatusCommand() *cobra.Command {
 	var asJSON bool
+	var reg registryFlags
 	c := &cobra.Command{
-		Use:   "status [ID]",
-		Short: "Show each instance: state, pid, CPU, port, clients, bytes, restarts, last exit",
+		Use:   "status [ID] | status --registry etcd://HOST:PORT",
+		Short: "Show each instance: state, pid, CPU, port, clients, bytes, restarts, last exit (with --registry: every host's)",
 		Args:  args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if reg.url != "" {
+				if len(a) > 0 {
+					return usage.Errorf("--registry shows the whole cluster: give no ID")
+				}
+				return runRegistryStatus(cmd.Context(), cmd.OutOrStdout(), reg, asJSON)
+			}
 			id, err := clusterID(a)
 			if err != nil {
 				return err
@@ -342,6 +387,7 @@ func newClusterStatusCommand() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	reg.add(c.Flags())
 	return c
 }
 
@@ -375,28 +421,45 @@ func newClusterCleanCommand() *cobra.Command {
 
 type clusterConnectOptions struct {
 	ca, cert, key, proto string
+	dispatchers          []string
+	reconnect            bool
 }
 
 func newClusterConnectCommand() *cobra.Command {
 	var o clusterConnectOptions
 	c := &cobra.Command{
-		Use:   "connect DISPATCHER -- [openvpn options]",
-		Short: "Ask the dispatcher for an instance, then exec openvpn with it as the first remote",
-		Long: `connect asks the dispatcher at DISPATCHER (ADDR:PORT) for an instance, over TLS
-with the client certificate given, and execs openvpn with --remote HOST PORT PROTO
-before the options after --, so the assigned instance is tried first. If the
-dispatcher cannot be reached or refuses, openvpn runs with the options as given
-and uses the remotes of its config.`,
-		Example: `  ovpnperf cluster connect vpn.example.net:8443 --ca ca.crt --cert me.crt --key me.key -- --config client.conf`,
-		Args:    args(cobra.MinimumNArgs(1)),
+		Use:   "connect DISPATCHER[,DISPATCHER…] -- [openvpn options]",
+		Short: "Ask a dispatcher for an instance, then run openvpn with it as the first remote",
+		Long: `connect asks the dispatchers (ADDR:PORT; a comma list and/or --dispatcher, tried
+in order, the next when one cannot be reached or refuses) for an instance, over
+TLS with the client certificate given, and execs openvpn with --remote HOST PORT
+PROTO before the options after --, so the assigned instance is tried first. If
+no dispatcher answers, openvpn runs with the options as given and uses the
+remotes of its config.
+
+With --reconnect, connect stays openvpn's parent and adds --remap-usr1 SIGTERM:
+when openvpn gives up on its server (ping-restart, server-poll-timeout, a TLS
+error) it exits instead of retrying the same remotes, and connect asks the
+dispatchers again, which by then no longer name an instance whose host died.`,
+		Example: `  ovpnperf cluster connect vpn.example.net:8443 --ca ca.crt --cert me.crt --key me.key -- --config client.conf
+  ovpnperf cluster connect d1.example.net:8443,d2.example.net:8443 --reconnect --ca ca.crt --cert me.crt --key me.key -- --config client.conf`,
+		Args: args(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return runClusterConnect(cmd.Context(), cmd.ErrOrStderr(), a[0], a[1:], o)
+			disp := append([]string(nil), o.dispatchers...)
+			extra := a
+			if cmd.ArgsLenAtDash() != 0 && len(a) > 0 {
+				disp = append(strings.Split(a[0], ","), disp...)
+				extra = a[1:]
+			}
+			return runClusterConnect(cmd.Context(), cmd.ErrOrStderr(), disp, extra, o)
 		},
 	}
 	c.Flags().StringVar(&o.ca, "ca", "", "the cluster's CA certificate")
 	c.Flags().StringVar(&o.cert, "cert", "", "this client's certificate")
 	c.Flags().StringVar(&o.key, "key", "", "this client's key")
 	c.Flags().StringVar(&o.proto, "proto", "udp", "udp or tcp")
+	c.Flags().StringSliceVar(&o.dispatchers, "dispatcher", nil, "another dispatcher ADDR:PORT (repeatable), tried after those before --")
+	c.Flags().BoolVar(&o.reconnect, "reconnect", false, "stay openvpn's parent: when it gives up on a server, ask the dispatchers again")
 	return c
 }
 
@@ -413,7 +476,32 @@ func connectArgv(r *cluster.Reply, extra []string) []string {
 	return append(argv, extra...)
 }
 
-func runClusterConnect(ctx context.Context, stderr io.Writer, addr string, extra []string, o clusterConnectOptions) error {
+// askDispatchers asks each dispatcher in turn until one assigns.
+func askDispatchers(ctx context.Context, stderr io.Writer, disp []string, cfg *tls.Config, proto string) *cluster.Reply {
+	for _, addr := range disp {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		r, err := cluster.Ask(actx, addr, cfg, cluster.NewRequest(proto))
+		cancel()
+		if err != nil {
+			fmt.Fprintf(stderr, "ovpnperf: dispatcher %s: %v\n", addr, err)
+			continue
+		}
+		fmt.Fprintf(stderr, "ovpnperf: dispatcher assigned %s (%s %d %s) via %s\n", r.Instance, r.Remote, r.Port, r.Proto, addr)
+		return &r
+	}
+	fmt.Fprintf(stderr, "ovpnperf: no dispatcher answered; using the config's remotes\n")
+	return nil
+}
+
+func runClusterConnect(ctx context.Context, stderr io.Writer, disp []string, extra []string, o clusterConnectOptions) error {
+	if len(disp) == 0 {
+		return usage.Errorf("give a dispatcher ADDR:PORT (before -- or with --dispatcher)")
+	}
+	for _, d := range disp {
+		if _, _, err := net.SplitHostPort(d); err != nil {
+			return usage.Errorf("dispatcher %q: use ADDR:PORT", d)
+		}
+	}
 	if o.proto != openvpn.UDP && o.proto != openvpn.TCP {
 		return usage.Errorf("--proto %q: use udp or tcp", o.proto)
 	}
@@ -424,22 +512,40 @@ func runClusterConnect(ctx context.Context, stderr io.Writer, addr string, extra
 	if err != nil {
 		return err
 	}
-	var rp *cluster.Reply
-	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	r, err := cluster.Ask(actx, addr, cfg, cluster.NewRequest(o.proto))
-	cancel()
-	if err != nil {
-		fmt.Fprintf(stderr, "ovpnperf: dispatcher %s: %v; using the config's remotes\n", addr, err)
-	} else {
-		fmt.Fprintf(stderr, "ovpnperf: dispatcher assigned %s (%s %d %s)\n", r.Instance, r.Remote, r.Port, r.Proto)
-		rp = &r
-	}
-	argv := connectArgv(rp, extra)
 	path, err := exec.LookPath("openvpn")
 	if err != nil {
 		return fmt.Errorf("openvpn not found (Debian package openvpn): %w", err)
 	}
-	return syscall.Exec(path, argv, os.Environ())
+	if !o.reconnect {
+		argv := connectArgv(askDispatchers(ctx, stderr, disp, cfg, o.proto), extra)
+		return syscall.Exec(path, argv, os.Environ())
+	}
+	for round := 1; ; round++ {
+		argv := connectArgv(askDispatchers(ctx, stderr, disp, cfg, o.proto), extra)
+		argv = append(argv, "--remap-usr1", "SIGTERM")
+		cmd := exec.Command(path, argv[1:]...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		// openvpn must not outlive connect.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-ctx.Done():
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			<-done
+			return nil
+		case err := <-done:
+			fmt.Fprintf(stderr, "ovpnperf: openvpn ended (%v) at %s; asking the dispatchers again (round %d)\n", err, time.Now().UTC().Format("15:04:05.000"), round+1)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 type clusterClientConfigOptions struct {

@@ -37,6 +37,17 @@ func TestClusterUsageErrors(t *testing.T) {
 		{[]string{"cluster", "clean"}, "accepts 1 arg"},
 		{[]string{"cluster", "systemd-unit"}, "--id"},
 		{[]string{"cluster", "connect", "127.0.0.1:1"}, "--ca, --cert and --key"},
+		{[]string{"cluster", "connect", "127.0.0.1:1,nohost", "--ca", "a", "--cert", "b", "--key", "c"}, "nohost"},
+		{[]string{"cluster", "connect", "--ca", "a", "--cert", "b", "--key", "c"}, "give a dispatcher"},
+		{[]string{"cluster", "serve", "--lab", "x", "--registry", "http://127.0.0.1:2379"}, "etcd://HOST:PORT"},
+		{[]string{"cluster", "serve", "--lab", "x", "--registry", "etcd://127.0.0.1:2379", "--registry-ca", "ca.crt"}, "together"},
+		{[]string{"cluster", "serve", "--lab", "x", "--registry", "etcd://127.0.0.1:2379", "--registry-cluster", "a/b"}, "--registry-cluster"},
+		{[]string{"cluster", "serve", "--lab", "x", "--advertise", "198.51.100.1"}, "need --registry"},
+		{[]string{"cluster", "serve", "--lab", "x", "--registry", "etcd://127.0.0.1:2379", "--advertise", "--up x"}, "--advertise"},
+		{[]string{"cluster", "dispatch", "--registry", "etcd://127.0.0.1:2379", "--listen", "nope"}, "--listen"},
+		{[]string{"cluster", "dispatch", "--registry", "etcd://127.0.0.1:2379", "--listen", "127.0.0.1:0"}, "--ca, --cert and --key"},
+		{[]string{"cluster", "dispatch", "--registry", "etcd://127.0.0.1:2379", "--listen", "127.0.0.1:0", "--strategy", "x"}, "--strategy"},
+		{[]string{"cluster", "status", "abcd", "--registry", "etcd://127.0.0.1:2379"}, "give no ID"},
 	} {
 		ovpnperf(t, c.args...).mustBeUsageError(t, c.want)
 	}

@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/etcdsrv"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -32,7 +36,14 @@ segment and an ICMP black hole. Up is client→server, down is server→client.
 
 Addresses: client 192.0.2.2 / 2001:db8:c::2, server 198.51.100.2 / 2001:db8:5::2,
 router 192.0.2.1 / 2001:db8:c::1 (client side) and 198.51.100.1 / 2001:db8:5::1.
-Namespaces: ovpnperf-NAME-client, ovpnperf-NAME-router, ovpnperf-NAME-server.`,
+Namespaces: ovpnperf-NAME-client, ovpnperf-NAME-router, ovpnperf-NAME-server.
+
+lab up --host HOST adds further hosts behind the router (namespace
+ovpnperf-NAME-HOST, IPv4 only: host i is 198.18.i.2, the router 198.18.i.1),
+for a cluster across machines. Their own links are not emulated: the
+emulated path stays client — server. --etcd HOST runs etcd in one of them
+(TLS, client certificates, users ovpnperf-serve and ovpnperf-dispatch) until
+lab down.`,
 	}
 	c.AddCommand(newLabUpCommand(), newLabRunCommand(), newLabDownCommand(), newLabStatusCommand(), newLabExecCommand(), newLabCleanCommand(), newLabOwnerCommand())
 	return c
@@ -40,6 +51,8 @@ Namespaces: ovpnperf-NAME-client, ovpnperf-NAME-router, ovpnperf-NAME-server.`,
 
 type labUpOptions struct {
 	name  string
+	hosts []string
+	etcd  string
 	flags pathFlags
 	json  bool
 }
@@ -51,7 +64,8 @@ func newLabUpCommand() *cobra.Command {
 		Short: "Build a lab that stays up until `ovpnperf lab down NAME`",
 		Example: `  ovpnperf lab up --name branch --rate 15mbit --rtt 150ms
   ovpnperf lab up --name pppoe --mtu 1492 --icmp-blackhole
-  ovpnperf lab up --name sat --up-rate 2mbit --down-rate 20mbit --rtt 600ms --loss 0.5%`,
+  ovpnperf lab up --name sat --up-rate 2mbit --down-rate 20mbit --rtt 600ms --loss 0.5%
+  ovpnperf lab up --name farm --host web1 --host web2 --host web3 --host reg --etcd reg`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runLabUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
@@ -59,8 +73,47 @@ func newLabUpCommand() *cobra.Command {
 	}
 	stringFlag(c.Flags(), &o.name, "name", "", "", "a lab name of lower-case letters, digits and dashes", "lab id (lower-case letters, digits, dashes; default: random)")
 	c.Flags().BoolVar(&o.json, "json", false, "print the lab's state as JSON")
+	c.Flags().StringArrayVar(&o.hosts, "host", nil, "add a host behind the router (1-12 lower-case letters and digits; repeatable): namespace ovpnperf-NAME-HOST, 198.18.i.2, unshaped link")
+	stringFlag(c.Flags(), &o.etcd, "etcd", "", "", "one of the --host names", "run etcd (Debian's etcd-server) in this --host, with TLS, client certificates and users, until lab down")
 	o.flags.bind(c.Flags())
 	return c
+}
+
+// labUpResult is `lab up --json`: the lab's state and, with --etcd, where
+// its etcd answers and with which files.
+type labUpResult struct {
+	lab.State
+	Etcd *labEtcd `json:"etcd,omitempty"`
+}
+
+type labEtcd struct {
+	Node         lab.Node `json:"node"`
+	Endpoint     string   `json:"endpoint"`
+	Registry     string   `json:"registry"` // for --registry
+	CA           string   `json:"ca"`
+	ServeCert    string   `json:"serve_cert"`
+	ServeKey     string   `json:"serve_key"`
+	DispatchCert string   `json:"dispatch_cert"`
+	DispatchKey  string   `json:"dispatch_key"`
+	Log          string   `json:"log"`
+}
+
+// startLabEtcd runs etcd in a host of a persistent lab and issues the
+// certificates of both registry users.
+func startLabEtcd(ctx context.Context, l *lab.Lab, node lab.Node) (*labEtcd, error) {
+	s, err := etcdsrv.StartDetached(ctx, l, node, filepath.Join(l.Dir(), "etcd"))
+	if err != nil {
+		return nil, err
+	}
+	e := &labEtcd{Node: node, Endpoint: s.Endpoint(), CA: s.CAFile(), Log: s.LogFile(),
+		Registry: "etcd://" + netip.AddrPortFrom(s.Addr(), etcdsrv.ClientPort).String()}
+	if e.ServeCert, e.ServeKey, err = s.ClientCert(etcdsrv.UserServe); err != nil {
+		return nil, err
+	}
+	if e.DispatchCert, e.DispatchKey, err = s.ClientCert(etcdsrv.UserDispatch); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
@@ -73,23 +126,54 @@ func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 			return err
 		}
 	}
+	hosts := make([]lab.Node, len(o.hosts))
+	for i, h := range o.hosts {
+		hosts[i] = lab.Node(h)
+	}
+	if err := lab.CheckHostNames("--host", hosts); err != nil {
+		return err
+	}
+	if o.etcd != "" && !slices.Contains(hosts, lab.Node(o.etcd)) {
+		return usage.Errorf("--etcd %q: name one of the --host names (etcd gets a host of its own)", o.etcd)
+	}
+	if o.etcd != "" {
+		if err := etcdsrv.Available(); err != nil {
+			return err
+		}
+	}
 	for _, warn := range queueWarnings(p) {
 		fmt.Fprintln(errw, warn)
 	}
 	start := time.Now()
-	l, err := lab.Up(ctx, lab.Options{Name: o.name, Path: p})
+	l, err := lab.Up(ctx, lab.Options{Name: o.name, Path: p, Hosts: hosts})
 	if err != nil {
 		return err
 	}
+	var etcd *labEtcd
+	if o.etcd != "" {
+		if etcd, err = startLabEtcd(ctx, l, lab.Node(o.etcd)); err != nil {
+			_ = l.Down()
+			return fmt.Errorf("lab %s: etcd: %w (lab taken down)", l.Name(), err)
+		}
+	}
 	elapsed := time.Since(start)
 	if o.json {
-		return writeJSON(w, l.State())
+		return writeJSON(w, labUpResult{State: l.State(), Etcd: etcd})
 	}
 	fmt.Fprintf(w, "lab %s up in %v (emulation: %s)\n", l.Name(), elapsed.Round(time.Millisecond), l.Backend())
 	fmt.Fprintf(w, "  %s\n", describePath(p))
 	fmt.Fprintf(w, "  client  %-22s %s, %s\n", l.Namespace(lab.Client), lab.ClientV4, v6(p, lab.ClientV6.String()))
 	fmt.Fprintf(w, "  router  %-22s %s / %s\n", l.Namespace(lab.Router), lab.RouterClientV4, lab.RouterServerV4)
 	fmt.Fprintf(w, "  server  %-22s %s, %s\n", l.Namespace(lab.Server), lab.ServerV4, v6(p, lab.ServerV6.String()))
+	for _, h := range l.Hosts() {
+		fmt.Fprintf(w, "  %-7s %-22s %s (unshaped link; router %s)\n", h.Node, l.Namespace(h.Node), h.Addr, h.RouterAddr)
+	}
+	if etcd != nil {
+		fmt.Fprintf(w, "  etcd    in %s at %s (--registry %s), log %s\n", etcd.Node, etcd.Endpoint, etcd.Registry, etcd.Log)
+		fmt.Fprintf(w, "          --registry-ca %s\n", etcd.CA)
+		fmt.Fprintf(w, "          serve:    --registry-cert %s --registry-key %s\n", etcd.ServeCert, etcd.ServeKey)
+		fmt.Fprintf(w, "          dispatch: --registry-cert %s --registry-key %s\n", etcd.DispatchCert, etcd.DispatchKey)
+	}
 	fmt.Fprintf(w, "try: ovpnperf lab exec %s client -- ping -c 3 %s\n", l.Name(), lab.ServerV4)
 	fmt.Fprintf(w, "end: ovpnperf lab down %s\n", l.Name())
 	return nil
@@ -215,6 +299,13 @@ func newLabStatusCommand() *cobra.Command {
 					owner = "DEAD (run ovpnperf lab clean " + s.Name + ")"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, owner, s.Backend, describePath(s.Path))
+				if len(s.Hosts) > 0 {
+					var hs []string
+					for _, h := range s.Hosts {
+						hs = append(hs, fmt.Sprintf("%s %s", h.Node, h.Addr))
+					}
+					fmt.Fprintf(tw, "\t\thosts:\t%s\n", strings.Join(hs, ", "))
+				}
 				if s.Emulator != nil {
 					b, _ := json.Marshal(s.Emulator)
 					fmt.Fprintf(tw, "\t\temulator:\t%s\n", b)
@@ -229,7 +320,7 @@ func newLabStatusCommand() *cobra.Command {
 
 func newLabExecCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "exec NAME client|router|server -- COMMAND [ARG...]",
+		Use:   "exec NAME client|router|server|HOST -- COMMAND [ARG...]",
 		Short: "Run a command in a lab node (like ip netns exec)",
 		Example: `  ovpnperf lab exec branch client -- ping -c 10 198.51.100.2
   ovpnperf lab exec branch server -- iperf3 -s -1`,
@@ -239,12 +330,15 @@ func newLabExecCommand() *cobra.Command {
 				return err
 			}
 			node := lab.Node(a[1])
-			if node != lab.Client && node != lab.Router && node != lab.Server {
-				return usage.Errorf("node %q: want client, router or server", a[1])
+			if node != lab.Client && node != lab.Router && node != lab.Server && lab.CheckHostName(node) != nil {
+				return usage.Errorf("node %q: want client, router, server or one of the lab's hosts", a[1])
 			}
 			l, err := lab.Open(a[0])
 			if err != nil {
 				return err
+			}
+			if !l.HasNode(node) {
+				return usage.Errorf("node %q: lab %s has no such host (see `ovpnperf lab status %s`)", a[1], a[0], a[0])
 			}
 			c := l.Command(cmd.Context(), node, a[2:]...)
 			c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()

@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/etcdsrv"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // The lab's life cycle through the command line: up, status, exec, down, and
@@ -177,4 +179,44 @@ func TestLabCommandBadInput(t *testing.T) {
 	l := labtest.New(t, lab.Path{})
 	ovpnperf(t, "lab", "up", "--name", l.Name()).mustBeUsageError(t, "already in use")
 	ovpnperf(t, "lab", "exec", l.Name(), "gateway", "--", "true").mustBeUsageError(t, "gateway")
+}
+
+// lab up --host --etcd through the command line: the hosts are in status
+// and reach each other, etcd outlives `lab up` (it is a persistent lab's
+// process) and answers with the serve user's certificate, and lab down
+// stops it and leaves nothing.
+func TestLabCommandHostsAndEtcd(t *testing.T) {
+	labtest.Require(t)
+	testenv.RequirePrograms(t, etcdsrv.Program, "etcdctl")
+	name := "c" + lab.NewName()
+	t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
+	r := ovpnperf(t, "lab", "up", "--name", name, "--host", "web1", "--host", "reg", "--etcd", "reg", "--json").mustSucceed(t)
+	var up labUpResult
+	if err := json.Unmarshal([]byte(r.stdout), &up); err != nil {
+		t.Fatalf("lab up --json: %v\n%s", err, r.stdout)
+	}
+	if up.Etcd == nil || up.Etcd.Endpoint != "https://198.18.2.2:2379" || up.Etcd.Registry != "etcd://198.18.2.2:2379" || len(up.Hosts) != 2 {
+		t.Fatalf("lab up --json: %s", r.stdout)
+	}
+	r = ovpnperf(t, "lab", "status", name).mustSucceed(t)
+	if !strings.Contains(r.stdout, "web1 198.18.1.2, reg 198.18.2.2") {
+		t.Errorf("status does not list the hosts:\n%s", r.stdout)
+	}
+	ovpnperf(t, "lab", "exec", name, "web1", "--", "ping", "-c", "1", "-W", "2", "198.18.2.2").mustSucceed(t)
+	e := up.Etcd
+	etcdctl := []string{"lab", "exec", name, "web1", "--", "etcdctl", "--endpoints", e.Endpoint, "--cacert", e.CA}
+	ovpnperf(t, append(etcdctl, "--cert", e.ServeCert, "--key", e.ServeKey, "put", "/ovpnperf/v1/clusters/c/hosts/web1", "up")...).mustSucceed(t)
+	r = ovpnperf(t, append(etcdctl, "--cert", e.DispatchCert, "--key", e.DispatchKey, "get", "/ovpnperf/v1/clusters/c/hosts/web1", "--print-value-only")...).mustSucceed(t)
+	if strings.TrimSpace(r.stdout) != "up" {
+		t.Errorf("etcdctl get as dispatch: %q", r.stdout)
+	}
+	if r := ovpnperf(t, append(etcdctl, "--cert", e.DispatchCert, "--key", e.DispatchKey, "put", "/ovpnperf/v1/clusters/c/hosts/web1", "forged")...); r.code == 0 || !strings.Contains(r.stderr, "permission denied") {
+		t.Errorf("etcdctl put as dispatch: exit %d, %s", r.code, r.stderr)
+	}
+	ovpnperf(t, "lab", "down", name).mustSucceed(t)
+	labtest.CheckGone(t, name)
+	out, _ := exec.Command("ps", "-eo", "args").Output()
+	if strings.Contains(string(out), "ovpnperf-"+name+"-etcd") {
+		t.Errorf("etcd of lab %s runs after lab down", name)
+	}
 }

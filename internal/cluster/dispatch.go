@@ -23,7 +23,7 @@ import (
 )
 
 // Registry is the dispatcher's view of the instances. A running Cluster is
-// one; a registry shared by several hosts (etcd) can be another: it only
+// one (LocalRegistry); the etcd View of several hosts is another: it only
 // has to say, for each instance, where it listens, its state and its load.
 type Registry interface {
 	Instances() []Endpoint
@@ -38,6 +38,20 @@ type Endpoint struct {
 	State       string  `json:"state"`
 	Clients     int     `json:"clients"`
 	BytesPerSec float64 `json:"bytes_per_sec"`
+	// Assigned counts recent assignments that dispatchers sharing the
+	// registry recorded there (SharedRegistry); 0 for a local registry.
+	Assigned int `json:"assigned,omitempty"`
+}
+
+// SharedRegistry is a Registry that several dispatchers use at once (etcd).
+// For least-loaded to give the same answer on every dispatcher, each
+// assignment is recorded in the registry (Record) and counted by all of
+// them (Endpoint.Assigned), and a dispatcher first catches up with what the
+// others recorded (Sync).
+type SharedRegistry interface {
+	Registry
+	Sync(ctx context.Context)
+	Record(ctx context.Context, name string)
 }
 
 // LocalRegistry is the Registry of one cluster on one host.
@@ -199,6 +213,10 @@ func (d *Dispatcher) Assign(r Request, now time.Time) (Reply, error) {
 		return Reply{}, errors.New("replayed request")
 	}
 	d.seen[r.Nonce] = now
+	shared, _ := d.Registry.(SharedRegistry)
+	if shared != nil && d.Strategy == LeastLoaded {
+		shared.Sync(context.Background())
+	}
 	var cands []Endpoint
 	for _, e := range d.Registry.Instances() {
 		if e.State == StateUp && (r.Proto == "" || e.Proto == r.Proto) {
@@ -220,7 +238,10 @@ func (d *Dispatcher) Assign(r Request, now time.Time) (Reply, error) {
 				}
 			}
 			d.pending[e.Name] = p
-			return e.Clients + len(p)
+			// This dispatcher's own assignments are in both counts
+			// once the registry shows them; while it cannot (etcd
+			// down) the local count goes on.
+			return e.Clients + max(len(p), e.Assigned)
 		}
 		pick = cands[0]
 		best := load(pick)
@@ -235,6 +256,9 @@ func (d *Dispatcher) Assign(r Request, now time.Time) (Reply, error) {
 		d.rr++
 	}
 	d.pending[pick.Name] = append(d.pending[pick.Name], now)
+	if shared != nil && d.Strategy == LeastLoaded {
+		shared.Record(context.Background(), pick.Name)
+	}
 	return Reply{Instance: pick.Name, Remote: pick.Host, Port: pick.Port, Proto: pick.Proto}, nil
 }
 
@@ -376,13 +400,22 @@ func caPool(caFile string) (*x509.CertPool, error) {
 
 // Ask sends one request to the dispatcher at addr and returns its reply.
 func Ask(ctx context.Context, addr string, cfg *tls.Config, req Request) (Reply, error) {
-	d := tls.Dialer{Config: cfg, NetDialer: &net.Dialer{Timeout: 3 * time.Second}}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := (&net.Dialer{Timeout: 3 * time.Second}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return Reply{}, err
 	}
+	return AskConn(ctx, c, cfg, req)
+}
+
+// AskConn is Ask over a connection the caller opened (in another network
+// namespace, say); it closes conn.
+func AskConn(ctx context.Context, conn net.Conn, cfg *tls.Config, req Request) (Reply, error) {
+	c := tls.Client(conn, cfg)
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := c.HandshakeContext(ctx); err != nil {
+		return Reply{}, err
+	}
 	b, _ := json.Marshal(req)
 	if _, err := c.Write(append(b, '\n')); err != nil {
 		return Reply{}, err

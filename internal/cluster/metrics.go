@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"net"
 	"net/http"
 	"strconv"
@@ -64,5 +65,72 @@ func (c *Cluster) ServeMetrics(l net.Listener) error {
 	reg.MustRegister(newCollector(c))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return (&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}).Serve(l)
+}
+
+// dispatchCollector exports a registry dispatcher's view and counts.
+type dispatchCollector struct {
+	d                                   *Dispatcher
+	v                                   *View
+	stale, age, instances, load, served *prometheus.Desc
+}
+
+func (k *dispatchCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{k.stale, k.age, k.instances, k.load, k.served} {
+		ch <- d
+	}
+}
+
+func (k *dispatchCollector) Collect(ch chan<- prometheus.Metric) {
+	st := k.v.Status()
+	stale := 0.0
+	if st.Stale {
+		stale = 1
+	}
+	ch <- prometheus.MustNewConstMetric(k.stale, prometheus.GaugeValue, stale)
+	ch <- prometheus.MustNewConstMetric(k.age, prometheus.GaugeValue, st.AgeSeconds)
+	for _, e := range k.v.Instances() {
+		up := 0.0
+		if e.State == StateUp {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(k.instances, prometheus.GaugeValue, up, e.Name, e.State)
+		ch <- prometheus.MustNewConstMetric(k.load, prometheus.GaugeValue, float64(e.Clients+e.Assigned), e.Name)
+	}
+	ch <- prometheus.MustNewConstMetric(k.served, prometheus.CounterValue, float64(k.d.Assigned.Load()), "assigned")
+	ch <- prometheus.MustNewConstMetric(k.served, prometheus.CounterValue, float64(k.d.Refused.Load()), "refused")
+}
+
+// DispatchStatus is the JSON a registry dispatcher serves at /status.
+type DispatchStatus struct {
+	Schema    string     `json:"schema"`
+	Strategy  string     `json:"strategy"`
+	View      ViewStatus `json:"view"`
+	Assigned  int64      `json:"assigned"`
+	Refused   int64      `json:"refused"`
+	Instances []Endpoint `json:"instances"`
+}
+
+// DispatchStatusSchema names DispatchStatus's format.
+const DispatchStatusSchema = "ovpnperf.cluster.dispatch-status/v1"
+
+// ServeDispatchMetrics serves /metrics (Prometheus) and /status (JSON) of a
+// dispatcher over a registry view on l until it is closed.
+func ServeDispatchMetrics(l net.Listener, d *Dispatcher, v *View) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&dispatchCollector{d: d, v: v,
+		stale:     prometheus.NewDesc("ovpnperf_cluster_registry_stale", "1 while etcd does not answer and the dispatcher assigns from its last view.", nil, nil),
+		age:       prometheus.NewDesc("ovpnperf_cluster_registry_view_age_seconds", "Seconds since etcd last answered this dispatcher (-1: never).", nil, nil),
+		instances: prometheus.NewDesc("ovpnperf_cluster_registry_instance_up", "1 for an instance of the view that is up, by instance (host/name) and state.", []string{"instance", "state"}, nil),
+		load:      prometheus.NewDesc("ovpnperf_cluster_registry_instance_load", "Clients reported plus assignments recorded in the registry.", []string{"instance"}, nil),
+		served:    prometheus.NewDesc("ovpnperf_cluster_dispatch_replies_total", "Dispatcher replies by result.", []string{"result"}, nil),
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(DispatchStatus{Schema: DispatchStatusSchema, Strategy: d.Strategy, View: v.Status(),
+			Assigned: d.Assigned.Load(), Refused: d.Refused.Load(), Instances: v.Instances()})
+	})
 	return (&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}).Serve(l)
 }

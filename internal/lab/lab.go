@@ -90,3 +90,26 @@ func (p Path) EffectiveMTU() int {
 	}
 	return p.MTU
 }
+
+// Host is a host that AddHost put behind the router, beside client and
+// server, with its own segment of HostNet: host i is 198.18.i.2 and the
+// router 198.18.i.1 on it. Its link is not emulated: see AddHost.
+type Host struct {
+	Node       Node       `json:"node"`
+	Index      int        `json:"index"`
+	Addr       netip.Addr `json:"addr"`
+	RouterAddr netip.Addr `json:"router_addr"`
+}
+
+// HostNet holds the segments of hosts added with AddHost: the RFC 2544
+// benchmarking range, which no real network routes, like the documentation
+// ranges of client and server.
+var HostNet = netip.MustParsePrefix("198.18.0.0/15")
+
+// MaxHosts is how many hosts one lab can have: one /24 of 198.18.0.0/16 each.
+const MaxHosts = 254
+
+// hostAddrs returns the addresses of host i and of the router on its segment.
+func hostAddrs(i int) (host, router netip.Addr) {
+	return netip.AddrFrom4([4]byte{198, 18, byte(i), 2}), netip.AddrFrom4([4]byte{198, 18, byte(i), 1})
+}

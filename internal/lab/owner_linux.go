@@ -268,8 +268,8 @@ func Clean(names ...string) ([]string, error) {
 			continue
 		case st.Corrupt != "":
 			st = State{Name: st.Name}
-			for _, n := range Nodes {
-				st.Resources = append(st.Resources, Resource{Kind: KindNetns, Name: NamespaceName(st.Name, n)})
+			for _, ns := range NamespacesOf(st.Name) {
+				st.Resources = append(st.Resources, Resource{Kind: KindNetns, Name: ns})
 			}
 		case st.OwnerAlive():
 			if len(want) > 0 {

@@ -105,6 +105,19 @@ func (p *Process) Stop() error {
 // process is not tied to ctx's lifetime beyond start: stop it with Stop, or
 // let Down do it.
 func (l *Lab) Start(ctx context.Context, node Node, logPath string, argv ...string) (*Process, error) {
+	return l.start(ctx, node, logPath, false, argv)
+}
+
+// StartDetached is Start for a program of a persistent lab that must
+// outlive the command that starts it (etcd of `lab up --etcd`): it runs in
+// a session of its own with no parent-death signal, and stays until lab
+// down (or lab clean) stops it, by its pid in the state or as a process
+// in the lab's namespaces.
+func (l *Lab) StartDetached(ctx context.Context, node Node, logPath string, argv ...string) (*Process, error) {
+	return l.start(ctx, node, logPath, true, argv)
+}
+
+func (l *Lab) start(ctx context.Context, node Node, logPath string, detached bool, argv []string) (*Process, error) {
 	cmd := l.Command(context.Background(), node, argv...)
 	var logf *os.File
 	if logPath != "" {
@@ -118,6 +131,9 @@ func (l *Lab) Start(ctx context.Context, node Node, logPath string, argv ...stri
 	// Its own process group keeps a Ctrl-C in the terminal from reaching it
 	// before ovpnperf has decided what to stop.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if detached {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	if err := ctx.Err(); err != nil {
 		if logf != nil {
 			logf.Close()

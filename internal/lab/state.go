@@ -59,6 +59,10 @@ type State struct {
 	Owner     Owner      `json:"owner"`
 	Ready     bool       `json:"ready"`
 	Resources []Resource `json:"resources"`
+	// Hosts are the extra hosts behind the router (AddHost), in the order
+	// they were added; HostsAdded counts them and numbers their segments.
+	Hosts      []Host `json:"hosts,omitempty"`
+	HostsAdded int    `json:"hosts_added,omitempty"`
 	// Corrupt, set only by List, says why the lab's state file could not
 	// be read; the other fields are then empty but Name. Such a lab is
 	// reported, and removed only by `lab clean NAME`.

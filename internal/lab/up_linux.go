@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -54,6 +55,8 @@ type Options struct {
 	// owner process tears the lab down. Persistent labs (`ovpnperf lab up`)
 	// outlive the command that made them, until `ovpnperf lab down`.
 	Ephemeral bool
+	// Hosts are added behind the router (AddHost) before Up returns.
+	Hosts []Node
 }
 
 // Lab is a running lab.
@@ -61,6 +64,8 @@ type Lab struct {
 	name  string
 	state *stateFile
 	owner *exec.Cmd // set in the process that created the lab
+	// hostMu makes AddHost one at a time: each takes the next segment.
+	hostMu sync.Mutex
 }
 
 // Name returns the lab id.
@@ -155,13 +160,14 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	if err := ValidateName(opts.Name); err != nil {
 		return nil, err
 	}
+	if err := CheckHostNames("host", opts.Hosts); err != nil {
+		return nil, err
+	}
 	if err := Preflight(); err != nil {
 		return nil, err
 	}
-	for _, n := range Nodes {
-		if netns.Exists(NamespaceName(opts.Name, n)) {
-			return nil, usage.Errorf("--name %q: lab name already in use (namespace %s exists); pick another or run `ovpnperf lab down %s`", opts.Name, NamespaceName(opts.Name, n), opts.Name)
-		}
+	if ns := NamespacesOf(opts.Name); len(ns) > 0 {
+		return nil, usage.Errorf("--name %q: lab name already in use (namespace %s exists); pick another or run `ovpnperf lab down %s`", opts.Name, ns[0], opts.Name)
 	}
 	if err := os.MkdirAll(BaseDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", BaseDir, err)
@@ -189,6 +195,11 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}()
 	if err := l.build(ctx, opts); err != nil {
 		return nil, err
+	}
+	for _, h := range opts.Hosts {
+		if _, err := l.AddHost(ctx, h); err != nil {
+			return nil, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -99,14 +99,13 @@ func New(tb testing.TB, p lab.Path) *lab.Lab {
 	return l
 }
 
-// CheckGone fails the test if anything of lab name remains: a namespace,
-// its state directory.
+// CheckGone fails the test if anything of lab name remains: a namespace
+// (client, router, server or a host's), its state directory.
 func CheckGone(tb testing.TB, name string) {
 	tb.Helper()
-	for _, n := range lab.Nodes {
-		if ns := lab.NamespaceName(name, n); netns.Exists(ns) {
-			tb.Errorf("namespace %s still exists after teardown", ns)
-		}
+	// NamespacesOf finds hosts' namespaces too, by their names.
+	for _, ns := range lab.NamespacesOf(name) {
+		tb.Errorf("namespace %s still exists after teardown", ns)
 	}
 	if _, err := os.Stat(lab.BaseDir + "/" + name); err == nil {
 		tb.Errorf("lab directory of %s still exists after teardown", name)
