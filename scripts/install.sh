@@ -30,18 +30,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
 fi
 # Debian's openvpn, iperf3 and etcd-server packages may start system
-# services; ovpnperf runs its own processes (etcd in a lab namespace, see
-# internal/etcdsrv) and needs none of them. Without systemd as init, the
-# package's init script may have started etcd (as user etcd, with
-# /run/etcd.pid): stop that one by its pid file, never by name, since lab
-# etcds of running tests are etcd processes too.
-for svc in openvpn iperf3 etcd; do
+# services when this script installs them; ovpnperf runs its own processes
+# (etcd in a lab namespace, see internal/etcdsrv) and needs none of them.
+# Only the services of packages installed just now are disabled: on a server
+# that already runs OpenVPN or etcd, those services are the admin's, not ours.
+# Without systemd as init, the package's init script may have started etcd
+# (as user etcd, with /run/etcd.pid): stop that one by its pid file, never by
+# name, since lab etcds of running tests are etcd processes too.
+installed_now=" ${missing[*]:-} "
+for pair in "openvpn:openvpn" "iperf3:iperf3" "etcd-server:etcd"; do
+  pkg=${pair%%:*} svc=${pair#*:}
+  case "$installed_now" in *" $pkg "*) ;; *) continue ;; esac
   systemctl disable --now "$svc" >/dev/null 2>&1 || true
+  if [ "$svc" = etcd ] && [ -x /etc/init.d/etcd ] && [ -f /run/etcd.pid ] && ! [ -d /run/systemd/system ]; then
+    /etc/init.d/etcd stop >/dev/null 2>&1 || true
+    update-rc.d etcd disable >/dev/null 2>&1 || true
+  fi
 done
-if [ -x /etc/init.d/etcd ] && [ -f /run/etcd.pid ] && ! [ -d /run/systemd/system ]; then
-  /etc/init.d/etcd stop >/dev/null 2>&1 || true
-  update-rc.d etcd disable >/dev/null 2>&1 || true
-fi
 
 PATH=/usr/local/go/bin:$PATH
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
