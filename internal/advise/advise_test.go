@@ -41,7 +41,12 @@ func TestAdvisePaths(t *testing.T) {
 			want: []string{"mssfix 1400 mtu", "tun-mtu 1348"}, notWant: []string{"sndbuf", "fragment"},
 			binding: "path rate × header efficiency", lo: 85e6, hi: 95e6, variantHave: "mssfix 1400 mtu;tun-mtu 1348"},
 		{name: "c LAN", in: Input{RTT: 100 * time.Microsecond, PathMTU: 1500},
-			want: []string{"tun-mtu 9000", "mssfix 0"}, binding: "packet cost per core", lo: 100e6, hi: 5e9, variantHave: "tun-mtu 9000;mssfix 0"},
+			want: []string{"tun-mtu 9000", "mssfix 0", "sndbuf 4194304", "rcvbuf 4194304"}, binding: "packet cost per core", lo: 100e6, hi: 5e9, sysctl: true,
+			variantHave: "tun-mtu 9000;mssfix 0;sndbuf 4194304;rcvbuf 4194304"},
+		// A jumbo tunnel on a machine whose rmem_max/wmem_max already allow
+		// 4 MiB: the buffer lines without sysctl lines.
+		{name: "c LAN raised maxima", in: Input{RTT: 100 * time.Microsecond, PathMTU: 1500, RmemMax: 4 << 20, WmemMax: 4 << 20},
+			want: []string{"tun-mtu 9000", "sndbuf 4194304", "rcvbuf 4194304"}, binding: "packet cost per core", lo: 100e6, hi: 5e9, variantHave: "rcvbuf 4194304"},
 		{name: "d 5mbit 300ms 2% loss", in: Input{RateBitsPerSec: 5e6, RTT: 300 * time.Millisecond, LossPercent: 2, PathMTU: 1500},
 			notWant: []string{"tun-mtu", "sndbuf"}, binding: "loss (window/RTT, Mathis)", lo: 0.2e6, hi: 0.6e6},
 	} {
