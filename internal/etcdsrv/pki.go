@@ -7,10 +7,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/netip"
 	"os"
@@ -18,16 +16,13 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/certs"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
 // CertValidity is how long the registry's certificates are valid: like the
 // lab's OpenVPN PKI, throw-away keys with a short life.
 const CertValidity = 7 * 24 * time.Hour
-
-// certBackdate lets a peer whose clock is a little behind accept a fresh
-// certificate.
-const certBackdate = time.Hour
 
 // ca is the registry's own certificate authority. It is not the cluster's
 // OpenVPN CA on purpose: a VPN client's certificate must not open the
@@ -56,26 +51,7 @@ func newCA(dir string) (*ca, error) {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "ovpnperf registry CA"},
-		NotBefore:             now.Add(-certBackdate),
-		NotAfter:              now.Add(CertValidity),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		MaxPathLenZero:        true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, fmt.Errorf("creating registry CA: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
+	cert, key, der, err := certs.NewCA("ovpnperf registry CA", CertValidity)
 	if err != nil {
 		return nil, err
 	}
@@ -118,9 +94,9 @@ func (c *ca) issue(cn string, ips []net.IP, eku []x509.ExtKeyUsage, certFile, ke
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
+		SerialNumber:          certs.Serial(),
 		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             now.Add(-certBackdate),
+		NotBefore:             now.Add(-certs.Backdate),
 		NotAfter:              c.cert.NotAfter,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
@@ -134,41 +110,14 @@ func (c *ca) issue(cn string, ips []net.IP, eku []x509.ExtKeyUsage, certFile, ke
 	return writeCertKey(certFile, keyFile, der, key)
 }
 
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		panic(err) // crypto/rand does not fail on Linux
-	}
-	return n.Add(n, big.NewInt(1))
-}
-
-// writeCertKey writes the key, then the certificate, each 0600 and
-// replacing nothing: a half-written pair from an earlier failure is
-// removed first so that the pair always belongs together.
+// writeCertKey writes the key, then the certificate, each 0600: a
+// half-written pair from an earlier failure is removed first so that the
+// pair always belongs together.
 func writeCertKey(certFile, keyFile string, der []byte, key *ecdsa.PrivateKey) error {
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return err
-	}
 	for _, f := range []string{certFile, keyFile} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
-	if err := writeExclusive(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})); err != nil {
-		return err
-	}
-	return writeExclusive(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-}
-
-func writeExclusive(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return f.Close()
+	return certs.WriteCertKey(certFile, keyFile, der, key)
 }

@@ -12,13 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/certs"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -26,10 +26,6 @@ import (
 // are valid. A lab's keys are throw-away: a short life limits the harm of a
 // key left behind in a --pki directory.
 const CertValidity = 7 * 24 * time.Hour
-
-// certBackdate moves NotBefore into the past so that a namespace peer whose
-// clock is a little behind still accepts a fresh certificate.
-const certBackdate = time.Hour
 
 // File names inside a PKI directory.
 const (
@@ -99,31 +95,12 @@ func NewPKI(dir string) (*PKI, error) {
 			return nil, usage.Errorf("PKI directory %s already holds %s: use it as it is (--pki %s) or choose an empty directory", dir, f, dir)
 		}
 	}
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          randomSerial(),
-		Subject:               pkix.Name{CommonName: "ovpnperf lab CA"},
-		NotBefore:             now.Add(-certBackdate),
-		NotAfter:              now.Add(CertValidity),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		MaxPathLenZero:        true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("creating CA certificate: %w", err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
+	caCert, caKey, caDER, err := certs.NewCA("ovpnperf lab CA", CertValidity)
 	if err != nil {
 		return nil, err
 	}
 	p := &PKI{Dir: dir, caCert: caCert, caKey: caKey}
-	if err := writeCertKey(p.CACert(), filepath.Join(dir, CAKeyFile), caDER, caKey); err != nil {
+	if err := certs.WriteCertKey(p.CACert(), filepath.Join(dir, CAKeyFile), caDER, caKey); err != nil {
 		return nil, err
 	}
 	if err := p.issue("ovpnperf server", x509.ExtKeyUsageServerAuth, p.ServerCert(), p.ServerKey()); err != nil {
@@ -136,7 +113,7 @@ func NewPKI(dir string) (*PKI, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeExclusive(p.TLSCrypt(), key); err != nil {
+	if err := certs.WriteExclusive(p.TLSCrypt(), key); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -173,9 +150,9 @@ func (p *PKI) issue(cn string, eku x509.ExtKeyUsage, certPath, keyPath string) e
 		notAfter = p.caCert.NotAfter
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          randomSerial(),
+		SerialNumber:          certs.Serial(),
 		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             now.Add(-certBackdate),
+		NotBefore:             now.Add(-certs.Backdate),
 		NotAfter:              notAfter,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyAgreement,
@@ -185,39 +162,7 @@ func (p *PKI) issue(cn string, eku x509.ExtKeyUsage, certPath, keyPath string) e
 	if err != nil {
 		return fmt.Errorf("creating certificate %q: %w", cn, err)
 	}
-	return writeCertKey(certPath, keyPath, der, key)
-}
-
-func randomSerial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		panic(err) // crypto/rand does not fail on Linux
-	}
-	return n.Add(n, big.NewInt(1))
-}
-
-func writeCertKey(certPath, keyPath string, der []byte, key *ecdsa.PrivateKey) error {
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return err
-	}
-	if err := writeExclusive(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})); err != nil {
-		return err
-	}
-	return writeExclusive(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-}
-
-// writeExclusive creates path with mode 0600, failing if it exists.
-func writeExclusive(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return f.Close()
+	return certs.WriteCertKey(certPath, keyPath, der, key)
 }
 
 // staticKeyBegin and staticKeyEnd frame OpenVPN's static key file format,

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/certs"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
@@ -147,7 +148,7 @@ func StartWith(ctx context.Context, launch Launcher, cfg *Config, dir, role stri
 func writeFile0600(path string, data []byte) error {
 	tmp := path + ".tmp"
 	_ = os.Remove(tmp)
-	if err := writeExclusive(tmp, data); err != nil {
+	if err := certs.WriteExclusive(tmp, data); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
