@@ -281,7 +281,7 @@ func runTune(ctx context.Context, stdout, stderr io.Writer, o tuneOptions) error
 	if res == nil {
 		return err
 	}
-	res.Notes = append(res.Notes, uniqStrings(notes)...)
+	res.Notes = append(res.Notes, tune.Uniq(notes)...)
 	if o.out != "" {
 		if werr := writeTuneJSON(o.out, res); werr != nil {
 			return werr
@@ -304,18 +304,6 @@ func runTune(ctx context.Context, stdout, stderr io.Writer, o tuneOptions) error
 		printTune(stdout, res, s.args)
 	}
 	return err
-}
-
-func uniqStrings(in []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range in {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func writeTuneJSON(path string, res *tune.Result) error {

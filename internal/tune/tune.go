@@ -248,7 +248,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// one interleaved round) and records the step.
 	measureRound := func(axis string, names []string) (map[string]Samples, bool) {
 		round++
-		names = uniq(append([]string{incumbent, "default", advName}, names...))
+		names = Uniq(append([]string{incumbent, "default", advName}, names...))
 		var named []Named
 		for _, n := range names {
 			named = append(named, Named{Name: n, Candidate: s.cands[n]})
@@ -623,7 +623,9 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
-func uniq(names []string) []string {
+// Uniq returns the non-empty strings of in, each once, in first-seen order
+// (candidate names of a round; notes gathered over rounds).
+func Uniq(names []string) []string {
 	seen := map[string]bool{"": true}
 	var out []string
 	for _, n := range names {

@@ -157,19 +157,7 @@ func raiseBufferCaps(l *lab.Lab, want int) (string, error) {
 		}
 		return "", fmt.Errorf("raising the buffer caps in the twin changed the host's (%v → %v); restored, not raising them", hostBefore, after)
 	}
-	return strings.Join(uniqNotes(notes), "; "), nil
-}
-
-func uniqNotes(in []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range in {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
+	return strings.Join(Uniq(notes), "; "), nil
 }
 
 // HostBufferCap returns min(net.core.rmem_max, wmem_max) of the calling
