@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 )
 
@@ -15,10 +16,10 @@ func probeDoc(pathFields string) string {
 	return `{"schema":"ovpnperf/probe/v1","host":"198.51.100.2","time":"2026-11-23T10:00:00Z","path":{` + pathFields + `}}`
 }
 
-// A probe of path (d) (5 Mbit/s, 300 ms, loss) becomes a symmetric twin:
-// half the RTT and jitter each way, and one-way losses that compound to the
-// probe's round-trip loss.
-func TestLabPathFromProbe(t *testing.T) {
+// pathDFromProbe is the twin of a probe of path (d) (5 Mbit/s, 300 ms,
+// 3.96 % round-trip loss, MTU 1400 behind a black hole).
+func pathDFromProbe(t *testing.T) lab.Path {
+	t.Helper()
 	r, err := probe.Decode(strings.NewReader(probeDoc(`
  "pmtu_ipv4":{"value":{"bytes":1400,"blackhole":true},"source":"measured"},
  "rtt_ms":{"value":300,"source":"measured"},"jitter_ms":{"value":4,"source":"measured"},
@@ -31,6 +32,14 @@ func TestLabPathFromProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// A probe of path (d) (5 Mbit/s, 300 ms, loss) becomes a symmetric twin:
+// half the RTT and jitter each way, and one-way losses that compound to the
+// probe's round-trip loss.
+func TestLabPathFromProbe(t *testing.T) {
+	p := pathDFromProbe(t)
 	if p.Up != p.Down || p.Up.RateBitsPerSec != 5e6 || p.Up.Delay != 150*time.Millisecond || p.Up.Jitter != 2*time.Millisecond {
 		t.Errorf("links %+v / %+v", p.Up, p.Down)
 	}
@@ -83,18 +92,7 @@ func TestLabPathFromProbeIncomplete(t *testing.T) {
 // The best's lab run line of a twin built from a probe carries the twin's
 // path as flags, and they parse back into the same path.
 func TestPathArgsOfProbeTwin(t *testing.T) {
-	r, err := probe.Decode(strings.NewReader(probeDoc(`
- "pmtu_ipv4":{"value":{"bytes":1400,"blackhole":true},"source":"measured"},
- "rtt_ms":{"value":300,"source":"measured"},"jitter_ms":{"value":4,"source":"measured"},
- "loss_percent":{"value":3.96,"source":"measured"},
- "path_rate_bps":{"value":5e6,"source":"measured"}`)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := labPathFromProbe(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := pathDFromProbe(t)
 	args := pathArgsOf(p)
 	var f pathFlags
 	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
