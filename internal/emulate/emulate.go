@@ -79,6 +79,11 @@ const (
 	MinTolerance = time.Millisecond
 	// StatsInterval is how often Run rewrites the stats file.
 	StatsInterval = 250 * time.Millisecond
+	// StallLateness is the lateness beyond which a release counts as a
+	// stall (QueueStats.Stalled). A flow stalled that long sends little, so
+	// a share of late packets can miss it; a single stalled packet is
+	// enough to say the link did not behave as configured.
+	StallLateness = 50 * time.Millisecond
 )
 
 // Config is the whole emulator: one entry per netfilter queue.
@@ -87,6 +92,12 @@ type Config struct {
 	// SocketBufferBytes is each netlink socket's receive buffer; 0 means
 	// DefaultSocketBufferBytes.
 	SocketBufferBytes int `json:"socket_buffer_bytes,omitempty"`
+	// RealtimeProcess makes every thread of the process, not only the
+	// queue threads, SCHED_FIFO at the queue threads' priority while Run
+	// runs (see rtprocess_linux.go for why). Set it only in a process of
+	// the emulator's own, such as the lab's owner: any busy goroutine of
+	// the process would run real-time too.
+	RealtimeProcess bool `json:"realtime_process,omitempty"`
 }
 
 // QueueConfig is one direction of the link: the packets an iptables rule
@@ -161,8 +172,11 @@ type Stats struct {
 	// Running is false in the snapshot written at exit.
 	Running bool `json:"running"`
 	// Behind is true when any queue fell behind: see QueueStats.Behind.
-	Behind bool         `json:"behind"`
-	Queues []QueueStats `json:"queues"`
+	Behind bool `json:"behind"`
+	// RealtimeProcess says every thread of the emulator's process ran
+	// real-time at the last check (Config.RealtimeProcess).
+	RealtimeProcess bool         `json:"realtime_process,omitempty"`
+	Queues          []QueueStats `json:"queues"`
 }
 
 // QueueStats are the counters of one queue since the emulator bound it.
@@ -188,7 +202,14 @@ type QueueStats struct {
 	Batches uint64 `json:"batches"`
 
 	// Late packets were released more than Tolerance after their due time.
-	Late           uint64        `json:"late"`
+	Late uint64 `json:"late"`
+	// LateOnArrival packets were read more than Tolerance after their
+	// earliest release time (kernel receive stamp + Delay − Jitter): what
+	// held them was the router's receive path or a thread that did not
+	// read in time, not a late wake-up for the release.
+	LateOnArrival uint64 `json:"late_on_arrival"`
+	// Stalled packets were released more than StallLateness late.
+	Stalled        uint64        `json:"stalled"`
 	MaxLateness    time.Duration `json:"max_lateness_ns"`
 	LatenessMedian time.Duration `json:"lateness_median_ns"`
 	LatenessP99    time.Duration `json:"lateness_p99_ns"`

@@ -60,6 +60,8 @@ func (n *testNet) startEmulatorProcess(tb testing.TB, cfg Config) (stop func() p
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// The process is the emulator's own, as the lab's owner is.
+	cfg.RealtimeProcess = true
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -137,7 +139,7 @@ func TestEmulatorProcess(t *testing.T) {
 	}})
 	r := ping(t, n.A, testAddrB, "-c", "10", "-i", "0.01", "-W", "2")
 	st := stop()
-	if st.Running || st.Backend != Backend || len(st.Queues) != 2 {
+	if st.Running || st.Backend != Backend || len(st.Queues) != 2 || !st.RealtimeProcess {
 		t.Fatalf("final stats %+v", st)
 	}
 	if r.received != r.sent || r.min < 20*time.Millisecond {

@@ -49,6 +49,7 @@ func monotime() int64 { return int64(time.Since(epoch)) }
 type published struct {
 	received, receivedBytes, released, releasedBytes atomic.Uint64
 	droppedLoss, late, batches, pending              atomic.Uint64
+	stalled, lateOnArrival                           atomic.Uint64
 	enobufs, verdictErrors, truncated                atomic.Uint64
 	kernelTimestamps                                 atomic.Uint64
 	maxLateness                                      atomic.Int64
@@ -73,6 +74,7 @@ type queue struct {
 
 	// owned by the queue thread, published with the scheduler's counters
 	enobufs, verdictErrors, truncated, kernelTimestamps uint64
+	lateOnArrival                                       uint64
 
 	// lazy receive: see lazyWindow
 	lastRead    int64 // monotime of the last read that emptied the socket
@@ -202,7 +204,7 @@ func (q *queue) request(msg []byte, timeout time.Duration) error {
 // them one after the other within this call.
 func (q *queue) write(b []byte) error {
 	for tries := 0; ; tries++ {
-		_, err := unix.Write(q.fd, b)
+		err := rawWrite(q.fd, b)
 		switch {
 		case err == nil:
 			return nil
@@ -254,7 +256,7 @@ func (q *queue) recvBatch() (int, error) {
 			q.msgs[i].Hdr.Flags = 0
 			q.msgs[i].Len = 0
 		}
-		r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(q.fd),
+		r, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(q.fd),
 			uintptr(unsafe.Pointer(&q.msgs[0])), uintptr(len(q.msgs)), unix.MSG_DONTWAIT, 0, 0)
 		switch errno {
 		case 0:
@@ -335,6 +337,9 @@ func (q *queue) datagram(b []byte, trunc bool, now, offset int64) {
 				q.readStamped++
 				q.kernelTimestamps++
 			}
+			if now-arrival > q.sched.delay-q.sched.jitter+q.sched.tolerance {
+				q.lateOnArrival++
+			}
 			q.sched.arrive(arrival, p.ID, p.Len, q)
 		case nlmsgError:
 			errno, seq, err := parseError(m.Payload)
@@ -360,6 +365,8 @@ func (q *queue) publish() {
 	p.releasedBytes.Store(c.ReleasedBytes)
 	p.droppedLoss.Store(c.DroppedLoss)
 	p.late.Store(c.Late)
+	p.stalled.Store(c.Stalled)
+	p.lateOnArrival.Store(q.lateOnArrival)
 	p.batches.Store(c.Batches)
 	p.maxLateness.Store(c.MaxLateness)
 	p.pending.Store(uint64(q.sched.q.len()))
@@ -385,12 +392,7 @@ func (q *queue) run(stopfd int) error {
 	// openvpn, other tests) a normal thread wakes milliseconds late. The
 	// thread sleeps nearly all the time, and the kernel's RT throttling
 	// (sched_rt_runtime_us) bounds it if it ever does not.
-	attr := unix.SchedAttr{
-		Size:     unix.SizeofSchedAttr,
-		Policy:   unix.SCHED_FIFO,
-		Priority: rtPriority,
-		Flags:    unix.SCHED_FLAG_RESET_ON_FORK,
-	}
+	attr := queueAttr()
 	q.pub.realtime.Store(unix.SchedSetAttr(0, &attr, 0) == nil)
 	q.fds[1] = unix.PollFd{Fd: int32(stopfd), Events: unix.POLLIN}
 	readable := true
@@ -427,26 +429,31 @@ func (q *queue) run(stopfd int) error {
 			}
 		}
 		lazy := len(fds) == 1
-		var ts *unix.Timespec
+		d := maxIdleSleep
 		if wake >= 0 {
-			d := wake - monotime()
+			d = wake - monotime()
 			if d <= 0 {
 				readable = lazy
 				continue
 			}
-			q.ts = unix.NsecToTimespec(d)
-			ts = &q.ts
 		}
+		q.ts = unix.NsecToTimespec(d)
 		q.fds[0].Revents, q.fds[1].Revents = 0, 0
-		if _, err := unix.Ppoll(fds, ts, nil); err != nil && err != unix.EINTR {
+		if err := rawPpoll(fds, &q.ts); err != nil && err != unix.EINTR {
 			return fmt.Errorf("netfilter queue %d: ppoll: %w", q.cfg.Num, err)
 		}
 		if q.fds[1].Revents != 0 {
 			return nil
 		}
-		readable = lazy || ts == nil || q.fds[0].Revents != 0
+		readable = lazy || q.fds[0].Revents != 0
 	}
 }
+
+// maxIdleSleep caps a sleep with nothing held. The runtime stops a
+// goroutine in a raw system call by signalling it (EINTR); should signals
+// be off (GODEBUG=asyncpreemptoff=1), the cap still bounds how long a GC
+// waits for an idle queue thread.
+const maxIdleSleep = int64(100 * time.Millisecond)
 
 // maxLazy caps the lazy window: the socket buffer must hold everything that
 // arrives meanwhile (2 ms at 100 000 packets/s is 200 messages).
@@ -485,6 +492,40 @@ func (q *queue) close() error {
 	}
 	if err != nil {
 		return fmt.Errorf("unbinding netfilter queue %d: %w", q.cfg.Num, err)
+	}
+	return nil
+}
+
+// The queue thread's own system calls (ppoll, recvmmsg, the verdict
+// write) bypass the Go runtime's syscall bookkeeping: to the runtime the
+// goroutine is running, not in a system call. Through syscall.Syscall the
+// thread would spend nearly all its time "in a system call", and since Go
+// 1.26 sysmon then, on each of its ticks, takes the goroutine's scan bit
+// to inspect it and retakes the P of a goroutine that has not been
+// rescheduled for 10 ms (a queue goroutine never is). That kept sysmon
+// polling every 20 µs (a quarter of a CPU at 100 Mbit/s here), made every
+// wake-up go through exitsyscall's slow path, and a wake-up that found the
+// scan bit taken spun in sched_yield (see rtprocess_linux.go). A raw call
+// costs the runtime nothing it relies on: a goroutine the runtime wants
+// stopped (GC, sysmon's 10 ms preemption) gets SIGURG, which interrupts
+// ppoll with EINTR, and stops at its next function call.
+
+func rawPpoll(fds []unix.PollFd, ts *unix.Timespec) error {
+	var p unsafe.Pointer
+	if len(fds) > 0 {
+		p = unsafe.Pointer(&fds[0])
+	}
+	_, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(p), uintptr(len(fds)), uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func rawWrite(fd int, b []byte) error {
+	_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+	if errno != 0 {
+		return errno
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +29,8 @@ type Emulator struct {
 	procMu  sync.Mutex
 	proc    *os.File // opened in the emulator's namespace, read with pread
 	procBuf []byte
+
+	rtProcess atomic.Bool // every thread real-time at the last sweep
 
 	closeOnce sync.Once
 	closeErr  error
@@ -121,6 +124,14 @@ func (e *Emulator) Run(ctx context.Context, statsPath string) error {
 			}
 		}()
 	}
+	var rt *rtThreads
+	sweep := func() {}
+	if e.cfg.RealtimeProcess {
+		rt = newRTThreads()
+		defer rt.restore()
+		sweep = func() { e.rtProcess.Store(rt.sweep() == 0) }
+		sweep()
+	}
 	tick := time.NewTicker(StatsInterval)
 	defer tick.Stop()
 	var err error
@@ -143,6 +154,8 @@ loop:
 		case err = <-errc:
 			break loop
 		case <-tick.C:
+			// The runtime may have started threads since the last sweep.
+			sweep()
 			write(true)
 		}
 	}
@@ -199,7 +212,7 @@ func (e *Emulator) Stats() Stats { return e.snapshot(true) }
 func (e *Emulator) snapshot(running bool) Stats { return e.snapshotWith(running, e.readKernel()) }
 
 func (e *Emulator) snapshotWith(running bool, kq []kernelQueue) Stats {
-	s := Stats{Backend: Backend, Time: time.Now(), Running: running}
+	s := Stats{Backend: Backend, Time: time.Now(), Running: running, RealtimeProcess: e.rtProcess.Load()}
 	for _, q := range e.queues {
 		p := &q.pub
 		qs := QueueStats{
@@ -216,6 +229,8 @@ func (e *Emulator) snapshotWith(running bool, kq []kernelQueue) Stats {
 			Pending:       p.pending.Load(),
 			Batches:       p.batches.Load(),
 			Late:          p.late.Load(),
+			LateOnArrival: p.lateOnArrival.Load(),
+			Stalled:       p.stalled.Load(),
 			MaxLateness:   time.Duration(p.maxLateness.Load()),
 			ENOBUFS:       p.enobufs.Load(),
 			VerdictErrors: p.verdictErrors.Load(),

@@ -65,7 +65,8 @@ type counters struct {
 	ReleasedBytes uint64
 	DroppedLoss   uint64
 	Late          uint64
-	MaxLateness   int64 // nanoseconds
+	Stalled       uint64 // released more than StallLateness late
+	MaxLateness   int64  // nanoseconds
 	Batches       uint64
 }
 
@@ -177,6 +178,9 @@ func (s *scheduler) release(now int64, out verdictSink) int {
 		late := now - h.due
 		if late > s.tolerance {
 			s.c.Late++
+			if late > int64(StallLateness) {
+				s.c.Stalled++
+			}
 		}
 		if late > s.c.MaxLateness {
 			s.c.MaxLateness = late

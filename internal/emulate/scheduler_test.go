@@ -287,3 +287,21 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// A release far beyond the tolerance is late and a stall; one just beyond
+// it is only late.
+func TestSchedulerStall(t *testing.T) {
+	var sink fakeSink
+	s := newScheduler(QueueConfig{Delay: 5 * time.Millisecond}, 1)
+	s.arrive(0, 1, 100, recorder{&sink, 0})
+	s.arrive(0, 2, 100, recorder{&sink, 0})
+	s.release(5*ms+2*ms, recorder{&sink, 7 * ms}) // 2 ms late
+	if s.c.Late != 2 || s.c.Stalled != 0 {
+		t.Fatalf("2 ms late: late %d stalled %d, want 2 and 0", s.c.Late, s.c.Stalled)
+	}
+	s.arrive(10*ms, 3, 100, recorder{&sink, 10 * ms})
+	s.release(15*ms+int64(StallLateness)+ms, recorder{&sink, 0})
+	if s.c.Late != 3 || s.c.Stalled != 1 {
+		t.Fatalf("stall: late %d stalled %d, want 3 and 1", s.c.Late, s.c.Stalled)
+	}
+}

@@ -652,7 +652,7 @@ func runIperf(ctx context.Context, client iperf.CommandFunc, opts iperf.ClientOp
 
 // emuCounters are the userspace emulator's counters that judge a sample.
 type emuCounters struct {
-	Released, Late, Lost uint64
+	Released, Late, Lost, Stalled uint64
 }
 
 // readEmulator returns the emulator's counters (zero with netem or no
@@ -676,6 +676,7 @@ func Counters(st emulate.Stats) emuCounters {
 	for _, q := range st.Queues {
 		c.Released += q.Released
 		c.Late += q.Late
+		c.Stalled += q.Stalled
 		c.Lost += q.KernelQueueDrops + q.KernelUserDropped + q.VerdictErrors + q.Truncated
 	}
 	return c
@@ -703,6 +704,9 @@ func judge(before, after emuCounters) string {
 	late := after.Late - before.Late
 	if lost := after.Lost - before.Lost; lost > 0 {
 		return fmt.Sprintf("the link emulator lost %d packets it could not handle during the sample: figure not valid", lost)
+	}
+	if stalled := after.Stalled - before.Stalled; stalled > 0 {
+		return fmt.Sprintf("the link emulator stalled during the sample (%d packets released more than %v late): figure not valid", stalled, emulate.StallLateness)
 	}
 	if released > 0 && float64(late) > MaxLateShare*float64(released) {
 		return fmt.Sprintf("the link emulator fell behind during the sample (%d of %d packets released late): figure not valid", late, released)

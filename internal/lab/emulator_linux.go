@@ -10,7 +10,9 @@ import (
 // runEmulator runs the userspace emulator for the lab's emulated directions
 // until ctx ends. It runs in the owner process, inside the router namespace.
 func runEmulator(ctx context.Context, p Path, statsPath string) error {
-	var cfg emulate.Config
+	// The owner process is the emulator's own: its other work is a timer
+	// and the signal handler, so all of it may run real-time.
+	cfg := emulate.Config{RealtimeProcess: true}
 	for _, d := range []struct {
 		num  uint16
 		link Link
