@@ -28,8 +28,13 @@
 // hrtimer (Go's own timers round to the millisecond on an idle process),
 // runs SCHED_FIFO with a 1 µs timer slack so that a busy host does not
 // delay releases, and Run gives the process one spare Go P per queue so a
-// waking queue thread never waits for a busy goroutine. Lateness is then
-// the host's own wake-up latency; stalls of the whole machine (a loaded or
+// waking queue thread never waits for a busy goroutine. The thread's
+// system calls are raw (the runtime sees a running goroutine, not one in
+// a system call), and in a process of its own (Config.RealtimeProcess)
+// every thread runs at the queue threads' priority: both keep the Go
+// runtime's sysmon from making a waking queue thread spin (see
+// rawPpoll and rtprocess_linux.go). Lateness is then the host's own
+// wake-up latency; stalls of the whole machine (a loaded or
 // oversubscribed VM, a kernel without preemption) still show up as late
 // packets. BenchmarkHostWakeup measures both without the emulator.
 //
