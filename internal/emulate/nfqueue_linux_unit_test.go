@@ -114,10 +114,14 @@ func TestArrivalFromKernelStamp(t *testing.T) {
 		stamp   int64 // where the stamp lands on the monotonic clock
 		arrive  int64
 		stamped uint64
+		// already past its release time (+ the 2 ms tolerance) when read
+		lateOnArrival uint64
 	}{
-		{"stamped 3 ms before the read", now - 3*ms, now - 3*ms, 1},
-		{"stamp after the read (clock step)", now + 5*ms, now, 0},
-		{"stamp 20 s old (clock step)", now - int64(20*time.Second), now, 0},
+		{"stamped 3 ms before the read", now - 3*ms, now - 3*ms, 1, 0},
+		{"stamp after the read (clock step)", now + 5*ms, now, 0, 0},
+		{"stamp 20 s old (clock step)", now - int64(20*time.Second), now, 0, 0},
+		{"read 21 ms after its stamp: within the tolerance", now - 21*ms, now - 21*ms, 1, 0},
+		{"read 23 ms after its stamp: late on arrival", now - 23*ms, now - 23*ms, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := &queue{sched: newScheduler(QueueConfig{Delay: time.Duration(delay)}, 1), out: make([]byte, 0, outBytes)}
@@ -128,6 +132,9 @@ func TestArrivalFromKernelStamp(t *testing.T) {
 			}
 			if q.kernelTimestamps != tc.stamped {
 				t.Errorf("kernel stamps %d, want %d", q.kernelTimestamps, tc.stamped)
+			}
+			if q.lateOnArrival != tc.lateOnArrival {
+				t.Errorf("late on arrival %d, want %d", q.lateOnArrival, tc.lateOnArrival)
 			}
 		})
 	}
