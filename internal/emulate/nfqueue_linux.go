@@ -496,8 +496,8 @@ func (q *queue) close() error {
 	return nil
 }
 
-// The queue thread's own system calls (ppoll, recvmmsg, the verdict
-// write) bypass the Go runtime's syscall bookkeeping: to the runtime the
+// rawPpoll is ppoll(2) as the queue thread calls it. The queue thread's
+// own system calls (ppoll, recvmmsg, the verdict write) bypass the Go runtime's syscall bookkeeping: to the runtime the
 // goroutine is running, not in a system call. Through syscall.Syscall the
 // thread would spend nearly all its time "in a system call", and since Go
 // 1.26 sysmon then, on each of its ticks, takes the goroutine's scan bit
@@ -509,7 +509,6 @@ func (q *queue) close() error {
 // costs the runtime nothing it relies on: a goroutine the runtime wants
 // stopped (GC, sysmon's 10 ms preemption) gets SIGURG, which interrupts
 // ppoll with EINTR, and stops at its next function call.
-
 func rawPpoll(fds []unix.PollFd, ts *unix.Timespec) error {
 	var p unsafe.Pointer
 	if len(fds) > 0 {
@@ -522,6 +521,7 @@ func rawPpoll(fds []unix.PollFd, ts *unix.Timespec) error {
 	return nil
 }
 
+// rawWrite is write(2) as the queue thread calls it (see rawPpoll).
 func rawWrite(fd int, b []byte) error {
 	_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
 	if errno != 0 {

@@ -10,26 +10,25 @@ import (
 // Why the whole process, not only the queue threads, runs real-time
 // (Config.RealtimeProcess):
 //
-// A queue thread returning from ppoll goes through the Go runtime's
-// exitsyscall, which must move the goroutine from _Gsyscall to _Grunning.
-// Since Go 1.26, sysmon inspects every P in a system call on each of its
-// ticks by taking the goroutine's scan bit (setBlockOnExitSyscall), and
-// the GC takes it to scan a stack. While another thread holds that bit,
-// exitsyscall spins in casgstatus, calling sched_yield. If the holder is
-// a normal thread that the queue thread itself preempted on the same CPU
-// (the queue thread wakes on a timer exactly when it must release), a
-// SCHED_FIFO thread's sched_yield never lets it run: the queue thread
-// spins until the load balancer moves the holder to the other CPU. On a
-// busy 2-CPU host that took 10–50 ms, thousands of sched_yield calls from
-// runtime.exitsyscall (ftrace, user stacks), and every packet due meanwhile
-// was released late.
+// The queue threads make raw system calls (see rawPpoll), so the runtime
+// sees a goroutine that never yields. sysmon preempts such a goroutine
+// every 10 ms, and so does every GC: the queue goroutine, locked to its
+// thread, parks, and another thread of the process must run the scheduler
+// to hand it back its P before it can release the next packet. At normal
+// priority that other thread waits behind OpenVPN and iperf3 on a busy
+// host; at the queue threads' priority it runs within microseconds, and as
+// an equal it never preempts a queue thread's release. (This is read from
+// the Go 1.26 runtime's source, retake and schedule; it was not traced.) The same held for
+// the failure this code was written against, before the calls were raw:
+// a queue thread spinning in runtime.exitsyscall (sched_yield) on a scan
+// bit that a preempted normal-priority sysmon held, 10–50 ms at a time.
 //
-// With every thread of the process at the same SCHED_FIFO priority, a
-// waking queue thread does not preempt a runtime thread that holds the
-// bit, and a spinning one yields to it, so the bit is released within
-// that thread's own few microseconds of work. The rest of the process
-// must then be light (the lab's owner process is: the emulator, a stats
-// file and a timer), because its threads are real-time too.
+// Measured with raw calls on path (b) (README "Userspace emulator"): late
+// 0.26 % and 0.34 % of packets with the whole process real-time, 0.37 %
+// and 0.48 % with only the queue threads (two runs each): a small gain
+// beside the raw calls' own. The rest of the process must be light (the
+// lab's owner process is: the emulator, a stats file and a timer),
+// because its threads are real-time too.
 
 // rtThreads are the threads Run made real-time, with their previous
 // scheduling attributes, to restore when Run ends.
@@ -57,21 +56,12 @@ func queueAttr() unix.SchedAttr {
 // real-time, and returns how many threads of the process are not (it
 // could not change them).
 func (r *rtThreads) sweep() (missed int) {
-	d, err := os.Open("/proc/self/task")
-	if err != nil {
-		return 1
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
+	tids, err := threadIDs()
 	if err != nil {
 		return 1
 	}
 	want := queueAttr()
-	for _, name := range names {
-		tid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
+	for _, tid := range tids {
 		cur, err := unix.SchedGetAttr(tid, 0)
 		if err != nil {
 			continue // the thread ended
@@ -101,4 +91,24 @@ func (r *rtThreads) restore() {
 		_ = unix.SchedSetAttr(tid, &attr, 0)
 	}
 	clear(r.prev)
+}
+
+// threadIDs lists the threads of the process.
+func threadIDs() ([]int, error) {
+	d, err := os.Open("/proc/self/task")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	tids := make([]int, 0, len(names))
+	for _, name := range names {
+		if tid, err := strconv.Atoi(name); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
 }

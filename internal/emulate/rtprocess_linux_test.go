@@ -1,9 +1,7 @@
 package emulate
 
 import (
-	"os"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,18 +13,12 @@ import (
 // policies returns the scheduling policy of every thread of the process.
 func policies(t *testing.T) map[int]uint32 {
 	t.Helper()
-	d, err := os.Open("/proc/self/task")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
+	tids, err := threadIDs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[int]uint32{}
-	for _, n := range names {
-		tid, _ := strconv.Atoi(n)
+	for _, tid := range tids {
 		if a, err := unix.SchedGetAttr(tid, 0); err == nil {
 			out[tid] = a.Policy
 		}
@@ -34,8 +26,9 @@ func policies(t *testing.T) map[int]uint32 {
 	return out
 }
 
-// sweep makes every thread of the process real-time, including one the
-// runtime starts later, and restore gives each its policy back.
+// sweep makes every thread of the process real-time, including one that
+// runs a goroutine locked after the first sweep (a new thread, or a reused
+// one), and restore gives each its policy back.
 func TestRealtimeProcessSweepAndRestore(t *testing.T) {
 	testenv.RequireRoot(t)
 	before := policies(t)
@@ -49,8 +42,8 @@ func TestRealtimeProcessSweepAndRestore(t *testing.T) {
 			r.restore()
 		}
 	}()
-	// A thread the runtime starts after the sweep (a locked goroutine
-	// forces one) is normal until the next sweep.
+	// A thread the runtime starts after the sweep is normal until the
+	// next sweep (reset-on-fork), never real-time without the flag.
 	started, release := make(chan int), make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
@@ -85,7 +78,9 @@ func TestRealtimeProcessSweepAndRestore(t *testing.T) {
 
 // The queue threads block in raw system calls, which the runtime does not
 // see as such: a stop-the-world (here a GC) must still get them to stop,
-// also while no packet arrives and a queue sleeps with nothing held.
+// also while no packet arrives and a queue sleeps with nothing held. With
+// preemption signals on (the default) they do so at once; the 100 ms cap
+// on an idle sleep, which bounds it with signals off, is not exercised.
 func TestGCWithIdleQueues(t *testing.T) {
 	n := newTestNet(t)
 	n.startEmulator(t, Config{Queues: []QueueConfig{{Num: queueUp, Delay: time.Millisecond}, {Num: queueDown}}})

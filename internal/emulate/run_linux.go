@@ -124,10 +124,9 @@ func (e *Emulator) Run(ctx context.Context, statsPath string) error {
 			}
 		}()
 	}
-	var rt *rtThreads
 	sweep := func() {}
 	if e.cfg.RealtimeProcess {
-		rt = newRTThreads()
+		rt := newRTThreads()
 		defer rt.restore()
 		sweep = func() { e.rtProcess.Store(rt.sweep() == 0) }
 		sweep()
