@@ -153,3 +153,63 @@ func labProcesses(prefix string) map[int]bool {
 	}
 	return m
 }
+
+// Long paths measure with the default sample settings: on a 200 ms (radio)
+// and a 600 ms (satellite) path every row gets valid samples (iperf3's
+// measuring window is up to a round trip longer than -t asks, which the
+// window rule now allows for), the sample length follows from the path,
+// and progress reaches stderr with --json. The 600 ms run takes one round
+// to stay short; the rule is the same for every round.
+func TestLabRunLongPaths(t *testing.T) {
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "openvpn", "iperf3")
+	for _, c := range []struct {
+		rate, rtt  string
+		rateBps    float64
+		repeat     []string
+		time, omit float64 // seconds, from experiment.SampleTiming
+	}{
+		{"20mbit", "200ms", 20e6, nil, 2, 2},
+		{"10mbit", "600ms", 10e6, []string{"--repeat", "1"}, 3, 5},
+	} {
+		t.Run(c.rtt, func(t *testing.T) {
+			name := "r" + lab.NewName()
+			args := append([]string{"lab", "run", "--name", name, "--rate", c.rate, "--rtt", c.rtt, "--variant", "default", "--json"}, c.repeat...)
+			r := ovpnperf(t, args...).mustSucceed(t)
+			checkGoneRun(t, name)
+			rep, err := measure.ReadJSON(strings.NewReader(r.stdout))
+			if err != nil {
+				t.Fatalf("lab run --json: %v\n%s", err, r.stdout)
+			}
+			if rep.Scenario.DurationSeconds != c.time {
+				t.Errorf("sample length %v s, want %v s from the path", rep.Scenario.DurationSeconds, c.time)
+			}
+			if !strings.Contains(r.stderr, "building lab") || !strings.Contains(r.stderr, "routed up") {
+				t.Errorf("no progress on stderr with --json:\n%s", r.stderr)
+			}
+			for _, row := range rep.Rows {
+				t.Logf("%s %s: median %.2f Mbit/s samples %v valid %v %s", row.Variant, row.Direction, row.MedianBps/1e6, row.SamplesBps, row.Valid, row.Error)
+				if !row.Valid || len(row.SamplesBps) != rep.Scenario.Repeat {
+					t.Errorf("%s %s: valid %v with %d of %d samples: %s", row.Variant, row.Direction, row.Valid, len(row.SamplesBps), rep.Scenario.Repeat, row.Error)
+					continue
+				}
+				// The warm-up covers slow start, so a sample measures the
+				// link's rate, not the climb to it.
+				if row.Path == measure.PathRouted && (row.MedianBps < 0.8*c.rateBps || row.MedianBps > 1.02*c.rateBps) {
+					t.Errorf("routed %s median %.2f Mbit/s on a %s link, want 80–102 %%", row.Direction, row.MedianBps/1e6, c.rate)
+				}
+				for _, s := range row.Samples {
+					omitted := 0
+					for _, iv := range s.Intervals {
+						if iv.Omitted {
+							omitted++
+						}
+					}
+					if float64(omitted) < c.omit {
+						t.Errorf("%s %s: %d omitted intervals, want %v s of warm-up", row.Variant, row.Direction, omitted, c.omit)
+					}
+				}
+			}
+		})
+	}
+}

@@ -194,7 +194,7 @@ func TestCompareRule(t *testing.T) {
 	}}
 	old.Rows = append(old.Rows, measure.NewRow("lan", "empty", measure.PathTunnel, "up", "udp"))
 	new.Rows = append(new.Rows, row("lan", "empty", "up", 100))
-	want := map[string]string{"a": NoChange, "b": NoChange, "c": Better, "d": Worse, "gone": Incomparable, "bad": NoChange, "new": Incomparable, "empty": Incomparable}
+	want := map[string]string{"a": NoChange, "b": NoChange, "c": Better, "d": Worse, "gone": Incomparable, "bad": TooFew, "new": Incomparable, "empty": Incomparable}
 	cmp := NewComparison("o", old, "n", new, CompareOptions{})
 	if len(cmp.Changes) != len(want) || !cmp.Worse {
 		t.Fatalf("%d changes, worse %v: %+v", len(cmp.Changes), cmp.Worse, cmp.Changes)
@@ -212,6 +212,33 @@ func TestCompareRule(t *testing.T) {
 	// A lower threshold turns b's +3 % into better.
 	if c := Compare(old, new, CompareOptions{Threshold: 0.01})[1]; c.Verdict != Better {
 		t.Errorf("b at 1%%: %s", c.Verdict)
+	}
+}
+
+// One sample a side decides nothing: below verdict.MinSamples a side the
+// row is "not enough samples", whatever the medians, and the comparison is
+// not worse (before, 100 → 50 with one sample each was "worse", exit 1).
+func TestCompareNeedsMinSamples(t *testing.T) {
+	for _, c := range []struct {
+		old, new []float64
+		want     string
+	}{
+		{[]float64{100}, []float64{50}, TooFew},
+		{[]float64{100}, []float64{150}, TooFew},
+		{[]float64{100, 101}, []float64{50, 51}, TooFew},
+		{[]float64{100, 101, 102}, []float64{50, 51}, TooFew},
+		{[]float64{100, 101, 102}, []float64{50, 51, 52}, Worse},
+	} {
+		old := &measure.Report{Rows: []measure.Row{row("lan", "a", "up", c.old...)}}
+		new := &measure.Report{Rows: []measure.Row{row("lan", "a", "up", c.new...)}}
+		cmp := NewComparison("o", old, "n", new, CompareOptions{})
+		got := cmp.Changes[0]
+		if got.Verdict != c.want || cmp.Worse != (c.want == Worse) {
+			t.Errorf("%v → %v: %s (%s), worse %v; want %s", c.old, c.new, got.Verdict, got.Reason, cmp.Worse, c.want)
+		}
+		if c.want == TooFew && !strings.Contains(got.Reason, "not enough samples to judge") {
+			t.Errorf("%v → %v: reason %q", c.old, c.new, got.Reason)
+		}
 	}
 }
 
