@@ -207,8 +207,9 @@ func (r *Result) Check(pathSlack time.Duration) error {
 		}
 	}
 	if r.SentBitsPerSec > 0 && r.ReceivedBitsPerSec > r.SentBitsPerSec*(1+receiveTolerance) {
-		return fmt.Errorf("%w: the receiver counted %.2f Mbit/s, %.0f %% above the sender's %.2f (more than the %.0f %% the rule allows): the two ends' counts of one transfer disagree, so one of them counted bytes of the -O warm-up or missed some",
-			ErrInconsistent, r.ReceivedBitsPerSec/1e6, 100*(r.ReceivedBitsPerSec/r.SentBitsPerSec-1), r.SentBitsPerSec/1e6, 100*receiveTolerance)
+		return fmt.Errorf("%w: the receiver counted %.2f Mbit/s (%d bytes in %v), %.0f %% above the sender's %.2f (%d bytes in %v; the rule allows %.0f %%): the two ends' counts of one transfer disagree, so one of them counted bytes of the -O warm-up or missed some",
+			ErrInconsistent, r.ReceivedBitsPerSec/1e6, r.ReceivedBytes, r.ReceivedDuration.Round(time.Millisecond), 100*(r.ReceivedBitsPerSec/r.SentBitsPerSec-1),
+			r.SentBitsPerSec/1e6, r.SentBytes, r.SentDuration.Round(time.Millisecond), 100*receiveTolerance)
 	}
 	return nil
 }

@@ -328,7 +328,7 @@ func TestCheck(t *testing.T) {
 		{"long receiver window", Result{Requested: time.Second, SentDuration: time.Second, ReceivedDuration: 1080 * time.Millisecond,
 			SentBitsPerSec: 40e6, ReceivedBitsPerSec: 40e6}, 0, "receiver measured over 1.08s"},
 		{"backlog across omit", Result{Requested: time.Second, SentDuration: 1040 * time.Millisecond, ReceivedDuration: 960 * time.Millisecond,
-			SentBitsPerSec: 43.94e6, ReceivedBitsPerSec: 51.19e6}, 0, "receiver counted 51.19 Mbit/s, 16 % above the sender's 43.94"},
+			SentBitsPerSec: 43.94e6, ReceivedBitsPerSec: 51.19e6}, 0, "receiver counted 51.19 Mbit/s (0 bytes in 960ms), 16 % above the sender's 43.94"},
 		{"receiver 5.3 % above a low sender", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2 * time.Second,
 			SentBitsPerSec: 45.41e6, ReceivedBitsPerSec: 47.83e6}, 0, ""},
 		{"receiver 9 % above", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2 * time.Second,
