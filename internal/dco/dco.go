@@ -56,7 +56,7 @@ type Rule struct {
 var Rules = map[string]Rule{
 	"fragment": {ID: "fragment", Sources: src("dco.c", 241, 257),
 		Note:        "Note: --fragment disables data channel offload.",
-		Replacement: "delete fragment; make whole packets fit the path with tun-mtu (path MTU minus OpenVPN's overhead) and clamp TCP with an iptables/nft TCPMSS rule: Linux DCO never runs OpenVPN's mssfix (README.dco.md: packet manipulation, use nftables/iptables instead)"},
+		Replacement: "delete fragment; make whole packets fit the path with tun-mtu (path MTU minus OpenVPN's overhead) and clamp TCP with an iptables/nft TCPMSS rule: Linux DCO never applies mssfix (dco_linux.c dco_set_peer only logs it; README.dco.md: packet manipulation, use nftables/iptables instead; openvpn-facts: Data channel offload (DCO))"},
 	"http-proxy": {ID: "http-proxy", Sources: src("dco.c", 247, 263),
 		Note:        "Note: --http-proxy disables data channel offload.",
 		Replacement: "connect without the proxy (UDP, or TCP straight to the server) where the network allows it; through a proxy the data channel stays in userspace"},
