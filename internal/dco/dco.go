@@ -14,7 +14,7 @@ import (
 )
 
 // The release tags of OpenVPN/openvpn whose sources the rules were read
-// from (docs/openvpn-facts.md, "Data channel offload (DCO)").
+// from (docs/openvpn-facts.md#data-channel-offload-dco).
 const (
 	Tag26 = "v2.6.14"
 	Tag27 = "v2.7.6"
@@ -56,7 +56,7 @@ type Rule struct {
 var Rules = map[string]Rule{
 	"fragment": {ID: "fragment", Sources: src("dco.c", 241, 257),
 		Note:        "Note: --fragment disables data channel offload.",
-		Replacement: "delete fragment; make whole packets fit the path with tun-mtu (path MTU minus OpenVPN's overhead) and clamp TCP with an iptables/nft TCPMSS rule: Linux DCO never applies mssfix (dco_linux.c dco_set_peer only logs it; README.dco.md: packet manipulation, use nftables/iptables instead; openvpn-facts: Data channel offload (DCO))"},
+		Replacement: "delete fragment; make whole packets fit the path with tun-mtu (path MTU minus OpenVPN's overhead) and clamp TCP with an iptables/nft TCPMSS rule: Linux DCO never applies mssfix (dco_linux.c dco_set_peer only logs it; README.dco.md: packet manipulation, use nftables/iptables instead; docs/openvpn-facts.md#data-channel-offload-dco)"},
 	"http-proxy": {ID: "http-proxy", Sources: src("dco.c", 247, 263),
 		Note:        "Note: --http-proxy disables data channel offload.",
 		Replacement: "connect without the proxy (UDP, or TCP straight to the server) where the network allows it; through a proxy the data channel stays in userspace"},

@@ -24,7 +24,7 @@ func (v *view) dcoRule() {
 	for _, b := range dco.Check(v.f, v.ctx.Target) {
 		f := Finding{Rule: "dco-off", Severity: Warning, Category: Performance,
 			Problem: fmt.Sprintf("DCO off because of %s: OpenVPN %s keeps the data channel in userspace.", b.Text, b.Target),
-			Reason: fmt.Sprintf("%s. Without DCO one OpenVPN process encrypts every packet in userspace (openvpn-facts: Data channel offload (DCO)). Instead: %s.",
+			Reason: fmt.Sprintf("%s. Without DCO one OpenVPN process encrypts every packet in userspace (docs/openvpn-facts.md#data-channel-offload-dco). Instead: %s.",
 				b.Reason(), b.Replacement),
 			Decision: true}
 		switch {
@@ -67,7 +67,7 @@ func (v *view) dcoRule() {
 	}
 }
 
-const changes27 = "Changes.rst at " + dco.Tag27 + ", \"Overview of changes in 2.7\""
+const changes27 = "Changes.rst at " + dco.Tag27 + ", \"Overview of changes in 2.7\" (docs/openvpn-facts.md#changes-in-openvpn-27)"
 
 // target27 reports what OpenVPN 2.7 refuses or reads differently from 2.6.
 func (v *view) target27() {

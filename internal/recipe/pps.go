@@ -532,7 +532,7 @@ func ppsFill(r *measure.Row, acc *ppsAcc) {
 
 // ppsOuterBytes is the size of the IPv4 datagram that carries one probe of
 // size bytes through the tunnel (0 for the routed path), from OpenVPN's
-// data-channel framing (see /work/shared/openvpn-facts.md): outer IPv4 20
+// data-channel framing (docs/openvpn-facts.md#per-packet-overhead): outer IPv4 20
 // + UDP 8, then for none (auth none) opcode/peer-id 4 + packet-id 4; for
 // AES-256-GCM 4 + 4 + tag 16; for AES-128-CBC with HMAC-SHA1 4 + HMAC 20 +
 // IV 16 + the encrypted packet-id 4 and inner packet padded to whole

@@ -167,7 +167,7 @@ func TestPPSFragmentNote(t *testing.T) {
 }
 
 // Outer datagram sizes per OpenVPN's data-channel framing; the AEAD and none
-// figures are the overheads of /work/shared/openvpn-facts.md (24 and 8 bytes
+// figures are the overheads of docs/openvpn-facts.md#per-packet-overhead (24 and 8 bytes
 // plus 28 of outer IPv4 and UDP), CBC pads the packet-id and inner packet to
 // whole 16-byte blocks with at least one byte. The sizes of the three
 // recipe sizes through each tunnel were checked with tcpdump in the router of
