@@ -88,9 +88,9 @@ type Path struct {
 	ThroughputBitsPerSec Field[float64] `json:"throughput_bps"`
 	PathRateBitsPerSec   Field[float64] `json:"path_rate_bps"`
 	// Local machine.
-	AESGCMBytesPerSec Field[float64]         `json:"aes_256_gcm_bytes_per_sec_per_core"`
-	ChaChaBytesPerSec Field[float64]         `json:"chacha20_poly1305_bytes_per_sec_per_core"`
-	OpenVPNVersion    Field[string]          `json:"openvpn_version"`
+	AESGCMBytesPerSec Field[float64] `json:"aes_256_gcm_bytes_per_sec_per_core"`
+	ChaChaBytesPerSec Field[float64] `json:"chacha20_poly1305_bytes_per_sec_per_core"`
+	OpenVPNVersion    Field[string]  `json:"openvpn_version"`
 	// DCO: this host can offload with the installed OpenVPN (its build
 	// has [DCO] and the kernel the module it needs); the note says why
 	// not. The fields after it are what that rests on.
@@ -103,13 +103,13 @@ type Path struct {
 	// DCOWithConfig: with --config FILE, whether OpenVPN would use DCO
 	// for that config on this host; DCOOffReasons lists every reason it
 	// would not (the config's options and the host's gaps).
-	DCOWithConfig Field[bool]     `json:"dco_with_config"`
-	DCOOffReasons Field[[]string] `json:"dco_off_reasons"`
-	RmemMax           Field[int]             `json:"rmem_max"`
-	WmemMax           Field[int]             `json:"wmem_max"`
-	Interface         Field[string]          `json:"interface"`
-	InterfaceMTU      Field[int]             `json:"interface_mtu"`
-	Offloads          Field[map[string]bool] `json:"offloads"`
+	DCOWithConfig Field[bool]            `json:"dco_with_config"`
+	DCOOffReasons Field[[]string]        `json:"dco_off_reasons"`
+	RmemMax       Field[int]             `json:"rmem_max"`
+	WmemMax       Field[int]             `json:"wmem_max"`
+	Interface     Field[string]          `json:"interface"`
+	InterfaceMTU  Field[int]             `json:"interface_mtu"`
+	Offloads      Field[map[string]bool] `json:"offloads"`
 }
 
 // Report is the JSON document.
@@ -186,7 +186,7 @@ func (p Path) sources() map[string]string {
 		"kernel_release": p.KernelRelease.Source, "kernel_config_ovpn": p.KernelOVPN.Source, "module_ovpn": p.ModuleOVPN.Source,
 		"module_ovpn_dco": p.ModuleOVPNDCO.Source, "openvpn_build_flags": p.OpenVPNBuild.Source, "dco_with_config": p.DCOWithConfig.Source,
 		"dco_off_reasons": p.DCOOffReasons.Source,
-		"rmem_max": p.RmemMax.Source, "wmem_max": p.WmemMax.Source,
+		"rmem_max":        p.RmemMax.Source, "wmem_max": p.WmemMax.Source,
 	}
 }
 
