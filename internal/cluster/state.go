@@ -211,7 +211,7 @@ func terminate(pid int, ticks uint64, grace time.Duration) {
 	_ = syscall.Kill(pid, syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
-		if !alive(pid, ticks) || isZombie(pid) {
+		if !runner.Alive(pid, ticks) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -219,16 +219,6 @@ func terminate(pid int, ticks uint64, grace time.Duration) {
 	if alive(pid, ticks) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-}
-
-func isZombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && len(s) > i+2 && s[i+2] == 'Z'
 }
 
 // sysctl path of key (net.ipv4.ip_forward → /proc/sys/net/ipv4/ip_forward).

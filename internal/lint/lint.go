@@ -2,7 +2,7 @@
 // an experienced admin would: line by line, what costs speed, what is
 // insecure, and what OpenVPN 2.6 no longer accepts, with the replacement
 // lines. Every finding cites the documented or measured fact it rests on
-// (shared/openvpn-facts.md, OpenVPN 2.6 options.c / Changes.rst, or the
+// (docs/openvpn-facts.md, OpenVPN 2.6 options.c / Changes.rst, or the
 // log line); findings that need facts lint was not given (the path's RTT,
 // rate or MTU) say "not tested here" instead of guessing.
 //
