@@ -392,6 +392,7 @@ func newClusterStatusCommand() *cobra.Command {
 				return err
 			}
 			if asJSON {
+				st.Schema, st.Argv = cluster.StatusSchema, os.Args
 				return writeJSON(cmd.OutOrStdout(), st)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
@@ -407,7 +408,7 @@ func newClusterStatusCommand() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON document (schema "+cluster.StatusSchema+")")
 	reg.add(c.Flags())
 	return c
 }
