@@ -193,7 +193,7 @@ func removeResource(ctx context.Context, r Resource) error {
 			terminate(r.Pid, r.StartTicks, 3*time.Second)
 		}
 	case KindChain:
-		return deleteChain(ctx, r)
+		return hostIptables.deleteChain(ctx, r)
 	case KindSysctl:
 		return writeSysctl(ctx, r.Netns, r.Name, r.Detail)
 	case KindSysfs:
