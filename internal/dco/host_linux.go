@@ -106,8 +106,11 @@ func (h Host) Missing(target string) []string {
 	m := h.Module(ModuleFor(target))
 	if !m.Available() {
 		w := fmt.Sprintf("kernel %s has no %s module (%s)", h.KernelRelease, m.Name, m.How)
-		if target == V27 && h.KernelConfig != "" {
+		switch {
+		case target == V27 && h.KernelConfig != "":
 			w = fmt.Sprintf("kernel %s lacks the ovpn driver: CONFIG_OVPN=%s in %s, and %s", h.KernelRelease, h.KernelConfig, h.KernelConfigFrom, m.How)
+		case h.KernelConfig != "" && !h.Module("ovpn").Available():
+			w += fmt.Sprintf("; nor the in-kernel ovpn driver OpenVPN 2.7 would use (CONFIG_OVPN=%s in %s)", h.KernelConfig, h.KernelConfigFrom)
 		}
 		why = append(why, w)
 	}
