@@ -565,7 +565,10 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, di
 	pids := map[string]int{"iperf3": srvs.srv.Pid()}
 	port := srvs.srv.Port()
 	opts := iperf.ClientOptions{Server: s.target, Duration: spec.Duration, Omit: spec.Omit, Parallel: spec.Parallel, Reverse: dir == measure.DirectionDown,
-		PathSlack: n.Path.MaxRoundTrip()}
+		PathSlack: n.Path.MaxRoundTrip(), PathRateBitsPerSec: n.Path.Up.RateBitsPerSec}
+	if opts.Reverse {
+		opts.PathRateBitsPerSec = n.Path.Down.RateBitsPerSec
+	}
 	if srvs.payload != "" {
 		opts.Bytes = srvs.fixedBytes
 		if opts.Reverse {

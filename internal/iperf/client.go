@@ -67,6 +67,11 @@ type ClientOptions struct {
 	// MaxRoundTrip). Result.Check refuses windows beyond it; 0 suits a
 	// LAN.
 	PathSlack time.Duration
+	// PathRateBitsPerSec is the path's rate limit in the direction the
+	// data flows (0: none known); with PathSlack it bounds the bytes the
+	// path holds in flight, which Result.Check allows the receiver to
+	// count beyond the sender.
+	PathRateBitsPerSec uint64
 }
 
 func wholeSeconds(name string, d time.Duration) (int, error) {
@@ -262,7 +267,7 @@ func runOnce(ctx context.Context, command CommandFunc, opts ClientOptions, argv 
 		return res, fmt.Errorf("running %q: the payload file %s ran out after %v of %v (%d bytes): write a larger one",
 			cmdline, opts.FilePath, res.ReceivedDuration.Round(time.Millisecond), dur, res.ReceivedBytes)
 	}
-	if err := res.Check(opts.PathSlack); err != nil {
+	if err := res.Check(opts.PathSlack, opts.PathRateBitsPerSec); err != nil {
 		return res, fmt.Errorf("running %q: %w; %s", cmdline, err, loadAverage())
 	}
 	return res, nil
