@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"log/slog"
 	"net"
@@ -200,9 +201,9 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 	}
 	var pki *openvpn.PKI
 	if o.config != "" {
-		b, err := os.ReadFile(o.config)
+		b, err := inputfile.ReadFile(ctx, o.config, inputfile.Config)
 		if err != nil {
-			return usage.Errorf("--config: %v", err)
+			return usage.Errorf("--config %v", err)
 		}
 		base, err := openvpn.ParseString(string(b))
 		if err != nil {
@@ -579,9 +580,9 @@ func runClusterClientConfig(ctx context.Context, w io.Writer, id string, o clust
 	if o.base == "" {
 		return usage.Errorf("give --base CLIENT.conf (credentials and options to keep)")
 	}
-	b, err := os.ReadFile(o.base)
+	b, err := inputfile.ReadFile(ctx, o.base, inputfile.Config)
 	if err != nil {
-		return usage.Errorf("--base: %v", err)
+		return usage.Errorf("--base %v", err)
 	}
 	cfg, err := openvpn.ParseString(string(b))
 	if err != nil {

@@ -1,12 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"io/fs"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -26,6 +27,7 @@ type lintOptions struct {
 	pmtu    int
 	json    bool
 	fix     bool
+	ctx     context.Context
 	in      io.Reader
 	out     io.Writer
 	errOut  io.Writer
@@ -66,7 +68,7 @@ Inline key material is never printed.`,
 			if len(a) == 1 {
 				o.config = a[0]
 			}
-			o.in, o.out, o.errOut = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			o.ctx, o.in, o.out, o.errOut = cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
 			return runLint(o)
 		},
 	}
@@ -119,9 +121,6 @@ func runLint(o lintOptions) error {
 	rep := lintReport{Schema: "ovpnperf/lint/v1", Config: o.config, Log: o.log, Findings: []lint.Finding{}}
 	var cfg *openvpn.ConfigFile
 	if o.config != "" {
-		if _, err := os.Stat(o.config); err != nil {
-			return usage.Errorf("lint: %v", err)
-		}
 		var err error
 		cfg, err = openvpn.ReadConfigFile(o.config)
 		var perr *openvpn.ParseError
@@ -139,18 +138,25 @@ func runLint(o lintOptions) error {
 		}
 	}
 	if o.log != "" {
-		var r io.Reader = o.in
+		ctx := o.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
 		name := "stdin"
+		var r io.Reader = inputfile.Stream(ctx, o.in, name, inputfile.Log)
 		if o.log != "-" {
-			f, err := os.Open(o.log)
+			f, err := inputfile.Open(ctx, o.log, inputfile.Log)
 			if err != nil {
-				return usage.Errorf("lint: --log: %v", err)
+				return usage.Errorf("lint: --log %v", err)
 			}
 			defer f.Close()
 			r, name = f, o.log
 		}
 		lr, err := openvpn.ScanLog(r)
 		if err != nil {
+			if errors.Is(err, inputfile.ErrTooLarge) || ctx.Err() != nil {
+				return err
+			}
 			return fmt.Errorf("reading %s: %w", name, err)
 		}
 		rep.Findings = append(rep.Findings, lint.CheckLog(lr, name, cfg, o.context)...)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"os"
 	"strings"
@@ -255,7 +256,7 @@ func summarize(w io.Writer, reports []*measure.Report) {
 // readReports reads a saved recipe result: one report, or the list that
 // `recipe all` writes.
 func readReports(path string) ([]*measure.Report, bool, error) {
-	b, err := os.ReadFile(path)
+	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Document)
 	if err != nil {
 		return nil, false, usage.Errorf("recipe judge: %v", err)
 	}

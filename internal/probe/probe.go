@@ -6,11 +6,12 @@
 package probe
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
-	"os"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/advise"
@@ -114,9 +115,9 @@ func (e *LoadError) Error() string { return e.Msg }
 
 // Load reads a probe file.
 func Load(file string) (*Report, error) {
-	f, err := os.Open(file)
+	f, err := inputfile.Open(context.Background(), file, inputfile.Document)
 	if err != nil {
-		return nil, &LoadError{fmt.Sprintf("probe file: %v", err)}
+		return nil, &LoadError{fmt.Sprintf("probe file %v", err)}
 	}
 	defer f.Close()
 	r, err := Decode(f)

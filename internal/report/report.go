@@ -18,9 +18,11 @@ package report
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"os"
 	"path/filepath"
@@ -152,7 +154,7 @@ var ErrUnknownSchema = errors.New("unknown schema")
 // Load reads the documents of one file: one document, or a JSON array of
 // them (`recipe all --out`).
 func Load(path string) ([]Document, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.ReadFile(context.Background(), path, inputfile.Document)
 	if err != nil {
 		return nil, err
 	}
