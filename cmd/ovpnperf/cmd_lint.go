@@ -100,6 +100,11 @@ func runLint(o lintOptions) error {
 	if o.fix && o.config == "" {
 		return usage.Errorf("lint: --fix needs a CONFIG file")
 	}
+	if o.fix {
+		if err := checkOutPath("--fix", o.config+lint.FixSuffix); err != nil {
+			return err
+		}
+	}
 	if o.rtt != "" {
 		d, err := lab.ParseTime("--rtt", o.rtt)
 		if err != nil {

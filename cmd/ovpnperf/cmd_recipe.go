@@ -172,7 +172,7 @@ func writeReports(stdout io.Writer, reports []*measure.Report, asJSON bool, out 
 	}
 	var outErr error
 	if out != "" {
-		outErr = writeOut(out, func(f *os.File) error { return writeJSON(f, v) })
+		outErr = writeOut(out, func(w io.Writer) error { return writeJSON(w, v) })
 	}
 	if asJSON {
 		return errors.Join(writeJSON(stdout, v), outErr)

@@ -23,8 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -268,7 +268,7 @@ func WriteFile(path string, docs []Document, opts Options) error {
 	if err := Write(&buf, docs, opts); err != nil {
 		return err
 	}
-	return os.WriteFile(path, buf.Bytes(), 0o644)
+	return outputfile.WriteBytes(path, 0o644, buf.Bytes())
 }
 
 // page accumulates the HTML of a report.
