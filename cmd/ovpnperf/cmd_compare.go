@@ -84,6 +84,14 @@ func runCompare(stdout io.Writer, oldFile, newFile string, o compareOptions) err
 	if o.newVariant != "" && !hasVariant(new, o.newVariant) {
 		return usage.Errorf("--new-variant %q: %s has no such variant", o.newVariant, newFile)
 	}
+	for _, c := range []struct {
+		file, only string
+		rep        *measure.Report
+	}{{oldFile, o.oldVariant, old}, {newFile, o.newVariant, new}} {
+		if err := report.CheckComparable(c.rep, c.only); err != nil {
+			return usage.Errorf("%s: %v", c.file, err)
+		}
+	}
 	cmp := report.NewComparison(oldFile, old, newFile, new, opts)
 	if o.html != "" {
 		if err := outputfile.Write(o.html, 0o644, func(w io.Writer) error {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"io"
 	"time"
 
@@ -148,6 +149,9 @@ func Decode(r io.Reader) (*Report, error) {
 		return nil, fmt.Errorf("schema %q, want %s", *head.Schema, Schema)
 	case len(head.Path) == 0:
 		return nil, fmt.Errorf("no \"path\" object")
+	}
+	if err := measure.CheckFigures(head.Path); err != nil {
+		return nil, fmt.Errorf("path.%w", err)
 	}
 	rep := &Report{Schema: Schema, Host: head.Host}
 	if err := json.Unmarshal(head.Path, &rep.Path); err != nil {

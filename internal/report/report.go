@@ -134,8 +134,14 @@ const PMTUSchema = "ovpnperf/pmtu/v1"
 
 func decodeRun(b []byte, d *Document) error {
 	rep, err := measure.ReadJSON(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	if err := rep.CheckRows(); err != nil {
+		return err
+	}
 	d.Run = rep
-	return err
+	return nil
 }
 
 // Schemas lists the schemas Load accepts.
@@ -205,6 +211,9 @@ func parseOne(where string, raw []byte) (Document, error) {
 	d := Document{File: where, Schema: schema}
 	for _, k := range kinds {
 		if k.schema == schema {
+			if err := measure.CheckFigures(raw); err != nil {
+				return d, fmt.Errorf("%s: %w", where, err)
+			}
 			if err := k.decode(raw, &d); err != nil {
 				return d, fmt.Errorf("%s: %w", where, err)
 			}
