@@ -34,6 +34,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
+	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/tune"
 )
 
@@ -114,6 +115,14 @@ var kinds = []kind{
 		return json.Unmarshal(b, d.Crypto)
 	}},
 	{tune.Schema, func(b []byte, d *Document) error { d.Tune = &tune.Result{}; return json.Unmarshal(b, d.Tune) }},
+	{tune.SchemaV2Legacy, func(b []byte, d *Document) error {
+		d.Tune = &tune.Result{}
+		if err := json.Unmarshal(b, d.Tune); err != nil {
+			return err
+		}
+		d.Tune.Schema = tune.Schema
+		return nil
+	}},
 	// Version 1 pooled the rounds; its rounds are judged again.
 	{tune.SchemaV1, func(b []byte, d *Document) error {
 		d.Tune = &tune.Result{}
@@ -122,15 +131,18 @@ var kinds = []kind{
 		}
 		return tune.UpgradeV1(d.Tune)
 	}},
-	{ClusterSchema, func(b []byte, d *Document) error {
-		d.Cluster = &cluster.ClusterStatus{}
-		return json.Unmarshal(b, d.Cluster)
-	}},
+	{ClusterSchema, decodeCluster},
+	{cluster.LegacyStatusSchema, decodeCluster},
 }
 
 // PMTUSchema names `ovpnperf pmtu --json` documents (the command lives in
 // package main, so the name is kept here too).
 const PMTUSchema = "ovpnperf/pmtu/v1"
+
+func decodeCluster(b []byte, d *Document) error {
+	d.Cluster = &cluster.ClusterStatus{}
+	return json.Unmarshal(b, d.Cluster)
+}
 
 func decodeRun(b []byte, d *Document) error {
 	rep, err := measure.ReadJSON(bytes.NewReader(b))
@@ -246,7 +258,7 @@ func sniff(head map[string]json.RawMessage) string {
 	case has("path_mtu", "blackhole", "explanation"):
 		return PMTUSchema
 	case has("id", "instances"):
-		return ClusterSchema
+		return cluster.LegacyStatusSchema
 	}
 	return ""
 }
@@ -335,14 +347,7 @@ func commandLine(argv []string) string {
 	if len(argv) == 0 {
 		return ""
 	}
-	parts := []string{filepath.Base(argv[0])}
-	for _, a := range argv[1:] {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$;&|<>*?()[]{}!#~`") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		parts = append(parts, a)
-	}
-	return strings.Join(parts, " ")
+	return strings.TrimSpace(filepath.Base(argv[0]) + " " + shellquote.Join(argv[1:]...))
 }
 
 // facts writes a definition list of label/value pairs, skipping empty values.
