@@ -59,7 +59,11 @@ type Options struct {
 	// dispatcher stops assigning.
 	Drain     time.Duration
 	PerClient bool
-	Log       *slog.Logger
+	// IRQ is IRQOff (or ""), IRQPlan or IRQApply: see irq.go. NICs names
+	// the devices to plan for (default: the instances' routed devices).
+	IRQ  string
+	NICs []string
+	Log  *slog.Logger
 	// Prepare, if set, runs after the cluster's directory exists and
 	// before anything is planned, and returns the base config (the built-in
 	// config writes its PKI into the cluster's directory).
@@ -83,6 +87,7 @@ type Cluster struct {
 	wg        sync.WaitGroup
 	ctl       net.Listener
 	cancel    context.CancelFunc
+	irq       *IRQReport
 }
 
 // ID returns the cluster id.
@@ -169,6 +174,11 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 					return nil, err
 				}
 			}
+		}
+	}
+	if o.IRQ == IRQPlan || o.IRQ == IRQApply {
+		if err := c.irqSetup(ctx); err != nil {
+			return nil, err
 		}
 	}
 	if o.OnePort != 0 {
@@ -335,7 +345,7 @@ func (c *Cluster) serveControl() error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(ClusterStatus{ID: c.id, Netns: c.opts.Netns, OnePort: c.opts.OnePort, Backend: c.backend, Instances: c.Status()})
+		_ = json.NewEncoder(w).Encode(ClusterStatus{ID: c.id, Netns: c.opts.Netns, OnePort: c.opts.OnePort, Backend: c.backend, Instances: c.Status(), IRQ: c.irq})
 	})
 	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, r *http.Request) {
 		c.stopOnce.Do(func() { close(c.stopReq) })
@@ -364,6 +374,7 @@ type ClusterStatus struct {
 	OnePort   uint16           `json:"one_port,omitempty"`
 	Backend   string           `json:"one_port_backend,omitempty"`
 	Instances []InstanceStatus `json:"instances"`
+	IRQ       *IRQReport       `json:"irq,omitempty"`
 }
 
 func controlClient(id string) *http.Client {
