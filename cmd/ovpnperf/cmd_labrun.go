@@ -51,10 +51,12 @@ min–max, the ratio to the routed baseline, and the CPU-seconds per GB moved of
 the OpenVPN server and client and the iperf3 server.
 
 Without --time and --omit each sample's length follows from the path: a
-warm-up (iperf3 -O) of ` + omitRule + `, then ` + timeRule + ` measured
-(20 Mbit/s at 200 ms: -O 2 -t 2; 10 Mbit/s at 600 ms: -O 5 -t 3). A row whose
-sample stays invalid after 3 tries is given up with the reason, and progress
-goes to stderr, also with --json.
+warm-up (iperf3 -O) that covers TCP slow start (one round trip per doubling
+of 10 segments up to the bandwidth-delay product, plus one round trip; whole
+seconds, at least 1s), then at least 2s and 4 round trips measured (20 Mbit/s
+at 200 ms: -O 2 -t 2; 10 Mbit/s at 600 ms: -O 5 -t 3). A row whose sample
+stays invalid after 3 tries is given up with the reason, and progress goes
+to stderr, also with --json. docs/evidence.md explains the rules.
 
 Without path flags it measures two built-in paths: an unshaped LAN, where the
 tunnel is CPU-bound, and a 50 Mbit/s, 60 ms WAN, where it should not be.
@@ -79,10 +81,10 @@ directives are accepted; each is checked before anything starts.`,
 	f.StringArrayVar(&o.variants, "variant", nil, "OpenVPN variant to measure (repeatable): a built-in name or NAME=DIRECTIVE ARGS;…")
 	f.StringVar(&o.proto, "proto", "udp", "OpenVPN transport: udp or tcp")
 	intFlag(f, &o.repeat, "repeat", "", 3, 1, 50, "samples per row, interleaved across variants (1–50)")
-	durationFlag(f, &o.duration, "time", "", 2*time.Second, time.Second, 300*time.Second, true, "length of each iperf3 sample (whole seconds, 1s–300s; default: "+timeRule+")")
-	durationFlag(f, &o.omit, "omit", "", time.Second, 0, 60*time.Second, true, "warm-up left out of each sample (iperf3 -O; whole seconds; default: "+omitRule+")")
-	f.Lookup("time").DefValue = "from the path"
-	f.Lookup("omit").DefValue = "from the path"
+	durationFlag(f, &o.duration, "time", "", 2*time.Second, time.Second, 300*time.Second, true, "length of each iperf3 sample (whole seconds, 1s–300s)")
+	durationFlag(f, &o.omit, "omit", "", time.Second, 0, 60*time.Second, true, "warm-up left out of each sample (iperf3 -O; whole seconds)")
+	f.Lookup("time").DefValue = timeRule
+	f.Lookup("omit").DefValue = omitRule
 	intFlag(f, &o.parallel, "parallel", "", 1, 1, 32, "parallel iperf3 streams (1–32)")
 	stringFlag(f, &o.payload, "payload", "", "", "random or zeros", "send a file of random or zeros data instead of iperf3's own (for compression experiments)")
 	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
@@ -227,8 +229,8 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 // The default sample timing, in words, for help texts (the rule is
 // experiment.SampleTiming's).
 const (
-	omitRule = "TCP slow start on the path (one round trip per doubling of 10 segments up to the bandwidth-delay product, plus one), whole seconds, at least 1s"
-	timeRule = "at least 2s and 4 round trips of the path, whole seconds"
+	omitRule = "from the path: its TCP slow start, at least 1s"
+	timeRule = "from the path: 2s, or 4 round trips if longer"
 )
 
 // sampleTiming sets the sample length and warm-up the user did not give

@@ -86,10 +86,10 @@ prints the best so far.`,
 	f.BoolVar(&o.allowTCP, "allow-tcp", false, "let the search try OpenVPN over TCP")
 	f.StringVar(&o.start, "start", "", "a starting variant of your own (NAME=DIRECTIVES…), used in place of advise's")
 	f.IntVar(&o.repeat, "repeat", 3, "samples per candidate and round, interleaved (3–20; 3 are needed to call a difference beyond the spread)")
-	f.DurationVar(&o.duration, "time", 2*time.Second, "length of each iperf3 sample (whole seconds, 1s–60s; default: "+timeRule+")")
-	f.DurationVar(&o.omit, "omit", time.Second, "warm-up left out of each sample (iperf3 -O; whole seconds; default: "+omitRule+")")
-	f.Lookup("time").DefValue = "from the path"
-	f.Lookup("omit").DefValue = "from the path"
+	f.DurationVar(&o.duration, "time", 2*time.Second, "length of each iperf3 sample (whole seconds, 1s–60s)")
+	f.DurationVar(&o.omit, "omit", time.Second, "warm-up left out of each sample (iperf3 -O; whole seconds)")
+	f.Lookup("time").DefValue = timeRule
+	f.Lookup("omit").DefValue = omitRule
 	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
 	f.BoolVar(&o.json, "json", false, "print the run as one JSON document (schema "+tune.Schema+")")
 	f.StringVar(&o.out, "out", "", "also write the JSON document to this file")
