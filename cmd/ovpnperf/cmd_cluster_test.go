@@ -57,6 +57,9 @@ func TestClusterUsageErrors(t *testing.T) {
 		// the next check speaks.
 		{[]string{"cluster", "dispatch", "--registry", "etcd://[::1]:2379", "--listen", "127.0.0.1:0"}, "--ca, --cert and --key"},
 		{[]string{"cluster", "dispatch", "--registry", "etcd://10.0.0.5:2379", "--registry-insecure", "--listen", "127.0.0.1:0"}, "--ca, --cert and --key"},
+		{[]string{"cluster", "serve", "--lab", "x", "--irq", "yes"}, "--irq"},
+		{[]string{"cluster", "serve", "--lab", "x", "--nic", "eth0"}, "give --irq too"},
+		{[]string{"cluster", "serve", "--lab", "x", "--irq", "plan", "--nic", "../eth0"}, "--nic"},
 	} {
 		ovpnperf(t, c.args...).mustBeUsageError(t, c.want)
 	}

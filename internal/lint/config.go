@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/shellquote"
@@ -155,6 +156,9 @@ func CheckConfig(f *openvpn.ConfigFile, ctx Context) []Finding {
 	v.tcpNodelay()
 	v.fastIO()
 	v.txqueuelen()
+	v.dcoRule()
+	v.target27()
+	v.dhMissing26()
 	Sort(v.out)
 	return v.out
 }
@@ -211,7 +215,7 @@ func (v *view) options() {
 			v.add(f, d)
 			continue
 		}
-		if !openvpn.KnownOption26(d.Name) {
+		if !openvpn.KnownOption26(d.Name) && !(v.ctx.Target == dco.V27 && options27[d.Name]) {
 			f := Finding{Rule: "unknown-option", Severity: Error, Category: Compatibility,
 				Problem: fmt.Sprintf("%s is not an option OpenVPN 2.6 knows; it stops with \"Unrecognized option or missing or extra parameter(s)\".", d.Name),
 				Reason:  "the name is not among the options OpenVPN 2.6.14's options.c reads (nor 2.3–2.5's removed ones); a typo or a platform/patch-specific option. --fix comments the line out so 2.6 starts; check what it was meant to be.",

@@ -73,6 +73,10 @@ type Context struct {
 	RTT            time.Duration
 	RateBitsPerSec uint64
 	PathMTU        int
+	// Target is the OpenVPN version the config is checked for: "2.6" or
+	// "2.7" (dco.V26, dco.V27). "" skips the version-specific rules (DCO,
+	// 2.7 changes, dh).
+	Target string
 }
 
 // BDPBytes is the bandwidth-delay product, 0 when RTT or rate is unknown.

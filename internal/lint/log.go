@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 )
@@ -119,18 +120,53 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 				Reason:  fmt.Sprintf("%s adds %d bytes per packet including outer headers (docs/openvpn-facts.md#per-packet-overhead); mssfix keeps TCP inside within the path, other large packets are fragmented outside.", cipher, over)}, line)
 		}
 	}
-	if e, ok := rep.First(openvpn.EventDCO); ok {
-		switch {
-		case rep.DCODisabled != "":
-			add(Finding{Rule: "log-dco", Severity: Info, Category: Performance,
-				Problem: "data channel offload is off: " + rep.DCODisabled,
-				Reason:  "without DCO one OpenVPN process encrypts in userspace: roughly 0.4–0.7 Gbit/s per core against 1.2–2.3 Gbit/s with DCO in public reports (docs/openvpn-facts.md#throughput-with-and-without-dco)."}, e.Line)
-		case rep.DCOVersion == "N/A":
-			add(Finding{Rule: "log-dco", Severity: Info, Category: Performance,
-				Problem: "the kernel has no ovpn-dco module (DCO version: N/A): the data channel runs in userspace.",
-				Reason:  "without DCO one OpenVPN process encrypts in userspace: roughly 0.4–0.7 Gbit/s per core against 1.2–2.3 Gbit/s with DCO in public reports (docs/openvpn-facts.md#throughput-with-and-without-dco)."}, e.Line)
+	// DCO: each of OpenVPN's "… data channel offload" notes names the
+	// option (or the missing kernel support) that turned it off; that
+	// reason is the finding's subject.
+	dcoOff := false
+	for _, e := range rep.Events {
+		if e.Kind != openvpn.EventDCO {
+			continue
 		}
+		r := dco.RuleForLogLine(e.Text)
+		if r == "" {
+			continue
+		}
+		dcoOff = true
+		rule := dco.Rules[r]
+		var srcs []string
+		for _, t := range []string{dco.V26, dco.V27} {
+			if s, ok := rule.Sources[t]; ok {
+				srcs = append(srcs, s.String())
+			}
+		}
+		why := logDCOWhy[r]
+		if why == "" {
+			why = "the option " + r
+		}
+		add(Finding{Rule: "log-dco", Severity: Warning, Category: Performance,
+			Problem: "DCO off because " + why + ": " + e.Text,
+			Reason:  "OpenVPN logs this line where it decides (" + strings.Join(srcs, "; ") + "). Instead: " + rule.Replacement + ". " + dcoCost}, e.Line)
+	}
+	if e, ok := rep.First(openvpn.EventDCO); ok && !dcoOff && rep.DCOVersion == "N/A" {
+		add(Finding{Rule: "log-dco", Severity: Info, Category: Performance,
+			Problem: "DCO off because the kernel has no DCO module (DCO version: N/A): the data channel runs in userspace.",
+			Reason:  "openvpn --version and the log print \"DCO version: N/A\" when /sys/module/ovpn (2.7) or /sys/module/ovpn_dco_v2 (2.6) is missing (dco_linux.c dco_version_string). Instead: " + dco.Rules["kernel"].Replacement + ". " + dcoCost}, e.Line)
 	}
 	Sort(out)
 	return out
+}
+
+const dcoCost = "Without DCO one OpenVPN process encrypts in userspace: roughly 0.4–0.7 Gbit/s per core against 1.2–2.3 Gbit/s with DCO in public reports (docs/openvpn-facts.md#throughput-with-and-without-dco)."
+
+// logDCOWhy names what each DCO rule's log line blames.
+var logDCOWhy = map[string]string{
+	"fragment": "of fragment", "http-proxy": "of http-proxy", "socks-proxy": "of socks-proxy",
+	"no-tls": "the config has no TLS (static-key mode)", "dev-type": "the device is not tun (tap)",
+	"dev-node-unix": "of dev-node unix:", "dev-null": "of dev null", "user": "of user without CAP_SETPCAP",
+	"topology": "the server does not use topology subnet", "management-query-proxy": "of management-query-proxy",
+	"data-ciphers-fallback": "of data-ciphers-fallback", "compression": "of compression (allow-compression not no)",
+	"data-ciphers": "data-ciphers holds a cipher DCO cannot run",
+	"mktun":        "of mktun", "push-compression": "the server pushed compression", "interface-exists": "a non-DCO interface of that name exists",
+	"kernel": "the kernel has no DCO support",
 }
