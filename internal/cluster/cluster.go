@@ -66,7 +66,7 @@ type Options struct {
 	// Sites are client networks routed back over every instance their
 	// client is connected to (site.go).
 	Sites []Site
-	Log  *slog.Logger
+	Log   *slog.Logger
 	// Prepare, if set, runs after the cluster's directory exists and
 	// before anything is planned, and returns the base config (the built-in
 	// config writes its PKI into the cluster's directory).
