@@ -305,7 +305,7 @@ func (d *Dispatcher) pick(r Request, now time.Time) (Endpoint, error) {
 		n := len(cands)
 		cands = slices.DeleteFunc(cands, func(e Endpoint) bool { return slices.Contains(r.Exclude, e.Name) })
 		if len(cands) == 0 {
-			return Reply{}, fmt.Errorf("no other instance is up: %d up, all %d excluded already taken", n, n)
+			return Endpoint{}, fmt.Errorf("no other instance is up: %d up, all %d excluded already taken", n, n)
 		}
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].Name < cands[j].Name })
