@@ -283,6 +283,7 @@ func runTune(ctx context.Context, stdout, stderr io.Writer, o tuneOptions) error
 		return err
 	}
 	res.Notes = append(res.Notes, tune.Uniq(notes)...)
+	res.Argv = os.Args
 	if o.out != "" {
 		if werr := writeTuneJSON(o.out, res); werr != nil {
 			return werr

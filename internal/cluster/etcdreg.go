@@ -614,7 +614,7 @@ type RegistryStatus struct {
 }
 
 // RegistryStatusSchema names the JSON format of RegistryStatus.
-const RegistryStatusSchema = "ovpnperf.cluster.registry-status/v1"
+const RegistryStatusSchema = "ovpnperf/cluster-registry-status/v1"
 
 // ReadRegistry reads cluster name's keys once, with each host's lease.
 func ReadRegistry(ctx context.Context, cli *clientv3.Client, name string) (*RegistryStatus, error) {

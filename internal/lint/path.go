@@ -112,7 +112,7 @@ func (v *view) buffers() {
 			f.Edits = del(x.d)
 			f.Severity = Info
 			f.Problem = x.name + " 0 has no effect: OpenVPN 2.4+ leaves the OS default in place."
-			f.Reason = "the forced 64 KiB default that `sndbuf 0` used to undo was removed in 2.3.9/2.4.0 (openvpn-facts: sndbuf/rcvbuf)."
+			f.Reason = "the forced 64 KiB default that `sndbuf 0` used to undo was removed in 2.3.9/2.4.0 (docs/openvpn-facts.md#socket-buffers)."
 		case rule.Size > 0 && x.n < rule.Size:
 			f.Severity = Info
 			f.Problem = fmt.Sprintf("%s %s is below the %s that measured faster with a jumbo tunnel (tun-mtu %d).", x.name, fmtBytes(x.n), fmtBytes(rule.Size), v.tunMTU())
@@ -124,12 +124,12 @@ func (v *view) buffers() {
 		case rule.Floor > 0 && x.n < rule.Floor:
 			f.Severity = Warning
 			f.Problem = fmt.Sprintf("%s %s is below the path's bandwidth-delay product (%s at %v and %s).", x.name, fmtBytes(x.n), fmtBytes(rule.Floor), v.ctx.RTT, rateStr(v.ctx.RateBitsPerSec))
-			f.Reason = fmt.Sprintf("%s: %s at %v RTT caps this TCP-transport tunnel at %.1f Mbit/s (openvpn-facts: buffers). Without the lines, %s.", rule.FloorWhy, fmtBytes(x.n), v.ctx.RTT, float64(x.n)*8/v.ctx.RTT.Seconds()/1e6, rule.Why)
+			f.Reason = fmt.Sprintf("%s: %s at %v RTT caps this TCP-transport tunnel at %.1f Mbit/s (docs/openvpn-facts.md#socket-buffers-over-tcp-transport). Without the lines, %s.", rule.FloorWhy, fmtBytes(x.n), v.ctx.RTT, float64(x.n)*8/v.ctx.RTT.Seconds()/1e6, rule.Why)
 			f.Edits = setBoth(0)
 		case !udp && rule.Floor == 0 && x.n < linuxDefaultBuf:
 			f.Severity = Warning
 			f.Problem = fmt.Sprintf("%s %s is smaller than Linux's default socket buffer (%d bytes).", x.name, fmtBytes(x.n), linuxDefaultBuf)
-			f.Reason = "a fixed small buffer was OpenVPN's old default and was removed in 2.3.9/2.4.0 because it limits throughput: 64 KiB at 200 ms RTT caps TCP transport at 2.6 Mbit/s (openvpn-facts: buffers). Without the lines, " + rule.Why + ". Pass --rtt and --rate to compare it with the bandwidth-delay product."
+			f.Reason = "a fixed small buffer was OpenVPN's old default and was removed in 2.3.9/2.4.0 because it limits throughput: 64 KiB at 200 ms RTT caps TCP transport at 2.6 Mbit/s (docs/openvpn-facts.md#buffer-size-and-rtt). Without the lines, " + rule.Why + ". Pass --rtt and --rate to compare it with the bandwidth-delay product."
 			f.Edits = setBoth(0)
 		case udp && x.n < linuxDefaultBuf:
 			f.Severity = Info
@@ -155,7 +155,7 @@ func (v *view) buffers() {
 		}
 		v.add(Finding{Rule: "socket-buffer-asymmetric", Severity: Info, Category: Performance,
 			Problem: fmt.Sprintf("sndbuf and rcvbuf differ (%s / %s).", bufStr(s), bufStr(r)),
-			Reason:  "a tunnel carries traffic both ways through the same socket; the multi-instance write-up sets both equal (openvpn-facts: how others spread clients). Not tested here: the faster direction is limited by the smaller one only when it is below the bandwidth-delay product.",
+			Reason:  "a tunnel carries traffic both ways through the same socket; the multi-instance write-up sets both equal (docs/openvpn-facts.md#how-others-spread-clients-across-cores). Not tested here: the faster direction is limited by the smaller one only when it is below the bandwidth-delay product.",
 			Edits:   setBoth(max(s, r))}, d)
 	}
 }
@@ -167,6 +167,6 @@ func (v *view) tcpNodelay() {
 	p, _ := v.last("proto")
 	v.add(Finding{Rule: "tcp-nodelay", Severity: Info, Category: Performance,
 		Problem: "this TCP server does not set tcp-nodelay, so Nagle's algorithm may delay small tunnel packets.",
-		Reason:  shared.TCPNodelayEvidence + " (openvpn-facts); on a server it also pushes the setting to clients. " + shared.TCPNodelay().Measure + " measures it on your kind of path.",
+		Reason:  shared.TCPNodelayEvidence + " (docs/openvpn-facts.md#tcp-nodelay); on a server it also pushes the setting to clients. " + shared.TCPNodelay().Measure + " measures it on your kind of path.",
 		Edits:   []Edit{{File: v.f.Path, Append: []string{"tcp-nodelay"}}}, Decision: true}, p)
 }

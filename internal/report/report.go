@@ -113,6 +113,14 @@ var kinds = []kind{
 		return json.Unmarshal(b, d.Crypto)
 	}},
 	{tune.Schema, func(b []byte, d *Document) error { d.Tune = &tune.Result{}; return json.Unmarshal(b, d.Tune) }},
+	{tune.SchemaV2Legacy, func(b []byte, d *Document) error {
+		d.Tune = &tune.Result{}
+		if err := json.Unmarshal(b, d.Tune); err != nil {
+			return err
+		}
+		d.Tune.Schema = tune.Schema
+		return nil
+	}},
 	// Version 1 pooled the rounds; its rounds are judged again.
 	{tune.SchemaV1, func(b []byte, d *Document) error {
 		d.Tune = &tune.Result{}
@@ -121,15 +129,18 @@ var kinds = []kind{
 		}
 		return tune.UpgradeV1(d.Tune)
 	}},
-	{ClusterSchema, func(b []byte, d *Document) error {
-		d.Cluster = &cluster.ClusterStatus{}
-		return json.Unmarshal(b, d.Cluster)
-	}},
+	{ClusterSchema, decodeCluster},
+	{cluster.LegacyStatusSchema, decodeCluster},
 }
 
 // PMTUSchema names `ovpnperf pmtu --json` documents (the command lives in
 // package main, so the name is kept here too).
 const PMTUSchema = "ovpnperf/pmtu/v1"
+
+func decodeCluster(b []byte, d *Document) error {
+	d.Cluster = &cluster.ClusterStatus{}
+	return json.Unmarshal(b, d.Cluster)
+}
 
 func decodeRun(b []byte, d *Document) error {
 	rep, err := measure.ReadJSON(bytes.NewReader(b))
@@ -236,7 +247,7 @@ func sniff(head map[string]json.RawMessage) string {
 	case has("path_mtu", "blackhole", "explanation"):
 		return PMTUSchema
 	case has("id", "instances"):
-		return ClusterSchema
+		return cluster.LegacyStatusSchema
 	}
 	return ""
 }

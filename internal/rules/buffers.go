@@ -34,7 +34,7 @@ type Buffers struct {
 const udpNoWindow = "UDP has no window: the bandwidth-delay product queues at the bottleneck, not in OpenVPN's socket; the buffers recipe measured no gain from larger buffers on UDP paths up to 200 ms"
 
 // Why the rule leaves TCP buffers alone.
-const tcpAutotune = "over TCP transport Linux autotunes the outer connection's buffers up to net.ipv4.tcp_rmem/tcp_wmem's maximum (6 MiB stock) when OpenVPN sets none; a fixed sndbuf/rcvbuf turns that off (tcp(7): SO_RCVBUF) and caps throughput at buffer/RTT. On a TCP lab path advise's old buffer lines measured no better than the defaults"
+const tcpAutotune = "over TCP transport Linux autotunes the outer connection's buffers up to net.ipv4.tcp_rmem/tcp_wmem's maximum (6 MiB stock) when OpenVPN sets none; a fixed sndbuf/rcvbuf turns that off and caps throughput at buffer/RTT. On a TCP lab path advise's old buffer lines measured no better than the defaults (docs/openvpn-facts.md#socket-buffers-over-tcp-transport)"
 
 // SocketBuffers decides sndbuf/rcvbuf. Over UDP there is no window, and
 // the recipe buffers measured no gain from larger buffers on UDP paths up
@@ -67,7 +67,7 @@ func SocketBuffers(p Path, tunMTU int) Buffers {
 		}
 		return b
 	}
-	b := Buffers{Why: tcpAutotune, Figure: "tcp(7); TCP lab path, buffer lines vs defaults"}
+	b := Buffers{Why: tcpAutotune, Figure: "Linux tcp_moderate_rcvbuf/tcp_rmem; TCP lab path, buffer lines vs defaults"}
 	if bdp > 0 {
 		b.Floor = bdp
 		b.FloorWhy = fmt.Sprintf("a fixed buffer below the bandwidth-delay product (%s × %v = %d bytes) bounds the outer TCP window at buffer/RTT", mbit(p.RateBitsPerSec), p.RTT, bdp)

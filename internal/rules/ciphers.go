@@ -128,7 +128,7 @@ func Protection(c Crypto) []Problem {
 	}
 	noEnc := func(dir, problem, when string) {
 		out = append(out, Problem{dir, "error", "no-encryption", problem,
-			"the data channel then carries every tunnelled packet in clear text" + when + ", and OpenVPN 2.6 itself warns \"NO encryption will be performed\" (crypto.c, ssl_ncp.c). " + OuterLayer + "."})
+			"the data channel then carries every tunnelled packet in clear text" + when + ", and OpenVPN 2.6 itself warns \"NO encryption will be performed\" (docs/openvpn-facts.md#data-channel-without-encryption-or-authentication). " + OuterLayer + "."})
 	}
 	switch c.Mode {
 	case StaticKey:
@@ -137,13 +137,13 @@ func Protection(c Crypto) []Problem {
 		}
 	case PeerToPeerTLS:
 		if none(c.Cipher) {
-			noEnc("cipher", "cipher none: with a peer older than 2.6 this tunnel is not encrypted.", " whenever the peer is older than 2.6: in peer-to-peer TLS mode --cipher is the fallback for a peer that does not negotiate (options.c options_postprocess_cipher)")
+			noEnc("cipher", "cipher none: with a peer older than 2.6 this tunnel is not encrypted.", " whenever the peer is older than 2.6: in peer-to-peer TLS mode --cipher is the fallback for a peer that does not negotiate (docs/openvpn-facts.md#data-channel-without-encryption-or-authentication)")
 		}
 	case ClientServer:
 		if none(c.Cipher) && !listHasNone(dc) && !none(c.Fallback) {
 			out = append(out, Problem{"cipher", "warning", "no-encryption",
 				"cipher none has no effect here: OpenVPN 2.6 negotiates the data cipher from data-ciphers (" + dc + ").",
-				"man page --cipher: from 2.6 the option is always ignored in TLS mode when it comes to configuring the cipher; a 2.6 peer encrypts, and a peer that cannot negotiate and uses cipher none is refused (multi.c: no common cipher). If no encryption was meant: " + OuterLayer + ", and then it takes none in data-ciphers on both sides."})
+				"from 2.6 --cipher is always ignored in TLS mode when it comes to configuring the data cipher (docs/openvpn-facts.md#data-channel-without-encryption-or-authentication); a 2.6 peer encrypts, and a peer that cannot negotiate and uses cipher none is refused (multi.c: no common cipher). If no encryption was meant: " + OuterLayer + ", and then it takes none in data-ciphers on both sides."})
 		}
 	}
 	if c.Mode != StaticKey {
@@ -177,13 +177,13 @@ func Protection(c Crypto) []Problem {
 				problem = "auth none with cipher none: packets are neither encrypted nor authenticated."
 			}
 			out = append(out, Problem{"auth", "error", "no-authentication", problem,
-				"a CBC data channel is authenticated only by the --auth HMAC; without it anyone on the path can alter or inject tunnelled packets unnoticed, and OpenVPN 2.6 warns \"no authentication will be performed on received packets\" (crypto.c init_key_type). AEAD ciphers (AES-GCM, ChaCha20-Poly1305) authenticate themselves and ignore --auth (man page --auth). " + OuterLayer + "."})
+				"a CBC data channel is authenticated only by the --auth HMAC; without it anyone on the path can alter or inject tunnelled packets unnoticed, and OpenVPN 2.6 warns \"no authentication will be performed on received packets\" (docs/openvpn-facts.md#data-channel-without-encryption-or-authentication). AEAD ciphers (AES-GCM, ChaCha20-Poly1305) authenticate themselves and ignore --auth (man page --auth). " + OuterLayer + "."})
 		}
 	}
 	if c.Mode == ClientServer && c.Cipher == "" && c.Fallback == "" && len(c.OldPeerSigns) > 0 && !inList("BF-CBC", dc) {
 		out = append(out, Problem{"", "info", "old-peer-cipher",
 			"no cipher line, and options of configs for OpenVPN before 2.4 (" + strings.Join(c.OldPeerSigns, ", ") + "): a peer that old will be refused by OpenVPN 2.6.",
-			"peers before 2.4 do not negotiate the data cipher and, without a cipher line of their own, use BF-CBC; OpenVPN 2.6 refuses them (multi.c: \"PUSH: No common cipher\", the client gets AUTH_FAILED; a 2.6 client logs \"failed to negotiate cipher with server\", ssl_ncp.c) unless BF-CBC is in data-ciphers (when the peer reports its cipher) or data-ciphers-fallback BF-CBC is set (when it does not), and BF-CBC also needs OpenSSL 3's legacy provider (man page, cipher negotiation: OpenVPN 2.3 and older clients). Upgrading the old peer is better than allowing BF-CBC (SWEET32)."})
+			"peers before 2.4 do not negotiate the data cipher and, without a cipher line of their own, use BF-CBC; OpenVPN 2.6 refuses them (multi.c: \"PUSH: No common cipher\", the client gets AUTH_FAILED; a 2.6 client logs \"failed to negotiate cipher with server\", ssl_ncp.c) unless BF-CBC is in data-ciphers (when the peer reports its cipher) or data-ciphers-fallback BF-CBC is set (when it does not), and BF-CBC also needs OpenSSL 3's legacy provider (docs/openvpn-facts.md#peers-without-cipher-negotiation). Upgrading the old peer is better than allowing BF-CBC (SWEET32)."})
 	}
 	return out
 }
