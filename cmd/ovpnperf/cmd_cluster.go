@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"io"
 	"log/slog"
 	"net"
@@ -218,9 +220,9 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 	}
 	var pki *openvpn.PKI
 	if o.config != "" {
-		b, err := os.ReadFile(o.config)
+		b, err := inputfile.ReadFile(ctx, o.config, inputfile.Config)
 		if err != nil {
-			return usage.Errorf("--config: %v", err)
+			return usage.Errorf("--config %v", err)
 		}
 		base, err := openvpn.ParseString(string(b))
 		if err != nil {
@@ -601,9 +603,12 @@ func runClusterClientConfig(ctx context.Context, w io.Writer, id string, o clust
 	if o.base == "" {
 		return usage.Errorf("give --base CLIENT.conf (credentials and options to keep)")
 	}
-	b, err := os.ReadFile(o.base)
+	if err := checkOutPath("-o/--output", o.out); err != nil {
+		return err
+	}
+	b, err := inputfile.ReadFile(ctx, o.base, inputfile.Config)
 	if err != nil {
-		return usage.Errorf("--base: %v", err)
+		return usage.Errorf("--base %v", err)
 	}
 	cfg, err := openvpn.ParseString(string(b))
 	if err != nil {
@@ -621,23 +626,8 @@ func runClusterClientConfig(ctx context.Context, w io.Writer, id string, o clust
 		_, err := io.WriteString(w, text)
 		return err
 	}
-	return writePrivate(o.out, []byte(text))
-}
-
-func writePrivate(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	// 0600: the client config holds the client's keys.
+	return outputfile.WriteBytes(o.out, 0o600, []byte(text))
 }
 
 func newClusterSystemdUnitCommand() *cobra.Command {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,7 +74,7 @@ func newGendocCommand() *cobra.Command {
 					return err
 				}
 				unit := cluster.SystemdTemplateUnit(exe)
-				if err := os.WriteFile(filepath.Join(unitDir, "ovpnperf-cluster@.service"), []byte(unit), 0o644); err != nil {
+				if err := outputfile.WriteBytes(filepath.Join(unitDir, "ovpnperf-cluster@.service"), 0o644, []byte(unit)); err != nil {
 					return err
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"io/fs"
 	"os"
@@ -35,6 +36,7 @@ type lintOptions struct {
 	target  string
 	failOn  string
 	fix     bool
+	ctx     context.Context
 	in      io.Reader
 	out     io.Writer
 	errOut  io.Writer
@@ -100,7 +102,7 @@ never printed.`,
 		Args: args(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			o.configs = a
-			o.in, o.out, o.errOut = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			o.ctx, o.in, o.out, o.errOut = cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
 			return runLint(o)
 		},
 	}
@@ -245,6 +247,17 @@ func runLint(o lintOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.fix {
+		for _, c := range configs {
+			if err := checkOutPath("--fix", c+lint.FixSuffix); err != nil {
+				return err
+			}
+		}
+	}
+	ctx := o.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	rep.Configs = configs
 	if len(configs) > 0 {
 		rep.Config = configs[0]
@@ -263,7 +276,7 @@ func runLint(o lintOptions) error {
 			rep.Findings = append(rep.Findings, lint.Finding{Rule: "parse-error", Severity: lint.Error, Category: lint.Compatibility,
 				File: perr.File, Line: perr.Line, Problem: fmt.Sprintf("column %d: %s.", perr.Col, perr.Msg),
 				Reason: "OpenVPN 2.6's config reader (options.c parse_line/read_config_file) refuses this line, so nothing else was checked.", Decision: true})
-			if b, rerr := os.ReadFile(perr.File); rerr == nil {
+			if b, rerr := inputfile.ReadFile(ctx, perr.File, inputfile.Config); rerr == nil {
 				lines[perr.File] = strings.Split(string(b), "\n")
 			}
 			cfgs = append(cfgs, nil)
@@ -276,18 +289,21 @@ func runLint(o lintOptions) error {
 		}
 	}
 	if o.log != "" {
-		var r io.Reader = o.in
 		name := "stdin"
+		var r io.Reader = inputfile.Stream(ctx, o.in, name, inputfile.Log)
 		if o.log != "-" {
-			f, err := os.Open(o.log)
+			f, err := inputfile.Open(ctx, o.log, inputfile.Log)
 			if err != nil {
-				return usage.Errorf("lint: --log: %v", err)
+				return usage.Errorf("lint: --log %v", err)
 			}
 			defer f.Close()
 			r, name = f, o.log
 		}
 		lr, err := openvpn.ScanLog(r)
 		if err != nil {
+			if errors.Is(err, inputfile.ErrTooLarge) || ctx.Err() != nil {
+				return err
+			}
 			return fmt.Errorf("reading %s: %w", name, err)
 		}
 		var cfg *openvpn.ConfigFile

@@ -112,17 +112,24 @@ type Ceiling struct {
 
 // Advice is the result of Advise.
 type Advice struct {
-	Server    []Line    `json:"server"`
-	Client    []Line    `json:"client"`
-	Push      []Line    `json:"push"`
-	Sysctl    []Line    `json:"sysctl"`
-	Interface []Line    `json:"interface"`
-	Ceilings  []Ceiling `json:"ceilings"`
-	DoNot     []Line    `json:"do_not"`
+	Server    []Line `json:"server"`
+	Client    []Line `json:"client"`
+	Push      []Line `json:"push"`
+	Sysctl    []Line `json:"sysctl"`
+	Interface []Line `json:"interface"`
+	// Firewall: with DCO, the TCPMSS clamp rules (iptables, ip6tables and
+	// nft forms of the same rule) that replace mssfix, which Linux DCO
+	// does not apply.
+	Firewall []Line    `json:"firewall,omitempty"`
+	Ceilings []Ceiling `json:"ceilings"`
+	DoNot    []Line    `json:"do_not"`
 	// Undecided are the settings that depend on something not given
 	// (path MTU, rate, a measurement over TCP): never "defaults suit".
 	Undecided []Undecided `json:"undecided,omitempty"`
 	Notes     []string    `json:"notes,omitempty"` // client-OS notes
+	// DCONote, without DCO on a path where one process's CPU binds the
+	// prediction, says what data channel offload would take.
+	DCONote string `json:"dco_note,omitempty"`
 	// Variant is a `lab run --variant` argument with exactly the OpenVPN
 	// directives above (sysctl and interface lines are not variant
 	// directives; the lab sets none of them).
@@ -234,6 +241,7 @@ func Advise(in Input) (Advice, error) {
 	b.clientNotes(f)
 	b.a.Ceilings = b.ceilings(f)
 	b.packetCostOpen()
+	b.dcoNote()
 	b.a.Variant = "advised=" + strings.Join(b.variant, ";")
 	return b.a, nil
 }
@@ -260,6 +268,9 @@ func (b *builder) mtu(f overhead.Frame) int {
 	m := rules.TunnelMTU(b.path(), f)
 	for _, l := range m.Lines {
 		b.both(l.Directive, l.Reason, l.Figure)
+	}
+	if m.Clamp {
+		b.mssClamp(m.TunMTU)
 	}
 	b.a.Undecided = append(b.a.Undecided, m.Undecided...)
 	return m.TunMTU
@@ -336,7 +347,9 @@ func (b *builder) doNots(f overhead.Frame) {
 	b.doNot("BF-CBC, DES-EDE3-CBC or other 64-bit-block ciphers", rules.WeakCipherReason, "block 8 bytes")
 	b.doNot("cipher none / auth none (or none in data-ciphers)", "the data channel is then not encrypted or not authenticated. "+rules.OuterLayer, "OpenVPN 2.6 crypto.c: \"NO encryption will be performed\"")
 	if in.DCO {
-		b.doNot("fragment", "fragment disables DCO: the data channel falls back to userspace and its per-packet cost", "DCO requested")
+		b.doNot("fragment", "fragment disables DCO: the data channel falls back to userspace and its per-packet cost", "DCO requested; dco.c \"Note: --fragment disables data channel offload.\"")
+		b.doNot("mssfix", "Linux DCO never applies it (dco_linux.c passes the value to no kernel call): the TCPMSS rule under firewall does its job", "DCO requested")
+		b.doNot("CBC ciphers, data-ciphers-fallback with a CBC cipher", "Linux DCO runs only AEAD ciphers (AES-128/192/256-GCM, CHACHA20-POLY1305); any other cipher in data-ciphers turns DCO off (docs/openvpn-facts.md#data-channel-offload-dco)", "DCO requested")
 	} else if in.Blackhole {
 		b.doNot("fragment as the first fix", "mssfix + a lower tun-mtu keep packets whole without 4 bytes per packet and keep DCO possible", "black hole measured")
 	}
@@ -435,7 +448,7 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 	}
 	if in.DCO {
 		pps *= 3 // kernel data channel: 1.2–2.3 Gbit/s public figures vs 0.4–0.7
-		pt.Assumed = strings.TrimPrefix(pt.Assumed+"; ", "; ") + "×3 for DCO is assumed from public figures (1.2–2.3 Gbit/s in the kernel against 0.4–0.7 in userspace), not measured here"
+		pt.Assumed = strings.TrimPrefix(pt.Assumed+"; ", "; ") + DCOCostAssumption
 	}
 	pt.BitsPerSec = pps * payload * 8
 	pt.Figure = fmt.Sprintf("%.0f packets/s × %.0f bytes", pps, payload)
@@ -447,3 +460,47 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 }
 
 func mbit(bps float64) string { return fmt.Sprintf("%.1f Mbit/s", bps/1e6) }
+
+// DCOCostAssumption is how advise prices DCO's per-packet cost: nothing
+// measured it here (this project's kernels lack the ovpn driver).
+const DCOCostAssumption = "×3 for DCO is assumed from public figures (1.2–2.3 Gbit/s in the kernel against 0.4–0.7 in userspace, docs/openvpn-facts.md#throughput-with-and-without-dco), not measured by ovpnperf (the kernels it was developed on lack the ovpn driver)"
+
+// mssClamp adds the TCPMSS rules that clamp TCP through the tunnel to
+// tun-mtu (what mssfix does without DCO): on the forward path in both
+// directions through any tun device, lowering only larger MSS values.
+func (b *builder) mssClamp(tun int) {
+	m4, m6 := tun-40, tun-60
+	why := "Linux DCO does not apply mssfix: clamp the MSS of forwarded TCP SYNs through the tunnel so inner TCP segments fit tun-mtu (run on the server, and on a client that routes a LAN)"
+	for _, dir := range []string{"-o", "-i"} {
+		b.a.Firewall = append(b.a.Firewall,
+			line(fmt.Sprintf("iptables -t mangle -A FORWARD %s tun+ -p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss %d:65535 -j TCPMSS --set-mss %d", dir, m4+1, m4), why, fmt.Sprintf("tun-mtu %d − 40 (IPv4 + TCP headers) = %d", tun, m4)),
+			line(fmt.Sprintf("ip6tables -t mangle -A FORWARD %s tun+ -p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss %d:65535 -j TCPMSS --set-mss %d", dir, m6+1, m6), why, fmt.Sprintf("tun-mtu %d − 60 (IPv6 + TCP headers) = %d", tun, m6)))
+	}
+	b.a.Firewall = append(b.a.Firewall,
+		line("nft add table inet ovpnperf_mss", "or the same clamp with nftables: a table of its own", "-"),
+		line("nft 'add chain inet ovpnperf_mss forward { type filter hook forward priority mangle; policy accept; }'", "the forward hook, where routed packets pass", "-"))
+	for _, dir := range []string{"oifname", "iifname"} {
+		b.a.Firewall = append(b.a.Firewall,
+			line(fmt.Sprintf("nft 'add rule inet ovpnperf_mss forward %s \"tun*\" meta nfproto ipv4 tcp flags syn / syn,rst tcp option maxseg size %d-65535 tcp option maxseg size set %d'", dir, m4+1, m4), why, fmt.Sprintf("tun-mtu %d − 40 = %d", tun, m4)),
+			line(fmt.Sprintf("nft 'add rule inet ovpnperf_mss forward %s \"tun*\" meta nfproto ipv6 tcp flags syn / syn,rst tcp option maxseg size %d-65535 tcp option maxseg size set %d'", dir, m6+1, m6), why, fmt.Sprintf("tun-mtu %d − 60 = %d", tun, m6)))
+	}
+}
+
+// line is a Line from its three parts.
+func line(directive, reason, figure string) Line {
+	return Line{Directive: directive, Reason: reason, Figure: figure}
+}
+
+// dcoNote says what DCO would take when the prediction is CPU-bound in
+// userspace and DCO is not in use.
+func (b *builder) dcoNote() {
+	if b.in.DCO || b.in.OpenVPN == "2.5" || len(b.a.Ceilings) == 0 || b.in.RateBitsPerSec == 0 {
+		return
+	}
+	switch b.a.Ceilings[0].Binding {
+	case "packet cost per core", "crypto per core":
+	default:
+		return
+	}
+	b.a.DCONote = ("the prediction is bound by one OpenVPN process's CPU (" + b.a.Ceilings[0].Binding + "): data channel offload (DCO) would move the data channel into the kernel. It takes OpenVPN 2.7 with Linux 6.16 or newer built with CONFIG_OVPN (or the ovpn-backports module), or OpenVPN 2.6 with the out-of-tree ovpn-dco module (Debian package openvpn-dco-dkms), and a config without the options that turn it off (fragment, compression framing, non-AEAD ciphers, proxies, tap, a server without topology subnet: `ovpnperf lint --target 2.7 CONFIG` names each; `ovpnperf probe HOST --config CONFIG` checks the host). Then run advise with --dco yes (docs/openvpn-facts.md#data-channel-offload-dco)")
+}

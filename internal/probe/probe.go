@@ -6,11 +6,13 @@
 package probe
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"io"
-	"os"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/advise"
@@ -127,9 +129,9 @@ func (e *LoadError) Error() string { return e.Msg }
 
 // Load reads a probe file.
 func Load(file string) (*Report, error) {
-	f, err := os.Open(file)
+	f, err := inputfile.Open(context.Background(), file, inputfile.Document)
 	if err != nil {
-		return nil, &LoadError{fmt.Sprintf("probe file: %v", err)}
+		return nil, &LoadError{fmt.Sprintf("probe file %v", err)}
 	}
 	defer f.Close()
 	r, err := Decode(f)
@@ -160,6 +162,9 @@ func Decode(r io.Reader) (*Report, error) {
 		return nil, fmt.Errorf("schema %q, want %s", *head.Schema, Schema)
 	case len(head.Path) == 0:
 		return nil, fmt.Errorf("no \"path\" object")
+	}
+	if err := measure.CheckFigures(head.Path); err != nil {
+		return nil, fmt.Errorf("path.%w", err)
 	}
 	rep := &Report{Schema: Schema, Host: head.Host}
 	if err := json.Unmarshal(head.Path, &rep.Path); err != nil {

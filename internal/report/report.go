@@ -18,11 +18,13 @@ package report
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -144,8 +146,14 @@ func decodeCluster(b []byte, d *Document) error {
 
 func decodeRun(b []byte, d *Document) error {
 	rep, err := measure.ReadJSON(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	if err := rep.CheckRows(); err != nil {
+		return err
+	}
 	d.Run = rep
-	return err
+	return nil
 }
 
 // Schemas lists the schemas Load accepts.
@@ -164,7 +172,7 @@ var ErrUnknownSchema = errors.New("unknown schema")
 // Load reads the documents of one file: one document, or a JSON array of
 // them (`recipe all --out`).
 func Load(path string) ([]Document, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.ReadFile(context.Background(), path, inputfile.Document)
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +223,9 @@ func parseOne(where string, raw []byte) (Document, error) {
 	d := Document{File: where, Schema: schema}
 	for _, k := range kinds {
 		if k.schema == schema {
+			if err := measure.CheckFigures(raw); err != nil {
+				return d, fmt.Errorf("%s: %w", where, err)
+			}
 			if err := k.decode(raw, &d); err != nil {
 				return d, fmt.Errorf("%s: %w", where, err)
 			}
@@ -278,7 +289,7 @@ func WriteFile(path string, docs []Document, opts Options) error {
 	if err := Write(&buf, docs, opts); err != nil {
 		return err
 	}
-	return os.WriteFile(path, buf.Bytes(), 0o644)
+	return outputfile.WriteBytes(path, 0o644, buf.Bytes())
 }
 
 // page accumulates the HTML of a report.

@@ -86,6 +86,9 @@ type MTU struct {
 	// Jumbo is the tunnel advised as a jumbo tunnel (tun-mtu 9000,
 	// mssfix 0): outer datagrams larger than the path are meant.
 	Jumbo bool
+	// Clamp: with DCO, which does not apply mssfix, TCP through the
+	// tunnel needs a TCPMSS firewall rule clamping it to TunMTU.
+	Clamp bool
 }
 
 // TunnelMTU decides tun-mtu and mssfix for a path.
@@ -115,13 +118,13 @@ func TunnelMTU(p Path, f overhead.Frame) MTU {
 		m.TunMTU, m.Jumbo = 9000, true
 		add("tun-mtu 9000", j.Why, j.Figure)
 		add("mssfix 0", "with tun-mtu 9000 inner TCP may use full 9000-byte segments; mssfix would clamp them back to the path", "tun-mtu 9000")
-	case fits, pm >= 1492 && !p.DCO && p.OpenVPN != "2.5" && !p.Blackhole:
+	case fits && !p.DCO, pm >= 1492 && !p.DCO && p.OpenVPN != "2.5" && !p.Blackhole:
 		// The 2.6 default mssfix 1492 mtu already fits TCP; bigger
 		// non-TCP packets are fragmented by the kernel, which works
 		// while ICMP and fragments pass.
-	case p.DCO && p.proto() == "udp":
-		m.TunMTU = f.MaxInner(pm)
-		add(fmt.Sprintf("tun-mtu %d", m.TunMTU), "Linux DCO does not apply mssfix, so the tunnel's own MTU must keep outer packets within the path MTU",
+	case p.DCO:
+		m.TunMTU, m.Clamp = f.MaxInner(pm), true
+		add(fmt.Sprintf("tun-mtu %d", m.TunMTU), "Linux DCO does not apply mssfix (docs/openvpn-facts.md#data-channel-offload-dco), so the tunnel's own MTU must keep outer packets within the path MTU, and a TCPMSS rule (firewall) clamps TCP to it",
 			fmt.Sprintf("path MTU %d − %d bytes overhead = %d", pm, f.Overhead(m.TunMTU), m.TunMTU))
 	case p.proto() == "tcp":
 		add(mssfix, "tunnelled TCP segments then fit whole outer TCP segments instead of being split across two", fmt.Sprintf("path MTU %d, inner MSS %d", pm, f.MSS(v26, true, false)))
