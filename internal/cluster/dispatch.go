@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -83,6 +84,9 @@ type Request struct {
 	// request single-use: a replayed request is refused.
 	Nonce string `json:"nonce"`
 	Time  int64  `json:"time"`
+	// Exclude names instances the caller already has a tunnel to
+	// (`cluster connect --tunnels N` asks for N distinct ones).
+	Exclude []string `json:"exclude,omitempty"`
 }
 
 // Reply is the dispatcher's answer: an assignment or an error.
@@ -225,6 +229,13 @@ func (d *Dispatcher) Assign(r Request, now time.Time) (Reply, error) {
 	}
 	if len(cands) == 0 {
 		return Reply{}, errors.New("no instance is up")
+	}
+	if len(r.Exclude) > 0 {
+		n := len(cands)
+		cands = slices.DeleteFunc(cands, func(e Endpoint) bool { return slices.Contains(r.Exclude, e.Name) })
+		if len(cands) == 0 {
+			return Reply{}, fmt.Errorf("no other instance is up: %d up, all %d excluded already taken", n, n)
+		}
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].Name < cands[j].Name })
 	var pick Endpoint
