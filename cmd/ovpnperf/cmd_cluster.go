@@ -25,6 +25,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -92,8 +93,8 @@ func newClusterServeCommand() *cobra.Command {
 	f := c.Flags()
 	f.StringVar(&o.id, "id", "", "cluster id, 4 hex digits (default: random)")
 	f.StringVar(&o.config, "config", "", "server config to split (default with --lab: the lab's built-in config)")
-	f.StringVar(&o.labName, "lab", "", "run in this lab's server namespace")
-	f.StringVar(&o.netns, "netns", "", "run in this named network namespace")
+	f.StringVar(&o.labName, "lab", "", "run in this lab's server namespace (the instances, --dispatcher and --metrics all listen there)")
+	f.StringVar(&o.netns, "netns", "", "run in this named network namespace (the instances, --dispatcher and --metrics all listen there)")
 	f.StringVar(&o.instances, "instances", "auto", "instances per protocol: N, or auto (one per usable CPU minus --reserve-cpus)")
 	f.IntVar(&o.reserve, "reserve-cpus", 0, "CPUs left out by --instances auto")
 	f.StringVar(&o.proto, "proto", "udp", "udp, tcp or udp,tcp (one instance of each per CPU)")
@@ -287,7 +288,7 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 			c.Stop()
 			return err
 		}
-		l, err := net.Listen("tcp", o.dispatcher)
+		l, err := netns.Listen(co.Netns, "tcp", o.dispatcher)
 		if err != nil {
 			c.Stop()
 			return err
@@ -298,7 +299,7 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 		fmt.Fprintf(w, "dispatcher on %s (%s), handing out %s\n", l.Addr(), o.strategy, o.public)
 	}
 	if o.metrics != "" {
-		l, err := net.Listen("tcp", o.metrics)
+		l, err := netns.Listen(co.Netns, "tcp", o.metrics)
 		if err != nil {
 			c.Stop()
 			return err
