@@ -530,3 +530,20 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 }
 
 func mbit(bps float64) string { return fmt.Sprintf("%.1f Mbit/s", bps/1e6) }
+
+// BufferAfterDrops is the rule for a UDP socket that dropped datagrams
+// (`ovpnperf measure` saw its drop counter rise) while the kernel gave it
+// gotBytes of receive buffer (SO_RCVBUF, which the kernel reports doubled).
+// It advises the 4 MiB advised for jumbo tunnels, or twice what was asked
+// when that was already 4 MiB or more: a drop means OpenVPN was off the
+// CPU longer than the buffer lasts, which on a shared machine is tens of
+// milliseconds, and a UDP OpenVPN process has one socket for all its
+// peers, whose buffer costs memory only while it holds datagrams. It
+// returns the directive and the sysctl without which the kernel caps it.
+func BufferAfterDrops(gotBytes int) (directive, sysctl string) {
+	size := jumboSockBuf
+	if asked := gotBytes / 2; asked >= jumboSockBuf {
+		size = 2 * asked
+	}
+	return fmt.Sprintf("rcvbuf %d", size), fmt.Sprintf("net.core.rmem_max = %d", size)
+}
