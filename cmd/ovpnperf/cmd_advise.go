@@ -11,6 +11,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
+	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -209,6 +210,7 @@ func writeAdvice(w io.Writer, a advise.Advice) {
 	section("server.conf push", a.Push)
 	section("sysctl (both hosts)", a.Sysctl)
 	section("interface", a.Interface)
+	section("firewall (TCP MSS clamp; iptables or nft, not both)", a.Firewall)
 	fmt.Fprintf(w, "predicted ceiling of one TCP flow (%s, tun-mtu %d):\n", a.Cipher, a.TunMTU)
 	assumed := map[string]string{}
 	for _, c := range a.Ceilings {
@@ -229,13 +231,16 @@ func writeAdvice(w io.Writer, a advise.Advice) {
 		fmt.Fprintf(w, "  %s: %s\n", name, assumed[name])
 	}
 	section("do not", a.DoNot)
+	if a.DCONote != "" {
+		fmt.Fprintf(w, "DCO: %s\n", a.DCONote)
+	}
 	if len(a.Notes) > 0 {
 		fmt.Fprintln(w, "client notes:")
 		for _, n := range a.Notes {
 			fmt.Fprintf(w, "  - %s\n", n)
 		}
 	}
-	fmt.Fprintf(w, "test it: ovpnperf lab run --variant '%s' --variant default\n", a.Variant)
+	fmt.Fprintf(w, "test it: ovpnperf lab run --variant %s --variant default\n", shellquote.Arg(a.Variant))
 }
 
 func writeAdviceConf(w io.Writer, a advise.Advice) {
@@ -248,6 +253,13 @@ func writeAdviceConf(w io.Writer, a advise.Advice) {
 	}
 	block("server.conf", append(append([]advise.Line{}, a.Server...), a.Push...))
 	block("client.conf", a.Client)
+	if len(a.Firewall) > 0 {
+		fmt.Fprintln(w, "# --- firewall: TCP MSS clamp (run the iptables lines or the nft lines, not both) ---")
+		for _, l := range a.Firewall {
+			fmt.Fprintf(w, "# %s\n# %s\n", l.Reason, l.Directive)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "# --- /etc/sysctl.d/90-openvpn.conf ---")
 	for _, l := range a.Sysctl {
 		fmt.Fprintf(w, "# %s\n%s\n", l.Reason, l.Directive)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ovpnperf/ovpnperf/internal/capture"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
@@ -166,7 +167,7 @@ func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o
 	rep.Scenario.Argv = os.Args
 	var outErr error
 	if o.out != "" {
-		outErr = writeOut(o.out, func(f *os.File) error { return rep.WriteJSON(f) })
+		outErr = writeOut(o.out, func(w io.Writer) error { return rep.WriteJSON(w) })
 	}
 	if o.html != "" {
 		if herr := writeHTML(o.html, []*measure.Report{rep}); herr != nil {
@@ -258,7 +259,7 @@ A file that is not a capture, or is cut short, is refused (exit status 2).`,
   ovpnperf analyze outer.pcap --json`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return runAnalyze(cmd.OutOrStdout(), a[0], o)
+			return runAnalyze(cmd.Context(), cmd.OutOrStdout(), a[0], o)
 		},
 	}
 	c.Flags().BoolVar(&o.json, "json", false, "print one JSON document (schema "+capture.Schema+")")
@@ -266,15 +267,12 @@ A file that is not a capture, or is cut short, is refused (exit status 2).`,
 	return c
 }
 
-func runAnalyze(stdout io.Writer, file string, o analyzeOptions) error {
-	f, err := os.Open(file)
+func runAnalyze(ctx context.Context, stdout io.Writer, file string, o analyzeOptions) error {
+	f, err := inputfile.Open(ctx, file, inputfile.Capture)
 	if err != nil {
-		return usage.Errorf("%v", err)
+		return err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return usage.Errorf("%s: is a directory; want a capture file", file)
-	}
 	a, err := capture.Analyze(f, uint16(o.port))
 	if err != nil {
 		if errors.Is(err, capture.ErrNotCapture) || errors.Is(err, capture.ErrTruncated) {

@@ -19,6 +19,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/report"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/tune"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -104,6 +105,9 @@ type tuneSetup struct {
 
 func (o tuneOptions) setup() (tuneSetup, error) {
 	var s tuneSetup
+	if err := checkOutPath("--out", o.out); err != nil {
+		return s, err
+	}
 	if err := checkOutPath("--html", o.html); err != nil {
 		return s, err
 	}
@@ -213,7 +217,7 @@ func pathArgs(fs *pflag.FlagSet) string {
 		if fl.Value.Type() == "bool" {
 			parts = append(parts, "--"+n)
 		} else {
-			parts = append(parts, "--"+n+" "+fl.Value.String())
+			parts = append(parts, "--"+n+" "+shellquote.Arg(fl.Value.String()))
 		}
 	}
 	return strings.Join(parts, " ")
@@ -282,8 +286,9 @@ func runTune(ctx context.Context, stdout, stderr io.Writer, o tuneOptions) error
 		return err
 	}
 	res.Notes = append(res.Notes, tune.Uniq(notes)...)
+	res.Argv = os.Args
 	if o.out != "" {
-		if werr := writeTuneJSON(o.out, res); werr != nil {
+		if werr := writeOut(o.out, func(w io.Writer) error { return writeTuneJSON(w, res) }); werr != nil {
 			return werr
 		}
 	}
@@ -306,19 +311,11 @@ func runTune(ctx context.Context, stdout, stderr io.Writer, o tuneOptions) error
 	return err
 }
 
-func writeTuneJSON(path string, res *tune.Result) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(f)
+func writeTuneJSON(w io.Writer, res *tune.Result) error {
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(res); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return enc.Encode(res)
 }
 
 // printTune writes the result for people.
@@ -331,7 +328,7 @@ func printTune(w io.Writer, res *tune.Result, pathArgs string) {
 	fmt.Fprintln(w, res.Verdict.Message)
 	b := res.Best
 	if res.Verdict.Found {
-		args := strings.TrimSpace(pathArgs + " --proto " + b.Proto + " --variant '" + b.Variant + "'")
+		args := strings.TrimSpace(pathArgs + " --proto " + shellquote.Arg(b.Proto) + " --variant " + shellquote.Arg(b.Variant))
 		fmt.Fprintf(w, "best: ovpnperf lab run %s\n", args)
 		fmt.Fprintf(w, "server.conf:\n  %s\nclient.conf:\n  %s\n", strings.Join(b.Server, "\n  "), strings.Join(b.Client, "\n  "))
 		if len(b.Sysctl) > 0 {
