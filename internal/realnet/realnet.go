@@ -24,7 +24,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/capture"
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
@@ -32,6 +31,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	"github.com/ovpnperf/ovpnperf/internal/rules"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 	"github.com/ovpnperf/ovpnperf/internal/vpnproc"
 )
@@ -249,7 +249,7 @@ func finish(rep *measure.Report, rp *measure.RealPath, spec Spec, proc *vpnproc.
 			rcv = max(rcv, c.RcvbufBytes)
 		}
 	}
-	d, s := advise.BufferAfterDrops(int(rcv))
+	d, s := rules.BufferAfterDrops(int(rcv))
 	rp.BufferAdvice = fmt.Sprintf("Set `%s` in the configuration of this end (and `%s` in /etc/sysctl.d, without which the kernel caps it).", d, s)
 	if cr != nil {
 		rp.Capture = cr.summary(rep, rp, f)
