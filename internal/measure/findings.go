@@ -66,6 +66,9 @@ const minCoreShare = 0.5
 // cannot tell, why, and what would decide it. The CPU figure that names
 // OpenVPN as the limit is the average over the row's samples.
 func Findings(rep *Report) []string {
+	if rep.Scenario.Command == CommandMeasure {
+		return realFindings(rep)
+	}
 	var out []string
 	for _, n := range rep.Scenario.Networks {
 		var tunnels []Row
