@@ -139,6 +139,9 @@ type Row struct {
 	// Error says why.
 	Valid bool   `json:"valid"`
 	Error string `json:"error,omitempty"`
+	// NotTested says why this row was not measured at all (a DCO variant
+	// on a kernel without the driver): it has no samples and no number.
+	NotTested string `json:"not_tested,omitempty"`
 
 	// Extra holds recipe-specific figures (pps, loss, RTT, fragments …).
 	Extra map[string]any `json:"extra,omitempty"`
