@@ -588,7 +588,7 @@ func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjec
 					continue
 				}
 				rows[i].AddSample(res.ReceivedBitsPerSec)
-				rows[i].Samples = append(rows[i].Samples, seriesOf(res.Result))
+				rows[i].Samples = append(rows[i].Samples, SeriesOf(res.Result))
 				if res.drained {
 					if rows[i].Extra == nil {
 						rows[i].Extra = map[string]any{}
@@ -679,7 +679,7 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, s
 		return nil, nil, err
 	}
 	emuBefore := readEmulator(l)
-	res, err := runIperf(ctx, client, opts)
+	res, err := RunIperf(ctx, client, opts)
 	drained := false
 	if err != nil {
 		if !spec.DrainOK || !errors.Is(err, iperf.ErrInconsistent) || !receiverDrained(res) {
@@ -705,10 +705,11 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, s
 	return &sampleResult{Result: res, drained: drained}, cpu, nil
 }
 
-// seriesOf keeps a sample's rate and its per-interval figures for the
+// SeriesOf keeps a sample's rate and its per-interval figures for the
 // report (schema v2 rows[].samples).
-func seriesOf(res *iperf.Result) measure.Sample {
-	s := measure.Sample{Bps: res.ReceivedBitsPerSec, Intervals: []measure.Interval{}}
+func SeriesOf(res *iperf.Result) measure.Sample {
+	s := measure.Sample{Bps: res.ReceivedBitsPerSec, Intervals: []measure.Interval{},
+		SenderMeanRTTMicros: res.SenderMeanRTT.Microseconds(), SenderMaxSndWndBytes: res.SenderMaxSndWndBytes}
 	for _, iv := range res.Intervals {
 		s.Intervals = append(s.Intervals, measure.Interval{
 			StartSeconds: iv.Start.Seconds(), EndSeconds: iv.End.Seconds(),
@@ -737,10 +738,10 @@ func receiverDrained(res *iperf.Result) bool {
 	return off <= 0.075 && off >= -0.075 && res.ReceivedDuration > res.Requested && res.ReceivedBitsPerSec <= 1.08*res.SentBitsPerSec
 }
 
-// runIperf runs one iperf3 client. iperf3 3.12's server sometimes refuses or
+// RunIperf runs one iperf3 client. iperf3 3.12's server sometimes refuses or
 // resets the control connection of a test that follows the previous one
 // closely; such a test never started, so it is tried again (twice at most).
-func runIperf(ctx context.Context, client iperf.CommandFunc, opts iperf.ClientOptions) (*iperf.Result, error) {
+func RunIperf(ctx context.Context, client iperf.CommandFunc, opts iperf.ClientOptions) (*iperf.Result, error) {
 	var err error
 	for try := 0; try < 3; try++ {
 		var res *iperf.Result
