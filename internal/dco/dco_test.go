@@ -27,8 +27,8 @@ func TestNotesMapBack(t *testing.T) {
 	}
 	// 2.6.14's own wording of the changed notes.
 	for line, want := range map[string]string{
-		"Note: Kernel support for ovpn-dco missing, disabling data channel offload.":       "kernel",
-		"Interface tun0 exists and is non-DCO. Disabling data channel offload":              "interface-exists",
+		"Note: Kernel support for ovpn-dco missing, disabling data channel offload.":         "kernel",
+		"Interface tun0 exists and is non-DCO. Disabling data channel offload":               "interface-exists",
 		"--user specified but not permitted to retain CAP_NET_ADMIN. Disabling data channel": "user",
 	} {
 		if got := RuleForLogLine(line); got != want {
