@@ -58,11 +58,21 @@ none on the LAN, and the defaults on the WAN.
 A variant is a built-in name (` + strings.Join(openvpn.BuiltinVariantNames(), ", ") + `)
 or NAME=DIRECTIVE ARGS;DIRECTIVE ARGS, e.g. 'gcm128=data-ciphers AES-128-GCM'
 or 'jumbo=tun-mtu 9000;mssfix 0'. Only data-channel and transport tuning
-directives are accepted; each is checked before anything starts.`,
+directives are accepted; each is checked before anything starts.
+
+The variant dco (or the item dco in a variant, e.g. 'dcobig=dco;sndbuf
+1048576') leaves out the lab's disable-dco so that OpenVPN uses data channel
+offload. lab run probes the host first (OpenVPN's [DCO] build flag, the ovpn
+or ovpn-dco-v2 kernel module, CONFIG_OVPN): where it cannot offload, each
+row of that variant says "not tested here: kernel lacks the ovpn driver"
+(or what else is missing) with no number, the JSON row holds the configs it
+would have run, and the run still exits 0; where it can, the rows name the
+module.`,
 		Example: `  ovpnperf lab run
   ovpnperf lab run --rate 50mbit --rtt 20ms --variant default --repeat 3 --json
   ovpnperf lab run --variant default --variant jumbo --variant 'gcm128=data-ciphers AES-128-GCM'
-  ovpnperf lab run --rate 15mbit --rtt 150ms --proto tcp --variant default`,
+  ovpnperf lab run --rate 15mbit --rtt 150ms --proto tcp --variant default
+  ovpnperf lab run --rate 50mbit --variant dco --variant default`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runLabRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)

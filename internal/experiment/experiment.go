@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
+	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
@@ -180,6 +181,24 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// DCO variants run only where the host can offload: probed here,
+	// never assumed.
+	notTested, dcoHost := dcoNotTested(ctx, spec)
+	spec.Networks = append([]Network(nil), spec.Networks...)
+	skipped := map[string][]openvpn.Variant{}
+	for i, n := range spec.Networks {
+		var keep []openvpn.Variant
+		for _, v := range n.variants(spec) {
+			if _, ok := notTested[v.Name]; ok {
+				skipped[n.Name] = append(skipped[n.Name], v)
+				continue
+			}
+			keep = append(keep, v)
+		}
+		if len(skipped[n.Name]) > 0 {
+			spec.Networks[i].Variants = append([]openvpn.Variant{}, keep...)
+		}
+	}
 	sc := measure.Scenario{
 		Command: spec.Command, DurationSeconds: spec.Duration.Seconds(), Repeat: spec.Repeat,
 		Parallel: max(spec.Parallel, 1), Extra: map[string]any{"proto": spec.Proto, "payload": payloadName(spec.Payload)},
@@ -197,6 +216,9 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 			variants[v.Name] = v.String()
 			subjects += btoi(spec.InnerIPv6[v.Name])
 		}
+		for _, v := range skipped[n.Name] {
+			variants[v.Name] = v.String()
+		}
 		total += len(spec.Directions) * spec.Repeat * subjects
 		if n.Payload != "" {
 			payloads[n.Name] = payloadName(n.payload(spec))
@@ -210,7 +232,22 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	prog := measure.NewProgress(total, spec.Progress)
 	defer prog.Done()
 	for _, n := range spec.Networks {
+		if len(n.variants(spec)) == 0 && !spec.Routed {
+			// Nothing to measure on this network (every variant is
+			// not tested here): no lab is built.
+			rep.Rows = append(rep.Rows, notTestedRows(spec, n, skipped[n.Name], notTested)...)
+			continue
+		}
 		rows, backend, err := runNetwork(ctx, spec, n, prog)
+		for i := range rows {
+			if v, ok := variantByName(n.variants(spec), rows[i].Variant); ok && v.DCO() && dcoHost != "" {
+				if rows[i].Extra == nil {
+					rows[i].Extra = map[string]any{}
+				}
+				rows[i].Extra["dco_host"] = dcoHost
+			}
+		}
+		rows = append(rows, notTestedRows(spec, n, skipped[n.Name], notTested)...)
 		if backend != lab.BackendNone && backend != "" {
 			rep.Host.EmulationBackend = backend
 		} else if rep.Host.EmulationBackend == "" {
@@ -224,6 +261,80 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	rep.FillRatios()
 	rep.Finish()
 	return rep, nil
+}
+
+// probeDCOHost is the seam for tests that need a host with DCO.
+var probeDCOHost = dco.ProbeHost
+
+// dcoNotTested probes the host once when a variant allows DCO: the
+// variants it cannot run, with the reason, and (when it can) what the
+// host offers, for the rows.
+func dcoNotTested(ctx context.Context, spec Spec) (map[string]string, string) {
+	out := map[string]string{}
+	var h *dco.Host
+	for _, n := range spec.Networks {
+		for _, v := range n.variants(spec) {
+			if !v.DCO() {
+				continue
+			}
+			if h == nil {
+				x := probeDCOHost(ctx)
+				h = &x
+			}
+			if why := h.Missing(""); len(why) > 0 {
+				out[v.Name] = NotTestedDCO(*h, why)
+			}
+		}
+	}
+	if h == nil || len(out) > 0 {
+		return out, ""
+	}
+	t := h.Target()
+	m := h.Module(dco.ModuleFor(t))
+	return out, fmt.Sprintf("OpenVPN %s with [DCO], kernel %s module %s (%s); OpenVPN falls back to userspace if an option of the config forbids DCO: see its log", h.OpenVPN.Version, h.KernelRelease, m.Name, m.How)
+}
+
+// NotTestedDCO is the status of a DCO row on a host that cannot offload.
+func NotTestedDCO(h dco.Host, why []string) string {
+	head := "not tested here: "
+	m := h.Module(dco.ModuleFor(h.Target()))
+	switch {
+	case h.OpenVPN != nil && !h.BuiltWithDCO():
+		head += "this OpenVPN was built without DCO"
+	case !m.Available():
+		head += "kernel lacks the ovpn driver"
+	default:
+		head += "no DCO on this host"
+	}
+	return head + " (" + strings.Join(why, "; ") + ")"
+}
+
+// notTestedRows are the rows of variants not run on n: one per direction,
+// no samples, with the configs they would have run (rendered, not
+// started) in Extra.
+func notTestedRows(spec Spec, n Network, vs []openvpn.Variant, why map[string]string) []measure.Row {
+	var rows []measure.Row
+	for i, v := range vs {
+		srv, cli, err := tunnel.RenderConfigs(tunnel.Options{Variant: v, Slot: i, Proto: spec.protoOf(v.Name), InnerIPv6: spec.InnerIPv6[v.Name]}, "/etc/openvpn")
+		extra := map[string]any{"server_config": srv, "client_config": cli}
+		if err != nil {
+			extra = map[string]any{"render_error": err.Error()}
+		}
+		for _, d := range spec.Directions {
+			rows = append(rows, measure.Row{Network: n.Name, Variant: v.Name, Path: measure.PathTunnel, Direction: d, Proto: spec.protoOf(v.Name),
+				SamplesBps: []float64{}, NotTested: why[v.Name], Extra: extra})
+		}
+	}
+	return rows
+}
+
+func variantByName(vs []openvpn.Variant, name string) (openvpn.Variant, bool) {
+	for _, v := range vs {
+		if v.Name == name || v.Name+InnerIPv6Suffix == name {
+			return v, true
+		}
+	}
+	return openvpn.Variant{}, false
 }
 
 func btoi(b bool) int {
@@ -477,7 +588,7 @@ func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjec
 					continue
 				}
 				rows[i].AddSample(res.ReceivedBitsPerSec)
-				rows[i].Samples = append(rows[i].Samples, seriesOf(res.Result))
+				rows[i].Samples = append(rows[i].Samples, SeriesOf(res.Result))
 				if res.drained {
 					if rows[i].Extra == nil {
 						rows[i].Extra = map[string]any{}
@@ -568,7 +679,7 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, s
 		return nil, nil, err
 	}
 	emuBefore := readEmulator(l)
-	res, err := runIperf(ctx, client, opts)
+	res, err := RunIperf(ctx, client, opts)
 	drained := false
 	if err != nil {
 		if !spec.DrainOK || !errors.Is(err, iperf.ErrInconsistent) || !receiverDrained(res) {
@@ -594,10 +705,11 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, s
 	return &sampleResult{Result: res, drained: drained}, cpu, nil
 }
 
-// seriesOf keeps a sample's rate and its per-interval figures for the
+// SeriesOf keeps a sample's rate and its per-interval figures for the
 // report (schema v2 rows[].samples).
-func seriesOf(res *iperf.Result) measure.Sample {
-	s := measure.Sample{Bps: res.ReceivedBitsPerSec, Intervals: []measure.Interval{}}
+func SeriesOf(res *iperf.Result) measure.Sample {
+	s := measure.Sample{Bps: res.ReceivedBitsPerSec, Intervals: []measure.Interval{},
+		SenderMeanRTTMicros: res.SenderMeanRTT.Microseconds(), SenderMaxSndWndBytes: res.SenderMaxSndWndBytes}
 	for _, iv := range res.Intervals {
 		s.Intervals = append(s.Intervals, measure.Interval{
 			StartSeconds: iv.Start.Seconds(), EndSeconds: iv.End.Seconds(),
@@ -626,10 +738,10 @@ func receiverDrained(res *iperf.Result) bool {
 	return off <= 0.075 && off >= -0.075 && res.ReceivedDuration > res.Requested && res.ReceivedBitsPerSec <= 1.08*res.SentBitsPerSec
 }
 
-// runIperf runs one iperf3 client. iperf3 3.12's server sometimes refuses or
+// RunIperf runs one iperf3 client. iperf3 3.12's server sometimes refuses or
 // resets the control connection of a test that follows the previous one
 // closely; such a test never started, so it is tried again (twice at most).
-func runIperf(ctx context.Context, client iperf.CommandFunc, opts iperf.ClientOptions) (*iperf.Result, error) {
+func RunIperf(ctx context.Context, client iperf.CommandFunc, opts iperf.ClientOptions) (*iperf.Result, error) {
 	var err error
 	for try := 0; try < 3; try++ {
 		var res *iperf.Result

@@ -75,6 +75,13 @@ type Result struct {
 	// default 1 s); with Reverse they are the client's received bytes.
 	Intervals []Interval `json:"intervals"`
 
+	// SenderMeanRTT and SenderMaxSndWndBytes are the sending TCP's mean
+	// RTT and largest send window (end.streams[].sender mean_rtt,
+	// max_snd_wnd; iperf3 3.12 reports them when this end sent, i.e. not
+	// with Reverse). 0 when not reported.
+	SenderMeanRTT        time.Duration `json:"sender_mean_rtt_ns,omitempty"`
+	SenderMaxSndWndBytes int64         `json:"sender_max_snd_wnd_bytes,omitempty"`
+
 	// Error is iperf3's own "error" message, empty when the test ran.
 	Error string `json:"error,omitempty"`
 
@@ -229,6 +236,11 @@ type jsonDoc struct {
 			UDP *struct {
 				OutOfOrder int64 `json:"out_of_order"`
 			} `json:"udp"`
+			Sender *struct {
+				Sender    bool  `json:"sender"`
+				MeanRTT   int64 `json:"mean_rtt"`
+				MaxSndWnd int64 `json:"max_snd_wnd"`
+			} `json:"sender"`
 		} `json:"streams"`
 	} `json:"end"`
 	Error string `json:"error"`
@@ -349,6 +361,19 @@ func Parse(data []byte) (*Result, error) {
 			Omitted:     s.Omitted,
 			Sender:      s.Sender,
 		})
+	}
+	// The sending TCP's RTT and window, when this end sent: the largest
+	// window over the streams, their mean RTT.
+	var rtt, n int64
+	for _, st := range doc.End.Streams {
+		if st.Sender != nil && st.Sender.Sender && st.Sender.MeanRTT > 0 {
+			rtt += st.Sender.MeanRTT
+			n++
+			r.SenderMaxSndWndBytes = max(r.SenderMaxSndWndBytes, st.Sender.MaxSndWnd)
+		}
+	}
+	if n > 0 {
+		r.SenderMeanRTT = time.Duration(rtt/n) * time.Microsecond
 	}
 	if doc.Error != "" {
 		return r, &TestError{Msg: doc.Error}

@@ -37,6 +37,9 @@ const minCoreShare = 0.5
 // Findings states in words what the rows of a `lab run` show, computed from
 // the measured figures (ovpnperf report puts them on the page too).
 func Findings(rep *Report) []string {
+	if rep.Scenario.Command == CommandMeasure {
+		return realFindings(rep)
+	}
 	var out []string
 	for _, n := range rep.Scenario.Networks {
 		var tunnels []Row
