@@ -50,6 +50,14 @@ interleaved (routed A B …, routed A B …) and each row reports the median wit
 min–max, the ratio to the routed baseline, and the CPU-seconds per GB moved of
 the OpenVPN server and client and the iperf3 server.
 
+Without --time and --omit each sample's length follows from the path: a
+warm-up (iperf3 -O) that covers TCP slow start (one round trip per doubling
+of 10 segments up to the bandwidth-delay product, plus one round trip; whole
+seconds, at least 1s), then at least 2s and 4 round trips measured (20 Mbit/s
+at 200 ms: -O 2 -t 2; 10 Mbit/s at 600 ms: -O 5 -t 3). A row whose sample
+stays invalid after 3 tries is given up with the reason, and progress goes
+to stderr, also with --json. docs/evidence.md explains the rules.
+
 Without path flags it measures two built-in paths: an unshaped LAN, where the
 tunnel is CPU-bound, and a 50 Mbit/s, 60 ms WAN, where it should not be.
 Without --variant it measures OpenVPN's defaults, CHACHA20-POLY1305 and cipher
@@ -85,6 +93,8 @@ module.`,
 	intFlag(f, &o.repeat, "repeat", "", 3, 1, 50, "samples per row, interleaved across variants (1–50)")
 	durationFlag(f, &o.duration, "time", "", 2*time.Second, time.Second, 300*time.Second, true, "length of each iperf3 sample (whole seconds, 1s–300s)")
 	durationFlag(f, &o.omit, "omit", "", time.Second, 0, 60*time.Second, true, "warm-up left out of each sample (iperf3 -O; whole seconds)")
+	f.Lookup("time").DefValue = timeRule
+	f.Lookup("omit").DefValue = omitRule
 	intFlag(f, &o.parallel, "parallel", "", 1, 1, 32, "parallel iperf3 streams (1–32)")
 	stringFlag(f, &o.payload, "payload", "", "", "random or zeros", "send a file of random or zeros data instead of iperf3's own (for compression experiments)")
 	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
@@ -126,6 +136,8 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 	if o.proto != "udp" && o.proto != "tcp" {
 		return spec, usage.Errorf("--proto %q: want udp or tcp", o.proto)
 	}
+	// The sample length follows from the path unless given (see
+	// experiment.SampleTiming); resolved after the networks are known.
 	if o.repeat < 1 || o.repeat > 50 {
 		return spec, usage.Errorf("--repeat %d: want 1–50", o.repeat)
 	}
@@ -203,6 +215,7 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 			return spec, usage.Errorf("--network %q: want lan, wan or both", o.network)
 		}
 	}
+	o.sampleTiming(&spec)
 	if o.name != "" {
 		if err := lab.ValidateName(o.name + "-lan"); err != nil {
 			return spec, usage.Errorf("--name %q: want 1–16 lower-case letters, digits or dashes", o.name)
@@ -223,6 +236,33 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 	return spec, nil
 }
 
+// The default sample timing, in words, for help texts (the rule is
+// experiment.SampleTiming's).
+const (
+	omitRule = "from the path: its TCP slow start, at least 1s"
+	timeRule = "from the path: 2s, or 4 round trips if longer"
+)
+
+// sampleTiming sets the sample length and warm-up the user did not give
+// from the networks' paths: the longest any of them needs (a network's own
+// Omit still wins).
+func (o labRunOptions) sampleTiming(spec *experiment.Spec) {
+	var d, w time.Duration
+	for _, n := range spec.Networks {
+		nd, nw := experiment.SampleTiming(n.Path)
+		d, w = max(d, nd), max(w, nw)
+	}
+	if o.flags.fs == nil {
+		return
+	}
+	if !o.flags.fs.Changed("time") {
+		spec.Duration = d
+	}
+	if !o.flags.fs.Changed("omit") {
+		spec.Omit = w
+	}
+}
+
 func runLabRun(ctx context.Context, stdout, stderr io.Writer, o labRunOptions) error {
 	spec, err := o.buildSpec("lab run")
 	if err != nil {
@@ -234,9 +274,9 @@ func runLabRun(ctx context.Context, stdout, stderr io.Writer, o labRunOptions) e
 	if err := runner.Require("openvpn", "iperf3"); err != nil {
 		return err
 	}
-	if !o.json {
-		spec.Progress = stderr
-	}
+	// Progress goes to stderr also with --json: stdout holds the document,
+	// and a long path's run should not look hung.
+	spec.Progress = stderr
 	return measureAndShow(ctx, stdout, spec, o.json, o.out, o.html)
 }
 

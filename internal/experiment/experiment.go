@@ -570,21 +570,38 @@ func newRows(spec Spec, n Network, subjects []subject) ([]measure.Row, map[[2]st
 func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjects []subject, rows []measure.Row, index map[[2]string]int, srvs *iperfServers, prog *measure.Progress) error {
 	cpuSum := make([]map[string]float64, len(rows))
 	bytesSum := make([]uint64, len(rows))
+	gaveUp := make([]bool, len(rows))
 	for rep := 0; rep < spec.Repeat; rep++ {
 		for _, s := range subjects {
 			for _, d := range spec.Directions {
 				i := index[[2]string{s.name, d}]
 				prog.Step(fmt.Sprintf("%s %s %s (%d/%d)", n.Name, s.name, d, rep+1, spec.Repeat))
-				res, cpu, err := sample(ctx, l, spec, s, d, srvs.srv, srvs.down, srvs.payload, srvs.fixedBytes, labCommand(l, lab.Client))
-				for try := 0; try < spec.Retries && err != nil && ctx.Err() == nil && (errors.Is(err, ErrInvalidSample) || errors.Is(err, iperf.ErrInconsistent)); try++ {
+				if gaveUp[i] {
+					continue
+				}
+				res, cpu, err := takeSample(ctx, l, spec, n, s, d, srvs, labCommand(l, lab.Client))
+				tries := 1
+				for ; tries <= spec.Retries && err != nil && ctx.Err() == nil && (errors.Is(err, ErrInvalidSample) || errors.Is(err, iperf.ErrInconsistent)); tries++ {
 					prog.Logf("%s %s %s: %v; measuring again", n.Name, s.name, d, err)
-					res, cpu, err = sample(ctx, l, spec, s, d, srvs.srv, srvs.down, srvs.payload, srvs.fixedBytes, labCommand(l, lab.Client))
+					res, cpu, err = takeSample(ctx, l, spec, n, s, d, srvs, labCommand(l, lab.Client))
 				}
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				if err != nil {
-					rows[i].Invalidate(err.Error())
+					// The row is invalid from here on, whatever its
+					// later samples say: stop measuring it rather than
+					// spend (Repeat-rep-1)×(1+Retries) more samples on
+					// it, and say so.
+					gaveUp[i] = true
+					left := spec.Repeat - rep - 1
+					why := fmt.Sprintf("%v (all %d tries of sample %d of %d invalid", err, tries, rep+1, spec.Repeat)
+					if left > 0 {
+						why += fmt.Sprintf("; the row's %d later samples were not measured", left)
+					}
+					why += ")"
+					rows[i].Invalidate(why)
+					prog.Logf("%s %s %s: gave up: %s", n.Name, s.name, d, why)
 					continue
 				}
 				rows[i].AddSample(res.ReceivedBitsPerSec)
@@ -650,18 +667,29 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 	return rows, backend, nil
 }
 
+// takeSample is sample, replaced in tests of the rounds' bookkeeping.
+var takeSample = sample
+
 // sample runs one iperf3 test and returns its result and the CPU-seconds
 // each side used during it. It fails when the emulator fell behind.
-func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, srv, downSrv *iperf.Server, payload string, fixedBytes uint64, client iperf.CommandFunc) (*sampleResult, map[string]float64, error) {
-	pids := map[string]int{"iperf3": srv.Pid()}
-	port := srv.Port()
-	opts := iperf.ClientOptions{Server: s.target, Duration: spec.Duration, Omit: spec.Omit, Parallel: spec.Parallel, Reverse: dir == measure.DirectionDown}
-	if payload != "" {
-		opts.Bytes = fixedBytes
+func sample(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, dir string, srvs *iperfServers, client iperf.CommandFunc) (*sampleResult, map[string]float64, error) {
+	pids := map[string]int{"iperf3": srvs.srv.Pid()}
+	port := srvs.srv.Port()
+	opts := iperf.ClientOptions{Server: s.target, Duration: spec.Duration, Omit: spec.Omit, Parallel: spec.Parallel, Reverse: dir == measure.DirectionDown,
+		PathSlack: n.Path.MaxRoundTrip(), PathRateBitsPerSec: n.Path.Up.RateBitsPerSec}
+	if opts.Reverse {
+		opts.PathRateBitsPerSec = n.Path.Down.RateBitsPerSec
+	}
+	if n.payload(spec) == "zeros" {
+		// A compressing tunnel may carry zeros faster than the link.
+		opts.PathRateBitsPerSec = 0
+	}
+	if srvs.payload != "" {
+		opts.Bytes = srvs.fixedBytes
 		if opts.Reverse {
-			pids["iperf3"], port = downSrv.Pid(), downSrv.Port()
+			pids["iperf3"], port = srvs.down.Pid(), srvs.down.Port()
 		} else {
-			opts.FilePath = payload
+			opts.FilePath = srvs.payload
 		}
 	}
 	opts.Port = port
@@ -682,7 +710,7 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, s
 	res, err := RunIperf(ctx, client, opts)
 	drained := false
 	if err != nil {
-		if !spec.DrainOK || !errors.Is(err, iperf.ErrInconsistent) || !receiverDrained(res) {
+		if !spec.DrainOK || !errors.Is(err, iperf.ErrInconsistent) || !receiverDrained(res, opts.PathSlack) {
 			return nil, nil, err
 		}
 		drained = true
@@ -727,15 +755,16 @@ type sampleResult struct {
 }
 
 // receiverDrained reports whether an inconsistent result is one Spec.DrainOK
-// accepts: the sender's window within 7.5 % of the requested length (the
-// iperf package's tolerance), the receiver's longer, and the receiver's
-// rate at most 8 % above the sender's.
-func receiverDrained(res *iperf.Result) bool {
+// accepts: the sender's window as Result.Check allows it (the requested
+// length within 7.5 %, plus the path's round trip), the receiver's longer,
+// and the receiver's rate at most 8 % above the sender's.
+func receiverDrained(res *iperf.Result, pathSlack time.Duration) bool {
 	if res == nil || res.Requested <= 0 || res.SentBitsPerSec <= 0 {
 		return false
 	}
-	off := float64(res.SentDuration-res.Requested) / float64(res.Requested)
-	return off <= 0.075 && off >= -0.075 && res.ReceivedDuration > res.Requested && res.ReceivedBitsPerSec <= 1.08*res.SentBitsPerSec
+	tol := time.Duration(iperf.WindowTolerance * float64(res.Requested))
+	return res.SentDuration >= res.Requested-tol && res.SentDuration <= res.Requested+pathSlack+tol &&
+		res.ReceivedDuration > res.Requested && res.ReceivedBitsPerSec <= 1.08*res.SentBitsPerSec
 }
 
 // RunIperf runs one iperf3 client. iperf3 3.12's server sometimes refuses or
