@@ -260,6 +260,12 @@ func TestMeasureBeforeAfterCompare(t *testing.T) {
 	if back := ovpnperf(t, "compare", after, before); back.code != 1 {
 		t.Errorf("compare after before: exit %d, want 1\n%s", back.code, back.stdout)
 	}
+	// report draws both, with the findings.
+	page := filepath.Join(dir, "page.html")
+	ovpnperf(t, "report", before, after, "-o", page).mustSucceed(t)
+	if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), "socket drops:") {
+		t.Errorf("the report page lacks the socket-drop finding (%v)", err)
+	}
 	b.checkNothingLeft(t)
 }
 
@@ -398,7 +404,7 @@ func TestAnalyzeLabCapture(t *testing.T) {
 	if a.Packets != 4*pings || a.Fragments != 4*pings || a.FragmentedDatagrams != 2*pings || a.Sizes[1396] != 2*pings || a.Sizes[74] != 2*pings {
 		t.Errorf("analyze: %+v; want %d fragments of %d datagrams, %d × 1396 and %d × 74 bytes", a, 4*pings, 2*pings, 2*pings, 2*pings)
 	}
-	if !strings.Contains(ovpnperf(t, "analyze", file).mustSucceed(t).stdout, "IP fragments: 20, of 10 datagrams") {
+	if !strings.Contains(ovpnperf(t, "analyze", file, "--port", "1194").mustSucceed(t).stdout, "IP fragments: 20, of 10 datagrams") {
 		t.Error("text output does not say the fragments")
 	}
 	whole, err := os.ReadFile(file)

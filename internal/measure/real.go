@@ -156,7 +156,7 @@ func realFindings(rep *Report) []string {
 		}
 	}
 	if len(unread) > 0 {
-		out = append(out, "not read (findings that need these are not tested here): "+strings.Join(unread, "; "))
+		out = append(out, NetworkReal+": not read (findings that need these are not tested here): "+strings.Join(unread, "; "))
 	}
 	return out
 }
@@ -165,9 +165,9 @@ func directionFindings(rp *RealPath, dir string, t, o *Row) []string {
 	var out []string
 	name := dir
 	if dir == DirectionUp {
-		name = "up (this host → " + rp.Host + ")"
+		name = NetworkReal + " up (this host → " + rp.Host + ")"
 	} else {
-		name = "down (" + rp.Host + " → this host)"
+		name = NetworkReal + " down (" + rp.Host + " → this host)"
 	}
 	n := len(t.OpenVPN)
 	// CPU-bound: the busiest thread near a whole core in every sample.
