@@ -39,6 +39,7 @@ and iperf3 across them. Most commands need root.`,
 		root.AddCommand(c())
 	}
 	refuseUnknownSubcommands(root)
+	guardCommands(root)
 	return root
 }
 
