@@ -84,6 +84,11 @@ func runProbe(ctx context.Context, o probeOptions) error {
 	case strings.TrimSpace(o.host) == "" || strings.HasPrefix(o.host, "-"):
 		return usage.Errorf("probe needs a HOST name or address")
 	}
+	// The same target rule as pmtu and pps: no unspecified, broadcast or
+	// multicast address, no malformed or unresolvable name.
+	if _, err := resolveTarget(ctx, "HOST", o.host); err != nil {
+		return err
+	}
 	key, err := readKeyFile("--pps-key-file", o.ppsKeyFile)
 	if err != nil {
 		return err
