@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
 # Installs what ovpnperf needs on Debian (as root) and builds ./bin/ovpnperf.
 # Idempotent: packages already present are left alone.
+#   ./scripts/install.sh          installs what is missing, builds ./bin/ovpnperf
+#   ./scripts/install.sh --deb    the same, then builds the Debian package
+#                                 (scripts/build-deb.sh) and installs it
+#                                 (/usr/bin/ovpnperf, man pages, completions,
+#                                 ovpnperf-cluster@.service); remove it with
+#                                 `apt-get remove ovpnperf`
 set -euo pipefail
 cd "$(dirname "$0")/.."
+deb=false
+case "${1:-}" in
+  "") ;;
+  --deb) deb=true ;;
+  *) echo "install.sh: unknown argument ${1}; the only option is --deb" >&2; exit 2 ;;
+esac
 
 # program -> Debian package (chromium: the report tests render HTML in it headless)
 need=(
@@ -10,7 +22,7 @@ need=(
   "openvpn:openvpn" "iperf3:iperf3" "openssl:openssl" "tcpdump:tcpdump"
   "ping:iputils-ping" "sockperf:sockperf" "taskset:util-linux" "unshare:util-linux"
   "sysctl:procps" "gcc:gcc" "git:git" "chromium:chromium"
-  "systemd-analyze:systemd"
+  "systemd-analyze:systemd" "man:man-db" "dpkg-deb:dpkg"
   "etcd:etcd-server" "etcdctl:etcd-client"
 )
 missing=()
@@ -51,5 +63,12 @@ done
 PATH=/usr/local/go/bin:$PATH
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 mkdir -p bin
-go build -o bin/ovpnperf ./cmd/ovpnperf
+# -buildvcs=auto overrides a GOFLAGS=-buildvcs=false in the Go environment:
+# `ovpnperf version` reports the git revision the binary was built from.
+go build -buildvcs=auto -o bin/ovpnperf ./cmd/ovpnperf
 echo "built $(pwd)/bin/ovpnperf" >&2
+if $deb; then
+  pkg=$(./scripts/build-deb.sh dist)
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall "./$pkg" >/dev/null
+  echo "installed $pkg: $(command -v ovpnperf)" >&2
+fi

@@ -11,6 +11,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
+	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -236,7 +237,7 @@ func writeAdvice(w io.Writer, a advise.Advice) {
 			fmt.Fprintf(w, "  - %s\n", n)
 		}
 	}
-	fmt.Fprintf(w, "test it: ovpnperf lab run --variant '%s' --variant default\n", a.Variant)
+	fmt.Fprintf(w, "test it: ovpnperf lab run --variant %s --variant default\n", shellquote.Arg(a.Variant))
 }
 
 func writeAdviceConf(w io.Writer, a advise.Advice) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
+	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -365,7 +366,7 @@ func readKeyFile(flag, path string) ([]byte, error) {
 		return nil, usage.Errorf("%s %q: not a regular file", flag, path)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, usage.Errorf("%s %q: mode %04o lets others read or change the key; run chmod 600 %s", flag, path, fi.Mode().Perm(), path)
+		return nil, usage.Errorf("%s %q: mode %04o lets others read or change the key; run chmod 600 %s", flag, path, fi.Mode().Perm(), shellquote.Arg(path))
 	}
 	if fi.Size() > 4096 {
 		return nil, usage.Errorf("%s %q: %d bytes, want at most 4096", flag, path, fi.Size())

@@ -19,6 +19,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/report"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/tune"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -216,7 +217,7 @@ func pathArgs(fs *pflag.FlagSet) string {
 		if fl.Value.Type() == "bool" {
 			parts = append(parts, "--"+n)
 		} else {
-			parts = append(parts, "--"+n+" "+fl.Value.String())
+			parts = append(parts, "--"+n+" "+shellquote.Arg(fl.Value.String()))
 		}
 	}
 	return strings.Join(parts, " ")
@@ -334,7 +335,7 @@ func printTune(w io.Writer, res *tune.Result, pathArgs string) {
 	fmt.Fprintln(w, res.Verdict.Message)
 	b := res.Best
 	if res.Verdict.Found {
-		args := strings.TrimSpace(pathArgs + " --proto " + b.Proto + " --variant '" + b.Variant + "'")
+		args := strings.TrimSpace(pathArgs + " --proto " + shellquote.Arg(b.Proto) + " --variant " + shellquote.Arg(b.Variant))
 		fmt.Fprintf(w, "best: ovpnperf lab run %s\n", args)
 		fmt.Fprintf(w, "server.conf:\n  %s\nclient.conf:\n  %s\n", strings.Join(b.Server, "\n  "), strings.Join(b.Client, "\n  "))
 		if len(b.Sysctl) > 0 {

@@ -35,6 +35,16 @@ and iperf3 across them. Most commands need root.`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError(err) })
+	// --version prints what `ovpnperf version` prints (cobra runs the
+	// template only when the flag is given, so the programs are looked up
+	// only then).
+	root.Version = buildVersion().Version
+	cobra.AddTemplateFunc("ovpnperfVersion", func() string {
+		var b strings.Builder
+		_ = collectVersion(context.Background()).writeText(&b)
+		return b.String()
+	})
+	root.SetVersionTemplate(`{{ovpnperfVersion}}`)
 	for _, c := range commands {
 		root.AddCommand(c())
 	}

@@ -41,6 +41,26 @@ func SystemdUnit(exe, id string, serveArgs []string) string {
 	for _, a := range serveArgs {
 		args = append(args, systemdArg(a))
 	}
+	return systemdUnit(systemdArg(exe), id, "", strings.Join(args, " "))
+}
+
+// SystemdTemplateDir is where the template unit reads each cluster's serve
+// flags: /etc/ovpnperf/cluster-ID.env holds OVPNPERF_SERVE_ARGS.
+const SystemdTemplateDir = "/etc/ovpnperf"
+
+// SystemdTemplateUnit is the template unit ovpnperf-cluster@.service that
+// the Debian package ships: the instance name is the cluster id
+// (`systemctl start ovpnperf-cluster@00a1`), and the serve flags come from
+// OVPNPERF_SERVE_ARGS in SystemdTemplateDir/cluster-ID.env, split into
+// words by systemd ($VAR unquoted). The rest is SystemdUnit's.
+func SystemdTemplateUnit(exe string) string {
+	return systemdUnit(systemdArg(exe), "%i",
+		"EnvironmentFile="+SystemdTemplateDir+"/cluster-%i.env\n", "$OVPNPERF_SERVE_ARGS")
+}
+
+// systemdUnit writes the unit; exe is already an Exec word, id a cluster id
+// or the %i specifier, env extra [Service] lines.
+func systemdUnit(exe, id, env, serveArgs string) string {
 	return fmt.Sprintf(`[Unit]
 Description=ovpnperf cluster %[2]s: one OpenVPN server per CPU
 After=network-online.target
@@ -48,7 +68,7 @@ Wants=network-online.target
 
 [Service]
 Type=simple
-ExecStartPre=-%[1]s cluster clean %[2]s
+%[4]sExecStartPre=-%[1]s cluster clean %[2]s
 ExecStart=%[1]s cluster serve --id %[2]s %[3]s
 ExecStopPost=%[1]s cluster clean %[2]s
 KillMode=mixed
@@ -59,7 +79,7 @@ RestartSec=2
 
 [Install]
 WantedBy=multi-user.target
-`, systemdArg(exe), id, strings.Join(args, " "))
+`, exe, id, serveArgs, env)
 }
 
 // systemdArg writes a as one word of an Exec line (systemd.service(5),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 )
 
 // Linux's net.core.rmem_default/wmem_default on most distributions: what
@@ -479,7 +480,7 @@ func (v *view) keyFiles() {
 		v.add(Finding{Rule: "key-file-mode", Severity: Warning, Category: Security,
 			Problem: fmt.Sprintf("%s file %s has mode %#o: group or others can read it.", d.Name, d.Args[0], st.Mode().Perm()),
 			Reason:  "whoever reads it can impersonate this peer or decrypt its control channel; OpenVPN 2.6 itself logs \"WARNING: file '…' is group or others accessible\" (options.c).",
-			Action:  "chmod 600 " + p, Decision: true}, d)
+			Action:  "chmod 600 " + shellquote.Arg(p), Decision: true}, d)
 	}
 }
 

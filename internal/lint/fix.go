@@ -15,7 +15,9 @@ import (
 const FixSuffix = ".lint-fixed"
 
 // Fix returns the text of f's top file with the edits of every finding
-// that needs no decision applied, and how many findings it applied.
+// that needs no decision applied, and how many findings it applied: a
+// finding counts when at least one of its edits went into the copy, not
+// when another finding's edit already took its line.
 // Every other line (comments, blank lines, inline blocks, order) is kept
 // as it was; a changed line is kept above its replacement as a comment
 // saying which rule changed it. Edits in included files are not applied
@@ -46,12 +48,13 @@ func Fix(f *openvpn.ConfigFile, fs []Finding) (string, int) {
 					if !seenAppend[l] {
 						seenAppend[l] = true
 						appendLines = append(appendLines, l)
+						used = true
 					}
 				}
-				used = true
 			case e.Line > 0:
-				if _, done := byLine[e.Line]; done {
-					used = true
+				// The first finding to edit a line takes it; a later
+				// edit of the same line is not applied and not counted.
+				if _, taken := byLine[e.Line]; taken {
 					continue
 				}
 				byLine[e.Line] = lineEdit{fd.Rule, e.Delete, e.Replace, e.EndLine}

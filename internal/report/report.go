@@ -32,6 +32,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
+	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/tune"
 )
 
@@ -324,14 +325,7 @@ func commandLine(argv []string) string {
 	if len(argv) == 0 {
 		return ""
 	}
-	parts := []string{filepath.Base(argv[0])}
-	for _, a := range argv[1:] {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$;&|<>*?()[]{}!#~`") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		parts = append(parts, a)
-	}
-	return strings.Join(parts, " ")
+	return strings.TrimSpace(filepath.Base(argv[0]) + " " + shellquote.Join(argv[1:]...))
 }
 
 // facts writes a definition list of label/value pairs, skipping empty values.

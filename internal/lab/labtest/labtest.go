@@ -59,7 +59,7 @@ func Build() (string, func(), error) {
 	}
 	_ = os.Chmod(dir, 0o755)
 	bin := filepath.Join(dir, "ovpnperf")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/ovpnperf/ovpnperf/cmd/ovpnperf").CombinedOutput()
+	out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, "github.com/ovpnperf/ovpnperf/cmd/ovpnperf").CombinedOutput()
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("building ovpnperf: %v\n%s", err, out)
