@@ -166,6 +166,9 @@ func runLint(o lintOptions) error {
 		}
 		rep.Fixed, rep.FixApplied = out, n
 	}
+	// Every output below (text, JSON) renders these findings: key
+	// material is taken out here, once, whatever rule made the finding.
+	rep.Findings = lint.Redact(rep.Findings, cfg)
 	rep.ExitStatus = lint.ExitStatus(rep.Findings)
 	if o.json {
 		enc := json.NewEncoder(o.out)
