@@ -131,6 +131,11 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 				Reason:  "without DCO one OpenVPN process encrypts in userspace: roughly 0.4–0.7 Gbit/s per core against 1.2–2.3 Gbit/s with DCO in public reports (openvpn-facts)."}, e.Line)
 		}
 	}
+	if rep.LongLines > 0 {
+		add(Finding{Rule: "log-long-lines", Severity: Info, Category: Operations,
+			Problem: fmt.Sprintf("%d line(s) longer than %d KiB were read cut short (the first is line %d); the rest of the log was read as usual.", rep.LongLines, openvpn.MaxLogLine>>10, rep.FirstLongLine),
+			Reason:  "OpenVPN writes no line that long; such a line is binary data or another program's output in the same journal, and only its beginning can matter to this review."}, rep.FirstLongLine)
+	}
 	Sort(out)
 	return out
 }
