@@ -211,6 +211,7 @@ func writeAdvice(w io.Writer, a advise.Advice) {
 	section("server.conf push", a.Push)
 	section("sysctl (both hosts)", a.Sysctl)
 	section("interface", a.Interface)
+	section("firewall (TCP MSS clamp; iptables or nft, not both)", a.Firewall)
 	fmt.Fprintf(w, "predicted ceiling of one TCP flow (%s, tun-mtu %d):\n", a.Cipher, a.TunMTU)
 	assumed := map[string]string{}
 	for _, c := range a.Ceilings {
@@ -231,6 +232,9 @@ func writeAdvice(w io.Writer, a advise.Advice) {
 		fmt.Fprintf(w, "  %s: %s\n", name, assumed[name])
 	}
 	section("do not", a.DoNot)
+	if a.DCONote != "" {
+		fmt.Fprintf(w, "DCO: %s\n", a.DCONote)
+	}
 	if len(a.Notes) > 0 {
 		fmt.Fprintln(w, "client notes:")
 		for _, n := range a.Notes {
@@ -250,6 +254,13 @@ func writeAdviceConf(w io.Writer, a advise.Advice) {
 	}
 	block("server.conf", append(append([]advise.Line{}, a.Server...), a.Push...))
 	block("client.conf", a.Client)
+	if len(a.Firewall) > 0 {
+		fmt.Fprintln(w, "# --- firewall: TCP MSS clamp (run the iptables lines or the nft lines, not both) ---")
+		for _, l := range a.Firewall {
+			fmt.Fprintf(w, "# %s\n# %s\n", l.Reason, l.Directive)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "# --- /etc/sysctl.d/90-openvpn.conf ---")
 	for _, l := range a.Sysctl {
 		fmt.Fprintf(w, "# %s\n%s\n", l.Reason, l.Directive)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"io"
 	"log/slog"
 	"net"
@@ -66,6 +68,8 @@ type clusterServeOptions struct {
 	metrics                    string
 	perClient                  bool
 	drain                      time.Duration
+	irq                        string
+	nics                       []string
 	// A cluster across hosts: this host's instances in an etcd registry.
 	reg       registryFlags
 	advertise string
@@ -107,6 +111,8 @@ func newClusterServeCommand() *cobra.Command {
 	f.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on ADDR:PORT/metrics")
 	f.BoolVar(&o.perClient, "per-client-metrics", false, "also export bytes per client, labelled by common name")
 	f.DurationVar(&o.drain, "drain", 2*time.Second, "on stop, how long instances keep running after the dispatcher stops assigning")
+	f.StringVar(&o.irq, "irq", cluster.IRQOff, "NIC interrupt and RPS/XPS placement: off, plan (print it) or apply (write it; stop and clean restore the old values)")
+	f.StringSliceVar(&o.nics, "nic", nil, "with --irq: the device(s) carrying the instances' traffic (default: the devices of the instances' routes)")
 	o.reg.add(f)
 	f.StringVar(&o.advertise, "advertise", "", "with --registry: the address clients reach this host's instances at (default: --public)")
 	f.StringVar(&o.regHost, "registry-host", "", "with --registry: this host's name in the registry (default: the host name)")
@@ -115,8 +121,22 @@ func newClusterServeCommand() *cobra.Command {
 }
 
 func (o clusterServeOptions) toOptions() (cluster.Options, error) {
-	co := cluster.Options{ID: o.id, Netns: o.netns, Nice: o.nice, PortBase: o.portBase, OnePort: o.onePort, Spread: o.spread, PerClient: o.perClient, Drain: o.drain}
+	co := cluster.Options{ID: o.id, Netns: o.netns, Nice: o.nice, PortBase: o.portBase, OnePort: o.onePort, Spread: o.spread, PerClient: o.perClient, Drain: o.drain,
+		IRQ: o.irq, NICs: o.nics}
 	var err error
+	switch o.irq {
+	case cluster.IRQOff, cluster.IRQPlan, cluster.IRQApply:
+	default:
+		return co, usage.Errorf("--irq %q: use off, plan or apply", o.irq)
+	}
+	if len(o.nics) > 0 && o.irq == cluster.IRQOff {
+		return co, usage.Errorf("--nic names the devices for --irq plan|apply: give --irq too")
+	}
+	for _, n := range o.nics {
+		if !cluster.ValidDevName(n) {
+			return co, usage.Errorf("--nic %q: not a network device name", n)
+		}
+	}
 	if co.Protos, err = cluster.ParseProtos(o.proto); err != nil {
 		return co, err
 	}
@@ -257,9 +277,9 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 	}
 	var pki *openvpn.PKI
 	if o.config != "" {
-		b, err := os.ReadFile(o.config)
+		b, err := inputfile.ReadFile(ctx, o.config, inputfile.Config)
 		if err != nil {
-			return usage.Errorf("--config: %v", err)
+			return usage.Errorf("--config %v", err)
 		}
 		base, err := openvpn.ParseString(string(b))
 		if err != nil {
@@ -336,6 +356,9 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 	}
 	if c.Backend() != "" {
 		fmt.Fprintf(w, "one-port %d: backend %s\n", o.onePort, c.Backend())
+	}
+	if r := c.IRQReport(); r != nil {
+		r.WriteText(w)
 	}
 	if dispL != nil {
 		l := dispL
@@ -479,6 +502,7 @@ func newClusterStatusCommand() *cobra.Command {
 				return err
 			}
 			if asJSON {
+				st.Schema, st.Argv = cluster.StatusSchema, os.Args
 				return writeJSON(cmd.OutOrStdout(), st)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
@@ -494,7 +518,7 @@ func newClusterStatusCommand() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON document (schema "+cluster.StatusSchema+")")
 	reg.add(c.Flags())
 	return c
 }
@@ -519,7 +543,7 @@ func newClusterStopCommand() *cobra.Command {
 func newClusterCleanCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "clean ID",
-		Short: "Remove what a killed `cluster serve` left: processes, iptables chains, sysctls, files",
+		Short: "Remove what a killed `cluster serve` left: processes, iptables chains, sysctls, IRQ/RPS values, files",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			id, err := clusterID(a)
@@ -691,9 +715,12 @@ func runClusterClientConfig(ctx context.Context, w io.Writer, id string, o clust
 	if o.base == "" {
 		return usage.Errorf("give --base CLIENT.conf (credentials and options to keep)")
 	}
-	b, err := os.ReadFile(o.base)
+	if err := checkOutPath("-o/--output", o.out); err != nil {
+		return err
+	}
+	b, err := inputfile.ReadFile(ctx, o.base, inputfile.Config)
 	if err != nil {
-		return usage.Errorf("--base: %v", err)
+		return usage.Errorf("--base %v", err)
 	}
 	cfg, err := openvpn.ParseString(string(b))
 	if err != nil {
@@ -711,23 +738,8 @@ func runClusterClientConfig(ctx context.Context, w io.Writer, id string, o clust
 		_, err := io.WriteString(w, text)
 		return err
 	}
-	return writePrivate(o.out, []byte(text))
-}
-
-func writePrivate(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	// 0600: the client config holds the client's keys.
+	return outputfile.WriteBytes(o.out, 0o600, []byte(text))
 }
 
 func newClusterSystemdUnitCommand() *cobra.Command {

@@ -48,6 +48,9 @@ func TestClusterUsageErrors(t *testing.T) {
 		{[]string{"cluster", "dispatch", "--registry", "etcd://127.0.0.1:2379", "--listen", "127.0.0.1:0"}, "--ca, --cert and --key"},
 		{[]string{"cluster", "dispatch", "--registry", "etcd://127.0.0.1:2379", "--listen", "127.0.0.1:0", "--strategy", "x"}, "--strategy"},
 		{[]string{"cluster", "status", "abcd", "--registry", "etcd://127.0.0.1:2379"}, "give no ID"},
+		{[]string{"cluster", "serve", "--lab", "x", "--irq", "yes"}, "--irq"},
+		{[]string{"cluster", "serve", "--lab", "x", "--nic", "eth0"}, "give --irq too"},
+		{[]string{"cluster", "serve", "--lab", "x", "--irq", "plan", "--nic", "../eth0"}, "--nic"},
 	} {
 		ovpnperf(t, c.args...).mustBeUsageError(t, c.want)
 	}

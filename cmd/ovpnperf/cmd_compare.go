@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"io"
 	"os"
 
@@ -61,6 +62,9 @@ func runCompare(stdout io.Writer, oldFile, newFile string, o compareOptions) err
 	if (o.oldVariant == "") != (o.newVariant == "") {
 		return usage.Errorf("--old-variant and --new-variant go together")
 	}
+	if err := checkOutPath("--html", o.html); err != nil {
+		return err
+	}
 	var reps [2]*report.Document
 	for i, f := range []string{oldFile, newFile} {
 		docs, err := loadDocuments([]string{f})
@@ -80,17 +84,19 @@ func runCompare(stdout io.Writer, oldFile, newFile string, o compareOptions) err
 	if o.newVariant != "" && !hasVariant(new, o.newVariant) {
 		return usage.Errorf("--new-variant %q: %s has no such variant", o.newVariant, newFile)
 	}
+	for _, c := range []struct {
+		file, only string
+		rep        *measure.Report
+	}{{oldFile, o.oldVariant, old}, {newFile, o.newVariant, new}} {
+		if err := report.CheckComparable(c.rep, c.only); err != nil {
+			return usage.Errorf("%s: %v", c.file, err)
+		}
+	}
 	cmp := report.NewComparison(oldFile, old, newFile, new, opts)
 	if o.html != "" {
-		f, err := os.Create(o.html)
-		if err != nil {
-			return err
-		}
-		if err := report.WriteCompareHTML(f, cmp, old, new, report.Options{Argv: os.Args}); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
+		if err := outputfile.Write(o.html, 0o644, func(w io.Writer) error {
+			return report.WriteCompareHTML(w, cmp, old, new, report.Options{Argv: os.Args})
+		}); err != nil {
 			return err
 		}
 	}

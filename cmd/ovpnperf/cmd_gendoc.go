@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
@@ -18,20 +21,29 @@ func init() { register(newGendocCommand) }
 // Debian package ships (scripts/build-deb.sh). It is hidden: admins read
 // the pages with man, they do not generate them.
 func newGendocCommand() *cobra.Command {
-	var manDir, completionDir, unitDir, exe string
+	var manDir, completionDir, unitDir, exe, markdown string
 	c := &cobra.Command{
-		Use:    "gendoc [--man DIR] [--completion DIR] [--systemd DIR]",
+		Use:    "gendoc [--man DIR] [--completion DIR] [--systemd DIR] [--markdown FILE]",
 		Short:  "Write man pages (section 1), bash/zsh completions and the cluster template unit",
 		Hidden: true,
 		Args:   args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if manDir == "" && completionDir == "" && unitDir == "" {
-				return usage.Errorf("give at least one of --man DIR, --completion DIR, --systemd DIR")
+			if manDir == "" && completionDir == "" && unitDir == "" && markdown == "" {
+				return usage.Errorf("give at least one of --man DIR, --completion DIR, --systemd DIR, --markdown FILE")
 			}
 			if !filepath.IsAbs(exe) {
 				return usage.Errorf("--exe %q: give the absolute path the binary is installed at", exe)
 			}
 			root := cmd.Root()
+			if markdown != "" {
+				text, err := commandsMarkdown(root)
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(markdown, []byte(text), 0o644); err != nil {
+					return err
+				}
+			}
 			if manDir != "" {
 				if err := existingDir(manDir, "--man"); err != nil {
 					return err
@@ -62,7 +74,7 @@ func newGendocCommand() *cobra.Command {
 					return err
 				}
 				unit := cluster.SystemdTemplateUnit(exe)
-				if err := os.WriteFile(filepath.Join(unitDir, "ovpnperf-cluster@.service"), []byte(unit), 0o644); err != nil {
+				if err := outputfile.WriteBytes(filepath.Join(unitDir, "ovpnperf-cluster@.service"), 0o644, []byte(unit)); err != nil {
 					return err
 				}
 			}
@@ -70,6 +82,7 @@ func newGendocCommand() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&manDir, "man", "", "directory to write ovpnperf.1 and one page per command into")
+	c.Flags().StringVar(&markdown, "markdown", "", "file to write the command reference (docs/commands.md) into")
 	c.Flags().StringVar(&unitDir, "systemd", "", "directory to write the template unit ovpnperf-cluster@.service into")
 	c.Flags().StringVar(&exe, "exe", "/usr/bin/ovpnperf", "the installed binary's path, for the unit's Exec lines")
 	c.Flags().StringVar(&completionDir, "completion", "", "directory to write ovpnperf.bash and _ovpnperf (zsh) into")
@@ -82,4 +95,41 @@ func existingDir(dir, flag string) error {
 		return usage.Errorf("%s %q: not an existing directory", flag, dir)
 	}
 	return nil
+}
+
+// commandsMarkdown is docs/commands.md: every visible command's synopsis,
+// description, examples and flags, generated from the commands themselves
+// so that the reference cannot drift from --help (a test compares them).
+func commandsMarkdown(root *cobra.Command) (string, error) {
+	var b strings.Builder
+	b.WriteString("# ovpnperf command reference\n\n" +
+		"Generated from the commands' own help by `ovpnperf gendoc --markdown docs/commands.md`;\n" +
+		"do not edit by hand. The README introduces each command; this page lists every flag.\n")
+	var walk func(c *cobra.Command) error
+	walk = func(c *cobra.Command) error {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" && c.Parent() == root {
+			return nil
+		}
+		c.DisableAutoGenTag = true
+		var page bytes.Buffer
+		if err := doc.GenMarkdownCustom(c, &page, func(string) string { return "" }); err != nil {
+			return err
+		}
+		// One document: the per-command pages' "SEE ALSO" links point to
+		// files that do not exist here, and each page's title becomes a
+		// section.
+		text, _, _ := strings.Cut(page.String(), "### SEE ALSO")
+		text = strings.Replace(text, "## "+c.CommandPath(), "## `"+c.CommandPath()+"`", 1)
+		b.WriteString("\n" + strings.TrimSpace(strings.ReplaceAll(text, "\n### ", "\n#### ")) + "\n")
+		for _, s := range c.Commands() {
+			if err := walk(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(root); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }

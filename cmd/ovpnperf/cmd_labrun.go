@@ -241,7 +241,7 @@ func measureAndShow(ctx context.Context, stdout io.Writer, spec experiment.Spec,
 	rep.Scenario.Argv = os.Args
 	var outErr error
 	if out != "" {
-		outErr = writeOut(out, func(f *os.File) error { return rep.WriteJSON(f) })
+		outErr = writeOut(out, func(w io.Writer) error { return rep.WriteJSON(w) })
 	}
 	defer func() {
 		if outErr != nil {

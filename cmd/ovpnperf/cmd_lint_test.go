@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/dco"
+	"github.com/ovpnperf/ovpnperf/internal/lint"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
@@ -130,5 +132,85 @@ func TestLintLogStdin(t *testing.T) {
 	}
 	if rules["log-cipher-mismatch"] != 41 || rules["log-compression"] != 1 {
 		t.Errorf("findings %v", rules)
+	}
+}
+
+// TestLintPipeline: a directory of configs in one run, --format gcc and
+// sarif, --fail-on, suppression comments, --target and the default target
+// (the installed openvpn's version), with the exit codes of text output.
+func TestLintPipeline(t *testing.T) {
+	dir := t.TempDir()
+	writeConf(t, dir, "a.conf", "client\ndev tun\nremote vpn.example.net 1194\nremote-cert-tls server\nfragment 1300\n")
+	writeConf(t, dir, "b.ovpn", "client\ndev tun\nremote vpn.example.net 1194\nremote-cert-tls server\nuser nobody\n")
+	writeConf(t, dir, "notes.txt", "not a config\n")
+	r := ovpnperf(t, "lint", "--target", "2.7", "--format", "gcc", dir)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 1 || len(lines) != 3 {
+		t.Fatalf("exit %d, want 1 and 3 lines\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, l := range lines {
+		if !lint.GCCLineRE.MatchString(l) {
+			t.Errorf("not gcc format: %q", l)
+		}
+	}
+	if !strings.Contains(r.stdout, "a.conf:5:1: warning: DCO off because of fragment 1300: OpenVPN 2.7") || !strings.Contains(r.stdout, "b.ovpn:5:1: info: DCO may be off because of user nobody") {
+		t.Errorf("gcc output:\n%s", r.stdout)
+	}
+	// --fail-on error: warnings pass; --fail-on info: the info fails.
+	if r := ovpnperf(t, "lint", "--target", "2.7", "--fail-on", "error", dir); r.code != 0 {
+		t.Errorf("--fail-on error: exit %d\n%s", r.code, r.stdout)
+	}
+	b := filepath.Join(dir, "b.ovpn")
+	if r := ovpnperf(t, "lint", "--target", "2.7", b); r.code != 0 {
+		t.Errorf("info only: exit %d\n%s", r.code, r.stdout)
+	}
+	if r := ovpnperf(t, "lint", "--target", "2.7", "--fail-on", "info", b); r.code != 1 {
+		t.Errorf("--fail-on info: exit %d\n%s", r.code, r.stdout)
+	}
+	// A suppression comment removes exactly that finding.
+	a := writeConf(t, dir, "a.conf", "client\ndev tun\nremote vpn.example.net 1194\nremote-cert-tls server\nfragment 1300 # ovpnperf-lint: disable=dco-off\n")
+	r = ovpnperf(t, "lint", "--target", "2.7", "--json", a)
+	var rep lintReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Suppressed != 1 || len(rep.Findings) != 1 || rep.Findings[0].Rule != "fragment" || rep.Target != "2.7" || r.code != 1 {
+		t.Errorf("suppressed %d, findings %+v, target %s, exit %d", rep.Suppressed, rep.Findings, rep.Target, r.code)
+	}
+	// SARIF is JSON with one result per finding.
+	r = ovpnperf(t, "lint", "--target", "2.6", "--format", "sarif", dir)
+	var sarif struct {
+		Version string `json:"version"`
+		Runs    []struct {
+			Results []struct {
+				RuleID string `json:"ruleId"`
+			} `json:"results"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &sarif); err != nil || sarif.Version != "2.1.0" || len(sarif.Runs) != 1 || len(sarif.Runs[0].Results) != 2 || r.code != 1 {
+		t.Errorf("sarif (exit %d, %v):\n%s", r.code, err, r.stdout)
+	}
+	// The default target is the installed OpenVPN's version.
+	v, err := installedOpenVPN()
+	if err != nil {
+		t.Fatalf("openvpn --version: %v (Debian package openvpn)", err)
+	}
+	r = ovpnperf(t, "lint", "--json", a)
+	rep = lintReport{}
+	_ = json.Unmarshal([]byte(r.stdout), &rep)
+	if want, _ := dco.NormTarget(v); rep.Target != want || rep.TargetFrom != "installed OpenVPN "+v {
+		t.Errorf("default target %q from %q; installed %s", rep.Target, rep.TargetFrom, v)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lint", a, "--target", "2.5"}, "--target"},
+		{[]string{"lint", a, "--format", "xml"}, "--format"},
+		{[]string{"lint", a, "--fail-on", "never"}, "--fail-on"},
+		{[]string{"lint", a, "--json", "--format", "gcc"}, "--json"},
+		{[]string{"lint", t.TempDir()}, "no *.conf"},
+	} {
+		ovpnperf(t, c.args...).mustBeUsageError(t, c.want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"math"
 	"net"
@@ -371,9 +372,9 @@ func readKeyFile(flag, path string) ([]byte, error) {
 	if fi.Size() > 4096 {
 		return nil, usage.Errorf("%s %q: %d bytes, want at most 4096", flag, path, fi.Size())
 	}
-	b, err := os.ReadFile(path)
+	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Key)
 	if err != nil {
-		return nil, usage.Errorf("%s %q: %v", flag, path, errors.Unwrap(err))
+		return nil, usage.Errorf("%s %v", flag, err)
 	}
 	b = []byte(strings.TrimRight(string(b), "\r\n"))
 	if len(b) < 16 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -24,6 +25,7 @@ type probeOptions struct {
 	ppsKeyFile  string
 	iperf3Time  time.Duration
 	noCrypto    bool
+	config      string
 	json        bool
 	out, errOut io.Writer
 }
@@ -46,14 +48,25 @@ and reads this machine's limits, and prints one path description
   one TCP flow's throughput when --iperf3 PORT names a running iperf3 server,
   and the IP-layer path rate it implies when the path shows no loss;
   locally: AES-256-GCM and CHACHA20-POLY1305 speed of one core (openssl
-  speed, 1 s each), the OpenVPN version, whether the ovpn (DCO) kernel module
-  is there, net.core.rmem_max/wmem_max, the outgoing interface's MTU and
-  offloads (the ETHTOOL_GFEATURES ioctl, as ethtool -k; no ethtool needed).
+  speed, 1 s each), the OpenVPN version and build flags (the [DCO] tag of
+  openvpn --version), the kernel release and its CONFIG_OVPN, whether the
+  DCO kernel modules are loaded, built in or loadable (ovpn for OpenVPN 2.7,
+  ovpn-dco-v2 for 2.6: /sys/module, modules.builtin, modinfo), whether DCO is
+  available with the installed OpenVPN and why not, net.core.rmem_max/wmem_max,
+  the outgoing interface's MTU and offloads (the ETHTOOL_GFEATURES ioctl, as
+  ethtool -k; no ethtool needed).
+
+--config FILE also says whether OpenVPN would use DCO for that config on this
+host and lists every reason it would not: each option of the config that turns
+DCO off (with the OpenVPN source line deciding it, as ovpnperf lint's dco-off
+rule), an existing non-DCO interface of the config's dev name, and what the
+host lacks.
 
 Every field says whether it was measured, read, or is not available (and
 why). Needs root (or CAP_NET_RAW) for the path-MTU probes.`,
 		Example: `  ovpnperf probe vpn.example.net --json > path.json
   ovpnperf advise --probe path.json
+  ovpnperf probe 127.0.0.1 --pings 10 --no-crypto --config /etc/openvpn/server/server.conf
   ovpnperf lab exec NAME client -- ovpnperf probe 198.51.100.2 --iperf3 5201 --json`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -69,6 +82,7 @@ why). Needs root (or CAP_NET_RAW) for the path-MTU probes.`,
 	f.IntVar(&o.iperf3Port, "iperf3", 0, "measure throughput against an iperf3 server on this `PORT` of HOST")
 	f.DurationVar(&o.iperf3Time, "iperf3-time", 5*time.Second, "length of the iperf3 test (1s–60s)")
 	f.BoolVar(&o.noCrypto, "no-crypto", false, "skip the local cipher speed test")
+	f.StringVar(&o.config, "config", "", "an OpenVPN config `FILE`: say whether DCO would be used for it here, and every reason not")
 	f.BoolVar(&o.json, "json", false, "print the path description as JSON")
 	return c
 }
@@ -89,12 +103,17 @@ func runProbe(ctx context.Context, o probeOptions) error {
 	if _, err := resolveTarget(ctx, "HOST", o.host); err != nil {
 		return err
 	}
+	if o.config != "" {
+		if _, err := openvpn.ReadConfigFile(o.config); err != nil {
+			return usage.Errorf("--config: %v", err)
+		}
+	}
 	key, err := readKeyFile("--pps-key-file", o.ppsKeyFile)
 	if err != nil {
 		return err
 	}
 	rep, err := probe.Run(ctx, probe.Options{Host: o.host, Pings: o.pings, PPSPort: o.ppsPort, PPSKey: key, IPerf3Port: o.iperf3Port, IPerf3Duration: o.iperf3Time,
-		NoCrypto: o.noCrypto, Logf: func(f string, a ...any) { fmt.Fprintf(o.errOut, "probe: "+f+"\n", a...) }})
+		NoCrypto: o.noCrypto, Config: o.config, Logf: func(f string, a ...any) { fmt.Fprintf(o.errOut, "probe: "+f+"\n", a...) }})
 	if err != nil {
 		return err
 	}
@@ -119,6 +138,12 @@ func runProbe(ctx context.Context, o probeOptions) error {
 			note = fmt.Sprintf("[%v] %s", m, note)
 		}
 		fmt.Fprintf(o.out, "  %-42s %-24s %-13s %s\n", k, v, f["source"], note)
+	}
+	if r := rep.Path.DCOOffReasons; r.Known() && len(r.Value) > 0 {
+		fmt.Fprintf(o.out, "DCO would not be used with %s here, because:\n", o.config)
+		for _, w := range r.Value {
+			fmt.Fprintf(o.out, "  - %s\n", w)
+		}
 	}
 	return nil
 }

@@ -3,9 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"os"
 	"strings"
@@ -18,6 +18,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/recipe"
+	"github.com/ovpnperf/ovpnperf/internal/report"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -64,14 +65,21 @@ measuring anything, and lists the verdicts that differ from the saved ones.`,
   ovpnperf recipe all --out recipes.json
   ovpnperf recipe judge recipes.json`,
 		Args: args(func(cmd *cobra.Command, a []string) error {
-			if len(a) > 0 && a[0] == "judge" {
-				return cobra.ExactArgs(2)(cmd, a)
+			switch {
+			case len(a) == 0:
+				return fmt.Errorf("name a recipe, list, all, or judge FILE.json (see ovpnperf recipe list)")
+			case a[0] == "judge" && len(a) == 1:
+				return fmt.Errorf("recipe judge: give the FILE.json of a saved recipe result (--out of a recipe or of recipe all)")
+			case a[0] == "judge" && len(a) > 2:
+				return fmt.Errorf("recipe judge: give one FILE.json, not %d", len(a)-1)
+			case a[0] != "judge" && len(a) > 1:
+				return fmt.Errorf("recipe %s: takes no argument after the recipe's name, got %q", a[0], a[1])
 			}
-			return cobra.ExactArgs(1)(cmd, a)
+			return nil
 		}),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if a[0] == "judge" {
-				return runRecipeJudge(cmd.OutOrStdout(), a[1], o.json)
+				return runRecipeJudge(cmd.Context(), cmd.OutOrStdout(), a[1], o.json)
 			}
 			return runRecipe(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a[0], o)
 		},
@@ -171,7 +179,7 @@ func writeReports(stdout io.Writer, reports []*measure.Report, asJSON bool, out 
 	}
 	var outErr error
 	if out != "" {
-		outErr = writeOut(out, func(f *os.File) error { return writeJSON(f, v) })
+		outErr = writeOut(out, func(w io.Writer) error { return writeJSON(w, v) })
 	}
 	if asJSON {
 		return errors.Join(writeJSON(stdout, v), outErr)
@@ -253,31 +261,37 @@ func summarize(w io.Writer, reports []*measure.Report) {
 }
 
 // readReports reads a saved recipe result: one report, or the list that
-// `recipe all` writes.
-func readReports(path string) ([]*measure.Report, bool, error) {
-	b, err := os.ReadFile(path)
+// `recipe all` writes, through the loader `report` and `compare` use (so
+// the same documents, figures and schemas are accepted), keeping only
+// run documents of a recipe.
+func readReports(ctx context.Context, path string) ([]*measure.Report, bool, error) {
+	b, err := inputfile.ReadFile(ctx, path, inputfile.Document)
 	if err != nil {
 		return nil, false, usage.Errorf("recipe judge: %v", err)
 	}
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '[' {
-		var reps []*measure.Report
-		if err := json.Unmarshal(b, &reps); err != nil {
-			return nil, true, usage.Errorf("recipe judge: %s is not a saved recipe result: %v", path, err)
+	docs, err := report.Parse(path, b)
+	if err != nil {
+		return nil, false, usage.Errorf("recipe judge: %v", err)
+	}
+	var reps []*measure.Report
+	for _, d := range docs {
+		if d.Run == nil || !strings.HasPrefix(d.Run.Scenario.Command, "recipe ") {
+			what := d.Schema
+			if d.Run != nil {
+				what = fmt.Sprintf("%q", d.Run.Scenario.Command)
+			}
+			return nil, false, usage.Errorf("recipe judge: %s holds a %s result, not a recipe's (save one with ovpnperf recipe NAME --out FILE)", d.File, what)
 		}
-		return reps, true, nil
+		reps = append(reps, d.Run)
 	}
-	var rep measure.Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return nil, false, usage.Errorf("recipe judge: %s is not a saved recipe result: %v", path, err)
-	}
-	return []*measure.Report{&rep}, false, nil
+	list := bytes.HasPrefix(bytes.TrimSpace(b), []byte("["))
+	return reps, list, nil
 }
 
 // runRecipeJudge recomputes the verdicts of saved reports and prints them
 // as a run would, then the verdicts that differ from the saved ones.
-func runRecipeJudge(stdout io.Writer, path string, asJSON bool) error {
-	reps, list, err := readReports(path)
+func runRecipeJudge(ctx context.Context, stdout io.Writer, path string, asJSON bool) error {
+	reps, list, err := readReports(ctx, path)
 	if err != nil {
 		return err
 	}

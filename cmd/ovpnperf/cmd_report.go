@@ -61,6 +61,9 @@ func loadDocuments(files []string) ([]report.Document, error) {
 }
 
 func runReport(stdout io.Writer, files []string, o reportOptions) error {
+	if err := checkOutPath("-o/--out", o.out); err != nil {
+		return err
+	}
 	docs, err := loadDocuments(files)
 	if err != nil {
 		return err

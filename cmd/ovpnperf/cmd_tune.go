@@ -105,6 +105,9 @@ type tuneSetup struct {
 
 func (o tuneOptions) setup() (tuneSetup, error) {
 	var s tuneSetup
+	if err := checkOutPath("--out", o.out); err != nil {
+		return s, err
+	}
 	if err := checkOutPath("--html", o.html); err != nil {
 		return s, err
 	}
@@ -286,8 +289,9 @@ func runTune(ctx context.Context, stdout, stderr io.Writer, o tuneOptions) error
 		return err
 	}
 	res.Notes = append(res.Notes, tune.Uniq(notes)...)
+	res.Argv = os.Args
 	if o.out != "" {
-		if werr := writeTuneJSON(o.out, res); werr != nil {
+		if werr := writeOut(o.out, func(w io.Writer) error { return writeTuneJSON(w, res) }); werr != nil {
 			return werr
 		}
 	}
@@ -310,19 +314,11 @@ func runTune(ctx context.Context, stdout, stderr io.Writer, o tuneOptions) error
 	return err
 }
 
-func writeTuneJSON(path string, res *tune.Result) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(f)
+func writeTuneJSON(w io.Writer, res *tune.Result) error {
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(res); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return enc.Encode(res)
 }
 
 // printTune writes the result for people.

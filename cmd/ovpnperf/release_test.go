@@ -146,3 +146,37 @@ func TestDebianPackage(t *testing.T) {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, b)
 	}
 }
+
+// docs/commands.md is what gendoc makes of today's commands: a flag or
+// command added, renamed or reworded without regenerating it fails here.
+func TestCommandsReference(t *testing.T) {
+	want, err := commandsMarkdown(newRootCommand())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(moduleRoot(t), "docs", "commands.md")
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		gl, wl := strings.Split(string(got), "\n"), strings.Split(want, "\n")
+		for i := 0; i < len(gl) || i < len(wl); i++ {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("docs/commands.md is out of date (regenerate: ovpnperf gendoc --markdown docs/commands.md); first difference at line %d:\nfile:      %q\ngenerated: %q", i+1, g, w)
+			}
+		}
+	}
+	for _, c := range []string{"## `ovpnperf lab run`", "--rtt", "## `ovpnperf version`"} {
+		if !strings.Contains(want, c) {
+			t.Errorf("reference lacks %q", c)
+		}
+	}
+}

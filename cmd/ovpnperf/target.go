@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -83,44 +82,24 @@ func resolveTarget(ctx context.Context, what, host string) ([]netip.Addr, error)
 	return out, nil
 }
 
-// checkOutPath checks, before a run, that --out can be written: its
-// directory exists and is writable and it is not itself a directory. The
-// file is not created yet, so a refused run leaves nothing behind.
+// checkOutPath checks, before a run, that an output flag's file can be
+// written (outputfile.Check); an empty path is a flag not given.
 func checkOutPath(flag, path string) error {
 	if path == "" {
 		return nil
 	}
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return usage.Errorf("%s %q: is a directory; want a file name", flag, path)
-	}
-	dir := filepath.Dir(path)
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return usage.Errorf("%s %q: directory %s does not exist", flag, path, dir)
-	}
-	if !fi.IsDir() {
-		return usage.Errorf("%s %q: %s is not a directory", flag, path, dir)
-	}
-	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
-		return usage.Errorf("%s %q: cannot write in %s: %v", flag, path, dir, err)
-	}
-	return nil
+	return outputfile.Check(flag, path)
 }
 
-// writeOut writes a run's results to path with write; if that fails after
-// the run (disk full, directory removed meanwhile), it writes them to a
-// temporary file instead and names it, so that minutes of measurement are
-// not lost. The error says where the results went.
-func writeOut(path string, write func(f *os.File) error) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+// writeOut writes a run's results to path with write (outputfile.Write:
+// never through a link, never half-written); if that fails after the run
+// (disk full, directory removed meanwhile), it writes them to a temporary
+// file instead and names it, so that minutes of measurement are not lost.
+// The error says where the results went.
+func writeOut(path string, write func(w io.Writer) error) error {
+	err := outputfile.Write(path, 0o644, write)
 	if err == nil {
-		err = write(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			return nil
-		}
+		return nil
 	}
 	tmp, terr := os.CreateTemp("", "ovpnperf-results-*.json")
 	if terr != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,7 @@ import (
 // file, and the error names it.
 func TestWriteOutFallsBackToTempFile(t *testing.T) {
 	gone := filepath.Join(t.TempDir(), "removed", "x.json")
-	err := writeOut(gone, func(f *os.File) error { _, err := f.WriteString(`{"ok":true}`); return err })
+	err := writeOut(gone, func(w io.Writer) error { _, err := io.WriteString(w, `{"ok":true}`); return err })
 	var se *savedElsewhereError
 	if !errors.As(err, &se) {
 		t.Fatalf("writeOut to a missing directory: %v", err)
@@ -23,7 +24,7 @@ func TestWriteOutFallsBackToTempFile(t *testing.T) {
 		t.Errorf("results in %s: %q, %v; error %v", se.tmp, b, rerr, err)
 	}
 	ok := filepath.Join(t.TempDir(), "y.json")
-	if err := writeOut(ok, func(f *os.File) error { _, err := f.WriteString("x"); return err }); err != nil {
+	if err := writeOut(ok, func(w io.Writer) error { _, err := io.WriteString(w, "x"); return err }); err != nil {
 		t.Errorf("writeOut to a writable directory: %v", err)
 	}
 }

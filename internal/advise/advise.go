@@ -117,14 +117,21 @@ type Ceiling struct {
 
 // Advice is the result of Advise.
 type Advice struct {
-	Server    []Line    `json:"server"`
-	Client    []Line    `json:"client"`
-	Push      []Line    `json:"push"`
-	Sysctl    []Line    `json:"sysctl"`
-	Interface []Line    `json:"interface"`
-	Ceilings  []Ceiling `json:"ceilings"`
-	DoNot     []Line    `json:"do_not"`
-	Notes     []string  `json:"notes,omitempty"` // client-OS notes
+	Server    []Line `json:"server"`
+	Client    []Line `json:"client"`
+	Push      []Line `json:"push"`
+	Sysctl    []Line `json:"sysctl"`
+	Interface []Line `json:"interface"`
+	// Firewall: with DCO, the TCPMSS clamp rules (iptables, ip6tables and
+	// nft forms of the same rule) that replace mssfix, which Linux DCO
+	// does not apply.
+	Firewall []Line    `json:"firewall,omitempty"`
+	Ceilings []Ceiling `json:"ceilings"`
+	DoNot    []Line    `json:"do_not"`
+	Notes    []string  `json:"notes,omitempty"` // client-OS notes
+	// DCONote, without DCO on a path where one process's CPU binds the
+	// prediction, says what data channel offload would take.
+	DCONote string `json:"dco_note,omitempty"`
 	// Variant is a `lab run --variant` argument with exactly the OpenVPN
 	// directives above (sysctl and interface lines are not variant
 	// directives; the lab sets none of them).
@@ -234,6 +241,7 @@ func Advise(in Input) (Advice, error) {
 	b.doNots(f)
 	b.clientNotes(f)
 	b.a.Ceilings = b.ceilings(f)
+	b.dcoNote()
 	b.a.Variant = "advised=" + strings.Join(b.variant, ";")
 	return b.a, nil
 }
@@ -269,14 +277,15 @@ func (b *builder) mtu(f overhead.Frame) int {
 		b.both("tun-mtu 9000", "on this clean path the tunnel's cost per packet, not the link, binds: 9000-byte tunnel packets carry six times the data per OpenVPN packet and the kernel fragments the outer datagrams",
 			fmt.Sprintf("loss %.2f%%, path MTU %d, packet cost %s%s", in.LossPercent, p, mbit(b.ppsPerCore()*float64(f.MSS(p, true, false)-12)*8), b.ppsSource()))
 		b.both("mssfix 0", "with tun-mtu 9000 inner TCP may use full 9000-byte segments; mssfix would clamp them back to the path", "tun-mtu 9000")
-	case fits, p >= 1492 && !in.DCO && in.OpenVPN == "2.6" && !in.Blackhole:
+	case fits && !in.DCO, p >= 1492 && !in.DCO && in.OpenVPN == "2.6" && !in.Blackhole:
 		// The 2.6 default mssfix 1492 mtu already fits TCP; bigger
 		// non-TCP packets are fragmented by the kernel, which works
 		// while ICMP and fragments pass.
-	case in.DCO && in.Proto == "udp":
+	case in.DCO:
 		tun = f.MaxInner(p)
-		b.both(fmt.Sprintf("tun-mtu %d", tun), "Linux DCO does not apply mssfix, so the tunnel's own MTU must keep outer packets within the path MTU",
+		b.both(fmt.Sprintf("tun-mtu %d", tun), "Linux DCO does not apply mssfix (docs/openvpn-facts.md#data-channel-offload-dco), so the tunnel's own MTU must keep outer packets within the path MTU, and a TCPMSS rule (firewall) clamps TCP to it",
 			fmt.Sprintf("path MTU %d − %d bytes overhead = %d", p, f.Overhead(tun), tun))
+		b.mssClamp(tun)
 	case in.Proto == "tcp":
 		b.both(mssfix, "tunnelled TCP segments then fit whole outer TCP segments instead of being split across two", fmt.Sprintf("path MTU %d, inner MSS %d", p, f.MSS(v26, true, false)))
 	default:
@@ -411,7 +420,9 @@ func (b *builder) doNots(f overhead.Frame) {
 	b.doNot("compress / comp-lzo / allow-compression yes", "compression leaks plaintext through packet sizes (VORACLE) and gains nothing on traffic that is already encrypted or compressed (HTTPS, SSH, video)", "recipe compression: ×1.0 on random data")
 	b.doNot("BF-CBC, DES-EDE3-CBC or other 64-bit-block ciphers", "SWEET32: a 64-bit block collides after a few GB; OpenVPN 2.6 drops them from data-ciphers and they are slower than AES-GCM with AES-NI", "block 8 bytes")
 	if in.DCO {
-		b.doNot("fragment", "fragment disables DCO: the data channel falls back to userspace and its per-packet cost", "DCO requested")
+		b.doNot("fragment", "fragment disables DCO: the data channel falls back to userspace and its per-packet cost", "DCO requested; dco.c \"Note: --fragment disables data channel offload.\"")
+		b.doNot("mssfix", "Linux DCO never applies it (dco_linux.c passes the value to no kernel call): the TCPMSS rule under firewall does its job", "DCO requested")
+		b.doNot("CBC ciphers, data-ciphers-fallback with a CBC cipher", "Linux DCO runs only AEAD ciphers (AES-128/192/256-GCM, CHACHA20-POLY1305); any other cipher in data-ciphers turns DCO off (docs/openvpn-facts.md#data-channel-offload-dco)", "DCO requested")
 	} else if in.Blackhole {
 		b.doNot("fragment as the first fix", "mssfix + a lower tun-mtu keep packets whole without 4 bytes per packet and keep DCO possible", "black hole measured")
 	}
@@ -516,7 +527,7 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 	}
 	if in.DCO {
 		pps *= 3 // kernel data channel: 1.2–2.3 Gbit/s public figures vs 0.4–0.7
-		pt.Assumed = strings.TrimPrefix(pt.Assumed+"; ", "; ") + "×3 for DCO is assumed from public figures (1.2–2.3 Gbit/s in the kernel against 0.4–0.7 in userspace), not measured here"
+		pt.Assumed = strings.TrimPrefix(pt.Assumed+"; ", "; ") + DCOCostAssumption
 	}
 	pt.BitsPerSec = pps * payload * 8
 	pt.Figure = fmt.Sprintf("%.0f packets/s × %.0f bytes", pps, payload)
@@ -530,3 +541,42 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 }
 
 func mbit(bps float64) string { return fmt.Sprintf("%.1f Mbit/s", bps/1e6) }
+
+// DCOCostAssumption is how advise prices DCO's per-packet cost: nothing
+// measured it here (this project's kernels lack the ovpn driver).
+const DCOCostAssumption = "×3 for DCO is assumed from public figures (1.2–2.3 Gbit/s in the kernel against 0.4–0.7 in userspace, docs/openvpn-facts.md#throughput-with-and-without-dco), not measured by ovpnperf (the kernels it was developed on lack the ovpn driver)"
+
+// mssClamp adds the TCPMSS rules that clamp TCP through the tunnel to
+// tun-mtu (what mssfix does without DCO): on the forward path in both
+// directions through any tun device, lowering only larger MSS values.
+func (b *builder) mssClamp(tun int) {
+	m4, m6 := tun-40, tun-60
+	why := "Linux DCO does not apply mssfix: clamp the MSS of forwarded TCP SYNs through the tunnel so inner TCP segments fit tun-mtu (run on the server, and on a client that routes a LAN)"
+	for _, dir := range []string{"-o", "-i"} {
+		b.a.Firewall = append(b.a.Firewall,
+			Line{fmt.Sprintf("iptables -t mangle -A FORWARD %s tun+ -p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss %d:65535 -j TCPMSS --set-mss %d", dir, m4+1, m4), why, fmt.Sprintf("tun-mtu %d − 40 (IPv4 + TCP headers) = %d", tun, m4)},
+			Line{fmt.Sprintf("ip6tables -t mangle -A FORWARD %s tun+ -p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss %d:65535 -j TCPMSS --set-mss %d", dir, m6+1, m6), why, fmt.Sprintf("tun-mtu %d − 60 (IPv6 + TCP headers) = %d", tun, m6)})
+	}
+	b.a.Firewall = append(b.a.Firewall,
+		Line{"nft add table inet ovpnperf_mss", "or the same clamp with nftables: a table of its own", "-"},
+		Line{"nft 'add chain inet ovpnperf_mss forward { type filter hook forward priority mangle; policy accept; }'", "the forward hook, where routed packets pass", "-"})
+	for _, dir := range []string{"oifname", "iifname"} {
+		b.a.Firewall = append(b.a.Firewall,
+			Line{fmt.Sprintf("nft 'add rule inet ovpnperf_mss forward %s \"tun*\" meta nfproto ipv4 tcp flags syn / syn,rst tcp option maxseg size %d-65535 tcp option maxseg size set %d'", dir, m4+1, m4), why, fmt.Sprintf("tun-mtu %d − 40 = %d", tun, m4)},
+			Line{fmt.Sprintf("nft 'add rule inet ovpnperf_mss forward %s \"tun*\" meta nfproto ipv6 tcp flags syn / syn,rst tcp option maxseg size %d-65535 tcp option maxseg size set %d'", dir, m6+1, m6), why, fmt.Sprintf("tun-mtu %d − 60 = %d", tun, m6)})
+	}
+}
+
+// dcoNote says what DCO would take when the prediction is CPU-bound in
+// userspace and DCO is not in use.
+func (b *builder) dcoNote() {
+	if b.in.DCO || b.in.OpenVPN == "2.5" || len(b.a.Ceilings) == 0 || b.in.RateBitsPerSec == 0 {
+		return
+	}
+	switch b.a.Ceilings[0].Binding {
+	case "packet cost per core", "crypto per core":
+	default:
+		return
+	}
+	b.a.DCONote = ("the prediction is bound by one OpenVPN process's CPU (" + b.a.Ceilings[0].Binding + "): data channel offload (DCO) would move the data channel into the kernel. It takes OpenVPN 2.7 with Linux 6.16 or newer built with CONFIG_OVPN (or the ovpn-backports module), or OpenVPN 2.6 with the out-of-tree ovpn-dco module (Debian package openvpn-dco-dkms), and a config without the options that turn it off (fragment, compression framing, non-AEAD ciphers, proxies, tap, a server without topology subnet: `ovpnperf lint --target 2.7 CONFIG` names each; `ovpnperf probe HOST --config CONFIG` checks the host). Then run advise with --dco yes (docs/openvpn-facts.md#data-channel-offload-dco)")
+}

@@ -60,7 +60,11 @@ type Options struct {
 	// dispatcher stops assigning.
 	Drain     time.Duration
 	PerClient bool
-	Log       *slog.Logger
+	// IRQ is IRQOff (or ""), IRQPlan or IRQApply: see irq.go. NICs names
+	// the devices to plan for (default: the instances' routed devices).
+	IRQ  string
+	NICs []string
+	Log  *slog.Logger
 	// Prepare, if set, runs after the cluster's directory exists and
 	// before anything is planned, and returns the base config (the built-in
 	// config writes its PKI into the cluster's directory).
@@ -84,6 +88,7 @@ type Cluster struct {
 	wg        sync.WaitGroup
 	ctl       net.Listener
 	cancel    context.CancelFunc
+	irq       *IRQReport
 }
 
 // ID returns the cluster id.
@@ -172,6 +177,11 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			}
 		}
 	}
+	if o.IRQ == IRQPlan || o.IRQ == IRQApply {
+		if err := c.irqSetup(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if o.OnePort != 0 {
 		if err := c.onePort(ctx); err != nil {
 			return nil, err
@@ -220,7 +230,7 @@ func (c *Cluster) onePort(ctx context.Context) error {
 		if err := c.state.record(Resource{Kind: KindChain, Name: ch, Netns: c.opts.Netns, Detail: fmt.Sprintf("%s %d", proto, c.opts.OnePort)}); err != nil {
 			return err
 		}
-		if err := addOnePort(ctx, c.opts.Netns, c.id, proto, c.opts.OnePort, ports, c.backend, rnd); err != nil {
+		if err := hostIptables.addOnePort(ctx, c.opts.Netns, c.id, proto, c.opts.OnePort, ports, c.backend, rnd); err != nil {
 			return fmt.Errorf("one-port rules (%s): %w", c.backend, err)
 		}
 	}
@@ -398,7 +408,7 @@ func (c *Cluster) serveControl() error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(ClusterStatus{ID: c.id, Netns: c.opts.Netns, OnePort: c.opts.OnePort, Backend: c.backend, Instances: c.Status()})
+		_ = json.NewEncoder(w).Encode(ClusterStatus{ID: c.id, Netns: c.opts.Netns, OnePort: c.opts.OnePort, Backend: c.backend, Instances: c.Status(), IRQ: c.irq})
 	})
 	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, r *http.Request) {
 		c.stopOnce.Do(func() { close(c.stopReq) })
@@ -408,13 +418,26 @@ func (c *Cluster) serveControl() error {
 	return nil
 }
 
+// StatusSchema names the document `cluster status --json` writes. Before
+// version 1 it had no "schema" key (report still recognises such documents
+// by their keys, and the name LegacyStatusSchema).
+const StatusSchema = "ovpnperf/cluster-status/v1"
+
+// LegacyStatusSchema is the name report gave the schema-less documents.
+const LegacyStatusSchema = "ovpnperf/cluster-status"
+
 // ClusterStatus is `cluster status --json`.
 type ClusterStatus struct {
+	// Schema and Argv are set by `cluster status --json` (StatusSchema);
+	// the control socket's answer leaves them empty.
+	Schema    string           `json:"schema,omitempty"`
+	Argv      []string         `json:"argv,omitempty"`
 	ID        string           `json:"id"`
 	Netns     string           `json:"netns,omitempty"`
 	OnePort   uint16           `json:"one_port,omitempty"`
 	Backend   string           `json:"one_port_backend,omitempty"`
 	Instances []InstanceStatus `json:"instances"`
+	IRQ       *IRQReport       `json:"irq,omitempty"`
 }
 
 func controlClient(id string) *http.Client {

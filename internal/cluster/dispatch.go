@@ -11,10 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"regexp"
 	"sort"
 	"sync"
@@ -349,7 +349,7 @@ func (d *Dispatcher) Serve(l net.Listener, certFile, keyFile, caFile string) err
 // ServerTLS is the dispatcher's TLS config: TLS 1.3, client certificate
 // from the cluster's CA required.
 func ServerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cert, err := loadKeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func ServerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
 // The dispatcher's certificate is OpenVPN's server certificate, checked
 // against the CA by chain, not by host name (it names no host).
 func ClientTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cert, err := loadKeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -386,8 +386,22 @@ func ClientTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
 		}}, nil
 }
 
+// loadKeyPair is tls.LoadX509KeyPair reading the files as inputs (a FIFO
+// or /dev/zero named as a certificate is refused, not read forever).
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	c, err := inputfile.ReadFile(context.Background(), certFile, inputfile.Key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	k, err := inputfile.ReadFile(context.Background(), keyFile, inputfile.Key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(c, k)
+}
+
 func caPool(caFile string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(caFile)
+	b, err := inputfile.ReadFile(context.Background(), caFile, inputfile.Key)
 	if err != nil {
 		return nil, err
 	}

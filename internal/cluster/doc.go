@@ -11,9 +11,10 @@
 //	          port) + REDIRECT to the instance's port, sticky by conntrack
 //	      ──▶ dispatcher: TLS with the cluster's CA, client certificate
 //	          required, round-robin or least-loaded over a Registry
+//	      ──▶ --irq: NIC interrupt affinity and RPS/XPS plan (irq.go)
 //	      ──▶ control socket (status, stop), Prometheus metrics
 //
-// Every resource (directory, process, iptables chain, sysctl) is recorded
+// Every resource (directory, process, iptables chain, sysctl, IRQ/RPS value) is recorded
 // in the cluster's state file before it is made, so that Clean removes what
 // a killed `cluster serve` left, and nothing else.
 package cluster

@@ -9,9 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"log/slog"
 	"net"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -82,11 +82,11 @@ func (o RegistryOptions) Connect() (*clientv3.Client, error) {
 		if o.CA == "" || o.Cert == "" || o.Key == "" {
 			return nil, usage.Errorf("give --registry-ca, --registry-cert and --registry-key together")
 		}
-		cert, err := tls.LoadX509KeyPair(o.Cert, o.Key)
+		cert, err := loadKeyPair(o.Cert, o.Key)
 		if err != nil {
 			return nil, fmt.Errorf("registry client certificate: %w", err)
 		}
-		pem, err := os.ReadFile(o.CA)
+		pem, err := inputfile.ReadFile(context.Background(), o.CA, inputfile.Key)
 		if err != nil {
 			return nil, fmt.Errorf("registry CA: %w", err)
 		}
@@ -614,7 +614,7 @@ type RegistryStatus struct {
 }
 
 // RegistryStatusSchema names the JSON format of RegistryStatus.
-const RegistryStatusSchema = "ovpnperf.cluster.registry-status/v1"
+const RegistryStatusSchema = "ovpnperf/cluster-registry-status/v1"
 
 // ReadRegistry reads cluster name's keys once, with each host's lease.
 func ReadRegistry(ctx context.Context, cli *clientv3.Client, name string) (*RegistryStatus, error) {

@@ -112,7 +112,7 @@ type DispatchStatus struct {
 }
 
 // DispatchStatusSchema names DispatchStatus's format.
-const DispatchStatusSchema = "ovpnperf.cluster.dispatch-status/v1"
+const DispatchStatusSchema = "ovpnperf/cluster-dispatch-status/v1"
 
 // ServeDispatchMetrics serves /metrics (Prometheus) and /status (JSON) of a
 // dispatcher over a registry view on l until it is closed.

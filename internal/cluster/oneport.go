@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -45,22 +46,38 @@ const (
 
 func chainName(id, proto string) string { return "ovpnperf-" + id + "-" + proto }
 
-// onePortRules returns the rules of the cluster's chains for one protocol.
-func onePortRules(id, proto string, ports []uint16, backend string, rnd uint32) (mangle, nat []string) {
+// iptables runs iptables in a namespace ("" the host's). Production code
+// uses hostIptables; unit tests give a run that records the argv, so the
+// rule orchestration is checked without root.
+type iptables struct {
+	run func(ctx context.Context, ns string, argv ...string) ([]byte, error)
+}
+
+var hostIptables = iptables{run: inNs}
+
+// table runs `iptables -w -t TABLE ARGS…` in ns.
+func (t iptables) table(ctx context.Context, ns, table string, args ...string) ([]byte, error) {
+	return t.run(ctx, ns, append([]string{"iptables", "-w", "-t", table}, args...)...)
+}
+
+// onePortRules returns the rules of the cluster's chains for one protocol,
+// each the argv after `iptables -w -t TABLE`.
+func onePortRules(id, proto string, ports []uint16, backend string, rnd uint32) (mangle, nat [][]string) {
 	ch := chainName(id, proto)
 	n := len(ports)
 	if backend == BackendHMARK {
-		mangle = []string{
-			fmt.Sprintf("-A %s -j HMARK --hmark-tuple src,sport --hmark-mod %d --hmark-offset 0x100 --hmark-rnd 0x%x", ch, n, rnd),
-		}
+		mangle = [][]string{{"-A", ch, "-j", "HMARK", "--hmark-tuple", "src,sport", "--hmark-mod", strconv.Itoa(n),
+			"--hmark-offset", "0x100", "--hmark-rnd", fmt.Sprintf("0x%x", rnd)}}
 		for i, p := range ports {
-			nat = append(nat, fmt.Sprintf("-A %s -p %s -m mark --mark 0x%x -j REDIRECT --to-ports %d", ch, proto, 0x100+i, p))
+			nat = append(nat, []string{"-A", ch, "-p", proto, "-m", "mark", "--mark", fmt.Sprintf("0x%x", 0x100+i),
+				"-j", "REDIRECT", "--to-ports", strconv.Itoa(int(p))})
 		}
 		return
 	}
 	for i, p := range ports {
 		// Rule i sees the flows the earlier rules left: one in n-i of them is its.
-		nat = append(nat, fmt.Sprintf("-A %s -p %s -m statistic --mode nth --every %d --packet 0 -j REDIRECT --to-ports %d", ch, proto, n-i, p))
+		nat = append(nat, []string{"-A", ch, "-p", proto, "-m", "statistic", "--mode", "nth", "--every", strconv.Itoa(n - i),
+			"--packet", "0", "-j", "REDIRECT", "--to-ports", strconv.Itoa(int(p))})
 	}
 	return
 }
@@ -76,38 +93,35 @@ func probeHMARK(ctx context.Context, ns string) bool {
 //
 // Equivalent to: iptables -t mangle -N CH; iptables -t mangle -A CH -j HMARK …;
 // iptables -t mangle -I PREROUTING -p P --dport PORT -j CH; likewise in nat.
-func addOnePort(ctx context.Context, ns, id, proto string, port uint16, ports []uint16, backend string, rnd uint32) error {
+func (t iptables) addOnePort(ctx context.Context, ns, id, proto string, port uint16, ports []uint16, backend string, rnd uint32) error {
 	ch := chainName(id, proto)
 	mangle, nat := onePortRules(id, proto, ports, backend, rnd)
-	match := []string{"-p", proto, "--dport", fmt.Sprint(port), "-j", ch}
-	if len(mangle) > 0 {
-		if _, err := inNs(ctx, ns, "iptables", "-w", "-t", "mangle", "-N", ch); err != nil {
+	jump := []string{"-I", "PREROUTING", "-p", proto, "--dport", strconv.Itoa(int(port)), "-j", ch}
+	for _, tb := range []struct {
+		name  string
+		rules [][]string
+	}{{"mangle", mangle}, {"nat", nat}} {
+		if len(tb.rules) == 0 {
+			continue
+		}
+		if _, err := t.table(ctx, ns, tb.name, "-N", ch); err != nil {
 			return err
 		}
-		for _, r := range mangle {
-			if _, err := inNs(ctx, ns, append([]string{"iptables", "-w", "-t", "mangle"}, strings.Fields(r)...)...); err != nil {
+		for _, r := range tb.rules {
+			if _, err := t.table(ctx, ns, tb.name, r...); err != nil {
 				return err
 			}
 		}
-		if _, err := inNs(ctx, ns, append([]string{"iptables", "-w", "-t", "mangle", "-I", "PREROUTING"}, match...)...); err != nil {
+		if _, err := t.table(ctx, ns, tb.name, jump...); err != nil {
 			return err
 		}
 	}
-	if _, err := inNs(ctx, ns, "iptables", "-w", "-t", "nat", "-N", ch); err != nil {
-		return err
-	}
-	for _, r := range nat {
-		if _, err := inNs(ctx, ns, append([]string{"iptables", "-w", "-t", "nat"}, strings.Fields(r)...)...); err != nil {
-			return err
-		}
-	}
-	_, err := inNs(ctx, ns, append([]string{"iptables", "-w", "-t", "nat", "-I", "PREROUTING"}, match...)...)
-	return err
+	return nil
 }
 
 // deleteChain removes a one-port chain and its jumps from both tables,
 // ignoring what is already gone. Detail is "proto port".
-func deleteChain(ctx context.Context, r Resource) error {
+func (t iptables) deleteChain(ctx context.Context, r Resource) error {
 	f := strings.Fields(r.Detail)
 	if len(f) != 2 || !strings.HasPrefix(r.Name, "ovpnperf-") {
 		return fmt.Errorf("state: bad iptables chain record %+v", r)
@@ -115,18 +129,18 @@ func deleteChain(ctx context.Context, r Resource) error {
 	for _, table := range []string{"mangle", "nat"} {
 		// Delete every jump (a repeated rule would be left otherwise).
 		for i := 0; i < 8; i++ {
-			if _, err := inNs(ctx, r.Netns, "iptables", "-w", "-t", table, "-D", "PREROUTING", "-p", f[0], "--dport", f[1], "-j", r.Name); err != nil {
+			if _, err := t.table(ctx, r.Netns, table, "-D", "PREROUTING", "-p", f[0], "--dport", f[1], "-j", r.Name); err != nil {
 				break
 			}
 		}
-		_, _ = inNs(ctx, r.Netns, "iptables", "-w", "-t", table, "-F", r.Name)
-		_, _ = inNs(ctx, r.Netns, "iptables", "-w", "-t", table, "-X", r.Name)
+		_, _ = t.table(ctx, r.Netns, table, "-F", r.Name)
+		_, _ = t.table(ctx, r.Netns, table, "-X", r.Name)
 	}
 	return nil
 }
 
 // chainExists reports whether chain is present in ns's table (for leak checks).
 func chainExists(ctx context.Context, ns, table, chain string) bool {
-	_, err := inNs(ctx, ns, "iptables", "-w", "-t", table, "-n", "-L", chain)
+	_, err := hostIptables.table(ctx, ns, table, "-n", "-L", chain)
 	return err == nil
 }

@@ -1,11 +1,17 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"net/netip"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ovpnperf/ovpnperf/internal/golden"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -110,21 +116,41 @@ key server.key
 	}
 }
 
-func TestOnePortRules(t *testing.T) {
-	_, nat := onePortRules("ab12", "udp", []uint16{1195, 1196, 1197}, BackendNth, 0)
-	want := []string{
-		"-A ovpnperf-ab12-udp -p udp -m statistic --mode nth --every 3 --packet 0 -j REDIRECT --to-ports 1195",
-		"-A ovpnperf-ab12-udp -p udp -m statistic --mode nth --every 2 --packet 0 -j REDIRECT --to-ports 1196",
-		"-A ovpnperf-ab12-udp -p udp -m statistic --mode nth --every 1 --packet 0 -j REDIRECT --to-ports 1197",
+// The iptables commands of one-port mode, as a recording fake sees them:
+// chain, rules and jump per table on install, and every jump, flush and
+// delete on removal (golden files in testdata).
+func TestOnePortCommands(t *testing.T) {
+	for _, tc := range []struct {
+		golden, proto, backend string
+		ports                  []uint16
+	}{
+		{"oneport-nth.txt", "udp", BackendNth, []uint16{1195, 1196, 1197}},
+		{"oneport-hmark.txt", "tcp", BackendHMARK, []uint16{1195, 1196}},
+	} {
+		var lines []string
+		deleted := map[string]int{}
+		rec := iptables{run: func(_ context.Context, ns string, argv ...string) ([]byte, error) {
+			lines = append(lines, "["+ns+"] "+shellquote.Join(argv...))
+			// One jump per table exists: the second -D finds none, which
+			// ends the deletion loop as iptables' "Bad rule" does.
+			if slices.Contains(argv, "-D") {
+				table := argv[slices.Index(argv, "-t")+1]
+				if deleted[table]++; deleted[table] > 1 {
+					return nil, errors.New("iptables: Bad rule (does a matching rule exist in that chain?)")
+				}
+			}
+			return nil, nil
+		}}
+		if err := rec.addOnePort(context.Background(), "ovpnperf-lab-server", "ab12", tc.proto, 1194, tc.ports, tc.backend, 0x2a); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, "# clean")
+		if err := rec.deleteChain(context.Background(), Resource{Netns: "ovpnperf-lab-server", Name: chainName("ab12", tc.proto), Detail: tc.proto + " 1194"}); err != nil {
+			t.Fatal(err)
+		}
+		golden.Check(t, filepath.Join("testdata", tc.golden), []byte(strings.Join(lines, "\n")+"\n"))
 	}
-	if strings.Join(nat, "\n") != strings.Join(want, "\n") {
-		t.Errorf("nth rules:\n%s", strings.Join(nat, "\n"))
-	}
-	mangle, nat := onePortRules("ab12", "tcp", []uint16{1195, 1196}, BackendHMARK, 0x2a)
-	if len(mangle) != 1 || !strings.Contains(mangle[0], "--hmark-tuple src,sport --hmark-mod 2 --hmark-offset 0x100 --hmark-rnd 0x2a") {
-		t.Errorf("hmark rule: %v", mangle)
-	}
-	if nat[1] != "-A ovpnperf-ab12-tcp -p tcp -m mark --mark 0x101 -j REDIRECT --to-ports 1196" {
-		t.Errorf("hmark nat rule: %s", nat[1])
+	if err := (iptables{}).deleteChain(context.Background(), Resource{Name: "someone-elses", Detail: "udp 1194"}); err == nil {
+		t.Error("deleteChain took a chain that is not ovpnperf's")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +25,7 @@ const (
 	KindProcess = "process"
 	KindChain   = "iptables-chain" // Name: chain, Detail: "table proto port"
 	KindSysctl  = "sysctl"         // Name: key, Detail: value before
+	// KindSysfs (irq.go): an IRQ affinity or RPS/XPS mask.
 )
 
 // Resource is one thing the cluster made.
@@ -80,6 +80,19 @@ func (s *stateFile) forget(kind, name string, pid int) error {
 		out = append(out, r)
 	}
 	s.st.Resources = out
+	return s.writeLocked()
+}
+
+// forgetResource drops r (one that was recorded but never made).
+func (s *stateFile) forgetResource(r Resource) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.st.Resources) - 1; i >= 0; i-- {
+		if s.st.Resources[i] == r {
+			s.st.Resources = append(s.st.Resources[:i], s.st.Resources[i+1:]...)
+			break
+		}
+	}
 	return s.writeLocked()
 }
 
@@ -180,9 +193,11 @@ func removeResource(ctx context.Context, r Resource) error {
 			terminate(r.Pid, r.StartTicks, 3*time.Second)
 		}
 	case KindChain:
-		return deleteChain(ctx, r)
+		return hostIptables.deleteChain(ctx, r)
 	case KindSysctl:
 		return writeSysctl(ctx, r.Netns, r.Name, r.Detail)
+	case KindSysfs:
+		return restoreSysfs(ctx, r)
 	}
 	return nil
 }
@@ -196,7 +211,7 @@ func terminate(pid int, ticks uint64, grace time.Duration) {
 	_ = syscall.Kill(pid, syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
-		if !alive(pid, ticks) || isZombie(pid) {
+		if !runner.Alive(pid, ticks) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -204,16 +219,6 @@ func terminate(pid int, ticks uint64, grace time.Duration) {
 	if alive(pid, ticks) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-}
-
-func isZombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && len(s) > i+2 && s[i+2] == 'Z'
 }
 
 // sysctl path of key (net.ipv4.ip_forward → /proc/sys/net/ipv4/ip_forward).

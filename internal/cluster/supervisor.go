@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
@@ -312,23 +313,13 @@ func atoi64(s string) int64 {
 	return n
 }
 
-// procCPUSeconds reads utime+stime of pid (clock ticks of 100 Hz, the
-// value of USER_HZ on Linux).
+// procCPUSeconds is pid's own CPU time in seconds, -1 when it cannot be read.
 func procCPUSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	t, err := cpuacct.Read(pid)
 	if err != nil {
 		return -1
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return -1
-	}
-	var u, st float64
-	fmt.Sscan(f[11], &u)
-	fmt.Sscan(f[12], &st)
-	return (u + st) / 100
+	return t.Total().Seconds()
 }
 
 // killedFromOutside reports an exit by SIGKILL: an operator, the OOM

@@ -66,6 +66,8 @@ func ticks(n uint64) time.Duration {
 type Times struct {
 	Pid  int
 	Comm string
+	// State is the process state letter (stat field 3): R, S, D, Z …
+	State byte
 	// StartTicks is the process start time since boot (stat field 22),
 	// which tells a reused pid from the original process.
 	StartTicks uint64
@@ -142,6 +144,7 @@ func ParseStat(b []byte) (Times, error) {
 	return Times{
 		Pid:         pid,
 		Comm:        string(b[open+1 : closing]),
+		State:       f[0][0],
 		User:        ticks(v[0]),
 		System:      ticks(v[1]),
 		ChildUser:   ticks(v[2]),

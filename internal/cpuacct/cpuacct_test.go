@@ -2,7 +2,6 @@ package cpuacct
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -16,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ovpnperf/ovpnperf/internal/netns"
-	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -70,8 +68,8 @@ func TestParseStat(t *testing.T) {
 		want Times
 	}{
 		// A command name with spaces and parentheses: "x) (y z".
-		{"stat_paren_comm", Times{Pid: 13733, Comm: "x) (y z", StartTicks: 61345}},
-		{"stat_init", Times{Pid: 1, Comm: "process_api", StartTicks: 15,
+		{"stat_paren_comm", Times{Pid: 13733, Comm: "x) (y z", State: 'S', StartTicks: 61345}},
+		{"stat_init", Times{Pid: 1, Comm: "process_api", State: 'S', StartTicks: 15,
 			User: hz(28), System: hz(68), ChildUser: hz(704), ChildSystem: hz(1131)}},
 	} {
 		b, err := os.ReadFile(filepath.Join("testdata", tc.file))
@@ -103,7 +101,7 @@ func TestParseStatBad(t *testing.T) {
 }
 
 func TestClockTicks(t *testing.T) {
-	out, err := runner.Run(context.Background(), "getconf", "CLK_TCK")
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
 	if err != nil {
 		testenv.SkipOrFail(t, "getconf: %v", err)
 	}
@@ -263,7 +261,7 @@ func tempNetns(t *testing.T) string {
 func TestNetnsExecOpenVPN(t *testing.T) {
 	name := tempNetns(t)
 	testenv.RequirePrograms(t, "openvpn")
-	cmd := runner.InNetns(context.Background(), name, "openvpn", "--dev", "null", "--proto", "udp", "--lport", "0", "--verb", "3")
+	cmd := inNetns(name, "openvpn", "--dev", "null", "--proto", "udp", "--lport", "0", "--verb", "3")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +303,7 @@ func TestNetnsExecOpenVPN(t *testing.T) {
 func TestNetnsExecKeepsPid(t *testing.T) {
 	name := tempNetns(t)
 	cmd, out, release := func() (*exec.Cmd, *bufio.Reader, func()) {
-		c := runner.InNetns(context.Background(), name, os.Args[0], "-test.run=^$")
+		c := inNetns(name, os.Args[0], "-test.run=^$")
 		c.Env = append(c.Env, spinEnv+"=200ms")
 		stdin, _ := c.StdinPipe()
 		stdout, _ := c.StdoutPipe()
@@ -340,4 +338,12 @@ func TestNetnsExecKeepsPid(t *testing.T) {
 		t.Errorf("child net namespace %q (%v), ours %q", child, err, self)
 	}
 	release()
+}
+
+// inNetns runs argv in namespace ns the way runner.InNetns does (runner
+// reads process state through this package, so its tests cannot import it).
+func inNetns(ns string, argv ...string) *exec.Cmd {
+	c := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
+	c.Env = append(os.Environ(), "LC_ALL=C")
+	return c
 }

@@ -31,6 +31,20 @@ func (t SystemTimes) Busy() time.Duration {
 	return t.User + t.Nice + t.System + t.IRQ + t.SoftIRQ + t.Steal
 }
 
+// Total is all the CPU time the account covers, idle included.
+func (t SystemTimes) Total() time.Duration { return t.Busy() + t.Idle + t.IOWait }
+
+// BusyShareSince is the share (0–1) of the CPU time between a and t that
+// was busy; steal counts as busy (those cycles were not ours to use), and 0
+// when no time passed.
+func (t SystemTimes) BusyShareSince(a SystemTimes) float64 {
+	total := t.Total() - a.Total()
+	if total <= 0 {
+		return 0
+	}
+	return float64(t.Busy()-a.Busy()) / float64(total)
+}
+
 // ReadSystem reads /proc/stat.
 func ReadSystem() (SystemTimes, error) {
 	b, err := os.ReadFile("/proc/stat")

@@ -25,6 +25,19 @@ func TestParseProcStat(t *testing.T) {
 	if got.Busy() != hz(198905+122154+32106+774) {
 		t.Errorf("busy %v", got.Busy())
 	}
+	if got.Total() != hz(198905+122154+159226+514+32106+774) {
+		t.Errorf("total %v", got.Total())
+	}
+	later := got
+	later.User += hz(150)
+	later.Idle += hz(40)
+	later.IOWait += hz(10)
+	if share := later.BusyShareSince(got); share != 0.75 {
+		t.Errorf("busy share %v, want 0.75", share)
+	}
+	if share := got.BusyShareSince(got); share != 0 {
+		t.Errorf("busy share over no time %v, want 0", share)
+	}
 	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8\n", "cpu 1 2 3\n", "cpu 1 2 x 4 5 6 7 8 9\n"} {
 		if _, err := ParseProcStat([]byte(bad)); err == nil {
 			t.Errorf("ParseProcStat(%q): no error", bad)

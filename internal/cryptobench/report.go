@@ -261,19 +261,10 @@ func figure(samples []SpeedResult) (Figure, bool) {
 		}
 	}
 	slices.Sort(v)
-	f.BytesPerSecond = median(v)
+	f.BytesPerSecond = measure.Median(v)
 	f.MinBytesPerSecond, f.MaxBytesPerSecond = v[0], v[len(v)-1]
 	f.CPUSeconds = round(f.CPUSeconds, 2)
 	return f, true
-}
-
-// median of sorted values.
-func median(v []float64) float64 {
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
 }
 
 func round(x float64, digits int) float64 {
@@ -517,7 +508,7 @@ func noise(opts Options, m Measurements) Noise {
 	}
 	slices.Sort(spreads)
 	n.Compared = len(spreads)
-	n.MedianSpreadPercent = round(median(spreads), 1)
+	n.MedianSpreadPercent = round(measure.Median(spreads), 1)
 	n.MaxSpreadPercent = round(spreads[len(spreads)-1], 1)
 	return n
 }

@@ -175,7 +175,8 @@ func TestRunCancel(t *testing.T) {
 func TestRunMissingOpenSSL(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	_, err := Run(context.Background(), Options{})
-	if !runner.IsMissingProgram(err) || !strings.Contains(err.Error(), "apt-get install openssl") {
+	var missing *runner.MissingProgramError
+	if !errors.As(err, &missing) || !strings.Contains(err.Error(), "apt-get install openssl") {
 		t.Errorf("error %v, want one naming the Debian package openssl", err)
 	}
 }

@@ -13,9 +13,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata instead of comparing")
 
-// Updating reports whether the test run rewrites golden files.
-func Updating() bool { return *update }
-
 // Check compares got with the file at path (relative to the test's
 // package), or rewrites the file with -update.
 func Check(t testing.TB, path string, got []byte) {

@@ -7,13 +7,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 )
 
 // Linux's net.core.rmem_default/wmem_default on most distributions: what
-// a socket gets when OpenVPN does not set sndbuf/rcvbuf (openvpn-facts).
+// a socket gets when OpenVPN does not set sndbuf/rcvbuf (docs/openvpn-facts.md#socket-buffers).
 const linuxDefaultBuf = 212992
 
 // DefaultDataCiphers is OpenVPN 2.6's data-ciphers default.
@@ -156,6 +157,9 @@ func CheckConfig(f *openvpn.ConfigFile, ctx Context) []Finding {
 	v.tcpNodelay()
 	v.fastIO()
 	v.txqueuelen()
+	v.dcoRule()
+	v.target27()
+	v.dhMissing26()
 	Sort(v.out)
 	return v.out
 }
@@ -212,7 +216,7 @@ func (v *view) options() {
 			v.add(f, d)
 			continue
 		}
-		if !openvpn.KnownOption26(d.Name) {
+		if !openvpn.KnownOption26(d.Name) && !(v.ctx.Target == dco.V27 && options27[d.Name]) {
 			f := Finding{Rule: "unknown-option", Severity: Error, Category: Compatibility,
 				Problem: fmt.Sprintf("%s is not an option OpenVPN 2.6 knows; it stops with \"Unrecognized option or missing or extra parameter(s)\".", d.Name),
 				Reason:  "the name is not among the options OpenVPN 2.6.14's options.c reads (nor 2.3–2.5's removed ones); a typo or a platform/patch-specific option. --fix comments the line out so 2.6 starts; check what it was meant to be.",
@@ -246,7 +250,7 @@ func quoteArgs(a []string) []string {
 	return out
 }
 
-const compressionReason = "compression before encryption leaks plaintext through packet sizes (VORACLE); OpenVPN 2.6 defaults to allow-compression no, where comp-lzo/compress only make it accept compressed packets and send nothing compressed (measured with 2.6.14 in ovpnperf's lab, issue 3 record), and 2.7 removes compression on send (openvpn-facts: allow-compression)"
+const compressionReason = "compression before encryption leaks plaintext through packet sizes (VORACLE); OpenVPN 2.6 defaults to allow-compression no, where comp-lzo/compress only make it accept compressed packets and send nothing compressed (measured with 2.6.14 by `ovpnperf recipe compression`), and 2.7 removes compression on send (docs/openvpn-facts.md#compression)"
 
 func (v *view) compression() {
 	for _, d := range v.f.Directives {
@@ -326,7 +330,7 @@ func (v *view) ciphers() {
 			} else if !v.staticKey() && !hasDC && inList(c, DefaultDataCiphers) {
 				f := Finding{Rule: "cipher-without-data-ciphers", Severity: Info, Category: Compatibility,
 					Problem: "cipher " + c + " has no effect: it is already in OpenVPN 2.6's default data-ciphers.",
-					Reason:  "Changes.rst 2.6: --cipher is a no-op in TLS mode; the peers negotiate from data-ciphers (default " + DefaultDataCiphers + ", openvpn-facts).",
+					Reason:  "Changes.rst 2.6: --cipher is a no-op in TLS mode; the peers negotiate from data-ciphers (default " + DefaultDataCiphers + ", docs/openvpn-facts.md#cipher-negotiation).",
 					Edits:   del(d)}
 				if !v.server() && !v.client() {
 					// Peer-to-peer TLS: ssl_ncp.c p2p_mode_ncp falls back
@@ -381,7 +385,7 @@ func (v *view) tlsAuth() {
 	for _, d := range v.all("tls-auth") {
 		f := Finding{Rule: "tls-auth", Severity: Info, Category: Security,
 			Problem:  "tls-auth authenticates the control channel but leaves the TLS handshake (certificates, names) readable; tls-crypt also encrypts it.",
-			Reason:   "tls-auth and tls-crypt both wrap control-channel packets only, so the switch costs no data-channel speed (openvpn-facts: overhead table); the same static key file works for tls-crypt, without key-direction, but both sides must switch together.",
+			Reason:   "tls-auth and tls-crypt both wrap control-channel packets only, so the switch costs no data-channel speed (docs/openvpn-facts.md#per-packet-overhead); the same static key file works for tls-crypt, without key-direction, but both sides must switch together.",
 			Decision: true}
 		if d.Inline {
 			f.Edits = []Edit{{File: d.Pos.File, Line: d.Pos.Line, Replace: []string{"<tls-crypt> (same key, and </tls-crypt> at line " + strconv.Itoa(d.EndLine) + ")"}}}
@@ -572,16 +576,16 @@ func (v *view) buffers() {
 			f.Edits, f.Action = del(x.d), ""
 			f.Severity = Info
 			f.Problem = x.name + " 0 has no effect: OpenVPN 2.4+ leaves the OS default in place."
-			f.Reason = "the forced 64 KiB default that `sndbuf 0` used to undo was removed in 2.3.9/2.4.0 (openvpn-facts: sndbuf/rcvbuf)."
+			f.Reason = "the forced 64 KiB default that `sndbuf 0` used to undo was removed in 2.3.9/2.4.0 (docs/openvpn-facts.md#socket-buffers)."
 		case bdp > 0 && x.n < bdp:
 			f.Severity = Warning
 			mbit := float64(x.n) * 8 / v.ctx.RTT.Seconds() / 1e6
 			f.Problem = fmt.Sprintf("%s %s is below the path's bandwidth-delay product (%s at %v and %s).", x.name, fmtBytes(x.n), fmtBytes(bdp), v.ctx.RTT, rateStr(v.ctx.RateBitsPerSec))
-			f.Reason = fmt.Sprintf("%s at %v RTT caps a TCP-transport tunnel at %.1f Mbit/s (throughput ≤ buffer/RTT, openvpn-facts: buffers; for UDP transport it is a claim, UDP has no window).", fmtBytes(x.n), v.ctx.RTT, mbit)
+			f.Reason = fmt.Sprintf("%s at %v RTT caps a TCP-transport tunnel at %.1f Mbit/s (throughput ≤ buffer/RTT, docs/openvpn-facts.md#buffer-size-and-rtt; for UDP transport it is a claim, UDP has no window).", fmtBytes(x.n), v.ctx.RTT, mbit)
 		case bdp == 0 && x.n < linuxDefaultBuf:
 			f.Severity = Warning
 			f.Problem = fmt.Sprintf("%s %s is smaller than Linux's default socket buffer (%d bytes).", x.name, fmtBytes(x.n), linuxDefaultBuf)
-			f.Reason = "a fixed small buffer was OpenVPN's old default and was removed in 2.3.9/2.4.0 because it limits throughput: 64 KiB at 200 ms RTT caps TCP transport at 2.6 Mbit/s (openvpn-facts: buffers). Not tested here against your path: pass --rtt and --rate to size it to the bandwidth-delay product."
+			f.Reason = "a fixed small buffer was OpenVPN's old default and was removed in 2.3.9/2.4.0 because it limits throughput: 64 KiB at 200 ms RTT caps TCP transport at 2.6 Mbit/s (docs/openvpn-facts.md#buffer-size-and-rtt). Not tested here against your path: pass --rtt and --rate to size it to the bandwidth-delay product."
 		default:
 			continue
 		}
@@ -597,7 +601,7 @@ func (v *view) buffers() {
 		target = max(s, r)
 		v.add(Finding{Rule: "socket-buffer-asymmetric", Severity: Info, Category: Performance,
 			Problem: fmt.Sprintf("sndbuf and rcvbuf differ (%s / %s).", bufStr(s), bufStr(r)),
-			Reason:  "a tunnel carries traffic both ways through the same socket; the multi-instance write-up sets both equal (openvpn-facts: how others spread clients). Not tested here: the faster direction is limited by the smaller one only when it is below the bandwidth-delay product.",
+			Reason:  "a tunnel carries traffic both ways through the same socket; the multi-instance write-up sets both equal (docs/openvpn-facts.md#how-others-spread-clients-across-cores). Not tested here: the faster direction is limited by the smaller one only when it is below the bandwidth-delay product.",
 			Edits:   edits()}, d)
 	}
 }
@@ -625,7 +629,7 @@ func (v *view) fragment() {
 	}
 	f := Finding{Rule: "fragment", Severity: Warning, Category: Performance,
 		Problem: "fragment makes OpenVPN split packets itself, which turns off data channel offload (DCO).",
-		Reason:  "fragment adds 4 bytes per packet and disables DCO (openvpn-facts: DCO row); the cookbook measured ping RTT 9.9 ms with fragment 1400 and 19.2 ms with fragment 400 against 9.4 ms without.",
+		Reason:  "fragment adds 4 bytes per packet and disables DCO (docs/openvpn-facts.md#fragment); the cookbook measured ping RTT 9.9 ms with fragment 1400 and 19.2 ms with fragment 400 against 9.4 ms without.",
 		Edits:   del(d), Decision: true}
 	if v.ctx.PathMTU > 0 {
 		maxTun, err := pmtu.DataChannel{Cipher: v.dataCipher()}.MaxTunMTU(pmtu.Transport{Proto: "udp", Family: v.family()}, v.ctx.PathMTU)
@@ -649,7 +653,7 @@ func (v *view) tunMTUPath() {
 		if hasTun && tun > 1500 {
 			v.add(Finding{Rule: "tun-mtu-path", Severity: Info, Category: Performance,
 				Problem: fmt.Sprintf("tun-mtu %d is above 1500; whether the path carries it is not tested here.", tun),
-				Reason:  "packets of tun-mtu plus OpenVPN's overhead (52 bytes for AES-GCM over IPv4 UDP, openvpn-facts) must fit the path MTU; pass --pmtu (ovpnperf pmtu measures it)."}, d)
+				Reason:  "packets of tun-mtu plus OpenVPN's overhead (52 bytes for AES-GCM over IPv4 UDP, docs/openvpn-facts.md#per-packet-overhead) must fit the path MTU; pass --pmtu (ovpnperf pmtu measures it)."}, d)
 		}
 		return
 	}
@@ -689,7 +693,7 @@ func (v *view) tunMTUPath() {
 	if mssOuter > v.ctx.PathMTU {
 		f.Severity = Warning
 		f.Problem = fmt.Sprintf("tun-mtu %d with %s-byte overhead makes %d-byte packets, larger than the path MTU %d, and mssfix does not keep TCP below it.", tun, strconv.Itoa(over), outer, v.ctx.PathMTU)
-		f.Reason = fmt.Sprintf("oversized outer packets are fragmented by the kernel or dropped where ICMP is filtered (a black hole: TCP stalls); 2.6's mssfix with the mtu keyword counts the outer IP and UDP headers, so mssfix %d mtu clamps inner TCP to the path (openvpn-facts: mssfix).", v.ctx.PathMTU)
+		f.Reason = fmt.Sprintf("oversized outer packets are fragmented by the kernel or dropped where ICMP is filtered (a black hole: TCP stalls); 2.6's mssfix with the mtu keyword counts the outer IP and UDP headers, so mssfix %d mtu clamps inner TCP to the path (docs/openvpn-facts.md#mssfix).", v.ctx.PathMTU)
 		if hasMss {
 			f.Edits = repl(ms, fmt.Sprintf("mssfix %d mtu", v.ctx.PathMTU))
 		} else {
@@ -698,7 +702,7 @@ func (v *view) tunMTUPath() {
 	} else {
 		f.Severity = Info
 		f.Problem = fmt.Sprintf("tun-mtu %d makes %d-byte packets, larger than the path MTU %d; mssfix keeps TCP within the path, other large packets are fragmented outside.", tun, outer, v.ctx.PathMTU)
-		f.Reason = fmt.Sprintf("UDP and ICMP inside the tunnel are not clamped by mssfix; tun-mtu %d would fit the path exactly (computed with the data-channel overhead of %s, openvpn-facts), but both sides must agree.", maxTun, dc.Cipher)
+		f.Reason = fmt.Sprintf("UDP and ICMP inside the tunnel are not clamped by mssfix; tun-mtu %d would fit the path exactly (computed with the data-channel overhead of %s, docs/openvpn-facts.md#per-packet-overhead), but both sides must agree.", maxTun, dc.Cipher)
 		f.Decision = true
 		if hasTun {
 			f.Edits = repl(d, fmt.Sprintf("tun-mtu %d", maxTun))
@@ -720,7 +724,7 @@ func (v *view) tcpNodelay() {
 	p, _ := v.last("proto")
 	v.add(Finding{Rule: "tcp-nodelay", Severity: Warning, Category: Performance,
 		Problem: "this TCP server does not set tcp-nodelay, so Nagle's algorithm delays small tunnel packets.",
-		Reason:  "the OpenVPN cookbook measured TCP transport at 115 Mbit/s without and 146 Mbit/s with tcp-nodelay on one LAN (UDP 147); on a server it also pushes the setting to clients (openvpn-facts).",
+		Reason:  "the OpenVPN cookbook measured TCP transport at 115 Mbit/s without and 146 Mbit/s with tcp-nodelay on one LAN (UDP 147); on a server it also pushes the setting to clients (docs/openvpn-facts.md#tcp-nodelay).",
 		Edits:   []Edit{{File: v.f.Path, Append: []string{"tcp-nodelay"}}}}, p)
 }
 
@@ -740,7 +744,7 @@ func (v *view) fastIO() {
 	}
 	v.add(Finding{Rule: "fast-io", Severity: Info, Category: Performance,
 		Problem: "fast-io has no effect here (" + why + ").",
-		Reason:  "init.c do_setup_fast_io (2.6): \"NOTE: --fast-io is disabled since we are " + why + "\"; fast-io only applies to UDP without a shaper (openvpn-facts).",
+		Reason:  "init.c do_setup_fast_io (2.6): \"NOTE: --fast-io is disabled since we are " + why + "\"; fast-io only applies to UDP without a shaper (docs/openvpn-facts.md#fast-io).",
 		Edits:   del(d)}, d)
 }
 
@@ -755,7 +759,7 @@ func (v *view) txqueuelen() {
 	}
 	f := Finding{Rule: "txqueuelen", Category: Performance, Edits: del(d),
 		Problem: fmt.Sprintf("txqueuelen %d keeps the tun device's queue at the pre-2.5 value.", n),
-		Reason:  "OpenVPN before 2.5 forced txqueuelen 100; 2.5+ leaves the OS default (500 for a Linux tun, openvpn-facts). A short queue drops bursts on fast links before TCP can back off."}
+		Reason:  "OpenVPN before 2.5 forced txqueuelen 100; 2.5+ leaves the OS default (500 for a Linux tun, docs/openvpn-facts.md#txqueuelen). A short queue drops bursts on fast links before TCP can back off."}
 	switch {
 	case v.ctx.RateBitsPerSec >= 100e6:
 		f.Severity = Warning

@@ -2,8 +2,7 @@ package lint
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -124,23 +123,7 @@ func Fix(f *openvpn.ConfigFile, fs []Finding) (string, int) {
 // touches the original.
 func WriteFix(path, text string) (string, error) {
 	out := path + FixSuffix
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(out)+".*")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if _, err := tmp.WriteString(text); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
+	if err := outputfile.WriteBytes(out, 0o600, []byte(text)); err != nil {
 		return "", err
 	}
 	return out, nil

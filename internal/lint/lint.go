@@ -2,7 +2,7 @@
 // an experienced admin would: line by line, what costs speed, what is
 // insecure, and what OpenVPN 2.6 no longer accepts, with the replacement
 // lines. Every finding cites the documented or measured fact it rests on
-// (shared/openvpn-facts.md, OpenVPN 2.6 options.c / Changes.rst, or the
+// (docs/openvpn-facts.md, OpenVPN 2.6 options.c / Changes.rst, or the
 // log line); findings that need facts lint was not given (the path's RTT,
 // rate or MTU) say "not tested here" instead of guessing.
 //
@@ -73,6 +73,10 @@ type Context struct {
 	RTT            time.Duration
 	RateBitsPerSec uint64
 	PathMTU        int
+	// Target is the OpenVPN version the config is checked for: "2.6" or
+	// "2.7" (dco.V26, dco.V27). "" skips the version-specific rules (DCO,
+	// 2.7 changes, dh).
+	Target string
 }
 
 // BDPBytes is the bandwidth-delay product, 0 when RTT or rate is unknown.

@@ -113,9 +113,14 @@ func secretLines(f *openvpn.ConfigFile) map[string]map[int]bool {
 }
 
 // Redact returns the findings with key material removed (see above).
-// cfg, when not nil, is the config the findings are about.
-func Redact(fs []Finding, cfg *openvpn.ConfigFile) []Finding {
-	secret := secretLines(cfg)
+// cfgs are the configs the findings are about (nil ones are skipped).
+func Redact(fs []Finding, cfgs ...*openvpn.ConfigFile) []Finding {
+	secret := map[string]map[int]bool{}
+	for _, cfg := range cfgs {
+		for file, lines := range secretLines(cfg) {
+			secret[file] = lines
+		}
+	}
 	out := make([]Finding, 0, len(fs))
 	// keyEnd[i] is the last line of the run of key lines out[i] stands
 	// for (0: not a key-line finding).

@@ -3,10 +3,15 @@ package openvpn
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
+	"errors"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 	"strings"
+
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
 // Pos is where a directive starts: file, 1-based line and column.
@@ -74,7 +79,7 @@ func ReadConfigFile(path string) (*ConfigFile, error) {
 }
 
 func readConfigFile(path string, stack []string, depth int) (*ConfigFile, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.ReadFile(context.Background(), path, inputfile.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +88,13 @@ func readConfigFile(path string, stack []string, depth int) (*ConfigFile, error)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		// The decompressed text has the same cap as a plain config.
 		var b bytes.Buffer
-		if _, err := b.ReadFrom(zr); err != nil {
+		if _, err := b.ReadFrom(io.LimitReader(zr, inputfile.Config.Max+1)); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if int64(b.Len()) > inputfile.Config.Max {
+			return nil, usage.Wrap(&inputfile.Error{Path: path, Kind: inputfile.Config, Err: inputfile.ErrTooLarge})
 		}
 		data = b.Bytes()
 	}
@@ -118,6 +127,12 @@ func readConfigFile(path string, stack []string, depth int) (*ConfigFile, error)
 		if err != nil {
 			if _, ok := err.(*ParseError); ok {
 				return nil, err
+			}
+			if errors.Is(err, inputfile.ErrNotRegular) || errors.Is(err, inputfile.ErrTooLarge) {
+				// Not a config OpenVPN could read either, but
+				// first of all a file no one should hand to a
+				// reader: refused like the file on the command line.
+				return nil, usage.Errorf("%s:%d: config %s: %v", path, d.Pos.Line, d.Args[0], err)
 			}
 			return nil, (&ParseError{Line: d.Pos.Line, Msg: fmt.Sprintf("cannot read included config: %v", err)}).at(path, d.Pos.Col)
 		}

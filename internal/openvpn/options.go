@@ -96,7 +96,7 @@ var RemovedOptions = map[string]OptionStatus{
 	"ncp-ciphers":              {false, "2.5", "data-ciphers", "options.c 2.6: treated as --data-ciphers (renamed in OpenVPN 2.5)"},
 	"opt-verify":               {false, "2.6", "", "Changes.rst 2.6: --opt-verify is deprecated"},
 	"ns-cert-type":             {false, "2.4", "remote-cert-tls server", "man page 2.6: ns-cert-type is deprecated, use remote-cert-tls (checks the X.509 key usage instead of a Netscape extension)"},
-	"link-mtu":                 {false, "2.6", "", "link-mtu is deprecated and unreliable in 2.6 (openvpn-facts: tun-mtu row); set tun-mtu/mssfix instead"},
+	"link-mtu":                 {false, "2.6", "", "link-mtu is deprecated and unreliable in 2.6 (docs/openvpn-facts.md#tun-mtu-and-link-mtu); set tun-mtu/mssfix instead"},
 	"secret":                   {false, "2.6", "", "options.c 2.6: DEPRECATED OPTION: The option --secret is deprecated (static-key mode has no forward secrecy and uses BF-CBC by default)"},
 }
 

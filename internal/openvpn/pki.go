@@ -2,6 +2,7 @@ package openvpn
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -271,7 +273,7 @@ func LoadPKI(dir string) (*PKI, error) {
 	if err := p.check(p.ClientCert(), p.ClientKey(), x509.ExtKeyUsageClientAuth); err != nil {
 		return nil, err
 	}
-	tc, err := os.ReadFile(p.TLSCrypt())
+	tc, err := inputfile.ReadFile(context.Background(), p.TLSCrypt(), inputfile.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +313,7 @@ func (p *PKI) check(certPath, keyPath string, eku x509.ExtKeyUsage) error {
 }
 
 func readCert(path string) (*x509.Certificate, error) {
-	b, err := os.ReadFile(path)
+	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +329,7 @@ func readCert(path string) (*x509.Certificate, error) {
 }
 
 func readKey(path string) (*ecdsa.PrivateKey, error) {
-	b, err := os.ReadFile(path)
+	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Key)
 	if err != nil {
 		return nil, err
 	}

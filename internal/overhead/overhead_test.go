@@ -2,7 +2,7 @@ package overhead
 
 import "testing"
 
-// The published per-packet figures (openvpn-facts.md, OpenVPN's mtu.c
+// The published per-packet figures (docs/openvpn-facts.md#per-packet-overhead, OpenVPN's mtu.c
 // comments) for inner packets of 1000 bytes; the capture test checks the
 // model against real tunnels.
 func TestOverheadTable(t *testing.T) {

@@ -12,9 +12,8 @@ var (
 	tcp6 = Transport{Proto: "tcp", Family: IPv6}
 )
 
-// Overheads from /work/shared/openvpn-facts.md ("Per-packet overhead of the
-// data channel"), outer headers included: UDP 8, TCP 20 (+2 length), IPv4
-// 20, IPv6 40.
+// Overheads from docs/openvpn-facts.md#per-packet-overhead, outer headers
+// included: UDP 8, TCP 20 (+2 length), IPv4 20, IPv6 40.
 func TestOverheadFacts(t *testing.T) {
 	for _, c := range []struct {
 		dc       DataChannel

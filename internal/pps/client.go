@@ -69,97 +69,160 @@ type flow struct {
 // returns the result. If ctx ends while sending, Run stops early and returns
 // the result so far with Interrupted set, and ctx's error.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	c, err := dial(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer c.ctl.Close()
+	if err := c.handshake(ctx); err != nil {
+		return nil, err
+	}
+	defer c.closeFlows()
+	if err := c.openFlows(); err != nil {
+		return nil, err
+	}
+	flowErr := c.measure(ctx)
+	c.summarize(ctx)
+	c.finish(ctx)
+	if flowErr != nil {
+		return c.res, flowErr
+	}
+	if c.res.Interrupted {
+		return c.res, ctx.Err()
+	}
+	return c.res, nil
+}
+
+// clientRun is one client run, from the handshake to the server's report.
+type clientRun struct {
+	cfg    Config
+	raddr  *net.UDPAddr
+	openIn func(open func() error) error
+	// ctl carries the control messages; nonce and id name the session.
+	ctl   *net.UDPConn
+	nonce [16]byte
+	id    uint32
+	// wait bounds each control exchange (HandshakeTimeout).
+	wait time.Duration
+	// p is what the server accepted.
+	p     Params
+	flows []*flow
+	res   *Result
+	// epoch is when sending began; sendEndNs when it ended (ns after
+	// epoch); seconds the number of whole intervals of the series.
+	epoch     time.Time
+	sendEndNs int64
+	seconds   int
+	rtt       histogram
+}
+
+// dial resolves the server and opens the control socket.
+func dial(cfg Config) (*clientRun, error) {
 	raddr, err := net.ResolveUDPAddr("udp", cfg.Server)
 	if err != nil {
 		return nil, fmt.Errorf("resolving %s: %w", cfg.Server, err)
 	}
-	openIn := cfg.OpenIn
-	if openIn == nil {
-		openIn = func(open func() error) error { return open() }
+	c := &clientRun{cfg: cfg, raddr: raddr, openIn: cfg.OpenIn, wait: cfg.HandshakeTimeout}
+	if c.openIn == nil {
+		c.openIn = func(open func() error) error { return open() }
 	}
-	var ctl *net.UDPConn
-	err = openIn(func() (err error) {
-		ctl, err = net.DialUDP("udp", nil, raddr)
+	if c.wait <= 0 {
+		c.wait = 3 * time.Second
+	}
+	err = c.openIn(func() (err error) {
+		c.ctl, err = net.DialUDP("udp", nil, raddr)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s is unreachable: %w", raddr, err)
 	}
-	defer ctl.Close()
-	nonce := [16]byte{}
-	_, _ = rand.Read(nonce[:])
-	wait := cfg.HandshakeTimeout
-	if wait <= 0 {
-		wait = 3 * time.Second
-	}
-	acc, err := exchange(ctx, ctl, &Control{Version: Version, Type: MsgHello, Nonce: nonce, Params: cfg.Params, Key: cfg.Key}, MsgAccept, wait)
+	_, _ = rand.Read(c.nonce[:])
+	return c, nil
+}
+
+// handshake asks for the test and checks that the server accepted what
+// was asked (it may only shorten the duration).
+func (c *clientRun) handshake(ctx context.Context) error {
+	cfg, raddr := c.cfg, c.raddr
+	acc, err := exchange(ctx, c.ctl, &Control{Version: Version, Type: MsgHello, Nonce: c.nonce, Params: cfg.Params, Key: cfg.Key}, MsgAccept, c.wait)
 	if err != nil {
 		if errors.Is(err, errExchangeTimeout) {
-			return nil, fmt.Errorf("%w the handshake at udp %s within %v: start `ovpnperf pps server` there, and check that udp port %d is open", ErrNoServer, raddr, wait, raddr.Port)
+			return fmt.Errorf("%w the handshake at udp %s within %v: start `ovpnperf pps server` there, and check that udp port %d is open", ErrNoServer, raddr, c.wait, raddr.Port)
 		}
-		return nil, err
+		return err
 	}
-	res := &Result{Server: raddr.String(), Session: acc.Session, Requested: cfg.Params, Params: acc.Params, Count: cfg.Count}
+	c.id, c.p = acc.Session, acc.Params
+	c.res = &Result{Server: raddr.String(), Session: acc.Session, Requested: cfg.Params, Params: acc.Params, Count: cfg.Count}
 	p := acc.Params
 	if p.Size != cfg.Params.Size || p.Flows != cfg.Params.Flows || p.Timeout != cfg.Params.Timeout ||
 		p.RatePPS != cfg.Params.RatePPS || p.Duration > cfg.Params.Duration || p.Duration <= 0 {
-		return nil, fmt.Errorf("the pps server at %s accepted parameters other than those asked for (%+v, asked %+v)", raddr, p, cfg.Params)
+		return fmt.Errorf("the pps server at %s accepted parameters other than those asked for (%+v, asked %+v)", raddr, p, cfg.Params)
 	}
 	if p.OneWay != cfg.Params.OneWay {
 		// A server older than one-way tests accepted it as an echo test;
 		// close that session before saying so, and send nothing.
-		_, _ = exchange(ctx, ctl, &Control{Version: Version, Type: MsgFinish, Nonce: nonce, Session: acc.Session}, MsgReport, wait)
-		return nil, fmt.Errorf("the pps server at %s does not offer one-way tests (it predates them): update it, or test without --one-way", raddr)
+		_, _ = exchange(ctx, c.ctl, &Control{Version: Version, Type: MsgFinish, Nonce: c.nonce, Session: c.id}, MsgReport, c.wait)
+		return fmt.Errorf("the pps server at %s does not offer one-way tests (it predates them): update it, or test without --one-way", raddr)
 	}
 	if p.Duration < cfg.Params.Duration {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("the server caps the duration at %v", p.Duration))
+		c.res.Warnings = append(c.res.Warnings, fmt.Sprintf("the server caps the duration at %v", p.Duration))
 	}
+	return nil
+}
 
-	flows := make([]*flow, p.Flows)
-	defer func() {
-		for _, f := range flows {
-			if f != nil {
-				f.conn.Close()
-			}
-		}
-	}()
-	err = openIn(func() error {
-		for i := range flows {
-			c, err := net.DialUDP("udp", nil, raddr)
+// openFlows opens one socket per flow (through OpenIn), with GSO where
+// asked for and possible.
+func (c *clientRun) openFlows() error {
+	p := c.p
+	c.flows = make([]*flow, p.Flows)
+	return c.openIn(func() error {
+		for i := range c.flows {
+			conn, err := net.DialUDP("udp", nil, c.raddr)
 			if err != nil {
-				return fmt.Errorf("opening flow %d to %s: %w", i, raddr, err)
+				return fmt.Errorf("opening flow %d to %s: %w", i, c.raddr, err)
 			}
-			setBuffers(c, 4<<20)
-			flows[i] = &flow{id: uint16(i), conn: c, bc: newBatchConn(c), t: newFlowTracker(p.Timeout, cfg.Window),
+			setBuffers(conn, 4<<20)
+			f := &flow{id: uint16(i), conn: conn, bc: newBatchConn(conn), t: newFlowTracker(p.Timeout, c.cfg.Window),
 				// A thread per sender only while there are no more
 				// senders than the Go scheduler runs at once: beyond,
 				// locked threads would take turns at the cost of a
 				// thread switch each.
 				lockThread: p.Flows <= runtime.GOMAXPROCS(0)}
-			if cfg.GSO {
-				if err := gsoFits(c, p.Size); err != nil {
-					flows[i].gsoErr = err
-				} else if err := enableGSO(c, p.Size); err != nil {
-					flows[i].gsoErr = err
+			c.flows[i] = f
+			if c.cfg.GSO {
+				if err := gsoFits(conn, p.Size); err != nil {
+					f.gsoErr = err
+				} else if err := enableGSO(conn, p.Size); err != nil {
+					f.gsoErr = err
 				} else {
-					flows[i].gso = true
+					f.gso = true
 				}
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
+}
 
+func (c *clientRun) closeFlows() {
+	for _, f := range c.flows {
+		if f != nil {
+			f.conn.Close()
+		}
+	}
+}
+
+// measure runs the senders and receivers, resolves losses as timeouts
+// pass, reports each finished second, and returns the first error of a
+// flow. It sets sendEndNs, seconds and the client's CPU.
+func (c *clientRun) measure(ctx context.Context) error {
+	p, res := c.p, c.res
 	res.Start = time.Now()
-	epoch := res.Start
+	c.epoch = res.Start
 	u0, s0 := cpuTime()
+	var flowErr error
+	var errMu sync.Mutex
 	sendCtx, stopSending := context.WithTimeout(ctx, p.Duration)
 	defer stopSending()
-	var senders, receivers sync.WaitGroup
-	var errMu sync.Mutex
-	var flowErr error
 	fail := func(err error) {
 		errMu.Lock()
 		if flowErr == nil {
@@ -168,8 +231,96 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		errMu.Unlock()
 		stopSending()
 	}
+	sendDone, sentUntil, receivers := c.start(sendCtx, fail)
+
+	// Resolve losses, report finished seconds, and end when every probe is
+	// echoed or its timeout has passed.
+	timeoutNs := int64(p.Timeout)
+	emitted := 0
+	emit := func(upTo int, sendEndNs int64, final bool) {
+		for ; emitted < upTo; emitted++ {
+			iv := mergeSecond(c.flows, emitted, sendEndNs, final && emitted == upTo-1)
+			res.Series = append(res.Series, iv)
+			if c.cfg.Interval != nil {
+				c.cfg.Interval(iv)
+			}
+		}
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	c.sendEndNs = -1
+	wake := sendDone // nil once seen closed, so the loop does not spin
+	if p.OneWay {
+		// Nothing comes back: give the last probes one timeout to reach
+		// the server (unless interrupted), then ask it what it counted.
+		<-sendDone
+		c.sendEndNs = *sentUntil
+		sleepUntil(ctx, c.epoch.Add(time.Duration(c.sendEndNs+timeoutNs)))
+	}
+	for !p.OneWay {
+		select {
+		case <-tick.C:
+		case <-wake:
+			wake = nil
+		}
+		nowNs := int64(time.Since(c.epoch))
+		outstanding := 0
+		for _, f := range c.flows {
+			f.mu.Lock()
+			f.t.resolve(nowNs)
+			outstanding += f.t.outstanding()
+			f.mu.Unlock()
+		}
+		if c.sendEndNs < 0 {
+			select {
+			case <-sendDone:
+				c.sendEndNs = *sentUntil
+			default:
+			}
+		}
+		if c.sendEndNs >= 0 && (outstanding == 0 || nowNs >= c.sendEndNs+timeoutNs) {
+			for _, f := range c.flows {
+				f.mu.Lock()
+				f.t.resolve(max(nowNs, c.sendEndNs+timeoutNs))
+				f.mu.Unlock()
+			}
+			break
+		}
+		// Second i is final once every probe sent in it is resolved.
+		ready := int((nowNs - timeoutNs) / int64(time.Second))
+		if c.sendEndNs < 0 && ready > 0 {
+			emit(ready, -1, false)
+		}
+	}
+	// Whole seconds, and the rest as a last interval unless it is a sliver
+	// (under 50 ms), which joins the second before it.
+	c.seconds = int((c.sendEndNs - 50*int64(time.Millisecond) + int64(time.Second) - 1) / int64(time.Second))
+	if !p.OneWay {
+		emit(max(c.seconds, emitted, 1), c.sendEndNs, true)
+	}
+	wall := time.Since(c.epoch)
+	u1, s1 := cpuTime()
+	res.CPU = cpuOf(u1-u0, s1-s0, wall)
+
+	// Stop the receivers (no echo is awaited any more).
+	for _, f := range c.flows {
+		_ = f.conn.SetReadDeadline(time.Now())
+	}
+	receivers.Wait()
+	errMu.Lock()
+	defer errMu.Unlock()
+	return flowErr
+}
+
+// start runs a sender per flow (and a receiver, unless one-way), each with
+// its share of the rate and of Count. sendDone closes when every sender
+// has stopped; *sentUntil (read after that) is when, in ns after epoch.
+func (c *clientRun) start(sendCtx context.Context, fail func(error)) (sendDone chan struct{}, sentUntil *int64, receivers *sync.WaitGroup) {
+	p, cfg := c.p, c.cfg
+	var senders sync.WaitGroup
+	receivers = &sync.WaitGroup{}
 	rate := float64(p.RatePPS) / float64(p.Flows)
-	for i, f := range flows {
+	for i, f := range c.flows {
 		quota := uint64(0)
 		if cfg.Count > 0 {
 			quota = cfg.Count / uint64(p.Flows)
@@ -184,7 +335,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			receivers.Add(1)
 			go func() {
 				defer receivers.Done()
-				if err := f.receive(epoch, acc.Session, p.Size); err != nil {
+				if err := f.receive(c.epoch, c.id, p.Size); err != nil {
 					fail(err)
 				}
 			}()
@@ -192,104 +343,34 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		senders.Add(1)
 		go func() {
 			defer senders.Done()
-			if err := f.send(sendCtx, epoch, acc.Session, p.Size, rate, quota, p.OneWay); err != nil {
+			if err := f.send(sendCtx, c.epoch, c.id, p.Size, rate, quota, p.OneWay); err != nil {
 				fail(err)
 			}
 		}()
 	}
-	sendDone := make(chan struct{})
-	var sentUntilNs int64 // when the last sender stopped; read after sendDone
+	sendDone = make(chan struct{})
+	sentUntil = new(int64)
 	go func() {
 		senders.Wait()
-		sentUntilNs = int64(time.Since(epoch))
+		*sentUntil = int64(time.Since(c.epoch))
 		close(sendDone)
 	}()
+	return sendDone, sentUntil, receivers
+}
 
-	// Resolve losses, report finished seconds, and end when every probe is
-	// echoed or its timeout has passed.
-	timeoutNs := int64(p.Timeout)
-	emitted := 0
-	emit := func(upTo int, sendEndNs int64, final bool) {
-		for ; emitted < upTo; emitted++ {
-			iv := mergeSecond(flows, emitted, sendEndNs, final && emitted == upTo-1)
-			res.Series = append(res.Series, iv)
-			if cfg.Interval != nil {
-				cfg.Interval(iv)
-			}
-		}
-	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var sendEndNs int64 = -1
-	wake := sendDone // nil once seen closed, so the loop does not spin
-	if p.OneWay {
-		// Nothing comes back: give the last probes one timeout to reach
-		// the server (unless interrupted), then ask it what it counted.
-		<-sendDone
-		sendEndNs = sentUntilNs
-		sleepUntil(ctx, epoch.Add(time.Duration(sendEndNs+timeoutNs)))
-	}
-	for !p.OneWay {
-		select {
-		case <-tick.C:
-		case <-wake:
-			wake = nil
-		}
-		nowNs := int64(time.Since(epoch))
-		outstanding := 0
-		for _, f := range flows {
-			f.mu.Lock()
-			f.t.resolve(nowNs)
-			outstanding += f.t.outstanding()
-			f.mu.Unlock()
-		}
-		if sendEndNs < 0 {
-			select {
-			case <-sendDone:
-				sendEndNs = sentUntilNs
-			default:
-			}
-		}
-		if sendEndNs >= 0 && (outstanding == 0 || nowNs >= sendEndNs+timeoutNs) {
-			for _, f := range flows {
-				f.mu.Lock()
-				f.t.resolve(max(nowNs, sendEndNs+timeoutNs))
-				f.mu.Unlock()
-			}
-			break
-		}
-		// Second i is final once every probe sent in it is resolved.
-		ready := int((nowNs - timeoutNs) / int64(time.Second))
-		if sendEndNs < 0 && ready > 0 {
-			emit(ready, -1, false)
-		}
-	}
-	// Whole seconds, and the rest as a last interval unless it is a sliver
-	// (under 50 ms), which joins the second before it.
-	n := int((sendEndNs - 50*int64(time.Millisecond) + int64(time.Second) - 1) / int64(time.Second))
-	if !p.OneWay {
-		emit(max(n, emitted, 1), sendEndNs, true)
-	}
-	wall := time.Since(epoch)
-	u1, s1 := cpuTime()
-	res.CPU = cpuOf(u1-u0, s1-s0, wall)
-
-	// Stop the receivers (no echo is awaited any more).
-	for _, f := range flows {
-		_ = f.conn.SetReadDeadline(time.Now())
-	}
-	receivers.Wait()
-
-	res.SendSeconds = float64(sendEndNs) / 1e9
-	var h histogram
-	for _, f := range flows {
+// summarize adds up the flows' counters and RTTs and adds the warnings the
+// figures call for.
+func (c *clientRun) summarize(ctx context.Context) {
+	p, res, cfg := c.p, c.res, c.cfg
+	res.SendSeconds = float64(c.sendEndNs) / 1e9
+	for _, f := range c.flows {
 		res.Counters.add(f.t.counters)
 		res.Flows = append(res.Flows, f.t.counters)
-		h.merge(&f.t.rtt)
+		c.rtt.merge(&f.t.rtt)
 	}
-	res.summarize(&h)
+	res.summarize(&c.rtt)
 	if cfg.GSO {
-		for _, f := range flows {
+		for _, f := range c.flows {
 			if f.gsoErr != nil {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("flow %d sent with sendmmsg, not GSO: %v", f.id, f.gsoErr))
 			}
@@ -302,40 +383,38 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if ctx.Err() != nil {
 		res.Interrupted = true
 	}
+}
 
-	// Close the session; the server reports what it saw.
+// finish closes the session; the server reports what it saw (and, for a
+// one-way test, its per-second counts, which make the series).
+func (c *clientRun) finish(ctx context.Context) {
+	res := c.res
 	fctx := context.WithoutCancel(ctx)
-	rep, err := exchange(fctx, ctl, &Control{Version: Version, Type: MsgFinish, Nonce: nonce, Session: acc.Session}, MsgReport, wait)
+	rep, err := exchange(fctx, c.ctl, &Control{Version: Version, Type: MsgFinish, Nonce: c.nonce, Session: c.id}, MsgReport, c.wait)
 	if err != nil {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the server did not report its counters: %v", err))
 	} else {
 		res.ServerReport = &rep.Report
-		c := cpuOf(rep.Report.CPUUser, rep.Report.CPUSystem, rep.Report.Elapsed)
-		res.ServerCPU = &c
+		cpu := cpuOf(rep.Report.CPUUser, rep.Report.CPUSystem, rep.Report.Elapsed)
+		res.ServerCPU = &cpu
 	}
-	if p.OneWay {
-		var counts []uint64
-		if err == nil {
-			counts, err = readSeries(fctx, ctl, nonce, acc.Session, wait)
-			if err != nil {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("the server did not send its per-second counts: %v", err))
-			}
+	if !c.p.OneWay {
+		return
+	}
+	var counts []uint64
+	if err == nil {
+		counts, err = readSeries(fctx, c.ctl, c.nonce, c.id, c.wait)
+		if err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("the server did not send its per-second counts: %v", err))
 		}
-		res.oneWay(flows, counts, sendEndNs, n)
-		for _, iv := range res.Series {
-			if cfg.Interval != nil {
-				cfg.Interval(iv)
-			}
+	}
+	res.oneWay(c.flows, counts, c.sendEndNs, c.seconds)
+	for _, iv := range res.Series {
+		if c.cfg.Interval != nil {
+			c.cfg.Interval(iv)
 		}
-		res.summarize(&h)
 	}
-	if flowErr != nil {
-		return res, flowErr
-	}
-	if res.Interrupted {
-		return res, ctx.Err()
-	}
-	return res, nil
+	res.summarize(&c.rtt)
 }
 
 // mergeSecond sums second i over the flows. The last interval ends when

@@ -17,6 +17,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
@@ -53,7 +54,7 @@ func spreadOf(v []float64) spread {
 	if len(v) == 0 {
 		return spread{}
 	}
-	return spread{median(v), slices.Min(v), slices.Max(v)}
+	return spread{measure.Median(v), slices.Min(v), slices.Max(v)}
 }
 
 func (s spread) String() string {
@@ -190,24 +191,24 @@ func BenchmarkGeneratorRates(b *testing.B) {
 	fmt.Fprintf(&sb, "  sockperf throughput sent      %v\n", spreadOf(spSent))
 	fmt.Fprintf(&sb, "  iperf3 -u -b 0      sent      %v\n", spreadOf(ipSent))
 	fmt.Fprintf(&sb, "  iperf3              received  %v\n", spreadOf(ipRecv))
-	fmt.Fprintf(&sb, "  ovpnperf pps --one-way sent   %v (client CPU median %.0f%% of a core)\n", spreadOf(owSent), median(owCPU))
+	fmt.Fprintf(&sb, "  ovpnperf pps --one-way sent   %v (client CPU median %.0f%% of a core)\n", spreadOf(owSent), measure.Median(owCPU))
 	fmt.Fprintf(&sb, "  ovpnperf pps --one-way srv rx %v\n", spreadOf(owRecv))
 	fmt.Fprintf(&sb, "  ovpnperf pps -1w -P 2  sent   %v\n", spreadOf(ow2Sent))
 	fmt.Fprintf(&sb, "  ovpnperf pps -1w -P 2  srv rx %v\n", spreadOf(ow2Recv))
 	fmt.Fprintf(&sb, "  ovpnperf pps        sent      %v\n", spreadOf(oSent))
 	fmt.Fprintf(&sb, "  ovpnperf pps        server rx %v\n", spreadOf(oRecvd))
-	fmt.Fprintf(&sb, "  ovpnperf pps        echoed    %v (client CPU median %.0f%% of a core)\n", spreadOf(oEcho), median(oCPU))
+	fmt.Fprintf(&sb, "  ovpnperf pps        echoed    %v (client CPU median %.0f%% of a core)\n", spreadOf(oEcho), measure.Median(oCPU))
 	fmt.Fprintf(&sb, "  ovpnperf pps -P 2    sent      %v\n", spreadOf(o2Sent))
 	fmt.Fprintf(&sb, "  ovpnperf pps -P 2    echoed    %v\n", spreadOf(o2Echo))
-	best := max(median(spSent), median(ipSent))
-	fmt.Fprintf(&sb, "one-way sent / better of sockperf and iperf3 (medians): %.2f; -P 2: %.2f\n", median(owSent)/best, median(ow2Sent)/best)
+	best := max(measure.Median(spSent), measure.Median(ipSent))
+	fmt.Fprintf(&sb, "one-way sent / better of sockperf and iperf3 (medians): %.2f; -P 2: %.2f\n", measure.Median(owSent)/best, measure.Median(ow2Sent)/best)
 	b.Log("\n" + sb.String())
-	b.ReportMetric(median(spSent), "sockperf-sent-pps")
-	b.ReportMetric(median(ipSent), "iperf3-sent-pps")
-	b.ReportMetric(median(owSent), "ovpnperf-oneway-sent-pps")
-	b.ReportMetric(median(owRecv), "ovpnperf-oneway-rx-pps")
-	b.ReportMetric(median(oSent), "ovpnperf-sent-pps")
-	b.ReportMetric(median(oEcho), "ovpnperf-echo-pps")
+	b.ReportMetric(measure.Median(spSent), "sockperf-sent-pps")
+	b.ReportMetric(measure.Median(ipSent), "iperf3-sent-pps")
+	b.ReportMetric(measure.Median(owSent), "ovpnperf-oneway-sent-pps")
+	b.ReportMetric(measure.Median(owRecv), "ovpnperf-oneway-rx-pps")
+	b.ReportMetric(measure.Median(oSent), "ovpnperf-sent-pps")
+	b.ReportMetric(measure.Median(oEcho), "ovpnperf-echo-pps")
 }
 
 func readTestdata(name string) ([]byte, error) {

@@ -114,7 +114,7 @@ func (r *Result) summarize(h *histogram) {
 	if len(full) == 0 {
 		r.PPSMedian, r.PPSMin, r.PPSMax = r.PPSMean, r.PPSMean, r.PPSMean
 	} else {
-		r.PPSMedian = median(full)
+		r.PPSMedian = measure.Median(full)
 		r.PPSMin, r.PPSMax = slices.Min(full), slices.Max(full)
 	}
 	if h.n > 0 {
@@ -127,18 +127,6 @@ func (r *Result) summarize(h *histogram) {
 		r.RTTP99Us = us(h.quantile(0.99))
 		r.RTTP999Us = us(h.quantile(0.999))
 	}
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func cpuOf(user, sys, wall time.Duration) CPU {

@@ -6,11 +6,13 @@
 package probe
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"io"
-	"os"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/advise"
@@ -88,15 +90,28 @@ type Path struct {
 	ThroughputBitsPerSec Field[float64] `json:"throughput_bps"`
 	PathRateBitsPerSec   Field[float64] `json:"path_rate_bps"`
 	// Local machine.
-	AESGCMBytesPerSec Field[float64]         `json:"aes_256_gcm_bytes_per_sec_per_core"`
-	ChaChaBytesPerSec Field[float64]         `json:"chacha20_poly1305_bytes_per_sec_per_core"`
-	OpenVPNVersion    Field[string]          `json:"openvpn_version"`
-	DCO               Field[bool]            `json:"dco_available"`
-	RmemMax           Field[int]             `json:"rmem_max"`
-	WmemMax           Field[int]             `json:"wmem_max"`
-	Interface         Field[string]          `json:"interface"`
-	InterfaceMTU      Field[int]             `json:"interface_mtu"`
-	Offloads          Field[map[string]bool] `json:"offloads"`
+	AESGCMBytesPerSec Field[float64] `json:"aes_256_gcm_bytes_per_sec_per_core"`
+	ChaChaBytesPerSec Field[float64] `json:"chacha20_poly1305_bytes_per_sec_per_core"`
+	OpenVPNVersion    Field[string]  `json:"openvpn_version"`
+	// DCO: this host can offload with the installed OpenVPN (its build
+	// has [DCO] and the kernel the module it needs); the note says why
+	// not. The fields after it are what that rests on.
+	DCO           Field[bool]     `json:"dco_available"`
+	KernelRelease Field[string]   `json:"kernel_release"`
+	KernelOVPN    Field[string]   `json:"kernel_config_ovpn"`
+	ModuleOVPN    Field[string]   `json:"module_ovpn"`
+	ModuleOVPNDCO Field[string]   `json:"module_ovpn_dco"`
+	OpenVPNBuild  Field[[]string] `json:"openvpn_build_flags"`
+	// DCOWithConfig: with --config FILE, whether OpenVPN would use DCO
+	// for that config on this host; DCOOffReasons lists every reason it
+	// would not (the config's options and the host's gaps).
+	DCOWithConfig Field[bool]            `json:"dco_with_config"`
+	DCOOffReasons Field[[]string]        `json:"dco_off_reasons"`
+	RmemMax       Field[int]             `json:"rmem_max"`
+	WmemMax       Field[int]             `json:"wmem_max"`
+	Interface     Field[string]          `json:"interface"`
+	InterfaceMTU  Field[int]             `json:"interface_mtu"`
+	Offloads      Field[map[string]bool] `json:"offloads"`
 }
 
 // Report is the JSON document.
@@ -114,9 +129,9 @@ func (e *LoadError) Error() string { return e.Msg }
 
 // Load reads a probe file.
 func Load(file string) (*Report, error) {
-	f, err := os.Open(file)
+	f, err := inputfile.Open(context.Background(), file, inputfile.Document)
 	if err != nil {
-		return nil, &LoadError{fmt.Sprintf("probe file: %v", err)}
+		return nil, &LoadError{fmt.Sprintf("probe file %v", err)}
 	}
 	defer f.Close()
 	r, err := Decode(f)
@@ -148,6 +163,9 @@ func Decode(r io.Reader) (*Report, error) {
 	case len(head.Path) == 0:
 		return nil, fmt.Errorf("no \"path\" object")
 	}
+	if err := measure.CheckFigures(head.Path); err != nil {
+		return nil, fmt.Errorf("path.%w", err)
+	}
 	rep := &Report{Schema: Schema, Host: head.Host}
 	if err := json.Unmarshal(head.Path, &rep.Path); err != nil {
 		return nil, fmt.Errorf("path: %v", err)
@@ -170,7 +188,10 @@ func (p Path) sources() map[string]string {
 		"aes_256_gcm_bytes_per_sec_per_core": p.AESGCMBytesPerSec.Source, "chacha20_poly1305_bytes_per_sec_per_core": p.ChaChaBytesPerSec.Source,
 		"interface": p.Interface.Source, "interface_mtu": p.InterfaceMTU.Source, "offloads": p.Offloads.Source, "throughput_bps": p.ThroughputBitsPerSec.Source,
 		"path_rate_bps": p.PathRateBitsPerSec.Source, "openvpn_version": p.OpenVPNVersion.Source, "dco_available": p.DCO.Source,
-		"rmem_max": p.RmemMax.Source, "wmem_max": p.WmemMax.Source,
+		"kernel_release": p.KernelRelease.Source, "kernel_config_ovpn": p.KernelOVPN.Source, "module_ovpn": p.ModuleOVPN.Source,
+		"module_ovpn_dco": p.ModuleOVPNDCO.Source, "openvpn_build_flags": p.OpenVPNBuild.Source, "dco_with_config": p.DCOWithConfig.Source,
+		"dco_off_reasons": p.DCOOffReasons.Source,
+		"rmem_max":        p.RmemMax.Source, "wmem_max": p.WmemMax.Source,
 	}
 }
 

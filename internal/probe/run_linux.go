@@ -37,6 +37,9 @@ type Options struct {
 	// iperf3 server there for IPerf3Duration (default 5 s).
 	IPerf3Port     int
 	IPerf3Duration time.Duration
+	// Config, if set, is an OpenVPN config: the probe says whether DCO
+	// would be used for it here, and every reason it would not.
+	Config string
 	// NoCrypto skips the local cryptobench (one second per cipher).
 	NoCrypto bool
 	// Logf reports progress.
@@ -103,7 +106,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		p.ChaChaBytesPerSec = cryptoSpeed(ctx, "chacha20-poly1305")
 	}
 	p.OpenVPNVersion = openvpnVersion(ctx)
-	p.DCO = dcoAvailable(ctx)
+	if err := dcoFields(ctx, p, o.Config); err != nil {
+		return nil, err
+	}
 	p.RmemMax = sysctlInt("/proc/sys/net/core/rmem_max")
 	p.WmemMax = sysctlInt("/proc/sys/net/core/wmem_max")
 	if r, err := pmtu.RouteTo(first); err != nil {
@@ -319,22 +324,6 @@ func openvpnVersion(ctx context.Context) Field[string] {
 		return missing[string](fmt.Sprintf("openvpn --version: %v (Debian package openvpn)", err))
 	}
 	return missing[string]("openvpn --version printed no version")
-}
-
-// dcoAvailable reads whether the ovpn kernel module (Linux 6.16+ "ovpn",
-// or the out-of-tree "ovpn_dco_v2") is loaded or installed.
-func dcoAvailable(ctx context.Context) Field[bool] {
-	for _, m := range []string{"ovpn", "ovpn_dco_v2"} {
-		if _, err := os.Stat("/sys/module/" + m); err == nil {
-			return read(true, "kernel module "+m+" loaded")
-		}
-	}
-	for _, m := range []string{"ovpn", "ovpn-dco-v2"} {
-		if err := runner.Command(ctx, "modinfo", "-F", "name", m).Run(); err == nil {
-			return read(true, "kernel module "+m+" installed, not loaded")
-		}
-	}
-	return read(false, "no ovpn or ovpn_dco_v2 kernel module (modinfo)")
 }
 
 func sysctlInt(path string) Field[int] {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"math"
 	"os"
@@ -326,7 +327,7 @@ func fragCaptureRun(ctx context.Context, l *lab.Lab, variant string, t *tunnel.T
 			return nil, fmt.Errorf("tcpdump: %w", err)
 		}
 	}
-	f, err := os.Open(file)
+	f, err := inputfile.Open(ctx, file, inputfile.Capture)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,6 @@
 package recipe
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -344,7 +342,7 @@ func instMeasureOnce(ctx context.Context, l *lab.Lab, cfg *instConfig, dir strin
 	if err != nil {
 		return instSample{}, err
 	}
-	statBefore, err := instReadStat()
+	statBefore, err := cpuacct.ReadSystem()
 	if err != nil {
 		return instSample{}, err
 	}
@@ -386,7 +384,7 @@ func instMeasureOnce(ctx context.Context, l *lab.Lab, cfg *instConfig, dir strin
 	if err != nil {
 		return instSample{}, fmt.Errorf("a process died during the sample: %w", err)
 	}
-	statAfter, err := instReadStat()
+	statAfter, err := cpuacct.ReadSystem()
 	if err != nil {
 		return instSample{}, err
 	}
@@ -407,7 +405,7 @@ func instMeasureOnce(ctx context.Context, l *lab.Lab, cfg *instConfig, dir strin
 	if err != nil {
 		return instSample{}, err
 	}
-	s := instSample{cpu: map[string]float64{}, waitSec: map[string]float64{}, wall: wall, hostBusy: statAfter.busySince(statBefore)}
+	s := instSample{cpu: map[string]float64{}, waitSec: map[string]float64{}, wall: wall, hostBusy: statAfter.BusyShareSince(statBefore)}
 	for label, pid := range cfg.servers {
 		w, err := instRunqueueWait(pid)
 		if err != nil {
@@ -677,52 +675,4 @@ func instPin(pid, cpu int) error {
 		}
 	}
 	return nil
-}
-
-// instStat is the first line of /proc/stat: jiffies of all CPUs together.
-type instStat struct{ total, idle uint64 }
-
-// busySince returns the share of CPU time that was busy between a and s
-// (steal counts as busy: those cycles were not ours to use).
-func (s instStat) busySince(a instStat) float64 {
-	total := s.total - a.total
-	if total == 0 {
-		return 0
-	}
-	return 1 - float64(s.idle-a.idle)/float64(total)
-}
-
-func instReadStat() (instStat, error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return instStat{}, err
-	}
-	return instParseStat(b)
-}
-
-// instParseStat reads the "cpu" line of /proc/stat (proc(5)): user nice
-// system idle iowait irq softirq steal guest guest_nice. Guest time is
-// already counted in user, so only the first eight fields add up to the
-// total; idle and iowait are idle.
-func instParseStat(b []byte) (instStat, error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 || f[0] != "cpu" {
-			continue
-		}
-		var st instStat
-		for i := 1; i < len(f) && i <= 8; i++ {
-			v, err := strconv.ParseUint(f[i], 10, 64)
-			if err != nil {
-				return instStat{}, fmt.Errorf("/proc/stat cpu field %d: %w", i, err)
-			}
-			st.total += v
-			if i == 4 || i == 5 {
-				st.idle += v
-			}
-		}
-		return st, nil
-	}
-	return instStat{}, fmt.Errorf("/proc/stat has no cpu line")
 }

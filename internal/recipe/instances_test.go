@@ -11,31 +11,6 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
-// testdata/instances-stat.txt is /proc/stat of the 2-CPU test machine.
-func TestInstancesParseStat(t *testing.T) {
-	b, err := os.ReadFile("testdata/instances-stat.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := instParseStat(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// cpu  193006 0 113917 148563 466 0 30093 750 0 0
-	if st.total != 193006+113917+148563+466+30093+750 || st.idle != 148563+466 {
-		t.Errorf("parsed %+v", st)
-	}
-	later := instStat{total: st.total + 200, idle: st.idle + 50}
-	if b := later.busySince(st); b != 0.75 {
-		t.Errorf("busy %v, want 0.75", b)
-	}
-	for _, bad := range []string{"", "cpu0 1 2 3 4 5\n", "cpu 1 x 3 4 5\n"} {
-		if _, err := instParseStat([]byte(bad)); err == nil {
-			t.Errorf("instParseStat(%q) succeeded", bad)
-		}
-	}
-}
-
 // instFake makes samples of a configuration: aggregate rates in Mbit/s
 // (split evenly over the flows), the share of a core each server used, the
 // share of the time it waited for a CPU and the host's busy share.

@@ -62,7 +62,7 @@ func init() {
 var mtuPath = lab.Path{MTU: 1492}
 
 // Published per-packet overheads over UDP/IPv4, outer headers included
-// (/work/shared/openvpn-facts.md: cipher none + auth none 8, AEAD 24;
+// (docs/openvpn-facts.md#per-packet-overhead: cipher none + auth none 8, AEAD 24;
 // UDP 8, IPv4 20).
 const (
 	mtuPublishedCleartext = 8 + 8 + 20

@@ -1,14 +1,12 @@
 package recipe
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -371,7 +369,7 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 	if err != nil {
 		return err
 	}
-	busy0, busyErr := ppsHostTicks()
+	busy0, busyErr := cpuacct.ReadSystem()
 	emu0 := ppsEmulator(l)
 	res, err := pps.Run(ctx, pps.Config{
 		Server: net.JoinHostPort(s.target.String(), strconv.Itoa(port)),
@@ -385,7 +383,7 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 	if err != nil {
 		return fmt.Errorf("an OpenVPN process died during the sample: %w", err)
 	}
-	busy1, busyErr1 := ppsHostTicks()
+	busy1, busyErr1 := cpuacct.ReadSystem()
 	tun1, err := ppsTunPackets(l, s.tun)
 	if err != nil {
 		return err
@@ -424,8 +422,8 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 	if busiest > 0 {
 		acc.corePPS = append(acc.corePPS, 1e6/busiest)
 	}
-	if busyErr == nil && busyErr1 == nil && busy1.total > busy0.total {
-		acc.busy = append(acc.busy, 100*float64(busy1.busy-busy0.busy)/float64(busy1.total-busy0.total))
+	if busyErr == nil && busyErr1 == nil && busy1.Total() > busy0.Total() {
+		acc.busy = append(acc.busy, 100*busy1.BusyShareSince(busy0))
 	}
 	return nil
 }
@@ -534,7 +532,7 @@ func ppsFill(r *measure.Row, acc *ppsAcc) {
 
 // ppsOuterBytes is the size of the IPv4 datagram that carries one probe of
 // size bytes through the tunnel (0 for the routed path), from OpenVPN's
-// data-channel framing (see /work/shared/openvpn-facts.md): outer IPv4 20
+// data-channel framing (docs/openvpn-facts.md#per-packet-overhead): outer IPv4 20
 // + UDP 8, then for none (auth none) opcode/peer-id 4 + packet-id 4; for
 // AES-256-GCM 4 + 4 + tag 16; for AES-128-CBC with HMAC-SHA1 4 + HMAC 20 +
 // IV 16 + the encrypted packet-id 4 and inner packet padded to whole
@@ -551,46 +549,6 @@ func ppsOuterBytes(variant string, size int) int {
 		return 28 + 4 + 20 + 16 + ((4+inner)/16+1)*16
 	}
 	return 0
-}
-
-// ppsHostCPU is the host's CPU time in ticks, busy and total, from the
-// first line of /proc/stat.
-type ppsHostCPU struct{ busy, total uint64 }
-
-// ppsHostTicks reads /proc/stat: busy is everything but idle and iowait.
-func ppsHostTicks() (ppsHostCPU, error) {
-	f, err := os.Open("/proc/stat")
-	if err != nil {
-		return ppsHostCPU{}, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	if !sc.Scan() {
-		return ppsHostCPU{}, errors.New("/proc/stat is empty")
-	}
-	return parseProcStatCPU(sc.Text())
-}
-
-// parseProcStatCPU parses "cpu  user nice system idle iowait irq softirq
-// steal guest guest_nice"; guest time is already in user, so only the
-// first eight count.
-func parseProcStatCPU(line string) (ppsHostCPU, error) {
-	f := strings.Fields(line)
-	if len(f) < 6 || f[0] != "cpu" {
-		return ppsHostCPU{}, fmt.Errorf("unexpected /proc/stat line %q", line)
-	}
-	var c ppsHostCPU
-	for i, s := range f[1:min(len(f), 9)] {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return ppsHostCPU{}, fmt.Errorf("unexpected /proc/stat line %q", line)
-		}
-		c.total += v
-		if i != 3 && i != 4 { // idle, iowait
-			c.busy += v
-		}
-	}
-	return c, nil
 }
 
 // ppsEmulatorState is the userspace emulator's account (zero without one).

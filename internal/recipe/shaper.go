@@ -3,7 +3,7 @@ package recipe
 import (
 	"context"
 	"fmt"
-	"os"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"strconv"
 	"strings"
 	"time"
@@ -102,7 +102,7 @@ func shaperTbf(l *lab.Lab, dev string) error {
 // initialized at 100000 bytes per second", the PUSH_REPLY, or a refusal),
 // without their timestamps.
 func shaperLogLines(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Log)
 	if err != nil {
 		return nil, err
 	}

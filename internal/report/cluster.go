@@ -8,10 +8,10 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 )
 
-// ClusterSchema is the name report gives `cluster status --json`
-// documents, which carry no "schema" key: they are recognised by their
-// keys (sniff).
-const ClusterSchema = "ovpnperf/cluster-status"
+// ClusterSchema names `cluster status --json` documents. Those written
+// before it carried a "schema" key are recognised by their keys (sniff) as
+// cluster.LegacyStatusSchema.
+const ClusterSchema = cluster.StatusSchema
 
 // clusterDoc writes `cluster status --json`: per instance its clients,
 // bytes in and out, restarts, with its state, port and CPU in the labels,

@@ -93,6 +93,8 @@ func Compare(old, new *measure.Report, opts CompareOptions) []Change {
 			if _, dup := m[k]; !dup {
 				order = append(order, k)
 			}
+			// CheckComparable refuses documents with two rows
+			// of one key; the last would win here.
 			m[k] = r
 		}
 		return m, order
@@ -143,21 +145,44 @@ func Compare(old, new *measure.Report, opts CompareOptions) []Change {
 				c.Verdict, c.Reason = Worse, "new fastest sample below the old slowest"
 			}
 		}
-		// A row is marked invalid when one of its samples failed (after
-		// retries); the samples it kept were measured faithfully, so they
-		// are compared, and the reason says a sample is missing.
+		// A row is marked invalid when a sample failed or the emulator
+		// fell behind: its figures may not be what the path gives, so
+		// it decides nothing.
 		for _, side := range []struct {
 			name string
 			r    measure.Row
 			ok   bool
 		}{{"old", o, okO}, {"new", n, okN}} {
-			if side.ok && !side.r.Valid && c.Verdict != Incomparable {
-				c.Reason += fmt.Sprintf("; the %s row lost a sample", side.name)
+			if side.ok && !side.r.Valid {
+				c.Verdict, c.ChangePercent = Incomparable, 0
+				c.Reason = fmt.Sprintf("the %s row is marked invalid", side.name)
+				if side.r.Error != "" {
+					c.Reason += ": " + side.r.Error
+				}
+				break
 			}
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// CheckComparable refuses a document compare cannot read unambiguously:
+// two rows of one network, variant and direction (with only, of the
+// variant compared), e.g. the same variant over udp and tcp.
+func CheckComparable(rep *measure.Report, only string) error {
+	seen := map[rowKey]bool{}
+	for i, r := range rep.Rows {
+		if only != "" && r.Variant != only {
+			continue
+		}
+		k := rowKey{r.Network, r.Variant, r.Direction}
+		if seen[k] {
+			return fmt.Errorf("rows[%d]: a second row for network %q, variant %q, direction %q; compare matches rows by these", i, r.Network, r.Variant, r.Direction)
+		}
+		seen[k] = true
+	}
+	return nil
 }
 
 // NewComparison compares two documents and names them.

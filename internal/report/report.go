@@ -18,11 +18,13 @@ package report
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -113,6 +115,14 @@ var kinds = []kind{
 		return json.Unmarshal(b, d.Crypto)
 	}},
 	{tune.Schema, func(b []byte, d *Document) error { d.Tune = &tune.Result{}; return json.Unmarshal(b, d.Tune) }},
+	{tune.SchemaV2Legacy, func(b []byte, d *Document) error {
+		d.Tune = &tune.Result{}
+		if err := json.Unmarshal(b, d.Tune); err != nil {
+			return err
+		}
+		d.Tune.Schema = tune.Schema
+		return nil
+	}},
 	// Version 1 pooled the rounds; its rounds are judged again.
 	{tune.SchemaV1, func(b []byte, d *Document) error {
 		d.Tune = &tune.Result{}
@@ -121,20 +131,29 @@ var kinds = []kind{
 		}
 		return tune.UpgradeV1(d.Tune)
 	}},
-	{ClusterSchema, func(b []byte, d *Document) error {
-		d.Cluster = &cluster.ClusterStatus{}
-		return json.Unmarshal(b, d.Cluster)
-	}},
+	{ClusterSchema, decodeCluster},
+	{cluster.LegacyStatusSchema, decodeCluster},
 }
 
 // PMTUSchema names `ovpnperf pmtu --json` documents (the command lives in
 // package main, so the name is kept here too).
 const PMTUSchema = "ovpnperf/pmtu/v1"
 
+func decodeCluster(b []byte, d *Document) error {
+	d.Cluster = &cluster.ClusterStatus{}
+	return json.Unmarshal(b, d.Cluster)
+}
+
 func decodeRun(b []byte, d *Document) error {
 	rep, err := measure.ReadJSON(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	if err := rep.CheckRows(); err != nil {
+		return err
+	}
 	d.Run = rep
-	return err
+	return nil
 }
 
 // Schemas lists the schemas Load accepts.
@@ -153,7 +172,7 @@ var ErrUnknownSchema = errors.New("unknown schema")
 // Load reads the documents of one file: one document, or a JSON array of
 // them (`recipe all --out`).
 func Load(path string) ([]Document, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.ReadFile(context.Background(), path, inputfile.Document)
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +223,9 @@ func parseOne(where string, raw []byte) (Document, error) {
 	d := Document{File: where, Schema: schema}
 	for _, k := range kinds {
 		if k.schema == schema {
+			if err := measure.CheckFigures(raw); err != nil {
+				return d, fmt.Errorf("%s: %w", where, err)
+			}
 			if err := k.decode(raw, &d); err != nil {
 				return d, fmt.Errorf("%s: %w", where, err)
 			}
@@ -236,7 +258,7 @@ func sniff(head map[string]json.RawMessage) string {
 	case has("path_mtu", "blackhole", "explanation"):
 		return PMTUSchema
 	case has("id", "instances"):
-		return ClusterSchema
+		return cluster.LegacyStatusSchema
 	}
 	return ""
 }
@@ -267,7 +289,7 @@ func WriteFile(path string, docs []Document, opts Options) error {
 	if err := Write(&buf, docs, opts); err != nil {
 		return err
 	}
-	return os.WriteFile(path, buf.Bytes(), 0o644)
+	return outputfile.WriteBytes(path, 0o644, buf.Bytes())
 }
 
 // page accumulates the HTML of a report.

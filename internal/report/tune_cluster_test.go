@@ -45,7 +45,8 @@ func TestTuneAndClusterDocuments(t *testing.T) {
 	for _, f := range []string{"tune-blackhole.json", "tune-lossy.json"} {
 		var r tune.Result
 		strict(t, f, &r)
-		if r.Schema != tune.Schema || len(r.Steps) == 0 {
+		// Recorded under version 2's first name, which readers still accept.
+		if r.Schema != tune.SchemaV2Legacy || len(r.Steps) == 0 {
 			t.Errorf("%s: schema %q, %d steps", f, r.Schema, len(r.Steps))
 		}
 	}
@@ -55,8 +56,15 @@ func TestTuneAndClusterDocuments(t *testing.T) {
 	docs := load(t, "tune-blackhole.json")
 	docs = append(docs, load(t, "tune-lossy.json")...)
 	docs = append(docs, load(t, "cluster-status.json")...)
-	if docs[2].Schema != ClusterSchema || docs[2].Cluster == nil || docs[0].Tune == nil {
+	// The recorded status predates its schema key: recognised by its keys.
+	if docs[2].Schema != cluster.LegacyStatusSchema || docs[2].Cluster == nil || docs[0].Tune == nil || docs[0].Tune.Schema != tune.Schema {
 		t.Fatalf("dispatch: %q %v %v", docs[2].Schema, docs[2].Cluster != nil, docs[0].Tune != nil)
+	}
+	// Today's `cluster status --json` names its schema.
+	st.Schema, st.Argv = cluster.StatusSchema, []string{"ovpnperf", "cluster", "status", "--json"}
+	current, _ := json.Marshal(st)
+	if cur, err := Parse("current.json", current); err != nil || cur[0].Schema != ClusterSchema || cur[0].Cluster == nil {
+		t.Fatalf("current cluster status: %v %+v", err, cur)
 	}
 	var buf bytes.Buffer
 	if err := Write(&buf, docs, Options{}); err != nil {

@@ -6,7 +6,6 @@ package runner
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -104,10 +103,4 @@ func Require(programs ...string) error {
 		}
 	}
 	return nil
-}
-
-// IsMissingProgram reports whether err says a program is not installed.
-func IsMissingProgram(err error) bool {
-	var m *MissingProgramError
-	return errors.As(err, &m)
 }

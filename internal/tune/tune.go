@@ -21,7 +21,11 @@ import (
 // (ratio: median of pairs of samples of the same round; beyond_spread:
 // faster in every round that judged it); in version 1 they pooled the
 // samples of all rounds.
-const Schema = "ovpnperf.tune/2"
+const Schema = "ovpnperf/tune/v2"
+
+// SchemaV2Legacy is version 2's first name, in the style the other
+// documents did not use; readers accept it as Schema.
+const SchemaV2Legacy = "ovpnperf.tune/2"
 
 // Named is a candidate with the name its tunnel and rows carry.
 type Named struct {
@@ -112,7 +116,9 @@ type Best struct {
 
 // Result is a tune run, written as JSON (Schema).
 type Result struct {
-	Schema          string                `json:"schema"`
+	Schema string `json:"schema"`
+	// Argv is the command line that produced the document.
+	Argv            []string              `json:"argv,omitempty"`
 	Path            lab.Path              `json:"path"`
 	PathDescription string                `json:"path_description"`
 	Directions      []string              `json:"directions"`

@@ -11,9 +11,25 @@ import (
 
 // Error is a mistake in what the user asked for. Its message is one line that
 // names what was wrong and the accepted form.
-type Error struct{ msg string }
+type Error struct {
+	msg string
+	err error
+}
 
 func (e *Error) Error() string { return e.msg }
+
+// Unwrap returns the error Wrap marked, if any.
+func (e *Error) Unwrap() error { return e.err }
+
+// Wrap marks err as a usage error, keeping it in the chain (errors.Is
+// still finds what it wraps). Packages below the commands use it for
+// refusals that are always the user's mistake (a FIFO named as a config).
+func Wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{msg: err.Error(), err: err}
+}
 
 // Errorf builds a usage error. Use %q for user-supplied values so that control
 // characters are shown escaped rather than printed.
