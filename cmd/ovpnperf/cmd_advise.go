@@ -116,7 +116,7 @@ func (o adviseOptions) input(cmd *cobra.Command) (advise.Input, error) {
 		if err != nil {
 			return in, err
 		}
-		in.LossPercent = l
+		in.LossPercent, in.LossGiven = l, true
 	}
 	if ch("pmtu") {
 		in.PathMTU = o.pmtu
@@ -204,7 +204,11 @@ func writeAdvice(w io.Writer, a advise.Advice) {
 		}
 	}
 	if len(a.Server) == 0 {
-		fmt.Fprintln(w, "server and client: OpenVPN 2.6's defaults suit this path (no line to add)")
+		if len(a.Undecided) > 0 {
+			fmt.Fprintln(w, "server and client: no line to add from what was given; what decides the rest is under \"undecided\" below")
+		} else {
+			fmt.Fprintln(w, "server and client: no line to add: nothing given calls for a change from OpenVPN 2.6's defaults")
+		}
 	}
 	section("server.conf", a.Server)
 	section("client.conf", a.Client)
@@ -230,6 +234,12 @@ func writeAdvice(w io.Writer, a advise.Advice) {
 	}
 	for _, name := range sortedKeys(assumed) {
 		fmt.Fprintf(w, "  %s: %s\n", name, assumed[name])
+	}
+	if len(a.Undecided) > 0 {
+		fmt.Fprintln(w, "undecided (depends on something not given):")
+		for _, u := range a.Undecided {
+			fmt.Fprintf(w, "  %s\n      missing: %s\n      measure: %s\n      changes: %s\n", u.Setting, u.Missing, u.Measure, u.Changes)
+		}
 	}
 	section("do not", a.DoNot)
 	if a.DCONote != "" {
@@ -271,5 +281,8 @@ func writeAdviceConf(w io.Writer, a advise.Advice) {
 			bound += ", assumed, not measured"
 		}
 		fmt.Fprintf(w, "# predicted %s: %.1f Mbit/s (%s)\n", c.Direction, c.BitsPerSec/1e6, bound)
+	}
+	for _, u := range a.Undecided {
+		fmt.Fprintf(w, "# undecided: %s (missing %s; measure: %s)\n", u.Setting, u.Missing, u.Measure)
 	}
 }
