@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
@@ -144,7 +146,7 @@ var badInputClasses = map[string][]badCase{
 // under 2 s; timing is not asserted on this shared machine).
 func TestBadInputClasses(t *testing.T) {
 	labsBefore := ownLabs(t)
-	clustersBefore := clusterDirs()
+	clustersBefore := clusterDirs("")
 	for class, cases := range badInputClasses {
 		t.Run(class, func(t *testing.T) {
 			var slowest time.Duration
@@ -171,16 +173,26 @@ func TestBadInputClasses(t *testing.T) {
 	if after := ownLabs(t); len(after) > len(labsBefore) {
 		t.Errorf("labs made by the bad inputs: before %v, after %v", labsBefore, after)
 	}
-	if after := clusterDirs(); len(after) > len(clustersBefore) {
+	if after := clusterDirs(""); len(after) > len(clustersBefore) {
 		t.Errorf("cluster state made by the bad inputs: before %v, after %v", clustersBefore, after)
 	}
 }
 
-func clusterDirs() []string {
-	ents, _ := os.ReadDir("/run/ovpnperf/cluster")
+// clusterDirs lists the clusters on this host that the binary under test
+// serves or that run in namespace ns (other engineers' clusters may come
+// and go meanwhile on a shared machine).
+func clusterDirs(ns string) []string {
+	ids, _ := cluster.List()
 	var out []string
-	for _, e := range ents {
-		out = append(out, e.Name())
+	for _, id := range ids {
+		st, err := cluster.ReadState(id)
+		if err != nil {
+			continue
+		}
+		exe, _ := os.Readlink("/proc/" + strconv.Itoa(st.ServePid) + "/exe")
+		if exe == binary || ns != "" && st.Netns == ns {
+			out = append(out, id)
+		}
 	}
 	return out
 }
@@ -210,7 +222,6 @@ func TestClusterServeRefusesBeforeStarting(t *testing.T) {
 	base := "port 1194\nproto udp\ndev tun\ntopology subnet\nserver 10.77.0.0 255.255.255.0\ndh none\n"
 	missing := write("missing.conf", base+"ca "+filepath.Join(dir, "nope-ca.crt")+"\ncert "+filepath.Join(dir, "nope.crt")+"\nkey "+filepath.Join(dir, "nope.key")+"\n")
 	garbage := write("garbage.conf", base+"ca "+write("ca.crt", "not a certificate\n")+"\ncert "+write("s.crt", "garbage\n")+"\nkey "+write("s.key", "garbage\n")+"\n")
-	clustersBefore := clusterDirs()
 	for _, c := range []badCase{
 		{[]string{"cluster", "serve", "--netns", ns, "--config", missing}, "nope-ca.crt"},
 		{[]string{"cluster", "serve", "--netns", ns, "--config", missing, "--cpus", "99"}, `--cpus "99"`},
@@ -225,8 +236,8 @@ func TestClusterServeRefusesBeforeStarting(t *testing.T) {
 			t.Logf("took %v", time.Since(start).Round(time.Millisecond))
 		})
 	}
-	if after := clusterDirs(); len(after) > len(clustersBefore) {
-		t.Errorf("cluster state left: before %v, after %v", clustersBefore, after)
+	if left := clusterDirs(ns); len(left) > 0 {
+		t.Errorf("cluster state left: %v", left)
 	}
 	if out, _ := exec.Command("pgrep", "-af", "openvpn --config "+os.TempDir()).Output(); strings.Contains(string(out), dir) {
 		t.Errorf("openvpn left running: %s", out)

@@ -170,18 +170,7 @@ func (o clusterServeOptions) toOptions() (cluster.Options, error) {
 		if err := lab.CheckName("--lab", o.labName); err != nil {
 			return co, err
 		}
-		if _, err := lab.Open(o.labName); err != nil {
-			return co, usage.Errorf("--lab %q: no such lab here (see `ovpnperf lab status`)", o.labName)
-		}
 		co.Netns = lab.NamespaceName(o.labName, lab.Server)
-		if err := checkNetns("--lab "+o.labName, co.Netns); err != nil {
-			return co, err
-		}
-	}
-	if o.netns != "" {
-		if err := checkNetns("--netns", o.netns); err != nil {
-			return co, err
-		}
 	}
 	if o.config == "" && o.labName == "" {
 		return co, usage.Errorf("give --config FILE, or --lab NAME for the built-in lab config")
@@ -326,6 +315,21 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 	}
 	if err := o.checkServeRegistry(); err != nil {
 		return err
+	}
+	// The lab or namespace must exist: checked after every flag and the
+	// config, so that those mistakes are named first.
+	if o.labName != "" {
+		if _, err := lab.Open(o.labName); err != nil {
+			return usage.Errorf("--lab %q: no such lab here (see `ovpnperf lab status`)", o.labName)
+		}
+		if err := checkNetns("--lab "+o.labName, co.Netns); err != nil {
+			return err
+		}
+	}
+	if o.netns != "" {
+		if err := checkNetns("--netns", o.netns); err != nil {
+			return err
+		}
 	}
 	// Everything that can be refused is refused before an instance
 	// starts: the listeners are bound first, and the supervisor's log is

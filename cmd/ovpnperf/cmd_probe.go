@@ -98,11 +98,6 @@ func runProbe(ctx context.Context, o probeOptions) error {
 	case strings.TrimSpace(o.host) == "" || strings.HasPrefix(o.host, "-"):
 		return usage.Errorf("probe needs a HOST name or address")
 	}
-	// The same target rule as pmtu and pps: no unspecified, broadcast or
-	// multicast address, no malformed or unresolvable name.
-	if _, err := resolveTarget(ctx, "HOST", o.host); err != nil {
-		return err
-	}
 	if o.config != "" {
 		if _, err := openvpn.ReadConfigFile(o.config); err != nil {
 			return usage.Errorf("--config: %v", err)
@@ -110,6 +105,11 @@ func runProbe(ctx context.Context, o probeOptions) error {
 	}
 	key, err := readKeyFile("--pps-key-file", o.ppsKeyFile)
 	if err != nil {
+		return err
+	}
+	// The same target rule as pmtu and pps: no unspecified, broadcast or
+	// multicast address, no malformed or unresolvable name.
+	if _, err := resolveTarget(ctx, "HOST", o.host); err != nil {
 		return err
 	}
 	rep, err := probe.Run(ctx, probe.Options{Host: o.host, Pings: o.pings, PPSPort: o.ppsPort, PPSKey: key, IPerf3Port: o.iperf3Port, IPerf3Duration: o.iperf3Time,
