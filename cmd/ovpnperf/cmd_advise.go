@@ -40,10 +40,13 @@ func newAdviseCommand() *cobra.Command {
 		Long: `advise reads a path description (a probe file from ` + "`ovpnperf probe`" + ` and/or
 flags; flags override the probe) and prints server, client, push, sysctl and
 interface lines, each with its reason and the figure it rests on; the
-predicted throughput ceiling of one TCP flow per direction as the minimum of
-path rate × header efficiency, window/RTT (or the loss-bound window), crypto
-per core and packet cost per core, naming the term that binds; and what not
-to do on this path. The packet cost per core is an assumption (45 000 full
+predicted throughput ceiling of one TCP flow (one for both directions: the
+path is one rate, RTT and loss) as the minimum of path rate × header
+efficiency, window/RTT (or the loss-bound window), crypto per core and packet
+cost per core, naming the term that binds; what not to do on this path; and,
+under "undecided", each setting that depends on something not given (path
+MTU, rate, packet cost, a measurement over TCP transport) with the
+measurement that decides it and what each answer would change. The packet cost per core is an assumption (45 000 full
 packets/s, measured in this project's lab; probe does not measure it) unless
 --packet-rate gives a figure measured on the server; the output says so
 wherever a prediction rests on it. --json includes "variant", which ` + "`ovpnperf lab run --variant`" + `

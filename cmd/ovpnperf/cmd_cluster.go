@@ -600,7 +600,15 @@ remotes of its config.
 With --reconnect, connect stays openvpn's parent and adds --remap-usr1 SIGTERM:
 when openvpn gives up on its server (ping-restart, server-poll-timeout, a TLS
 error) it exits instead of retrying the same remotes, and connect asks the
-dispatchers again, which by then no longer name an instance whose host died.`,
+dispatchers again, which by then no longer name an instance whose host died.
+
+With --tunnels N --route CIDR, connect asks for N distinct instances and runs
+one openvpn to each (tun devices ovpnperf<ID>t<i>), with one multipath route
+per CIDR over the tunnels that are CONNECTED, hashed by addresses and ports
+(fib_multipath_hash_policy=1, restored on exit): one flow stays on one tunnel,
+flows spread. A tunnel whose keepalive gives up leaves the route and comes back
+when it reconnects. The server routes the client's own networks back with
+` + "`cluster serve --site CIDR=CN`" + `.`,
 		Example: `  ovpnperf cluster connect vpn.example.net:8443 --ca ca.crt --cert me.crt --key me.key -- --config client.conf
   ovpnperf cluster connect d1.example.net:8443,d2.example.net:8443 --reconnect --ca ca.crt --cert me.crt --key me.key -- --config client.conf`,
 		Args: args(cobra.ArbitraryArgs),
@@ -621,7 +629,7 @@ dispatchers again, which by then no longer name an instance whose host died.`,
 	c.Flags().StringSliceVar(&o.dispatchers, "dispatcher", nil, "another dispatcher ADDR:PORT (repeatable), tried after those before --")
 	c.Flags().BoolVar(&o.reconnect, "reconnect", false, "stay openvpn's parent: when it gives up on a server, ask the dispatchers again")
 	c.Flags().IntVar(&o.tunnels, "tunnels", 1, "open this many tunnels to distinct instances, one multipath route over them (needs --route)")
-	c.Flags().StringArrayVar(&o.routes, "route", nil, "with --tunnels N>1: an IPv4 network CIDR of the server side routed over the tunnels (repeatable)")
+	c.Flags().StringArrayVar(&o.routes, "route", nil, "an IPv4 network CIDR of the server side routed over the tunnels (repeatable; needed with --tunnels N>1, and with 1 runs one tunnel the same way)")
 	return c
 }
 
@@ -673,9 +681,6 @@ func runClusterConnect(ctx context.Context, stderr io.Writer, disp []string, ext
 	if o.tunnels < 1 || o.tunnels > 16 {
 		return usage.Errorf("--tunnels %d: use 1-16", o.tunnels)
 	}
-	if o.tunnels == 1 && len(o.routes) > 0 {
-		return usage.Errorf("--route is for --tunnels N>1 (one tunnel takes the routes the server pushes)")
-	}
 	var routes []netip.Prefix
 	for _, r := range o.routes {
 		p, err := netip.ParsePrefix(r)
@@ -694,7 +699,9 @@ func runClusterConnect(ctx context.Context, stderr io.Writer, disp []string, ext
 	if err != nil {
 		return err
 	}
-	if o.tunnels > 1 {
+	if len(routes) > 0 {
+		// --tunnels 1 --route: the same machinery with one tunnel (a
+		// baseline for N).
 		return runClusterTunnels(ctx, stderr, disp, extra, cfg, routes, o)
 	}
 	path, err := exec.LookPath("openvpn")

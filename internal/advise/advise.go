@@ -63,7 +63,7 @@ type Input struct {
 // DefaultPacketsPerSecPerCore is the userspace (non-DCO) OpenVPN 2.6
 // forwarding cost assumed when the input gives none: about 45 000 full
 // packets per second per core, the unshaped lab's default tunnel
-// (≈515 Mbit/s at 1388-byte payloads, README "Figures measured here").
+// (≈515 Mbit/s at 1388-byte payloads, docs/measurements.md).
 const DefaultPacketsPerSecPerCore = rules.DefaultPacketsPerSecPerCore
 
 // PacketCostAssumption is the source of DefaultPacketsPerSecPerCore, which
@@ -73,7 +73,7 @@ const DefaultPacketsPerSecPerCore = rules.DefaultPacketsPerSecPerCore
 // (tun read, socket write, copies, wakeups), and a short local tunnel test
 // would measure this machine's loopback under whatever load it has, not
 // the server's forwarding.
-const PacketCostAssumption = "assumed, not measured on this machine: 45 000 full packets/s per core is what this project's unshaped lab measured for OpenVPN 2.6's default tunnel (515 Mbit/s median at 1388-byte payloads, README \"Figures measured here\", lab run table); the cost is taken as the same for every packet size (jumbo tunnel packets included), and a loaded 2-core machine gave a twentieth of it. Give --packet-rate with a figure measured on the server (e.g. ovpnperf lab run on it) to replace it"
+const PacketCostAssumption = "assumed, not measured on this machine: 45 000 full packets/s per core is what this project's unshaped lab measured for OpenVPN 2.6's default tunnel (515 Mbit/s median at 1388-byte payloads, docs/measurements.md, lab run table); the cost is taken as the same for every packet size (jumbo tunnel packets included), and a loaded 2-core machine gave a twentieth of it. Give --packet-rate with a figure measured on the server (e.g. ovpnperf lab run on it) to replace it"
 
 // Line is one recommended setting: Directive as it goes into the file
 // (e.g. "mssfix 1400 mtu"), Reason in one sentence, Figure the figure it
@@ -301,13 +301,23 @@ func (b *builder) tcpTransport() {
 	b.a.Undecided = append(b.a.Undecided, rules.TCPNodelay())
 }
 
-// packetCostOpen says, when an assumed packet cost binds the ceiling well
-// below the line, which measurement decides it and what it would change.
+// packetCostOpen says, when an assumed figure (the packet cost, or the
+// endpoints' receive window) binds the ceiling, which measurement decides
+// it and what it would change.
 func (b *builder) packetCostOpen() {
 	if len(b.a.Ceilings) == 0 || b.in.RateBitsPerSec == 0 {
 		return
 	}
 	c := b.a.Ceilings[0]
+	if c.Binding == "window/RTT" && c.BindingAssumed {
+		// The endpoints' receive window, not OpenVPN, bounds one flow.
+		need := 2 * b.bdp()
+		b.a.Undecided = append(b.a.Undecided, Undecided{Setting: "the endpoints' TCP receive window (net.ipv4.tcp_rmem, not an OpenVPN setting)",
+			Missing: "the endpoints' net.ipv4.tcp_rmem maximum",
+			Measure: "sysctl net.ipv4.tcp_rmem on the machines at both ends of the TCP flows (Windows: netsh int tcp show global)",
+			Changes: fmt.Sprintf("the ceiling of %s (of a %s line) assumes stock Linux's 6 MiB maximum: if the receiving end allows about twice the bandwidth-delay product (%d bytes) one flow can reach the next bound; if it allows less, one flow stays at window/RTT (several parallel flows do not). Not tested here", mbit(c.BitsPerSec), mbit(b.in.RateBitsPerSec), need)})
+		return
+	}
 	if c.Binding != "packet cost per core" || !c.BindingAssumed {
 		return
 	}

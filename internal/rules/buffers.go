@@ -85,3 +85,20 @@ func SocketBuffers(p Path, tunMTU int) Buffers {
 	}
 	return b
 }
+
+// BufferAfterDrops is the rule for a UDP socket that dropped datagrams
+// (`ovpnperf measure` saw its drop counter rise) while the kernel gave it
+// gotBytes of receive buffer (SO_RCVBUF, which the kernel reports doubled).
+// It advises JumboSockBuf, or twice what was asked when that was already
+// as much or more: a drop means OpenVPN was off the CPU longer than the
+// buffer lasts, which on a shared machine is tens of milliseconds, and a
+// UDP OpenVPN process has one socket for all its peers, whose buffer costs
+// memory only while it holds datagrams. It returns the directive and the
+// sysctl without which the kernel caps it.
+func BufferAfterDrops(gotBytes int) (directive, sysctl string) {
+	size := JumboSockBuf
+	if asked := gotBytes / 2; asked >= JumboSockBuf {
+		size = 2 * asked
+	}
+	return fmt.Sprintf("rcvbuf %d", size), fmt.Sprintf("net.core.rmem_max = %d", size)
+}

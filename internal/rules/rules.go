@@ -93,7 +93,7 @@ func (p Path) PacketRateSource() string {
 // DefaultPacketsPerSecPerCore is the userspace (non-DCO) OpenVPN 2.6
 // forwarding cost assumed when none is given: about 45 000 full packets
 // per second per core, the unshaped lab's default tunnel (≈515 Mbit/s at
-// 1388-byte payloads, README "Figures measured here").
+// 1388-byte payloads, docs/measurements.md).
 const DefaultPacketsPerSecPerCore = 45000
 
 func mbit(bps float64) string { return fmt.Sprintf("%.1f Mbit/s", bps/1e6) }

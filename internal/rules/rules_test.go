@@ -61,3 +61,20 @@ func TestProtection(t *testing.T) {
 		}
 	}
 }
+
+func TestBufferAfterDrops(t *testing.T) {
+	for _, c := range []struct {
+		got  int
+		want string
+	}{
+		{32768, "rcvbuf 4194304"},   // rcvbuf 16384, doubled by the kernel
+		{425984, "rcvbuf 4194304"},  // the stock 212992, doubled
+		{8388608, "rcvbuf 8388608"}, // 4 MiB asked: twice that
+		{0, "rcvbuf 4194304"},
+	} {
+		d, s := BufferAfterDrops(c.got)
+		if d != c.want || !strings.HasSuffix(s, strings.TrimPrefix(d, "rcvbuf ")) {
+			t.Errorf("BufferAfterDrops(%d) = %q, %q; want %q", c.got, d, s, c.want)
+		}
+	}
+}
