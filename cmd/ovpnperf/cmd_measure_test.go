@@ -91,7 +91,10 @@ func findingsWith(rep *measure.Report, s string) []string {
 
 // Must show 1: on a 50 Mbit/s, 40 ms path the tunnel carries the outside
 // rate times the overhead model's prediction, ±5 %, and the finding is
-// path-bound.
+// path-bound. On this shared 2-core machine at load 15–24 it fails: the
+// tunnel got ×0.56–0.78 of the outside rate, and measure named why
+// (OpenVPN's socket and its tun device dropped packets while it waited for
+// a CPU, at 10–13 % of a core); the assertion is the claim, not loosened.
 func TestMeasurePathBound(t *testing.T) {
 	b := newMeasureBench(t, lab.Path{
 		Up:   lab.Link{RateBitsPerSec: 50e6, Delay: 20 * time.Millisecond},
@@ -238,7 +241,7 @@ func TestMeasureBeforeAfterCompare(t *testing.T) {
 	}, true, func(s, c *openvpn.Config) { c.Add("rcvbuf", "4096") })
 	dir := t.TempDir()
 	before, after := filepath.Join(dir, "before.json"), filepath.Join(dir, "after.json")
-	args := []string{lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "2s", "--direction", "down"}
+	args := []string{lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "1s", "--direction", "down"}
 	rep, _ := b.measureDoc(t, append(args, "--out", before)...)
 	b.restart(t, func(s, c *openvpn.Config) { c.Add("rcvbuf", "4194304") })
 	rep2, _ := b.measureDoc(t, append(args, "--out", after)...)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ovpnperf/ovpnperf/internal/advise"
+	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
@@ -294,6 +295,13 @@ func runTune(ctx context.Context, stdout, stderr io.Writer, o tuneOptions) error
 	s.twin.Progress = stderr
 	s.opts.Measure = tune.Twin(s.twin)
 	s.opts.BufferCap = tune.HostBufferCap()
+	// The dco axis only where the host can offload: probed, not assumed.
+	h := dco.ProbeHost(ctx)
+	if why := h.Missing(""); len(why) > 0 {
+		s.opts.DCO = tune.DCOHost{NotTested: experiment.NotTestedDCO(h, why)}
+	} else {
+		s.opts.DCO = tune.DCOHost{Available: true}
+	}
 	res, err := tune.Run(ctx, s.opts)
 	if res == nil {
 		return err

@@ -211,7 +211,7 @@ func directionFindings(rp *RealPath, dir string, t, o *Row) []string {
 		rcv = max(rcv, c.RcvbufBytes)
 	}
 	if drops > 0 && rp.Proto == "udp" {
-		out = append(out, fmt.Sprintf("%s: socket drops: OpenVPN's UDP socket dropped %d datagrams in %d of %d tunnel samples; the kernel gave it a receive buffer of %d bytes (SO_RCVBUF), too small to hold a burst while OpenVPN is busy. %s Shown wrong by: drops that stay when the receive buffer is larger.",
+		out = append(out, fmt.Sprintf("%s: socket drops: OpenVPN's UDP socket dropped %d datagrams in %d of %d tunnel samples; the kernel gave it a receive buffer of %d bytes (SO_RCVBUF), too small for the datagrams that arrive while OpenVPN is not running (busy, or waiting for a CPU). %s Shown wrong by: drops that stay when the receive buffer is larger.",
 			name, drops, withDrops, n, rcv, rp.BufferAdvice))
 	}
 	// Fragmentation.
