@@ -16,14 +16,15 @@ case "${1:-}" in
   *) echo "install.sh: unknown argument ${1}; the only option is --deb" >&2; exit 2 ;;
 esac
 
-# program -> Debian package (chromium: the report tests render HTML in it headless)
+# program -> Debian package (chromium: the report tests render HTML in it headless;
+# nftables: the advise test applies its nft TCPMSS lines in a throw-away namespace)
 need=(
   "ip:iproute2" "tc:iproute2" "iptables:iptables" "ip6tables-restore:iptables"
   "openvpn:openvpn" "iperf3:iperf3" "openssl:openssl" "tcpdump:tcpdump"
   "ping:iputils-ping" "sockperf:sockperf" "taskset:util-linux" "unshare:util-linux"
   "sysctl:procps" "gcc:gcc" "git:git" "chromium:chromium"
   "systemd-analyze:systemd" "man:man-db" "dpkg-deb:dpkg"
-  "etcd:etcd-server" "etcdctl:etcd-client"
+  "etcd:etcd-server" "etcdctl:etcd-client" "nft:nftables"
 )
 missing=()
 for pair in "${need[@]}"; do

@@ -115,7 +115,7 @@ func (o adviseOptions) input(cmd *cobra.Command) (advise.Input, error) {
 		if err != nil {
 			return in, err
 		}
-		in.LossPercent = l
+		in.LossPercent, in.LossGiven = l, true
 	}
 	if ch("pmtu") {
 		in.PathMTU = o.pmtu
@@ -203,13 +203,18 @@ func writeAdvice(w io.Writer, a advise.Advice) {
 		}
 	}
 	if len(a.Server) == 0 {
-		fmt.Fprintln(w, "server and client: OpenVPN 2.6's defaults suit this path (no line to add)")
+		if len(a.Undecided) > 0 {
+			fmt.Fprintln(w, "server and client: no line to add from what was given; what decides the rest is under \"undecided\" below")
+		} else {
+			fmt.Fprintln(w, "server and client: no line to add: nothing given calls for a change from OpenVPN 2.6's defaults")
+		}
 	}
 	section("server.conf", a.Server)
 	section("client.conf", a.Client)
 	section("server.conf push", a.Push)
 	section("sysctl (both hosts)", a.Sysctl)
 	section("interface", a.Interface)
+	section("firewall (TCP MSS clamp; iptables or nft, not both)", a.Firewall)
 	fmt.Fprintf(w, "predicted ceiling of one TCP flow (%s, tun-mtu %d):\n", a.Cipher, a.TunMTU)
 	assumed := map[string]string{}
 	for _, c := range a.Ceilings {
@@ -229,7 +234,16 @@ func writeAdvice(w io.Writer, a advise.Advice) {
 	for _, name := range sortedKeys(assumed) {
 		fmt.Fprintf(w, "  %s: %s\n", name, assumed[name])
 	}
+	if len(a.Undecided) > 0 {
+		fmt.Fprintln(w, "undecided (depends on something not given):")
+		for _, u := range a.Undecided {
+			fmt.Fprintf(w, "  %s\n      missing: %s\n      measure: %s\n      changes: %s\n", u.Setting, u.Missing, u.Measure, u.Changes)
+		}
+	}
 	section("do not", a.DoNot)
+	if a.DCONote != "" {
+		fmt.Fprintf(w, "DCO: %s\n", a.DCONote)
+	}
 	if len(a.Notes) > 0 {
 		fmt.Fprintln(w, "client notes:")
 		for _, n := range a.Notes {
@@ -249,6 +263,13 @@ func writeAdviceConf(w io.Writer, a advise.Advice) {
 	}
 	block("server.conf", append(append([]advise.Line{}, a.Server...), a.Push...))
 	block("client.conf", a.Client)
+	if len(a.Firewall) > 0 {
+		fmt.Fprintln(w, "# --- firewall: TCP MSS clamp (run the iptables lines or the nft lines, not both) ---")
+		for _, l := range a.Firewall {
+			fmt.Fprintf(w, "# %s\n# %s\n", l.Reason, l.Directive)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "# --- /etc/sysctl.d/90-openvpn.conf ---")
 	for _, l := range a.Sysctl {
 		fmt.Fprintf(w, "# %s\n%s\n", l.Reason, l.Directive)
@@ -259,5 +280,8 @@ func writeAdviceConf(w io.Writer, a advise.Advice) {
 			bound += ", assumed, not measured"
 		}
 		fmt.Fprintf(w, "# predicted %s: %.1f Mbit/s (%s)\n", c.Direction, c.BitsPerSec/1e6, bound)
+	}
+	for _, u := range a.Undecided {
+		fmt.Fprintf(w, "# undecided: %s (missing %s; measure: %s)\n", u.Setting, u.Missing, u.Measure)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -68,6 +70,7 @@ type clusterServeOptions struct {
 	drain                      time.Duration
 	irq                        string
 	nics                       []string
+	sites                      []string
 	// A cluster across hosts: this host's instances in an etcd registry.
 	reg       registryFlags
 	advertise string
@@ -97,8 +100,8 @@ func newClusterServe() (*cobra.Command, *clusterServeOptions) {
 	f := c.Flags()
 	f.StringVar(&o.id, "id", "", "cluster id, 4 hex digits (default: random)")
 	f.StringVar(&o.config, "config", "", "server config to split (default with --lab: the lab's built-in config)")
-	f.StringVar(&o.labName, "lab", "", "run in this lab's server namespace")
-	f.StringVar(&o.netns, "netns", "", "run in this named network namespace")
+	f.StringVar(&o.labName, "lab", "", "run in this lab's server namespace (the instances, --dispatcher and --metrics all listen there)")
+	f.StringVar(&o.netns, "netns", "", "run in this named network namespace (the instances, --dispatcher and --metrics all listen there)")
 	f.StringVar(&o.instances, "instances", "auto", "instances per protocol: N, or auto (one per usable CPU minus --reserve-cpus)")
 	f.IntVar(&o.reserve, "reserve-cpus", 0, "CPUs left out by --instances auto")
 	f.StringVar(&o.proto, "proto", "udp", "udp, tcp or udp,tcp (one instance of each per CPU)")
@@ -118,6 +121,7 @@ func newClusterServe() (*cobra.Command, *clusterServeOptions) {
 	f.DurationVar(&o.drain, "drain", 2*time.Second, "on stop, how long instances keep running after the dispatcher stops assigning")
 	f.StringVar(&o.irq, "irq", cluster.IRQOff, "NIC interrupt and RPS/XPS placement: off, plan (print it) or apply (write it; stop and clean restore the old values)")
 	f.StringSliceVar(&o.nics, "nic", nil, "with --irq: the device(s) carrying the instances' traffic (default: the devices of the instances' routes)")
+	f.StringArrayVar(&o.sites, "site", nil, "CIDR=CN: route this client network back over every instance the client with common name CN is connected to (for `cluster connect --tunnels N`; repeatable)")
 	o.reg.add(f)
 	f.StringVar(&o.advertise, "advertise", "", "with --registry: the address clients reach this host's instances at (default: --public)")
 	f.StringVar(&o.regHost, "registry-host", "", "with --registry: this host's name in the registry (default: the host name)")
@@ -136,6 +140,13 @@ func (o clusterServeOptions) toOptions() (cluster.Options, error) {
 	}
 	if len(o.nics) > 0 && o.irq == cluster.IRQOff {
 		return co, usage.Errorf("--nic names the devices for --irq plan|apply: give --irq too")
+	}
+	for _, s := range o.sites {
+		site, err := cluster.ParseSite(s)
+		if err != nil {
+			return co, err
+		}
+		co.Sites = append(co.Sites, site)
 	}
 	for _, n := range o.nics {
 		if !cluster.ValidDevName(n) {
@@ -284,7 +295,7 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 			c.Stop()
 			return err
 		}
-		l, err := net.Listen("tcp", o.dispatcher)
+		l, err := netns.Listen(co.Netns, "tcp", o.dispatcher)
 		if err != nil {
 			c.Stop()
 			return err
@@ -295,7 +306,7 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 		fmt.Fprintf(w, "dispatcher on %s (%s), handing out %s\n", l.Addr(), o.strategy, o.public)
 	}
 	if o.metrics != "" {
-		l, err := net.Listen("tcp", o.metrics)
+		l, err := netns.Listen(co.Netns, "tcp", o.metrics)
 		if err != nil {
 			c.Stop()
 			return err
@@ -414,6 +425,13 @@ func newClusterStatusCommand() *cobra.Command {
 				}
 				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Name, state, s.Pid, s.CPU, s.Proto, s.Port, s.Clients, s.BytesIn, s.BytesOut, s.Restarts, s.LastExit)
 			}
+			for _, s := range st.Sites {
+				via := strings.Join(s.Via, ", ")
+				if via == "" {
+					via = "(no tunnel up: not routed)"
+				}
+				fmt.Fprintf(w, "site %s\tclient %s\ttunnels via %s\n", s.Prefix, s.CN, via)
+			}
 			return w.Flush()
 		},
 	}
@@ -454,6 +472,8 @@ type clusterConnectOptions struct {
 	ca, cert, key, proto string
 	dispatchers          []string
 	reconnect            bool
+	tunnels              int
+	routes               []string
 }
 
 func newClusterConnectCommand() *cobra.Command {
@@ -471,7 +491,15 @@ remotes of its config.
 With --reconnect, connect stays openvpn's parent and adds --remap-usr1 SIGTERM:
 when openvpn gives up on its server (ping-restart, server-poll-timeout, a TLS
 error) it exits instead of retrying the same remotes, and connect asks the
-dispatchers again, which by then no longer name an instance whose host died.`,
+dispatchers again, which by then no longer name an instance whose host died.
+
+With --tunnels N --route CIDR, connect asks for N distinct instances and runs
+one openvpn to each (tun devices ovpnperf<ID>t<i>), with one multipath route
+per CIDR over the tunnels that are CONNECTED, hashed by addresses and ports
+(fib_multipath_hash_policy=1, restored on exit): one flow stays on one tunnel,
+flows spread. A tunnel whose keepalive gives up leaves the route and comes back
+when it reconnects. The server routes the client's own networks back with
+` + "`cluster serve --site CIDR=CN`" + `.`,
 		Example: `  ovpnperf cluster connect vpn.example.net:8443 --ca ca.crt --cert me.crt --key me.key -- --config client.conf
   ovpnperf cluster connect d1.example.net:8443,d2.example.net:8443 --reconnect --ca ca.crt --cert me.crt --key me.key -- --config client.conf`,
 		Args: args(cobra.ArbitraryArgs),
@@ -491,6 +519,8 @@ dispatchers again, which by then no longer name an instance whose host died.`,
 	c.Flags().StringVar(&o.proto, "proto", "udp", "udp or tcp")
 	c.Flags().StringSliceVar(&o.dispatchers, "dispatcher", nil, "another dispatcher ADDR:PORT (repeatable), tried after those before --")
 	c.Flags().BoolVar(&o.reconnect, "reconnect", false, "stay openvpn's parent: when it gives up on a server, ask the dispatchers again")
+	c.Flags().IntVar(&o.tunnels, "tunnels", 1, "open this many tunnels to distinct instances, one multipath route over them (needs --route)")
+	c.Flags().StringArrayVar(&o.routes, "route", nil, "an IPv4 network CIDR of the server side routed over the tunnels (repeatable; needed with --tunnels N>1, and with 1 runs one tunnel the same way)")
 	return c
 }
 
@@ -539,9 +569,31 @@ func runClusterConnect(ctx context.Context, stderr io.Writer, disp []string, ext
 	if o.ca == "" || o.cert == "" || o.key == "" {
 		return usage.Errorf("give --ca, --cert and --key (the dispatcher accepts only certificates of the cluster's CA)")
 	}
+	if o.tunnels < 1 || o.tunnels > 16 {
+		return usage.Errorf("--tunnels %d: use 1-16", o.tunnels)
+	}
+	var routes []netip.Prefix
+	for _, r := range o.routes {
+		p, err := netip.ParsePrefix(r)
+		if err != nil || !p.Addr().Is4() || p != p.Masked() {
+			return usage.Errorf("--route %q: use an IPv4 network like 10.98.0.0/24", r)
+		}
+		routes = append(routes, p)
+	}
+	if o.tunnels > 1 && len(routes) == 0 {
+		return usage.Errorf("--tunnels %d: give --route CIDR for each server-side network to spread over the tunnels", o.tunnels)
+	}
+	if o.reconnect && o.tunnels > 1 {
+		return usage.Errorf("--reconnect is for one tunnel; with --tunnels each tunnel reconnects to its own instance")
+	}
 	cfg, err := cluster.ClientTLS(o.cert, o.key, o.ca)
 	if err != nil {
 		return err
+	}
+	if len(routes) > 0 {
+		// --tunnels 1 --route: the same machinery with one tunnel (a
+		// baseline for N).
+		return runClusterTunnels(ctx, stderr, disp, extra, cfg, routes, o)
 	}
 	path, err := exec.LookPath("openvpn")
 	if err != nil {
@@ -685,4 +737,39 @@ func newClusterSystemdUnitCommand() *cobra.Command {
 	}
 	c.Flags().StringVar(&id, "id", "", "the cluster id the service uses (4 hex digits)")
 	return c
+}
+
+// runClusterTunnels asks for o.tunnels distinct instances (each request
+// excludes those already named) and runs one tunnel to each.
+func runClusterTunnels(ctx context.Context, stderr io.Writer, disp, extra []string, cfg *tls.Config, routes []netip.Prefix, o clusterConnectOptions) error {
+	var got []cluster.Reply
+	var names []string
+	for len(got) < o.tunnels {
+		req := cluster.NewRequest(o.proto)
+		req.Exclude = names
+		var r cluster.Reply
+		var errs []string
+		ok := false
+		for _, addr := range disp {
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			var err error
+			r, err = cluster.Ask(actx, addr, cfg, req)
+			cancel()
+			if err == nil {
+				ok = true
+				break
+			}
+			errs = append(errs, fmt.Sprintf("%s: %v", addr, err))
+		}
+		if !ok {
+			return fmt.Errorf("--tunnels %d: only %d distinct %s instances available (%s); use --tunnels %d or fewer", o.tunnels, len(got), o.proto, strings.Join(errs, "; "), max(len(got), 1))
+		}
+		if slices.Contains(names, r.Instance) {
+			return fmt.Errorf("dispatcher named %s twice", r.Instance)
+		}
+		fmt.Fprintf(stderr, "ovpnperf: dispatcher assigned %s (%s %d %s) for tunnel t%d\n", r.Instance, r.Remote, r.Port, r.Proto, len(got))
+		got = append(got, r)
+		names = append(names, r.Instance)
+	}
+	return cluster.RunTunnels(ctx, cluster.TunnelsOptions{Assigned: got, Routes: routes, Extra: extra, Log: stderr})
 }

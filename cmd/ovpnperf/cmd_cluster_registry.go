@@ -23,6 +23,7 @@ import (
 type registryFlags struct {
 	url, ca, cert, key string
 	name               string
+	insecure           bool
 }
 
 func (r *registryFlags) add(f *pflag.FlagSet) {
@@ -30,6 +31,7 @@ func (r *registryFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&r.ca, "registry-ca", "", "CA certificate of the etcd servers (TLS)")
 	f.StringVar(&r.cert, "registry-cert", "", "client certificate for etcd (its common name is the etcd user)")
 	f.StringVar(&r.key, "registry-key", "", "key of --registry-cert")
+	f.BoolVar(&r.insecure, "registry-insecure", false, "allow --registry without TLS to an etcd that is not on this host (only on a network you trust: anyone on it can read and forge the registry)")
 	f.StringVar(&r.name, "registry-cluster", "default", "name of the cluster in the registry (hosts and dispatchers of one cluster use the same)")
 }
 
@@ -53,7 +55,11 @@ func (r *registryFlags) options() (cluster.RegistryOptions, error) {
 			return cluster.RegistryOptions{}, usage.Errorf("%s: %v", f.flag, err)
 		}
 	}
-	return cluster.RegistryOptions{Endpoints: eps, CA: r.ca, Cert: r.cert, Key: r.key}, nil
+	ro := cluster.RegistryOptions{Endpoints: eps, CA: r.ca, Cert: r.cert, Key: r.key, Insecure: r.insecure}
+	if err := ro.CheckTransport(); err != nil {
+		return cluster.RegistryOptions{}, err
+	}
+	return ro, nil
 }
 
 // serveRegistry is serve's part in a cluster across hosts: the publisher,

@@ -48,7 +48,21 @@ func TestClusterUsageErrors(t *testing.T) {
 		{[]string{"cluster", "dispatch", "--registry", "etcd://127.0.0.1:2379", "--listen", "127.0.0.1:0"}, "--ca, --cert and --key"},
 		{[]string{"cluster", "dispatch", "--registry", "etcd://127.0.0.1:2379", "--listen", "127.0.0.1:0", "--strategy", "x"}, "--strategy"},
 		{[]string{"cluster", "status", "abcd", "--registry", "etcd://127.0.0.1:2379"}, "give no ID"},
+		// Plain TCP to an etcd beyond this host: refused, with the reason
+		// and both ways out.
+		{[]string{"cluster", "serve", "--lab", "x", "--registry", "etcd://198.18.2.2:2379"}, "--registry-insecure"},
+		{[]string{"cluster", "dispatch", "--registry", "etcd://10.0.0.5:2379", "--listen", "127.0.0.1:0"}, "forge"},
+		{[]string{"cluster", "status", "--registry", "etcd://127.0.0.1:2379,etcd.example.net:2379"}, "--registry-ca"},
+		// Loopback, or --registry-insecure: the transport is accepted and
+		// the next check speaks.
+		{[]string{"cluster", "dispatch", "--registry", "etcd://[::1]:2379", "--listen", "127.0.0.1:0"}, "--ca, --cert and --key"},
+		{[]string{"cluster", "dispatch", "--registry", "etcd://10.0.0.5:2379", "--registry-insecure", "--listen", "127.0.0.1:0"}, "--ca, --cert and --key"},
 		{[]string{"cluster", "serve", "--lab", "x", "--irq", "yes"}, "--irq"},
+		{[]string{"cluster", "serve", "--lab", "x", "--site", "10.97.0.1/24=branch"}, "--site"},
+		{[]string{"cluster", "serve", "--lab", "x", "--site", "10.97.0.0/24=a/b"}, "common name"},
+		{[]string{"cluster", "connect", "127.0.0.1:1", "--ca", "a", "--cert", "b", "--key", "c", "--tunnels", "2"}, "give --route CIDR"},
+		{[]string{"cluster", "connect", "127.0.0.1:1", "--ca", "a", "--cert", "b", "--key", "c", "--tunnels", "0"}, "--tunnels 0"},
+		{[]string{"cluster", "connect", "127.0.0.1:1", "--ca", "a", "--cert", "b", "--key", "c", "--tunnels", "2", "--route", "10.98.0.1/24"}, "--route"},
 		{[]string{"cluster", "serve", "--lab", "x", "--nic", "eth0"}, "give --irq too"},
 		{[]string{"cluster", "serve", "--lab", "x", "--irq", "plan", "--nic", "../eth0"}, "--nic"},
 	} {

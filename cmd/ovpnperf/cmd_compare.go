@@ -29,9 +29,12 @@ func newCompareCommand() *cobra.Command {
 		Use:   "compare OLD.json NEW.json",
 		Short: "Compare two lab run (or recipe) results row by row: better, worse or no change",
 		Long: `compare matches the rows of two documents by network, variant and direction
-and says for each whether throughput got better, worse, or did not change: no
-change when the min–max spreads of the samples overlap, or when the medians
-differ by less than --threshold; otherwise better or worse by the medians.
+and says for each whether throughput got better, worse, or did not change.
+A row with fewer than 3 valid samples on a side is "not enough samples" (one
+sample has no spread to judge by); otherwise no change when the min–max
+spreads of the samples overlap, or when the medians differ by less than
+--threshold; otherwise better or worse by the medians. The rules are
+explained in docs/evidence.md.
 
 Exit status 1 when any row got worse beyond its spread, so a script can gate a
 configuration change on it; 0 otherwise; 2 on bad input.

@@ -50,6 +50,14 @@ interleaved (routed A B …, routed A B …) and each row reports the median wit
 min–max, the ratio to the routed baseline, and the CPU-seconds per GB moved of
 the OpenVPN server and client and the iperf3 server.
 
+Without --time and --omit each sample's length follows from the path: a
+warm-up (iperf3 -O) that covers TCP slow start (one round trip per doubling
+of 10 segments up to the bandwidth-delay product, plus one round trip; whole
+seconds, at least 1s), then at least 2s and 4 round trips measured (20 Mbit/s
+at 200 ms: -O 2 -t 2; 10 Mbit/s at 600 ms: -O 5 -t 3). A row whose sample
+stays invalid after 3 tries is given up with the reason, and progress goes
+to stderr, also with --json. docs/evidence.md explains the rules.
+
 Without path flags it measures two built-in paths: an unshaped LAN, where the
 tunnel is CPU-bound, and a 50 Mbit/s, 60 ms WAN, where it should not be.
 Without --variant it measures OpenVPN's defaults, CHACHA20-POLY1305 and cipher
@@ -58,11 +66,21 @@ none on the LAN, and the defaults on the WAN.
 A variant is a built-in name (` + strings.Join(openvpn.BuiltinVariantNames(), ", ") + `)
 or NAME=DIRECTIVE ARGS;DIRECTIVE ARGS, e.g. 'gcm128=data-ciphers AES-128-GCM'
 or 'jumbo=tun-mtu 9000;mssfix 0'. Only data-channel and transport tuning
-directives are accepted; each is checked before anything starts.`,
+directives are accepted; each is checked before anything starts.
+
+The variant dco (or the item dco in a variant, e.g. 'dcobig=dco;sndbuf
+1048576') leaves out the lab's disable-dco so that OpenVPN uses data channel
+offload. lab run probes the host first (OpenVPN's [DCO] build flag, the ovpn
+or ovpn-dco-v2 kernel module, CONFIG_OVPN): where it cannot offload, each
+row of that variant says "not tested here: kernel lacks the ovpn driver"
+(or what else is missing) with no number, the JSON row holds the configs it
+would have run, and the run still exits 0; where it can, the rows name the
+module.`,
 		Example: `  ovpnperf lab run
   ovpnperf lab run --rate 50mbit --rtt 20ms --variant default --repeat 3 --json
   ovpnperf lab run --variant default --variant jumbo --variant 'gcm128=data-ciphers AES-128-GCM'
-  ovpnperf lab run --rate 15mbit --rtt 150ms --proto tcp --variant default`,
+  ovpnperf lab run --rate 15mbit --rtt 150ms --proto tcp --variant default
+  ovpnperf lab run --rate 50mbit --variant dco --variant default`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runLabRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
@@ -75,6 +93,8 @@ directives are accepted; each is checked before anything starts.`,
 	intFlag(f, &o.repeat, "repeat", "", 3, 1, 50, "samples per row, interleaved across variants (1–50)")
 	durationFlag(f, &o.duration, "time", "", 2*time.Second, time.Second, 300*time.Second, true, "length of each iperf3 sample (whole seconds, 1s–300s)")
 	durationFlag(f, &o.omit, "omit", "", time.Second, 0, 60*time.Second, true, "warm-up left out of each sample (iperf3 -O; whole seconds)")
+	f.Lookup("time").DefValue = timeRule
+	f.Lookup("omit").DefValue = omitRule
 	intFlag(f, &o.parallel, "parallel", "", 1, 1, 32, "parallel iperf3 streams (1–32)")
 	stringFlag(f, &o.payload, "payload", "", "", "random or zeros", "send a file of random or zeros data instead of iperf3's own (for compression experiments)")
 	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
@@ -116,6 +136,8 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 	if o.proto != "udp" && o.proto != "tcp" {
 		return spec, usage.Errorf("--proto %q: want udp or tcp", o.proto)
 	}
+	// The sample length follows from the path unless given (see
+	// experiment.SampleTiming); resolved after the networks are known.
 	if o.repeat < 1 || o.repeat > 50 {
 		return spec, usage.Errorf("--repeat %d: want 1–50", o.repeat)
 	}
@@ -193,6 +215,7 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 			return spec, usage.Errorf("--network %q: want lan, wan or both", o.network)
 		}
 	}
+	o.sampleTiming(&spec)
 	if o.name != "" {
 		if err := lab.ValidateName(o.name + "-lan"); err != nil {
 			return spec, usage.Errorf("--name %q: want 1–16 lower-case letters, digits or dashes", o.name)
@@ -213,6 +236,33 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 	return spec, nil
 }
 
+// The default sample timing, in words, for help texts (the rule is
+// experiment.SampleTiming's).
+const (
+	omitRule = "from the path: its TCP slow start, at least 1s"
+	timeRule = "from the path: 2s, or 4 round trips if longer"
+)
+
+// sampleTiming sets the sample length and warm-up the user did not give
+// from the networks' paths: the longest any of them needs (a network's own
+// Omit still wins).
+func (o labRunOptions) sampleTiming(spec *experiment.Spec) {
+	var d, w time.Duration
+	for _, n := range spec.Networks {
+		nd, nw := experiment.SampleTiming(n.Path)
+		d, w = max(d, nd), max(w, nw)
+	}
+	if o.flags.fs == nil {
+		return
+	}
+	if !o.flags.fs.Changed("time") {
+		spec.Duration = d
+	}
+	if !o.flags.fs.Changed("omit") {
+		spec.Omit = w
+	}
+}
+
 func runLabRun(ctx context.Context, stdout, stderr io.Writer, o labRunOptions) error {
 	spec, err := o.buildSpec("lab run")
 	if err != nil {
@@ -224,9 +274,9 @@ func runLabRun(ctx context.Context, stdout, stderr io.Writer, o labRunOptions) e
 	if err := runner.Require("openvpn", "iperf3"); err != nil {
 		return err
 	}
-	if !o.json {
-		spec.Progress = stderr
-	}
+	// Progress goes to stderr also with --json: stdout holds the document,
+	// and a long path's run should not look hung.
+	spec.Progress = stderr
 	return measureAndShow(ctx, stdout, spec, o.json, o.out, o.html)
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
@@ -91,4 +92,46 @@ func TestProbeDCO(t *testing.T) {
 		t.Errorf("text output:\n%s", r.stdout)
 	}
 	ovpnperf(t, "probe", "127.0.0.1", "--config", dir+"/nope.conf").mustBeUsageError(t, "--config")
+}
+
+// TestLabRunDCONotTested: on a kernel without the ovpn driver (probed
+// here, as lab run probes it), `lab run --variant dco` measures nothing
+// for that variant, says "not tested here: kernel lacks the ovpn driver"
+// in every DCO row with no number, shows the configs it would have run,
+// and exits 0.
+func TestLabRunDCONotTested(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequirePrograms(t, "openvpn")
+	r := ovpnperf(t, "lab", "run", "--variant", "dco", "--no-routed", "--rate", "50mbit", "--repeat", "1", "--time", "1s", "--json").mustSucceed(t)
+	var rep measure.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if has, why := kernelHasOVPN(t); has {
+		// A kernel with the driver: the variant runs, and its rows say
+		// which driver.
+		for _, row := range rep.Rows {
+			if row.NotTested != "" || len(row.SamplesBps) == 0 || row.Extra["dco_host"] == nil {
+				t.Errorf("kernel has the ovpn driver (%s), row %+v", why, row)
+			}
+		}
+		return
+	}
+	if len(rep.Rows) != 2 {
+		t.Fatalf("want one dco row per direction, got %d", len(rep.Rows))
+	}
+	for _, row := range rep.Rows {
+		if row.Variant != "dco" || !strings.HasPrefix(row.NotTested, "not tested here: kernel lacks the ovpn driver") || len(row.SamplesBps) != 0 || row.MedianBps != 0 || row.RatioToRouted != 0 {
+			t.Errorf("row %+v", row)
+		}
+		srv, _ := row.Extra["server_config"].(string)
+		cli, _ := row.Extra["client_config"].(string)
+		if !strings.Contains(srv, "topology subnet") || strings.Contains(srv+cli, "disable-dco") || !strings.Contains(cli, "client\n") {
+			t.Errorf("rendered configs:\n%s\n%s", srv, cli)
+		}
+	}
+	txt := ovpnperf(t, "lab", "run", "--variant", "dco", "--no-routed", "--direction", "up", "--rate", "50mbit", "--repeat", "1", "--time", "1s").mustSucceed(t).stdout
+	if !strings.Contains(txt, "not tested here: kernel lacks the ovpn driver") {
+		t.Errorf("table:\n%s", txt)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/report"
 )
 
@@ -102,4 +103,62 @@ func checkReportable(t *testing.T, out, want string) {
 	if strings.Contains(string(html), "does not record its exact command line") || !strings.Contains(string(html), "<dt>Kernel</dt>") {
 		t.Errorf("report of the --json output lacks the command line or the host")
 	}
+}
+
+// compare with one sample a side: "not enough samples to judge", exit 0,
+// in the table and in JSON (before: "worse", exit 1, from one sample).
+func TestCompareOneSample(t *testing.T) {
+	rep, err := measure.ReadJSON(mustOpen(t, recorded("labrun-wan-1.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name string, scale float64) string {
+		r := *rep
+		r.Rows = append([]measure.Row(nil), rep.Rows...)
+		for i := range r.Rows {
+			r.Rows[i].SamplesBps = []float64{scale * r.Rows[i].MedianBps}
+			r.Rows[i].Valid, r.Rows[i].Error = true, ""
+			r.Rows[i].Samples = nil
+			r.Rows[i].Summarize()
+		}
+		p := filepath.Join(dir, name)
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := r.WriteJSON(f); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old, new := write("old.json", 1), write("new.json", 0.5)
+	r := ovpnperf(t, "compare", old, new).mustSucceed(t)
+	if strings.Contains(r.stdout, "worse") || !strings.Contains(r.stdout, "not enough samples") {
+		t.Errorf("compare of one sample a side:\n%s", r.stdout)
+	}
+	r = ovpnperf(t, "compare", old, new, "--json").mustSucceed(t)
+	var cmp report.Comparison
+	if err := json.Unmarshal([]byte(r.stdout), &cmp); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	for _, c := range cmp.Changes {
+		if c.Verdict != report.TooFew || !strings.Contains(c.Reason, "not enough samples to judge") {
+			t.Errorf("%s %s %s: %s (%s)", c.Network, c.Variant, c.Direction, c.Verdict, c.Reason)
+		}
+	}
+	if cmp.Worse || len(cmp.Changes) == 0 {
+		t.Errorf("worse %v over %d rows", cmp.Worse, len(cmp.Changes))
+	}
+}
+
+func mustOpen(t *testing.T, p string) *os.File {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ovpnperf/ovpnperf/internal/advise"
+	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -87,6 +88,8 @@ prints the best so far.`,
 	f.IntVar(&o.repeat, "repeat", 3, "samples per candidate and round, interleaved (3–20; 3 are needed to call a difference beyond the spread)")
 	f.DurationVar(&o.duration, "time", 2*time.Second, "length of each iperf3 sample (whole seconds, 1s–60s)")
 	f.DurationVar(&o.omit, "omit", time.Second, "warm-up left out of each sample (iperf3 -O; whole seconds)")
+	f.Lookup("time").DefValue = timeRule
+	f.Lookup("omit").DefValue = omitRule
 	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
 	f.BoolVar(&o.json, "json", false, "print the run as one JSON document (schema "+tune.Schema+")")
 	f.StringVar(&o.out, "out", "", "also write the JSON document to this file")
@@ -203,6 +206,14 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 	desc := describePath(p)
 	s.opts = tune.Options{Path: p, PathDescription: desc, Directions: dirs, Budget: o.budget, AllowTCP: o.allowTCP, Fixed: fixed, Advice: advice}
 	s.twin = tune.TwinOptions{Path: p, Description: desc, Directions: dirs, Repeat: o.repeat, Duration: o.duration, Omit: o.omit, LabName: o.name, PKIDir: o.pki}
+	// As lab run: the sample length not given follows from the path.
+	d, w := experiment.SampleTiming(p)
+	if o.flags.fs != nil && !o.flags.fs.Changed("time") {
+		s.twin.Duration = d
+	}
+	if o.flags.fs != nil && !o.flags.fs.Changed("omit") {
+		s.twin.Omit = w
+	}
 	return s, nil
 }
 
@@ -275,10 +286,9 @@ func runTune(ctx context.Context, stdout, stderr io.Writer, o tuneOptions) error
 	}
 	var notes []string
 	s.twin.Notes = func(n string) { notes = append(notes, n) }
+	// Progress goes to stderr also with --json: stdout holds the document.
 	s.opts.Progress = stderr
-	if !o.json {
-		s.twin.Progress = stderr
-	}
+	s.twin.Progress = stderr
 	s.opts.Measure = tune.Twin(s.twin)
 	s.opts.BufferCap = tune.HostBufferCap()
 	res, err := tune.Run(ctx, s.opts)

@@ -31,6 +31,7 @@ func adviseInput(p lab.Path, bufCap int) advise.Input {
 		RTT:            p.Up.Delay + p.Down.Delay,
 		Jitter:         max(p.Up.Jitter, p.Down.Jitter),
 		LossPercent:    max(p.Up.LossPercent, p.Down.LossPercent),
+		LossGiven:      true, // the lab path's loss is set, 0 included
 		PathMTU:        p.EffectiveMTU(),
 		Blackhole:      p.ICMPBlackhole,
 		Proto:          "udp",

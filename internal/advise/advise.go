@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
+	"github.com/ovpnperf/ovpnperf/internal/rules"
 )
 
 // Input describes the path and the machines. Zero means "not known" for
@@ -32,6 +33,9 @@ type Input struct {
 	RTT                  time.Duration
 	Jitter               time.Duration
 	LossPercent          float64
+	// LossGiven: LossPercent was measured or given (0 is then a clean
+	// path, not an unknown one).
+	LossGiven bool
 	// PathMTU is the outer path MTU for the transport's family (bytes).
 	PathMTU int
 	// Blackhole: ICMP "too big" errors do not come back.
@@ -59,8 +63,8 @@ type Input struct {
 // DefaultPacketsPerSecPerCore is the userspace (non-DCO) OpenVPN 2.6
 // forwarding cost assumed when the input gives none: about 45 000 full
 // packets per second per core, the unshaped lab's default tunnel
-// (≈515 Mbit/s at 1388-byte payloads, README "Figures measured here").
-const DefaultPacketsPerSecPerCore = 45000
+// (≈515 Mbit/s at 1388-byte payloads, docs/measurements.md).
+const DefaultPacketsPerSecPerCore = rules.DefaultPacketsPerSecPerCore
 
 // PacketCostAssumption is the source of DefaultPacketsPerSecPerCore, which
 // advice quotes whenever it rests on it. Nothing measures OpenVPN's own
@@ -69,28 +73,17 @@ const DefaultPacketsPerSecPerCore = 45000
 // (tun read, socket write, copies, wakeups), and a short local tunnel test
 // would measure this machine's loopback under whatever load it has, not
 // the server's forwarding.
-const PacketCostAssumption = "assumed, not measured on this machine: 45 000 full packets/s per core is what this project's unshaped lab measured for OpenVPN 2.6's default tunnel (515 Mbit/s median at 1388-byte payloads, README \"Figures measured here\", lab run table); the cost is taken as the same for every packet size (jumbo tunnel packets included), and a loaded 2-core machine gave a twentieth of it. Give --packet-rate with a figure measured on the server (e.g. ovpnperf lab run on it) to replace it"
+const PacketCostAssumption = "assumed, not measured on this machine: 45 000 full packets/s per core is what this project's unshaped lab measured for OpenVPN 2.6's default tunnel (515 Mbit/s median at 1388-byte payloads, docs/measurements.md, lab run table); the cost is taken as the same for every packet size (jumbo tunnel packets included), and a loaded 2-core machine gave a twentieth of it. Give --packet-rate with a figure measured on the server (e.g. ovpnperf lab run on it) to replace it"
 
-// linuxDefaultSockBuf is net.core.{r,w}mem_default on stock Linux.
-const linuxDefaultSockBuf = 212992
+// Line is one recommended setting: Directive as it goes into the file
+// (e.g. "mssfix 1400 mtu"), Reason in one sentence, Figure the figure it
+// rests on.
+type Line = rules.Setting
 
-// linuxTCPRmemMax is the third value of net.ipv4.tcp_rmem on stock Linux:
-// the largest receive window autotuning reaches.
-const linuxTCPRmemMax = 6291456
-
-// aesNIFloor: AES-256-GCM at ~1400-byte buffers runs above 1 GB/s per core
-// with AES-NI on any x86 of the last decade; below it the CPU lacks
-// AES-NI (or the figure is too noisy to act on), and only then does a
-// faster ChaCha20 count. openssl speed on a loaded machine varies by tens
-// of percent, so a ChaCha lead alone is no reason to leave the default.
-const aesNIFloor = 1e9
-
-// Line is one recommended setting.
-type Line struct {
-	Directive string `json:"directive"` // as it goes into the file, e.g. "mssfix 1400 mtu"
-	Reason    string `json:"reason"`    // one sentence
-	Figure    string `json:"figure"`    // the figure it rests on
-}
+// Undecided is a setting advise cannot decide from what it was given:
+// what is missing, the measurement that decides it and what each answer
+// would change.
+type Undecided = rules.Undecided
 
 // Term is one bound of the throughput ceiling.
 type Term struct {
@@ -103,10 +96,12 @@ type Term struct {
 	Assumed string `json:"assumed,omitempty"`
 }
 
-// Ceiling is the predicted throughput of one TCP flow through the tunnel in
-// one direction: the minimum of its terms.
+// Ceiling is the predicted throughput of one TCP flow through the tunnel:
+// the minimum of its terms. The input describes the path with one rate,
+// RTT and loss for both directions, so there is one ceiling, for each
+// direction alike.
 type Ceiling struct {
-	Direction  string  `json:"direction"` // "client→server" or "server→client"
+	Direction  string  `json:"direction"` // "each direction"
 	BitsPerSec float64 `json:"bits_per_sec"`
 	Binding    string  `json:"binding"` // the name of the term that binds
 	// BindingAssumed: the binding term rests on an assumed figure (its
@@ -117,14 +112,24 @@ type Ceiling struct {
 
 // Advice is the result of Advise.
 type Advice struct {
-	Server    []Line    `json:"server"`
-	Client    []Line    `json:"client"`
-	Push      []Line    `json:"push"`
-	Sysctl    []Line    `json:"sysctl"`
-	Interface []Line    `json:"interface"`
-	Ceilings  []Ceiling `json:"ceilings"`
-	DoNot     []Line    `json:"do_not"`
-	Notes     []string  `json:"notes,omitempty"` // client-OS notes
+	Server    []Line `json:"server"`
+	Client    []Line `json:"client"`
+	Push      []Line `json:"push"`
+	Sysctl    []Line `json:"sysctl"`
+	Interface []Line `json:"interface"`
+	// Firewall: with DCO, the TCPMSS clamp rules (iptables, ip6tables and
+	// nft forms of the same rule) that replace mssfix, which Linux DCO
+	// does not apply.
+	Firewall []Line    `json:"firewall,omitempty"`
+	Ceilings []Ceiling `json:"ceilings"`
+	DoNot    []Line    `json:"do_not"`
+	// Undecided are the settings that depend on something not given
+	// (path MTU, rate, a measurement over TCP): never "defaults suit".
+	Undecided []Undecided `json:"undecided,omitempty"`
+	Notes     []string    `json:"notes,omitempty"` // client-OS notes
+	// DCONote, without DCO on a path where one process's CPU binds the
+	// prediction, says what data channel offload would take.
+	DCONote string `json:"dco_note,omitempty"`
 	// Variant is a `lab run --variant` argument with exactly the OpenVPN
 	// directives above (sysctl and interface lines are not variant
 	// directives; the lab sets none of them).
@@ -202,19 +207,19 @@ type builder struct {
 }
 
 func (b *builder) both(directive, reason, figure string) {
-	l := Line{directive, reason, figure}
+	l := Line{Directive: directive, Reason: reason, Figure: figure}
 	b.a.Server = append(b.a.Server, l)
 	b.a.Client = append(b.a.Client, l)
 	b.variant = append(b.variant, directive)
 }
 
 func (b *builder) push(directive, reason, figure string) {
-	b.a.Push = append(b.a.Push, Line{fmt.Sprintf("push \"%s\"", directive), reason, figure})
+	b.a.Push = append(b.a.Push, Line{Directive: fmt.Sprintf("push \"%s\"", directive), Reason: reason, Figure: figure})
 	b.variant = append(b.variant, "push "+directive)
 }
 
 func (b *builder) doNot(what, reason, figure string) {
-	b.a.DoNot = append(b.a.DoNot, Line{what, reason, figure})
+	b.a.DoNot = append(b.a.DoNot, Line{Directive: what, Reason: reason, Figure: figure})
 }
 
 // Advise computes the advice for a path.
@@ -230,157 +235,87 @@ func Advise(in Input) (Advice, error) {
 		return Advice{}, err
 	}
 	b.a.TunMTU = b.mtu(f)
-	b.buffers(f)
+	b.buffers()
+	b.tcpTransport()
 	b.doNots(f)
 	b.clientNotes(f)
 	b.a.Ceilings = b.ceilings(f)
+	b.packetCostOpen()
+	b.dcoNote()
 	b.a.Variant = "advised=" + strings.Join(b.variant, ";")
 	return b.a, nil
 }
 
 func (b *builder) chooseCipher() string {
-	in := b.in
-	if in.ChaChaBytesPerSec > 0 && in.CryptoBytesPerSec > 0 && in.ChaChaBytesPerSec > 1.3*in.CryptoBytesPerSec && in.CryptoBytesPerSec < aesNIFloor && !in.DCO {
-		b.both("data-ciphers CHACHA20-POLY1305:AES-256-GCM:AES-128-GCM",
-			"without AES-NI ChaCha20-Poly1305 is the faster AEAD on this CPU; AES-GCM stays as fallback for clients without it",
-			fmt.Sprintf("CHACHA20-POLY1305 %.0f MB/s vs AES-256-GCM %.0f MB/s per core", in.ChaChaBytesPerSec/1e6, in.CryptoBytesPerSec/1e6))
-		return "CHACHA20-POLY1305"
+	c, l := rules.ChooseCipher(b.in.CryptoBytesPerSec, b.in.ChaChaBytesPerSec, b.in.DCO)
+	if l != nil {
+		b.both(l.Directive, l.Reason, l.Figure)
 	}
-	return "AES-256-GCM"
+	return c
 }
 
-// mtu decides tun-mtu and mssfix and returns the tun-mtu in effect.
+// path is the input as the shared rules take it.
+func (b *builder) path() rules.Path {
+	in := b.in
+	return rules.Path{Proto: in.Proto, OuterIPv6: in.OuterIPv6, RateBitsPerSec: in.RateBitsPerSec, RTT: in.RTT,
+		LossPercent: in.LossPercent, LossGiven: in.LossGiven, PathMTU: in.PathMTU, Blackhole: in.Blackhole, DCO: in.DCO,
+		OpenVPN: in.OpenVPN, PacketsPerSecPerCore: in.PacketsPerSecPerCore}
+}
+
+// mtu decides tun-mtu and mssfix (the shared MTU rule) and returns the
+// tun-mtu in effect.
 func (b *builder) mtu(f overhead.Frame) int {
-	in := b.in
-	p := in.PathMTU
-	tun := 1500
-	if p == 0 {
-		return tun
+	m := rules.TunnelMTU(b.path(), f)
+	for _, l := range m.Lines {
+		b.both(l.Directive, l.Reason, l.Figure)
 	}
-	fits := f.OuterSize(1500) <= p
-	v26, v25 := f.MSSFixFor(p)
-	mssfix := fmt.Sprintf("mssfix %d mtu", v26)
-	if in.OpenVPN == "2.5" {
-		mssfix = fmt.Sprintf("mssfix %d", v25)
+	if m.Clamp {
+		b.mssClamp(m.TunMTU)
 	}
-	switch {
-	case b.jumboHelps(f):
-		tun = 9000
-		b.both("tun-mtu 9000", "on this clean path the tunnel's cost per packet, not the link, binds: 9000-byte tunnel packets carry six times the data per OpenVPN packet and the kernel fragments the outer datagrams",
-			fmt.Sprintf("loss %.2f%%, path MTU %d, packet cost %s%s", in.LossPercent, p, mbit(b.ppsPerCore()*float64(f.MSS(p, true, false)-12)*8), b.ppsSource()))
-		b.both("mssfix 0", "with tun-mtu 9000 inner TCP may use full 9000-byte segments; mssfix would clamp them back to the path", "tun-mtu 9000")
-	case fits, p >= 1492 && !in.DCO && in.OpenVPN == "2.6" && !in.Blackhole:
-		// The 2.6 default mssfix 1492 mtu already fits TCP; bigger
-		// non-TCP packets are fragmented by the kernel, which works
-		// while ICMP and fragments pass.
-	case in.DCO && in.Proto == "udp":
-		tun = f.MaxInner(p)
-		b.both(fmt.Sprintf("tun-mtu %d", tun), "Linux DCO does not apply mssfix, so the tunnel's own MTU must keep outer packets within the path MTU",
-			fmt.Sprintf("path MTU %d − %d bytes overhead = %d", p, f.Overhead(tun), tun))
-	case in.Proto == "tcp":
-		b.both(mssfix, "tunnelled TCP segments then fit whole outer TCP segments instead of being split across two", fmt.Sprintf("path MTU %d, inner MSS %d", p, f.MSS(v26, true, false)))
-	default:
-		b.both(mssfix, "full-size tunnelled TCP segments then fit the path without fragmentation"+
-			map[bool]string{true: "; with the ICMP black hole neither the kernel nor OpenVPN would learn the path MTU, and TCP through the tunnel stalls", false: ""}[in.Blackhole],
-			fmt.Sprintf("path MTU %d, inner MSS %d (IPv4) / %d (IPv6)", p, f.MSS(v26, true, false), f.MSS(v26, true, true)))
-		if in.Blackhole {
-			tun = f.MaxInner(p)
-			b.both(fmt.Sprintf("tun-mtu %d", tun), "non-TCP packets larger than this would vanish in the black hole; a smaller tun-mtu keeps them whole (fragment would do it too but costs 4 bytes a packet and disables DCO)",
-				fmt.Sprintf("path MTU %d − overhead %d", p, f.Overhead(tun)))
-		}
-	}
-	return tun
+	b.a.Undecided = append(b.a.Undecided, m.Undecided...)
+	return m.TunMTU
 }
 
-// JumboMaxLossPercent is the most loss at which a 9000-byte tun-mtu is
-// worth having: each 9000-byte tunnel packet leaves as about seven outer
-// fragments, one lost fragment loses the whole packet, so the loss a
-// tunnelled TCP flow sees is about seven times the path's.
-const JumboMaxLossPercent = 0.01
-
-// FragmentsPass reports whether a path with this loss (percent, the
-// lossier direction's) passes a jumbo tunnel's outer fragments well enough
-// to be worth trying. It is the one rule advise (jumboHelps) and tune's
-// search space share. An ICMP black hole does not stop fragments: the
-// client and server fragment their own oversized datagrams without DF, and
-// a router fragments such fragments again.
-func FragmentsPass(lossPercent float64) bool { return lossPercent <= JumboMaxLossPercent }
-
-// jumboHelps: the path is a clean, fast LAN where the per-packet cost of
-// userspace OpenVPN binds before the link does.
-func (b *builder) jumboHelps(f overhead.Frame) bool {
-	in := b.in
-	if in.Proto != "udp" || in.Blackhole || !FragmentsPass(in.LossPercent) || in.DCO || in.PathMTU == 0 {
-		return false
-	}
-	pkt := b.ppsPerCore() * float64(f.MSS(in.PathMTU, true, false)-12) * 8
-	return in.RateBitsPerSec == 0 || in.RateBitsPerSec*f.HeaderEfficiency(1500) > pkt
-}
-
-func (b *builder) ppsPerCore() float64 {
-	if b.in.PacketsPerSecPerCore > 0 {
-		return b.in.PacketsPerSecPerCore
-	}
-	return DefaultPacketsPerSecPerCore
-}
-
-// ppsSource says where the packet rate per core comes from, for figures.
-func (b *builder) ppsSource() string {
-	if b.in.PacketsPerSecPerCore > 0 {
-		return fmt.Sprintf(" (%.0f packets/s per core, given)", b.in.PacketsPerSecPerCore)
-	}
-	return fmt.Sprintf(" (%d packets/s per core, assumed: not measured)", DefaultPacketsPerSecPerCore)
-}
+func (b *builder) ppsPerCore() float64 { return b.path().PacketsPerSec() }
 
 // bdp is the bandwidth-delay product in bytes (0 when unknown).
-func (b *builder) bdp() int {
-	return int(b.in.RateBitsPerSec / 8 * b.in.RTT.Seconds())
+func (b *builder) bdp() int { return b.path().BDPBytes() }
+
+// buffers sizes OpenVPN's socket buffers by the shared rule
+// (rules.SocketBuffers, which lint's buffer findings also follow).
+func (b *builder) buffers() {
+	r := rules.SocketBuffers(b.path(), b.a.TunMTU)
+	if r.Size > 0 {
+		b.setBuffers(r.Size, r.Why, r.Figure)
+	}
+	b.a.DoNot = append(b.a.DoNot, r.DoNot...)
+	b.a.Undecided = append(b.a.Undecided, r.Undecided...)
 }
 
-// buffers sizes OpenVPN's socket buffers. Over TCP transport the buffer is
-// the outer connection's window, so it must hold the BDP. Over UDP there is
-// no window: the recipe buffers measured no gain from larger buffers on
-// UDP paths up to 200 ms, so advise recommends none there (the packets
-// queue at the bottleneck, not in OpenVPN's socket).
-//
-// The one UDP exception is a jumbo tunnel (tun-mtu 9000 on a clean, fast
-// path). On the unshaped lab LAN (2026-11-23, 3 samples each) tun-mtu 9000
-// with 4 MiB buffers beat the same with the OS defaults beyond the spread
-// in both directions, on the quiet machine by ×1.14 up / ×1.08 down
-// (1501 / 1473 against 1314 / 1368 Mbit/s) and with the CPU shared by
-// ×1.28 / ×1.57. The likely cause, not measured here (no socket drop
-// counters were read): each 9000-byte datagram is reassembled from about
-// seven fragments and charged to the receiving socket with all their
-// overhead, so the stock 212992-byte buffer holds only about a dozen.
-func (b *builder) buffers(f overhead.Frame) {
-	in := b.in
-	if in.Proto == "udp" && b.a.TunMTU == 9000 {
-		b.setBuffers(jumboSockBuf,
-			"with a jumbo tunnel larger socket buffers measured faster on a LAN; likely because a 9000-byte tunnel packet arrives as one reassembled datagram of about seven fragments and the stock 212992-byte buffer holds only about a dozen (the cause was not measured)",
-			"unshaped lab LAN, tun-mtu 9000: 4 MiB buffers ×1.14 up / ×1.08 down over OS defaults on a quiet machine (1501/1473 vs 1314/1368 Mbit/s)")
+// tcpTransport adds what advise cannot decide over a TCP transport
+// without a measurement it does not have.
+func (b *builder) tcpTransport() {
+	if b.in.Proto != "tcp" {
 		return
 	}
-	bdp := b.bdp()
-	need := 2 * bdp
-	if need <= linuxDefaultSockBuf || in.Proto != "tcp" {
-		return
-	}
-	size := 1 << int(math.Ceil(math.Log2(float64(need))))
-	if size > 64<<20 {
-		size = 64 << 20
-	}
-	why := "over TCP transport the socket buffer is the outer connection's window: below the bandwidth-delay product it caps throughput at buffer/RTT"
-	fig := fmt.Sprintf("BDP %s × %v = %d bytes", mbit(in.RateBitsPerSec), in.RTT, bdp)
-	b.setBuffers(size, why, fig)
-	if bdp > linuxTCPRmemMax/2 {
-		// The endpoints' autotuning, not OpenVPN, bounds the window.
-		b.a.Sysctl = append(b.a.Sysctl, Line{fmt.Sprintf("net.ipv4.tcp_rmem = 4096 131072 %d", 4*bdp),
-			"the endpoints' TCP receive window must hold the BDP; stock Linux autotunes up to 6 MiB", fig})
-	}
+	b.a.Undecided = append(b.a.Undecided, rules.TCPNodelay())
 }
 
-// jumboSockBuf is the socket buffer advised with a jumbo tunnel.
-const jumboSockBuf = 4 << 20
+// packetCostOpen says, when an assumed packet cost binds the ceiling well
+// below the line, which measurement decides it and what it would change.
+func (b *builder) packetCostOpen() {
+	if len(b.a.Ceilings) == 0 || b.in.RateBitsPerSec == 0 {
+		return
+	}
+	c := b.a.Ceilings[0]
+	if c.Binding != "packet cost per core" || !c.BindingAssumed {
+		return
+	}
+	b.a.Undecided = append(b.a.Undecided, Undecided{Setting: "the predicted ceiling (and with it a jumbo tunnel or DCO)",
+		Missing: "the server's packet cost per core",
+		Measure: "a measured --packet-rate (full-size packets/s one OpenVPN process forwards per core on the server, e.g. from ovpnperf lab run on it)",
+		Changes: fmt.Sprintf("the ceiling of %s (of a %s line) rests on an assumed %d packets/s per core: a higher measured rate raises it in proportion, a lower one lowers it; where the packet cost binds, only fewer, larger packets (a jumbo tunnel, which needs --pmtu) or DCO lift it", mbit(c.BitsPerSec), mbit(b.in.RateBitsPerSec), DefaultPacketsPerSecPerCore)})
+}
 
 // setBuffers advises sndbuf/rcvbuf of size on both ends (and pushes them),
 // with the sysctl lines without which the kernel caps them.
@@ -399,9 +334,9 @@ func (b *builder) setBuffers(size int, why, fig string) {
 			if s.max > 0 {
 				cur = fmt.Sprint(s.max)
 			}
-			b.a.Sysctl = append(b.a.Sysctl, Line{fmt.Sprintf("%s = %d", s.name, size),
-				"OpenVPN sets SO_SNDBUF/SO_RCVBUF, which the kernel silently caps at this maximum: without raising it the buffer lines do nothing (see \"Socket Buffers: R=[…->…]\" in OpenVPN's log)",
-				fmt.Sprintf("requested %d, %s now %s", size, s.name, cur)})
+			b.a.Sysctl = append(b.a.Sysctl, Line{Directive: fmt.Sprintf("%s = %d", s.name, size),
+				Reason: "OpenVPN sets SO_SNDBUF/SO_RCVBUF, which the kernel silently caps at this maximum: without raising it the buffer lines do nothing (see \"Socket Buffers: R=[…->…]\" in OpenVPN's log)",
+				Figure: fmt.Sprintf("requested %d, %s now %s", size, s.name, cur)})
 		}
 	}
 }
@@ -409,21 +344,18 @@ func (b *builder) setBuffers(size int, why, fig string) {
 func (b *builder) doNots(f overhead.Frame) {
 	in := b.in
 	b.doNot("compress / comp-lzo / allow-compression yes", "compression leaks plaintext through packet sizes (VORACLE) and gains nothing on traffic that is already encrypted or compressed (HTTPS, SSH, video)", "recipe compression: ×1.0 on random data")
-	b.doNot("BF-CBC, DES-EDE3-CBC or other 64-bit-block ciphers", "SWEET32: a 64-bit block collides after a few GB; OpenVPN 2.6 drops them from data-ciphers and they are slower than AES-GCM with AES-NI", "block 8 bytes")
+	b.doNot("BF-CBC, DES-EDE3-CBC or other 64-bit-block ciphers", rules.WeakCipherReason, "block 8 bytes")
+	b.doNot("cipher none / auth none (or none in data-ciphers)", "the data channel is then not encrypted or not authenticated. "+rules.OuterLayer, "OpenVPN 2.6 crypto.c: \"NO encryption will be performed\"")
 	if in.DCO {
-		b.doNot("fragment", "fragment disables DCO: the data channel falls back to userspace and its per-packet cost", "DCO requested")
+		b.doNot("fragment", "fragment disables DCO: the data channel falls back to userspace and its per-packet cost", "DCO requested; dco.c \"Note: --fragment disables data channel offload.\"")
+		b.doNot("mssfix", "Linux DCO never applies it (dco_linux.c passes the value to no kernel call): the TCPMSS rule under firewall does its job", "DCO requested")
+		b.doNot("CBC ciphers, data-ciphers-fallback with a CBC cipher", "Linux DCO runs only AEAD ciphers (AES-128/192/256-GCM, CHACHA20-POLY1305); any other cipher in data-ciphers turns DCO off (docs/openvpn-facts.md#data-channel-offload-dco)", "DCO requested")
 	} else if in.Blackhole {
 		b.doNot("fragment as the first fix", "mssfix + a lower tun-mtu keep packets whole without 4 bytes per packet and keep DCO possible", "black hole measured")
 	}
 	if in.LossPercent > 0.01 {
 		b.doNot("tun-mtu 9000 (jumbo)", "a jumbo tunnel packet becomes 6–7 outer fragments; losing any one loses all of it, multiplying the loss rate", fmt.Sprintf("loss %.2f%% → ≈%.1f%% per 9000-byte packet", in.LossPercent, 100*(1-math.Pow(1-in.LossPercent/100, 7))))
 		b.doNot("proto tcp", "TCP over TCP: the outer connection retransmits and backs off on each loss, and the inner one does it again (meltdown)", fmt.Sprintf("loss %.2f%%", in.LossPercent))
-	}
-	if in.Proto == "udp" && b.bdp() > linuxDefaultSockBuf && b.a.TunMTU != 9000 {
-		b.doNot("sndbuf/rcvbuf raised 'for the long path' over UDP", "UDP has no window: the bandwidth-delay product queues at the bottleneck, not in OpenVPN's socket; the buffers recipe measured no gain", fmt.Sprintf("BDP %d bytes", b.bdp()))
-	}
-	if bdp := b.bdp(); bdp > linuxDefaultSockBuf && in.Proto == "tcp" {
-		b.doNot(fmt.Sprintf("fixed sndbuf/rcvbuf below %d (e.g. the folklore 524288 when smaller)", bdp), "a fixed buffer below the bandwidth-delay product bounds the window at buffer/RTT", fmt.Sprintf("BDP %d bytes", bdp))
 	}
 }
 
@@ -473,7 +405,7 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 			Figure: fmt.Sprintf("%s × %.0f/%.0f bytes", mbit(in.RateBitsPerSec), payload, wire)})
 	}
 	if in.RTT > 0 {
-		win := float64(linuxTCPRmemMax)
+		win := float64(rules.LinuxTCPRmemMax)
 		name := "window/RTT"
 		fig := fmt.Sprintf("window %.0f bytes / %v", win, in.RTT)
 		bps := win * 8 / in.RTT.Seconds()
@@ -516,17 +448,59 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 	}
 	if in.DCO {
 		pps *= 3 // kernel data channel: 1.2–2.3 Gbit/s public figures vs 0.4–0.7
-		pt.Assumed = strings.TrimPrefix(pt.Assumed+"; ", "; ") + "×3 for DCO is assumed from public figures (1.2–2.3 Gbit/s in the kernel against 0.4–0.7 in userspace), not measured here"
+		pt.Assumed = strings.TrimPrefix(pt.Assumed+"; ", "; ") + DCOCostAssumption
 	}
 	pt.BitsPerSec = pps * payload * 8
 	pt.Figure = fmt.Sprintf("%.0f packets/s × %.0f bytes", pps, payload)
 	terms = append(terms, pt)
 	sort.SliceStable(terms, func(i, j int) bool { return terms[i].BitsPerSec < terms[j].BitsPerSec })
-	var out []Ceiling
-	for _, dir := range []string{"client→server", "server→client"} {
-		out = append(out, Ceiling{Direction: dir, BitsPerSec: terms[0].BitsPerSec, Binding: terms[0].Name, BindingAssumed: terms[0].Assumed != "", Terms: terms})
-	}
-	return out
+	// One rate, RTT and loss describe both directions: computing two
+	// would print the same figures twice.
+	return []Ceiling{{Direction: "each direction", BitsPerSec: terms[0].BitsPerSec, Binding: terms[0].Name, BindingAssumed: terms[0].Assumed != "", Terms: terms}}
 }
 
 func mbit(bps float64) string { return fmt.Sprintf("%.1f Mbit/s", bps/1e6) }
+
+// DCOCostAssumption is how advise prices DCO's per-packet cost: nothing
+// measured it here (this project's kernels lack the ovpn driver).
+const DCOCostAssumption = "×3 for DCO is assumed from public figures (1.2–2.3 Gbit/s in the kernel against 0.4–0.7 in userspace, docs/openvpn-facts.md#throughput-with-and-without-dco), not measured by ovpnperf (the kernels it was developed on lack the ovpn driver)"
+
+// mssClamp adds the TCPMSS rules that clamp TCP through the tunnel to
+// tun-mtu (what mssfix does without DCO): on the forward path in both
+// directions through any tun device, lowering only larger MSS values.
+func (b *builder) mssClamp(tun int) {
+	m4, m6 := tun-40, tun-60
+	why := "Linux DCO does not apply mssfix: clamp the MSS of forwarded TCP SYNs through the tunnel so inner TCP segments fit tun-mtu (run on the server, and on a client that routes a LAN)"
+	for _, dir := range []string{"-o", "-i"} {
+		b.a.Firewall = append(b.a.Firewall,
+			line(fmt.Sprintf("iptables -t mangle -A FORWARD %s tun+ -p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss %d:65535 -j TCPMSS --set-mss %d", dir, m4+1, m4), why, fmt.Sprintf("tun-mtu %d − 40 (IPv4 + TCP headers) = %d", tun, m4)),
+			line(fmt.Sprintf("ip6tables -t mangle -A FORWARD %s tun+ -p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss %d:65535 -j TCPMSS --set-mss %d", dir, m6+1, m6), why, fmt.Sprintf("tun-mtu %d − 60 (IPv6 + TCP headers) = %d", tun, m6)))
+	}
+	b.a.Firewall = append(b.a.Firewall,
+		line("nft add table inet ovpnperf_mss", "or the same clamp with nftables: a table of its own", "-"),
+		line("nft 'add chain inet ovpnperf_mss forward { type filter hook forward priority mangle; policy accept; }'", "the forward hook, where routed packets pass", "-"))
+	for _, dir := range []string{"oifname", "iifname"} {
+		b.a.Firewall = append(b.a.Firewall,
+			line(fmt.Sprintf("nft 'add rule inet ovpnperf_mss forward %s \"tun*\" meta nfproto ipv4 tcp flags syn / syn,rst tcp option maxseg size %d-65535 tcp option maxseg size set %d'", dir, m4+1, m4), why, fmt.Sprintf("tun-mtu %d − 40 = %d", tun, m4)),
+			line(fmt.Sprintf("nft 'add rule inet ovpnperf_mss forward %s \"tun*\" meta nfproto ipv6 tcp flags syn / syn,rst tcp option maxseg size %d-65535 tcp option maxseg size set %d'", dir, m6+1, m6), why, fmt.Sprintf("tun-mtu %d − 60 = %d", tun, m6)))
+	}
+}
+
+// line is a Line from its three parts.
+func line(directive, reason, figure string) Line {
+	return Line{Directive: directive, Reason: reason, Figure: figure}
+}
+
+// dcoNote says what DCO would take when the prediction is CPU-bound in
+// userspace and DCO is not in use.
+func (b *builder) dcoNote() {
+	if b.in.DCO || b.in.OpenVPN == "2.5" || len(b.a.Ceilings) == 0 || b.in.RateBitsPerSec == 0 {
+		return
+	}
+	switch b.a.Ceilings[0].Binding {
+	case "packet cost per core", "crypto per core":
+	default:
+		return
+	}
+	b.a.DCONote = ("the prediction is bound by one OpenVPN process's CPU (" + b.a.Ceilings[0].Binding + "): data channel offload (DCO) would move the data channel into the kernel. It takes OpenVPN 2.7 with Linux 6.16 or newer built with CONFIG_OVPN (or the ovpn-backports module), or OpenVPN 2.6 with the out-of-tree ovpn-dco module (Debian package openvpn-dco-dkms), and a config without the options that turn it off (fragment, compression framing, non-AEAD ciphers, proxies, tap, a server without topology subnet: `ovpnperf lint --target 2.7 CONFIG` names each; `ovpnperf probe HOST --config CONFIG` checks the host). Then run advise with --dco yes (docs/openvpn-facts.md#data-channel-offload-dco)")
+}

@@ -65,7 +65,10 @@ type Options struct {
 	// the devices to plan for (default: the instances' routed devices).
 	IRQ  string
 	NICs []string
-	Log  *slog.Logger
+	// Sites are client networks routed back over every instance their
+	// client is connected to (site.go).
+	Sites []Site
+	Log   *slog.Logger
 	// Prepare, if set, runs after the cluster's directory exists and
 	// before anything is planned, and returns the base config (the built-in
 	// config writes its PKI into the cluster's directory).
@@ -90,6 +93,7 @@ type Cluster struct {
 	ctl       net.Listener
 	cancel    context.CancelFunc
 	irq       *IRQReport
+	sites     []*Multipath
 }
 
 // ID returns the cluster id.
@@ -157,8 +161,17 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if o.Base == nil {
 		return nil, errors.New("cluster needs a base config")
 	}
+	var ccd string
+	if len(o.Sites) > 0 {
+		if _, ok := o.Base.Get("client-config-dir"); ok {
+			return nil, usage.Errorf("--site writes the instances' client-config-dir: the base config has its own; move its iroutes to --site")
+		}
+		if ccd, err = writeCCD(c.dir, o.Sites); err != nil {
+			return nil, err
+		}
+	}
 	if c.specs, err = Plan(PlanOptions{ID: o.ID, Dir: c.dir, Base: o.Base, Instances: o.Instances, Protos: o.Protos,
-		PortBase: o.PortBase, Pool: o.Pool, Pool6: o.Pool6, CPUs: o.CPUs}); err != nil {
+		PortBase: o.PortBase, Pool: o.Pool, Pool6: o.Pool6, CPUs: o.CPUs, CCD: ccd}); err != nil {
 		return nil, err
 	}
 	if _, c2c := o.Base.Get("client-to-client"); c2c {
@@ -196,6 +209,12 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		c.instances = append(c.instances, in)
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); in.run(sctx) }()
+	}
+	if len(o.Sites) > 0 {
+		if err := c.startSites(ctx, sctx); err != nil {
+			c.Stop()
+			return nil, err
+		}
 	}
 	if err := c.serveControl(); err != nil {
 		c.Stop()
@@ -347,7 +366,7 @@ func (c *Cluster) serveControl() error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(ClusterStatus{ID: c.id, Netns: c.opts.Netns, OnePort: c.opts.OnePort, Backend: c.backend, Instances: c.Status(), IRQ: c.irq})
+		_ = json.NewEncoder(w).Encode(ClusterStatus{ID: c.id, Netns: c.opts.Netns, OnePort: c.opts.OnePort, Backend: c.backend, Instances: c.Status(), IRQ: c.irq, Sites: c.SiteStatus()})
 	})
 	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, r *http.Request) {
 		c.stopOnce.Do(func() { close(c.stopReq) })
@@ -377,6 +396,7 @@ type ClusterStatus struct {
 	Backend   string           `json:"one_port_backend,omitempty"`
 	Instances []InstanceStatus `json:"instances"`
 	IRQ       *IRQReport       `json:"irq,omitempty"`
+	Sites     []SiteStatus     `json:"sites,omitempty"`
 }
 
 func controlClient(id string) *http.Client {

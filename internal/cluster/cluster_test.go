@@ -253,7 +253,8 @@ const helperEnv = "OVPNPERF_TEST_CLUSTER_SERVE"
 // the environment and blocks.
 func runServeHelper() {
 	f := strings.Fields(os.Getenv(helperEnv)) // ID NETNS
-	o := cluster.Options{ID: f[0], Netns: f[1], Instances: 2, Protos: []string{"udp"}, PortBase: 1195, OnePort: 1194, Pool: lab.TunnelV4}
+	o := cluster.Options{ID: f[0], Netns: f[1], Instances: 2, Protos: []string{"udp"}, PortBase: 1195, OnePort: 1194, Pool: lab.TunnelV4,
+		Sites: []cluster.Site{{Prefix: netip.MustParsePrefix("10.97.0.0/24"), CN: "ovpnperf client"}}}
 	o.Prepare = func(dir string) (*openvpn.Config, error) {
 		base, _, err := cluster.LabBase(dir, true)
 		return base, err

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -83,6 +84,9 @@ type Request struct {
 	// request single-use: a replayed request is refused.
 	Nonce string `json:"nonce"`
 	Time  int64  `json:"time"`
+	// Exclude names instances the caller already has a tunnel to
+	// (`cluster connect --tunnels N` asks for N distinct ones).
+	Exclude []string `json:"exclude,omitempty"`
 }
 
 // Reply is the dispatcher's answer: an assignment or an error.
@@ -151,11 +155,15 @@ type Dispatcher struct {
 	Burst      float64
 	Log        *slog.Logger
 
+	// mu guards the fields below. It is never held across registry I/O
+	// (SharedRegistry's Sync and Record talk to etcd): a slow etcd must
+	// delay each request by its own round trips, not queue every request
+	// behind the others.
 	mu      sync.Mutex
 	rr      int
 	pending map[string][]time.Time // assignments not yet visible as clients
-	seen    map[string]time.Time   // nonces within the replay window
-	buckets map[string]*bucket
+	seen    expiring[struct{}]     // nonces within the replay window
+	buckets expiring[*bucket]      // per-source rate limits
 
 	Assigned, Refused atomic.Int64
 }
@@ -164,6 +172,56 @@ type bucket struct {
 	tokens float64
 	at     time.Time
 }
+
+// expiring is a map whose entries are forgotten in bulk by age, at O(1)
+// cost per operation: entries live in the current generation; every period
+// the current generation becomes the previous one and the previous one is
+// dropped. An entry touched (put, or found by take) within the last period
+// is always kept; one untouched for two periods is always gone.
+//
+//	time ──┬──────── period ────────┬──────── period ────────┬──▶
+//	       │ prev (read, moved up)  │ cur (written)          │ prev dropped
+type expiring[V any] struct {
+	period    time.Duration
+	cur, prev map[string]V
+	start     time.Time // when cur began
+}
+
+// rotate advances the generations to now.
+func (m *expiring[V]) rotate(now time.Time) {
+	if m.cur == nil {
+		m.cur, m.start = map[string]V{}, now
+	}
+	switch age := now.Sub(m.start); {
+	case age >= 2*m.period:
+		m.prev, m.cur, m.start = nil, map[string]V{}, now
+	case age >= m.period:
+		m.prev, m.cur, m.start = m.cur, map[string]V{}, now
+	}
+}
+
+// take returns the entry of key touched within the last two periods,
+// moving it into the current generation.
+func (m *expiring[V]) take(key string, now time.Time) (V, bool) {
+	m.rotate(now)
+	if v, ok := m.cur[key]; ok {
+		return v, true
+	}
+	v, ok := m.prev[key]
+	if ok {
+		delete(m.prev, key)
+		m.cur[key] = v
+	}
+	return v, ok
+}
+
+func (m *expiring[V]) put(key string, v V, now time.Time) {
+	m.rotate(now)
+	m.cur[key] = v
+}
+
+// len is the number of entries held (for tests and metrics).
+func (m *expiring[V]) len() int { return len(m.cur) + len(m.prev) }
 
 // PendingWindow is how long an assignment counts as a client of its
 // instance in least-loaded, until the management interface shows it.
@@ -175,16 +233,15 @@ func (d *Dispatcher) allow(src string, now time.Time) bool {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.buckets == nil {
-		d.buckets = map[string]*bucket{}
-	}
-	b := d.buckets[src]
-	if b == nil {
-		if len(d.buckets) > 100000 {
-			d.buckets = map[string]*bucket{} // bound memory under a spoofing flood
-		}
+	// A bucket left alone for Burst/RatePerSec is full again, the same as
+	// a new one: forgetting it after that long changes no answer, and
+	// memory holds only the sources of the last two periods (a source is
+	// a completed TCP handshake, so it cannot be spoofed cheaply).
+	d.buckets.period = max(time.Second, time.Duration(d.Burst/d.RatePerSec*float64(time.Second)))
+	b, ok := d.buckets.take(src, now)
+	if !ok {
 		b = &bucket{tokens: d.Burst, at: now}
-		d.buckets[src] = b
+		d.buckets.put(src, b, now)
 	}
 	b.tokens = min(d.Burst, b.tokens+now.Sub(b.at).Seconds()*d.RatePerSec)
 	b.at = now
@@ -196,27 +253,45 @@ func (d *Dispatcher) allow(src string, now time.Time) bool {
 }
 
 // Assign picks an instance for r. It never returns an instance that is not
-// up (down, restarting, starting or draining).
+// up (down, restarting, starting or draining). A shared registry's Sync and
+// Record run outside the dispatcher's lock, so concurrent requests wait for
+// etcd side by side.
 func (d *Dispatcher) Assign(r Request, now time.Time) (Reply, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.seen == nil {
-		d.seen = map[string]time.Time{}
-		d.pending = map[string][]time.Time{}
+	if err := d.claimNonce(r.Nonce, now); err != nil {
+		return Reply{}, err
 	}
-	for n, t := range d.seen {
-		if now.Sub(t) > 2*ReplayWindow {
-			delete(d.seen, n)
-		}
-	}
-	if _, dup := d.seen[r.Nonce]; dup {
-		return Reply{}, errors.New("replayed request")
-	}
-	d.seen[r.Nonce] = now
 	shared, _ := d.Registry.(SharedRegistry)
 	if shared != nil && d.Strategy == LeastLoaded {
 		shared.Sync(context.Background())
 	}
+	pick, err := d.pick(r, now)
+	if err != nil {
+		return Reply{}, err
+	}
+	if shared != nil && d.Strategy == LeastLoaded {
+		shared.Record(context.Background(), pick.Name)
+	}
+	return Reply{Instance: pick.Name, Remote: pick.Host, Port: pick.Port, Proto: pick.Proto}, nil
+}
+
+// claimNonce refuses a nonce seen before. A request's time is within
+// ReplayWindow of the clock (ParseRequest), so a replay can only come
+// within 2×ReplayWindow of the first use: nonces are kept at least that
+// long, at most twice that.
+func (d *Dispatcher) claimNonce(nonce string, now time.Time) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.seen.period = 2 * ReplayWindow
+	if _, dup := d.seen.take(nonce, now); dup {
+		return errors.New("replayed request")
+	}
+	d.seen.put(nonce, struct{}{}, now)
+	return nil
+}
+
+// pick chooses among the registry's instances that are up and records the
+// assignment as pending.
+func (d *Dispatcher) pick(r Request, now time.Time) (Endpoint, error) {
 	var cands []Endpoint
 	for _, e := range d.Registry.Instances() {
 		if e.State == StateUp && (r.Proto == "" || e.Proto == r.Proto) {
@@ -224,9 +299,21 @@ func (d *Dispatcher) Assign(r Request, now time.Time) (Reply, error) {
 		}
 	}
 	if len(cands) == 0 {
-		return Reply{}, errors.New("no instance is up")
+		return Endpoint{}, errors.New("no instance is up")
+	}
+	if len(r.Exclude) > 0 {
+		n := len(cands)
+		cands = slices.DeleteFunc(cands, func(e Endpoint) bool { return slices.Contains(r.Exclude, e.Name) })
+		if len(cands) == 0 {
+			return Endpoint{}, fmt.Errorf("no other instance is up: %d up, all %d excluded already taken", n, n)
+		}
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].Name < cands[j].Name })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.pending == nil {
+		d.pending = map[string][]time.Time{}
+	}
 	var pick Endpoint
 	switch d.Strategy {
 	case LeastLoaded:
@@ -256,10 +343,7 @@ func (d *Dispatcher) Assign(r Request, now time.Time) (Reply, error) {
 		d.rr++
 	}
 	d.pending[pick.Name] = append(d.pending[pick.Name], now)
-	if shared != nil && d.Strategy == LeastLoaded {
-		shared.Record(context.Background(), pick.Name)
-	}
-	return Reply{Instance: pick.Name, Remote: pick.Host, Port: pick.Port, Proto: pick.Proto}, nil
+	return pick, nil
 }
 
 // MaxRequestsPerConn bounds the requests one connection may send; each

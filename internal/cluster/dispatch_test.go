@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -310,5 +311,27 @@ func TestReplyCheck(t *testing.T) {
 		if err := tc.r.Check(); (err == nil) != tc.ok {
 			t.Errorf("%+v: Check() = %v, want ok %v", tc.r, err, tc.ok)
 		}
+	}
+}
+
+// `cluster connect --tunnels N` asks with the instances it has: never one
+// of them again, and a clear refusal when none is left.
+func TestAssignExclude(t *testing.T) {
+	d := &Dispatcher{Registry: twoInstances(), Strategy: LeastLoaded}
+	now := time.Now()
+	r := NewRequest("udp")
+	r.Exclude = []string{"u0"}
+	got, err := d.Assign(r, now)
+	if err != nil || got.Instance != "u1" {
+		t.Fatalf("exclude u0: %+v %v, want u1", got, err)
+	}
+	r = NewRequest("udp")
+	r.Exclude = []string{"u0", "u1"}
+	if got, err := d.Assign(r, now); err == nil || !strings.Contains(err.Error(), "no other instance") {
+		t.Errorf("exclude both: %+v %v", got, err)
+	}
+	line, _ := json.Marshal(r)
+	if p, err := ParseRequest(line, now); err != nil || !slices.Equal(p.Exclude, r.Exclude) {
+		t.Errorf("ParseRequest with exclude: %+v %v", p, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sort"
 	"strings"
 	"sync"
@@ -45,8 +46,43 @@ type RegistryOptions struct {
 	Endpoints []string
 	// CA, Cert, Key: TLS with a client certificate (etcd's
 	// --client-cert-auth; with auth enabled etcd takes the certificate's
-	// common name as the user). All empty: plain TCP (tests, loopback).
+	// common name as the user). All empty: plain TCP, which Connect
+	// accepts only to loopback endpoints or with Insecure.
 	CA, Cert, Key string
+	// Insecure allows plain TCP to endpoints that are not loopback
+	// (--registry-insecure): for a network the operator trusts.
+	Insecure bool
+}
+
+// CheckTransport refuses plain TCP to an etcd beyond this host unless
+// Insecure is set: without TLS anyone on the path reads and forges the
+// cluster's membership and assignments (etcd's auth then has no
+// certificate to take the user from, and a password would cross in clear).
+func (o RegistryOptions) CheckTransport() error {
+	if o.CA != "" || o.Cert != "" || o.Key != "" || o.Insecure {
+		return nil
+	}
+	for _, ep := range o.Endpoints {
+		h, _, err := net.SplitHostPort(ep)
+		if err != nil {
+			h = ep
+		}
+		if !isLoopbackHost(h) {
+			return usage.Errorf("--registry etcd://%s without TLS: anyone on the network could read and forge the cluster's members and assignments; "+
+				"give --registry-ca, --registry-cert and --registry-key, or --registry-insecure on a network you trust", ep)
+		}
+	}
+	return nil
+}
+
+// isLoopbackHost reports whether h is a loopback address or "localhost";
+// other names are not looked up (they could resolve anywhere).
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // ParseRegistry reads --registry etcd://HOST:PORT[,HOST:PORT…].
@@ -69,6 +105,9 @@ func ParseRegistry(s string) ([]string, error) {
 // Connect opens an etcd client. It does not wait for etcd: a dispatcher
 // started while etcd is down starts with an empty, stale view.
 func (o RegistryOptions) Connect() (*clientv3.Client, error) {
+	if err := o.CheckTransport(); err != nil {
+		return nil, err
+	}
 	cfg := clientv3.Config{Endpoints: o.Endpoints, DialTimeout: 3 * time.Second, Logger: zap.NewNop(),
 		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
 		// gRPC's default reconnect backoff grows to minutes: after etcd

@@ -293,6 +293,13 @@ func TestStopAndClean(t *testing.T) {
 		checkClusterGone(t, id, ns)
 	})
 	t.Run("kill-and-clean", func(t *testing.T) {
+		// The helper serves with --site: clean also restores the
+		// multipath hashing sysctls it set.
+		hash := func() string {
+			b, _ := exec.Command("ip", "netns", "exec", ns, "sysctl", "-n", cluster.MultipathHashSysctls[0], cluster.MultipathHashSysctls[1]).CombinedOutput()
+			return string(b)
+		}
+		hashBefore := hash()
 		id := cluster.NewID()
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), helperEnv+"="+id+" "+ns)
@@ -317,8 +324,14 @@ func TestStopAndClean(t *testing.T) {
 		if _, err := os.Stat(cluster.Dir(id)); err != nil {
 			t.Fatalf("after SIGKILL the cluster directory is already gone: the test would prove nothing: %v", err)
 		}
+		if h := hash(); h == hashBefore {
+			t.Errorf("serve --site left the multipath hash sysctls as they were (%q): clean would prove nothing", h)
+		}
 		if err := cluster.Clean(ctx, id); err != nil {
 			t.Errorf("clean: %v", err)
+		}
+		if h := hash(); h != hashBefore {
+			t.Errorf("after clean the multipath hash sysctls are %q, were %q", h, hashBefore)
 		}
 		checkClusterGone(t, id, ns)
 	})

@@ -52,6 +52,9 @@ func (k *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(k.bytesOut, prometheus.GaugeValue, float64(s.BytesOut), lv...)
 		ch <- prometheus.MustNewConstMetric(k.restarts, prometheus.CounterValue, float64(s.Restarts), lv...)
 		ch <- prometheus.MustNewConstMetric(k.cpu, prometheus.GaugeValue, s.CPUSeconds, lv...)
+		if !k.c.opts.PerClient {
+			continue // read for --site only
+		}
 		for _, pc := range s.PerClient {
 			ch <- prometheus.MustNewConstMetric(k.clientIn, prometheus.GaugeValue, float64(pc.BytesIn), append(lv, pc.CommonName)...)
 			ch <- prometheus.MustNewConstMetric(k.clientOut, prometheus.GaugeValue, float64(pc.BytesOut), append(lv, pc.CommonName)...)

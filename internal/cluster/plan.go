@@ -40,6 +40,8 @@ type PlanOptions struct {
 	Pool      netip.Prefix
 	Pool6     netip.Prefix // zero: taken from the base's server-ipv6 if any
 	CPUs      []int        // one per instance slot, cycled; empty: not pinned
+	// CCD is a client-config-dir every instance reads (--site iroutes).
+	CCD string
 }
 
 // unsplittable are directives whose meaning cannot be divided between
@@ -207,6 +209,9 @@ func Plan(o PlanOptions) ([]Spec, error) {
 			cfg.Add("status", s.StatusFile, "5")
 			cfg.Add("status-version", "3")
 			cfg.Add("management", s.Management, "unix")
+			if o.CCD != "" {
+				cfg.Add("client-config-dir", o.CCD)
+			}
 			// Every client gets the whole pool: with client-to-client the
 			// kernel forwards between the instances' tun devices; without,
 			// the route is harmless and lets the server side reach them.

@@ -198,6 +198,8 @@ func removeResource(ctx context.Context, r Resource) error {
 		return writeSysctl(ctx, r.Netns, r.Name, r.Detail)
 	case KindSysfs:
 		return restoreSysfs(ctx, r)
+	case KindMultipath:
+		return removeMultipathResource(ctx, r)
 	}
 	return nil
 }

@@ -160,6 +160,9 @@ func (in *instance) run(ctx context.Context) {
 		in.st.Pid = 0
 		in.st.UpSince = time.Time{}
 		in.st.Clients = 0
+		// The dead process's clients are gone (a --site route must not
+		// come back to this instance before they reconnect to it).
+		in.st.PerClient = nil
 		in.st.CrashLoop = len(recent) >= CrashLoopRestarts
 		crash := in.st.CrashLoop
 		in.mu.Unlock()
@@ -271,7 +274,7 @@ func (in *instance) poll(ctx context.Context, m *openvpn.Management, pid int) {
 		return
 	}
 	var per []ClientBytes
-	if in.c.opts.PerClient {
+	if in.c.opts.PerClient || len(in.c.opts.Sites) > 0 {
 		if s, err := m.Status(pctx); err == nil {
 			for _, row := range s.Clients {
 				per = append(per, ClientBytes{CommonName: row["Common Name"], Real: row["Real Address"],

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
+	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
@@ -180,6 +181,24 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// DCO variants run only where the host can offload: probed here,
+	// never assumed.
+	notTested, dcoHost := dcoNotTested(ctx, spec)
+	spec.Networks = append([]Network(nil), spec.Networks...)
+	skipped := map[string][]openvpn.Variant{}
+	for i, n := range spec.Networks {
+		var keep []openvpn.Variant
+		for _, v := range n.variants(spec) {
+			if _, ok := notTested[v.Name]; ok {
+				skipped[n.Name] = append(skipped[n.Name], v)
+				continue
+			}
+			keep = append(keep, v)
+		}
+		if len(skipped[n.Name]) > 0 {
+			spec.Networks[i].Variants = append([]openvpn.Variant{}, keep...)
+		}
+	}
 	sc := measure.Scenario{
 		Command: spec.Command, DurationSeconds: spec.Duration.Seconds(), Repeat: spec.Repeat,
 		Parallel: max(spec.Parallel, 1), Extra: map[string]any{"proto": spec.Proto, "payload": payloadName(spec.Payload)},
@@ -197,6 +216,9 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 			variants[v.Name] = v.String()
 			subjects += btoi(spec.InnerIPv6[v.Name])
 		}
+		for _, v := range skipped[n.Name] {
+			variants[v.Name] = v.String()
+		}
 		total += len(spec.Directions) * spec.Repeat * subjects
 		if n.Payload != "" {
 			payloads[n.Name] = payloadName(n.payload(spec))
@@ -210,7 +232,22 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	prog := measure.NewProgress(total, spec.Progress)
 	defer prog.Done()
 	for _, n := range spec.Networks {
+		if len(n.variants(spec)) == 0 && !spec.Routed {
+			// Nothing to measure on this network (every variant is
+			// not tested here): no lab is built.
+			rep.Rows = append(rep.Rows, notTestedRows(spec, n, skipped[n.Name], notTested)...)
+			continue
+		}
 		rows, backend, err := runNetwork(ctx, spec, n, prog)
+		for i := range rows {
+			if v, ok := variantByName(n.variants(spec), rows[i].Variant); ok && v.DCO() && dcoHost != "" {
+				if rows[i].Extra == nil {
+					rows[i].Extra = map[string]any{}
+				}
+				rows[i].Extra["dco_host"] = dcoHost
+			}
+		}
+		rows = append(rows, notTestedRows(spec, n, skipped[n.Name], notTested)...)
 		if backend != lab.BackendNone && backend != "" {
 			rep.Host.EmulationBackend = backend
 		} else if rep.Host.EmulationBackend == "" {
@@ -224,6 +261,80 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	rep.FillRatios()
 	rep.Finish()
 	return rep, nil
+}
+
+// probeDCOHost is the seam for tests that need a host with DCO.
+var probeDCOHost = dco.ProbeHost
+
+// dcoNotTested probes the host once when a variant allows DCO: the
+// variants it cannot run, with the reason, and (when it can) what the
+// host offers, for the rows.
+func dcoNotTested(ctx context.Context, spec Spec) (map[string]string, string) {
+	out := map[string]string{}
+	var h *dco.Host
+	for _, n := range spec.Networks {
+		for _, v := range n.variants(spec) {
+			if !v.DCO() {
+				continue
+			}
+			if h == nil {
+				x := probeDCOHost(ctx)
+				h = &x
+			}
+			if why := h.Missing(""); len(why) > 0 {
+				out[v.Name] = NotTestedDCO(*h, why)
+			}
+		}
+	}
+	if h == nil || len(out) > 0 {
+		return out, ""
+	}
+	t := h.Target()
+	m := h.Module(dco.ModuleFor(t))
+	return out, fmt.Sprintf("OpenVPN %s with [DCO], kernel %s module %s (%s); OpenVPN falls back to userspace if an option of the config forbids DCO: see its log", h.OpenVPN.Version, h.KernelRelease, m.Name, m.How)
+}
+
+// NotTestedDCO is the status of a DCO row on a host that cannot offload.
+func NotTestedDCO(h dco.Host, why []string) string {
+	head := "not tested here: "
+	m := h.Module(dco.ModuleFor(h.Target()))
+	switch {
+	case h.OpenVPN != nil && !h.BuiltWithDCO():
+		head += "this OpenVPN was built without DCO"
+	case !m.Available():
+		head += "kernel lacks the ovpn driver"
+	default:
+		head += "no DCO on this host"
+	}
+	return head + " (" + strings.Join(why, "; ") + ")"
+}
+
+// notTestedRows are the rows of variants not run on n: one per direction,
+// no samples, with the configs they would have run (rendered, not
+// started) in Extra.
+func notTestedRows(spec Spec, n Network, vs []openvpn.Variant, why map[string]string) []measure.Row {
+	var rows []measure.Row
+	for i, v := range vs {
+		srv, cli, err := tunnel.RenderConfigs(tunnel.Options{Variant: v, Slot: i, Proto: spec.protoOf(v.Name), InnerIPv6: spec.InnerIPv6[v.Name]}, "/etc/openvpn")
+		extra := map[string]any{"server_config": srv, "client_config": cli}
+		if err != nil {
+			extra = map[string]any{"render_error": err.Error()}
+		}
+		for _, d := range spec.Directions {
+			rows = append(rows, measure.Row{Network: n.Name, Variant: v.Name, Path: measure.PathTunnel, Direction: d, Proto: spec.protoOf(v.Name),
+				SamplesBps: []float64{}, NotTested: why[v.Name], Extra: extra})
+		}
+	}
+	return rows
+}
+
+func variantByName(vs []openvpn.Variant, name string) (openvpn.Variant, bool) {
+	for _, v := range vs {
+		if v.Name == name || v.Name+InnerIPv6Suffix == name {
+			return v, true
+		}
+	}
+	return openvpn.Variant{}, false
 }
 
 func btoi(b bool) int {
@@ -459,25 +570,42 @@ func newRows(spec Spec, n Network, subjects []subject) ([]measure.Row, map[[2]st
 func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjects []subject, rows []measure.Row, index map[[2]string]int, srvs *iperfServers, prog *measure.Progress) error {
 	cpuSum := make([]map[string]float64, len(rows))
 	bytesSum := make([]uint64, len(rows))
+	gaveUp := make([]bool, len(rows))
 	for rep := 0; rep < spec.Repeat; rep++ {
 		for _, s := range subjects {
 			for _, d := range spec.Directions {
 				i := index[[2]string{s.name, d}]
 				prog.Step(fmt.Sprintf("%s %s %s (%d/%d)", n.Name, s.name, d, rep+1, spec.Repeat))
-				res, cpu, err := sample(ctx, l, spec, s, d, srvs.srv, srvs.down, srvs.payload, srvs.fixedBytes, labCommand(l, lab.Client))
-				for try := 0; try < spec.Retries && err != nil && ctx.Err() == nil && (errors.Is(err, ErrInvalidSample) || errors.Is(err, iperf.ErrInconsistent)); try++ {
+				if gaveUp[i] {
+					continue
+				}
+				res, cpu, err := takeSample(ctx, l, spec, n, s, d, srvs, labCommand(l, lab.Client))
+				tries := 1
+				for ; tries <= spec.Retries && err != nil && ctx.Err() == nil && (errors.Is(err, ErrInvalidSample) || errors.Is(err, iperf.ErrInconsistent)); tries++ {
 					prog.Logf("%s %s %s: %v; measuring again", n.Name, s.name, d, err)
-					res, cpu, err = sample(ctx, l, spec, s, d, srvs.srv, srvs.down, srvs.payload, srvs.fixedBytes, labCommand(l, lab.Client))
+					res, cpu, err = takeSample(ctx, l, spec, n, s, d, srvs, labCommand(l, lab.Client))
 				}
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				if err != nil {
-					rows[i].Invalidate(err.Error())
+					// The row is invalid from here on, whatever its
+					// later samples say: stop measuring it rather than
+					// spend (Repeat-rep-1)×(1+Retries) more samples on
+					// it, and say so.
+					gaveUp[i] = true
+					left := spec.Repeat - rep - 1
+					why := fmt.Sprintf("%v (all %d tries of sample %d of %d invalid", err, tries, rep+1, spec.Repeat)
+					if left > 0 {
+						why += fmt.Sprintf("; the row's %d later samples were not measured", left)
+					}
+					why += ")"
+					rows[i].Invalidate(why)
+					prog.Logf("%s %s %s: gave up: %s", n.Name, s.name, d, why)
 					continue
 				}
 				rows[i].AddSample(res.ReceivedBitsPerSec)
-				rows[i].Samples = append(rows[i].Samples, seriesOf(res.Result))
+				rows[i].Samples = append(rows[i].Samples, SeriesOf(res.Result))
 				if res.drained {
 					if rows[i].Extra == nil {
 						rows[i].Extra = map[string]any{}
@@ -539,18 +667,29 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 	return rows, backend, nil
 }
 
+// takeSample is sample, replaced in tests of the rounds' bookkeeping.
+var takeSample = sample
+
 // sample runs one iperf3 test and returns its result and the CPU-seconds
 // each side used during it. It fails when the emulator fell behind.
-func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, srv, downSrv *iperf.Server, payload string, fixedBytes uint64, client iperf.CommandFunc) (*sampleResult, map[string]float64, error) {
-	pids := map[string]int{"iperf3": srv.Pid()}
-	port := srv.Port()
-	opts := iperf.ClientOptions{Server: s.target, Duration: spec.Duration, Omit: spec.Omit, Parallel: spec.Parallel, Reverse: dir == measure.DirectionDown}
-	if payload != "" {
-		opts.Bytes = fixedBytes
+func sample(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, dir string, srvs *iperfServers, client iperf.CommandFunc) (*sampleResult, map[string]float64, error) {
+	pids := map[string]int{"iperf3": srvs.srv.Pid()}
+	port := srvs.srv.Port()
+	opts := iperf.ClientOptions{Server: s.target, Duration: spec.Duration, Omit: spec.Omit, Parallel: spec.Parallel, Reverse: dir == measure.DirectionDown,
+		PathSlack: n.Path.MaxRoundTrip(), PathRateBitsPerSec: n.Path.Up.RateBitsPerSec}
+	if opts.Reverse {
+		opts.PathRateBitsPerSec = n.Path.Down.RateBitsPerSec
+	}
+	if n.payload(spec) == "zeros" {
+		// A compressing tunnel may carry zeros faster than the link.
+		opts.PathRateBitsPerSec = 0
+	}
+	if srvs.payload != "" {
+		opts.Bytes = srvs.fixedBytes
 		if opts.Reverse {
-			pids["iperf3"], port = downSrv.Pid(), downSrv.Port()
+			pids["iperf3"], port = srvs.down.Pid(), srvs.down.Port()
 		} else {
-			opts.FilePath = payload
+			opts.FilePath = srvs.payload
 		}
 	}
 	opts.Port = port
@@ -568,10 +707,10 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, s
 		return nil, nil, err
 	}
 	emuBefore := readEmulator(l)
-	res, err := runIperf(ctx, client, opts)
+	res, err := RunIperf(ctx, client, opts)
 	drained := false
 	if err != nil {
-		if !spec.DrainOK || !errors.Is(err, iperf.ErrInconsistent) || !receiverDrained(res) {
+		if !spec.DrainOK || !errors.Is(err, iperf.ErrInconsistent) || !receiverDrained(res, opts.PathSlack) {
 			return nil, nil, err
 		}
 		drained = true
@@ -594,10 +733,11 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, s subject, dir string, s
 	return &sampleResult{Result: res, drained: drained}, cpu, nil
 }
 
-// seriesOf keeps a sample's rate and its per-interval figures for the
+// SeriesOf keeps a sample's rate and its per-interval figures for the
 // report (schema v2 rows[].samples).
-func seriesOf(res *iperf.Result) measure.Sample {
-	s := measure.Sample{Bps: res.ReceivedBitsPerSec, Intervals: []measure.Interval{}}
+func SeriesOf(res *iperf.Result) measure.Sample {
+	s := measure.Sample{Bps: res.ReceivedBitsPerSec, Intervals: []measure.Interval{},
+		SenderMeanRTTMicros: res.SenderMeanRTT.Microseconds(), SenderMaxSndWndBytes: res.SenderMaxSndWndBytes}
 	for _, iv := range res.Intervals {
 		s.Intervals = append(s.Intervals, measure.Interval{
 			StartSeconds: iv.Start.Seconds(), EndSeconds: iv.End.Seconds(),
@@ -615,21 +755,22 @@ type sampleResult struct {
 }
 
 // receiverDrained reports whether an inconsistent result is one Spec.DrainOK
-// accepts: the sender's window within 7.5 % of the requested length (the
-// iperf package's tolerance), the receiver's longer, and the receiver's
-// rate at most 8 % above the sender's.
-func receiverDrained(res *iperf.Result) bool {
+// accepts: the sender's window as Result.Check allows it (the requested
+// length within 7.5 %, plus the path's round trip), the receiver's longer,
+// and the receiver's rate at most 8 % above the sender's.
+func receiverDrained(res *iperf.Result, pathSlack time.Duration) bool {
 	if res == nil || res.Requested <= 0 || res.SentBitsPerSec <= 0 {
 		return false
 	}
-	off := float64(res.SentDuration-res.Requested) / float64(res.Requested)
-	return off <= 0.075 && off >= -0.075 && res.ReceivedDuration > res.Requested && res.ReceivedBitsPerSec <= 1.08*res.SentBitsPerSec
+	tol := time.Duration(iperf.WindowTolerance * float64(res.Requested))
+	return res.SentDuration >= res.Requested-tol && res.SentDuration <= res.Requested+pathSlack+tol &&
+		res.ReceivedDuration > res.Requested && res.ReceivedBitsPerSec <= 1.08*res.SentBitsPerSec
 }
 
-// runIperf runs one iperf3 client. iperf3 3.12's server sometimes refuses or
+// RunIperf runs one iperf3 client. iperf3 3.12's server sometimes refuses or
 // resets the control connection of a test that follows the previous one
 // closely; such a test never started, so it is tried again (twice at most).
-func runIperf(ctx context.Context, client iperf.CommandFunc, opts iperf.ClientOptions) (*iperf.Result, error) {
+func RunIperf(ctx context.Context, client iperf.CommandFunc, opts iperf.ClientOptions) (*iperf.Result, error) {
 	var err error
 	for try := 0; try < 3; try++ {
 		var res *iperf.Result

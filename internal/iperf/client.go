@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +61,17 @@ type ClientOptions struct {
 	ConnectTimeout time.Duration
 	// ExtraArgs are appended as they are (for example "-C", "cubic").
 	ExtraArgs []string
+	// PathSlack is how much longer than Duration the path itself may make
+	// a side's measuring window: the longest round trip the path gives a
+	// packet, delays, jitter and full queues included (lab.Path's
+	// MaxRoundTrip). Result.Check refuses windows beyond it; 0 suits a
+	// LAN.
+	PathSlack time.Duration
+	// PathRateBitsPerSec is the path's rate limit in the direction the
+	// data flows (0: none known); with PathSlack it bounds the bytes the
+	// path holds in flight, which Result.Check allows the receiver to
+	// count beyond the sender.
+	PathRateBitsPerSec uint64
 }
 
 func wholeSeconds(name string, d time.Duration) (int, error) {
@@ -195,6 +208,17 @@ func refusedAtStart(res *Result, err error) bool {
 	return false
 }
 
+// loadAverage describes the machine's load as /proc/loadavg had it, for
+// the reason of a refused sample: the figure, not a guess at the cause.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if err != nil || len(f) < 3 {
+		return "load average not readable"
+	}
+	return fmt.Sprintf("load average %s %s %s (1, 5, 15 min) on %d CPUs", f[0], f[1], f[2], runtime.NumCPU())
+}
+
 func runOnce(ctx context.Context, command CommandFunc, opts ClientOptions, argv []string) (*Result, error) {
 	dur := opts.Duration
 	if dur == 0 {
@@ -243,8 +267,8 @@ func runOnce(ctx context.Context, command CommandFunc, opts ClientOptions, argv 
 		return res, fmt.Errorf("running %q: the payload file %s ran out after %v of %v (%d bytes): write a larger one",
 			cmdline, opts.FilePath, res.ReceivedDuration.Round(time.Millisecond), dur, res.ReceivedBytes)
 	}
-	if err := res.Check(); err != nil {
-		return res, fmt.Errorf("running %q: %w", cmdline, err)
+	if err := res.Check(opts.PathSlack, opts.PathRateBitsPerSec); err != nil {
+		return res, fmt.Errorf("running %q: %w; %s", cmdline, err, loadAverage())
 	}
 	return res, nil
 }

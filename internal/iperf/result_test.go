@@ -306,7 +306,7 @@ func TestCheckCaptured(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Check(); (err != nil) != tc.inconsistent || (err != nil && !errors.Is(err, ErrInconsistent)) {
+		if err := r.Check(0, 0); (err != nil) != tc.inconsistent || (err != nil && !errors.Is(err, ErrInconsistent)) {
 			t.Errorf("%s: Check() = %v", tc.file, err)
 		}
 	}
@@ -318,28 +318,62 @@ func TestCheck(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		r          Result
+		slack      time.Duration
+		rate       uint64
 		wantSubstr string
 	}{
 		{"good", Result{Requested: 2 * time.Second, SentDuration: 2000 * time.Millisecond, ReceivedDuration: 2034 * time.Millisecond,
-			SentBitsPerSec: 46.92e6, ReceivedBitsPerSec: 47.73e6}, ""},
+			SentBitsPerSec: 46.92e6, ReceivedBitsPerSec: 47.73e6}, 0, 0, ""},
 		{"late omit timer", Result{Requested: time.Second, SentDuration: 899857 * time.Microsecond, ReceivedDuration: 915539 * time.Microsecond,
-			SentBitsPerSec: 52.56e6, ReceivedBitsPerSec: 55.75e6}, "sender measured over 900ms of the 1s"},
+			SentBitsPerSec: 52.56e6, ReceivedBitsPerSec: 55.75e6}, 0, 0, "sender measured over 900ms of the 1s"},
 		{"long receiver window", Result{Requested: time.Second, SentDuration: time.Second, ReceivedDuration: 1080 * time.Millisecond,
-			SentBitsPerSec: 40e6, ReceivedBitsPerSec: 40e6}, "receiver measured over 1.08s"},
+			SentBitsPerSec: 40e6, ReceivedBitsPerSec: 40e6}, 0, 0, "receiver measured over 1.08s"},
 		{"backlog across omit", Result{Requested: time.Second, SentDuration: 1040 * time.Millisecond, ReceivedDuration: 960 * time.Millisecond,
-			SentBitsPerSec: 43.94e6, ReceivedBitsPerSec: 51.19e6}, "receiver counted 51.19 Mbit/s, the sender 43.94"},
+			SentBitsPerSec: 43.94e6, ReceivedBitsPerSec: 51.19e6}, 0, 0, "receiver counted 51.19 Mbit/s (0 bytes in 960ms), 16 % above the sender's 43.94"},
 		{"receiver 5.3 % above a low sender", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2 * time.Second,
-			SentBitsPerSec: 45.41e6, ReceivedBitsPerSec: 47.83e6}, ""},
+			SentBitsPerSec: 45.41e6, ReceivedBitsPerSec: 47.83e6}, 0, 0, ""},
 		{"receiver 9 % above", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2 * time.Second,
-			SentBitsPerSec: 28.53e6, ReceivedBitsPerSec: 31.19e6}, "receiver counted 31.19"},
+			SentBitsPerSec: 28.53e6, ReceivedBitsPerSec: 31.19e6}, 0, 0, "receiver counted 31.19"},
 		{"ended early", Result{Requested: 2 * time.Second, SentDuration: 233 * time.Microsecond, ReceivedDuration: 2536 * time.Microsecond,
-			SentBitsPerSec: 36e9, ReceivedBitsPerSec: 1.5e9}, "ended early"},
+			SentBitsPerSec: 36e9, ReceivedBitsPerSec: 1.5e9}, 0, 0, "ended early"},
 		{"fixed size", Result{SentDuration: 5 * time.Millisecond, ReceivedDuration: 6 * time.Millisecond,
-			SentBitsPerSec: 10e9, ReceivedBitsPerSec: 9e9}, ""},
-		{"nothing sent", Result{Requested: time.Second, SentDuration: time.Second, ReceivedDuration: time.Second}, ""},
+			SentBitsPerSec: 10e9, ReceivedBitsPerSec: 9e9}, 0, 0, ""},
+		{"nothing sent", Result{Requested: time.Second, SentDuration: time.Second, ReceivedDuration: time.Second}, 0, 0, ""},
+		// Seen through a 20 Mbit/s, 200 ms lab path (one-BDP queue, so
+		// up to 400 ms of round trip): the end-of-test message arrives
+		// a round trip after the sender stopped. The path explains it.
+		{"200 ms path, routed", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2211 * time.Millisecond,
+			SentBitsPerSec: 19.1e6, ReceivedBitsPerSec: 18.6e6}, 400 * time.Millisecond, 0, ""},
+		{"200 ms path, tunnel", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2422 * time.Millisecond,
+			SentBitsPerSec: 18.7e6, ReceivedBitsPerSec: 18.2e6}, 400 * time.Millisecond, 0, ""},
+		{"600 ms path, reverse: the sender's window", Result{Requested: 3 * time.Second, SentDuration: 3612 * time.Millisecond, ReceivedDuration: 3 * time.Second,
+			SentBitsPerSec: 9.1e6, ReceivedBitsPerSec: 9.4e6}, 1200 * time.Millisecond, 0, ""},
+		// The sender counts what iperf3 wrote into a send buffer of
+		// seconds, the receiver over a window up to a round trip later:
+		// on a 10 Mbit/s, 600 ms path (1.8 s with full queues) the bytes
+		// in flight explain the excess (seen through a tunnel here).
+		{"600 ms path, bytes in flight", Result{Requested: 3 * time.Second, SentDuration: 3 * time.Second, ReceivedDuration: 4224 * time.Millisecond,
+			SentBytes: 2621440, ReceivedBytes: 4208416, SentBitsPerSec: 6.99e6, ReceivedBitsPerSec: 7.97e6}, 1800 * time.Millisecond, 10e6, ""},
+		// The same counts with no rate known, or a receiver faster than
+		// the path: refused.
+		{"600 ms path, no rate known", Result{Requested: 3 * time.Second, SentDuration: 3 * time.Second, ReceivedDuration: 4224 * time.Millisecond,
+			SentBytes: 2621440, ReceivedBytes: 4208416, SentBitsPerSec: 6.99e6, ReceivedBitsPerSec: 7.97e6}, 1800 * time.Millisecond, 0, "14 % above the sender's 6.99"},
+		{"200 ms path, receiver above the link", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2 * time.Second,
+			SentBytes: 4712500, ReceivedBytes: 5542500, SentBitsPerSec: 18.85e6, ReceivedBitsPerSec: 22.17e6}, 600 * time.Millisecond, 20e6, "receiver counted 22.17"},
+		// Within 8 % of its sender, but beyond the link: refused.
+		{"200 ms path, reverse, receiver above the link only", Result{Requested: 2 * time.Second, SentDuration: 2300 * time.Millisecond, ReceivedDuration: 2 * time.Second,
+			SentBytes: 5800000, ReceivedBytes: 5532500, SentBitsPerSec: 20.5e6, ReceivedBitsPerSec: 22.13e6}, 600 * time.Millisecond, 20e6, "more than the path's 20.00 Mbit/s plus 8 %"},
+		// Beyond what the path explains: refused, with the figures.
+		{"200 ms path, window beyond the round trip", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2600 * time.Millisecond,
+			SentBitsPerSec: 19.1e6, ReceivedBitsPerSec: 18.6e6}, 400 * time.Millisecond, 0, "receiver measured over 2.6s of the 2s asked, longer than the 2.55s allowed (the path's round trip with full queues, 400ms, plus 7.5 % for timers)"},
+		{"short window whatever the path", Result{Requested: 2 * time.Second, SentDuration: 1800 * time.Millisecond, ReceivedDuration: 2 * time.Second,
+			SentBitsPerSec: 19.1e6, ReceivedBitsPerSec: 18.6e6}, 400 * time.Millisecond, 0, "sender measured over 1.8s of the 2s asked, shorter than the 1.85s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.r.Check()
+			err := tc.r.Check(tc.slack, tc.rate)
+			if err != nil && strings.Contains(err.Error(), "busy") {
+				t.Errorf("Check() = %v: blames a busy machine it did not measure", err)
+			}
 			if tc.wantSubstr == "" {
 				if err != nil {
 					t.Errorf("Check() = %v", err)

@@ -218,3 +218,23 @@ func FormatRate(bits uint64) string {
 	}
 	return fmt.Sprintf("%dbit", bits)
 }
+
+// RTT is the round trip the path adds with empty queues: both directions'
+// delays.
+func (p Path) RTT() time.Duration { return p.Up.Delay + p.Down.Delay }
+
+// MaxRoundTrip is the longest round trip the path gives a packet: both
+// directions' delays, their jitter, and the time each rate limiter's queue
+// takes to drain when full (QueueBytesFor at the direction's rate). A
+// message sent after a flow of data arrives up to this much later than
+// with an idle path; iperf3's end-of-test message is one.
+func (p Path) MaxRoundTrip() time.Duration {
+	d := p.RTT() + p.Up.Jitter + p.Down.Jitter
+	for _, l := range []Link{p.Up, p.Down} {
+		if l.RateBitsPerSec > 0 {
+			q, _ := p.QueueBytesFor(l.RateBitsPerSec)
+			d += time.Duration(float64(q) * 8 / float64(l.RateBitsPerSec) * float64(time.Second))
+		}
+	}
+	return d
+}

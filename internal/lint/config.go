@@ -10,15 +10,16 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	shared "github.com/ovpnperf/ovpnperf/internal/rules"
 	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 )
 
 // Linux's net.core.rmem_default/wmem_default on most distributions: what
 // a socket gets when OpenVPN does not set sndbuf/rcvbuf (docs/openvpn-facts.md#socket-buffers).
-const linuxDefaultBuf = 212992
+const linuxDefaultBuf = shared.LinuxDefaultSockBuf
 
 // DefaultDataCiphers is OpenVPN 2.6's data-ciphers default.
-const DefaultDataCiphers = "AES-256-GCM:AES-128-GCM:CHACHA20-POLY1305"
+const DefaultDataCiphers = shared.DefaultDataCiphers
 
 // view answers questions about the whole config.
 type view struct {
@@ -143,6 +144,7 @@ func CheckConfig(f *openvpn.ConfigFile, ctx Context) []Finding {
 	v.options()
 	v.compression()
 	v.ciphers()
+	v.protection()
 	v.tlsAuth()
 	v.remoteCertTLS()
 	v.scriptSecurity()
@@ -282,18 +284,11 @@ func (v *view) compression() {
 	}
 }
 
-// weakCipher reports 64-bit-block and single-DES ciphers.
-func weakCipher(c string) bool {
-	u := strings.ToUpper(c)
-	for _, p := range []string{"BF-", "DES", "CAST5", "IDEA", "RC2", "RC5", "DESX", "SEED"} {
-		if strings.HasPrefix(u, p) {
-			return true
-		}
-	}
-	return false
-}
+// weakCipher reports 64-bit-block and single-DES ciphers (the shared
+// cipher rule).
+func weakCipher(c string) bool { return shared.WeakCipher(c) }
 
-const weakReason = "64-bit block ciphers (BF, DES, 3DES, CAST5, IDEA, RC2) are open to SWEET32 birthday attacks after a few GB on one key; OpenVPN 2.6 with OpenSSL 3 only loads BF-CBC with `providers legacy default` (verified on 2.6.14 here); 2.6's default data-ciphers is " + DefaultDataCiphers
+const weakReason = shared.WeakCipherReason
 
 func (v *view) ciphers() {
 	dc, hasDC := v.last("data-ciphers")
@@ -513,98 +508,6 @@ func fmtBytes(n int) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-func (v *view) buffers() {
-	snd, hasS := v.last("sndbuf")
-	rcv, hasR := v.last("rcvbuf")
-	if !hasS && !hasR {
-		return
-	}
-	val := func(d openvpn.PosDirective, ok bool) int {
-		if !ok {
-			return -1
-		}
-		n, err := strconv.Atoi(arg(d, 0))
-		if err != nil {
-			return -1
-		}
-		return n
-	}
-	s, r := val(snd, hasS), val(rcv, hasR)
-	bdp := v.ctx.BDPBytes()
-	// target is what both lines become: the BDP (or more) when it is
-	// known, else the OS default (delete the lines).
-	target := 0
-	if bdp > 0 {
-		target = max(bdp, s, r)
-		target = (target + 65535) / 65536 * 65536
-	}
-	edits := func() []Edit {
-		var e []Edit
-		for _, x := range []struct {
-			name string
-			d    openvpn.PosDirective
-			ok   bool
-		}{{"sndbuf", snd, hasS}, {"rcvbuf", rcv, hasR}} {
-			switch {
-			case target == 0 && x.ok:
-				e = append(e, del(x.d)...)
-			case target > 0 && x.ok:
-				e = append(e, repl(x.d, fmt.Sprintf("%s %d", x.name, target))...)
-			case target > 0:
-				e = append(e, Edit{File: v.f.Path, Append: []string{fmt.Sprintf("%s %d", x.name, target)}})
-			}
-		}
-		return e
-	}
-	sysctl := ""
-	if target > linuxDefaultBuf {
-		sysctl = fmt.Sprintf("sysctl -w net.core.rmem_max=%d net.core.wmem_max=%d (the kernel caps SO_SNDBUF/SO_RCVBUF there)", target, target)
-	}
-	reported := false
-	for _, x := range []struct {
-		name string
-		d    openvpn.PosDirective
-		n    int
-	}{{"sndbuf", snd, s}, {"rcvbuf", rcv, r}} {
-		if x.n < 0 {
-			continue
-		}
-		f := Finding{Rule: "socket-buffer", Category: Performance, Edits: edits(), Action: sysctl}
-		switch {
-		case x.n == 0:
-			f.Edits, f.Action = del(x.d), ""
-			f.Severity = Info
-			f.Problem = x.name + " 0 has no effect: OpenVPN 2.4+ leaves the OS default in place."
-			f.Reason = "the forced 64 KiB default that `sndbuf 0` used to undo was removed in 2.3.9/2.4.0 (docs/openvpn-facts.md#socket-buffers)."
-		case bdp > 0 && x.n < bdp:
-			f.Severity = Warning
-			mbit := float64(x.n) * 8 / v.ctx.RTT.Seconds() / 1e6
-			f.Problem = fmt.Sprintf("%s %s is below the path's bandwidth-delay product (%s at %v and %s).", x.name, fmtBytes(x.n), fmtBytes(bdp), v.ctx.RTT, rateStr(v.ctx.RateBitsPerSec))
-			f.Reason = fmt.Sprintf("%s at %v RTT caps a TCP-transport tunnel at %.1f Mbit/s (throughput ≤ buffer/RTT, docs/openvpn-facts.md#buffer-size-and-rtt; for UDP transport it is a claim, UDP has no window).", fmtBytes(x.n), v.ctx.RTT, mbit)
-		case bdp == 0 && x.n < linuxDefaultBuf:
-			f.Severity = Warning
-			f.Problem = fmt.Sprintf("%s %s is smaller than Linux's default socket buffer (%d bytes).", x.name, fmtBytes(x.n), linuxDefaultBuf)
-			f.Reason = "a fixed small buffer was OpenVPN's old default and was removed in 2.3.9/2.4.0 because it limits throughput: 64 KiB at 200 ms RTT caps TCP transport at 2.6 Mbit/s (docs/openvpn-facts.md#buffer-size-and-rtt). Not tested here against your path: pass --rtt and --rate to size it to the bandwidth-delay product."
-		default:
-			continue
-		}
-		reported = true
-		v.add(f, x.d)
-	}
-	if !reported && (s != r) && bdp == 0 {
-		// Both large enough but set differently (or only one set).
-		d := snd
-		if !hasS {
-			d = rcv
-		}
-		target = max(s, r)
-		v.add(Finding{Rule: "socket-buffer-asymmetric", Severity: Info, Category: Performance,
-			Problem: fmt.Sprintf("sndbuf and rcvbuf differ (%s / %s).", bufStr(s), bufStr(r)),
-			Reason:  "a tunnel carries traffic both ways through the same socket; the multi-instance write-up sets both equal (docs/openvpn-facts.md#how-others-spread-clients-across-cores). Not tested here: the faster direction is limited by the smaller one only when it is below the bandwidth-delay product.",
-			Edits:   edits()}, d)
-	}
-}
-
 func bufStr(n int) string {
 	if n < 0 {
 		return "OS default"
@@ -666,11 +569,18 @@ func (v *view) tunMTUPath() {
 		return
 	}
 	outer := tun + over
-	if outer <= v.ctx.PathMTU {
+	if outer <= v.ctx.PathMTU || v.advisedMTU() {
 		return
 	}
-	// mssfix target as an outer packet size: 2.6 default is "1492 mtu".
+	// mssfix target as an outer packet size: 2.6 default is "1492 mtu"
+	// with tun-mtu 1500; with another tun-mtu and no mssfix line 2.6 sets
+	// mssfix to the tun-mtu itself (options.c 2.6.14
+	// options_postprocess_mutate_ce, docs/openvpn-facts.md#mssfix), which
+	// clamps nothing below the tunnel's own size.
 	mssOuter := 1492
+	if tun != 1500 {
+		mssOuter = 1 << 30
+	}
 	ms, hasMss := v.last("mssfix")
 	if hasMss {
 		n, _ := strconv.Atoi(arg(ms, 0))
@@ -714,17 +624,6 @@ func (v *view) tunMTUPath() {
 		return
 	}
 	v.add(f, at)
-}
-
-func (v *view) tcpNodelay() {
-	if !v.server() || v.proto() != "tcp" || v.has("tcp-nodelay") {
-		return
-	}
-	p, _ := v.last("proto")
-	v.add(Finding{Rule: "tcp-nodelay", Severity: Warning, Category: Performance,
-		Problem: "this TCP server does not set tcp-nodelay, so Nagle's algorithm delays small tunnel packets.",
-		Reason:  "the OpenVPN cookbook measured TCP transport at 115 Mbit/s without and 146 Mbit/s with tcp-nodelay on one LAN (UDP 147); on a server it also pushes the setting to clients (docs/openvpn-facts.md#tcp-nodelay).",
-		Edits:   []Edit{{File: v.f.Path, Append: []string{"tcp-nodelay"}}}}, p)
 }
 
 func (v *view) fastIO() {

@@ -378,3 +378,36 @@ func TestRuleCatalog(t *testing.T) {
 		}
 	}
 }
+
+// TestLogDCOReason: in real OpenVPN 2.6.14 logs (captured on this
+// project's kernel, which lacks the DCO driver: a client with fragment,
+// and the same client without it), the reason DCO is off is the
+// finding's subject.
+func TestLogDCOReason(t *testing.T) {
+	for _, c := range []struct {
+		log, subject string
+		line         int
+	}{
+		{"fragment-client.log", "DCO off because of fragment: ", 2},
+		{"kernel-client.log", "DCO off because the kernel has no DCO support: ", 2},
+	} {
+		f, err := os.Open(filepath.Join("testdata", "dco-logs", c.log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := openvpn.ScanLog(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []Finding
+		for _, fd := range CheckLog(rep, c.log, nil, Context{}) {
+			if fd.Rule == "log-dco" {
+				got = append(got, fd)
+			}
+		}
+		if len(got) != 1 || !strings.HasPrefix(got[0].Problem, c.subject) || got[0].Line != c.line || got[0].Severity != Warning || !strings.Contains(got[0].Reason, "at v2.6.14") {
+			t.Errorf("%s: log-dco findings %+v", c.log, got)
+		}
+	}
+}

@@ -173,7 +173,8 @@ func TestEveryRule(t *testing.T) {
 		{"client.conf", 2, "remote-cert-tls"},
 		{"client.conf", 10, "cipher-without-data-ciphers"},
 		{"client.conf", 11, "tun-mtu-path"},
-		{"client.conf", 13, "socket-buffer-asymmetric"},
+		{"client.conf", 13, "socket-buffer"},
+		{"client.conf", 14, "socket-buffer"},
 	}
 	key := func(w want) string { return fmt.Sprintf("%s:%d:%s", w.file, w.line, w.rule) }
 	var g, w []string
@@ -431,8 +432,27 @@ func TestRuleBranches(t *testing.T) {
 		{"fast-io udp is fine", "proto udp\nfast-io\n", Context{}, ""},
 		{"txqueuelen slow link", "txqueuelen 100\n", Context{RateBitsPerSec: 10e6}, ""},
 		{"txqueuelen no rate", "txqueuelen 100\n", Context{}, "txqueuelen:1:info:false"},
-		{"sndbuf 0 keeps rcvbuf", "sndbuf 0\nrcvbuf 1048576\n", Context{}, "socket-buffer:1:info:false"},
-		{"buffers large enough", "sndbuf 1048576\nrcvbuf 1048576\n", Context{RTT: 10 * time.Millisecond, RateBitsPerSec: 100e6}, ""},
+		{"sndbuf 0 keeps rcvbuf", "sndbuf 0\nrcvbuf 1048576\n", Context{}, "socket-buffer:1:info:false socket-buffer:2:info:true"},
+		{"buffers large enough", "proto tcp\nsndbuf 1048576\nrcvbuf 1048576\n", Context{RTT: 10 * time.Millisecond, RateBitsPerSec: 100e6}, ""},
+		{"tcp buffers asymmetric", "proto tcp\nsndbuf 1048576\nrcvbuf 524288\n", Context{}, "socket-buffer-asymmetric:2:info:false"},
+		// Over UDP a buffer below the BDP is no window limit: lint leaves
+		// the OS default as advise does, never raises it to the BDP.
+		{"udp buffers below BDP", "sndbuf 65536\nrcvbuf 65536\n", Context{RTT: 300 * time.Millisecond, RateBitsPerSec: 100e6}, "socket-buffer:1:info:false socket-buffer:2:info:false"},
+		{"tcp buffers below BDP", "proto tcp\nsndbuf 65536\nrcvbuf 65536\n", Context{RTT: 300 * time.Millisecond, RateBitsPerSec: 100e6}, "socket-buffer:2:warning:false socket-buffer:3:warning:false"},
+		{"jumbo small buffers", "tun-mtu 9000\nmssfix 0\nsndbuf 524288\nrcvbuf 524288\n", Context{}, "tun-mtu-path:1:info:false socket-buffer:3:info:false socket-buffer:4:info:false"},
+		// advise's own jumbo lines for a fast clean path: no warning.
+		{"advised jumbo", "tun-mtu 9000\nmssfix 0\nsndbuf 4194304\nrcvbuf 4194304\n", Context{RTT: time.Millisecond, RateBitsPerSec: 10e9, PathMTU: 1500}, ""},
+		// The same lines on a slow path, where advise gives no jumbo tunnel.
+		{"jumbo on a slow path", "tun-mtu 9000\nmssfix 0\n", Context{RTT: time.Millisecond, RateBitsPerSec: 10e6, PathMTU: 1500}, "tun-mtu-path:1:warning:false"},
+		// An unencrypted data channel, in each mode.
+		{"static key cipher none auth none", "secret s.key\ncipher none\nauth none\n", Context{}, "deprecated-option:1:warning:true no-encryption:2:error:true no-authentication:3:error:true"},
+		{"p2p tls cipher none", "tls-client\ncipher none\nauth none\n", Context{}, "no-encryption:2:error:true no-authentication:3:error:true"},
+		{"client cipher none ignored", "client\nremote-cert-tls server\ncipher none\n", Context{}, "no-encryption:3:warning:true"},
+		{"data-ciphers none", "client\nremote-cert-tls server\ndata-ciphers AES-256-GCM:none\n", Context{}, "no-encryption:3:error:true"},
+		{"auth none with CBC", "client\nremote-cert-tls server\ndata-ciphers AES-256-GCM:AES-256-CBC\nauth none\n", Context{}, "no-authentication:4:error:true"},
+		{"auth none AEAD only", "client\nremote-cert-tls server\nauth none\n", Context{}, ""},
+		{"old peers no cipher", "client\nremote-cert-tls server\nns-cert-type server\n", Context{}, "deprecated-option:3:warning:false old-peer-cipher:3:info:true"},
+		{"old peers with fallback", "client\nremote-cert-tls server\nns-cert-type server\ndata-ciphers-fallback AES-256-CBC\n", Context{}, "deprecated-option:3:warning:false"},
 		{"tun-mtu fits with mssfix default", "tun-mtu 1500\n", Context{PathMTU: 1500}, "tun-mtu-path:1:info:true"},
 		{"tun-mtu needs mssfix", "tun-mtu 1500\n", Context{PathMTU: 1400}, "tun-mtu-path:1:warning:false"},
 		{"jumbo without pmtu", "tun-mtu 9000\n", Context{}, "tun-mtu-path:1:info:false"},

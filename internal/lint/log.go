@@ -146,7 +146,7 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 		}
 		add(Finding{Rule: "log-dco", Severity: Warning, Category: Performance,
 			Problem: "DCO off because " + why + ": " + e.Text,
-			Reason:  "OpenVPN logs this line where it decides (" + strings.Join(srcs, "; ") + "). Instead: " + rule.Replacement + ". " + dcoCost}, e.Line)
+			Reason:  "OpenVPN logs this line where it decides (" + strings.Join(srcs, "; ") + "), and only for the first reason it finds: `ovpnperf lint --target VERSION CONFIG` lists every option that turns DCO off. Instead: " + rule.Replacement + ". " + dcoCost}, e.Line)
 	}
 	if e, ok := rep.First(openvpn.EventDCO); ok && !dcoOff && rep.DCOVersion == "N/A" {
 		add(Finding{Rule: "log-dco", Severity: Info, Category: Performance,

@@ -82,6 +82,9 @@ type Scenario struct {
 	Networks []Network `json:"networks"`
 	// Extra holds command-specific settings (payload kind, variants …).
 	Extra map[string]any `json:"extra,omitempty"`
+	// Real describes the user's path and tunnel of `ovpnperf measure`
+	// (Networks then holds the one network NetworkReal).
+	Real *RealPath `json:"real,omitempty"`
 }
 
 // Network is one emulated path a scenario measured on.
@@ -139,9 +142,17 @@ type Row struct {
 	// Error says why.
 	Valid bool   `json:"valid"`
 	Error string `json:"error,omitempty"`
+	// NotTested says why this row was not measured at all (a DCO variant
+	// on a kernel without the driver): it has no samples and no number.
+	NotTested string `json:"not_tested,omitempty"`
 
 	// Extra holds recipe-specific figures (pps, loss, RTT, fragments …).
 	Extra map[string]any `json:"extra,omitempty"`
+
+	// OpenVPN holds, for `ovpnperf measure`, what the local OpenVPN
+	// process and the host counted during each accepted sample (the same
+	// order as SamplesBps).
+	OpenVPN []OpenVPNCounters `json:"openvpn,omitempty"`
 }
 
 // Sample is one iperf3 run of a row.
@@ -152,6 +163,11 @@ type Sample struct {
 	// streams, as the iperf3 client saw them: bytes it sent in "up"
 	// samples, bytes it received in "down" samples.
 	Intervals []Interval `json:"intervals"`
+	// SenderMeanRTTMicros and SenderMaxSndWndBytes are the sending TCP's
+	// mean RTT and largest send window (the receiver's advertised window)
+	// as iperf3 reported them; 0 when the client did not send (down).
+	SenderMeanRTTMicros  int64 `json:"sender_mean_rtt_us,omitempty"`
+	SenderMaxSndWndBytes int64 `json:"sender_max_snd_wnd_bytes,omitempty"`
 }
 
 // Interval is one periodic report of a sample.

@@ -104,7 +104,10 @@ func renderNetwork(g rowGroup, extra []Column) string {
 	t.AppendHeader(header)
 	for _, r := range g.rows {
 		status := "ok"
-		if !r.Valid {
+		switch {
+		case r.NotTested != "":
+			status = truncate(oneLine(r.NotTested), 2*maxErrorWidth)
+		case !r.Valid:
 			status = "INVALID"
 			if r.Error != "" {
 				status += ": " + truncate(oneLine(r.Error), maxErrorWidth)
@@ -114,8 +117,11 @@ func renderNetwork(g rowGroup, extra []Column) string {
 		if r.Path == PathRouted {
 			ratio = "baseline"
 		}
-		row := table.Row{r.Variant, r.Direction, r.Proto, len(r.SamplesBps),
-			FormatMbpsSpread(Summarize(r.SamplesBps)), ratio}
+		spread := FormatMbpsSpread(Summarize(r.SamplesBps))
+		if r.NotTested != "" {
+			spread, ratio = "-", "-"
+		}
+		row := table.Row{r.Variant, r.Direction, r.Proto, len(r.SamplesBps), spread, ratio}
 		if published {
 			p := "-"
 			if r.PublishedBps > 0 {

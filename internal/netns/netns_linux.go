@@ -9,6 +9,7 @@ package netns
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -103,4 +104,26 @@ func Fd(name string) (netns.NsHandle, error) {
 		return 0, fmt.Errorf("opening network namespace %s: %w", name, err)
 	}
 	return ns, nil
+}
+
+// Listen opens a listener on address inside the named namespace (in the
+// caller's own when name is ""). The socket stays in that namespace: Accept
+// and Close work from any goroutine, so a server in a lab listens on the
+// lab's addresses without moving any thread but the one that opened it.
+//
+// Equivalent to: ip netns exec NAME <server listening on address>
+func Listen(name, network, address string) (net.Listener, error) {
+	if name == "" {
+		return net.Listen(network, address)
+	}
+	var l net.Listener
+	err := Do(name, func() error {
+		var err error
+		l, err = net.Listen(network, address)
+		if err != nil {
+			return fmt.Errorf("in network namespace %s: %w", name, err)
+		}
+		return nil
+	})
+	return l, err
 }

@@ -84,6 +84,10 @@ func init() {
 		"shaper":      {side: ClientSide, form: "shaper BYTES_PER_SEC (100-100000000)", check: number(100, 100000000)},
 		"reneg-bytes": {side: BothSides, form: "reneg-bytes BYTES (0-2147483647, 0 = never)", check: number(0, 1<<31-1)},
 		"providers":   {side: BothSides, form: "providers legacy|default …", check: providers},
+		// dco is no OpenVPN directive: it leaves out the lab's
+		// disable-dco, so OpenVPN offloads where the kernel can. lab run
+		// runs such a variant only where the kernel has the driver.
+		"dco": {side: BothSides, form: "dco", check: noArgs},
 	}
 }
 
@@ -150,6 +154,14 @@ func (v Variant) String() string {
 func (v Variant) Apply(server, client *Config) {
 	for _, it := range v.Items {
 		d := it.Directive
+		if d.Name == "dco" {
+			for _, c := range []*Config{server, client} {
+				if c != nil {
+					c.Remove("disable-dco")
+				}
+			}
+			continue
+		}
 		d.Args = append([]string(nil), d.Args...)
 		if it.Side&ServerSide != 0 && server != nil {
 			server.Set(d)
@@ -158,6 +170,24 @@ func (v Variant) Apply(server, client *Config) {
 			client.Set(d)
 		}
 	}
+}
+
+// DCO reports whether the variant allows data channel offload (the dco
+// item: no disable-dco in its configs).
+func (v Variant) DCO() bool {
+	for _, it := range v.Items {
+		if it.Name == "dco" {
+			return true
+		}
+	}
+	return false
+}
+
+// DCOVariant is `--variant dco`: the lab's defaults with data channel
+// offload allowed. It is not among BuiltinVariants (which every lab can
+// run): lab run runs it only on a kernel with the driver.
+func DCOVariant() Variant {
+	return Variant{Name: "dco", Description: "OpenVPN's defaults with data channel offload (kernel ovpn driver) allowed", Items: []VariantItem{{Directive: D("dco"), Side: BothSides}}}
 }
 
 var variantNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
@@ -241,6 +271,9 @@ func builtin(name string) (Variant, bool) {
 // the table; the error is a usage error naming the variant, the directive
 // and the accepted form.
 func ParseVariant(s string) (Variant, error) {
+	if s == "dco" {
+		return DCOVariant(), nil
+	}
 	if !strings.Contains(s, "=") {
 		if v, ok := builtin(s); ok {
 			return v, nil

@@ -215,7 +215,7 @@ func (r *Report) Input(proto string, outerIPv6 bool) advise.Input {
 		in.Jitter = time.Duration(p.JitterMs.Value * float64(time.Millisecond))
 	}
 	if p.LossPercent.Known() {
-		in.LossPercent = p.LossPercent.Value
+		in.LossPercent, in.LossGiven = p.LossPercent.Value, true
 	}
 	if p.PathRateBitsPerSec.Known() {
 		in.RateBitsPerSec = p.PathRateBitsPerSec.Value

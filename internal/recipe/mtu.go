@@ -609,10 +609,10 @@ func mtuMedian(xs []int) int {
 	return int(measure.Median(f))
 }
 
-// mtuSame returns the common value of the valid samples and whether they all
-// agree (false also without any valid sample).
-func mtuSame(xs []int) (int, bool) {
-	v := 0
+// mtuSame returns the common value of the successful searches (x > 0), how
+// many succeeded, and whether they all agree (false also without any).
+func mtuSame(xs []int) (v, n int, agree bool) {
+	agree = true
 	for _, x := range xs {
 		switch {
 		case x <= 0:
@@ -620,10 +620,11 @@ func mtuSame(xs []int) (int, bool) {
 		case v == 0:
 			v = x
 		case x != v:
-			return v, false
+			agree = false
 		}
+		n++
 	}
-	return v, v != 0
+	return v, n, agree && n > 0
 }
 
 // mtuJudge judges a saved report: each network's measurements are in
@@ -644,20 +645,33 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 	var out []measure.Verdict
 	tag := " [" + m.Network + "]"
 
+	// No verdict rests on fewer than MinSamples successful
+	// searches (docs/evidence.md): a failed search is no evidence either
+	// way, so [0 0 1400] is one search, not three.
 	claim := fmt.Sprintf("outside the tunnel the path MTU is the path's %d bytes", m.ConfiguredMTU) + tag
-	outer, ok := mtuSame(m.Outer)
+	outer, nOuter, agree := mtuSame(m.Outer)
+	failedNote := func(n int, xs []int) string {
+		if f := len(xs) - n; f > 0 {
+			return fmt.Sprintf("; %d failed", f)
+		}
+		return ""
+	}
+	ok := agree && nOuter >= MinSamples
 	switch {
-	case !ok:
-		out = append(out, newVerdict(claim, Noise, "the searches disagree or failed: %v", m.Outer))
+	case nOuter < MinSamples:
+		out = append(out, newVerdict(claim, Noise, "%d of %d searches succeeded (%v), a verdict needs %d", nOuter, len(m.Outer), m.Outer, MinSamples))
+	case !agree:
+		out = append(out, newVerdict(claim, Noise, "the searches disagree: %v", m.Outer))
 	case outer == m.ConfiguredMTU:
-		out = append(out, newVerdict(claim, Confirmed, "every search found %d bytes (%v)", outer, m.Outer))
+		out = append(out, newVerdict(claim, Confirmed, "all %d successful searches found %d bytes (%v%s)", nOuter, outer, m.Outer, failedNote(nOuter, m.Outer)))
 	default:
-		out = append(out, newVerdict(claim, Refuted, "every search found %d bytes, not %d (%v)", outer, m.ConfiguredMTU, m.Outer))
+		out = append(out, newVerdict(claim, Refuted, "all %d successful searches found %d bytes, not %d (%v%s)", nOuter, outer, m.ConfiguredMTU, m.Outer, failedNote(nOuter, m.Outer)))
 	}
 
 	claim = fmt.Sprintf("through a cleartext tunnel the largest packet that passes is the outer MTU minus the tunnel's %d bytes (published: 8 + UDP 8 + IPv4 20 = %d)",
 		m.CleartextOverhead, mtuPublishedCleartext) + tag
-	inner, iok := mtuSame(m.Inner)
+	inner, nInner, iagree := mtuSame(m.Inner)
+	iok := iagree && nInner >= MinSamples
 	var diffs []int
 	match := true
 	for i := range m.Inner {
@@ -667,12 +681,12 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 		}
 	}
 	switch {
-	case len(diffs) == 0:
-		out = append(out, newVerdict(claim, Noise, "no repeat measured both the outer (%v) and the inner MTU (%v)", m.Outer, m.Inner))
+	case len(diffs) < MinSamples:
+		out = append(out, newVerdict(claim, Noise, "%d of %d repeats measured both the outer (%v) and the inner MTU (%v), a verdict needs %d", len(diffs), len(m.Inner), m.Outer, m.Inner, MinSamples))
 	case match:
-		out = append(out, newVerdict(claim, Confirmed, "inner %v = outer %v − %d in every repeat", m.Inner, m.Outer, m.CleartextOverhead))
+		out = append(out, newVerdict(claim, Confirmed, "inner %v = outer %v − %d in all %d repeats that measured both", m.Inner, m.Outer, m.CleartextOverhead, len(diffs)))
 	case iok && ok:
-		out = append(out, newVerdict(claim, Refuted, "inner %d = outer %d − %d: the tunnel costs %d bytes, the computation says %d", inner, outer, outer-inner, outer-inner, m.CleartextOverhead))
+		out = append(out, newVerdict(claim, Refuted, "inner %d = outer %d − %d in all %d repeats that measured both: the tunnel costs %d bytes, the computation says %d", inner, outer, outer-inner, len(diffs), outer-inner, m.CleartextOverhead))
 	default:
 		out = append(out, newVerdict(claim, Noise, "outer %v, inner %v: the repeats disagree (differences %v)", m.Outer, m.Inner, diffs))
 	}
@@ -715,8 +729,8 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 	detail := fmt.Sprintf("default tunnel (tun-mtu 1500): %s, one byte more: %s; tunnel with tun-mtu %d: %s",
 		describe(m.Fit), describe(m.Over), rec, describe(m.Lowered))
 	switch {
-	case n == 0:
-		out = append(out, newVerdict(claim, Noise, "no probes"))
+	case n < MinSamples:
+		out = append(out, newVerdict(claim, Noise, "%d repeats probed, a verdict needs %d: %s", n, MinSamples, detail))
 	case fitOK == n && overBlocked == n && lowOK == len(m.Lowered):
 		out = append(out, newVerdict(claim, Confirmed, "%s", detail))
 	case fitBad == n || (len(m.Lowered) > 0 && lowOK == 0):
@@ -749,8 +763,8 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 		tcp += fmt.Sprintf("; for this path the translation recommends %s (inner MSS %d)", m.Translation.MSSFix, m.Translation.InnerMSS4)
 	}
 	switch {
-	case len(m.TCP) == 0:
-		out = append(out, newVerdict(claim, Noise, "no TCP sample"))
+	case len(m.TCP) < MinSamples:
+		out = append(out, newVerdict(claim, Noise, "%d TCP samples, a verdict needs %d: %s", len(m.TCP), MinSamples, tcp))
 	case clean == len(m.TCP):
 		out = append(out, newVerdict(claim, Confirmed, "%s in every repeat", tcp))
 	case fragd+failed == len(m.TCP) && (fragd == len(m.TCP) || failed == len(m.TCP)):

@@ -60,28 +60,42 @@ func TestMTUVerdicts(t *testing.T) {
 	}{
 		{"as computed, PMTUD", func(m *mtuResult) {
 			m.Outer, m.Inner = []int{1492, 1492, 1492}, []int{1456, 1456, 1456}
-			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean}, []mtuProbe{frag, frag}, []mtuProbe{clean, clean}
-			m.TCP = []mtuTCP{tcpOK, tcpOK}
+			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean, clean}, []mtuProbe{frag, frag, frag}, []mtuProbe{clean, clean, clean}
+			m.TCP = []mtuTCP{tcpOK, tcpOK, tcpOK}
 		}, [4]verdict.Outcome{Confirmed, Confirmed, Confirmed, Confirmed}},
 		{"black hole", func(m *mtuResult) {
-			m.Outer, m.Inner = []int{1492}, []int{1456}
-			m.Fit, m.Over, m.Lowered = []mtuProbe{clean}, []mtuProbe{lost}, []mtuProbe{clean}
-			m.TCP = []mtuTCP{tcpStall}
+			m.Outer, m.Inner = []int{1492, 1492, 1492}, []int{1456, 1456, 1456}
+			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean, clean}, []mtuProbe{lost, lost, lost}, []mtuProbe{clean, clean, clean}
+			m.TCP = []mtuTCP{tcpStall, tcpStall, tcpStall}
 		}, [4]verdict.Outcome{Confirmed, Confirmed, Confirmed, Refuted}},
 		{"other MTU and overhead", func(m *mtuResult) {
-			m.Outer, m.Inner = []int{1500, 1500}, []int{1460, 1460}
-			m.Fit, m.Over, m.Lowered = []mtuProbe{frag, frag}, []mtuProbe{frag, frag}, []mtuProbe{frag, frag}
-			m.TCP = []mtuTCP{tcpFrag, tcpFrag}
+			m.Outer, m.Inner = []int{1500, 1500, 1500}, []int{1460, 1460, 1460}
+			m.Fit, m.Over, m.Lowered = []mtuProbe{frag, frag, frag}, []mtuProbe{frag, frag, frag}, []mtuProbe{frag, frag, frag}
+			m.TCP = []mtuTCP{tcpFrag, tcpFrag, tcpFrag}
 		}, [4]verdict.Outcome{Refuted, Refuted, Refuted, Refuted}},
 		{"disagreeing repeats", func(m *mtuResult) {
-			m.Outer, m.Inner = []int{1492, 1400}, []int{1456, 1456}
-			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean}, []mtuProbe{frag, cleanOver}, []mtuProbe{clean, clean}
-			m.TCP = []mtuTCP{tcpOK, tcpFrag}
+			m.Outer, m.Inner = []int{1492, 1400, 1492}, []int{1456, 1456, 1456}
+			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean, clean}, []mtuProbe{frag, cleanOver, frag}, []mtuProbe{clean, clean, clean}
+			m.TCP = []mtuTCP{tcpOK, tcpFrag, tcpOK}
 		}, [4]verdict.Outcome{Noise, Noise, Noise, Noise}},
 		{"failed searches, conservative recommendation", func(m *mtuResult) {
-			m.Outer, m.Inner = []int{0}, []int{0}
-			m.Fit, m.Over, m.Lowered = []mtuProbe{clean}, []mtuProbe{cleanOver}, []mtuProbe{clean}
+			m.Outer, m.Inner = []int{0, 0, 0}, []int{0, 0, 0}
+			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean, clean}, []mtuProbe{cleanOver, cleanOver, cleanOver}, []mtuProbe{clean, clean, clean}
 		}, [4]verdict.Outcome{Noise, Noise, Changed, Noise}},
+		// One successful search of three is one search: before, the
+		// failed ones were skipped and [0 0 1492] was "every search found
+		// 1492 bytes", confirmed.
+		{"one search of three", func(m *mtuResult) {
+			m.Outer, m.Inner = []int{0, 0, 1492}, []int{0, 0, 1456}
+			m.Fit, m.Over, m.Lowered = []mtuProbe{clean, clean, clean}, []mtuProbe{frag, frag, frag}, []mtuProbe{clean, clean, clean}
+			m.TCP = []mtuTCP{tcpOK, tcpOK, tcpOK}
+		}, [4]verdict.Outcome{Noise, Noise, Confirmed, Confirmed}},
+		// One repeat of everything: nothing rests on it.
+		{"one repeat", func(m *mtuResult) {
+			m.Outer, m.Inner = []int{1492}, []int{1456}
+			m.Fit, m.Over, m.Lowered = []mtuProbe{clean}, []mtuProbe{frag}, []mtuProbe{clean}
+			m.TCP = []mtuTCP{tcpOK}
+		}, [4]verdict.Outcome{Noise, Noise, Noise, Noise}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := base
@@ -92,6 +106,9 @@ func TestMTUVerdicts(t *testing.T) {
 			}
 			if !strings.Contains(vs[3].Claim, "inner MSS 1400") {
 				t.Errorf("mssfix claim %q", vs[3].Claim)
+			}
+			if c.name == "one search of three" && !strings.Contains(vs[0].Reason, "1 of 3 searches succeeded ([0 0 1492]), a verdict needs 3") {
+				t.Errorf("reason does not say how many searches succeeded: %q", vs[0].Reason)
 			}
 			for i, v := range vs {
 				if v.Outcome != c.want[i] || v.Reason == "" || !strings.HasSuffix(v.Claim, "[n]") {

@@ -9,6 +9,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/table"
 
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // Verdicts of a compared row.
@@ -19,6 +20,10 @@ const (
 	// Incomparable: a side has no valid samples, or the row exists on one
 	// side only.
 	Incomparable = "not comparable"
+	// TooFew: both sides have samples, but one has fewer than
+	// verdict.MinSamples: its min–max spread says nothing about the
+	// spread of the rate, so neither a change nor its absence is judged.
+	TooFew = "not enough samples"
 )
 
 // DefaultThreshold is the relative change of the median below which a row
@@ -72,9 +77,12 @@ const CompareSchema = "ovpnperf/compare/v1"
 type rowKey struct{ network, variant, direction string }
 
 // Compare matches the rows of two run documents by network, variant and
-// direction and judges each: "no change" when the min–max spreads overlap
-// or the medians differ by less than the threshold, otherwise better or
-// worse by the medians. Throughput is the measure: higher is better.
+// direction and judges each: "not enough samples" when a side has fewer
+// than verdict.MinSamples valid samples (docs/evidence.md), otherwise "no
+// change" when the min–max spreads overlap or the medians differ by less
+// than the threshold, otherwise better or worse by the medians
+// (verdict.Above: every sample of one side beyond every sample of the
+// other). Throughput is the measure: higher is better.
 func Compare(old, new *measure.Report, opts CompareOptions) []Change {
 	if opts.Threshold <= 0 {
 		opts.Threshold = DefaultThreshold
@@ -131,6 +139,10 @@ func Compare(old, new *measure.Report, opts CompareOptions) []Change {
 			c.Verdict, c.Reason = Incomparable, "only in the old document"
 		case c.Old.N == 0 || c.New.N == 0:
 			c.Verdict, c.Reason = Incomparable, "a side has no valid sample"
+		case c.Old.N < verdict.MinSamples || c.New.N < verdict.MinSamples:
+			c.ChangePercent = 100 * (c.New.Median - c.Old.Median) / c.Old.Median
+			c.Verdict, c.Reason = TooFew, fmt.Sprintf("not enough samples to judge: %d old and %d new valid samples, a verdict needs %d a side (docs/evidence.md)",
+				c.Old.N, c.New.N, verdict.MinSamples)
 		default:
 			c.ChangePercent = 100 * (c.New.Median - c.Old.Median) / c.Old.Median
 			rel := math.Abs(c.ChangePercent) / 100
@@ -219,7 +231,7 @@ func (cmp Comparison) WriteTable(w io.Writer) error {
 		t.AppendRow(table.Row{c.Network, c.label(), c.Direction, measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), change, c.Verdict, c.Reason})
 	}
 	t.Render()
-	_, err := fmt.Fprintf(w, "old %s, new %s; no change = min–max spreads overlap or the medians differ by under %.0f%%\n", cmp.Old, cmp.New, 100*cmp.Threshold)
+	_, err := fmt.Fprintf(w, "old %s, new %s; with fewer than %d samples a side: not enough samples to judge; no change = min–max spreads overlap or the medians differ by under %.0f%% (docs/evidence.md)\n", cmp.Old, cmp.New, verdict.MinSamples, 100*cmp.Threshold)
 	return err
 }
 
@@ -232,7 +244,7 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 	p.w(`<section class="doc" id="doc1" aria-labelledby="doc1-h"><h2 id="doc1-h">%s</h2>`, esc(p.title))
 	p.facts("Old", fmt.Sprintf("%s: %s, %s", cmp.Old, old.Scenario.Command, old.Started.UTC().Format("2006-01-02 15:04 MST")),
 		"New", fmt.Sprintf("%s: %s, %s", cmp.New, new.Scenario.Command, new.Started.UTC().Format("2006-01-02 15:04 MST")),
-		"Rule", fmt.Sprintf("better or worse only when the min–max spreads are apart and the medians differ by %.0f%% or more; otherwise no change", 100*cmp.Threshold))
+		"Rule", fmt.Sprintf("with %d or more samples a side, better or worse only when the min–max spreads are apart and the medians differ by %.0f%% or more; otherwise no change (docs/evidence.md)", verdict.MinSamples, 100*cmp.Threshold))
 	if oc, nc := commandLine(old.Scenario.Argv), commandLine(new.Scenario.Argv); oc == nc && oc != "" {
 		p.w(`<p class="cmd">Command of both: <code>%s</code></p>`, esc(oc))
 	} else {

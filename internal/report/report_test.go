@@ -215,6 +215,33 @@ func TestCompareRule(t *testing.T) {
 	}
 }
 
+// One sample a side decides nothing: below verdict.MinSamples a side the
+// row is "not enough samples", whatever the medians, and the comparison is
+// not worse (before, 100 → 50 with one sample each was "worse", exit 1).
+func TestCompareNeedsMinSamples(t *testing.T) {
+	for _, c := range []struct {
+		old, new []float64
+		want     string
+	}{
+		{[]float64{100}, []float64{50}, TooFew},
+		{[]float64{100}, []float64{150}, TooFew},
+		{[]float64{100, 101}, []float64{50, 51}, TooFew},
+		{[]float64{100, 101, 102}, []float64{50, 51}, TooFew},
+		{[]float64{100, 101, 102}, []float64{50, 51, 52}, Worse},
+	} {
+		old := &measure.Report{Rows: []measure.Row{row("lan", "a", "up", c.old...)}}
+		new := &measure.Report{Rows: []measure.Row{row("lan", "a", "up", c.new...)}}
+		cmp := NewComparison("o", old, "n", new, CompareOptions{})
+		got := cmp.Changes[0]
+		if got.Verdict != c.want || cmp.Worse != (c.want == Worse) {
+			t.Errorf("%v → %v: %s (%s), worse %v; want %s", c.old, c.new, got.Verdict, got.Reason, cmp.Worse, c.want)
+		}
+		if c.want == TooFew && !strings.Contains(got.Reason, "not enough samples to judge") {
+			t.Errorf("%v → %v: reason %q", c.old, c.new, got.Reason)
+		}
+	}
+}
+
 // Must show 4 on real runs here: jumbo against default on the unshaped
 // LAN is better in both directions; and two runs of the same WAN
 // configuration show no change on any row.

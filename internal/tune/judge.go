@@ -9,7 +9,7 @@ import (
 )
 
 // The rules by which tune calls one candidate better than another, in one
-// place (the README's tune section states them too):
+// place (docs/evidence.md explains them for users, with their chances):
 //
 //   - Within one interleaved round and one direction, a is faster than b
 //     when a's slowest sample is above b's fastest (verdict.Faster:
@@ -166,10 +166,11 @@ func (r DirRecord) Judged() int { return r.Faster + r.Slower + r.Within }
 
 // MinRounds is how many rounds must judge a direction before a win in
 // every one of them counts. One round is not enough: with 3 samples a
-// side, two candidates of the same speed still separate in 1 round of 20
-// by chance (all three of one above all three of the other, either way:
-// 2 of the 20 equally likely orders), per direction and per candidate
-// compared; two rounds in a row bring that to 1 in 400.
+// side, a candidate of the same speed as the other is faster beyond the
+// spread in 1 round of 20 by chance (one of the 20 equally likely orders
+// of the six samples puts all three of it above; 1 in 10 for either one
+// above the other), per direction and per candidate compared; two rounds
+// in a row bring that to 1 in 400. docs/evidence.md explains it.
 const MinRounds = 2
 
 // Fresh is the number of judged rounds other than those that chose a.
@@ -274,7 +275,7 @@ type Verdict struct {
 }
 
 // VerdictRule is the rule a Verdict applies, as the JSON states it.
-const VerdictRule = "better only when, in the interleaved rounds that measured both, one direction was faster beyond the spread (slowest sample above the other's fastest, 3 samples a side) in every round that judged it (at least 2 rounds besides the round in which the search chose it) and no direction was slower beyond the spread in any round; samples of different rounds are not pooled"
+const VerdictRule = "better only when, in the interleaved rounds that measured both, one direction was faster beyond the spread (slowest sample above the other's fastest, 3 samples a side) in every round that judged it (at least 2 rounds besides the round in which the search chose it) and no direction was slower beyond the spread in any round; samples of different rounds are not pooled (docs/evidence.md: a candidate of the default's speed passes by chance in about 1 of 400 per direction)"
 
 // Judge decides whether candidate name beats the default from the steps
 // that measured both: the rule over rounds (beats). name is the search's

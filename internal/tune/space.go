@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/rules"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -191,7 +191,7 @@ type SpaceOptions struct {
 	// below 1500 the MTU axis tries mssfix and fragment at it.
 	PathMTU int
 	// LossPercent is the lossier direction's loss: above
-	// advise.JumboMaxLossPercent the MTU axis leaves out Jumbo.
+	// rules.JumboMaxLossPercent the MTU axis leaves out Jumbo.
 	LossPercent float64
 	AllowTCP    bool
 	// Fixed pins axes (ParseFix); the search does not move them.
@@ -210,15 +210,15 @@ const Jumbo = "tun-mtu 9000;mssfix 0"
 
 // JumboTried reports whether the MTU axis tries Jumbo, and when not, why.
 // It does whenever the path passes a jumbo tunnel's outer fragments, by
-// advise's rule (advise.FragmentsPass: its loss), whatever the path MTU:
+// the shared jumbo rule (rules.FragmentsPass: its loss), whatever the path MTU:
 // OpenVPN's 9000-byte datagrams leave the sender as fragments without DF,
 // which pass an ICMP black hole and a bottleneck below 1500 alike.
 func JumboTried(o SpaceOptions) (bool, string) {
-	if advise.FragmentsPass(o.LossPercent) {
+	if rules.FragmentsPass(o.LossPercent) {
 		return true, ""
 	}
 	return false, fmt.Sprintf("%s not tried: the path loses %g%% of packets, above the %g%% at which a jumbo tunnel's outer fragments pass (one lost fragment of seven loses the whole 9000-byte packet; advise's rule)",
-		Jumbo, o.LossPercent, advise.JumboMaxLossPercent)
+		Jumbo, o.LossPercent, rules.JumboMaxLossPercent)
 }
 
 // Buffer sizes tried, in bytes: OpenVPN sets them with SO_SNDBUF and

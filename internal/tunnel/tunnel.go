@@ -94,38 +94,14 @@ func Up(ctx context.Context, l *lab.Lab, o Options) (_ *Tunnel, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	srvCfg, cliCfg, err := configs(o, dir, o.PKI.Server(), o.PKI.Client(o.Client))
+	if err != nil {
+		return nil, err
+	}
 	subnet := Subnet(o.Slot)
-	port := uint16(BasePort + o.Slot)
-	remote := lab.ServerV4
-	if o.IPv6Transport {
-		remote = lab.ServerV6
-	}
-	clientCreds := o.PKI.Client(o.Client)
-	srvCfg, err := openvpn.ServerConfig(openvpn.ServerParams{
-		Dev: serverDev(o.Slot), Proto: o.Proto, IPv6: o.IPv6Transport,
-		Port: port, Tunnel: subnet, Credentials: o.PKI.Server(),
-		Management: filepath.Join(dir, "server.mgmt"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	cliCfg, err := openvpn.ClientConfig(openvpn.ClientParams{
-		Dev: clientDev(o.Slot), Proto: o.Proto, IPv6: o.IPv6Transport,
-		Remote: remote, Port: port, Credentials: clientCreds,
-		Management: filepath.Join(dir, "client.mgmt"),
-	})
-	if err != nil {
-		return nil, err
-	}
 	t := &Tunnel{Options: o, ServerAddr: subnet.Addr().Next(), ClientAddr: subnet.Addr().Next().Next()}
 	if o.InnerIPv6 {
-		subnet6 := Subnet6(o.Slot)
-		srvCfg.Add("server-ipv6", subnet6.String())
-		t.ServerAddr6 = subnet6.Addr().Next()
-	}
-	o.Variant.Apply(srvCfg, cliCfg)
-	if o.Configure != nil {
-		o.Configure(srvCfg, cliCfg)
+		t.ServerAddr6 = Subnet6(o.Slot).Addr().Next()
 	}
 	defer func() {
 		if err != nil {
@@ -224,4 +200,61 @@ func (t *Tunnel) Down() {
 	if t.Server != nil {
 		_ = t.Server.Stop()
 	}
+}
+
+// configs renders the server and client configs of one tunnel: the lab's
+// base configs, then the variant, then Options.Configure.
+func configs(o Options, dir string, srvCreds, cliCreds openvpn.Credentials) (srvCfg, cliCfg *openvpn.Config, err error) {
+	if o.Proto == "" {
+		o.Proto = openvpn.UDP
+	}
+	subnet := Subnet(o.Slot)
+	port := uint16(BasePort + o.Slot)
+	remote := lab.ServerV4
+	if o.IPv6Transport {
+		remote = lab.ServerV6
+	}
+	srvCfg, err = openvpn.ServerConfig(openvpn.ServerParams{
+		Dev: serverDev(o.Slot), Proto: o.Proto, IPv6: o.IPv6Transport,
+		Port: port, Tunnel: subnet, Credentials: srvCreds,
+		Management: filepath.Join(dir, "server.mgmt"),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	cliCfg, err = openvpn.ClientConfig(openvpn.ClientParams{
+		Dev: clientDev(o.Slot), Proto: o.Proto, IPv6: o.IPv6Transport,
+		Remote: remote, Port: port, Credentials: cliCreds,
+		Management: filepath.Join(dir, "client.mgmt"),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.InnerIPv6 {
+		srvCfg.Add("server-ipv6", Subnet6(o.Slot).String())
+	}
+	o.Variant.Apply(srvCfg, cliCfg)
+	if o.Configure != nil {
+		o.Configure(srvCfg, cliCfg)
+	}
+	return srvCfg, cliCfg, nil
+}
+
+// RenderConfigs renders the configs a tunnel with these options would
+// run, with the credentials as file names in DIR (ca.crt, server.crt …),
+// for showing what was not run (a DCO variant on a kernel without the
+// driver).
+func RenderConfigs(o Options, dir string) (server, client string, err error) {
+	cr := func(cert, key string) openvpn.Credentials {
+		return openvpn.Credentials{CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, cert), Key: filepath.Join(dir, key), TLSCrypt: filepath.Join(dir, "tls-crypt.key")}
+	}
+	s, c, err := configs(o, dir, cr("server.crt", "server.key"), cr("client.crt", "client.key"))
+	if err != nil {
+		return "", "", err
+	}
+	if server, err = s.Render(); err != nil {
+		return "", "", err
+	}
+	client, err = c.Render()
+	return server, client, err
 }

@@ -18,6 +18,9 @@
 //   - A claim is judged on the quantity it names (rates, not cipher names;
 //     the buffer it states, not the one the kernel granted).
 //
+// docs/evidence.md is the one explanation of these rules for users and
+// developers; change it with them.
+//
 // The package is a leaf: it knows samples and ratios, not reports, so that
 // both the measure types and the commands can use it.
 package verdict
@@ -61,8 +64,12 @@ func (o Outcome) Valid() bool {
 }
 
 // MinSamples is how many samples each side needs before a verdict rests
-// on it: with three interleaved pairs all on one side, the chance that
-// load alone put them there is 1 in 8.
+// on it. docs/evidence.md explains the rules and what their chances are:
+// with 3 samples a side and no real difference, Above holds by chance in 1
+// of 20 rounds (1 in 10 either way: of the 20 equally likely orders of six
+// samples, one puts all of a above all of b); all three pair ratios of
+// Within land on the same side by chance in 1 of 8 cases per side (three
+// coin tosses).
 const MinSamples = 3
 
 // Stats summarises samples.

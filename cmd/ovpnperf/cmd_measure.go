@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ovpnperf/ovpnperf/internal/capture"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
+	"github.com/ovpnperf/ovpnperf/internal/realnet"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+)
+
+func init() {
+	register(newMeasureCommand)
+	register(newAnalyzeCommand)
+}
+
+type measureOptions struct {
+	tunnel    string
+	pid       int
+	port      int
+	repeat    int
+	duration  time.Duration
+	omit      time.Duration
+	cipher    string
+	direction string
+	capture   bool
+	json      bool
+	out       string
+	html      string
+}
+
+func newMeasureCommand() *cobra.Command {
+	var o measureOptions
+	c := &cobra.Command{
+		Use:   "measure HOST --tunnel TUNNEL_ADDR",
+		Short: "Measure your own OpenVPN tunnel against the path outside it, and name what limits it",
+		Long: `measure runs on one end of an existing OpenVPN tunnel (client or server host).
+HOST is the far end's address outside the tunnel, TUNNEL_ADDR its address inside.
+The far end must run an iperf3 server (` + "`iperf3 -s`" + `); measure starts nothing there
+and changes nothing here.
+
+It takes interleaved iperf3 samples (outside up, outside down, tunnel up, tunnel
+down, --repeat times) and, during each, reads the local OpenVPN process that
+owns the tunnel (found from the route to TUNNEL_ADDR, its tun device and the
+process holding it; --pid names it): its CPU time and busiest thread, drops at
+its UDP socket or retransmits of its TCP socket, the socket buffers the kernel
+gave it, the host's IP fragment counters and the tun device's drops. What
+cannot be read is said.
+
+Findings name the limit only when every sample shows it: path-bound (the tunnel
+carries what the overhead model predicts of the outside rate, ±5 %), CPU-bound
+(OpenVPN's busiest thread at 90 % of a core or more), socket drops (with the
+buffer it got and what to set), fragmentation (with the MTU advice),
+window-bound and loss; each says what would show it wrong.
+
+--json prints the run document (network "real") that ` + "`ovpnperf report`" + ` draws and
+` + "`ovpnperf compare before.json after.json`" + ` judges, so a configuration change is
+measured before and after. --capture records the outer packets of one tunnel
+sample with tcpdump and compares them with the overhead model; with --out the
+capture is kept next to it (OUT.pcap), otherwise it is removed.
+
+Up is this host → HOST, down is HOST → this host. Needs root (it reads other
+processes' file descriptors).`,
+		Example: `  ovpnperf measure 198.51.100.7 --tunnel 10.8.0.1
+  ovpnperf measure 198.51.100.7 --tunnel 10.8.0.1 --repeat 5 --time 10s --json --out before.json
+  ovpnperf measure vpn.example.org --tunnel 10.8.0.1 --capture --out after.json
+  ovpnperf compare before.json after.json`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return runMeasure(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a[0], o)
+		},
+	}
+	f := c.Flags()
+	stringFlag(f, &o.tunnel, "tunnel", "", "", "an IP address", "the far end's address inside the tunnel (required)")
+	intFlag(f, &o.pid, "pid", "", 0, 0, 1<<22, "the local OpenVPN process (default: the one holding the tun device the route to --tunnel uses)")
+	intFlag(f, &o.port, "port", "p", 5201, 1, 65535, "the far end's iperf3 server port")
+	intFlag(f, &o.repeat, "repeat", "", 3, 1, 50, "samples per row, interleaved (1–50; findings need 3)")
+	durationFlag(f, &o.duration, "time", "t", 5*time.Second, time.Second, 300*time.Second, true, "length of each iperf3 sample (whole seconds, 1s–300s)")
+	durationFlag(f, &o.omit, "omit", "", time.Second, 0, 60*time.Second, true, "warm-up left out of each sample (iperf3 -O; whole seconds)")
+	f.StringVar(&o.direction, "direction", "both", "up (this host → HOST), down or both")
+	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default AES-256-GCM, OpenVPN 2.6's first choice)")
+	f.BoolVar(&o.capture, "capture", false, "capture the outer packets of one tunnel sample with tcpdump and analyse them")
+	f.BoolVar(&o.json, "json", false, "print one JSON document (schema "+measure.Schema+") instead of tables")
+	stringFlag(f, &o.out, "out", "", "", "a file path", "also write the JSON document to this file (checked before the run)")
+	stringFlag(f, &o.html, "html", "", "", "a file path", "also write the report page (as `ovpnperf report` makes it) to this file")
+	return c
+}
+
+func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o measureOptions) error {
+	if o.tunnel == "" {
+		return usage.Errorf("--tunnel is required: the far end's address inside the tunnel")
+	}
+	hosts, err := resolveTarget(ctx, "HOST", hostArg)
+	if err != nil {
+		return err
+	}
+	tun, literal, err := parseTarget("--tunnel", o.tunnel)
+	if err != nil {
+		return err
+	}
+	if !literal {
+		return usage.Errorf("--tunnel %q: want an IP address", o.tunnel)
+	}
+	host := hosts[0]
+	for _, h := range hosts {
+		if h.Is4() == tun.Is4() {
+			host = h
+			break
+		}
+	}
+	if host == tun {
+		return usage.Errorf("HOST and --tunnel are both %s: HOST is the address outside the tunnel, --tunnel the one inside", host)
+	}
+	if o.cipher != "" {
+		if _, err := overhead.New(overhead.DataChannel{Cipher: o.cipher}, overhead.Transport{Proto: "udp"}); err != nil {
+			return usage.Errorf("--cipher: %v", err)
+		}
+	}
+	var dirs []string
+	switch o.direction {
+	case "both":
+		dirs = []string{measure.DirectionUp, measure.DirectionDown}
+	case "up", "down":
+		dirs = []string{o.direction}
+	default:
+		return usage.Errorf("--direction %q: want up, down or both", o.direction)
+	}
+	if err := checkOutPath("--out", o.out); err != nil {
+		return err
+	}
+	if err := checkOutPath("--html", o.html); err != nil {
+		return err
+	}
+	need := []string{"iperf3"}
+	if o.capture {
+		need = append(need, "tcpdump")
+	}
+	if err := runner.Require(need...); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return usage.Errorf("measure needs root: it reads the OpenVPN process's file descriptors and counters")
+	}
+	spec := realnet.Spec{Host: host, Tunnel: tun, Pid: o.pid, Port: o.port, Repeat: o.repeat,
+		Duration: o.duration, Omit: o.omit, Cipher: o.cipher, Capture: o.capture, Directions: dirs}
+	if o.capture && o.out != "" {
+		spec.CaptureFile = strings.TrimSuffix(o.out, ".json") + ".pcap"
+	}
+	if !o.json {
+		spec.Progress = stderr
+	}
+	rep, err := realnet.Run(ctx, spec)
+	if rep == nil {
+		return err
+	}
+	rep.Scenario.Argv = os.Args
+	var outErr error
+	if o.out != "" {
+		outErr = writeOut(o.out, func(w io.Writer) error { return rep.WriteJSON(w) })
+	}
+	if o.html != "" {
+		if herr := writeHTML(o.html, []*measure.Report{rep}); herr != nil {
+			return errors.Join(err, herr)
+		}
+	}
+	if o.json {
+		if jerr := rep.WriteJSON(stdout); jerr != nil {
+			return jerr
+		}
+	} else {
+		if terr := measure.RenderTable(stdout, rep); terr != nil {
+			return terr
+		}
+		writeRealText(stdout, rep)
+	}
+	// As in lab run, a row that lost a sample is marked invalid with the
+	// reason and keeps its other samples; a row without any fails the run.
+	if err == nil {
+		for _, r := range rep.Rows {
+			if len(r.SamplesBps) == 0 {
+				err = fmt.Errorf("%s %s: no valid sample: %s", r.Variant, r.Direction, r.Error)
+				break
+			}
+		}
+	}
+	return errors.Join(err, outErr)
+}
+
+// writeRealText prints what measure read beside the table: the OpenVPN
+// process's counters per tunnel row, the capture, and the findings.
+func writeRealText(w io.Writer, rep *measure.Report) {
+	rp := rep.Scenario.Real
+	fmt.Fprintf(w, "OpenVPN pid %d on %s, %s; tun-mtu %d, path MTU %d; model %s: %d bytes per packet, tunnel/outside predicted %.3f\n",
+		rp.Pid, rp.TunDevice, rp.Socket, rp.TunMTU, rp.PathMTU, rp.ModelCipher, rp.ModelOverheadBytes, rp.PredictedRatio)
+	for _, r := range rep.Rows {
+		if r.Path != measure.PathTunnel || len(r.OpenVPN) == 0 {
+			continue
+		}
+		var drops, frags, reasm, retr, tunDrops uint64
+		share := 0.0
+		for _, c := range r.OpenVPN {
+			drops += c.SocketDrops
+			frags += c.FragCreates
+			reasm += c.ReasmReqds
+			retr += c.TCPRetrans
+			tunDrops += c.TunTxDropped
+			share = max(share, c.BusiestThreadShare)
+		}
+		last := r.OpenVPN[len(r.OpenVPN)-1]
+		fmt.Fprintf(w, "tunnel %-4s OpenVPN %.1f CPU-s/GB, busiest thread ≤%.0f %% of a core; socket drops %d, retransmits %d, buffers R=%d S=%d; IP fragments made %d, reassembled %d; tun drops %d (txqueuelen %d)\n",
+			r.Direction, r.CPUSecondsPerGB["openvpn"], 100*share, drops, retr, last.RcvbufBytes, last.SndbufBytes, frags, reasm, tunDrops, last.TxQueueLen)
+	}
+	if c := rp.Capture; c != nil {
+		fmt.Fprintf(w, "capture (%s): %d packets, %d IP fragments of %d datagrams, largest %d bytes; overhead %.1f bytes per packet measured, %d by the model",
+			c.Sample, c.Packets, c.Fragments, c.FragmentedDatagrams, c.MaxIPBytes, c.MeasuredOverheadBytes, c.ModelOverheadBytes)
+		if rp.Proto == "tcp" {
+			fmt.Fprintf(w, ", %d TCP retransmissions", c.TCPRetransmitted)
+		}
+		if c.File != "" {
+			fmt.Fprintf(w, " (kept in %s)", c.File)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+	for _, line := range measure.Findings(rep) {
+		fmt.Fprintln(w, line)
+	}
+}
+
+type analyzeOptions struct {
+	json bool
+	port int
+}
+
+func newAnalyzeCommand() *cobra.Command {
+	var o analyzeOptions
+	c := &cobra.Command{
+		Use:   "analyze FILE.pcap",
+		Short: "Analyse a capture of a tunnel's outer packets: sizes, IP fragments, OpenVPN datagrams, TCP retransmissions",
+		Long: `analyze reads a capture (pcap or pcapng, as ` + "`tcpdump -w`" + ` writes it) of the
+packets between the two ends of a tunnel and prints the IP packet sizes (a
+histogram and the most frequent sizes), the IP fragments and the datagrams
+they belong to, and for --port (OpenVPN's port) its UDP datagrams and data
+packets, or for a TCP transport its segments and retransmissions.
+A file that is not a capture, or is cut short, is refused (exit status 2).`,
+		Example: `  tcpdump -i eth0 -n -s 128 -w outer.pcap host 198.51.100.7
+  ovpnperf analyze outer.pcap --port 1194
+  ovpnperf analyze outer.pcap --json`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return runAnalyze(cmd.Context(), cmd.OutOrStdout(), a[0], o)
+		},
+	}
+	c.Flags().BoolVar(&o.json, "json", false, "print one JSON document (schema "+capture.Schema+")")
+	intFlag(c.Flags(), &o.port, "port", "", 0, 0, 65535, "OpenVPN's port (0: count no port's datagrams)")
+	return c
+}
+
+func runAnalyze(ctx context.Context, stdout io.Writer, file string, o analyzeOptions) error {
+	f, err := inputfile.Open(ctx, file, inputfile.Capture)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	a, err := capture.Analyze(f, uint16(o.port))
+	if err != nil {
+		if errors.Is(err, capture.ErrNotCapture) || errors.Is(err, capture.ErrTruncated) {
+			return usage.Errorf("%s: %v", file, err)
+		}
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if o.json {
+		return writeJSON(stdout, a)
+	}
+	return a.WriteText(stdout)
+}

@@ -1,0 +1,418 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
+	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+)
+
+// measureBench is a lab standing in for a user's network: a real OpenVPN
+// tunnel between client and server and an iperf3 server on the server, as
+// an admin would have started it by hand. measure runs in the client
+// namespace through `lab exec` and knows nothing of the lab.
+type measureBench struct {
+	lab *lab.Lab
+	tun *tunnel.Tunnel
+}
+
+func newMeasureBench(t *testing.T, p lab.Path, iperfServer bool, configure func(s, c *openvpn.Config)) *measureBench {
+	t.Helper()
+	testenv.RequirePrograms(t, "openvpn", "iperf3", "tcpdump")
+	l := labtest.New(t, p)
+	// Not bounded: the tunnel and the server must outlive this function.
+	ctx := context.Background()
+	pki, err := openvpn.NewPKI(filepath.Join(l.Dir(), "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := openvpn.ParseVariant("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tun, err := tunnel.Up(ctx, l, tunnel.Options{Variant: v, PKI: pki, Configure: configure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tun.Down)
+	if iperfServer {
+		srv, err := iperf.StartServer(ctx, func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, lab.Server, argv...) }, iperf.ServerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Stop() })
+	}
+	return &measureBench{lab: l, tun: tun}
+}
+
+// measure runs `ovpnperf measure` in the client namespace.
+func (b *measureBench) measure(t *testing.T, args ...string) result {
+	t.Helper()
+	return ovpnperf(t, append([]string{"lab", "exec", b.lab.Name(), "client", "--", binary, "measure"}, args...)...)
+}
+
+// measureDoc runs measure with --json and reads the document.
+func (b *measureBench) measureDoc(t *testing.T, args ...string) (*measure.Report, result) {
+	t.Helper()
+	r := b.measure(t, append(args, "--json")...)
+	if r.code != 0 {
+		t.Fatalf("measure: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	rep, err := measure.ReadJSON(strings.NewReader(r.stdout))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	return rep, r
+}
+
+func findingsWith(rep *measure.Report, s string) []string {
+	var out []string
+	for _, f := range measure.Findings(rep) {
+		if strings.Contains(f, s) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Must show 1: on a 50 Mbit/s, 40 ms path the tunnel carries the outside
+// rate times the overhead model's prediction, ±5 %, and the finding is
+// path-bound.
+func TestMeasurePathBound(t *testing.T) {
+	b := newMeasureBench(t, lab.Path{
+		Up:   lab.Link{RateBitsPerSec: 50e6, Delay: 20 * time.Millisecond},
+		Down: lab.Link{RateBitsPerSec: 50e6, Delay: 20 * time.Millisecond},
+	}, true, nil)
+	rep, _ := b.measureDoc(t, lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "2s")
+	rp := rep.Scenario.Real
+	if rp == nil || rep.Scenario.Command != "measure" || rep.Scenario.Networks[0].Name != "real" {
+		t.Fatalf("not a measure document: %+v", rep.Scenario)
+	}
+	if rp.Pid != b.tun.Client.Pid() {
+		t.Errorf("found OpenVPN pid %d, the tunnel's client is %d", rp.Pid, b.tun.Client.Pid())
+	}
+	if rp.PredictedRatio < 0.9 || rp.PredictedRatio > 1 {
+		t.Errorf("predicted ratio %.3f", rp.PredictedRatio)
+	}
+	for _, dir := range []string{"up", "down"} {
+		var tr, or *measure.Row
+		for i := range rep.Rows {
+			r := &rep.Rows[i]
+			if r.Direction == dir && r.Variant == "tunnel" {
+				tr = r
+			}
+			if r.Direction == dir && r.Variant == "outside" {
+				or = r
+			}
+		}
+		if tr == nil || or == nil || !tr.Valid || !or.Valid {
+			t.Fatalf("%s: rows missing or invalid: %+v %+v", dir, tr, or)
+		}
+		ratio := tr.MedianBps / or.MedianBps
+		if ratio < rp.PredictedRatio*0.95 || ratio > rp.PredictedRatio*1.05 {
+			t.Errorf("%s: tunnel/outside %.3f, model %.3f ± 5 %%", dir, ratio, rp.PredictedRatio)
+		}
+		if len(tr.OpenVPN) != len(tr.SamplesBps) || tr.OpenVPN[0].RcvbufBytes == 0 || tr.OpenVPN[0].CPUSeconds <= 0 {
+			t.Errorf("%s: OpenVPN counters not read: %+v", dir, tr.OpenVPN)
+		}
+		for _, c := range tr.OpenVPN {
+			if len(c.Unread) > 0 {
+				t.Errorf("%s: unread: %v", dir, c.Unread)
+			}
+		}
+	}
+	if f := findingsWith(rep, "path-bound:"); len(f) != 2 {
+		t.Errorf("want path-bound in both directions, findings:\n%s", strings.Join(measure.Findings(rep), "\n"))
+	}
+	t.Logf("findings:\n%s", strings.Join(measure.Findings(rep), "\n"))
+	b.checkNothingLeft(t)
+}
+
+// checkNothingLeft fails if an iperf3 client or tcpdump still runs in the
+// lab's client namespace (where measure ran; other labs on the machine are
+// not this test's), or a temporary capture remains.
+func (b *measureBench) checkNothingLeft(t *testing.T) {
+	t.Helper()
+	var ns syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(netns.Dir, b.lab.Namespace(lab.Client)), &ns); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command("pgrep", "-x", "iperf3|tcpdump").Output()
+	for _, pid := range strings.Fields(string(out)) {
+		var st syscall.Stat_t
+		if syscall.Stat("/proc/"+pid+"/ns/net", &st) == nil && st.Ino == ns.Ino && st.Dev == ns.Dev {
+			cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+			t.Errorf("left running in the client namespace: %s", strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(os.TempDir(), "ovpnperf-capture-*")); len(m) > 0 {
+		t.Errorf("left behind: %v", m)
+	}
+}
+
+// tunnelRow returns the tunnel row of direction dir.
+func tunnelRow(t *testing.T, rep *measure.Report, dir string) *measure.Row {
+	t.Helper()
+	for i := range rep.Rows {
+		if r := &rep.Rows[i]; r.Variant == "tunnel" && r.Direction == dir {
+			return r
+		}
+	}
+	t.Fatalf("no tunnel %s row", dir)
+	return nil
+}
+
+func socketDrops(r *measure.Row) (drops uint64, rcvbuf uint32) {
+	for _, c := range r.OpenVPN {
+		drops += c.SocketDrops
+		rcvbuf = max(rcvbuf, c.RcvbufBytes)
+	}
+	return drops, rcvbuf
+}
+
+// Must show 2: a client with rcvbuf 16384 on an unshaped path drops
+// datagrams at its socket, and the finding names the receive buffer and a
+// size; with the buffer it names the drops are gone.
+func TestMeasureSocketDrops(t *testing.T) {
+	b := newMeasureBench(t, lab.Path{}, true, func(s, c *openvpn.Config) { c.Add("rcvbuf", "16384") })
+	args := []string{lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "2s", "--omit", "0s", "--direction", "down"}
+	rep, _ := b.measureDoc(t, args...)
+	r := tunnelRow(t, rep, "down")
+	drops, rcv := socketDrops(r)
+	if drops == 0 {
+		t.Fatalf("no socket drops with rcvbuf 16384: %+v", r.OpenVPN)
+	}
+	if rcv != 2*16384 {
+		t.Errorf("the kernel gave %d bytes, want 2 × 16384", rcv)
+	}
+	f := findingsWith(rep, "socket drops:")
+	if len(f) != 1 || !strings.Contains(f[0], "receive buffer of 32768 bytes") || !strings.Contains(f[0], "rcvbuf 4194304") {
+		t.Fatalf("finding does not name the buffer and what to set:\n%s", strings.Join(measure.Findings(rep), "\n"))
+	}
+	t.Logf("before: %s", f[0])
+	// The change the finding advises.
+	b.restart(t, func(s, c *openvpn.Config) { c.Add("rcvbuf", "4194304") })
+	rep2, _ := b.measureDoc(t, args...)
+	r2 := tunnelRow(t, rep2, "down")
+	if drops2, rcv2 := socketDrops(r2); drops2 != 0 || len(findingsWith(rep2, "socket drops:")) != 0 {
+		t.Errorf("with rcvbuf 4194304 (kernel: %d) still %d drops:\n%s", rcv2, drops2, strings.Join(measure.Findings(rep2), "\n"))
+	}
+	t.Logf("tunnel down before %v, after %v bit/s", r.SamplesBps, r2.SamplesBps)
+	b.checkNothingLeft(t)
+}
+
+// restart replaces the bench's tunnel by one with another client config.
+func (b *measureBench) restart(t *testing.T, configure func(s, c *openvpn.Config)) {
+	t.Helper()
+	b.tun.Down()
+	tun, err := tunnel.Up(context.Background(), b.lab, tunnel.Options{Variant: b.tun.Variant, PKI: b.tun.PKI, Configure: configure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tun.Down)
+	b.tun = tun
+}
+
+// Must show 3: before/after on a 50 Mbit/s, 40 ms path: a client whose
+// receive buffer holds a couple of datagrams, then the buffer measure
+// advises. compare calls the tunnel row better and exits 0; the other way
+// round it is worse and compare exits 1.
+func TestMeasureBeforeAfterCompare(t *testing.T) {
+	b := newMeasureBench(t, lab.Path{
+		Up:   lab.Link{RateBitsPerSec: 50e6, Delay: 20 * time.Millisecond},
+		Down: lab.Link{RateBitsPerSec: 50e6, Delay: 20 * time.Millisecond},
+	}, true, func(s, c *openvpn.Config) { c.Add("rcvbuf", "4096") })
+	dir := t.TempDir()
+	before, after := filepath.Join(dir, "before.json"), filepath.Join(dir, "after.json")
+	args := []string{lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "2s", "--direction", "down"}
+	rep, _ := b.measureDoc(t, append(args, "--out", before)...)
+	b.restart(t, func(s, c *openvpn.Config) { c.Add("rcvbuf", "4194304") })
+	rep2, _ := b.measureDoc(t, append(args, "--out", after)...)
+	t.Logf("tunnel down before %v, after %v bit/s", tunnelRow(t, rep, "down").SamplesBps, tunnelRow(t, rep2, "down").SamplesBps)
+	cmp := ovpnperf(t, "compare", before, after, "--json")
+	var doc struct {
+		Changes []struct{ Variant, Direction, Verdict string }
+	}
+	if err := json.Unmarshal([]byte(cmp.stdout), &doc); err != nil {
+		t.Fatalf("compare: exit %d: %v\n%s%s", cmp.code, err, cmp.stdout, cmp.stderr)
+	}
+	verdicts := map[string]string{}
+	for _, c := range doc.Changes {
+		verdicts[c.Variant+"/"+c.Direction] = c.Verdict
+	}
+	if verdicts["tunnel/down"] != "better" || cmp.code != 0 {
+		t.Errorf("compare: exit %d, verdicts %v; want tunnel/down better, exit 0", cmp.code, verdicts)
+	}
+	if back := ovpnperf(t, "compare", after, before); back.code != 1 {
+		t.Errorf("compare after before: exit %d, want 1\n%s", back.code, back.stdout)
+	}
+	b.checkNothingLeft(t)
+}
+
+// Must show 2 (fragmentation) and 4: tun-mtu 1500 over a path MTU of 1400
+// (ICMP passes): the finding names fragmentation, the capture shows outer
+// fragments, and analyze reads the kept capture alike.
+func TestMeasureFragmentation(t *testing.T) {
+	b := newMeasureBench(t, lab.Path{MTU: 1400}, true, nil)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "frag.json")
+	rep, _ := b.measureDoc(t, lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "1s", "--omit", "0s", "--direction", "up", "--capture", "--out", out)
+	f := findingsWith(rep, "fragmentation:")
+	if len(f) != 1 || !strings.Contains(f[0], "path MTU 1400") || !strings.Contains(f[0], "mssfix 1400 mtu") {
+		t.Fatalf("no fragmentation finding with the MTU advice:\n%s", strings.Join(measure.Findings(rep), "\n"))
+	}
+	t.Logf("%s", f[0])
+	c := rep.Scenario.Real.Capture
+	if c == nil || c.Fragments == 0 || c.FragmentedDatagrams == 0 || c.File == "" {
+		t.Fatalf("capture shows no outer fragments: %+v", c)
+	}
+	if c.MaxIPBytes > 1400 {
+		t.Errorf("an outer packet of %d bytes crossed a 1400-byte path", c.MaxIPBytes)
+	}
+	an := ovpnperf(t, "analyze", c.File, "--json").mustSucceed(t)
+	var a struct {
+		Fragments           int         `json:"fragments"`
+		FragmentedDatagrams int         `json:"fragmented_datagrams"`
+		Sizes               map[int]int `json:"sizes"`
+	}
+	if err := json.Unmarshal([]byte(an.stdout), &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Fragments != c.Fragments || a.FragmentedDatagrams != c.FragmentedDatagrams {
+		t.Errorf("analyze %d fragments of %d datagrams, measure %d of %d", a.Fragments, a.FragmentedDatagrams, c.Fragments, c.FragmentedDatagrams)
+	}
+	b.checkNothingLeft(t)
+}
+
+// Must show 5: bad inputs get one clear line and the documented status,
+// and leave nothing behind: no --out file, no process, no capture.
+func TestMeasureBadInput(t *testing.T) {
+	b := newMeasureBench(t, lab.Path{}, false, nil)
+	// An iperf3 server that answers outside the tunnel only, as when the
+	// far end's firewall lets the tunnel's port through on one address.
+	srv, err := iperf.StartServer(context.Background(), func(ctx context.Context, argv ...string) *exec.Cmd { return b.lab.Command(ctx, lab.Server, argv...) },
+		iperf.ServerOptions{Bind: lab.ServerV4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	dir := t.TempDir()
+	out := filepath.Join(dir, "never.json")
+	server, tun := lab.ServerV4.String(), b.tun.ServerAddr.String()
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"TUNNEL_ADDR not through a tun", []string{server, "--tunnel", server}, 2, "both"},
+		{"TUNNEL_ADDR outside", []string{server, "--tunnel", lab.RouterServerV4.String()}, 2, "not routed through a tun device"},
+		{"HOST through the tunnel", []string{tun, "--tunnel", b.tun.ServerAddr.Next().String()}, 2, "reached through the tun device"},
+		{"unreachable HOST", []string{"198.51.100.99", "--tunnel", tun}, 1, "no iperf3 server answers at 198.51.100.99:5201"},
+		{"no iperf3 server", []string{server, "--tunnel", tun, "--port", "5999"}, 1, "`iperf3 -s -p 5999`"},
+		{"no iperf3 server inside", []string{server, "--tunnel", tun}, 1, "no iperf3 server answers at " + tun + ":5201"},
+	} {
+		r := b.measure(t, append(c.args, "--time", "1s", "--repeat", "1", "--out", out, "--capture")...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("%s: exit %d (want %d), stderr %q (want one line with %q)", c.name, r.code, c.code, r.stderr, c.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s: --out file written", c.name)
+		}
+	}
+	b.checkNothingLeft(t)
+}
+
+// Usage errors need no lab: they are refused before anything runs.
+func TestMeasureUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"measure", "198.51.100.2"}, "--tunnel is required"},
+		{[]string{"measure", "198.51.100.2", "--tunnel", "vpn.example"}, "want an IP address"},
+		{[]string{"measure", "999.1.1.1", "--tunnel", "10.8.0.1"}, "not an IPv4 address"},
+		{[]string{"measure", "198.51.100.2", "--tunnel", "10.8.0.1", "--direction", "sideways"}, "--direction"},
+		{[]string{"measure", "198.51.100.2", "--tunnel", "10.8.0.1", "--cipher", "ROT13"}, "unknown data cipher"},
+		{[]string{"measure", "198.51.100.2", "--tunnel", "10.8.0.1", "--repeat", "0"}, "--repeat"},
+		{[]string{"measure", "198.51.100.2", "--tunnel", "10.8.0.1", "--out", "/nonexistent/x.json"}, "does not exist"},
+		{[]string{"analyze", "/nonexistent.pcap"}, "no such file"},
+	} {
+		ovpnperf(t, c.args...).mustBeUsageError(t, c.want)
+	}
+}
+
+// Must show 4: analyze on a capture the test makes counts exactly what the
+// lab sent: pings of 1450 bytes across a 1400-byte path, split into a
+// 1396-byte and a 74-byte fragment each way; a cut or foreign file is
+// refused with exit status 2.
+func TestAnalyzeLabCapture(t *testing.T) {
+	testenv.RequirePrograms(t, "tcpdump", "ping")
+	l := labtest.New(t, lab.Path{MTU: 1400, NoIPv6: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "frag.pcap")
+	// The server's link: requests arrive fragmented by the router,
+	// replies leave fragmented by the server.
+	td := l.Command(ctx, lab.Server, "tcpdump", "-i", "s0", "-n", "-s", "128", "--immediate-mode", "-U", "-w", file, "icmp")
+	var stderr strings.Builder
+	td.Stderr = &stderr
+	if err := td.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !strings.Contains(stderr.String(), "listening on") && i < 200; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	const pings = 5
+	if out, err := l.Command(ctx, lab.Client, "ping", "-c", "5", "-i", "0.2", "-M", "dont", "-s", "1422", lab.ServerV4.String()).CombinedOutput(); err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
+	time.Sleep(200 * time.Millisecond)
+	_ = td.Process.Signal(syscall.SIGTERM)
+	_ = td.Wait()
+	r := ovpnperf(t, "analyze", file, "--json").mustSucceed(t)
+	var a struct {
+		Packets             int         `json:"packets"`
+		Fragments           int         `json:"fragments"`
+		FragmentedDatagrams int         `json:"fragmented_datagrams"`
+		Sizes               map[int]int `json:"sizes"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Packets != 4*pings || a.Fragments != 4*pings || a.FragmentedDatagrams != 2*pings || a.Sizes[1396] != 2*pings || a.Sizes[74] != 2*pings {
+		t.Errorf("analyze: %+v; want %d fragments of %d datagrams, %d × 1396 and %d × 74 bytes", a, 4*pings, 2*pings, 2*pings, 2*pings)
+	}
+	if !strings.Contains(ovpnperf(t, "analyze", file).mustSucceed(t).stdout, "IP fragments: 20, of 10 datagrams") {
+		t.Error("text output does not say the fragments")
+	}
+	whole, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.pcap")
+	if err := os.WriteFile(cut, whole[:len(whole)-30], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ovpnperf(t, "analyze", cut).mustBeUsageError(t, "truncated")
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte("not a capture\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ovpnperf(t, "analyze", text).mustBeUsageError(t, "not a pcap or pcapng capture")
+}

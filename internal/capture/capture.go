@@ -1,0 +1,310 @@
+// Package capture reads packet captures (pcap or pcapng, as tcpdump -w
+// writes them) of a tunnel's outer packets and says what they show: the
+// sizes of the packets on the wire, the IP fragments among them, the
+// OpenVPN data packets of one port, and, for a TCP transport, the
+// retransmitted segments. It also runs tcpdump for a few seconds (Run).
+//
+// A capture is untrusted input: every length is checked before use, and a
+// file that is not a capture or ends inside a packet is an error that says
+// so (ErrNotCapture, ErrTruncated).
+package capture
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+)
+
+// Schema names the JSON document of `ovpnperf analyze --json`.
+const Schema = "ovpnperf/capture/v1"
+
+// ErrNotCapture: the file is neither pcap nor pcapng.
+var ErrNotCapture = errors.New("not a pcap or pcapng capture")
+
+// ErrTruncated: the file ends inside a packet record.
+var ErrTruncated = errors.New("the capture is truncated (it ends inside a packet)")
+
+// Bucket is one bar of the size histogram: IP packets of LoBytes to
+// HiBytes (inclusive).
+type Bucket struct {
+	LoBytes int `json:"lo_bytes"`
+	HiBytes int `json:"hi_bytes"`
+	Packets int `json:"packets"`
+}
+
+// bucketEdges are the histogram's upper bounds: 100-byte steps up to the
+// usual MTU, then jumbo.
+var bucketEdges = []int{99, 199, 299, 399, 499, 599, 699, 799, 899, 999, 1099, 1199, 1299, 1399, 1499, 1500, 9000, 65535}
+
+// Analysis is what a capture shows.
+type Analysis struct {
+	Schema string `json:"schema"`
+	// LinkType is the capture's link layer, e.g. "Ethernet".
+	LinkType string `json:"link_type"`
+	// Packets is every record; IPPackets those with IPv4 or IPv6.
+	Packets   int `json:"packets"`
+	IPPackets int `json:"ip_packets"`
+	// IPBytes sums the IP packets' lengths (their headers' total length).
+	IPBytes uint64 `json:"ip_bytes"`
+	// Sizes counts IP packets by their length on the wire, in bytes.
+	Sizes     map[int]int `json:"sizes"`
+	Histogram []Bucket    `json:"histogram"`
+	// Fragments are IP fragments (IPv4 MF/offset, IPv6 fragment header);
+	// FragmentedDatagrams the datagrams they belong to.
+	Fragments           int `json:"fragments"`
+	FragmentedDatagrams int `json:"fragmented_datagrams"`
+	// MaxFragmentBytes is the largest fragment that has more after it:
+	// the sender cut it as large as its path MTU allowed.
+	MaxFragmentBytes int `json:"max_fragment_bytes,omitempty"`
+	// Port, when not 0, is the OpenVPN port the following figures are for.
+	Port uint16 `json:"port,omitempty"`
+	// Datagrams are the UDP datagrams from or to Port (fragments counted
+	// once); DataPackets those that carry OpenVPN data (opcodes P_DATA_V1
+	// and P_DATA_V2); DatagramBytes their IP length once reassembled.
+	Datagrams     int    `json:"datagrams"`
+	DataPackets   int    `json:"data_packets"`
+	DatagramBytes uint64 `json:"datagram_bytes"`
+	// TCPSegments with payload from or to Port, and the retransmitted ones
+	// (a payload sequence range seen before on the same connection).
+	TCPSegments       int    `json:"tcp_segments"`
+	TCPRetransmitted  int    `json:"tcp_retransmitted"`
+	TCPPayloadBytes   uint64 `json:"tcp_payload_bytes"`
+	firstSeenFragment map[fragKey]bool
+	seenSeq           map[flowKey]map[uint32]bool
+}
+
+type fragKey struct {
+	src, dst string
+	id       uint32
+}
+
+type flowKey struct {
+	src, dst string
+	sport    uint16
+	dport    uint16
+}
+
+// Analyze reads a pcap or pcapng capture. port, when not 0, selects the
+// OpenVPN traffic for the datagram, data-packet and TCP figures.
+func Analyze(r io.Reader, port uint16) (*Analysis, error) {
+	br := bufio.NewReader(r)
+	magic, err := br.Peek(4)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %d bytes", ErrNotCapture, len(magic))
+	}
+	type reader interface {
+		ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
+	}
+	var pr reader
+	var lt layers.LinkType
+	if binary.BigEndian.Uint32(magic) == 0x0a0d0d0a {
+		ng, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNotCapture, err)
+		}
+		pr, lt = ng, ng.LinkType()
+	} else {
+		switch binary.BigEndian.Uint32(magic) {
+		case 0xa1b2c3d4, 0xd4c3b2a1, 0xa1b23c4d, 0x4d3cb2a1: // µs and ns pcap, either byte order
+		default:
+			return nil, fmt.Errorf("%w: it starts with %x", ErrNotCapture, magic)
+		}
+		p, err := pcapgo.NewReader(br)
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("%w: the file header is cut short", ErrTruncated)
+			}
+			return nil, fmt.Errorf("%w: %v", ErrNotCapture, err)
+		}
+		pr, lt = p, p.LinkType()
+	}
+	a := &Analysis{Schema: Schema, LinkType: lt.String(), Sizes: map[int]int{}, Port: port,
+		firstSeenFragment: map[fragKey]bool{}, seenSeq: map[flowKey]map[uint32]bool{}}
+	for {
+		data, ci, err := pr.ReadPacketData()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, fmt.Errorf("%w: after %d packets", ErrTruncated, a.Packets)
+			}
+			return nil, fmt.Errorf("reading packet %d: %v", a.Packets+1, err)
+		}
+		a.Packets++
+		a.add(gopacket.NewPacket(data, lt, gopacket.DecodeOptions{Lazy: true, NoCopy: true}), ci)
+	}
+	a.FragmentedDatagrams = len(a.firstSeenFragment)
+	a.Histogram = histogram(a.Sizes)
+	a.firstSeenFragment, a.seenSeq = nil, nil
+	return a, nil
+}
+
+func (a *Analysis) add(pkt gopacket.Packet, ci gopacket.CaptureInfo) {
+	var (
+		proto   layers.IPProtocol
+		payload []byte
+		length  int
+		first   = true
+		frag    bool
+		src     string
+		dst     string
+		extra   int // bytes a reassembly would not keep (a later fragment's IP header)
+		id      uint32
+	)
+	switch {
+	case pkt.Layer(layers.LayerTypeIPv4) != nil:
+		ip := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+		length, proto, payload = int(ip.Length), ip.Protocol, ip.Payload
+		src, dst, id = ip.SrcIP.String(), ip.DstIP.String(), uint32(ip.Id)
+		frag = ip.Flags&layers.IPv4MoreFragments != 0 || ip.FragOffset > 0
+		if ip.Flags&layers.IPv4MoreFragments != 0 {
+			a.MaxFragmentBytes = max(a.MaxFragmentBytes, length)
+		}
+		first = ip.FragOffset == 0
+		extra = int(ip.IHL) * 4
+	case pkt.Layer(layers.LayerTypeIPv6) != nil:
+		ip := pkt.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+		length, proto, payload = 40+int(ip.Length), ip.NextHeader, ip.Payload
+		src, dst = ip.SrcIP.String(), ip.DstIP.String()
+		extra = 40
+		if f, ok := pkt.Layer(layers.LayerTypeIPv6Fragment).(*layers.IPv6Fragment); ok {
+			frag, first, id = true, f.FragmentOffset == 0, f.Identification
+			if f.MoreFragments {
+				a.MaxFragmentBytes = max(a.MaxFragmentBytes, length)
+			}
+			proto, payload = f.NextHeader, f.Payload
+			extra += 8
+		}
+	default:
+		return
+	}
+	a.IPPackets++
+	a.IPBytes += uint64(length)
+	a.Sizes[length]++
+	if frag {
+		a.Fragments++
+		a.firstSeenFragment[fragKey{src, dst, id}] = true
+	}
+	if a.Port == 0 && !first {
+		return
+	}
+	switch proto {
+	case layers.IPProtocolUDP:
+		if !first {
+			// A later fragment of a datagram counted with its first one.
+			if a.Port != 0 {
+				a.DatagramBytes += uint64(length - extra)
+			}
+			return
+		}
+		if len(payload) < 8 {
+			return
+		}
+		sport, dport := binary.BigEndian.Uint16(payload), binary.BigEndian.Uint16(payload[2:])
+		if a.Port != 0 && sport != a.Port && dport != a.Port {
+			return
+		}
+		a.Datagrams++
+		a.DatagramBytes += uint64(length)
+		if len(payload) > 8 {
+			if op := payload[8] >> 3; op == 6 || op == 9 {
+				a.DataPackets++
+			}
+		}
+	case layers.IPProtocolTCP:
+		tcp, ok := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
+		if !ok || len(tcp.Payload) == 0 {
+			return
+		}
+		if a.Port != 0 && uint16(tcp.SrcPort) != a.Port && uint16(tcp.DstPort) != a.Port {
+			return
+		}
+		a.TCPSegments++
+		a.TCPPayloadBytes += uint64(len(tcp.Payload))
+		k := flowKey{src, dst, uint16(tcp.SrcPort), uint16(tcp.DstPort)}
+		m := a.seenSeq[k]
+		if m == nil {
+			m = map[uint32]bool{}
+			a.seenSeq[k] = m
+		}
+		if m[tcp.Seq] {
+			a.TCPRetransmitted++
+		}
+		m[tcp.Seq] = true
+	}
+}
+
+func histogram(sizes map[int]int) []Bucket {
+	var out []Bucket
+	lo := 0
+	for _, hi := range bucketEdges {
+		n := 0
+		for s, c := range sizes {
+			if s >= lo && s <= hi {
+				n += c
+			}
+		}
+		if n > 0 {
+			out = append(out, Bucket{LoBytes: lo, HiBytes: hi, Packets: n})
+		}
+		lo = hi + 1
+	}
+	return out
+}
+
+// MeanDatagramBytes is the mean IP length of the port's UDP datagrams once
+// reassembled (0 without any).
+func (a *Analysis) MeanDatagramBytes() float64 {
+	if a.Datagrams == 0 {
+		return 0
+	}
+	return float64(a.DatagramBytes) / float64(a.Datagrams)
+}
+
+// WriteText writes the analysis for people.
+func (a *Analysis) WriteText(w io.Writer) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%d packets (%d IP, %d bytes), link type %s\n", a.Packets, a.IPPackets, a.IPBytes, a.LinkType)
+	fmt.Fprintf(&b, "IP fragments: %d, of %d datagrams\n", a.Fragments, a.FragmentedDatagrams)
+	if a.Port != 0 {
+		fmt.Fprintf(&b, "port %d: %d UDP datagrams (%d OpenVPN data packets, mean %.0f bytes reassembled), %d TCP segments with data, %d retransmitted\n",
+			a.Port, a.Datagrams, a.DataPackets, a.MeanDatagramBytes(), a.TCPSegments, a.TCPRetransmitted)
+	} else {
+		fmt.Fprintf(&b, "TCP segments with data: %d, retransmitted: %d\n", a.TCPSegments, a.TCPRetransmitted)
+	}
+	fmt.Fprintln(&b, "IP packet sizes:")
+	for _, k := range a.Histogram {
+		fmt.Fprintf(&b, "  %5d–%-5d bytes %8d\n", k.LoBytes, k.HiBytes, k.Packets)
+	}
+	var top []int
+	for s := range a.Sizes {
+		top = append(top, s)
+	}
+	sort.Slice(top, func(i, j int) bool {
+		if a.Sizes[top[i]] != a.Sizes[top[j]] {
+			return a.Sizes[top[i]] > a.Sizes[top[j]]
+		}
+		return top[i] < top[j]
+	})
+	if len(top) > 5 {
+		top = top[:5]
+	}
+	if len(top) > 0 {
+		fmt.Fprint(&b, "most frequent sizes:")
+		for _, s := range top {
+			fmt.Fprintf(&b, " %d B ×%d", s, a.Sizes[s])
+		}
+		fmt.Fprintln(&b)
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}

@@ -1,0 +1,463 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/ovpnperf/ovpnperf/internal/cluster"
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
+)
+
+// The two site networks of the tunnels test: the client's (behind the
+// client, routed back by the cluster with --site) and the server's (routed
+// by connect with --route).
+var (
+	clientSite = netip.MustParsePrefix("10.97.0.0/24")
+	serverSite = netip.MustParsePrefix("10.98.0.0/24")
+	clientHost = "10.97.0.1"
+	serverHost = "10.98.0.1"
+)
+
+func nsOut(t testing.TB, ctx context.Context, l *lab.Lab, n lab.Node, argv ...string) string {
+	t.Helper()
+	out, err := l.Command(ctx, n, argv...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// tunDevs are connect's tun devices in the client namespace, sorted (t0, t1).
+func tunDevs(t testing.TB, ctx context.Context, l *lab.Lab) []string {
+	var devs []string
+	for _, line := range strings.Split(nsOut(t, ctx, l, lab.Client, "ip", "-o", "link", "show"), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 {
+			d, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+			if strings.HasPrefix(d, "ovpnperf") && len(d) == 14 && d[12] == 't' {
+				devs = append(devs, d)
+			}
+		}
+	}
+	sort.Strings(devs)
+	return devs
+}
+
+func devBytes(t testing.TB, ctx context.Context, l *lab.Lab, dev, which string) int64 {
+	n, _ := strconv.ParseInt(nsOut(t, ctx, l, lab.Client, "cat", "/sys/class/net/"+dev+"/statistics/"+which), 10, 64)
+	return n
+}
+
+// routeDevs is the set of devices the client's route to the server's site
+// uses now.
+func routeDevs(ctx context.Context, l *lab.Lab) []string {
+	out, _ := l.Command(ctx, lab.Client, "ip", "route", "show", serverSite.String()).CombinedOutput()
+	var devs []string
+	f := strings.Fields(string(out))
+	for i := range f {
+		if f[i] == "dev" && i+1 < len(f) && !slices.Contains(devs, f[i+1]) {
+			devs = append(devs, f[i+1])
+		}
+	}
+	sort.Strings(devs)
+	return devs
+}
+
+// flowTunnels reads the captures of each tunnel and returns, per direction
+// ("out" from the client site, "in" to it) and client port, the tunnels
+// that carried the flow's packets.
+func flowTunnels(t *testing.T, pcaps map[string]string) map[string]map[uint16][]string {
+	got := map[string]map[uint16][]string{"out": {}, "in": {}}
+	for dev, p := range pcaps {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := pcapgo.NewReader(f)
+		if err != nil {
+			f.Close()
+			t.Fatalf("%s: %v", p, err)
+		}
+		for {
+			data, _, err := r.ReadPacketData()
+			if err != nil {
+				break
+			}
+			if len(data) < 24 || data[0]>>4 != 4 || data[9] != 6 {
+				continue
+			}
+			ihl := int(data[0]&0xf) * 4
+			src, dst := netip.AddrFrom4([4]byte(data[12:16])), netip.AddrFrom4([4]byte(data[16:20]))
+			sport, dport := uint16(data[ihl])<<8|uint16(data[ihl+1]), uint16(data[ihl+2])<<8|uint16(data[ihl+3])
+			dir, port := "out", sport
+			if dst.String() == clientHost {
+				dir, port = "in", dport
+			} else if src.String() != clientHost {
+				continue
+			}
+			if !slices.Contains(got[dir][port], dev) {
+				got[dir][port] = append(got[dir][port], dev)
+			}
+		}
+		f.Close()
+	}
+	return got
+}
+
+type iperfStreams struct {
+	Start struct {
+		Connected []struct {
+			Socket    int `json:"socket"`
+			LocalPort int `json:"local_port"`
+		} `json:"connected"`
+	} `json:"start"`
+	Intervals []struct {
+		Streams []struct {
+			Socket int     `json:"socket"`
+			Bits   float64 `json:"bits_per_second"`
+			Omit   bool    `json:"omitted"`
+		} `json:"streams"`
+	} `json:"intervals"`
+}
+
+// TestTunnelsMultipath is must-shows 1 and 2 of multi-tunnel clients: a
+// cluster of 2 instances with --site for the client's network, one
+// `cluster connect --tunnels 2 --route` in the client namespace.
+//   - iperf3 -P 8 from the client's site to the server's and back (-R):
+//     each tunnel carries ≥ 20 % of the bytes in each direction; each flow's
+//     packets of one direction cross one tunnel only (captures on both tun
+//     devices); ping through each tunnel reaches the server's site.
+//   - kill -9 of instance u1 during a run: the flows on the other tunnel
+//     have no 1-s interval below half their median; the dead tunnel leaves
+//     the client's route within its keepalive timeout (ping-restart 4 s
+//     here) and comes back after the instance restarts.
+//   - after connect ends and the cluster stops: no tun device, nexthop or
+//     route left; the multipath sysctls are as before in both namespaces.
+//
+// With 8 flows hashed over 2 tunnels, a split worse than 20/80 happens by
+// chance (about 7 % of runs by the binomial; more if the flows' rates
+// differ): a failure of that check alone says so.
+func TestTunnelsMultipath(t *testing.T) {
+	testenv.RequirePrograms(t, "openvpn", "iperf3", "tcpdump")
+	l := labtest.New(t, lab.Path{})
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	bin := os.Getenv("OVPNPERF_TEST_BINARY")
+	sysctls := func(n lab.Node) string {
+		return nsOut(t, context.Background(), l, n, "sysctl", "-n", cluster.MultipathHashSysctls[0], cluster.MultipathHashSysctls[1])
+	}
+	before := map[lab.Node]string{lab.Client: sysctls(lab.Client), lab.Server: sysctls(lab.Server)}
+	// Runs last (after the cluster's and connect's clean-up).
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for n, want := range before {
+			if got := sysctls(n); got != want {
+				t.Errorf("%s: multipath hash sysctls %q, were %q", n, got, want)
+			}
+			if out := nsOut(t, cctx, l, n, "ip", "nexthop", "show"); out != "" {
+				t.Errorf("%s: nexthops left:\n%s", n, out)
+			}
+		}
+		if d := tunDevs(t, cctx, l); len(d) > 0 {
+			t.Errorf("connect's tun devices left: %v", d)
+		}
+		if d := routeDevs(cctx, l); len(d) > 0 {
+			t.Errorf("route to %s left via %v", serverSite, d)
+		}
+		if out := nsOut(t, cctx, l, lab.Server, "ip", "route", "show", clientSite.String()); out != "" {
+			t.Errorf("server: route to %s left: %s", clientSite, out)
+		}
+		entries, _ := os.ReadDir(cluster.ConnectDir)
+		for _, e := range entries {
+			t.Logf("note: %s/%s exists (another run's?)", cluster.ConnectDir, e.Name())
+		}
+	})
+	cn := "ovpnperf client"
+	c, pki := startCluster(t, l, cluster.Options{Instances: 2, Protos: []string{"udp"}, PortBase: 1195, CPUs: []int{0, 1},
+		Sites: []cluster.Site{{Prefix: clientSite, CN: cn}}})
+	nsOut(t, ctx, l, lab.Client, "ip", "addr", "add", clientHost+"/32", "dev", "lo")
+	nsOut(t, ctx, l, lab.Server, "ip", "addr", "add", serverHost+"/32", "dev", "lo")
+
+	// The dispatcher listens in the server namespace.
+	var dl net.Listener
+	if err := netns.Do(l.Namespace(lab.Server), func() error {
+		var err error
+		dl, err = net.Listen("tcp", lab.ServerV4.String()+":0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4.String()}, Strategy: cluster.LeastLoaded}
+	go func() { _ = d.Serve(dl, pki.ServerCert(), pki.ServerKey(), pki.CACert()) }()
+
+	dir := t.TempDir()
+	cfg, err := openvpn.ClientConfig(openvpn.ClientParams{Proto: "udp", Remote: lab.ServerV4, Port: 1195, Credentials: pki.Client("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := cfg.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "client.conf")
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	connArgs := []string{bin, "cluster", "connect", dl.Addr().String(), "--ca", pki.CACert(), "--cert", pki.ClientCert(), "--key", pki.ClientKey()}
+	// A third tunnel to a 2-instance cluster is refused with the reason.
+	if out, err := l.Command(ctx, lab.Client, append(connArgs, "--tunnels", "3", "--route", serverSite.String(), "--", "--config", conf)...).CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "only 2 distinct udp instances available") {
+		t.Errorf("--tunnels 3 over 2 instances: %v\n%s", err, out)
+	}
+	keepalive := 4 * time.Second
+	logPath := filepath.Join(dir, "connect.log")
+	conn, err := l.Start(ctx, lab.Client, logPath, append(connArgs, "--tunnels", "2", "--route", serverSite.String(), "--",
+		"--config", conf, "--pull-filter", "ignore", "ping", "--ping", "1", "--ping-restart", strconv.Itoa(int(keepalive.Seconds())))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	connLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
+	stopped := false
+	stopConnect := func() {
+		if !stopped {
+			stopped = true
+			_ = conn.Stop()
+		}
+	}
+	t.Cleanup(stopConnect)
+	wait := func(what string, timeout time.Duration, cond func() bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for !cond() {
+			if time.Since(start) > timeout || ctx.Err() != nil {
+				t.Fatalf("%s: not within %v\nconnect:\n%s", what, timeout, connLog())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	var devs []string
+	wait("2 tunnels in the client's route", 40*time.Second, func() bool {
+		devs = tunDevs(t, ctx, l)
+		return len(devs) == 2 && slices.Equal(routeDevs(ctx, l), devs)
+	})
+	siteVia := func() []string {
+		for _, s := range c.SiteStatus() {
+			return s.Via
+		}
+		return nil
+	}
+	wait("the server's route to the client's site over both instances", 10*time.Second, func() bool {
+		return slices.Equal(siteVia(), []string{"u0", "u1"})
+	})
+	for _, dev := range devs {
+		if out, err := l.Command(ctx, lab.Client, "ping", "-c", "2", "-W", "2", "-I", dev, serverHost).CombinedOutput(); err != nil {
+			t.Errorf("ping %s through %s: %v\n%s", serverHost, dev, err, out)
+		}
+	}
+	srv, err := l.Start(ctx, lab.Server, filepath.Join(dir, "iperf3-server.log"), "iperf3", "-s", "-B", serverHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	time.Sleep(300 * time.Millisecond)
+	iperf := func(args ...string) iperfStreams {
+		t.Helper()
+		out, err := l.Command(ctx, lab.Client, append([]string{"iperf3", "-c", serverHost, "-B", clientHost, "-P", "8", "-J"}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("iperf3 %v: %v\n%s\nconnect:\n%s", args, err, out, connLog())
+		}
+		var r iperfStreams
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	t.Run("both-tunnels-both-directions", func(t *testing.T) {
+		for _, dir2 := range []struct {
+			name, counter string
+			args          []string
+		}{{"client→server", "tx_bytes", nil}, {"server→client", "rx_bytes", []string{"-R"}}} {
+			pcaps := map[string]string{}
+			var caps []*lab.Process
+			for _, dev := range devs {
+				p := filepath.Join(dir, dev+dir2.counter+".pcap")
+				pcaps[dev] = p
+				cp, err := l.Start(ctx, lab.Client, p+".log", "tcpdump", "-i", dev, "-n", "-s", "64", "-U", "-w", p, "tcp", "port", "5201")
+				if err != nil {
+					t.Fatal(err)
+				}
+				caps = append(caps, cp)
+			}
+			time.Sleep(time.Second) // tcpdump opens its socket
+			b0 := map[string]int64{}
+			for _, dev := range devs {
+				b0[dev] = devBytes(t, ctx, l, dev, dir2.counter)
+			}
+			iperf(append([]string{"-t", "3"}, dir2.args...)...)
+			var total int64
+			per := map[string]int64{}
+			for _, dev := range devs {
+				per[dev] = devBytes(t, ctx, l, dev, dir2.counter) - b0[dev]
+				total += per[dev]
+			}
+			time.Sleep(300 * time.Millisecond)
+			for _, cp := range caps {
+				_ = cp.Stop()
+			}
+			for _, dev := range devs {
+				share := float64(per[dev]) / float64(total)
+				t.Logf("%s: %s carried %d of %d bytes (%.0f %%)", dir2.name, dev, per[dev], total, 100*share)
+				if share < 0.2 {
+					t.Errorf("%s: %s carried %.0f %% of the bytes, want ≥ 20 %% (8 flows hashed over 2 tunnels: an unlucky hash gives this by chance)", dir2.name, dev, 100*share)
+				}
+			}
+			flows := flowTunnels(t, pcaps)
+			n := 0
+			for dir3, m := range flows {
+				for port, tuns := range m {
+					n++
+					if len(tuns) != 1 {
+						t.Errorf("%s: flow from client port %d (%s) crossed tunnels %v", dir2.name, port, dir3, tuns)
+					}
+				}
+			}
+			if len(flows["out"]) < 9 || len(flows["in"]) < 9 {
+				t.Errorf("%s: captured %d flows out and %d in, want the 8 data flows and the control connection each way", dir2.name, len(flows["out"]), len(flows["in"]))
+			}
+		}
+	})
+
+	t.Run("kill-one-instance", func(t *testing.T) {
+		// Captures tell which flows t0 carried (t1's move onto t0 once
+		// t1 leaves the route, so t0's own flows are those never seen on t1).
+		pcaps := map[string]string{}
+		for _, dev := range devs {
+			p := filepath.Join(dir, dev+"-kill.pcap")
+			pcaps[dev] = p
+			cp, err := l.Start(ctx, lab.Client, p+".log", "tcpdump", "-i", dev, "-n", "-s", "64", "-U", "-w", p, "tcp", "port", "5201", "and", "src", clientHost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cp.Stop() })
+			defer cp.Stop()
+		}
+		time.Sleep(time.Second)
+		done := make(chan iperfStreams, 1)
+		// Paced well below what a tunnel carries here (8 × 4 Mbit/s), so
+		// that a dip is the kill's doing, not the shared cores' (the
+		// flows of the dead tunnel move onto t0 and must fit beside).
+		go func() { done <- iperf("-t", "14", "-i", "1", "-b", "4M", "--fq-rate", "4M") }()
+		time.Sleep(4 * time.Second)
+		killedAt := time.Now()
+		if _, err := c.Kill("u1"); err != nil {
+			t.Fatal(err)
+		}
+		var gone, back time.Duration
+		for ctx.Err() == nil {
+			rd := routeDevs(ctx, l)
+			if gone == 0 && len(rd) == 1 {
+				gone = time.Since(killedAt)
+			}
+			if gone != 0 && len(rd) == 2 {
+				back = time.Since(killedAt)
+				break
+			}
+			if time.Since(killedAt) > 40*time.Second {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		r := <-done
+		t.Logf("after kill -9 of u1: t1 out of the route after %v (keepalive timeout %v), back after %v", gone.Round(10*time.Millisecond), keepalive, back.Round(10*time.Millisecond))
+		// TunnelInterval and a management round trip on top of the timeout.
+		if gone == 0 || gone > keepalive+1500*time.Millisecond {
+			t.Errorf("dead tunnel left the route after %v, want within the keepalive timeout %v (+1.5 s)\nconnect:\n%s", gone, keepalive, connLog())
+		}
+		if back == 0 {
+			t.Errorf("tunnel t1 did not come back into the route within 40 s of the kill\nconnect:\n%s", connLog())
+		}
+		time.Sleep(300 * time.Millisecond)
+		flows := flowTunnels(t, pcaps)["out"]
+		onT0 := map[int]bool{}
+		for _, cs := range r.Start.Connected {
+			if tuns := flows[uint16(cs.LocalPort)]; slices.Equal(tuns, devs[:1]) {
+				onT0[cs.Socket] = true
+			}
+		}
+		t.Logf("flows by tunnel: %v; t0's own: %d of %d", flows, len(onT0), len(r.Start.Connected))
+		if len(onT0) == 0 {
+			t.Fatalf("no flow on t0: nothing to check")
+		}
+		for sock := range onT0 {
+			var bits []float64
+			for _, iv := range r.Intervals {
+				for _, s := range iv.Streams {
+					if s.Socket == sock && !s.Omit {
+						bits = append(bits, s.Bits)
+					}
+				}
+			}
+			if len(bits) < 10 {
+				t.Errorf("stream %d: %d intervals", sock, len(bits))
+				continue
+			}
+			sorted := slices.Clone(bits)
+			slices.Sort(sorted)
+			med := sorted[len(sorted)/2]
+			for i, b := range bits {
+				if b < med/2 {
+					t.Errorf("flow on t0 (socket %d): interval %d at %.1f Mbit/s, below half its median %.1f Mbit/s: %v", sock, i, b/1e6, med/1e6, mbits(bits))
+				}
+			}
+			t.Logf("flow on t0 (socket %d): %v Mbit/s, median %.1f", sock, mbits(bits), med/1e6)
+		}
+		wait("the server's route back over both instances", 20*time.Second, func() bool {
+			return slices.Equal(siteVia(), []string{"u0", "u1"})
+		})
+	})
+
+	t.Run("nothing-left", func(t *testing.T) {
+		stopConnect()
+		if d := tunDevs(t, ctx, l); len(d) > 0 {
+			t.Errorf("tun devices after connect ended: %v", d)
+		}
+		if d := routeDevs(ctx, l); len(d) > 0 {
+			t.Errorf("route to %s after connect ended: %v", serverSite, d)
+		}
+		if got := sysctls(lab.Client); got != before[lab.Client] {
+			t.Errorf("client sysctls %q after connect, were %q", got, before[lab.Client])
+		}
+		if !strings.Contains(connLog(), "route "+serverSite.String()+" via [t0 t1]") {
+			t.Errorf("connect did not log its route:\n%s", connLog())
+		}
+	})
+}
+
+func mbits(b []float64) string {
+	var s []string
+	for _, x := range b {
+		s = append(s, fmt.Sprintf("%.0f", x/1e6))
+	}
+	return strings.Join(s, " ")
+}

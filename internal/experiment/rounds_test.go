@@ -1,0 +1,104 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+)
+
+// A row whose sample stays invalid through its retries is given up: its
+// later rounds are not measured (before, every round retried it again,
+// (1+Retries)×Repeat samples for nothing), the reason says how many tries
+// failed, and the other rows are measured as before.
+func TestRowGivenUpAfterItsRetries(t *testing.T) {
+	calls := map[string]int{}
+	takeSample = func(_ context.Context, _ *lab.Lab, _ Spec, _ Network, s subject, d string, _ *iperfServers, _ iperf.CommandFunc) (*sampleResult, map[string]float64, error) {
+		calls[s.name+"/"+d]++
+		if s.name == "bad" {
+			return nil, nil, fmt.Errorf("running iperf3: %w: the receiver measured over 3s of the 2s asked", iperf.ErrInconsistent)
+		}
+		return &sampleResult{Result: &iperf.Result{ReceivedBitsPerSec: 10e6}}, map[string]float64{}, nil
+	}
+	t.Cleanup(func() { takeSample = sample })
+	spec := Spec{Repeat: 3, Retries: 2, Directions: []string{measure.DirectionUp}}
+	n := Network{Name: "path"}
+	subjects := []subject{{name: Routed}, {name: "bad"}}
+	rows, index := newRows(spec, n, subjects)
+	var log strings.Builder
+	prog := measure.NewProgress(len(rows)*spec.Repeat, &log)
+	if err := measureRounds(context.Background(), spec, n, nil, subjects, rows, index, &iperfServers{}, prog); err != nil {
+		t.Fatal(err)
+	}
+	prog.Done()
+	if got := calls["bad/up"]; got != 1+spec.Retries {
+		t.Errorf("the invalid row was sampled %d times, want %d (one sample's tries, then given up)", got, 1+spec.Retries)
+	}
+	if got := calls[Routed+"/up"]; got != spec.Repeat {
+		t.Errorf("the valid row was sampled %d times, want %d", got, spec.Repeat)
+	}
+	bad := rows[index[[2]string{"bad", measure.DirectionUp}]]
+	for _, want := range []string{"the receiver measured over 3s", "all 3 tries of sample 1 of 3 invalid", "2 later samples were not measured"} {
+		if bad.Valid || !strings.Contains(bad.Error, want) {
+			t.Errorf("given-up row: valid %v, error %q, want it to say %q", bad.Valid, bad.Error, want)
+		}
+	}
+	if !strings.Contains(log.String(), "gave up") {
+		t.Errorf("progress does not say the row was given up:\n%s", log.String())
+	}
+	if ok := rows[index[[2]string{Routed, measure.DirectionUp}]]; !ok.Valid || len(ok.SamplesBps) != spec.Repeat {
+		t.Errorf("valid row: %+v", ok)
+	}
+}
+
+// The default sample follows from the path: a warm-up that covers slow
+// start, a measured part of at least 2 s and 4 round trips.
+func TestSampleTiming(t *testing.T) {
+	path := func(rate uint64, rtt time.Duration) lab.Path {
+		l := lab.Link{RateBitsPerSec: rate, Delay: rtt / 2}
+		return lab.Path{Up: l, Down: l}
+	}
+	for _, c := range []struct {
+		name       string
+		p          lab.Path
+		time, omit time.Duration
+	}{
+		{"LAN", lab.Path{}, 2 * time.Second, time.Second},
+		{"built-in WAN, 50 Mbit/s 60 ms", path(50e6, 60*time.Millisecond), 2 * time.Second, time.Second},
+		{"unshaped 100 ms", path(0, 100*time.Millisecond), 2 * time.Second, time.Second},
+		// 500 kB BDP = 34.5 × 10 segments: 6 doublings + 1 = 7 RTTs = 1.4 s.
+		{"radio, 20 Mbit/s 200 ms", path(20e6, 200*time.Millisecond), 2 * time.Second, 2 * time.Second},
+		// 750 kB = 51.8 × 10 segments: 7 RTTs = 4.2 s; 4 RTTs = 2.4 s.
+		{"satellite, 10 Mbit/s 600 ms", path(10e6, 600*time.Millisecond), 3 * time.Second, 5 * time.Second},
+		// 1.5 MB: 8 RTTs = 4.8 s.
+		{"satellite, 20 Mbit/s 600 ms", path(20e6, 600*time.Millisecond), 3 * time.Second, 5 * time.Second},
+	} {
+		d, o := SampleTiming(c.p)
+		if d != c.time || o != c.omit {
+			t.Errorf("%s: -t %v -O %v, want -t %v -O %v", c.name, d, o, c.time, c.omit)
+		}
+	}
+}
+
+// The window slack of a path: its round trip, jitter, and each rate
+// limiter's full queue (one BDP by default).
+func TestMaxRoundTrip(t *testing.T) {
+	l := lab.Link{RateBitsPerSec: 20e6, Delay: 100 * time.Millisecond}
+	p := lab.Path{Up: l, Down: l}
+	if got, want := p.MaxRoundTrip(), 600*time.Millisecond; got != want {
+		t.Errorf("20 Mbit/s 200 ms: %v, want %v (200 ms + two 500 kB queues)", got, want)
+	}
+	p.QueueBytes = 25000
+	p.Up.Jitter = 10 * time.Millisecond
+	if got, want := p.MaxRoundTrip(), 230*time.Millisecond; got != want {
+		t.Errorf("with 25 kB queues and 10 ms jitter: %v, want %v", got, want)
+	}
+	if got := (lab.Path{}).MaxRoundTrip(); got != 0 {
+		t.Errorf("LAN: %v, want 0", got)
+	}
+}

@@ -1,0 +1,431 @@
+// Package realnet measures the user's own OpenVPN tunnel from one end of
+// it: iperf3 to the far host outside the tunnel and to its address inside,
+// both directions, interleaved (outside up, outside down, tunnel up,
+// tunnel down, repeated), while reading what the local OpenVPN process and
+// the host count (package vpnproc). The result is a run document
+// (measure.Report, network "real") that `report` and `compare` read, and
+// measure.Findings judges.
+//
+// It changes nothing on either host: the far end runs `iperf3 -s` itself,
+// and on this host only iperf3 clients (and, with Capture, tcpdump for one
+// sample) are started, and all of them end before Run returns.
+package realnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/capture"
+	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
+	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
+	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	"github.com/ovpnperf/ovpnperf/internal/rules"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+	"github.com/ovpnperf/ovpnperf/internal/vpnproc"
+)
+
+// Spec is what to measure.
+type Spec struct {
+	// Host is the far end's address outside the tunnel, Tunnel its
+	// address inside.
+	Host, Tunnel netip.Addr
+	// Pid names the OpenVPN process; 0 finds it from the tun device.
+	Pid int
+	// Port of the far end's iperf3 server (0: 5201).
+	Port     int
+	Repeat   int
+	Duration time.Duration
+	Omit     time.Duration
+	// Cipher is the data cipher the overhead model assumes ("" is
+	// AES-256-GCM, OpenVPN 2.6's first default).
+	Cipher string
+	// Capture records the outer packets of one tunnel sample with
+	// tcpdump; CaptureFile keeps the file there ("" removes it after the
+	// analysis), CaptureDir is where a file to be removed is written.
+	Capture     bool
+	CaptureFile string
+	// Directions to measure (default both).
+	Directions []string
+	Progress   io.Writer
+}
+
+// Retries is how often a sample whose iperf3 figures contradict each other
+// (iperf.ErrInconsistent) is measured again, as `lab run` does.
+const Retries = 2
+
+// ErrNoServer: nothing answers iperf3 at the far end.
+var ErrNoServer = errors.New("no iperf3 server")
+
+// subject is one of the two things measured.
+type subject struct {
+	variant, path string
+	addr          netip.Addr
+}
+
+// Run measures spec. A partial report comes back with an error when the run
+// was cut short.
+func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
+	if spec.Repeat < 1 {
+		spec.Repeat = 1
+	}
+	if spec.Port == 0 {
+		spec.Port = iperf.DefaultPort
+	}
+	outRoute, err := vpnproc.RouteTo(spec.Host)
+	if err != nil {
+		return nil, usage.Errorf("HOST %s: %v: give the far end's address outside the tunnel", spec.Host, err)
+	}
+	if outRoute.Kind == "tun" {
+		return nil, usage.Errorf("HOST %s is reached through the tun device %s: give the far end's address outside the tunnel (the one OpenVPN connects to)", spec.Host, outRoute.Dev)
+	}
+	var proc *vpnproc.Process
+	tunRoute, err := vpnproc.RouteTo(spec.Tunnel)
+	if err != nil {
+		return nil, usage.Errorf("--tunnel %s: %v", spec.Tunnel, err)
+	}
+	if spec.Pid != 0 {
+		dev := ""
+		if tunRoute.Kind == "tun" {
+			dev = tunRoute.Dev
+		}
+		if proc, err = vpnproc.Open(spec.Pid, dev, spec.Host); err != nil {
+			return nil, usage.Errorf("--pid %d: %v", spec.Pid, err)
+		}
+	} else if proc, err = vpnproc.FindByTunnel(spec.Tunnel, spec.Host); err != nil {
+		if errors.Is(err, vpnproc.ErrNotTun) {
+			return nil, usage.Errorf("--tunnel %s: %v: give the far end's address inside the tunnel", spec.Tunnel, err)
+		}
+		return nil, fmt.Errorf("--tunnel %s: %w", spec.Tunnel, err)
+	}
+	if tunRoute.Kind != "tun" || tunRoute.Dev != proc.Tun {
+		return nil, usage.Errorf("--tunnel %s is reached through %s, not through %s of OpenVPN pid %d", spec.Tunnel, tunRoute.Dev, proc.Tun, proc.Pid)
+	}
+	// One connection to each iperf3 server first: a far end that does not
+	// answer is said at once, not after iperf3's retries of every sample.
+	for _, a := range []netip.Addr{spec.Host, spec.Tunnel} {
+		if err := probe(ctx, netip.AddrPortFrom(a, uint16(spec.Port))); err != nil {
+			return nil, noServerError(spec, a, err)
+		}
+	}
+	host, err := measure.CollectHost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	host.EmulationBackend = "none"
+	rp := &measure.RealPath{
+		Host: spec.Host.String(), Tunnel: spec.Tunnel.String(),
+		OutsideDevice: outRoute.Dev, TunDevice: proc.Tun, TunMTU: tunRoute.MTU,
+		Pid: proc.Pid, Proto: proc.Socket.Proto,
+		Socket: fmt.Sprintf("%s %s → %s (inode %d)", proc.Socket.Proto, proc.Socket.Local, proc.Socket.Remote, proc.Socket.Inode),
+	}
+	sc := measure.Scenario{
+		Command: measure.CommandMeasure, DurationSeconds: spec.Duration.Seconds(), Repeat: spec.Repeat, Parallel: 1,
+		Networks: []measure.Network{{Name: measure.NetworkReal,
+			Description: fmt.Sprintf("%s outside via %s, %s inside via %s (OpenVPN pid %d, %s)", spec.Host, outRoute.Dev, spec.Tunnel, proc.Tun, proc.Pid, proc.Socket.Proto),
+			Path:        map[string]string{"host": spec.Host.String(), "tunnel": spec.Tunnel.String()}}},
+		Extra: map[string]any{"proto": proc.Socket.Proto, "payload": "iperf3"},
+		Real:  rp,
+	}
+	rep := measure.NewReport(host, sc)
+	subjects := []subject{
+		{measure.VariantOutside, measure.PathRouted, spec.Host},
+		{measure.VariantTunnel, measure.PathTunnel, spec.Tunnel},
+	}
+	dirs := spec.Directions
+	if len(dirs) == 0 {
+		dirs = []string{measure.DirectionUp, measure.DirectionDown}
+	}
+	index := map[[2]string]int{}
+	for _, s := range subjects {
+		for _, d := range dirs {
+			r := measure.NewRow(measure.NetworkReal, s.variant, s.path, d, "tcp")
+			if s.path == measure.PathTunnel {
+				r.Proto = proc.Socket.Proto
+			}
+			r.CPUSecondsPerGB = map[string]float64{}
+			index[[2]string{s.variant, d}] = len(rep.Rows)
+			rep.Rows = append(rep.Rows, r)
+		}
+	}
+	prog := measure.NewProgress(spec.Repeat*len(subjects)*len(dirs), spec.Progress)
+	defer prog.Done()
+	cpuSum := make([]float64, len(rep.Rows))
+	bytesSum := make([]uint64, len(rep.Rows))
+	var capRes *captured
+	for round := 0; round < spec.Repeat; round++ {
+		for _, s := range subjects {
+			for _, d := range dirs {
+				i := index[[2]string{s.variant, d}]
+				prog.Step(fmt.Sprintf("%s %s (%d/%d)", s.variant, d, round+1, spec.Repeat))
+				// The capture takes the last round's first tunnel sample.
+				doCapture := spec.Capture && s.path == measure.PathTunnel && d == dirs[0] && round == spec.Repeat-1
+				res, ctr, cr, err := sample(ctx, spec, proc, outRoute.Dev, s, d, doCapture)
+				for try := 0; try < Retries && err != nil && ctx.Err() == nil && errors.Is(err, iperf.ErrInconsistent); try++ {
+					prog.Logf("%s %s: %v; measuring again", s.variant, d, err)
+					res, ctr, cr, err = sample(ctx, spec, proc, outRoute.Dev, s, d, doCapture)
+				}
+				if ctx.Err() != nil {
+					return finish(rep, rp, spec, proc, capRes), ctx.Err()
+				}
+				if err != nil {
+					if noServer(err) {
+						return nil, noServerError(spec, s.addr, err)
+					}
+					if errors.Is(err, vpnproc.ErrGone) {
+						return finish(rep, rp, spec, proc, capRes), fmt.Errorf("OpenVPN (pid %d) ended during the measurement", proc.Pid)
+					}
+					rep.Rows[i].Invalidate(oneLine(err))
+					prog.Logf("%s %s: sample failed: %s", s.variant, d, oneLine(err))
+					continue
+				}
+				if cr != nil {
+					capRes = cr
+					capRes.sample = fmt.Sprintf("tunnel %s, round %d", d, round+1)
+				}
+				r := &rep.Rows[i]
+				r.AddSample(res.ReceivedBitsPerSec)
+				r.Samples = append(r.Samples, experiment.SeriesOf(res))
+				r.OpenVPN = append(r.OpenVPN, ctr)
+				cpuSum[i] += ctr.CPUSeconds
+				bytesSum[i] += res.BytesWithWarmup()
+			}
+		}
+	}
+	for i := range rep.Rows {
+		if rep.Rows[i].Path == measure.PathTunnel && bytesSum[i] > 0 {
+			rep.Rows[i].CPUSecondsPerGB["openvpn"] = cpuacct.PerGB(cpuSum[i], bytesSum[i])
+		}
+		if len(rep.Rows[i].SamplesBps) == 0 {
+			rep.Rows[i].Invalidate("no valid sample")
+		}
+	}
+	return finish(rep, rp, spec, proc, capRes), nil
+}
+
+// finish fills what the figures of the whole run decide: the path MTU the
+// kernel learnt meanwhile, the overhead model's prediction and the advice
+// of the MTU and buffer rules.
+func finish(rep *measure.Report, rp *measure.RealPath, spec Spec, proc *vpnproc.Process, cr *captured) *measure.Report {
+	if rt, err := vpnproc.RouteTo(spec.Host); err == nil {
+		rp.PathMTU, rp.PathMTULearnt = rt.PathMTU, rt.PathMTU < rt.MTU
+	}
+	if cr != nil && !rp.PathMTULearnt && cr.maxFragment > 0 {
+		// A fragment followed by more is as large as the path let it be
+		// (rounded down to 8 bytes of payload): the best figure left.
+		rp.PathMTU = cr.maxFragment
+	}
+	cipher := spec.Cipher
+	if cipher == "" {
+		cipher = "AES-256-GCM"
+	}
+	rp.ModelCipher = cipher
+	tr := overhead.Transport{Proto: rp.Proto, IPv6: !spec.Host.Is4()}
+	f, err := overhead.New(overhead.DataChannel{Cipher: cipher}, tr)
+	if err == nil {
+		rp.PredictedRatio, rp.PredictionBasis, rp.ModelOverheadBytes = Predict(f, rp.PathMTU, rp.TunMTU, !spec.Tunnel.Is4(), !spec.Host.Is4())
+		fam := pmtu.IPv4
+		if !spec.Host.Is4() {
+			fam = pmtu.IPv6
+		}
+		if t, err := (pmtu.DataChannel{Cipher: cipher}).Translate(pmtu.Transport{Proto: rp.Proto, Family: fam}, rp.PathMTU, false, rp.PathMTULearnt); err == nil {
+			rp.MTUAdvice = fmt.Sprintf("For a path MTU of %d: %s", rp.PathMTU, t.Advice)
+		}
+	}
+	var rcv uint32
+	for _, r := range rep.Rows {
+		for _, c := range r.OpenVPN {
+			rcv = max(rcv, c.RcvbufBytes)
+		}
+	}
+	d, s := rules.BufferAfterDrops(int(rcv))
+	rp.BufferAdvice = fmt.Sprintf("Set `%s` in the configuration of this end (and `%s` in /etc/sysctl.d, without which the kernel caps it).", d, s)
+	if cr != nil {
+		rp.Capture = cr.summary(rep, rp, f)
+	}
+	rep.Finish()
+	return rep
+}
+
+// Predict is the tunnel/outside ratio of TCP goodput the overhead model
+// expects on a path of pathMTU bytes: outside, full packets of pathMTU
+// carry pathMTU − 52 bytes of data (IPv4 and TCP headers with timestamps);
+// inside, OpenVPN 2.6's default `mssfix 1492 mtu` (or the path MTU if
+// smaller and known) sizes the inner packets so that the outer ones fit,
+// and each inner packet becomes one outer datagram, or several IP
+// fragments when it does not fit the path.
+func Predict(f overhead.Frame, pathMTU, tunMTU int, innerV6, outerV6 bool) (ratio float64, basis string, overheadBytes int) {
+	if pathMTU <= 0 || tunMTU <= 0 {
+		return 0, "", 0
+	}
+	inHdr, outHdr := 52, 52 // IP + TCP + timestamps
+	if innerV6 {
+		inHdr = 72
+	}
+	if outerV6 {
+		outHdr = 72
+	}
+	n := min(tunMTU, f.MaxInner(1492))
+	outer := f.OuterSize(n)
+	frags := 1
+	if outer > pathMTU {
+		ipHdr := 20
+		if outerV6 {
+			ipHdr = 48 // + fragment header
+		}
+		per := (pathMTU - ipHdr) &^ 7
+		frags = int(math.Ceil(float64(outer-ipHdr) / float64(per)))
+		outer += (frags - 1) * ipHdr
+	}
+	ratio = (float64(n-inHdr) / float64(outer)) / (float64(pathMTU-outHdr) / float64(pathMTU))
+	basis = fmt.Sprintf("%d-byte inner packets in %d-byte outer packets against %d-byte packets outside", n, outer, pathMTU)
+	if frags > 1 {
+		basis = fmt.Sprintf("%d-byte inner packets in %d IP fragments of %d bytes in all against %d-byte packets outside", n, frags, outer, pathMTU)
+	}
+	return ratio, basis, f.Overhead(n)
+}
+
+// captured is the capture of one sample.
+type captured struct {
+	sample      string
+	analysis    *capture.Analysis
+	file        string
+	tunPackets  uint64
+	tunBytes    uint64
+	maxFragment int
+}
+
+func (c *captured) summary(rep *measure.Report, rp *measure.RealPath, f overhead.Frame) *measure.CaptureSummary {
+	a := c.analysis
+	s := &measure.CaptureSummary{Sample: c.sample, Packets: a.Packets, Fragments: a.Fragments,
+		FragmentedDatagrams: a.FragmentedDatagrams, Datagrams: a.Datagrams, TCPRetransmitted: a.TCPRetransmitted, File: c.file}
+	for sz := range a.Sizes {
+		s.MaxIPBytes = max(s.MaxIPBytes, sz)
+	}
+	if c.tunPackets > 0 && a.Datagrams > 0 {
+		inner := float64(c.tunBytes) / float64(c.tunPackets)
+		s.MeasuredOverheadBytes = a.MeanDatagramBytes() - inner
+		s.ModelOverheadBytes = f.Overhead(int(math.Round(inner)))
+	}
+	return s
+}
+
+// sample runs one iperf3 test against s in direction d with the OpenVPN
+// counters read around it, and a capture when asked.
+func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string, s subject, d string, doCapture bool) (*iperf.Result, measure.OpenVPNCounters, *captured, error) {
+	opts := iperf.ClientOptions{Server: s.addr, Port: spec.Port, Duration: spec.Duration, Omit: spec.Omit, Reverse: d == measure.DirectionDown}
+	before, err := proc.Read()
+	if err != nil {
+		return nil, measure.OpenVPNCounters{}, nil, err
+	}
+	var td *capture.Tcpdump
+	var cr *captured
+	if doCapture {
+		file := spec.CaptureFile
+		var dir string
+		if file == "" {
+			if dir, err = os.MkdirTemp("", "ovpnperf-capture-"); err != nil {
+				return nil, measure.OpenVPNCounters{}, nil, err
+			}
+			defer os.RemoveAll(dir)
+			file = filepath.Join(dir, "outer.pcap")
+		}
+		filter := "host " + spec.Host.String()
+		if td, err = capture.Start(ctx, outDev, file, filter); err != nil {
+			return nil, measure.OpenVPNCounters{}, nil, err
+		}
+		defer td.Stop()
+		cr = &captured{}
+		if spec.CaptureFile != "" {
+			cr.file = spec.CaptureFile
+		}
+	}
+	res, err := experiment.RunIperf(ctx, iperf.Local, opts)
+	if err != nil {
+		return res, measure.OpenVPNCounters{}, nil, err
+	}
+	after, err := proc.Read()
+	if err != nil {
+		return nil, measure.OpenVPNCounters{}, nil, err
+	}
+	ctr := vpnproc.Sub(before, after)
+	if td != nil {
+		td.Stop()
+		fh, err := os.Open(td.File)
+		if err != nil {
+			return nil, ctr, nil, fmt.Errorf("reading the capture: %w", err)
+		}
+		a, err := capture.Analyze(fh, proc.Socket.Local.Port())
+		fh.Close()
+		if err != nil && !errors.Is(err, capture.ErrTruncated) {
+			return nil, ctr, nil, fmt.Errorf("reading the capture %s: %w", td.File, err)
+		}
+		if a == nil {
+			a = &capture.Analysis{Sizes: map[int]int{}}
+		}
+		cr.analysis, cr.tunPackets, cr.tunBytes = a, ctr.TunPackets, ctr.TunBytes
+		// Fragments of the port's datagrams never exceed the path MTU;
+		// the largest one is the path MTU or just below (8-byte units).
+		cr.maxFragment = a.MaxFragmentBytes
+	}
+	return res, ctr, cr, nil
+}
+
+// ProbeTimeout bounds the connection to each iperf3 server before the
+// samples.
+const ProbeTimeout = 5 * time.Second
+
+// probe opens and closes one TCP connection to ap. iperf3's server takes
+// it as a client that went away before sending its cookie and listens on.
+func probe(ctx context.Context, ap netip.AddrPort) error {
+	d := net.Dialer{Timeout: ProbeTimeout}
+	c, err := d.DialContext(ctx, "tcp", ap.String())
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			return op.Err
+		}
+		return err
+	}
+	c.Close()
+	// The server needs a moment to listen again (iperf.Run retries too).
+	time.Sleep(200 * time.Millisecond)
+	return nil
+}
+
+// noServer reports whether a sample failed because nothing answered.
+func noServer(err error) bool {
+	m := err.Error()
+	for _, s := range []string{"unable to connect to server", "Connection refused", "No route to host", "Network is unreachable", "Connection timed out", "unable to receive control message"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func noServerError(spec Spec, addr netip.Addr, cause error) error {
+	why := oneLine(cause)
+	if i := strings.LastIndex(why, "iperf3: "); i >= 0 {
+		why = why[i+len("iperf3: "):]
+	}
+	return fmt.Errorf("%w answers at %s (%s): start one on the far host with `iperf3 -s -p %d` (it listens on all its addresses, inside the tunnel too); ovpnperf starts nothing there",
+		ErrNoServer, netip.AddrPortFrom(addr, uint16(spec.Port)), why, spec.Port)
+}
+
+// oneLine keeps the first line of an error (iperf3's output follows it).
+func oneLine(err error) string {
+	m, _, _ := strings.Cut(err.Error(), "\n")
+	return m
+}
