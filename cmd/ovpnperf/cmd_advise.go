@@ -40,10 +40,13 @@ func newAdviseCommand() *cobra.Command {
 		Long: `advise reads a path description (a probe file from ` + "`ovpnperf probe`" + ` and/or
 flags; flags override the probe) and prints server, client, push, sysctl and
 interface lines, each with its reason and the figure it rests on; the
-predicted throughput ceiling of one TCP flow per direction as the minimum of
-path rate × header efficiency, window/RTT (or the loss-bound window), crypto
-per core and packet cost per core, naming the term that binds; and what not
-to do on this path. The packet cost per core is an assumption (45 000 full
+predicted throughput ceiling of one TCP flow (one for both directions: the
+path is one rate, RTT and loss) as the minimum of path rate × header
+efficiency, window/RTT (or the loss-bound window), crypto per core and packet
+cost per core, naming the term that binds; what not to do on this path; and,
+under "undecided", each setting that depends on something not given (path
+MTU, rate, packet cost, a measurement over TCP transport) with the
+measurement that decides it and what each answer would change. The packet cost per core is an assumption (45 000 full
 packets/s, measured in this project's lab; probe does not measure it) unless
 --packet-rate gives a figure measured on the server; the output says so
 wherever a prediction rests on it. --json includes "variant", which ` + "`ovpnperf lab run --variant`" + `
@@ -71,8 +74,9 @@ accepts as it is, so the advice can be tested in a lab.`,
 	f.StringVar(&o.openvpn, "openvpn", "", "OpenVPN version: 2.5 or 2.6 (default: the probe's, else 2.6)")
 	f.StringVar(&o.dco, "dco", "", "data-channel offload on the server: yes or no")
 	f.StringVar(&o.clientOS, "client-os", "", "linux, windows, macos or android (default linux)")
-	f.Float64Var(&o.cryptoMBps, "crypto", 0, "server's AES-256-GCM speed per core in MB/s (openssl speed)")
-	f.Float64Var(&o.chachaMBps, "crypto-chacha", 0, "server's CHACHA20-POLY1305 speed per core in MB/s")
+	// 1e6 MB/s (1 TB/s per core) is far beyond any CPU: a larger figure is a typo.
+	floatFlag(f, &o.cryptoMBps, "crypto", 0, 0.01, 1e6, "server's AES-256-GCM speed per core in MB/s (openssl speed)")
+	floatFlag(f, &o.chachaMBps, "crypto-chacha", 0, 0.01, 1e6, "server's CHACHA20-POLY1305 speed per core in MB/s")
 	floatFlag(f, &o.packetRate, "packet-rate", 0, 1, 1e8, "full-size packets/s one userspace OpenVPN forwards per core on the server, measured (default: an assumed 45000)")
 	f.BoolVar(&o.json, "json", false, "print the advice as JSON")
 	f.StringVar(&o.format, "format", "text", "text or conf (ready-to-paste server.conf / client.conf / sysctl.conf fragments)")

@@ -91,7 +91,10 @@ func findingsWith(rep *measure.Report, s string) []string {
 
 // Must show 1: on a 50 Mbit/s, 40 ms path the tunnel carries the outside
 // rate times the overhead model's prediction, ±5 %, and the finding is
-// path-bound.
+// path-bound. On this shared 2-core machine at load 15–24 it fails: the
+// tunnel got ×0.56–0.78 of the outside rate, and measure named why
+// (OpenVPN's socket and its tun device dropped packets while it waited for
+// a CPU, at 10–13 % of a core); the assertion is the claim, not loosened.
 func TestMeasurePathBound(t *testing.T) {
 	b := newMeasureBench(t, lab.Path{
 		Up:   lab.Link{RateBitsPerSec: 50e6, Delay: 20 * time.Millisecond},
@@ -238,7 +241,7 @@ func TestMeasureBeforeAfterCompare(t *testing.T) {
 	}, true, func(s, c *openvpn.Config) { c.Add("rcvbuf", "4096") })
 	dir := t.TempDir()
 	before, after := filepath.Join(dir, "before.json"), filepath.Join(dir, "after.json")
-	args := []string{lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "2s", "--direction", "down"}
+	args := []string{lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "1s", "--direction", "down"}
 	rep, _ := b.measureDoc(t, append(args, "--out", before)...)
 	b.restart(t, func(s, c *openvpn.Config) { c.Add("rcvbuf", "4194304") })
 	rep2, _ := b.measureDoc(t, append(args, "--out", after)...)
@@ -259,6 +262,12 @@ func TestMeasureBeforeAfterCompare(t *testing.T) {
 	}
 	if back := ovpnperf(t, "compare", after, before); back.code != 1 {
 		t.Errorf("compare after before: exit %d, want 1\n%s", back.code, back.stdout)
+	}
+	// report draws both, with the findings.
+	page := filepath.Join(dir, "page.html")
+	ovpnperf(t, "report", before, after, "-o", page).mustSucceed(t)
+	if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), "socket drops:") {
+		t.Errorf("the report page lacks the socket-drop finding (%v)", err)
 	}
 	b.checkNothingLeft(t)
 }
@@ -398,7 +407,7 @@ func TestAnalyzeLabCapture(t *testing.T) {
 	if a.Packets != 4*pings || a.Fragments != 4*pings || a.FragmentedDatagrams != 2*pings || a.Sizes[1396] != 2*pings || a.Sizes[74] != 2*pings {
 		t.Errorf("analyze: %+v; want %d fragments of %d datagrams, %d × 1396 and %d × 74 bytes", a, 4*pings, 2*pings, 2*pings, 2*pings)
 	}
-	if !strings.Contains(ovpnperf(t, "analyze", file).mustSucceed(t).stdout, "IP fragments: 20, of 10 datagrams") {
+	if !strings.Contains(ovpnperf(t, "analyze", file, "--port", "1194").mustSucceed(t).stdout, "IP fragments: 20, of 10 datagrams") {
 		t.Error("text output does not say the fragments")
 	}
 	whole, err := os.ReadFile(file)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ovpnperf/ovpnperf/internal/advise"
+	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
@@ -177,8 +178,11 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 		s.args = pathArgs(o.flags.fs)
 	}
 	if o.name != "" {
-		if err := lab.ValidateName(o.name + "-r99"); err != nil {
-			return s, usage.Errorf("--name %q: want 1–12 lower-case letters, digits or dashes", o.name)
+		// Round N's lab is NAME-rN; room is kept for "-r9999" (a 24 h
+		// budget of short rounds), so every round's name is a lab name.
+		maxLen := lab.MaxNameLen - len("-r9999")
+		if len(o.name) > maxLen || lab.ValidateName(o.name) != nil {
+			return s, usage.Errorf("--name %q: want 1–%d lower-case letters, digits or dashes, starting with a letter or digit", o.name, maxLen)
 		}
 	}
 	if o.pki != "" {
@@ -291,6 +295,13 @@ func runTune(ctx context.Context, stdout, stderr io.Writer, o tuneOptions) error
 	s.twin.Progress = stderr
 	s.opts.Measure = tune.Twin(s.twin)
 	s.opts.BufferCap = tune.HostBufferCap()
+	// The dco axis only where the host can offload: probed, not assumed.
+	h := dco.ProbeHost(ctx)
+	if why := h.Missing(""); len(why) > 0 {
+		s.opts.DCO = tune.DCOHost{NotTested: experiment.NotTestedDCO(h, why)}
+	} else {
+		s.opts.DCO = tune.DCOHost{Available: true}
+	}
 	res, err := tune.Run(ctx, s.opts)
 	if res == nil {
 		return err

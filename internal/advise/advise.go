@@ -301,13 +301,23 @@ func (b *builder) tcpTransport() {
 	b.a.Undecided = append(b.a.Undecided, rules.TCPNodelay())
 }
 
-// packetCostOpen says, when an assumed packet cost binds the ceiling well
-// below the line, which measurement decides it and what it would change.
+// packetCostOpen says, when an assumed figure (the packet cost, or the
+// endpoints' receive window) binds the ceiling, which measurement decides
+// it and what it would change.
 func (b *builder) packetCostOpen() {
 	if len(b.a.Ceilings) == 0 || b.in.RateBitsPerSec == 0 {
 		return
 	}
 	c := b.a.Ceilings[0]
+	if c.Binding == "window/RTT" && c.BindingAssumed {
+		// The endpoints' receive window, not OpenVPN, bounds one flow.
+		need := 2 * b.bdp()
+		b.a.Undecided = append(b.a.Undecided, Undecided{Setting: "the endpoints' TCP receive window (net.ipv4.tcp_rmem, not an OpenVPN setting)",
+			Missing: "the endpoints' net.ipv4.tcp_rmem maximum",
+			Measure: "sysctl net.ipv4.tcp_rmem on the machines at both ends of the TCP flows (Windows: netsh int tcp show global)",
+			Changes: fmt.Sprintf("the ceiling of %s (of a %s line) assumes stock Linux's 6 MiB maximum: if the receiving end allows about twice the bandwidth-delay product (%d bytes) one flow can reach the next bound; if it allows less, one flow stays at window/RTT (several parallel flows do not). Not tested here", mbit(c.BitsPerSec), mbit(b.in.RateBitsPerSec), need)})
+		return
+	}
 	if c.Binding != "packet cost per core" || !c.BindingAssumed {
 		return
 	}

@@ -318,3 +318,19 @@ func TestTCPTransportClaimsNothingUnmeasured(t *testing.T) {
 		}
 	}
 }
+
+// A long fat path bound by the assumed window of the endpoints: no line,
+// and advise says what decides it rather than that the defaults suit.
+func TestWindowBoundIsUndecided(t *testing.T) {
+	a, _ := Advise(Input{RateBitsPerSec: 1e9, RTT: 300 * time.Millisecond, PathMTU: 1500})
+	// The window, not the packet cost, binds: no jumbo tunnel for it.
+	if has(a.Server, "tun-mtu 9000") {
+		t.Errorf("jumbo tunnel where the window binds: %+v", a.Server)
+	}
+	if c := a.Ceilings[0]; c.Binding != "window/RTT" || !c.BindingAssumed {
+		t.Fatalf("ceiling %+v", c)
+	}
+	if u := undecided(a, "the endpoints' TCP receive window"); u == nil || !strings.Contains(u.Measure, "net.ipv4.tcp_rmem") {
+		t.Errorf("undecided %+v", a.Undecided)
+	}
+}

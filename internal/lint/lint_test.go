@@ -406,7 +406,23 @@ func TestLogEventsFromSourceFormats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := CheckLog(rep, "j", nil, Context{RTT: 100 * time.Millisecond, RateBitsPerSec: 50e6, PathMTU: 1492})
+	// A TCP server whose fixed 64 KiB buffers are in force: below the
+	// path's BDP, the one case the shared buffer rule warns about.
+	cfg, err := openvpn.ParseConfigText("s.conf", []byte("proto tcp-server\nsndbuf 65536\nrcvbuf 65536\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := Context{RTT: 100 * time.Millisecond, RateBitsPerSec: 50e6, PathMTU: 1492}
+	fs := CheckLog(rep, "j", cfg, ctx)
+	// The same log of a UDP tunnel, or without the config: no buffer
+	// finding (advise leaves UDP buffers at the OS default).
+	for _, c := range []*openvpn.ConfigFile{nil, mustParse(t, "proto udp\n")} {
+		for _, f := range CheckLog(rep, "j", c, ctx) {
+			if f.Rule == "log-buffer-small" {
+				t.Errorf("config %v: %s", c != nil, f.Problem)
+			}
+		}
+	}
 	got := map[string]int{}
 	for _, f := range fs {
 		got[f.Rule] = f.Line
@@ -498,4 +514,13 @@ func TestWeakCipherP2P(t *testing.T) {
 	if len(fs) != 1 || fs[0].Rule != "weak-cipher" || !fs[0].Decision || fs[0].Edits[0].Replace[0] != "cipher AES-256-GCM" {
 		t.Errorf("p2p BF-CBC: %s", Text(fs))
 	}
+}
+
+func mustParse(t *testing.T, text string) *openvpn.ConfigFile {
+	t.Helper()
+	f, err := openvpn.ParseConfigText("t.conf", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

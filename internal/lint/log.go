@@ -8,6 +8,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	shared "github.com/ovpnperf/ovpnperf/internal/rules"
 )
 
 // restartStorm is how many restarts in one log lint calls a storm.
@@ -28,8 +29,15 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 		sb := rep.SocketBuffers[n-1]
 		line := rep.SocketBufferLines[n-1]
 		req := map[string]int{}
+		// floor: a buffer in force below it caps throughput, by the
+		// shared buffer rule (over TCP transport a configured buffer
+		// below the BDP; over UDP, and over TCP without sndbuf/rcvbuf,
+		// where the kernel autotunes, none). Without the config the
+		// transport is not known and nothing is judged.
+		floor := 0
 		if cfg != nil {
-			v := &view{f: cfg}
+			v := &view{f: cfg, ctx: ctx}
+			floor = shared.SocketBuffers(v.path(), v.tunMTU()).Floor
 			for _, k := range []string{"sndbuf", "rcvbuf"} {
 				if d, ok := v.last(k); ok {
 					req[k], _ = strconv.Atoi(arg(d, 0))
@@ -48,7 +56,7 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 					Problem: fmt.Sprintf("%s %d was requested but the kernel granted %d bytes (the log shows %d, twice the grant).", s.opt, s.req, granted, s.after),
 					Reason:  fmt.Sprintf("OpenVPN sets the buffer with plain SO_%sBUF, which Linux caps at %s (docs/openvpn-facts.md#socket-buffers); the config's value is not in force.", strings.ToUpper(s.opt[:3]), s.sysctl),
 					Action:  fmt.Sprintf("sysctl -w %s=%d", s.sysctl, s.req), Decision: true}, line)
-			case ctx.BDPBytes() > 0 && granted < ctx.BDPBytes():
+			case floor > 0 && s.req > 0 && granted < floor:
 				add(Finding{Rule: "log-buffer-small", Severity: Warning, Category: Performance,
 					Problem: fmt.Sprintf("the %s buffer in force is %s, below the path's bandwidth-delay product %s.", s.name, fmtBytes(granted), fmtBytes(ctx.BDPBytes())),
 					Reason:  fmt.Sprintf("%s at %v RTT caps a TCP-transport tunnel at %.1f Mbit/s (throughput ≤ buffer/RTT, docs/openvpn-facts.md#buffer-size-and-rtt).", fmtBytes(granted), ctx.RTT, float64(granted)*8/ctx.RTT.Seconds()/1e6)}, line)
@@ -69,7 +77,7 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 				sev, why = Error, weakReason
 			}
 			if rep.DataCipher == "none" {
-				why = "cipher none sends the data channel in clear text"
+				why = "cipher none sends the data channel in clear text. " + shared.OuterLayer
 			}
 			add(Finding{Rule: "log-data-cipher", Severity: sev, Category: Security,
 				Problem: "the data channel negotiated " + rep.DataCipher + ".", Reason: why + "."}, e.Line)
@@ -152,6 +160,11 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 		add(Finding{Rule: "log-dco", Severity: Info, Category: Performance,
 			Problem: "DCO off because the kernel has no DCO module (DCO version: N/A): the data channel runs in userspace.",
 			Reason:  "openvpn --version and the log print \"DCO version: N/A\" when /sys/module/ovpn (2.7) or /sys/module/ovpn_dco_v2 (2.6) is missing (dco_linux.c dco_version_string). Instead: " + dco.Rules["kernel"].Replacement + ". " + dcoCost}, e.Line)
+	}
+	if rep.LongLines > 0 {
+		add(Finding{Rule: "log-long-lines", Severity: Info, Category: Operations,
+			Problem: fmt.Sprintf("%d line(s) longer than %d KiB were read cut short (the first is line %d); the rest of the log was read as usual.", rep.LongLines, openvpn.MaxLogLine>>10, rep.FirstLongLine),
+			Reason:  "OpenVPN writes no line that long; such a line is binary data or another program's output in the same journal, and only its beginning can matter to this review."}, rep.FirstLongLine)
 	}
 	Sort(out)
 	return out

@@ -156,7 +156,7 @@ func realFindings(rep *Report) []string {
 		}
 	}
 	if len(unread) > 0 {
-		out = append(out, "not read (findings that need these are not tested here): "+strings.Join(unread, "; "))
+		out = append(out, NetworkReal+": not read (findings that need these are not tested here): "+strings.Join(unread, "; "))
 	}
 	return out
 }
@@ -165,9 +165,9 @@ func directionFindings(rp *RealPath, dir string, t, o *Row) []string {
 	var out []string
 	name := dir
 	if dir == DirectionUp {
-		name = "up (this host → " + rp.Host + ")"
+		name = NetworkReal + " up (this host → " + rp.Host + ")"
 	} else {
-		name = "down (" + rp.Host + " → this host)"
+		name = NetworkReal + " down (" + rp.Host + " → this host)"
 	}
 	n := len(t.OpenVPN)
 	// CPU-bound: the busiest thread near a whole core in every sample.
@@ -211,7 +211,7 @@ func directionFindings(rp *RealPath, dir string, t, o *Row) []string {
 		rcv = max(rcv, c.RcvbufBytes)
 	}
 	if drops > 0 && rp.Proto == "udp" {
-		out = append(out, fmt.Sprintf("%s: socket drops: OpenVPN's UDP socket dropped %d datagrams in %d of %d tunnel samples; the kernel gave it a receive buffer of %d bytes (SO_RCVBUF), too small to hold a burst while OpenVPN is busy. %s Shown wrong by: drops that stay when the receive buffer is larger.",
+		out = append(out, fmt.Sprintf("%s: socket drops: OpenVPN's UDP socket dropped %d datagrams in %d of %d tunnel samples; the kernel gave it a receive buffer of %d bytes (SO_RCVBUF), too small for the datagrams that arrive while OpenVPN is not running (busy, or waiting for a CPU). %s Shown wrong by: drops that stay when the receive buffer is larger.",
 			name, drops, withDrops, n, rcv, rp.BufferAdvice))
 	}
 	// Fragmentation.

@@ -29,9 +29,9 @@ type Jumbo struct {
 }
 
 // JumboTunnel decides tun-mtu 9000 + mssfix 0: on a clean UDP path whose
-// rate exceeds what one userspace OpenVPN forwards in 1500-byte packets,
-// the per-packet cost binds before the link, and six times the data per
-// packet lifts it. It needs the path MTU and the rate; without either it
+// rate, and one flow's window over the RTT (stock Linux's 6 MiB), exceed
+// what one userspace OpenVPN forwards in 1500-byte packets, the per-packet
+// cost binds first, and six times the data per packet lifts it. It needs the path MTU and the rate; without either it
 // recommends nothing and says what decides it.
 func JumboTunnel(p Path, f overhead.Frame) Jumbo {
 	const setting = "tun-mtu 9000 + mssfix 0 (jumbo tunnel)"
@@ -66,6 +66,11 @@ func JumboTunnel(p Path, f overhead.Frame) Jumbo {
 			Changes: fmt.Sprintf("if the path rate × header efficiency is above what one OpenVPN process forwards in 1500-byte packets, %s%s, the tunnel's per-packet cost binds and a 9000-byte tun-mtu (with mssfix 0, on a clean path) lifts it; below that the link binds and tun-mtu stays 1500. A measured --packet-rate replaces the assumed packet cost", mbit(pkt), p.PacketRateSource())}}
 	}
 	if p.RateBitsPerSec*f.HeaderEfficiency(1500) <= pkt {
+		return Jumbo{}
+	}
+	if p.RTT > 0 && float64(LinuxTCPRmemMax)*8/p.RTT.Seconds() <= pkt {
+		// One flow's window (stock Linux's 6 MiB over this RTT) binds
+		// before the packet cost: fewer packets would not lift it.
 		return Jumbo{}
 	}
 	loss := fmt.Sprintf("loss %.2f%%", p.LossPercent)

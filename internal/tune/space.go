@@ -31,6 +31,9 @@ const (
 	AxisCipher     = "cipher"
 	AxisTxQueueLen = "txqueuelen"
 	AxisFastIO     = "fast-io"
+	// AxisDCO tries data channel offload (the variant item dco); Space
+	// adds it only when the host can offload (SpaceOptions.DCO).
+	AxisDCO = "dco"
 )
 
 // BaseAxes lists the built-in axes in search order.
@@ -41,7 +44,7 @@ var directiveAxis = map[string]string{
 	"tun-mtu": AxisMTU, "tun-mtu-max": AxisMTU, "mssfix": AxisMTU, "fragment": AxisMTU,
 	"sndbuf": AxisBuffers, "rcvbuf": AxisBuffers,
 	"data-ciphers": AxisCipher, "data-ciphers-fallback": AxisCipher, "cipher": AxisCipher, "auth": AxisCipher,
-	"txqueuelen": AxisTxQueueLen, "fast-io": AxisFastIO,
+	"txqueuelen": AxisTxQueueLen, "fast-io": AxisFastIO, "dco": AxisDCO,
 }
 
 // Axis is one dimension of the search: the values it may take. A value is
@@ -202,6 +205,9 @@ type SpaceOptions struct {
 	// net.core.rmem_max/wmem_max, which it cannot raise without the host's
 	// (OpenVPN's SO_SNDBUF/SO_RCVBUF would be clamped to it).
 	BufferCap int
+	// DCO: the host can offload (probed: OpenVPN's [DCO] build and the
+	// kernel module), so the dco axis is searched.
+	DCO bool
 }
 
 // Jumbo is the MTU axis' jumbo value: a 9000-byte tun device, and no
@@ -257,6 +263,9 @@ func Space(o SpaceOptions) []Axis {
 		{Name: AxisCipher, Values: []string{"", "data-ciphers AES-128-GCM", "data-ciphers CHACHA20-POLY1305"}},
 		{Name: AxisTxQueueLen, Values: []string{"", "txqueuelen 1000", "txqueuelen 5000"}},
 		{Name: AxisFastIO, Values: []string{"", "fast-io"}},
+	}
+	if o.DCO {
+		axes = append(axes, Axis{Name: AxisDCO, Values: []string{"", "dco"}})
 	}
 	if o.Advice != nil {
 		for i := range axes {

@@ -48,6 +48,14 @@ type Advice struct {
 	Note string
 }
 
+// DCOHost is what a probe of the host said about data channel offload.
+type DCOHost struct {
+	Available bool
+	// NotTested is the reason the dco axis is not searched ("not tested
+	// here: kernel lacks the ovpn driver (…)").
+	NotTested string
+}
+
 // Options are a tune run.
 type Options struct {
 	Path            lab.Path
@@ -59,6 +67,9 @@ type Options struct {
 	Advice          Advice
 	// BufferCap is the twin's socket-buffer cap (SpaceOptions.BufferCap).
 	BufferCap int
+	// DCO says whether the host can offload (the dco axis is searched)
+	// and, when it cannot, why: the note the result carries instead.
+	DCO DCOHost
 	// Passes bounds the coordinate-descent passes over the axes (default 2).
 	Passes int
 	// Progress receives one line per round with the current best.
@@ -203,8 +214,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		s.res.Advise = AdviseInfo{Note: o.Advice.Note}
 	}
 	so := SpaceOptions{PathMTU: o.Path.EffectiveMTU(), LossPercent: max(o.Path.Up.LossPercent, o.Path.Down.LossPercent),
-		AllowTCP: o.AllowTCP, Fixed: o.Fixed, Advice: adv, BufferCap: o.BufferCap}
+		AllowTCP: o.AllowTCP, Fixed: o.Fixed, Advice: adv, BufferCap: o.BufferCap, DCO: o.DCO.Available}
 	axes := Space(so)
+	if !o.DCO.Available && o.DCO.NotTested != "" {
+		s.res.Notes = append(s.res.Notes, "dco axis "+o.DCO.NotTested)
+	}
 	if ok, why := JumboTried(so); !ok {
 		if _, fixed := o.Fixed[AxisMTU]; !fixed {
 			s.res.Notes = append(s.res.Notes, why)

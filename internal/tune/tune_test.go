@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 )
 
 // fakePath is path (b) of the advise issue: a 1400-byte bottleneck whose
@@ -425,5 +426,57 @@ func TestFixedDefaultIsNamed(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(res.Notes, "\n"), `"default" in this run is OpenVPN's defaults with the --fix settings: proto udp; data-ciphers AES-128-GCM`) {
 		t.Errorf("notes %q", res.Notes)
+	}
+}
+
+// The dco axis: searched only on a host that can offload; elsewhere the
+// result says why it was not tested, and no candidate allows DCO.
+func TestDCOAxis(t *testing.T) {
+	names := func(ax []Axis) string {
+		var out []string
+		for _, a := range ax {
+			out = append(out, a.Name)
+		}
+		return strings.Join(out, " ")
+	}
+	if got := names(Space(SpaceOptions{DCO: true})); !strings.HasSuffix(got, " dco") {
+		t.Errorf("axes with DCO: %s", got)
+	}
+	if got := names(Space(SpaceOptions{})); strings.Contains(got, "dco") {
+		t.Errorf("axes without DCO: %s", got)
+	}
+	var rounds atomic.Int32
+	var tried []string
+	flat := func(c Candidate) float64 {
+		tried = append(tried, c.Body())
+		return 50e6
+	}
+	why := "not tested here: kernel lacks the ovpn driver (CONFIG_OVPN=n)"
+	res, err := Run(context.Background(), Options{Path: lab.Path{}, Budget: time.Minute, Measure: fakeMeasure(flat, 0, &rounds), DCO: DCOHost{NotTested: why}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "dco axis "+why) {
+		t.Errorf("notes %q", res.Notes)
+	}
+	for _, b := range tried {
+		if strings.Contains(b, "dco") {
+			t.Errorf("candidate %q allows DCO on a host without it", b)
+		}
+	}
+	tried = nil
+	res, err = Run(context.Background(), Options{Path: lab.Path{}, Budget: time.Minute, Measure: fakeMeasure(flat, 0, &rounds), DCO: DCOHost{Available: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, b := range tried {
+		found = found || strings.Contains(b, "dco")
+	}
+	if !found {
+		t.Errorf("host with DCO: no candidate tried dco (%q)", tried)
+	}
+	if _, err := openvpn.ParseVariant("x=dco;fast-io"); err != nil {
+		t.Errorf("a dco candidate is no valid variant: %v", err)
 	}
 }
