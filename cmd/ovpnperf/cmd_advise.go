@@ -74,8 +74,9 @@ accepts as it is, so the advice can be tested in a lab.`,
 	f.StringVar(&o.openvpn, "openvpn", "", "OpenVPN version: 2.5 or 2.6 (default: the probe's, else 2.6)")
 	f.StringVar(&o.dco, "dco", "", "data-channel offload on the server: yes or no")
 	f.StringVar(&o.clientOS, "client-os", "", "linux, windows, macos or android (default linux)")
-	f.Float64Var(&o.cryptoMBps, "crypto", 0, "server's AES-256-GCM speed per core in MB/s (openssl speed)")
-	f.Float64Var(&o.chachaMBps, "crypto-chacha", 0, "server's CHACHA20-POLY1305 speed per core in MB/s")
+	// 1e6 MB/s (1 TB/s per core) is far beyond any CPU: a larger figure is a typo.
+	floatFlag(f, &o.cryptoMBps, "crypto", 0, 0.01, 1e6, "server's AES-256-GCM speed per core in MB/s (openssl speed)")
+	floatFlag(f, &o.chachaMBps, "crypto-chacha", 0, 0.01, 1e6, "server's CHACHA20-POLY1305 speed per core in MB/s")
 	floatFlag(f, &o.packetRate, "packet-rate", 0, 1, 1e8, "full-size packets/s one userspace OpenVPN forwards per core on the server, measured (default: an assumed 45000)")
 	f.BoolVar(&o.json, "json", false, "print the advice as JSON")
 	f.StringVar(&o.format, "format", "text", "text or conf (ready-to-paste server.conf / client.conf / sysctl.conf fragments)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -79,7 +81,14 @@ type clusterServeOptions struct {
 }
 
 func newClusterServeCommand() *cobra.Command {
-	var o clusterServeOptions
+	c, _ := newClusterServe()
+	return c
+}
+
+// newClusterServe is the serve command and the options its flags fill
+// (systemd-unit parses serve's flags with it).
+func newClusterServe() (*cobra.Command, *clusterServeOptions) {
+	o := &clusterServeOptions{}
 	c := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Start the instances and supervise them until SIGTERM or `cluster stop`",
@@ -87,7 +96,7 @@ func newClusterServeCommand() *cobra.Command {
   ovpnperf cluster serve --lab mylab --instances 2 --one-port 1194 --dispatcher 198.51.100.2:8443`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runClusterServe(cmd.Context(), cmd.OutOrStdout(), o)
+			return runClusterServe(cmd.Context(), cmd.OutOrStdout(), *o)
 		},
 	}
 	f := c.Flags()
@@ -108,7 +117,7 @@ func newClusterServeCommand() *cobra.Command {
 	f.StringVar(&o.dispatcher, "dispatcher", "", "serve assignments over TLS on ADDR:PORT (callers need a client certificate of the cluster's CA)")
 	f.StringVar(&o.public, "public", "", "host name or address the dispatcher hands out (default: the lab's server address)")
 	f.StringVar(&o.strategy, "strategy", cluster.LeastLoaded, "dispatcher strategy: round-robin or least-loaded")
-	f.Float64Var(&o.rate, "rate", 20, "dispatcher requests per second per source address (burst twice that)")
+	floatFlag(f, &o.rate, "rate", 20, 0, 1e6, "dispatcher requests per second per source address (burst twice that; 0: no limit)")
 	f.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on ADDR:PORT/metrics")
 	f.BoolVar(&o.perClient, "per-client-metrics", false, "also export bytes per client, labelled by common name")
 	f.DurationVar(&o.drain, "drain", 2*time.Second, "on stop, how long instances keep running after the dispatcher stops assigning")
@@ -119,7 +128,7 @@ func newClusterServeCommand() *cobra.Command {
 	f.StringVar(&o.advertise, "advertise", "", "with --registry: the address clients reach this host's instances at (default: --public)")
 	f.StringVar(&o.regHost, "registry-host", "", "with --registry: this host's name in the registry (default: the host name)")
 	f.DurationVar(&o.regTTL, "registry-ttl", 10*time.Second, "with --registry: lease TTL; a host that stops renewing it leaves the registry this long after")
-	return c
+	return c, o
 }
 
 func (o clusterServeOptions) toOptions() (cluster.Options, error) {
@@ -158,11 +167,14 @@ func (o clusterServeOptions) toOptions() (cluster.Options, error) {
 	if o.nice < -20 || o.nice > 19 {
 		return co, usage.Errorf("--nice %d: use -20..19", o.nice)
 	}
+	if o.id != "" && !cluster.ValidID(o.id) {
+		return co, usage.Errorf("--id %q: want 4 hex digits, e.g. 0a1b", o.id)
+	}
 	if o.labName != "" && o.netns != "" {
 		return co, usage.Errorf("--lab and --netns: give one")
 	}
 	if o.labName != "" {
-		if err := lab.ValidateName(o.labName); err != nil {
+		if err := lab.CheckName("--lab", o.labName); err != nil {
 			return co, err
 		}
 		co.Netns = lab.NamespaceName(o.labName, lab.Server)
@@ -173,13 +185,23 @@ func (o clusterServeOptions) toOptions() (cluster.Options, error) {
 	if co.CPUs, err = cluster.ParseCPUs(o.cpus); err != nil {
 		return co, err
 	}
+	var usable []int
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err == nil {
+		for i := 0; i < 1024 && len(usable) < set.Count(); i++ {
+			if set.IsSet(i) {
+				usable = append(usable, i)
+			}
+		}
+	}
 	if len(co.CPUs) == 0 {
-		var set unix.CPUSet
-		if err := unix.SchedGetaffinity(0, &set); err == nil {
-			for i := 0; i < 1024 && len(co.CPUs) < set.Count(); i++ {
-				if set.IsSet(i) {
-					co.CPUs = append(co.CPUs, i)
-				}
+		co.CPUs = usable
+	} else if len(usable) > 0 {
+		// Pinning to a CPU this process may not use fails for every
+		// instance; say so now rather than log it per start.
+		for _, cpu := range co.CPUs {
+			if !set.IsSet(cpu) {
+				return co, usage.Errorf("--cpus %q: CPU %d is not one this process may use (usable: %s)", o.cpus, cpu, cpuList(usable))
 			}
 		}
 	}
@@ -224,6 +246,37 @@ func (o clusterServeOptions) toOptions() (cluster.Options, error) {
 	return co, nil
 }
 
+// cpuList writes CPUs as taskset does: 0-3,6.
+func cpuList(cpus []int) string {
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(cpus[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// checkNetns refuses a network namespace name that names no namespace
+// under /run/netns (where `ip netns add` puts them), before anything
+// starts in it.
+func checkNetns(flag, name string) error {
+	if strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+		return usage.Errorf("%s %q: not a network namespace name", flag, name)
+	}
+	if _, err := os.Stat(filepath.Join("/run/netns", name)); err != nil {
+		return usage.Errorf("%s: no network namespace %q (see `ip netns list`)", flag, name)
+	}
+	return nil
+}
+
 func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) error {
 	co, err := o.toOptions()
 	if err != nil {
@@ -240,6 +293,10 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 			return usage.Errorf("--config %s: %v", o.config, err)
 		}
 		if err := cluster.CheckBase(base); err != nil {
+			return err
+		}
+		cwd, _ := os.Getwd()
+		if err := cluster.CheckBaseFiles(base, cwd); err != nil {
 			return err
 		}
 		co.Base = base
@@ -266,11 +323,55 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 	if err := o.checkServeRegistry(); err != nil {
 		return err
 	}
-	co.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// The lab or namespace must exist: checked after every flag and the
+	// config, so that those mistakes are named first.
+	if o.labName != "" {
+		if _, err := lab.Open(o.labName); err != nil {
+			return usage.Errorf("--lab %q: no such lab here (see `ovpnperf lab status`)", o.labName)
+		}
+		if err := checkNetns("--lab "+o.labName, co.Netns); err != nil {
+			return err
+		}
+	}
+	if o.netns != "" {
+		if err := checkNetns("--netns", o.netns); err != nil {
+			return err
+		}
+	}
+	// Everything that can be refused is refused before an instance
+	// starts: the listeners are bound first, and the supervisor's log is
+	// held back until every instance was up once, so that a refusal is
+	// one line.
+	var closers []io.Closer
+	defer func() {
+		for _, cl := range closers {
+			cl.Close()
+		}
+	}()
+	var dispL, metricsL net.Listener
+	if o.dispatcher != "" {
+		if dispL, err = netns.Listen(co.Netns, "tcp", o.dispatcher); err != nil {
+			return usage.Errorf("--dispatcher %q: cannot listen: %v", o.dispatcher, err)
+		}
+		closers = append(closers, dispL)
+	}
+	if o.metrics != "" {
+		if metricsL, err = netns.Listen(co.Netns, "tcp", o.metrics); err != nil {
+			return usage.Errorf("--metrics %q: cannot listen: %v", o.metrics, err)
+		}
+		closers = append(closers, metricsL)
+	}
+	startLog := &heldWriter{w: os.Stderr}
+	co.Log = slog.New(slog.NewTextHandler(startLog, nil))
 	c, err := cluster.Start(ctx, co)
 	if err != nil {
 		return err
 	}
+	if err := c.WaitStarted(ctx, 60*time.Second); err != nil {
+		c.Stop()
+		return err
+	}
+	startLog.release()
 	fmt.Fprintf(w, "cluster %s: %d instances, directory %s, control socket %s\n", c.ID(), len(c.Specs()), c.Dir(), cluster.ControlPath(c.ID()))
 	for _, s := range c.Specs() {
 		fmt.Fprintf(w, "  %s %s port %d dev %s subnet %s cpu %d\n", s.Name, s.Proto, s.Port, s.Dev, s.Subnet, s.CPU)
@@ -281,30 +382,19 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 	if r := c.IRQReport(); r != nil {
 		r.WriteText(w)
 	}
-	var closers []io.Closer
-	if o.dispatcher != "" {
+	if dispL != nil {
+		l := dispL
 		ca, cert, key, err := dispatcherCreds(co.Base, pki)
 		if err != nil {
 			c.Stop()
 			return err
 		}
-		l, err := netns.Listen(co.Netns, "tcp", o.dispatcher)
-		if err != nil {
-			c.Stop()
-			return err
-		}
-		closers = append(closers, l)
 		d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: o.public}, Strategy: o.strategy, RatePerSec: o.rate, Burst: 2 * o.rate}
 		go func() { _ = d.Serve(l, cert, key, ca) }()
 		fmt.Fprintf(w, "dispatcher on %s (%s), handing out %s\n", l.Addr(), o.strategy, o.public)
 	}
-	if o.metrics != "" {
-		l, err := netns.Listen(co.Netns, "tcp", o.metrics)
-		if err != nil {
-			c.Stop()
-			return err
-		}
-		closers = append(closers, l)
+	if metricsL != nil {
+		l := metricsL
 		go func() { _ = c.ServeMetrics(l) }()
 		fmt.Fprintf(w, "metrics on http://%s/metrics\n", l.Addr())
 	}
@@ -328,10 +418,34 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 		reg.drained()
 		defer reg.close()
 	}
-	for _, cl := range closers {
-		defer cl.Close()
-	}
 	return c.Stop()
+}
+
+// heldWriter holds what is written until release, then writes it and
+// everything after straight through; what is held when the command fails
+// is dropped (the error says why).
+type heldWriter struct {
+	mu       sync.Mutex
+	w        io.Writer
+	held     bytes.Buffer
+	released bool
+}
+
+func (h *heldWriter) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released {
+		return h.w.Write(p)
+	}
+	return h.held.Write(p)
+}
+
+func (h *heldWriter) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.released = true
+	_, _ = h.w.Write(h.held.Bytes())
+	h.held.Reset()
 }
 
 // serverNetwork reads the pool from the config's `server NET MASK`.
@@ -370,6 +484,11 @@ func dispatcherCreds(base *openvpn.Config, pki *openvpn.PKI) (ca, cert, key stri
 
 func clusterID(args []string) (string, error) {
 	if len(args) == 1 {
+		// The id names a directory and a socket under /run/ovpnperf:
+		// nothing but 4 hex digits may reach a path.
+		if !cluster.ValidID(args[0]) {
+			return "", usage.Errorf("cluster id %q: want 4 hex digits (see `ovpnperf cluster status`)", args[0])
+		}
 		return args[0], nil
 	}
 	ids, err := cluster.List()
@@ -456,7 +575,11 @@ func newClusterCleanCommand() *cobra.Command {
 		Short: "Remove what a killed `cluster serve` left: processes, iptables chains, sysctls, IRQ/RPS values, files",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return cluster.Clean(cmd.Context(), a[0])
+			id, err := clusterID(a)
+			if err != nil {
+				return err
+			}
+			return cluster.Clean(cmd.Context(), id)
 		},
 	}
 }
@@ -682,6 +805,30 @@ func runClusterClientConfig(ctx context.Context, w io.Writer, id string, o clust
 	return outputfile.WriteBytes(o.out, 0o600, []byte(text))
 }
 
+// checkServeArgs parses the flags a unit would pass to `cluster serve`
+// with serve's own flag set and checks them as serve would, so that a unit
+// is written only for a serve that would start: unknown flags, arguments,
+// bad values and a second --id (the unit's clean lines name its own id)
+// are refused now, not at the service's start.
+func checkServeArgs(id string, a []string) error {
+	serve, o := newClusterServe()
+	f := serve.Flags()
+	if err := f.Parse(a); err != nil {
+		return usage.Errorf("serve flags after --: %v", err)
+	}
+	if rest := f.Args(); len(rest) > 0 {
+		return usage.Errorf("serve flags after --: %q is not a flag; cluster serve takes no arguments", rest[0])
+	}
+	if f.Changed("id") {
+		return usage.Errorf("serve flags after --: --id %q: the unit runs cluster %s (systemd-unit --id) and its clean lines name it; give the id once, with systemd-unit --id", o.id, id)
+	}
+	o.id = id
+	if _, err := o.toOptions(); err != nil {
+		return usage.Errorf("serve flags after --: %v", err)
+	}
+	return nil
+}
+
 func newClusterSystemdUnitCommand() *cobra.Command {
 	var id string
 	c := &cobra.Command{
@@ -691,6 +838,9 @@ func newClusterSystemdUnitCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if !cluster.ValidID(id) {
 				return usage.Errorf("--id %q: give a fixed cluster id of 4 hex digits, so stop and clean can name it", id)
+			}
+			if err := checkServeArgs(id, a); err != nil {
+				return err
 			}
 			exe, err := os.Executable()
 			if err != nil {

@@ -172,7 +172,7 @@ counts the assignments all of them recorded in etcd, so they agree.`,
 	f.StringVar(&o.cert, "cert", "", "the dispatcher's certificate")
 	f.StringVar(&o.key, "key", "", "its key")
 	f.StringVar(&o.strategy, "strategy", cluster.LeastLoaded, "round-robin or least-loaded")
-	f.Float64Var(&o.rate, "rate", 20, "requests per second per source address (burst twice that)")
+	floatFlag(f, &o.rate, "rate", 20, 0, 1e6, "requests per second per source address (burst twice that; 0: no limit)")
 	f.StringVar(&o.metrics, "metrics", "", "serve Prometheus /metrics and JSON /status on ADDR:PORT")
 	return c
 }

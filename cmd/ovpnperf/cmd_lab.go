@@ -19,6 +19,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/etcdsrv"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/printable"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -341,7 +342,8 @@ func newLabExecCommand() *cobra.Command {
 				return usage.Errorf("node %q: lab %s has no such host (see `ovpnperf lab status %s`)", a[1], a[0], a[0])
 			}
 			c := l.Command(cmd.Context(), node, a[2:]...)
-			c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			// The program's own output, unfiltered (binary, a terminal).
+			c.Stdin, c.Stdout, c.Stderr = os.Stdin, printable.Unwrap(cmd.OutOrStdout()), printable.Unwrap(cmd.ErrOrStderr())
 			if err := c.Run(); err != nil {
 				var ee *exec.ExitError
 				if errors.As(err, &ee) {

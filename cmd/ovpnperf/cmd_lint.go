@@ -336,6 +336,9 @@ func runLint(o lintOptions) error {
 		}
 		rep.Fixed = strings.Join(fixed, " ")
 	}
+	// Every output below (text, JSON, …) renders these findings: key
+	// material is taken out here, once, whatever rule made the finding.
+	rep.Findings = lint.Redact(rep.Findings, cfgs...)
 	rep.ExitStatus = lint.FailStatus(rep.Findings, o.failOn)
 	switch o.format {
 	case "json":

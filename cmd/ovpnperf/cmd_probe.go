@@ -107,6 +107,11 @@ func runProbe(ctx context.Context, o probeOptions) error {
 	if err != nil {
 		return err
 	}
+	// The same target rule as pmtu and pps: no unspecified, broadcast or
+	// multicast address, no malformed or unresolvable name.
+	if _, err := resolveTarget(ctx, "HOST", o.host); err != nil {
+		return err
+	}
 	rep, err := probe.Run(ctx, probe.Options{Host: o.host, Pings: o.pings, PPSPort: o.ppsPort, PPSKey: key, IPerf3Port: o.iperf3Port, IPerf3Duration: o.iperf3Time,
 		NoCrypto: o.noCrypto, Config: o.config, Logf: func(f string, a ...any) { fmt.Fprintf(o.errOut, "probe: "+f+"\n", a...) }})
 	if err != nil {

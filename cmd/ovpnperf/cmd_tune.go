@@ -178,8 +178,11 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 		s.args = pathArgs(o.flags.fs)
 	}
 	if o.name != "" {
-		if err := lab.ValidateName(o.name + "-r99"); err != nil {
-			return s, usage.Errorf("--name %q: want 1–12 lower-case letters, digits or dashes", o.name)
+		// Round N's lab is NAME-rN; room is kept for "-r9999" (a 24 h
+		// budget of short rounds), so every round's name is a lab name.
+		maxLen := lab.MaxNameLen - len("-r9999")
+		if len(o.name) > maxLen || lab.ValidateName(o.name) != nil {
+			return s, usage.Errorf("--name %q: want 1–%d lower-case letters, digits or dashes, starting with a letter or digit", o.name, maxLen)
 		}
 	}
 	if o.pki != "" {

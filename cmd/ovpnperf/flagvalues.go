@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
@@ -223,4 +225,174 @@ func timeFlag(fs *pflag.FlagSet, dst *time.Duration, name, help string) {
 
 func percentFlag(fs *pflag.FlagSet, dst *float64, name, help string) {
 	addValue(fs, dst, name, "", "percent", "", lab.ParsePercent, help)
+}
+
+// The layer below guards every flag and positional argument of every
+// command, whatever registered it (the typed values above, or plain
+// pflag StringVar/Float64Var/DurationVar/IntVar): newRootCommand wraps
+// them all, so a command added later gets the same refusals for free.
+//
+//   - an empty value ("--proto ''") is a mistake, not a request for the
+//     default: leave the flag out for that;
+//   - a control character (newline, escape) in a value is refused: it
+//     would end up in a config line, a file name or on the terminal;
+//   - numbers must be finite ("NaN", "Inf" and overflowing literals are
+//     refused) and durations must not be negative;
+//   - pflag's own parse errors ("strconv.ParseFloat: parsing …") are
+//     replaced by one line naming the flag and the accepted form.
+//
+// A flag whose empty value means something is annotated with
+// allowEmpty(fs, name).
+
+const emptyOKAnnotation = "ovpnperf-empty-ok"
+
+// allowEmpty marks a flag whose empty value is meaningful.
+func allowEmpty(fs *pflag.FlagSet, name string) {
+	_ = fs.SetAnnotation(name, emptyOKAnnotation, []string{"true"})
+}
+
+// guardedValue wraps a flag's pflag.Value with the checks above.
+type guardedValue struct {
+	pflag.Value
+	flag    string
+	emptyOK bool
+}
+
+func (g *guardedValue) Set(s string) error {
+	if err := checkFlagText(g.flag, g.Value.Type(), s, g.emptyOK); err != nil {
+		return err
+	}
+	if err := g.Value.Set(s); err != nil {
+		var u *usage.Error
+		if errors.As(err, &u) {
+			return err
+		}
+		if errors.Is(err, strconv.ErrRange) {
+			return usage.Errorf("%s %s: out of range for a %s", g.flag, quoteArg(s), g.Value.Type())
+		}
+		return usage.Errorf("%s %s: not a valid %s", g.flag, quoteArg(s), g.Value.Type())
+	}
+	return nil
+}
+
+// checkFlagText checks the text of one flag value by the flag's pflag type.
+func checkFlagText(flag, typ, s string, emptyOK bool) error {
+	if typ == "bool" {
+		return nil
+	}
+	if strings.TrimSpace(s) == "" && !emptyOK {
+		return usage.Errorf("%s: empty value; leave the flag out for its default, or give a value", flag)
+	}
+	if i := strings.IndexFunc(s, isControl); i >= 0 {
+		return usage.Errorf("%s %s: contains the control character %s; want printable text", flag, quoteArg(s), quoteArg(s[i:i+1]))
+	}
+	t := strings.TrimSpace(s)
+	switch typ {
+	case "float64", "float32", "float":
+		v, err := strconv.ParseFloat(t, 64)
+		var ne *strconv.NumError
+		switch {
+		case errors.As(err, &ne) && ne.Err == strconv.ErrRange, err == nil && (math.IsInf(v, 0) || math.IsNaN(v)):
+			return usage.Errorf("%s %s: not a finite number; want a plain number such as 2.5", flag, quoteArg(s))
+		case err != nil:
+			return usage.Errorf("%s %s: not a number; want a plain number such as 2.5", flag, quoteArg(s))
+		}
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "count":
+		if _, err := strconv.ParseInt(t, 0, 64); err != nil {
+			var ne *strconv.NumError
+			if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
+				return usage.Errorf("%s %s: out of range", flag, quoteArg(s))
+			}
+			return usage.Errorf("%s %s: not a whole number", flag, quoteArg(s))
+		}
+	case "duration":
+		if strings.HasPrefix(t, "-") {
+			return usage.Errorf("%s %s: must not be negative; want a duration such as 2s", flag, quoteArg(s))
+		}
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
+
+// quoteArg quotes a value for an error line: Go quoting, so that control
+// characters and escapes are shown, never sent to the terminal.
+func quoteArg(s string) string { return strconv.Quote(s) }
+
+// guardCommands wraps every flag and the positional arguments of c and
+// its subcommands, and fixes their help placeholders.
+func guardCommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		guardCommands(sub)
+	}
+	guard := func(f *pflag.Flag) {
+		if _, done := f.Value.(*guardedValue); done {
+			return
+		}
+		f.Usage = plainUsage(f.Usage)
+		f.Value = &guardedValue{Value: f.Value, flag: flagLabel(f.Name, f.Shorthand), emptyOK: f.Annotations[emptyOKAnnotation] != nil}
+	}
+	c.Flags().VisitAll(guard)
+	c.PersistentFlags().VisitAll(guard)
+	inner := c.Args
+	c.Args = func(cmd *cobra.Command, a []string) error {
+		if err := checkPositional(cmd, a); err != nil {
+			return err
+		}
+		if inner != nil {
+			return inner(cmd, a)
+		}
+		return nil
+	}
+}
+
+// checkPositional refuses empty positional arguments and ones with
+// control characters, up to "--" (what follows is another program's
+// command line, passed on as given).
+func checkPositional(cmd *cobra.Command, a []string) error {
+	n := len(a)
+	if d := cmd.ArgsLenAtDash(); d >= 0 {
+		n = d
+	}
+	for i, s := range a[:n] {
+		if strings.TrimSpace(s) == "" {
+			return usage.Errorf("%s: argument %d is empty; see %q", cmd.CommandPath(), i+1, cmd.CommandPath()+" --help")
+		}
+		if strings.IndexFunc(s, isControl) >= 0 {
+			return usage.Errorf("%s: argument %s contains a control character; want printable text", cmd.CommandPath(), quoteArg(s))
+		}
+	}
+	return nil
+}
+
+// placeholderRe is a help placeholder pflag may take from backquotes in
+// a usage string: a word in capitals (FILE, ADDR:PORT).
+var placeholderRe = regexp.MustCompile("^[A-Z][A-Z0-9_:.-]*$")
+
+// plainUsage keeps backquotes around a placeholder (pflag shows the first
+// backquoted word as the flag's value name, `FILE`) and turns every other
+// backquoted text (a command such as `ovpnperf report`) into quoted text,
+// which pflag would otherwise show as the placeholder.
+func plainUsage(u string) string {
+	parts := strings.Split(u, "`")
+	if len(parts) < 3 {
+		return u
+	}
+	var b strings.Builder
+	b.WriteString(parts[0])
+	for i := 1; i < len(parts); i++ {
+		if i%2 == 1 && i+1 < len(parts) {
+			if placeholderRe.MatchString(parts[i]) {
+				b.WriteString("`" + parts[i] + "`")
+			} else {
+				b.WriteString(`"` + parts[i] + `"`)
+			}
+			continue
+		}
+		if i%2 == 1 { // an unpaired backquote
+			b.WriteString("'")
+		}
+		b.WriteString(parts[i])
+	}
+	return b.String()
 }

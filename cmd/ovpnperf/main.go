@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/printable"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -49,6 +50,7 @@ and iperf3 across them. Most commands need root.`,
 		root.AddCommand(c())
 	}
 	refuseUnknownSubcommands(root)
+	guardCommands(root)
 	return root
 }
 
@@ -78,7 +80,13 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCommand().ExecuteContext(ctx)
+	root := newRootCommand()
+	// Every text output goes through one filter that prints control
+	// characters escaped: a config line or a document's name cannot
+	// steer the terminal (JSON output has none left to escape).
+	root.SetOut(printable.Writer(os.Stdout))
+	root.SetErr(printable.Writer(os.Stderr))
+	err := root.ExecuteContext(ctx)
 	interrupted := ctx.Err() != nil
 	stop()
 	if err != nil && interrupted {
@@ -105,10 +113,12 @@ func exitStatus(err error) int {
 		fmt.Fprintln(os.Stderr, "ovpnperf: interrupted")
 		return 130
 	}
-	fmt.Fprintf(os.Stderr, "ovpnperf: %v\n", err)
 	if usage.Is(err) || isCobraUsage(err) {
+		// A user's mistake is one line, whatever value it quotes.
+		fmt.Fprintf(os.Stderr, "ovpnperf: %s\n", printable.Line(err.Error()))
 		return 2
 	}
+	fmt.Fprintf(os.Stderr, "ovpnperf: %s\n", printable.String(err.Error()))
 	return 1
 }
 

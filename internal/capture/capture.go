@@ -72,6 +72,15 @@ type Analysis struct {
 	Datagrams     int    `json:"datagrams"`
 	DataPackets   int    `json:"data_packets"`
 	DatagramBytes uint64 `json:"datagram_bytes"`
+	// DatagramsToPort and DatagramsFromPort split Datagrams by direction:
+	// to Port (towards the OpenVPN server) and from it.
+	DatagramsToPort   int `json:"datagrams_to_port"`
+	DatagramsFromPort int `json:"datagrams_from_port"`
+	// MaxIPBytes is the largest IP packet.
+	MaxIPBytes int `json:"max_ip_bytes"`
+	// ICMPFragNeeded counts ICMP "fragmentation needed" errors (IPv4) and
+	// ICMPv6 "packet too big": a router telling a sender its path MTU.
+	ICMPFragNeeded int `json:"icmp_frag_needed"`
 	// TCPSegments with payload from or to Port, and the retransmitted ones
 	// (a payload sequence range seen before on the same connection).
 	TCPSegments       int    `json:"tcp_segments"`
@@ -135,17 +144,26 @@ func Analyze(r io.Reader, port uint16) (*Analysis, error) {
 		}
 		if err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, fmt.Errorf("%w: after %d packets", ErrTruncated, a.Packets)
+				// What was read so far comes back too: a capture stopped
+				// while writing keeps what it has for callers that want it.
+				a.finish()
+				return a, fmt.Errorf("%w: after %d packets", ErrTruncated, a.Packets)
 			}
 			return nil, fmt.Errorf("reading packet %d: %v", a.Packets+1, err)
 		}
 		a.Packets++
 		a.add(gopacket.NewPacket(data, lt, gopacket.DecodeOptions{Lazy: true, NoCopy: true}), ci)
 	}
+	a.finish()
+	return a, nil
+}
+
+func (a *Analysis) finish() {
 	a.FragmentedDatagrams = len(a.firstSeenFragment)
 	a.Histogram = histogram(a.Sizes)
-	a.firstSeenFragment, a.seenSeq = nil, nil
-	return a, nil
+	for s := range a.Sizes {
+		a.MaxIPBytes = max(a.MaxIPBytes, s)
+	}
 }
 
 func (a *Analysis) add(pkt gopacket.Packet, ci gopacket.CaptureInfo) {
@@ -189,6 +207,10 @@ func (a *Analysis) add(pkt gopacket.Packet, ci gopacket.CaptureInfo) {
 	}
 	a.IPPackets++
 	a.IPBytes += uint64(length)
+	if first && len(payload) >= 2 && (proto == layers.IPProtocolICMPv4 && payload[0] == layers.ICMPv4TypeDestinationUnreachable && payload[1] == layers.ICMPv4CodeFragmentationNeeded ||
+		proto == layers.IPProtocolICMPv6 && payload[0] == layers.ICMPv6TypePacketTooBig) {
+		a.ICMPFragNeeded++
+	}
 	a.Sizes[length]++
 	if frag {
 		a.Fragments++
@@ -215,6 +237,11 @@ func (a *Analysis) add(pkt gopacket.Packet, ci gopacket.CaptureInfo) {
 		}
 		a.Datagrams++
 		a.DatagramBytes += uint64(length)
+		if a.Port != 0 && dport == a.Port {
+			a.DatagramsToPort++
+		} else if a.Port != 0 {
+			a.DatagramsFromPort++
+		}
 		if len(payload) > 8 {
 			if op := payload[8] >> 3; op == 6 || op == 9 {
 				a.DataPackets++

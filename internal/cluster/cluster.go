@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -304,6 +307,68 @@ func (c *Cluster) WaitUp(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
+// FailedStarts is how many times in a row an instance may fail to come
+// up, before it was ever up, until WaitStarted calls it unable to start:
+// a config OpenVPN refuses (a missing certificate, a bad option) fails
+// every time, and restarting it forever helps nobody.
+const FailedStarts = 2
+
+// WaitStarted waits until every instance was up once. It returns a usage
+// error naming the instance and OpenVPN's own reason when an instance
+// failed FailedStarts starts without ever being up, and nil when timeout
+// passes first (slow instances are then left to the supervisor).
+func (c *Cluster) WaitStarted(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		all := true
+		for _, in := range c.instances {
+			in.mu.Lock()
+			up, failed, last := in.everUp, in.failedStarts, in.st.LastExit
+			in.mu.Unlock()
+			if failed >= FailedStarts && !up {
+				return usage.Errorf("instance %s cannot start: %s", in.spec.Name, openvpnReason(filepath.Join(c.dir, in.spec.Name+".log"), last))
+			}
+			all = all && up
+		}
+		if all {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if parent := context.Cause(ctx); parent != nil && !errors.Is(parent, context.DeadlineExceeded) {
+				return parent
+			}
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// openvpnReason is the line of an instance's log that says why OpenVPN
+// stopped ("Options error: …", "Cannot load certificate …"), else the
+// supervisor's own reason.
+func openvpnReason(logPath, fallback string) string {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return fallback
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	// The first such line is the cause; later ones ("Please correct
+	// these errors", "Exiting due to fatal error") follow from it.
+	for _, l := range lines {
+		l = strings.TrimSpace(openvpn.StripTimestamp(l))
+		lo := strings.ToLower(l)
+		if strings.Contains(lo, "please correct these errors") || strings.Contains(lo, "exiting due to fatal error") || strings.HasPrefix(l, "Use --help") {
+			continue
+		}
+		if strings.Contains(lo, "error") || strings.Contains(lo, "cannot") || strings.Contains(lo, "fails") {
+			return l
+		}
+	}
+	return fallback
+}
+
 // Kill sends SIGKILL to instance name's process (fault tests).
 func (c *Cluster) Kill(name string) (int, error) {
 	for _, in := range c.instances {
@@ -414,7 +479,8 @@ func QueryStatus(ctx context.Context, id string) (*ClusterStatus, error) {
 	}
 	defer resp.Body.Close()
 	var s ClusterStatus
-	return &s, json.NewDecoder(resp.Body).Decode(&s)
+	// A status is a JSON document: read no more than one may hold.
+	return &s, json.NewDecoder(io.LimitReader(resp.Body, inputfile.Document.Max)).Decode(&s)
 }
 
 // RequestStop asks a running serve to drain and stop, and waits until its

@@ -1,12 +1,16 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -273,4 +277,50 @@ func ParseCPUs(s string) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// fileOptions are the options of a server config whose first parameter is
+// a file OpenVPN reads at start (or "[[INLINE]]" for an inline block).
+var fileOptions = map[string]bool{
+	"ca": true, "cert": true, "key": true, "dh": true, "extra-certs": true, "pkcs12": true,
+	"tls-auth": true, "tls-crypt": true, "tls-crypt-v2": true, "crl-verify": true, "secret": true,
+	"auth-gen-token-secret": false,
+}
+
+// CheckBaseFiles refuses a base config whose key or certificate files
+// cannot be read, before any instance starts (OpenVPN would refuse each
+// instance at every restart). Relative names are taken from the config's
+// cd directive, else from cwd, as OpenVPN does.
+func CheckBaseFiles(c *openvpn.Config, cwd string) error {
+	base := cwd
+	if d, ok := c.Get("cd"); ok && len(d.Args) > 0 {
+		base = d.Args[0]
+		if !filepath.IsAbs(base) {
+			base = filepath.Join(cwd, base)
+		}
+	}
+	for _, d := range c.Directives {
+		if d.Inline || !fileOptions[d.Name] || len(d.Args) == 0 {
+			continue
+		}
+		name := d.Args[0]
+		if name == "[[INLINE]]" || (d.Name == "dh" && name == "none") || (d.Name == "crl-verify" && len(d.Args) > 1 && d.Args[1] == "dir") {
+			continue
+		}
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(base, p)
+		}
+		// Stat and access, not open: opening a FIFO would block.
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			return usage.Errorf("base config: %s %s: %v", d.Name, name, errors.Unwrap(err))
+		case !fi.Mode().IsRegular():
+			return usage.Errorf("base config: %s %s: not a regular file", d.Name, name)
+		case unix.Access(p, unix.R_OK) != nil:
+			return usage.Errorf("base config: %s %s: not readable", d.Name, name)
+		}
+	}
+	return nil
 }

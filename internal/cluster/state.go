@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
 // BaseDir holds one directory per cluster (mode 0700): state file, PKI,
@@ -149,7 +149,7 @@ func alive(pid int, ticks uint64) bool {
 // not errors (CNI DEL semantics).
 func Clean(ctx context.Context, id string) error {
 	if !idRE.MatchString(id) {
-		return fmt.Errorf("cluster id %q: not an ovpnperf cluster id", id)
+		return usage.Errorf("cluster id %q: want 4 hex digits (see `ovpnperf cluster status`)", id)
 	}
 	st, err := ReadState(id)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {

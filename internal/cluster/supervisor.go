@@ -81,7 +81,12 @@ type instance struct {
 	st    InstanceStatus
 	proc  *openvpn.Process
 	exits []time.Time
-	last  struct {
+	// everUp is set once the instance was up; failedStarts counts the
+	// exits before that (WaitStarted refuses an instance that cannot
+	// start at all).
+	everUp       bool
+	failedStarts int
+	last         struct {
 		at    time.Time
 		bytes int64
 	}
@@ -155,6 +160,9 @@ func (in *instance) run(ctx context.Context) {
 		}
 		in.exits = recent
 		in.st.Restarts++
+		if !in.everUp {
+			in.failedStarts++
+		}
 		in.st.LastExit = reason
 		in.st.State = StateRestarting
 		in.st.Pid = 0
@@ -237,6 +245,7 @@ func (in *instance) once(ctx context.Context, exitAt time.Time) string {
 	now := time.Now()
 	in.mu.Lock()
 	in.st.State = StateUp
+	in.everUp = true
 	in.st.UpSince = now
 	if !exitAt.IsZero() {
 		in.st.Recoveries = append(in.st.Recoveries, now.Sub(exitAt).Seconds())

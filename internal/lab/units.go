@@ -13,11 +13,13 @@ import (
 
 // Limits on what a lab accepts.
 const (
-	MaxRTT      = 10 * time.Second
-	MinMTUv4    = 576
-	MinMTUv6    = 1280
-	MaxMTU      = 65535
-	maxNameLen  = 20
+	MaxRTT     = 10 * time.Second
+	MinMTUv4   = 576
+	MinMTUv6   = 1280
+	MaxMTU     = 65535
+	maxNameLen = 20
+	// MaxNameLen is the longest lab name (namespace names carry it).
+	MaxNameLen  = maxNameLen
 	maxRateBits = 100e9
 	// MaxQueueBytes bounds a rate limiter's queue: tbf takes a 32-bit
 	// byte count, and a gigabyte already holds a second at 8 Gbit/s.

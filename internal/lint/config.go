@@ -142,6 +142,7 @@ func repl(d openvpn.PosDirective, lines ...string) []Edit {
 func CheckConfig(f *openvpn.ConfigFile, ctx Context) []Finding {
 	v := &view{f: f, ctx: ctx}
 	v.options()
+	v.arity()
 	v.compression()
 	v.ciphers()
 	v.protection()

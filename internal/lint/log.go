@@ -161,6 +161,11 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 			Problem: "DCO off because the kernel has no DCO module (DCO version: N/A): the data channel runs in userspace.",
 			Reason:  "openvpn --version and the log print \"DCO version: N/A\" when /sys/module/ovpn (2.7) or /sys/module/ovpn_dco_v2 (2.6) is missing (dco_linux.c dco_version_string). Instead: " + dco.Rules["kernel"].Replacement + ". " + dcoCost}, e.Line)
 	}
+	if rep.LongLines > 0 {
+		add(Finding{Rule: "log-long-lines", Severity: Info, Category: Operations,
+			Problem: fmt.Sprintf("%d line(s) longer than %d KiB were read cut short (the first is line %d); the rest of the log was read as usual.", rep.LongLines, openvpn.MaxLogLine>>10, rep.FirstLongLine),
+			Reason:  "OpenVPN writes no line that long; such a line is binary data or another program's output in the same journal, and only its beginning can matter to this review."}, rep.FirstLongLine)
+	}
 	Sort(out)
 	return out
 }

@@ -1,7 +1,6 @@
 package openvpn
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"regexp"
@@ -98,24 +97,32 @@ func nullName(s string) string {
 // know; it fails only when reading fails.
 func ParseLog(r io.Reader) (*Log, error) {
 	l := &Log{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for sc.Scan() {
-		l.parseLine(sc.Text())
-	}
-	return l, sc.Err()
+	err := readLogLines(r, func(b []byte, _ bool) { l.parseLine(string(b)) })
+	return l, err
 }
 
 // StripTimestamp removes the date, time and microseconds OpenVPN puts in
 // front of each line when it logs to stdout or a --log file.
 func StripTimestamp(line string) string {
-	return logTimestampRE.ReplaceAllString(line, "")
+	// "2026-11-22 02:13:58 ": a cheap look before the regexp.
+	if len(line) < 20 || line[4] != '-' || line[13] != ':' || line[0] < '0' || line[0] > '9' {
+		return line
+	}
+	if loc := logTimestampRE.FindStringIndex(line[:min(len(line), 64)]); loc != nil {
+		return line[loc[1]:]
+	}
+	return line
 }
 
 func (l *Log) parseLine(raw string) {
-	line := strings.TrimRight(StripTimestamp(raw), " \r")
+	l.parseStripped(strings.TrimRight(StripTimestamp(raw), " \r"))
+}
+
+// parseStripped reads one line without its timestamp. Each regexp runs
+// only on lines holding its literal text.
+func (l *Log) parseStripped(line string) {
 	switch {
-	case l.VersionLine == "" && versionRE.MatchString(line):
+	case l.VersionLine == "" && strings.Contains(line, "OpenVPN ") && versionRE.MatchString(line):
 		m := versionRE.FindStringSubmatch(line)
 		l.Version = m[1]
 		l.VersionLine = line[strings.Index(line, "OpenVPN "):]
@@ -128,17 +135,17 @@ func (l *Log) parseLine(raw string) {
 		l.DCOVersion = strings.TrimPrefix(line, "DCO version: ")
 	case strings.Contains(line, "disabling data channel offload"):
 		l.DCODisabled = line
-	case dataChannelRE.MatchString(line) && !strings.Contains(line, "Outgoing") && !strings.Contains(line, "Incoming"):
+	case strings.Contains(line, "Data Channel: cipher '") && dataChannelRE.MatchString(line) && !strings.Contains(line, "Outgoing") && !strings.Contains(line, "Incoming"):
 		m := dataChannelRE.FindStringSubmatch(line)
 		l.DataCipher = nullName(m[1])
 		l.DataAuth = nullName(m[2])
-	case sockBufRE.MatchString(line):
+	case strings.Contains(line, "Socket Buffers: ") && sockBufRE.MatchString(line):
 		m := sockBufRE.FindStringSubmatch(line)
 		l.SocketBuffers = append(l.SocketBuffers, SocketBuffers{atoi(m[1]), atoi(m[2]), atoi(m[3]), atoi(m[4])})
-	case ifaceMTURE.MatchString(line):
+	case strings.Contains(line, "net_iface_mtu_set: ") && ifaceMTURE.MatchString(line):
 		m := ifaceMTURE.FindStringSubmatch(line)
 		l.TunMTU, l.TunDev = atoi(m[1]), m[2]
-	case mtuParmsRE.MatchString(line):
+	case strings.Contains(line, "MTU parms [") && mtuParmsRE.MatchString(line):
 		m := mtuParmsRE.FindStringSubmatch(line)
 		l.MTUParms = map[string]int{}
 		for _, kv := range strings.Fields(m[1]) {
@@ -148,7 +155,7 @@ func (l *Log) parseLine(raw string) {
 				}
 			}
 		}
-	case controlRE.MatchString(line):
+	case strings.Contains(line, "Control Channel: ") && controlRE.MatchString(line):
 		l.ControlChannel = controlRE.FindStringSubmatch(line)[1]
 	case strings.Contains(line, "PUSH_REPLY,"):
 		if m := pushReplyRE.FindStringSubmatch(line); m != nil {
@@ -171,9 +178,20 @@ func (l *Log) parseLine(raw string) {
 	case strings.Contains(line, "WARNING") || strings.HasPrefix(line, "Warning"):
 		l.Warnings = append(l.Warnings, line)
 	}
-	if strings.Contains(strings.ToLower(line), "compression") && !strings.HasPrefix(line, "Note: --cipher") {
+	if containsFold(line, "compression") && !strings.HasPrefix(line, "Note: --cipher") {
 		l.Compression = append(l.Compression, line)
 	}
+}
+
+// containsFold is strings.Contains ignoring ASCII case, without
+// allocating a lower-case copy; sub is in lower case.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i]|0x20 == sub[0] && strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 func isErrorLine(line string) bool {

@@ -15,10 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
-
+	"github.com/ovpnperf/ovpnperf/internal/capture"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
@@ -385,72 +382,17 @@ type fragCounts struct {
 	MaxIPBytes          int `json:"max_ip_bytes"`
 }
 
-// countFragments reads a pcap (Ethernet or raw IP) and counts. port is the
-// OpenVPN server's UDP port.
+// countFragments reads a pcap (Ethernet or raw IP) with the capture
+// analysis `ovpnperf analyze` uses. port is the OpenVPN server's UDP port.
+// A capture cut short by the stop keeps what it has.
 func countFragments(r io.Reader, port uint16) (fragCounts, error) {
-	var c fragCounts
-	pr, err := pcapgo.NewReader(r)
-	if err != nil {
-		return c, err
+	a, err := capture.Analyze(r, port)
+	if err != nil && !(errors.Is(err, capture.ErrTruncated) && a != nil) {
+		return fragCounts{}, err
 	}
-	lt := pr.LinkType()
-	type key struct {
-		src, dst string
-		id       uint16
-		proto    layers.IPProtocol
-	}
-	groups := map[key]bool{}
-	for {
-		data, _, err := pr.ReadPacketData()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			// A capture cut short by the stop keeps what it has.
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				break
-			}
-			return c, err
-		}
-		pkt := gopacket.NewPacket(data, lt, gopacket.DecodeOptions{Lazy: true, NoCopy: true})
-		l := pkt.Layer(layers.LayerTypeIPv4)
-		if l == nil {
-			continue
-		}
-		ip := l.(*layers.IPv4)
-		c.IPPackets++
-		c.MaxIPBytes = max(c.MaxIPBytes, int(ip.Length))
-		frag := ip.Flags&layers.IPv4MoreFragments != 0 || ip.FragOffset > 0
-		if frag {
-			c.OuterFragments++
-			groups[key{ip.SrcIP.String(), ip.DstIP.String(), ip.Id, ip.Protocol}] = true
-		}
-		if ip.FragOffset != 0 {
-			continue
-		}
-		switch ip.Protocol {
-		case layers.IPProtocolUDP:
-			// Read the ports from the IP payload: gopacket decodes no UDP
-			// layer in a first fragment.
-			if len(ip.Payload) < 4 {
-				continue
-			}
-			src := uint16(ip.Payload[0])<<8 | uint16(ip.Payload[1])
-			dst := uint16(ip.Payload[2])<<8 | uint16(ip.Payload[3])
-			switch port {
-			case dst:
-				c.OpenVPNDatagramsUp++
-			case src:
-				c.OpenVPNDatagramsDn++
-			}
-		case layers.IPProtocolICMPv4:
-			if len(ip.Payload) >= 2 && ip.Payload[0] == layers.ICMPv4TypeDestinationUnreachable && ip.Payload[1] == layers.ICMPv4CodeFragmentationNeeded {
-				c.ICMPFragNeeded++
-			}
-		}
-	}
-	c.FragmentedDatagrams = len(groups)
-	return c, nil
+	return fragCounts{IPPackets: a.IPPackets, OuterFragments: a.Fragments, FragmentedDatagrams: a.FragmentedDatagrams,
+		OpenVPNDatagramsUp: a.DatagramsToPort, OpenVPNDatagramsDn: a.DatagramsFromPort,
+		ICMPFragNeeded: a.ICMPFragNeeded, MaxIPBytes: a.MaxIPBytes}, nil
 }
 
 func fragMean(xs []float64) float64 {

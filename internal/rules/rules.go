@@ -100,4 +100,4 @@ func mbit(bps float64) string { return fmt.Sprintf("%.1f Mbit/s", bps/1e6) }
 
 // SweepCommand is the documented measurement that puts the transport's
 // settings (tun-mtu × socket buffers × tcp-nodelay) to the test on a path.
-const SweepCommand = "scripts/advise-sweep.sh OUTDIR 10s 3 --proto tcp -- PATH FLAGS (on an idle machine)"
+const SweepCommand = "scripts/advise-sweep.sh OUTDIR 10s 3 --proto tcp -- PATH FLAGS (in ovpnperf's source tree; on an idle machine, with at least three TCP paths, short and long RTT)"
