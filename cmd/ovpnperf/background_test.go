@@ -36,8 +36,16 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // test did not.
 func startBackground(t *testing.T, args ...string) *bgRun {
 	t.Helper()
+	return startBackgroundArgv(t, "", append([]string{binary}, args...)...)
+}
+
+// startBackgroundArgv starts any program in dir ("" for the test's own).
+func startBackgroundArgv(t *testing.T, dir string, argv ...string) *bgRun {
+	t.Helper()
+	args := argv
 	r := &bgRun{done: make(chan struct{})}
-	r.cmd = runner.Command(context.Background(), append([]string{binary}, args...)...)
+	r.cmd = runner.Command(context.Background(), argv...)
+	r.cmd.Dir = dir
 	r.cmd.Stdout, r.cmd.Stderr = lockedWriter{r}, lockedWriter{r}
 	if err := r.cmd.Start(); err != nil {
 		t.Fatalf("starting ovpnperf %s: %v", strings.Join(args, " "), err)

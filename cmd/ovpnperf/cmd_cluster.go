@@ -81,7 +81,14 @@ type clusterServeOptions struct {
 }
 
 func newClusterServeCommand() *cobra.Command {
-	var o clusterServeOptions
+	c, _ := newClusterServe()
+	return c
+}
+
+// newClusterServe is the serve command and the options its flags fill
+// (systemd-unit parses serve's flags with it).
+func newClusterServe() (*cobra.Command, *clusterServeOptions) {
+	o := &clusterServeOptions{}
 	c := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Start the instances and supervise them until SIGTERM or `cluster stop`",
@@ -89,7 +96,7 @@ func newClusterServeCommand() *cobra.Command {
   ovpnperf cluster serve --lab mylab --instances 2 --one-port 1194 --dispatcher 198.51.100.2:8443`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runClusterServe(cmd.Context(), cmd.OutOrStdout(), o)
+			return runClusterServe(cmd.Context(), cmd.OutOrStdout(), *o)
 		},
 	}
 	f := c.Flags()
@@ -121,7 +128,7 @@ func newClusterServeCommand() *cobra.Command {
 	f.StringVar(&o.advertise, "advertise", "", "with --registry: the address clients reach this host's instances at (default: --public)")
 	f.StringVar(&o.regHost, "registry-host", "", "with --registry: this host's name in the registry (default: the host name)")
 	f.DurationVar(&o.regTTL, "registry-ttl", 10*time.Second, "with --registry: lease TTL; a host that stops renewing it leaves the registry this long after")
-	return c
+	return c, o
 }
 
 func (o clusterServeOptions) toOptions() (cluster.Options, error) {
@@ -798,6 +805,30 @@ func runClusterClientConfig(ctx context.Context, w io.Writer, id string, o clust
 	return outputfile.WriteBytes(o.out, 0o600, []byte(text))
 }
 
+// checkServeArgs parses the flags a unit would pass to `cluster serve`
+// with serve's own flag set and checks them as serve would, so that a unit
+// is written only for a serve that would start: unknown flags, arguments,
+// bad values and a second --id (the unit's clean lines name its own id)
+// are refused now, not at the service's start.
+func checkServeArgs(id string, a []string) error {
+	serve, o := newClusterServe()
+	f := serve.Flags()
+	if err := f.Parse(a); err != nil {
+		return usage.Errorf("serve flags after --: %v", err)
+	}
+	if rest := f.Args(); len(rest) > 0 {
+		return usage.Errorf("serve flags after --: %q is not a flag; cluster serve takes no arguments", rest[0])
+	}
+	if f.Changed("id") {
+		return usage.Errorf("serve flags after --: --id %q: the unit runs cluster %s (systemd-unit --id) and its clean lines name it; give the id once, with systemd-unit --id", o.id, id)
+	}
+	o.id = id
+	if _, err := o.toOptions(); err != nil {
+		return usage.Errorf("serve flags after --: %v", err)
+	}
+	return nil
+}
+
 func newClusterSystemdUnitCommand() *cobra.Command {
 	var id string
 	c := &cobra.Command{
@@ -807,6 +838,9 @@ func newClusterSystemdUnitCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if !cluster.ValidID(id) {
 				return usage.Errorf("--id %q: give a fixed cluster id of 4 hex digits, so stop and clean can name it", id)
+			}
+			if err := checkServeArgs(id, a); err != nil {
+				return err
 			}
 			exe, err := os.Executable()
 			if err != nil {

@@ -78,19 +78,29 @@ func TestClusterUsageErrors(t *testing.T) {
 // doubled so that systemd expands no specifier or variable in them.
 func TestClusterSystemdUnit(t *testing.T) {
 	testenv.RequirePrograms(t, "systemd-analyze")
-	r := ovpnperf(t, "cluster", "systemd-unit", "--id", "abcd", "--", "--config", "/etc/openvpn/my server 100%.conf",
-		"--public", "$HOME", "--instances", "2").mustSucceed(t)
-	unit := filepath.Join(t.TempDir(), "ovpnperf-cluster-abcd.service")
-	if err := os.WriteFile(unit, []byte(r.stdout), 0o600); err != nil {
-		t.Fatal(err)
+	verify := func(r result) {
+		t.Helper()
+		unit := filepath.Join(t.TempDir(), "ovpnperf-cluster-abcd.service")
+		if err := os.WriteFile(unit, []byte(r.stdout), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("systemd-analyze", "verify", unit).CombinedOutput()
+		// verify exits 0 on a line it ignores, so any word from it is a failure.
+		if err != nil || len(bytes.TrimSpace(out)) != 0 {
+			t.Errorf("systemd-analyze verify: %v\n%s\nunit:\n%s", err, out, r.stdout)
+		}
 	}
-	out, err := exec.Command("systemd-analyze", "verify", unit).CombinedOutput()
-	// verify exits 0 on a line it ignores, so any word from it is a failure.
-	if err != nil || len(bytes.TrimSpace(out)) != 0 {
-		t.Errorf("systemd-analyze verify: %v\n%s\nunit:\n%s", err, out, r.stdout)
+	// A lone ";" (here a file name) is an argument, not a command separator.
+	r := ovpnperf(t, "cluster", "systemd-unit", "--id", "abcd", "--", "--config", ";", "--instances", "2").mustSucceed(t)
+	verify(r)
+	if !strings.Contains(r.stdout, `cluster serve --id abcd --config \; --instances 2`+"\n") {
+		t.Errorf("lone ; not escaped:\n%s", r.stdout)
 	}
+	r = ovpnperf(t, "cluster", "systemd-unit", "--id", "abcd", "--", "--config", "/etc/openvpn/my $server 100%.conf",
+		"--public", "vpn.example.com", "--instances", "2").mustSucceed(t)
+	verify(r)
 	want := map[string]string{
-		"ExecStart":    binary + ` cluster serve --id abcd --config "/etc/openvpn/my server 100%%.conf" --public $$HOME --instances 2`,
+		"ExecStart":    binary + ` cluster serve --id abcd --config "/etc/openvpn/my $$server 100%%.conf" --public vpn.example.com --instances 2`,
 		"ExecStartPre": "-" + binary + " cluster clean abcd",
 		"ExecStopPost": binary + " cluster clean abcd",
 		"KillSignal":   "SIGTERM",
@@ -107,5 +117,34 @@ func TestClusterSystemdUnit(t *testing.T) {
 	}
 	for k := range want {
 		t.Errorf("unit has no %s:\n%s", k, r.stdout)
+	}
+}
+
+// systemd-unit parses serve's flags with serve's own flag set and refuses
+// what serve would refuse, before printing anything: a unit whose serve
+// runs another cluster than its clean lines name, or that would not start.
+func TestClusterSystemdUnitRefusesBadServeFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--id", "ad03"}, `--id "ad03"`},
+		{[]string{"--lab", "x", "--id=ad02"}, `--id "ad02"`},
+		{[]string{"--frobnicate"}, "--frobnicate"},
+		{[]string{"--lab", "x", "--instances", "1000"}, `--instances "1000"`},
+		{[]string{"--lab", "x", "extra"}, `"extra"`},
+		{[]string{"--lab", "x", ";"}, `";"`},
+		{[]string{"--lab", "x", "--spread", "random"}, `--spread "random"`},
+		{[]string{"--lab", "x", "--nice", "99"}, "--nice 99"},
+		{[]string{"--lab", "x", "--dispatcher", "nope"}, `--dispatcher "nope"`},
+		{[]string{"--instances", "2"}, "--config"},
+		{[]string{"--lab", "x", "--netns", "y"}, "--lab and --netns"},
+		{[]string{"--lab", "x", "--advertise", "h"}, "--registry"},
+	} {
+		r := ovpnperf(t, append([]string{"cluster", "systemd-unit", "--id", "ad02", "--"}, c.args...)...)
+		r.mustBeUsageError(t, c.want)
+		if r.stdout != "" {
+			t.Errorf("%v: printed a unit:\n%s", c.args, r.stdout)
+		}
 	}
 }

@@ -40,7 +40,7 @@ func newGendocCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if err := os.WriteFile(markdown, []byte(text), 0o644); err != nil {
+				if err := outputfile.WriteBytes(markdown, 0o644, []byte(text)); err != nil {
 					return err
 				}
 			}

@@ -269,6 +269,11 @@ func readReports(ctx context.Context, path string) ([]*measure.Report, bool, err
 	if err != nil {
 		return nil, false, usage.Errorf("recipe judge: %v", err)
 	}
+	return parseReports(path, b)
+}
+
+// parseReports is readReports on the file's bytes.
+func parseReports(path string, b []byte) ([]*measure.Report, bool, error) {
 	docs, err := report.Parse(path, b)
 	if err != nil {
 		return nil, false, usage.Errorf("recipe judge: %v", err)
@@ -295,6 +300,11 @@ func runRecipeJudge(ctx context.Context, stdout io.Writer, path string, asJSON b
 	if err != nil {
 		return err
 	}
+	return judgeReports(stdout, path, reps, list, asJSON)
+}
+
+// judgeReports is runRecipeJudge on reports read from path.
+func judgeReports(stdout io.Writer, path string, reps []*measure.Report, list, asJSON bool) error {
 	type change struct {
 		recipe, claim string
 		was, now      verdict.Outcome

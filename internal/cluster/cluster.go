@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -477,7 +479,8 @@ func QueryStatus(ctx context.Context, id string) (*ClusterStatus, error) {
 	}
 	defer resp.Body.Close()
 	var s ClusterStatus
-	return &s, json.NewDecoder(resp.Body).Decode(&s)
+	// A status is a JSON document: read no more than one may hold.
+	return &s, json.NewDecoder(io.LimitReader(resp.Body, inputfile.Document.Max)).Decode(&s)
 }
 
 // RequestStop asks a running serve to drain and stop, and waits until its

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 )
@@ -87,7 +88,12 @@ WantedBy=multi-user.target
 // with % and $ doubled, since systemd would otherwise expand specifiers
 // (%h) and environment variables ($HOME) even inside quotes.
 func systemdArg(a string) string {
-	if strings.ContainsAny(a, " \t\"'\\") || a == "" {
+	if a == ";" {
+		// A lone semicolon separates commands in Exec lines; escaped,
+		// it is an argument (systemd.service(5)).
+		return `\;`
+	}
+	if strings.ContainsAny(a, " \t\"'\\;\n\r") || a == "" || !utf8.ValidString(a) {
 		a = strconv.Quote(a)
 	}
 	return strings.NewReplacer("%", "%%", "$", "$$").Replace(a)

@@ -22,7 +22,7 @@ var Rules = map[string]RuleDoc{
 	"removed-option":              {Error, "An option removed from OpenVPN; the target version refuses the config. The finding names the replacement."},
 	"deprecated-option":           {Warning, "An option deprecated in OpenVPN; it still works but will be removed."},
 	"unknown-option":              {Error, "An option the target OpenVPN does not know: it stops with \"Unrecognized option\"."},
-	"parameter-count":             {Error, "An option with fewer or more parameters than OpenVPN's parser accepts: it stops with \"Unrecognized option or missing or extra parameter(s)\"."},
+	"parameter-count":             {Error, "An option with fewer or more parameters than OpenVPN 2.6 accepts: it stops with \"Unrecognized option or missing or extra parameter(s)\"."},
 	"compression":                 {Warning, "Compression before encryption leaks plaintext through packet sizes (VORACLE) and keeps DCO off."},
 	"weak-cipher":                 {Error, "A 64-bit block or single-DES cipher (SWEET32)."},
 	"cipher-without-data-ciphers": {Warning, "--cipher without --data-ciphers: OpenVPN 2.6 negotiates from data-ciphers and ignores --cipher."},
@@ -59,9 +59,9 @@ var Rules = map[string]RuleDoc{
 	"log-compression":             {Warning, "The log shows compression in use."},
 	"log-packet-too-large":        {Warning, "The log shows packets too large for the tun or path MTU."},
 	"log-replay":                  {Warning, "Replay / bad packet ID warnings (mostly reordering over UDP)."},
+	"log-long-lines":              {Info, "Log lines longer than 64 KiB, read cut short; the rest of the log was read."},
 	"log-restarts":                {Warning, "A reconnect storm."},
 	"log-mtu":                     {Info, "The tun MTU in force makes packets larger than the path MTU."},
-	"log-long-lines":              {Info, "Log lines longer than OpenVPN writes were read cut short (binary data or another program's output)."},
 	"log-dco":                     {Warning, "The log says data channel offload is off, and why."},
 }
 

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"math"
 	"net"
@@ -362,7 +363,7 @@ func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string
 	ctr := vpnproc.Sub(before, after)
 	if td != nil {
 		td.Stop()
-		fh, err := os.Open(td.File)
+		fh, err := inputfile.Open(ctx, td.File, inputfile.Capture)
 		if err != nil {
 			return nil, ctr, nil, fmt.Errorf("reading the capture: %w", err)
 		}
