@@ -26,7 +26,41 @@ import (
 // instance metrics as "name{instance}" → value.
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url)
+	return scrapeWith(t, http.DefaultClient, url)
+}
+
+// scrapeIn scrapes a metrics endpoint that listens in namespace ns: the
+// connection is opened inside it (netns.Do), used from anywhere.
+func scrapeIn(t *testing.T, ns, url string) map[string]float64 {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
+			var conn net.Conn
+			err := netns.Do(ns, func() (err error) {
+				conn, err = net.DialTimeout(network, addr, 5*time.Second)
+				return err
+			})
+			return conn, err
+		}}}
+	return scrapeWith(t, c, url)
+}
+
+// dialIn opens a TCP connection to addr from inside namespace ns.
+func dialIn(t *testing.T, ns, addr string) net.Conn {
+	t.Helper()
+	var conn net.Conn
+	if err := netns.Do(ns, func() (err error) {
+		conn, err = net.DialTimeout("tcp", addr, 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatalf("dialing %s in %s: %v", addr, ns, err)
+	}
+	return conn
+}
+
+func scrapeWith(t *testing.T, c *http.Client, url string) map[string]float64 {
+	t.Helper()
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatalf("scraping %s: %v", url, err)
 	}

@@ -262,7 +262,9 @@ func TestStopAndClean(t *testing.T) {
 		if st.ID != id || st.Netns != ns || st.OnePort != 1194 {
 			t.Errorf("cluster status: %+v, want id %s netns %s one-port 1194", st, id, ns)
 		}
-		m := scrape(t, metrics)
+		// With --lab, serve's listeners are in the lab's server namespace
+		// (127.0.0.1 there, not the host's): reach them from inside it.
+		m := scrapeIn(t, ns, metrics)
 		for _, s := range st.Instances {
 			checkMetrics(t, m, map[string]float64{"ovpnperf_cluster_instance_up{" + s.Name + "}": 1, "ovpnperf_cluster_instance_restarts_total{" + s.Name + "}": 0})
 		}
@@ -274,7 +276,7 @@ func TestStopAndClean(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := cluster.Ask(ctx, disp, tlsCfg, cluster.NewRequest("tcp"))
+		r, err := cluster.AskConn(ctx, dialIn(t, ns, disp), tlsCfg, cluster.NewRequest("tcp"))
 		if err != nil || r.Proto != "tcp" || r.Remote != lab.ServerV4.String() {
 			t.Errorf("dispatcher of serve: %+v, %v; want a tcp instance at %s", r, err, lab.ServerV4)
 		}
