@@ -255,28 +255,13 @@ func ParseProtos(s string) ([]string, error) {
 	return out, nil
 }
 
-// ParseCPUs reads a CPU list such as "0-3,6".
+// ParseCPUs reads a CPU list such as "0-3,6" (--cpus).
 func ParseCPUs(s string) ([]int, error) {
-	var out []int
-	if s == "" {
-		return nil, nil
+	cpus, err := parseCPUList(s)
+	if err != nil {
+		return nil, usage.Errorf("--cpus %q: use a list like 0-3,6", s)
 	}
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err1 := strconv.Atoi(lo)
-		b := a
-		var err2 error
-		if isRange {
-			b, err2 = strconv.Atoi(hi)
-		}
-		if err1 != nil || err2 != nil || a < 0 || b < a || b > 4095 {
-			return nil, usage.Errorf("--cpus %q: use a list like 0-3,6", s)
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
-		}
-	}
-	return out, nil
+	return cpus, nil
 }
 
 // fileOptions are the options of a server config whose first parameter is
