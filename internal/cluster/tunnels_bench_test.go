@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,12 +109,8 @@ func tunnelsOnce(b *testing.B, tunnels, flows, seconds int) (mbit, cpuPerGB floa
 		Sites: []cluster.Site{{Prefix: clientSite, CN: "ovpnperf client"}}})
 	nsOut(b, ctx, l, lab.Client, "ip", "addr", "add", clientHost+"/32", "dev", "lo")
 	nsOut(b, ctx, l, lab.Server, "ip", "addr", "add", serverHost+"/32", "dev", "lo")
-	var dl net.Listener
-	if err := netns.Do(l.Namespace(lab.Server), func() error {
-		var err error
-		dl, err = net.Listen("tcp", lab.ServerV4.String()+":0")
-		return err
-	}); err != nil {
+	dl, err := netns.Listen(l.Namespace(lab.Server), "tcp", lab.ServerV4.String()+":0")
+	if err != nil {
 		b.Fatal(err)
 	}
 	defer dl.Close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -197,12 +196,8 @@ func TestTunnelsMultipath(t *testing.T) {
 	nsOut(t, ctx, l, lab.Server, "ip", "addr", "add", serverHost+"/32", "dev", "lo")
 
 	// The dispatcher listens in the server namespace.
-	var dl net.Listener
-	if err := netns.Do(l.Namespace(lab.Server), func() error {
-		var err error
-		dl, err = net.Listen("tcp", lab.ServerV4.String()+":0")
-		return err
-	}); err != nil {
+	dl, err := netns.Listen(l.Namespace(lab.Server), "tcp", lab.ServerV4.String()+":0")
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer dl.Close()
