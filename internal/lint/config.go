@@ -550,6 +550,13 @@ func (v *view) fragment() {
 }
 
 func (v *view) tunMTUPath() {
+	if v.proto() == "tcp" {
+		// Over TCP transport tunnel packets travel as a byte stream in
+		// the outer connection's own segments: no outer packet exceeds
+		// the path MTU whatever the tun-mtu (a jumbo tunnel over TCP is
+		// what advise recommends, docs/measurements.md#tcp-transport-sweep).
+		return
+	}
 	tun := v.tunMTU()
 	d, hasTun := v.last("tun-mtu")
 	if v.ctx.PathMTU == 0 {
