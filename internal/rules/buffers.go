@@ -4,6 +4,8 @@ import "fmt"
 
 // LinuxDefaultSockBuf is net.core.{r,w}mem_default on stock Linux: what
 // OpenVPN's socket gets when the config sets no sndbuf/rcvbuf (2.4+).
+// Stock net.core.{r,w}mem_max is the same number, so it is also the cap
+// the kernel puts on OpenVPN's plain SO_SNDBUF/SO_RCVBUF without sysctls.
 const LinuxDefaultSockBuf = 212992
 
 // LinuxTCPRmemMax is the third value of net.ipv4.tcp_rmem on stock Linux:
