@@ -18,7 +18,7 @@ import (
 
 // BaseDir holds one directory per cluster (mode 0700): state file, PKI,
 // instance configs, status files, and run/ with the sockets.
-const BaseDir = "/run/ovpnperf/cluster"
+var BaseDir = "/run/ovpnperf/cluster"
 
 // Resource kinds in the state file.
 const (
