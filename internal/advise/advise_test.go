@@ -19,7 +19,8 @@ func has(lines []Line, prefix string) bool {
 	return false
 }
 
-// The four lab paths of issue 10 and what advice must contain on each.
+// The four lab paths of the probe → advise → lab run check
+// (docs/measurements.md) and what advice must contain on each.
 func TestAdvisePaths(t *testing.T) {
 	for _, c := range []struct {
 		name        string

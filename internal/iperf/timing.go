@@ -7,7 +7,7 @@ import (
 
 // The default sample of a path (the --time and --omit of lab run, tune,
 // measure and probe's iperf3 sample when not given), the rule stated in
-// their help:
+// their help and docs/lab.md:
 //
 //   - warm-up (iperf3 -O): TCP's slow start, which doubles the window once
 //     per round trip from an initial window of 10 segments (RFC 6928)
