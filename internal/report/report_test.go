@@ -189,11 +189,11 @@ func TestCompareRule(t *testing.T) {
 	}}
 	old.Rows[6].Invalidate("emulator fell behind")
 	new := &measure.Report{Rows: []measure.Row{
-		row("lan", "a", "up", 115, 125, 130), // overlaps a's 100–120, ×0.96–×1.30
+		row("lan", "a", "up", 115, 125, 130),     // overlaps a's 100–120, ×0.96–×1.30
 		row("lan", "tight", "up", 101, 102, 103), // overlaps, ×0.99–×1.03
-		row("lan", "b", "up", 103, 104, 105), // apart, +3 %
-		row("lan", "c", "up", 130, 140, 150), // apart, +27 %
-		row("lan", "d", "up", 80, 85, 90),    // apart, −23 %
+		row("lan", "b", "up", 103, 104, 105),     // apart, +3 %
+		row("lan", "c", "up", 130, 140, 150),     // apart, +27 %
+		row("lan", "d", "up", 80, 85, 90),        // apart, −23 %
 		row("lan", "bad", "up", 100),
 		row("lan", "new", "up", 100),
 	}}
