@@ -575,9 +575,10 @@ func newClusterCleanCommand() *cobra.Command {
 		Use:   "clean [ID]",
 		Short: "Remove what a killed `cluster serve` or `cluster connect --tunnels` left: processes, iptables chains, routes, devices, sysctls, IRQ/RPS values, files",
 		Long: `clean ID removes what cluster ID or connect run ID recorded in its state file
-(/run/ovpnperf/cluster/ID or /run/ovpnperf/connect/ID), stopping its serve or
-connect first if it still runs. Without ID it removes every cluster and connect
-run whose process is gone, and leaves the live ones alone.
+(/run/ovpnperf/cluster/ID or /run/ovpnperf/connect/ID), stopping the cluster's
+serve first if it still runs (a connect that still runs is left alone: it undoes
+its changes when it ends). Without ID it removes every cluster and connect run
+whose process is gone, and leaves the live ones alone.
 
 Only what the state file lists is touched: processes whose pid and start time
 still match, the run's iptables chains, tun devices, nexthops and the routes

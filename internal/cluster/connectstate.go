@@ -35,7 +35,6 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/netns"
-	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -241,13 +240,10 @@ func undoConnect(ctx context.Context, st ConnectState) error {
 	return errors.Join(errs...)
 }
 
-// connectStopGrace is how long clean gives a live connect to undo its own
-// changes after SIGTERM: every openvpn's StopGrace, and the rest.
-var connectStopGrace = openvpn.StopGrace + 5*time.Second
-
-// CleanConnect removes what connect run id left. A live connect is sent
-// SIGTERM first (it undoes its own changes; what is left after
-// connectStopGrace is then removed here).
+// CleanConnect removes what connect run id left. A connect that still runs
+// is left alone (as `lab clean` leaves a live lab): it undoes its own
+// changes when it ends, and a unit's `cluster clean ID` must not end a
+// connect that happens to hold that id.
 func CleanConnect(ctx context.Context, id string) error {
 	if !idRE.MatchString(id) {
 		return usage.Errorf("connect run id %q: want 4 hex digits (see `ls %s`)", id, ConnectDir)
@@ -260,13 +256,8 @@ func CleanConnect(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("%w; left alone", err)
 	}
-	if st.Pid != os.Getpid() && st.Alive() {
-		terminate(st.Pid, st.StartTicks, connectStopGrace)
-		if st, err = ReadConnectState(id); errors.Is(err, os.ErrNotExist) {
-			return nil
-		} else if err != nil {
-			return err
-		}
+	if st.Alive() {
+		return usage.Errorf("connect run %s is alive (pid %d): end it with Ctrl-C or `kill -TERM %d`, and it undoes its changes itself", id, st.Pid, st.Pid)
 	}
 	return undoConnect(ctx, st)
 }

@@ -74,6 +74,9 @@ func TestCleanDeadConnects(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "e15e") || !strings.Contains(err.Error(), "inside it") {
 		t.Errorf("error %v, want one naming run e15e and where to clean it", err)
 	}
+	if err := cluster.CleanID(context.Background(), "a11e"); err == nil || !strings.Contains(err.Error(), "alive") {
+		t.Errorf("clean of a live run: %v, want a refusal", err)
+	}
 	for id, want := range map[string]bool{"0d0d": false, "01d0": false, "a11e": true, "5a5a": true, "e15e": true, "dead": true} {
 		_, err := os.Stat(cluster.ConnectRunDir(id))
 		if got := err == nil; got != want {
