@@ -18,18 +18,6 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
-// Instance states. The dispatcher assigns only StateUp.
-//
-//	starting ──ready+state CONNECTED──▶ up ──exit──▶ restarting ──backoff──▶ starting
-//	    any ──SIGTERM──▶ draining ──▶ down
-const (
-	StateStarting   = "starting"
-	StateUp         = "up"
-	StateRestarting = "restarting"
-	StateDraining   = "draining"
-	StateDown       = "down"
-)
-
 // Timing is how the supervisor restarts and watches its instances
 // (Options.Timing); a zero field takes its value from DefaultTiming.
 //
@@ -78,37 +66,6 @@ func (t Timing) withDefaults() Timing {
 		t.CrashLoopRestarts = d.CrashLoopRestarts
 	}
 	return t
-}
-
-// ClientBytes is one connected client as the management interface lists it.
-type ClientBytes struct {
-	CommonName string `json:"common_name"`
-	Real       string `json:"real_address"`
-	BytesIn    int64  `json:"bytes_in"`
-	BytesOut   int64  `json:"bytes_out"`
-}
-
-// InstanceStatus is what status, metrics and the dispatcher see.
-type InstanceStatus struct {
-	Name        string        `json:"name"`
-	State       string        `json:"state"`
-	Pid         int           `json:"pid,omitempty"`
-	CPU         int           `json:"cpu"`
-	Proto       string        `json:"proto"`
-	Port        uint16        `json:"port"`
-	Dev         string        `json:"dev"`
-	Subnet      string        `json:"subnet"`
-	Clients     int           `json:"clients"`
-	BytesIn     int64         `json:"bytes_in"`
-	BytesOut    int64         `json:"bytes_out"`
-	BytesPerSec float64       `json:"bytes_per_sec"`
-	Restarts    int           `json:"restarts"`
-	CrashLoop   bool          `json:"crash_loop"`
-	LastExit    string        `json:"last_exit,omitempty"`
-	UpSince     time.Time     `json:"up_since,omitzero"`
-	CPUSeconds  float64       `json:"cpu_seconds"`
-	Recoveries  []float64     `json:"recovery_seconds,omitempty"` // exit → up again, per restart
-	PerClient   []ClientBytes `json:"per_client,omitempty"`
 }
 
 // instance supervises one OpenVPN process.
