@@ -82,8 +82,9 @@ type pmtuJSON struct {
 	} `json:"openvpn"`
 }
 
-// The issue's must-show cases through the command line, on labs with a
-// 100 ms round trip: the figures are logged, the time bound is loose.
+// pmtu's main cases (bottleneck, black hole, IPv4 and IPv6) through the
+// command line, on labs with a 100 ms round trip: the figures are logged,
+// the time bound is loose.
 func TestPMTUMustShow(t *testing.T) {
 	for _, c := range []struct {
 		name      string
