@@ -249,16 +249,16 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 	p := newPage(opts)
 	p.title = "compare " + cmp.Old + " → " + cmp.New
 	p.secN++
-	p.w(`<section class="doc" id="doc1" aria-labelledby="doc1-h"><h2 id="doc1-h">%s</h2>`, esc(p.title))
+	p.h(`<section class="doc" id="doc1" aria-labelledby="doc1-h"><h2 id="doc1-h">{{.}}</h2>`, p.title)
 	p.facts("Old", fmt.Sprintf("%s: %s, %s", cmp.Old, old.Scenario.Command, old.Started.UTC().Format("2006-01-02 15:04 MST")),
 		"New", fmt.Sprintf("%s: %s, %s", cmp.New, new.Scenario.Command, new.Started.UTC().Format("2006-01-02 15:04 MST")),
 		"Rule", fmt.Sprintf("with %d or more samples a side, better or worse only when the min–max spreads are apart and the medians differ by %.0f%% or more; no change only when every ratio the samples allow lies within ±%.0f%%; otherwise cannot tell (docs/evidence.md)", verdict.MinSamples, 100*cmp.Threshold, 100*cmp.Threshold))
 	if oc, nc := commandLine(old.Scenario.Argv), commandLine(new.Scenario.Argv); oc == nc && oc != "" {
-		p.w(`<p class="cmd">Command of both: <code>%s</code></p>`, esc(oc))
+		p.h(`<p class="cmd">Command of both: <code>{{.}}</code></p>`, oc)
 	} else {
 		for _, c := range [][2]string{{"Old", oc}, {"New", nc}} {
 			if c[1] != "" {
-				p.w(`<p class="cmd">%s command: <code>%s</code></p>`, c[0], esc(c[1]))
+				p.h(`<p class="cmd">{{index . 0}} command: <code>{{index . 1}}</code></p>`, c)
 			}
 		}
 	}
@@ -270,7 +270,7 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 	for _, k := range sortedKeys(counts) {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
 	}
-	p.w(`<p class="summary"><strong>%s</strong></p>`, esc(strings.Join(parts, ", ")))
+	p.h(`<p class="summary"><strong>{{.}}</strong></p>`, strings.Join(parts, ", "))
 	var networks []string
 	seen := map[string]bool{}
 	for _, c := range cmp.Changes {
@@ -280,7 +280,7 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 		}
 	}
 	for _, n := range networks {
-		p.w(`<h3>Network %s</h3>`, esc(n))
+		p.h(`<h3>Network {{.}}</h3>`, n)
 		var bars []bar
 		for _, c := range cmp.Changes {
 			if c.Network != n || c.Old.N == 0 || c.New.N == 0 {
@@ -298,10 +298,11 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 					Note: fmt.Sprintf("%s Mbit/s: %s", measure.FormatMbpsSpread(c.New), c.Verdict), Data: data})
 		}
 		if len(bars) > 0 {
-			p.w(`<figure>%s</figure>`, hbarChart{Title: "Old and new throughput on " + n, Desc: "For each row, the old and the new median throughput with min–max whiskers, and the verdict.",
-				Axis: "Throughput (Mbit/s)", Bars: bars, Width: 760, Legend: [][2]string{{"s5", "old"}, {"s0", "new"}}}.render(&p.ids))
+			p.h(`<figure>{{.}}</figure>`, hbarChart{Title: "Old and new throughput on " + n, Desc: "For each row, the old and the new median throughput with min–max whiskers, and the verdict.",
+				Axis: "Throughput (Mbit/s)", Bars: bars, Width: 760, Legend: [][2]string{{"s5", "old"}, {"s0", "new"}}}.render(p))
 		}
-		p.w(`<table class="compare"><thead><tr><th>Variant</th><th>Direction</th><th class="num">Old (Mbit/s)</th><th class="num">New (Mbit/s)</th><th class="num">Change</th><th>Verdict</th><th>Because</th></tr></thead><tbody>`)
+		type changeRow struct{ Variant, Direction, Old, New, Change, Class, Verdict, Reason string }
+		var rows []changeRow
 		for _, c := range cmp.Changes {
 			if c.Network != n {
 				continue
@@ -310,13 +311,18 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 			if c.Verdict != Incomparable {
 				change = fmt.Sprintf("%+.1f%%", c.ChangePercent)
 			}
-			p.w(`<tr><td>%s</td><td>%s</td><td class="num">%s</td><td class="num">%s</td><td class="num">%s</td><td class="verdict v-%s">%s</td><td>%s</td></tr>`,
-				esc(c.label()), esc(dirLabel(c.Direction)), measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), change,
-				strings.ReplaceAll(c.Verdict, " ", "-"), esc(c.Verdict), esc(c.Reason))
+			rows = append(rows, changeRow{c.label(), dirLabel(c.Direction), measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), change,
+				strings.ReplaceAll(c.Verdict, " ", "-"), c.Verdict, c.Reason})
 		}
-		p.w(`</tbody></table>`)
+		p.h(`<table class="compare"><thead><tr><th>Variant</th><th>Direction</th><th class="num">Old (Mbit/s)</th><th class="num">New (Mbit/s)</th><th class="num">Change</th><th>Verdict</th><th>Because</th></tr></thead><tbody>`+
+			`{{range .}}<tr><td>{{.Variant}}</td><td>{{.Direction}}</td><td class="num">{{.Old}}</td><td class="num">{{.New}}</td><td class="num">{{.Change}}</td><td class="verdict v-{{.Class}}">{{.Verdict}}</td><td>{{.Reason}}</td></tr>{{end}}`+
+			`</tbody></table>`, rows)
 	}
-	p.w(`</section>`)
-	_, err := io.WriteString(w, p.finish())
+	p.h(`</section>`, nil)
+	page, err := p.finish()
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, page)
 	return err
 }

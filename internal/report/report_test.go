@@ -10,6 +10,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 )
 
@@ -24,10 +25,10 @@ func TestParseDispatch(t *testing.T) {
 		{"run v2", `{"schema":"ovpnperf/run/v2","rows":[]}`, measure.Schema, ""},
 		{"run v1", `{"schema":"ovpnperf/run/v1","rows":[]}`, measure.SchemaV1, ""},
 		{"pps", `{"schema":"ovpnperf/pps/v1","series":[]}`, pps.Schema, ""},
-		{"pmtu", `{"schema":"ovpnperf/pmtu/v1","path_mtu":1400}`, PMTUSchema, ""},
+		{"pmtu", `{"schema":"ovpnperf/pmtu/v1","path_mtu":1400}`, pmtu.Schema, ""},
 		{"crypto", `{"schema":"ovpnperf/crypto/v1","ciphers":[]}`, cryptobench.Schema, ""},
 		{"old pps without schema", `{"pps_median":1,"series":[],"flows":[]}`, pps.Schema, ""},
-		{"old pmtu without schema", `{"path_mtu":1400,"blackhole":false,"explanation":"x"}`, PMTUSchema, ""},
+		{"old pmtu without schema", `{"path_mtu":1400,"blackhole":false,"explanation":"x"}`, pmtu.Schema, ""},
 		{"tune (not yet)", `{"schema":"ovpnperf/tune/v1"}`, "", `unknown schema "ovpnperf/tune/v1" (report reads ovpnperf/run/v2`},
 		{"no schema", `{"hello":1}`, "", `no "schema" key`},
 		{"not json", `hello`, "", "not an ovpnperf JSON document"},
