@@ -11,9 +11,16 @@
 // labels with units and a table of the same figures beside each one; the
 // stylesheet follows prefers-color-scheme and prints on white.
 //
+// All markup goes through html/template (page.h, fragment), which escapes
+// each value from a document for where it lands; TestInjection sets every
+// string of every document type to hostile values and checks the page's
+// markup does not change.
+//
 // Documents are recognised by their "schema" key (Load); each schema has a
 // kind that decodes it and writes its section (kinds). A new document type
-// adds one entry there.
+// adds one entry there. The types are the documents' own (measure, pps,
+// pmtu, cryptobench, tunedoc, clusterdoc), never the packages that run the
+// cluster or the tune search.
 package report
 
 import (
