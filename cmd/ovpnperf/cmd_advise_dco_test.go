@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn/openvpntest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -101,7 +101,7 @@ func TestAdviseDCO(t *testing.T) {
 			t.Errorf("advised server config turns DCO off in %s: %+v", target, bs)
 		}
 	}
-	startOpenVPNParses(t, dir, path)
+	openvpntest.CheckParses(t, dir, path)
 	// Without DCO on a path where one process's CPU binds, advise says
 	// what DCO takes.
 	txt = ovpnperf(t, "advise", "--rate", "10gbit", "--rtt", "1ms", "--pmtu", "1500").mustSucceed(t).stdout
@@ -109,32 +109,3 @@ func TestAdviseDCO(t *testing.T) {
 		t.Errorf("CPU-bound advice without DCO does not say what DCO takes:\n%s", txt)
 	}
 }
-
-// startOpenVPNParses runs `openvpn --config FILE --verb 0` in a new network
-// namespace and checks that after 3 s it is still running (past option
-// parsing) or stopped without an option error; it kills it afterwards.
-func startOpenVPNParses(t *testing.T, dir, config string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "unshare", "-n", "sh", "-c", `ip link set lo up && exec openvpn --cd "$1" --config "$2" --verb 0`, "ovpnperf-advise-test", dir, config)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		t.Fatalf("openvpn exited within 3 s (%v):\n%s\nconfig:\n%s", err, out.String(), readFile(config))
-	case <-time.After(3 * time.Second):
-	}
-	_ = cmd.Process.Kill()
-	<-done
-	if strings.Contains(out.String(), "Options error") || strings.Contains(out.String(), "Unrecognized option") {
-		t.Fatalf("OpenVPN refused %s:\n%s", config, out.String())
-	}
-}
-
-func readFile(p string) string { b, _ := os.ReadFile(p); return string(b) }

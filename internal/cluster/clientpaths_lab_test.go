@@ -154,10 +154,7 @@ func readyAddr(ctx context.Context, p *openvpn.Process) (netip.Addr, error) {
 //   - the Prometheus metrics show up, clients, bytes and restarts, and
 //     restarts counts a kill.
 func testClientPaths(t *testing.T, ctx context.Context, l *lab.Lab, c *cluster.Cluster, pki *openvpn.PKI) {
-	bin := os.Getenv("OVPNPERF_TEST_BINARY")
-	if bin == "" {
-		t.Fatal("no ovpnperf binary (labtest.Main builds it)")
-	}
+	bin := testBinary(t)
 	dir := t.TempDir()
 
 	// Metrics on a loopback port 0 of the test's own namespace.

@@ -18,6 +18,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -272,6 +273,48 @@ func runServeHelper() {
 		os.Exit(1)
 	}
 	select {}
+}
+
+// testBinary is the ovpnperf binary labtest.Main built.
+func testBinary(t testing.TB) string {
+	t.Helper()
+	bin := os.Getenv("OVPNPERF_TEST_BINARY")
+	if bin == "" {
+		t.Fatal("no ovpnperf binary (labtest.Main builds it)")
+	}
+	return bin
+}
+
+// serveProc is `ovpnperf cluster serve` run by a test: what it prints,
+// and exited, closed when it has ended (err is then Wait's error).
+type serveProc struct {
+	cmd    *exec.Cmd
+	out    *syncbuf.Buffer
+	exited chan struct{}
+	err    error
+}
+
+// startServe runs `ovpnperf cluster serve --id ID ARGS…`. The test's
+// clean-up kills it if it still runs and cleans the cluster.
+func startServe(t testing.TB, id string, args ...string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(testBinary(t), append([]string{"cluster", "serve", "--id", id}, args...)...)
+	p := &serveProc{cmd: cmd, out: &syncbuf.Buffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+		_ = cluster.Clean(context.Background(), id)
+	})
+	return p
 }
 
 func labPrepare(dir string) (*openvpn.Config, error) {

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
+	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -166,7 +167,7 @@ func names(es []cluster.Endpoint) string {
 func TestEtcdRegistry(t *testing.T) {
 	e := startLocalEtcd(t)
 	const ttl = 2 * time.Second
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

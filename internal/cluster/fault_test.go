@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,12 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -61,12 +60,15 @@ func TestKillUnderLoad(t *testing.T) {
 	if instanceOf(c, cl.addr) != "u0" {
 		t.Fatalf("client on %s, want u0", instanceOf(c, cl.addr))
 	}
-	srv, err := l.Start(ctx, lab.Server, dir+"/iperf3-server.log", "iperf3", "-s", "-1", "-B", serverAddr(c, "u0").String())
+	srvLog := dir + "/iperf3-server.log"
+	srv, err := l.Start(ctx, lab.Server, srvLog, iperf.ServerOptions{OneOff: true, Bind: serverAddr(c, "u0")}.Args()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Stop() })
-	time.Sleep(300 * time.Millisecond)
+	if err := iperf.WaitListening(ctx, srvLog, srv.Done(), 0); err != nil {
+		t.Fatal(err)
+	}
 	n := kills()
 	seconds := 4 + n*2
 	type iperfOut struct {
@@ -170,24 +172,6 @@ func TestKillUnderLoad(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer a child process writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestStopAndClean is must-show 5: `cluster stop` over the control
 // socket, and SIGKILL of serve + Clean, leave nothing behind.
 func TestStopAndClean(t *testing.T) {
@@ -198,27 +182,11 @@ func TestStopAndClean(t *testing.T) {
 	// a dispatcher, `cluster status --json`, a scrape, an assignment, then
 	// `cluster stop`; serve must exit 0 and leave nothing.
 	t.Run("stop", func(t *testing.T) {
-		bin := os.Getenv("OVPNPERF_TEST_BINARY")
+		bin := testBinary(t)
 		id := cluster.NewID()
-		serve := exec.Command(bin, "cluster", "serve", "--id", id, "--lab", l.Name(), "--instances", "2", "--proto", "udp,tcp",
+		serve := startServe(t, id, "--lab", l.Name(), "--instances", "2", "--proto", "udp,tcp",
 			"--one-port", "1194", "--port-base", "1195", "--metrics", "127.0.0.1:0", "--dispatcher", "127.0.0.1:0", "--drain", "0s")
-		var out syncBuffer
-		serve.Stdout, serve.Stderr = &out, &out
-		if err := serve.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		var serveErr error
-		go func() { serveErr = serve.Wait(); close(exited) }()
-		t.Cleanup(func() {
-			select {
-			case <-exited:
-			default:
-				_ = serve.Process.Kill()
-				<-exited
-			}
-			_ = cluster.Clean(context.Background(), id)
-		})
+		out, exited := serve.out, serve.exited
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		var metrics, disp string
@@ -233,7 +201,7 @@ func TestStopAndClean(t *testing.T) {
 			}
 			select {
 			case <-exited:
-				t.Fatalf("serve exited: %v\n%s", serveErr, out.String())
+				t.Fatalf("serve exited: %v\n%s", serve.err, out.String())
 			case <-ctx.Done():
 				t.Fatalf("serve printed no metrics and dispatcher address:\n%s", out.String())
 			case <-time.After(100 * time.Millisecond):
@@ -286,8 +254,8 @@ func TestStopAndClean(t *testing.T) {
 		}
 		select {
 		case <-exited:
-			if serveErr != nil {
-				t.Errorf("serve after stop: %v\n%s", serveErr, out.String())
+			if serve.err != nil {
+				t.Errorf("serve after stop: %v\n%s", serve.err, out.String())
 			}
 		case <-ctx.Done():
 			t.Fatalf("serve still runs after cluster stop")

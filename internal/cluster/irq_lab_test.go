@@ -17,6 +17,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -82,7 +83,7 @@ func TestIRQPlanApplyRestore(t *testing.T) {
 		testenv.SkipOrFail(t, "one CPU: no affinity to change")
 	}
 	l := labtest.New(t, lab.Path{})
-	bin := os.Getenv("OVPNPERF_TEST_BINARY")
+	bin := testBinary(t)
 	rps := "/sys/class/net/" + dev + "/queues/rx-0/rps_cpus"
 	files := []string{rps}
 	for _, n := range irqs {
@@ -123,24 +124,9 @@ func TestIRQPlanApplyRestore(t *testing.T) {
 		}
 		return m
 	}
-	serve := func(id, mode string) (*exec.Cmd, chan struct{}, *syncBuffer, *cluster.IRQReport) {
-		cmd := exec.Command(bin, "cluster", "serve", "--id", id, "--lab", l.Name(), "--instances", "2", "--irq", mode, "--nic", dev, "--drain", "0s")
-		out := &syncBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		t.Cleanup(func() {
-			select {
-			case <-exited:
-			default:
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-			_ = cluster.Clean(context.Background(), id)
-		})
+	serve := func(id, mode string) (*exec.Cmd, chan struct{}, *syncbuf.Buffer, *cluster.IRQReport) {
+		p := startServe(t, id, "--lab", l.Name(), "--instances", "2", "--irq", mode, "--nic", dev, "--drain", "0s")
+		cmd, exited, out := p.cmd, p.exited, p.out
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		for {

@@ -70,10 +70,7 @@ func (r *regLab) registryFlags(cn string) []string {
 func startRegLab(t *testing.T, ctx context.Context) *regLab {
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", etcdsrv.Program)
-	bin := os.Getenv("OVPNPERF_TEST_BINARY")
-	if bin == "" {
-		t.Fatal("no ovpnperf binary (labtest.Main builds it)")
-	}
+	bin := testBinary(t)
 	r := &regLab{t: t, bin: bin, dir: t.TempDir(), hosts: []lab.Node{"h1", "h2", "h3"},
 		addr: map[lab.Node]netip.Addr{}, serves: map[lab.Node]*lab.Process{}, ids: map[lab.Node]string{}}
 	before, _ := cluster.List()

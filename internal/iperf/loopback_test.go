@@ -1,17 +1,16 @@
 package iperf
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
 	"net/netip"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -29,23 +28,6 @@ func freePortTB(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // runRetry runs a test and repeats it if its figures were inconsistent
@@ -94,7 +76,7 @@ func startLoopbackServer(t *testing.T, opts ServerOptions) *Server {
 // the host's loopback: the sequence a measurement series uses.
 func TestLoopback(t *testing.T) {
 	testenv.RequirePrograms(t, "iperf3")
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	srv := startLoopbackServer(t, ServerOptions{Log: log})
 	if !strings.Contains(log.String(), "Server listening on") {
 		t.Errorf("server log: %q", log.String())

@@ -2,12 +2,10 @@ package lint
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn/openvpntest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -257,40 +256,8 @@ func TestFixLintsCleanAndOpenVPNAccepts(t *testing.T) {
 					t.Errorf("after --fix still: %s:%d %s: %s", a.File, a.Line, a.Rule, a.Problem)
 				}
 			}
-			runOpenVPN(t, dir, fixed)
+			openvpntest.CheckParses(t, dir, fixed)
 		})
-	}
-}
-
-// runOpenVPN starts `openvpn --config FIXED --verb 0` in a new network
-// namespace (unshare -n: it has only lo, and disappears with the
-// process) and checks that after 3 s it is still running (it got past
-// option parsing and waits for the network) or, if it stopped, that it did
-// not stop on an option error. It kills the process group afterwards.
-func runOpenVPN(t *testing.T, dir, config string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "unshare", "-n", "sh", "-c", `ip link set lo up && exec openvpn --cd "$1" --config "$2" --verb 0`, "ovpnperf-lint-test", dir, config)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if strings.Contains(out.String(), "Options error") || strings.Contains(out.String(), "Unrecognized option") {
-			t.Fatalf("OpenVPN 2.6 refused %s: %v\n%s", config, err, out.String())
-		}
-		t.Fatalf("openvpn exited within 3 s (%v) without an option error; output:\n%s", err, out.String())
-	case <-time.After(3 * time.Second):
-	}
-	_ = cmd.Process.Kill()
-	<-done
-	if strings.Contains(out.String(), "Options error") {
-		t.Fatalf("OpenVPN 2.6 refused %s:\n%s", config, out.String())
 	}
 }
 

@@ -4,30 +4,13 @@ import (
 	"bytes"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestProgressPlain(t *testing.T) {
 	var buf bytes.Buffer
@@ -59,7 +42,7 @@ func TestProgressSilent(t *testing.T) {
 // TestProgressBar drives the mpb bar into a buffer (forced on: a buffer is
 // no terminal) and checks it ends at its total with the last label shown.
 func TestProgressBar(t *testing.T) {
-	buf := &lockedBuffer{}
+	buf := &syncbuf.Buffer{}
 	p := newProgress(2, buf, true)
 	p.Step("lan routed up")
 	p.Logf("note from the run")
@@ -75,7 +58,7 @@ func TestProgressBar(t *testing.T) {
 
 // A run cut short (an error after one of three steps) must not hang Done.
 func TestProgressBarCutShort(t *testing.T) {
-	buf := &lockedBuffer{}
+	buf := &syncbuf.Buffer{}
 	p := newProgress(3, buf, true)
 	p.Step("only step")
 	p.Done()

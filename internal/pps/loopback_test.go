@@ -47,21 +47,15 @@ func startServerOn(t *testing.T, listen string, limits Limits) (addr string, eve
 // error) and returns the address it listens on.
 func serveForTest(t testing.TB, s *Server) net.Addr {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
+	a, stop, err := s.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("server: %v", err)
 		}
 	})
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	a := s.LocalAddr(wctx)
-	if a == nil {
-		t.Fatal("pps server did not start listening")
-	}
 	return a
 }
 

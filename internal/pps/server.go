@@ -104,6 +104,29 @@ func (s *Server) LocalAddr(ctx context.Context) net.Addr {
 	}
 }
 
+// Start runs Serve in the background and returns once the server listens
+// (at most 10 s): its address, and stop, which ends it and returns Serve's
+// error. When the server does not come up, Start returns why, and nothing
+// is left running.
+func (s *Server) Start(ctx context.Context) (addr net.Addr, stop func() error, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(sctx) }()
+	stop = func() error {
+		cancel()
+		return <-done
+	}
+	wctx, wcancel := context.WithTimeout(sctx, 10*time.Second)
+	defer wcancel()
+	if addr = s.LocalAddr(wctx); addr == nil {
+		if err := stop(); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, errors.New("pps server did not start listening within 10 s")
+	}
+	return addr, stop, nil
+}
+
 var initMu sync.Mutex
 
 func (s *Server) init() {

@@ -39,21 +39,15 @@ func ppsServer(t *testing.T, l *lab.Lab, key []byte) (port int, authed func() bo
 				signed = true
 			}
 		}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
+	a, stop, err := s.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("pps server: %v", err)
 		}
 	})
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	a := s.LocalAddr(wctx)
-	if a == nil {
-		t.Fatal("the pps server did not start")
-	}
 	return a.(*net.UDPAddr).Port, func() bool { mu.Lock(); defer mu.Unlock(); return signed }
 }
 

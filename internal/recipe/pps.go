@@ -327,22 +327,9 @@ func ppsInNetns(l *lab.Lab, n lab.Node) func(func() error) error {
 // tunnel's inner address), and returns its port and a function that stops it.
 func ppsStartServer(ctx context.Context, l *lab.Lab) (int, func() error, error) {
 	s := &pps.Server{Addr: ":0", Limits: pps.DefaultLimits, OpenIn: ppsInNetns(l, lab.Server)}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(sctx) }()
-	stop := func() error {
-		cancel()
-		return <-done
-	}
-	wctx, wcancel := context.WithTimeout(sctx, 10*time.Second)
-	defer wcancel()
-	a := s.LocalAddr(wctx)
-	if a == nil {
-		cancel()
-		if err := <-done; err != nil {
-			return 0, nil, fmt.Errorf("pps server in %s: %w", l.Namespace(lab.Server), err)
-		}
-		return 0, nil, fmt.Errorf("pps server in %s did not start within 10 s", l.Namespace(lab.Server))
+	a, stop, err := s.Start(ctx)
+	if err != nil {
+		return 0, nil, fmt.Errorf("pps server in %s: %w", l.Namespace(lab.Server), err)
 	}
 	return a.(*net.UDPAddr).Port, stop, nil
 }
