@@ -284,9 +284,7 @@ func measureBeforeAfterCompare(t *testing.T, b *measureBench) {
 	}
 	dir := t.TempDir()
 	before, after := filepath.Join(dir, "before.json"), filepath.Join(dir, "after.json")
-	// No warm-up left out (--omit 0s, as in the socket drops test): on
-	// this LAN TCP's slow start ends within milliseconds of a 2 s sample.
-	args := []string{lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "2s", "--omit", "0s", "--direction", "down"}
+	args := []string{lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "2s", "--direction", "down"}
 	rep, _ := b.measureDoc(t, append(args, "--out", before)...)
 	b.restartVariant(t, v, nil)
 	rep2, _ := b.measureDoc(t, append(args, "--out", after)...)
