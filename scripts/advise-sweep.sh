@@ -15,9 +15,9 @@
 # {OS default, 512 KiB, 4 MiB} beside the built-ins. TCP transport
 # (--proto tcp: advise and every row run over TCP) sweeps tun-mtu {1500,
 # 9000 + mssfix 0} × sndbuf/rcvbuf {OS default, 512 KiB, 4 MiB} × tcp-nodelay
-# {off, on}: the rules advise lists as "not tested here" over TCP are kept
-# only where a row beats the default beyond the spread on short and long
-# paths (at least three TCP paths, e.g. 1 ms LAN, 50 ms, 300 ms).
+# {off, on}: what advise says over TCP rests on this sweep over three TCP
+# paths (LAN, 50 ms, 300 ms: docs/measurements.md, "TCP transport sweep");
+# run it on your kind of path to decide tcp-nodelay there.
 #
 # OUTDIR gets probe.json, advise.txt, advise.json, run.json (schema
 # ovpnperf/run/v2: `ovpnperf report OUTDIR/run.json -o page.html` charts it)

@@ -12,8 +12,8 @@ import (
 
 // badInputs are mistakes for every command: each must exit 2 with one line
 // that names what the user typed (the flag in the form given, or the
-// positional argument), before anything is created. The issue 9 examples
-// come first.
+// positional argument), before anything is created. The examples of the
+// first bad-input review come first.
 var badInputs = []struct {
 	args []string
 	want string
@@ -96,7 +96,7 @@ var badInputs = []struct {
 	{[]string{"lab", "up", "--frobnicate"}, "--frobnicate"},
 }
 
-// Must show 2 of issue 9: every bad input exits 2 with one line naming what
+// Every bad input exits 2 with one line naming what
 // was typed, and creates nothing: no lab state or namespace owned by this
 // binary, no process of it left running.
 func TestBadInputCreatesNothing(t *testing.T) {

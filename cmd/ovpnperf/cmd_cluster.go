@@ -50,7 +50,8 @@ Files live in /run/ovpnperf/cluster/ID (0700); everything is recorded there
 before it is made, so ` + "`cluster clean ID`" + ` removes what a killed serve left.`,
 	}
 	c.AddCommand(newClusterServeCommand(), newClusterStatusCommand(), newClusterStopCommand(), newClusterCleanCommand(),
-		newClusterConnectCommand(), newClusterClientConfigCommand(), newClusterSystemdUnitCommand(), newClusterDispatchCommand())
+		newClusterConnectCommand(), newClusterClientConfigCommand(), newClusterSystemdUnitCommand(), newClusterDispatchCommand(),
+		newClusterRouteHookCommand())
 	return c
 }
 
@@ -571,15 +572,54 @@ func newClusterStopCommand() *cobra.Command {
 
 func newClusterCleanCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "clean ID",
-		Short: "Remove what a killed `cluster serve` left: processes, iptables chains, sysctls, IRQ/RPS values, files",
-		Args:  args(cobra.ExactArgs(1)),
+		Use:   "clean [ID]",
+		Short: "Remove what a killed `cluster serve` or `cluster connect --tunnels` left: processes, iptables chains, routes, devices, sysctls, IRQ/RPS values, files",
+		Long: `clean ID removes what cluster ID or connect run ID recorded in its state file
+(/run/ovpnperf/cluster/ID or /run/ovpnperf/connect/ID), stopping the cluster's
+serve first if it still runs (a connect that still runs is left alone: it undoes
+its changes when it ends). Without ID it removes every cluster and connect run
+whose process is gone, and leaves the live ones alone.
+
+Only what the state file lists is touched: processes whose pid and start time
+still match, the run's iptables chains, tun devices, nexthops and the routes
+that still point at them, and sysctl and IRQ/RPS values written back as they
+were before the run.`,
+		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			id, err := clusterID(a)
+			if len(a) == 1 {
+				if !cluster.ValidID(a[0]) {
+					return usage.Errorf("cluster id %q: want 4 hex digits (see `ovpnperf cluster status`)", a[0])
+				}
+				return cluster.CleanID(cmd.Context(), a[0])
+			}
+			cleaned, err := cluster.CleanDead(cmd.Context())
+			for _, id := range cleaned {
+				fmt.Fprintf(cmd.OutOrStdout(), "cleaned %s\n", id)
+			}
+			return err
+		},
+	}
+}
+
+// newClusterRouteHookCommand is the --route-up hook `cluster connect
+// --tunnels` gives each openvpn when it takes the pushed routes: it writes
+// the routes OpenVPN put into its environment to FILE. Hidden: OpenVPN
+// runs it, nobody types it.
+func newClusterRouteHookCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "route-hook FILE",
+		Short:  "Write the routes OpenVPN pushed (run by openvpn --route-up, not by hand)",
+		Hidden: true,
+		Args:   args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if err := cluster.RouteHookFile(a[0]); err != nil {
+				return err
+			}
+			routes, err := cluster.RoutesFromEnv(os.Environ())
 			if err != nil {
 				return err
 			}
-			return cluster.Clean(cmd.Context(), id)
+			return cluster.WriteRouteFile(a[0], routes)
 		},
 	}
 }
@@ -609,13 +649,21 @@ when openvpn gives up on its server (ping-restart, server-poll-timeout, a TLS
 error) it exits instead of retrying the same remotes, and connect asks the
 dispatchers again, which by then no longer name an instance whose host died.
 
-With --tunnels N --route CIDR, connect asks for N distinct instances and runs
-one openvpn to each (tun devices ovpnperf<ID>t<i>), with one multipath route
-per CIDR over the tunnels that are CONNECTED, hashed by addresses and ports
-(fib_multipath_hash_policy=1, restored on exit): one flow stays on one tunnel,
-flows spread. A tunnel whose keepalive gives up leaves the route and comes back
-when it reconnects. The server routes the client's own networks back with
-` + "`cluster serve --site CIDR=CN`" + `.`,
+With --tunnels N, connect asks for N distinct instances and runs one openvpn
+to each (tun devices ovpnperf<ID>t<i>), with one multipath route per network
+over the tunnels that are CONNECTED, hashed by addresses and ports
+(fib_multipath_hash_policy=1 for IPv4 and IPv6, restored on exit): one flow
+stays on one tunnel, flows spread. The networks are those given with --route,
+or else those the server pushes (route and route-ipv6): OpenVPN hands them to
+a --route-up hook (ovpnperf itself; this needs --script-security 2, which also
+lets your config's scripts run) and installs none itself. A network this host
+routes already is not taken over. A tunnel whose keepalive gives up leaves the
+route and comes back when it reconnects. The server routes the client's own
+networks back with ` + "`cluster serve --site CIDR=CN`" + `.
+
+Everything connect changes is first recorded in /run/ovpnperf/connect/ID
+(0600) and undone on exit, Ctrl-C or SIGTERM; after a crash or SIGKILL,
+` + "`ovpnperf cluster clean`" + ` undoes it.`,
 		Example: `  ovpnperf cluster connect vpn.example.net:8443 --ca ca.crt --cert me.crt --key me.key -- --config client.conf
   ovpnperf cluster connect d1.example.net:8443,d2.example.net:8443 --reconnect --ca ca.crt --cert me.crt --key me.key -- --config client.conf`,
 		Args: args(cobra.ArbitraryArgs),
@@ -635,8 +683,8 @@ when it reconnects. The server routes the client's own networks back with
 	c.Flags().StringVar(&o.proto, "proto", "udp", "udp or tcp")
 	c.Flags().StringSliceVar(&o.dispatchers, "dispatcher", nil, "another dispatcher ADDR:PORT (repeatable), tried after those before --")
 	c.Flags().BoolVar(&o.reconnect, "reconnect", false, "stay openvpn's parent: when it gives up on a server, ask the dispatchers again")
-	c.Flags().IntVar(&o.tunnels, "tunnels", 1, "open this many tunnels to distinct instances, one multipath route over them (needs --route)")
-	c.Flags().StringArrayVar(&o.routes, "route", nil, "an IPv4 network CIDR of the server side routed over the tunnels (repeatable; needed with --tunnels N>1, and with 1 runs one tunnel the same way)")
+	c.Flags().IntVar(&o.tunnels, "tunnels", 1, "open this many tunnels to distinct instances, one multipath route over them")
+	c.Flags().StringArrayVar(&o.routes, "route", nil, "a network CIDR of the server side routed over the tunnels (repeatable; default with --tunnels N>1: the networks the server pushes; with --tunnels 1 runs one tunnel the same way)")
 	return c
 }
 
@@ -691,13 +739,10 @@ func runClusterConnect(ctx context.Context, stderr io.Writer, disp []string, ext
 	var routes []netip.Prefix
 	for _, r := range o.routes {
 		p, err := netip.ParsePrefix(r)
-		if err != nil || !p.Addr().Is4() || p != p.Masked() {
-			return usage.Errorf("--route %q: use an IPv4 network like 10.98.0.0/24", r)
+		if err != nil || p != p.Masked() || p.Addr().Is4In6() || p.Addr().Zone() != "" {
+			return usage.Errorf("--route %q: use a network like 10.98.0.0/24 or fd00:98::/64", r)
 		}
 		routes = append(routes, p)
-	}
-	if o.tunnels > 1 && len(routes) == 0 {
-		return usage.Errorf("--tunnels %d: give --route CIDR for each server-side network to spread over the tunnels", o.tunnels)
 	}
 	if o.reconnect && o.tunnels > 1 {
 		return usage.Errorf("--reconnect is for one tunnel; with --tunnels each tunnel reconnects to its own instance")
@@ -706,9 +751,9 @@ func runClusterConnect(ctx context.Context, stderr io.Writer, disp []string, ext
 	if err != nil {
 		return err
 	}
-	if len(routes) > 0 {
+	if len(routes) > 0 || o.tunnels > 1 {
 		// --tunnels 1 --route: the same machinery with one tunnel (a
-		// baseline for N).
+		// baseline for N). Without --route: the pushed routes.
 		return runClusterTunnels(ctx, stderr, disp, extra, cfg, routes, o)
 	}
 	path, err := exec.LookPath("openvpn")

@@ -40,7 +40,7 @@ func TestCryptoMissingOpenSSL(t *testing.T) {
 	}
 }
 
-// The example: ovpnperf crypto --json gives AES-256-GCM at 1024
+// ovpnperf crypto --json gives AES-256-GCM at 1024
 // bytes with and without AES-NI, and aesni_used derived from them.
 func TestCryptoJSON(t *testing.T) {
 	testenv.RequirePrograms(t, "openssl")

@@ -103,8 +103,9 @@ func existingDir(dir, flag string) error {
 func commandsMarkdown(root *cobra.Command) (string, error) {
 	var b strings.Builder
 	b.WriteString("# ovpnperf command reference\n\n" +
-		"Generated from the commands' own help by `ovpnperf gendoc --markdown docs/commands.md`;\n" +
-		"do not edit by hand. The README introduces each command; this page lists every flag.\n")
+		"Every command and flag of ovpnperf, for users who look one up. Generated from the\n" +
+		"commands' own help by `ovpnperf gendoc --markdown docs/commands.md`; do not edit by\n" +
+		"hand. The README introduces each command and links to the page with its details.\n")
 	var walk func(c *cobra.Command) error
 	walk = func(c *cobra.Command) error {
 		if c.Hidden || c.Name() == "help" || c.Name() == "completion" && c.Parent() == root {

@@ -95,7 +95,7 @@ func TestLabCommandCleanAfterKill(t *testing.T) {
 	}
 }
 
-// Issue 8 Must show 4: the owner is `ovpnperf lab owner NAME` in ps, and
+// The owner is `ovpnperf lab owner NAME` in ps, and
 // OVPNPERF_LAB_OWNER (which used to turn any ovpnperf into an owner) in the
 // environment of a normal command changes nothing.
 func TestLabOwnerIsACommand(t *testing.T) {

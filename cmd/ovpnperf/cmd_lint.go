@@ -83,7 +83,7 @@ scanning reads it); --json is --format json.
 Suppress a finding with a comment on its line or the line before:
   fragment 1300  # ovpnperf-lint: disable=dco-off
 or for the whole file: # ovpnperf-lint: disable-file=RULE[,RULE]. The rule IDs
-are stable and listed in README.md.
+are stable and listed, with what each checks, in docs/lint.md.
 
 --fix writes a corrected copy next to each CONFIG as CONFIG` + lint.FixSuffix + ` (mode
 0600, never in place), with every fix that needs no decision of yours applied

@@ -82,12 +82,12 @@ type pmtuJSON struct {
 	} `json:"openvpn"`
 }
 
-// The issue's must-show cases through the command line, on labs with a
-// 100 ms round trip: the figures are logged, the time bound is loose.
-// The IPv4 and IPv6 cases of one path share its lab: pmtu changes nothing
-// in it, and what the kernel learns from an ICMP "too big" (the route's
-// cached path MTU) belongs to one family, so the IPv4 probe leaves nothing
-// the IPv6 probe reads.
+// pmtu's main cases (bottleneck, black hole, IPv4 and IPv6) through the
+// command line, on labs with a 100 ms round trip: the figures are logged,
+// the time bound is loose. The IPv4 and IPv6 cases of one path share its
+// lab: pmtu changes nothing in it, and what the kernel learns from an ICMP
+// "too big" (the route's cached path MTU) belongs to one family, so the
+// IPv4 probe leaves nothing the IPv6 probe reads.
 func TestPMTUMustShow(t *testing.T) {
 	labs := map[[2]int]*lab.Lab{}
 	labOf := func(t *testing.T, mtu int, blackhole bool) *lab.Lab {

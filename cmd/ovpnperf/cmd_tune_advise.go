@@ -13,7 +13,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-// This file is the one seam between tune and advise/probe (issue 10):
+// This file is the one seam between tune and advise/probe:
 // tuneAdvice asks advise for its variant on the twin's path, pathFromProbe
 // reads a probe JSON into a lab path.
 

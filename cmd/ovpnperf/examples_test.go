@@ -23,7 +23,8 @@ import (
 )
 
 // An example is one command line shown to users: an `Examples:` line of a
-// command's help or an `ovpnperf …` line of a `sh` block of README.md.
+// command's help or an `ovpnperf …` line of a `sh` block of README.md or
+// of a page in docs/.
 type example struct {
 	where, text string
 }
@@ -176,7 +177,7 @@ var exampleRules = map[string]exampleRule{
 	"ovpnperf tune --rate 100mbit --rtt 10ms --mtu 1400 --icmp-blackhole --fix proto=udp": {skip: tuneLength},
 	"ovpnperf tune --rate 5mbit --rtt 300ms --loss 2% --allow-tcp --json":                 {skip: tuneLength},
 
-	// cluster across hosts (README): the user's etcd members.
+	// cluster across hosts (docs/cluster-hosts.md): the user's etcd members.
 	"ovpnperf cluster serve --config /etc/openvpn/server.conf --instances auto --pool 10.8.0.0/20 --registry etcd://10.0.0.11:2379,10.0.0.12:2379,10.0.0.13:2379 --registry-cluster vpn --registry-ca /etc/ovpnperf/etcd-ca.crt --registry-cert /etc/ovpnperf/hostA-serve.crt --registry-key /etc/ovpnperf/hostA-serve.key --registry-host hostA --advertise 203.0.113.10 --registry-ttl 10s": {skip: outsideHost},
 	"ovpnperf cluster dispatch --registry etcd://10.0.0.11:2379,10.0.0.12:2379,10.0.0.13:2379 --registry-cluster vpn --registry-ca etcd-ca.crt --registry-cert d1-dispatch.crt --registry-key d1-dispatch.key --listen 0.0.0.0:8443 --ca ovpn-ca.crt --cert d1.crt --key d1.key --strategy least-loaded --metrics 127.0.0.1:9188":                                                             {skip: outsideHost},
 	"ovpnperf cluster status --registry etcd://10.0.0.11:2379 --registry-cluster vpn --registry-ca etcd-ca.crt --registry-cert d1-dispatch.crt --registry-key d1-dispatch.key":                                                                                                                                                                                                                {skip: outsideHost},
@@ -204,14 +205,32 @@ func helpExamples() []example {
 	return out
 }
 
-// readmeExamples returns the lines of README.md's sh blocks that start
-// with ovpnperf or ./bin/ovpnperf, continuation lines joined, trailing
-// comments dropped.
-func readmeExamples(t *testing.T) []example {
-	b, err := os.ReadFile("../../README.md")
+// docExamples returns the lines of the sh blocks of README.md and of the
+// pages in docs/ that start with ovpnperf or ./bin/ovpnperf, continuation
+// lines joined, trailing comments dropped. docs/commands.md is generated
+// from the help, whose examples helpExamples reads.
+func docExamples(t *testing.T) []example {
+	pages, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out []example
+	for _, p := range append([]string{"../../README.md"}, pages...) {
+		if filepath.Base(p) == "commands.md" {
+			continue
+		}
+		out = append(out, shExamples(t, p)...)
+	}
+	return out
+}
+
+// shExamples returns the ovpnperf lines of one Markdown file's sh blocks.
+func shExamples(t *testing.T, path string) []example {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(path, "../../")
 	var out []example
 	var block []string
 	in, start := false, 0
@@ -223,7 +242,7 @@ func readmeExamples(t *testing.T) []example {
 			in = false
 			for _, j := range joinContinued(block) {
 				if strings.HasPrefix(j, "ovpnperf ") || strings.HasPrefix(j, "./") && strings.Contains(j, "bin/ovpnperf") {
-					out = append(out, example{fmt.Sprintf("README.md block at line %d", start), j})
+					out = append(out, example{fmt.Sprintf("%s block at line %d", name, start), j})
 				}
 			}
 		case in:
@@ -263,7 +282,7 @@ func joinContinued(lines []string) []string {
 // gone. It needs no root.
 func TestExampleRulesComplete(t *testing.T) {
 	seen := map[string]bool{}
-	for _, e := range append(helpExamples(), readmeExamples(t)...) {
+	for _, e := range append(helpExamples(), docExamples(t)...) {
 		seen[e.text] = true
 		if _, ok := exampleRules[e.text]; !ok {
 			t.Errorf("%s: example %q has no rule in exampleRules: run it (say how) or say why it cannot run", e.where, e.text)
@@ -384,7 +403,7 @@ func TestEveryExample(t *testing.T) {
 		}
 	})
 	files := t.TempDir()
-	examples := append(helpExamples(), readmeExamples(t)...)
+	examples := append(helpExamples(), docExamples(t)...)
 	done := map[string]bool{}
 	for _, e := range examples {
 		r, ok := exampleRules[e.text]

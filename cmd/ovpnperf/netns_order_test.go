@@ -48,7 +48,7 @@ left() {
 `
 
 // The namespace handling coexists with iproute2 and with tools that mount
-// /run/netns again, in every order (issue 9 §1, Must show 1): each scenario
+// /run/netns again, in every order: each scenario
 // ends with `lab down` exiting 0 and nothing left (no name, no namespace
 // mount, no state, no process of the lab).
 func TestNetnsOrder(t *testing.T) {
@@ -193,7 +193,7 @@ func processesNaming(s string) []string {
 	return found
 }
 
-// Issue 9 Must show 3: a corrupt state file (here a half-written one) beside
+// A corrupt state file (here a half-written one) beside
 // a healthy orphaned lab. `lab status` lists both; `lab clean` removes the
 // orphan and reports the corrupt one, failing; `lab clean NAME` removes the
 // corrupt one (its namespaces found by name, its owner stopped). It runs in

@@ -19,7 +19,8 @@ func has(lines []Line, prefix string) bool {
 	return false
 }
 
-// The four lab paths of issue 10 and what advice must contain on each.
+// The four lab paths of the probe → advise → lab run check
+// (docs/measurements.md) and what advice must contain on each.
 func TestAdvisePaths(t *testing.T) {
 	for _, c := range []struct {
 		name        string
@@ -35,10 +36,11 @@ func TestAdvisePaths(t *testing.T) {
 			notWant: []string{"tun-mtu", "mssfix", "sndbuf"},
 			binding: "path rate × header efficiency", lo: 17e6, hi: 19e6},
 		// Over TCP the kernel autotunes the outer connection's buffers;
-		// buffer lines measured no better than the defaults there.
+		// buffer lines measured no better than the defaults there, and a
+		// jumbo tunnel measured faster on every kind of TCP path swept.
 		{name: "a over tcp", in: Input{Proto: "tcp", RateBitsPerSec: 20e6, RTT: 200 * time.Millisecond, PathMTU: 1500, RmemMax: 212992, WmemMax: 212992},
-			notWant: []string{"tun-mtu", "sndbuf", "rcvbuf", "tcp-nodelay"},
-			binding: "path rate × header efficiency", lo: 17e6, hi: 19e6},
+			want: []string{"tun-mtu 9000", "mssfix 0"}, notWant: []string{"sndbuf", "rcvbuf", "tcp-nodelay"},
+			binding: "path rate × header efficiency", lo: 17e6, hi: 19.5e6, variantHave: "tun-mtu 9000;mssfix 0"},
 		{name: "b 100mbit 10ms 1400 blackhole", in: Input{RateBitsPerSec: 100e6, RTT: 10 * time.Millisecond, PathMTU: 1400, Blackhole: true},
 			want: []string{"mssfix 1400 mtu", "tun-mtu 1348"}, notWant: []string{"sndbuf", "fragment"},
 			binding: "path rate × header efficiency", lo: 85e6, hi: 95e6, variantHave: "mssfix 1400 mtu;tun-mtu 1348"},
@@ -295,26 +297,44 @@ func TestUndecidedWhenTheCeilingWastesTheLine(t *testing.T) {
 	}
 }
 
-// Over a TCP transport advise claims nothing it has not measured: no
-// buffer lines (the kernel autotunes), and tun-mtu 9000 and tcp-nodelay
-// are listed as not tested here with the sweep that decides them; beyond
-// what autotuning reaches, larger buffers are undecided too.
-func TestTCPTransportClaimsNothingUnmeasured(t *testing.T) {
+// Over a TCP transport advise claims only what the TCP sweep measured
+// (docs/measurements.md#tcp-transport-sweep): a jumbo tunnel on a path not
+// known to be lossy, no buffer lines (the kernel autotunes), tcp-nodelay
+// left to the user's path (it helped on one path and hurt on another);
+// on a lossy path, which the sweep did not cover, the jumbo tunnel is not
+// tested here; beyond what autotuning reaches, larger buffers are
+// undecided too.
+func TestTCPTransportClaimsOnlyWhatTheSweepMeasured(t *testing.T) {
 	for _, rtt := range []time.Duration{time.Millisecond, 50 * time.Millisecond, 600 * time.Millisecond} {
-		a, _ := Advise(Input{Proto: "tcp", RateBitsPerSec: 100e6, RTT: rtt, PathMTU: 1500})
-		for _, l := range append(a.Server, a.Sysctl...) {
-			if strings.HasPrefix(l.Directive, "sndbuf") || strings.HasPrefix(l.Directive, "rcvbuf") || strings.HasPrefix(l.Directive, "tun-mtu") || strings.Contains(l.Directive, "tcp_rmem") || l.Directive == "tcp-nodelay" {
-				t.Errorf("rtt %v: unmeasured line %+v", rtt, l)
+		for _, pmtu := range []int{0, 1500} {
+			a, _ := Advise(Input{Proto: "tcp", RateBitsPerSec: 100e6, RTT: rtt, PathMTU: pmtu})
+			for _, l := range append(a.Server, a.Sysctl...) {
+				if strings.HasPrefix(l.Directive, "sndbuf") || strings.HasPrefix(l.Directive, "rcvbuf") || strings.Contains(l.Directive, "tcp_rmem") || l.Directive == "tcp-nodelay" {
+					t.Errorf("rtt %v pmtu %d: unmeasured line %+v", rtt, pmtu, l)
+				}
+			}
+			if !has(a.Server, "tun-mtu 9000") || !has(a.Server, "mssfix 0") || !has(a.Client, "tun-mtu 9000") {
+				t.Errorf("rtt %v pmtu %d: no jumbo tunnel over TCP: server %+v client %+v", rtt, pmtu, a.Server, a.Client)
+			}
+			for _, l := range a.Server {
+				if l.Directive == "tun-mtu 9000" && !strings.Contains(l.Figure, "docs/measurements.md#tcp-transport-sweep") {
+					t.Errorf("rtt %v pmtu %d: jumbo line without the sweep it rests on: %+v", rtt, pmtu, l)
+				}
+			}
+			if u := undecided(a, "tcp-nodelay"); u == nil || !strings.Contains(u.Changes, "slower") || !strings.Contains(u.Measure, "advise-sweep.sh") {
+				t.Errorf("rtt %v pmtu %d: tcp-nodelay not left to the user's path: %+v", rtt, pmtu, u)
+			}
+			big := undecided(a, "sndbuf/rcvbuf")
+			if (rtt == 600*time.Millisecond) != (big != nil) {
+				t.Errorf("rtt %v (BDP %d): large-buffer item %+v", rtt, int(100e6/8*rtt.Seconds()), big)
 			}
 		}
-		for _, s := range []string{"tun-mtu 9000", "tcp-nodelay"} {
-			if u := undecided(a, s); u == nil || !strings.Contains(u.Changes, "not tested here") || !strings.Contains(u.Measure, "advise-sweep.sh") {
-				t.Errorf("rtt %v: %s not listed as untested: %+v", rtt, s, u)
-			}
+		lossy, _ := Advise(Input{Proto: "tcp", RateBitsPerSec: 100e6, RTT: rtt, PathMTU: 1500, LossPercent: 1, LossGiven: true})
+		if has(lossy.Server, "tun-mtu 9000") {
+			t.Errorf("rtt %v, 1%% loss: jumbo tunnel over a lossy TCP path the sweep did not cover: %+v", rtt, lossy.Server)
 		}
-		big := undecided(a, "sndbuf/rcvbuf")
-		if (rtt == 600*time.Millisecond) != (big != nil) {
-			t.Errorf("rtt %v (BDP %d): large-buffer item %+v", rtt, int(100e6/8*rtt.Seconds()), big)
+		if u := undecided(lossy, "tun-mtu 9000"); u == nil || !strings.Contains(u.Changes, "not tested here") {
+			t.Errorf("rtt %v, 1%% loss: jumbo tunnel not listed as untested: %+v", rtt, u)
 		}
 	}
 }

@@ -115,9 +115,16 @@ func (c *Cluster) Specs() []Spec { return c.specs }
 func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if o.ID == "" {
 		o.ID = NewID()
+		for connectRunExists(o.ID) {
+			o.ID = NewID()
+		}
 	}
 	if !idRE.MatchString(o.ID) {
 		return nil, usage.Errorf("cluster id %q: use 4 hex digits", o.ID)
+	}
+	if connectRunExists(o.ID) {
+		// `cluster clean ID` must name one thing.
+		return nil, usage.Errorf("id %s is a `cluster connect` run's (%s): choose another --id", o.ID, ConnectRunDir(o.ID))
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -103,13 +103,18 @@ func pushedAddr(reply string) (netip.Addr, error) {
 }
 
 // startCluster runs a cluster in l's server namespace from the lab base.
-func startCluster(t testing.TB, l *lab.Lab, o cluster.Options) (*cluster.Cluster, *openvpn.PKI) {
+func startCluster(t testing.TB, l *lab.Lab, o cluster.Options, edit ...func(*openvpn.Config)) (*cluster.Cluster, *openvpn.PKI) {
 	t.Helper()
 	var pki *openvpn.PKI
 	o.Netns = l.Namespace(lab.Server)
 	o.Prepare = func(dir string) (*openvpn.Config, error) {
 		base, p, err := cluster.LabBase(dir, true)
 		pki = p
+		for _, e := range edit {
+			if err == nil {
+				e(base)
+			}
+		}
 		return base, err
 	}
 	if o.Pool == (netip.Prefix{}) {

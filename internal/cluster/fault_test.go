@@ -25,7 +25,7 @@ import (
 )
 
 // kills is how many times the fault test kills instance B: 5 in CI,
-// OVPNPERF_CLUSTER_KILLS=20 for the README run.
+// OVPNPERF_CLUSTER_KILLS=20 for the run in docs/measurements.md.
 func kills() int {
 	if n, err := strconv.Atoi(os.Getenv("OVPNPERF_CLUSTER_KILLS")); err == nil && n > 0 {
 		return n

@@ -40,6 +40,9 @@ type Multipath struct {
 	Prefixes []netip.Prefix
 	Group    uint32
 	Devs     []string // member i has nexthop id Group+1+i
+	// V6 makes the nexthops IPv6 ones, for IPv6 prefixes (a route takes
+	// nexthops of its own family).
+	V6 bool
 
 	mu  sync.Mutex
 	cur string // the group as last written ("" none)
@@ -74,7 +77,7 @@ func (m *Multipath) Set(ctx context.Context, up []int) (bool, error) {
 	for _, i := range up {
 		// Equivalent to: ip nexthop replace id ID dev TUN (a tun
 		// recreated by a restarted instance gets a new nexthop).
-		if err := m.ip(ctx, "nexthop", "replace", "id", strconv.Itoa(int(m.Group)+1+i), "dev", m.Devs[i]); err != nil {
+		if err := m.ip(ctx, m.family("nexthop", "replace", "id", strconv.Itoa(int(m.Group)+1+i), "dev", m.Devs[i])...); err != nil {
 			return false, err
 		}
 	}
@@ -93,6 +96,13 @@ func (m *Multipath) Set(ctx context.Context, up []int) (bool, error) {
 	}
 	m.cur = want
 	return true, nil
+}
+
+func (m *Multipath) family(argv ...string) []string {
+	if m.V6 {
+		return append([]string{"-6"}, argv...)
+	}
+	return argv
 }
 
 // Members returns the device indexes in the route now.

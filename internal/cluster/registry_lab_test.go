@@ -298,7 +298,7 @@ func (c *regClient) assignments() ([]lab.Node, int) {
 	return hs, strings.Count(string(b), "Initialization Sequence Completed")
 }
 
-// TestRegistryAcrossHosts is issue 14's Must-show on a lab with etcd and
+// TestRegistryAcrossHosts runs a cluster across hosts on a lab with etcd and
 // three server hosts, two dispatchers and real OpenVPN clients:
 //
 //  1. 12 clients (3 real via `cluster connect`, 9 dispatcher requests)

@@ -97,16 +97,7 @@ func (s *stateFile) forgetResource(r Resource) error {
 }
 
 func (s *stateFile) writeLocked() error {
-	b, err := json.MarshalIndent(s.st, "", "  ")
-	if err != nil {
-		return err
-	}
-	p := statePath(s.st.ID)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
+	return writeStateJSON(statePath(s.st.ID), s.st)
 }
 
 // ReadState reads cluster id's state file.
@@ -200,6 +191,8 @@ func removeResource(ctx context.Context, r Resource) error {
 		return restoreSysfs(ctx, r)
 	case KindMultipath:
 		return removeMultipathResource(ctx, r)
+	case KindLink:
+		return removeLink(ctx, r)
 	}
 	return nil
 }
@@ -211,6 +204,9 @@ func terminate(pid int, ticks uint64, grace time.Duration) {
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
+	// A stopped process (SIGSTOP, a debugger let go) acts on the
+	// SIGTERM only once it runs again.
+	_ = syscall.Kill(pid, syscall.SIGCONT)
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
 		if !runner.Alive(pid, ticks) {

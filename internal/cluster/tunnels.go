@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
 // TunnelInterval is how often connect checks each tunnel's state.
@@ -39,11 +40,17 @@ var ConnectDir = "/run/ovpnperf/connect"
 // TunnelsOptions configure RunTunnels.
 type TunnelsOptions struct {
 	Assigned []Reply // one per tunnel, distinct instances
-	Routes   []netip.Prefix
-	Extra    []string // openvpn options (--config …)
-	Log      io.Writer
-	// Ready, if set, is called once every tunnel was up at least once.
+	// Routes are spread over the tunnels; empty: the networks the server
+	// pushes (pushed.go).
+	Routes []netip.Prefix
+	Extra  []string // openvpn options (--config …)
+	Log    io.Writer
+	// Ready, if set, is called once every tunnel was up at least once
+	// (and the routes are known).
 	Ready func(devs []string)
+	// Program is the ovpnperf binary OpenVPN runs as its route-up hook
+	// when Routes is empty (default: this process's executable).
+	Program string
 }
 
 type tunnel struct {
@@ -56,6 +63,9 @@ type tunnel struct {
 	m     *openvpn.Management
 	up    bool
 	since time.Time
+	rec   Resource // the running openvpn's state-file record
+	// routes is the file the route-up hook writes (pushed routes).
+	routes string
 }
 
 // connectGroup is the nexthop group id of a connect run (a range apart
@@ -68,7 +78,9 @@ func connectGroup(id string) uint32 {
 
 // RunTunnels runs the tunnels until ctx ends, keeping the route over those
 // that are up; on return the route, the processes, the devices and the
-// sysctls are as they were.
+// sysctls are as they were. Everything it changes is recorded first in the
+// run's state file (connectstate.go), so that `cluster clean` undoes what a
+// killed run left.
 func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 	if err := ProbeNexthops(ctx, ""); err != nil {
 		return err
@@ -77,15 +89,31 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("openvpn not found (Debian package openvpn): %w", err)
 	}
-	id := NewID()
-	dir := filepath.Join(ConnectDir, id)
-	if err := os.MkdirAll(ConnectDir, 0o755); err != nil {
+	if err := checkRoutesFree(ctx, o.Routes); err != nil {
 		return err
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	pushed := len(o.Routes) == 0
+	if pushed && o.Program == "" {
+		if o.Program, err = os.Executable(); err != nil {
+			return fmt.Errorf("finding own executable for the route-up hook: %w", err)
+		}
+	}
+	if pushed && strings.ContainsAny(o.Program+ConnectDir, " \t\n\"'\\") {
+		// OpenVPN splits --route-up's command at blanks.
+		return fmt.Errorf("the route-up hook %s %s: a path with blanks or quotes cannot be passed to OpenVPN; give --route CIDR", o.Program, ConnectDir)
+	}
+	st, err := newConnectRun()
+	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	id := st.st.ID
+	dir := ConnectRunDir(id)
+	defer func() {
+		if uerr := st.undo(context.Background()); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}()
+	fmt.Fprintf(o.Log, "ovpnperf: connect run %s, state in %s\n", id, connectStatePath(id))
 	// L4 hashing, restored on the way out.
 	for _, key := range MultipathHashSysctls {
 		old, err := readSysctl(ctx, "", key)
@@ -93,30 +121,65 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 			return err
 		}
 		if old != "1" {
+			if err := st.record(Resource{Kind: KindSysctl, Name: key, Detail: old}); err != nil {
+				return err
+			}
 			if err := writeSysctl(ctx, "", key, "1"); err != nil {
 				return err
 			}
-			defer func(key, old string) {
-				if rerr := writeSysctl(context.Background(), "", key, old); rerr != nil {
-					err = errors.Join(err, rerr)
-				}
-			}(key, old)
 		}
 	}
 	var tuns []*tunnel
 	var devs []string
 	for i, r := range o.Assigned {
-		t := &tunnel{i: i, r: r, dev: fmt.Sprintf("ovpnperf%st%d", id, i), mgmt: filepath.Join(dir, fmt.Sprintf("t%d.mgmt", i))}
+		t := &tunnel{i: i, r: r, dev: fmt.Sprintf("ovpnperf%st%d", id, i), mgmt: filepath.Join(dir, fmt.Sprintf("t%d.mgmt", i)),
+			routes: filepath.Join(dir, fmt.Sprintf("t%d.routes", i))}
 		tuns = append(tuns, t)
 		devs = append(devs, t.dev)
+		if err := st.record(Resource{Kind: KindLink, Name: t.dev}); err != nil {
+			return err
+		}
 	}
-	mp := &Multipath{Prefixes: o.Routes, Group: connectGroup(id), Devs: devs}
+	// One multipath route per address family (a route takes nexthops of
+	// its own family), recorded before it is made.
+	var mps []*Multipath
+	install := func(routes []netip.Prefix) error {
+		var v4, v6 []netip.Prefix
+		for _, p := range routes {
+			if p.Addr().Is4() {
+				v4 = append(v4, p)
+			} else {
+				v6 = append(v6, p)
+			}
+		}
+		for k, ps := range [][]netip.Prefix{v4, v6} {
+			if len(ps) == 0 {
+				continue
+			}
+			mp := &Multipath{Prefixes: ps, Group: connectGroup(id) + uint32(k)*0x80, Devs: devs, V6: k == 1}
+			if err := st.record(mp.Resource()); err != nil {
+				return err
+			}
+			mps = append(mps, mp)
+		}
+		return nil
+	}
+	if !pushed {
+		if err := install(o.Routes); err != nil {
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	defer func() {
-		mp.Remove(context.Background())
+		// The tunnels stop together (each may take openvpn.StopGrace),
+		// then undo (above) removes the route, what is left of the
+		// devices and the sysctls.
+		var sg sync.WaitGroup
 		for _, t := range tuns {
-			t.stop()
+			sg.Add(1)
+			go func() { defer sg.Done(); t.stop() }()
 		}
+		sg.Wait()
 		wg.Wait()
 	}()
 	start := func(t *tunnel) error {
@@ -128,13 +191,24 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 		argv = append(argv, o.Extra...)
 		// After the user's options, so that these win.
 		argv = append(argv, "--dev", t.dev, "--dev-type", "tun", "--persist-tun", "--route-noexec", "--management", t.mgmt, "unix")
+		if pushed {
+			os.Remove(t.routes)
+			argv = append(argv, "--script-security", "2", "--route-up", o.Program+" cluster route-hook "+t.routes)
+		}
 		cmd := exec.Command(path, argv...)
+		// If connect dies, so do its openvpns (and their devices);
+		// what a crash leaves anyway, clean removes.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 		pr, pw := io.Pipe()
 		cmd.Stdout, cmd.Stderr = pw, pw
 		if err := cmd.Start(); err != nil {
 			return err
 		}
+		// Recorded once it runs (a pid exists only then); until then
+		// the device's record and Pdeathsig cover it.
+		ticks, _ := startTicks(cmd.Process.Pid)
+		t.rec = Resource{Kind: KindProcess, Name: fmt.Sprintf("openvpn t%d", t.i), Pid: cmd.Process.Pid, StartTicks: ticks}
+		recErr := st.record(t.rec)
 		t.cmd, t.done, t.m = cmd, make(chan struct{}), nil
 		wg.Add(2)
 		go func() {
@@ -144,13 +218,14 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 				fmt.Fprintf(o.Log, "t%d: %s\n", t.i, sc.Text())
 			}
 		}()
-		go func(done chan struct{}) {
+		go func(done chan struct{}, rec Resource) {
 			defer wg.Done()
 			_ = cmd.Wait()
 			pw.Close()
+			_ = st.forget(rec)
 			close(done)
-		}(t.done)
-		return nil
+		}(t.done, t.rec)
+		return recErr
 	}
 	for _, t := range tuns {
 		if err := start(t); err != nil {
@@ -179,16 +254,23 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 				up = append(up, t.i)
 			}
 		}
-		if changed, err := mp.Set(ctx, up); err != nil {
-			fmt.Fprintf(o.Log, "ovpnperf: route: %v\n", err)
-		} else if changed {
-			var names []string
-			for _, i := range up {
-				names = append(names, fmt.Sprintf("t%d", i))
+		if pushed && mps == nil {
+			if err := installPushed(ctx, o.Log, tuns, install); err != nil {
+				return err
 			}
-			fmt.Fprintf(o.Log, "ovpnperf: %s %s via [%s] at %s\n", "route", prefixesString(o.Routes), strings.Join(names, " "), time.Now().UTC().Format("15:04:05.000"))
 		}
-		if !ready && len(up) == len(tuns) {
+		for _, mp := range mps {
+			if changed, err := mp.Set(ctx, up); err != nil {
+				fmt.Fprintf(o.Log, "ovpnperf: route: %v\n", err)
+			} else if changed {
+				var names []string
+				for _, i := range up {
+					names = append(names, fmt.Sprintf("t%d", i))
+				}
+				fmt.Fprintf(o.Log, "ovpnperf: %s %s via [%s] at %s\n", "route", prefixesString(mp.Prefixes), strings.Join(names, " "), time.Now().UTC().Format("15:04:05.000"))
+			}
+		}
+		if !ready && len(up) == len(tuns) && mps != nil {
 			ready = true
 			if o.Ready != nil {
 				o.Ready(devs)
@@ -200,6 +282,59 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 		case <-tick.C:
 		}
 	}
+}
+
+// installPushed installs the routes the first tunnel that is up was
+// pushed, once its route-up hook has written them; prefixes this
+// namespace routes already are left out, with a line saying so.
+func installPushed(ctx context.Context, log io.Writer, tuns []*tunnel, install func([]netip.Prefix) error) error {
+	for _, t := range tuns {
+		if !t.up {
+			continue
+		}
+		rs, err := readRouteFile(t.routes)
+		if err != nil {
+			return err
+		}
+		if rs == nil {
+			continue // the hook has not run yet
+		}
+		var free []netip.Prefix
+		for _, p := range rs {
+			if err := checkRoutesFree(ctx, []netip.Prefix{p}); err != nil {
+				fmt.Fprintf(log, "ovpnperf: pushed route %s left out: %v\n", p, err)
+				continue
+			}
+			free = append(free, p)
+		}
+		if len(free) == 0 {
+			return usage.Errorf("tunnel t%d: the server pushed no route this host can take (pushed: [%s]); give --route CIDR", t.i, prefixesString(rs))
+		}
+		fmt.Fprintf(log, "ovpnperf: routes pushed to t%d: %s\n", t.i, prefixesString(rs))
+		return install(free)
+	}
+	return nil
+}
+
+// checkRoutesFree refuses a prefix this namespace already routes: connect
+// replaces no route it did not make. (A route a killed connect left is
+// one; `cluster clean` removes it.)
+// Equivalent to: ip route show exact PREFIX
+func checkRoutesFree(ctx context.Context, ps []netip.Prefix) error {
+	for _, p := range ps {
+		fam := "-4"
+		if p.Addr().Is6() {
+			fam = "-6"
+		}
+		out, err := inNs(ctx, "", "ip", fam, "route", "show", "exact", p.String())
+		if err != nil {
+			return err
+		}
+		if s := strings.TrimSpace(string(out)); s != "" {
+			return usage.Errorf("route %s: this host routes it already (%s); connect replaces no route it did not make: remove it, or run `ovpnperf cluster clean` if a killed connect left it", p, strings.ReplaceAll(s, "\n", "; "))
+		}
+	}
+	return nil
 }
 
 func (t *tunnel) exited() bool {

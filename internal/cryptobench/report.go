@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/rules"
 )
 
 // ReportVersion is the version of the JSON layout of Report.
@@ -353,8 +354,8 @@ func project(packet int, ciphers []CipherResult, hmac *SizeResult, marginPercent
 	return p
 }
 
-// DefaultDataCiphers is OpenVPN 2.6's default --data-ciphers, in order.
-var DefaultDataCiphers = []string{"AES-256-GCM", "AES-128-GCM", "CHACHA20-POLY1305"}
+// defaultDataCiphers is OpenVPN 2.6's default --data-ciphers, in order.
+var defaultDataCiphers = strings.Split(rules.DefaultDataCiphers, ":")
 
 // MinTieMarginPercent is the smallest difference between two ciphers that
 // decides the preference; twice the median noise when that is larger.
@@ -381,10 +382,10 @@ func prefer(rates map[string]float64, marginPercent float64) (string, []string, 
 	}
 	// Fastest first; ties in the default order.
 	rank := func(n string) int {
-		if i := slices.Index(DefaultDataCiphers, n); i >= 0 {
+		if i := slices.Index(defaultDataCiphers, n); i >= 0 {
 			return i
 		}
-		return len(DefaultDataCiphers)
+		return len(defaultDataCiphers)
 	}
 	slices.SortFunc(names, func(a, b string) int {
 		if rates[a] != rates[b] {
@@ -423,16 +424,16 @@ func prefer(rates map[string]float64, marginPercent float64) (string, []string, 
 	switch {
 	case chosen == "CHACHA20-POLY1305":
 		s += ". Put CHACHA20-POLY1305 first in the server's --data-ciphers: the server picks the first cipher of its list that the client supports"
-	case chosen == DefaultDataCiphers[0]:
-		s += ". Keep OpenVPN's default --data-ciphers " + strings.Join(DefaultDataCiphers, ":") + "; peers without AES-NI (phones, small routers) still get CHACHA20-POLY1305 from it"
+	case chosen == defaultDataCiphers[0]:
+		s += ". Keep OpenVPN's default --data-ciphers " + strings.Join(defaultDataCiphers, ":") + "; peers without AES-NI (phones, small routers) still get CHACHA20-POLY1305 from it"
 	default:
 		s += ". Keep AES-GCM first in --data-ciphers, as OpenVPN's default does"
-		if d, ok := rates[DefaultDataCiphers[0]]; ok && d > 0 {
+		if d, ok := rates[defaultDataCiphers[0]]; ok && d > 0 {
 			// Share of one core the crypto takes at the upper published
 			// OpenVPN rate, with the default first cipher and with this one.
 			perByte := PublishedNoDCOHighMbitPerSec * 1e6 / 8
 			saved := 100 * (perByte/d - perByte/rates[chosen])
-			s += fmt.Sprintf("; putting %s before %s saves %.1f%% of a core at %d Mbit/s", chosen, DefaultDataCiphers[0], saved, PublishedNoDCOHighMbitPerSec)
+			s += fmt.Sprintf("; putting %s before %s saves %.1f%% of a core at %d Mbit/s", chosen, defaultDataCiphers[0], saved, PublishedNoDCOHighMbitPerSec)
 		}
 	}
 	return chosen, equal, s + "."

@@ -23,7 +23,7 @@ import (
 // a queue thread spinning in runtime.exitsyscall (sched_yield) on a scan
 // bit that a preempted normal-priority sysmon held, 10–50 ms at a time.
 //
-// Measured with raw calls on path (b) (docs/measurements.md, "Userspace emulator"): late
+// Measured with raw calls on path (b) (docs/emulator.md, "Runtime findings"): late
 // 0.26 % and 0.34 % of packets with the whole process real-time, 0.37 %
 // and 0.48 % with only the queue threads (two runs each): a small gain
 // beside the raw calls' own. The rest of the process must be light (the

@@ -8,7 +8,7 @@ import (
 )
 
 // The default sample of a path (lab run's and tune's --time and --omit when
-// not given), the rule stated in their help and the README:
+// not given), the rule stated in their help and docs/lab.md:
 //
 //   - warm-up (iperf3 -O): TCP's slow start, which doubles the window once
 //     per round trip from an initial window of 10 segments (RFC 6928)

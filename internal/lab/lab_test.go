@@ -271,7 +271,7 @@ func TestHelperEphemeralCreator(t *testing.T) {
 	time.Sleep(time.Minute)
 }
 
-// Issue 9 §3: when the process that runs a measurement (lab run) and the
+// When the process that runs a measurement (lab run) and the
 // lab's owner are killed at once, the programs the measurement started end
 // at once (iperf3 -c used to run on until lab clean), and lab clean leaves
 // nothing.

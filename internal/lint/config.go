@@ -14,13 +14,6 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 )
 
-// Linux's net.core.rmem_default/wmem_default on most distributions: what
-// a socket gets when OpenVPN does not set sndbuf/rcvbuf (docs/openvpn-facts.md#socket-buffers).
-const linuxDefaultBuf = shared.LinuxDefaultSockBuf
-
-// DefaultDataCiphers is OpenVPN 2.6's data-ciphers default.
-const DefaultDataCiphers = shared.DefaultDataCiphers
-
 // view answers questions about the whole config.
 type view struct {
 	f   *openvpn.ConfigFile
@@ -318,14 +311,14 @@ func (v *view) ciphers() {
 					if hasDC {
 						f.Edits = del(d)
 					} else {
-						f.Edits = repl(d, "data-ciphers "+DefaultDataCiphers)
+						f.Edits = repl(d, "data-ciphers "+shared.DefaultDataCiphers)
 					}
 				}
 				v.add(f, d)
-			} else if !v.staticKey() && !hasDC && inList(c, DefaultDataCiphers) {
+			} else if !v.staticKey() && !hasDC && inList(c, shared.DefaultDataCiphers) {
 				f := Finding{Rule: "cipher-without-data-ciphers", Severity: Info, Category: Compatibility,
 					Problem: "cipher " + c + " has no effect: it is already in OpenVPN 2.6's default data-ciphers.",
-					Reason:  "Changes.rst 2.6: --cipher is a no-op in TLS mode; the peers negotiate from data-ciphers (default " + DefaultDataCiphers + ", docs/openvpn-facts.md#cipher-negotiation).",
+					Reason:  "Changes.rst 2.6: --cipher is a no-op in TLS mode; the peers negotiate from data-ciphers (default " + shared.DefaultDataCiphers + ", docs/openvpn-facts.md#cipher-negotiation).",
 					Edits:   del(d)}
 				if !v.server() && !v.client() {
 					// Peer-to-peer TLS: ssl_ncp.c p2p_mode_ncp falls back
@@ -339,7 +332,7 @@ func (v *view) ciphers() {
 				v.add(Finding{Rule: "cipher-without-data-ciphers", Severity: Warning, Category: Compatibility,
 					Problem: "cipher " + c + " is set but data-ciphers is not; OpenVPN 2.6 ignores --cipher when it negotiates.",
 					Reason:  "Changes.rst 2.6: the implicit fallback to --cipher was removed, --cipher is a no-op in TLS mode; options.c warns \"DEPRECATED OPTION: --cipher set to '" + c + "' but missing in --data-ciphers\". data-ciphers-fallback keeps the cipher for peers older than 2.4 that cannot negotiate.",
-					Edits:   repl(d, "data-ciphers "+DefaultDataCiphers, "data-ciphers-fallback "+c)}, d)
+					Edits:   repl(d, "data-ciphers "+shared.DefaultDataCiphers, "data-ciphers-fallback "+c)}, d)
 			}
 		case "data-ciphers", "data-ciphers-fallback":
 			var weak, keep []string
@@ -363,7 +356,7 @@ func (v *view) ciphers() {
 				f.Edits, f.Decision = del(d), true
 				f.Reason += "; the fallback is only for peers that cannot negotiate (before 2.4): upgrade them."
 			case len(keep) == 0:
-				f.Edits = repl(d, "data-ciphers "+DefaultDataCiphers)
+				f.Edits = repl(d, "data-ciphers "+shared.DefaultDataCiphers)
 			default:
 				f.Edits = repl(d, "data-ciphers "+strings.Join(keep, ":"))
 			}
@@ -550,6 +543,13 @@ func (v *view) fragment() {
 }
 
 func (v *view) tunMTUPath() {
+	if v.proto() == "tcp" {
+		// Over TCP transport tunnel packets travel as a byte stream in
+		// the outer connection's own segments: no outer packet exceeds
+		// the path MTU whatever the tun-mtu (a jumbo tunnel over TCP is
+		// what advise recommends, docs/measurements.md#tcp-transport-sweep).
+		return
+	}
 	tun := v.tunMTU()
 	d, hasTun := v.last("tun-mtu")
 	if v.ctx.PathMTU == 0 {

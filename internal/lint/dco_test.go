@@ -363,18 +363,18 @@ func TestRuleCatalog(t *testing.T) {
 			b, _ := os.ReadFile(p)
 			for _, m := range ruleLitRE.FindAllStringSubmatch(string(b), -1) {
 				if _, ok := Rules[m[1]]; !ok {
-					t.Errorf("%s: rule %q is not in Rules (format.go) nor README's list", p, m[1])
+					t.Errorf("%s: rule %q is not in Rules (format.go) nor docs/lint.md's list", p, m[1])
 				}
 			}
 		}
 	}
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/lint.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for id := range Rules {
-		if !strings.Contains(string(readme), "`"+id+"`") {
-			t.Errorf("rule %s is not listed in README.md", id)
+		if !strings.Contains(string(doc), "`"+id+"`") {
+			t.Errorf("rule %s is not listed in docs/lint.md", id)
 		}
 	}
 }

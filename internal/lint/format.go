@@ -15,7 +15,7 @@ type RuleDoc struct {
 	Help     string
 }
 
-// Rules documents every rule lint can report (README lists them too).
+// Rules documents every rule lint can report (docs/lint.md lists them too).
 var Rules = map[string]RuleDoc{
 	"parse-error":                 {Error, "OpenVPN's config reader refuses this line (options.c parse_line/read_config_file); nothing after it was checked."},
 	"unknown-inline-block":        {Error, "An <inline> block OpenVPN does not read; it stops at it."},

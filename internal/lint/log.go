@@ -66,7 +66,7 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 	if e, ok := rep.First(openvpn.EventCipherFail); ok {
 		add(Finding{Rule: "log-cipher-mismatch", Severity: Error, Category: Compatibility,
 			Problem:  "the peers found no data cipher in common: " + e.Text,
-			Reason:   "the server picks the first of its data-ciphers that the client supports and refuses the client when there is none (docs/openvpn-facts.md#cipher-negotiation); add a cipher both sides have, e.g. 2.6's default " + DefaultDataCiphers + ", to the side missing it.",
+			Reason:   "the server picks the first of its data-ciphers that the client supports and refuses the client when there is none (docs/openvpn-facts.md#cipher-negotiation); add a cipher both sides have, e.g. 2.6's default " + shared.DefaultDataCiphers + ", to the side missing it.",
 			Decision: true}, e.Line)
 	}
 	if rep.DataCipher != "" {

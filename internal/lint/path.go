@@ -126,17 +126,17 @@ func (v *view) buffers() {
 			f.Problem = fmt.Sprintf("%s %s is below the path's bandwidth-delay product (%s at %v and %s).", x.name, fmtBytes(x.n), fmtBytes(rule.Floor), v.ctx.RTT, rateStr(v.ctx.RateBitsPerSec))
 			f.Reason = fmt.Sprintf("%s: %s at %v RTT caps this TCP-transport tunnel at %.1f Mbit/s (docs/openvpn-facts.md#socket-buffers-over-tcp-transport). Without the lines, %s.", rule.FloorWhy, fmtBytes(x.n), v.ctx.RTT, float64(x.n)*8/v.ctx.RTT.Seconds()/1e6, rule.Why)
 			f.Edits = setBoth(0)
-		case !udp && rule.Floor == 0 && x.n < linuxDefaultBuf:
+		case !udp && rule.Floor == 0 && x.n < shared.LinuxDefaultSockBuf:
 			f.Severity = Warning
-			f.Problem = fmt.Sprintf("%s %s is smaller than Linux's default socket buffer (%d bytes).", x.name, fmtBytes(x.n), linuxDefaultBuf)
+			f.Problem = fmt.Sprintf("%s %s is smaller than Linux's default socket buffer (%d bytes).", x.name, fmtBytes(x.n), shared.LinuxDefaultSockBuf)
 			f.Reason = "a fixed small buffer was OpenVPN's old default and was removed in 2.3.9/2.4.0 because it limits throughput: 64 KiB at 200 ms RTT caps TCP transport at 2.6 Mbit/s (docs/openvpn-facts.md#buffer-size-and-rtt). Without the lines, " + rule.Why + ". Pass --rtt and --rate to compare it with the bandwidth-delay product."
 			f.Edits = setBoth(0)
-		case udp && x.n < linuxDefaultBuf:
+		case udp && x.n < shared.LinuxDefaultSockBuf:
 			f.Severity = Info
-			f.Problem = fmt.Sprintf("%s %s is smaller than Linux's default socket buffer (%d bytes).", x.name, fmtBytes(x.n), linuxDefaultBuf)
+			f.Problem = fmt.Sprintf("%s %s is smaller than Linux's default socket buffer (%d bytes).", x.name, fmtBytes(x.n), shared.LinuxDefaultSockBuf)
 			f.Reason = "not tested here whether a small UDP buffer drops bursts on your path; without the lines the OS default applies, which is what advise leaves over UDP: " + rule.Why + "."
 			f.Edits = setBoth(0)
-		case udp && x.n > linuxDefaultBuf:
+		case udp && x.n > shared.LinuxDefaultSockBuf:
 			f.Severity = Info
 			f.Problem = fmt.Sprintf("%s %s raises the socket buffer over UDP, where larger buffers measured no gain.", x.name, fmtBytes(x.n))
 			f.Reason = rule.Why + "; not tested here on your path, so removing the lines (the OS default) is yours to decide."

@@ -58,7 +58,7 @@ func (v *view) protection() {
 				}
 			}
 			if len(keep) == 0 {
-				keep = []string{DefaultDataCiphers}
+				keep = []string{shared.DefaultDataCiphers}
 			}
 			f.Edits = repl(d, "data-ciphers "+strings.Join(keep, ":"))
 		default: // data-ciphers-fallback none, auth none

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	shared "github.com/ovpnperf/ovpnperf/internal/rules"
 )
 
 // options27 are options OpenVPN 2.7 added (Changes.rst, "Overview of
@@ -54,7 +55,7 @@ func (v *view) dcoRule() {
 					}
 				}
 				if len(keep) == 0 {
-					keep = []string{DefaultDataCiphers}
+					keep = []string{shared.DefaultDataCiphers}
 				}
 				f.Edits = repl(dc, "data-ciphers "+strings.Join(keep, ":"))
 			}

@@ -256,3 +256,27 @@ func Inode(name string) (uint64, bool) {
 	}
 	return 0, false
 }
+
+// Self returns the inode of the calling process's network namespace, the
+// name it has under /run/netns ("" when none of them is it), and whether it
+// is the namespace of pid 1 (the host's, as far as this process can tell).
+// A program started with `ip netns exec NAME` learns NAME this way, so that
+// what it records can be found again from outside the namespace.
+//
+// Equivalent to: ip netns identify $$
+func Self() (inode uint64, name string, host bool, err error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
+		return 0, "", false, fmt.Errorf("reading own network namespace: %w", err)
+	}
+	inode = st.Ino
+	var init unix.Stat_t
+	host = unix.Stat("/proc/1/ns/net", &init) == nil && init.Ino == inode
+	entries, _ := os.ReadDir(Dir)
+	for _, e := range entries {
+		if n, ok := Inode(e.Name()); ok && n == inode {
+			return inode, e.Name(), host, nil
+		}
+	}
+	return inode, "", host, nil
+}

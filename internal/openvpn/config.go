@@ -282,6 +282,9 @@ func Parse(r io.Reader) (*Config, error) {
 		}
 		if len(toks) == 1 && len(toks[0]) >= 2 && toks[0][0] == '<' && toks[0][len(toks[0])-1] == '>' {
 			name := toks[0][1 : len(toks[0])-1]
+			if strings.HasPrefix(name, "/") {
+				return nil, &ParseError{Line: lineNum, Msg: strayEndTag(name)}
+			}
 			closeTag := "</" + name + ">"
 			start := lineNum
 			var body strings.Builder
@@ -317,6 +320,13 @@ func Parse(r io.Reader) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// strayEndTag is the error for an end tag (name "/key" of a line "</key>")
+// outside an inline block: OpenVPN would take it for the start of a block
+// named "/key" and look for "<//key>" to the end of the file.
+func strayEndTag(name string) string {
+	return fmt.Sprintf("end tag <%s> without its start tag <%s>", name, name[1:])
 }
 
 // ParseString is Parse over a string.

@@ -87,6 +87,7 @@ func TestParse(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	tests := []struct{ in, err string }{
 		{"verb 3\n<ca>\nabc\n", "line 2: end tag </ca> missing"},
+		{"verb 3\n</key>\n", "line 2: end tag </key> without its start tag <key>"},
 		{"a " + strings.Repeat("b ", 20) + "\n", "parameters"},
 		{strings.Repeat("a", 255) + "\n", "line 1: line is 255 characters long"},
 		{"x \"a\x00\"\n", "NUL"},

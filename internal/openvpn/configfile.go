@@ -189,6 +189,9 @@ func ParseConfigText(name string, data []byte) (*ConfigFile, error) {
 		pos := Pos{File: name, Line: lineNum, Col: col}
 		if len(toks) == 1 && len(toks[0]) >= 2 && toks[0][0] == '<' && toks[0][len(toks[0])-1] == '>' {
 			tag := toks[0][1 : len(toks[0])-1]
+			if strings.HasPrefix(tag, "/") {
+				return nil, perr(lineNum, col, strayEndTag(tag))
+			}
 			closeTag := "</" + tag + ">"
 			var body strings.Builder
 			closed := false

@@ -54,6 +54,7 @@ func TestParseConfigTextErrors(t *testing.T) {
 		{"verb 3\nremote \"a\n", "x.conf:2:10: no closing quotation"},
 		{"ok\nx \\q\n", "x.conf:2:3: bad backslash"},
 		{"verb 3\n<ca>\nabc\n", "x.conf:2:1: end tag </ca> missing"},
+		{"verb 3\n  </key>\n", "x.conf:2:3: end tag </key> without its start tag <key>"},
 		{"a 'b\n", "x.conf:1:5: no closing single quotation"},
 	} {
 		_, err := ParseConfigText("x.conf", []byte(c.in))

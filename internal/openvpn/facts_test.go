@@ -61,6 +61,8 @@ func factsAnchors(t *testing.T) map[string]bool {
 var (
 	// citeLiteral is a citation written out: docs/openvpn-facts.md#anchor.
 	citeLiteral = regexp.MustCompile(`docs/openvpn-facts\.md#([A-Za-z0-9_-]*)`)
+	// citeRelative is a link to a heading from a page beside it in docs/.
+	citeRelative = regexp.MustCompile(`\(openvpn-facts\.md#([A-Za-z0-9_-]*)\)`)
 	// citeCall is a citation through Fact("anchor").
 	citeCall = regexp.MustCompile(`\bFact\(("(?:[^"\\]|\\.)*")\)`)
 	// anyMention is every mention of the facts file, cited or not.
@@ -131,7 +133,20 @@ func TestFactCitations(t *testing.T) {
 		if rel == FactsDoc {
 			continue
 		}
+		// A page beside it in docs/ links to it relatively.
+		inDocs := filepath.Dir(rel) == "docs"
+		if inDocs {
+			for _, m := range citeRelative.FindAllStringSubmatch(text, -1) {
+				cited++
+				if !anchors[m[1]] {
+					t.Errorf("%s links to %s, which is no heading of %s", rel, m[0], FactsDoc)
+				}
+			}
+		}
 		for _, m := range anyMention.FindAllString(text, -1) {
+			if inDocs && (m == "openvpn-facts.md" || strings.HasPrefix(m, "openvpn-facts.md#")) {
+				continue
+			}
 			if !strings.HasPrefix(m, "docs/openvpn-facts.md") {
 				t.Errorf("%s mentions %q: cite the shipped file as %s#anchor (openvpn.Fact)", rel, m, FactsDoc)
 			}

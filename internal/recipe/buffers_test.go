@@ -116,7 +116,7 @@ func TestJudgeBound(t *testing.T) {
 		t.Errorf("nil row: %s", got)
 	}
 	// A bound as high as the path's rate is no test of the buffer (it was
-	// "confirmed" before issue 8).
+	// "confirmed" by an earlier rule).
 	r := mkRow("n", "v", measure.DirectionUp, 9.1, 9.5, 9.3)
 	if got, why := judgeBound(&r, bound, 11e6); got != NotTested || !strings.Contains(why, "which of the two binds") {
 		t.Errorf("path-bound: %s (%s)", got, why)
@@ -185,7 +185,7 @@ func TestBufferVerdicts(t *testing.T) {
 	want := map[string]verdict.Outcome{
 		claim64tcp: Confirmed,
 		"64 KiB buffers at 200 ms RTT cap throughput at 2.5 Mbit/s [udp transport]": Refuted,
-		// Must show 3 (issue 8): 512 KiB at 50 ms bounds at 84 Mbit/s,
+		// 512 KiB at 50 ms bounds at 84 Mbit/s,
 		// 84 % of the 100 Mbit/s path: not tested here (was confirmed).
 		claim512tcp: NotTested,
 		"512 KiB buffers at 50 ms RTT allow at most 80 Mbit/s [udp transport]": NotTested,
@@ -225,7 +225,7 @@ func TestBufferVerdicts(t *testing.T) {
 	}
 }
 
-// The defects of issue 8 in the buffers recipe, each a crafted report.
+// Defects of earlier rules in the buffers recipe, each a crafted report.
 func TestBufferVerdictsEvidence(t *testing.T) {
 	up := measure.DirectionUp
 	// A path-limited row is no evidence that the rule binds: with only

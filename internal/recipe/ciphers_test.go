@@ -45,7 +45,7 @@ func TestCipherVerdicts(t *testing.T) {
 	want := map[string]verdict.Outcome{
 		"AES-256-GCM is faste|up": Confirmed, "AES-256-GCM is faste|down": Confirmed,
 		"cipher none is barel|up": Changed, "cipher none is barel|down": Confirmed,
-		// Rule fixed (issue 8): defaults as fast as GCM are not slow,
+		// Rule fixed: defaults as fast as GCM are not slow,
 		// whatever they negotiate (was "changed", from the name).
 		"OpenVPN's defaults a|up": Refuted, "with AES-256-GCM the|up": Changed,
 	}
@@ -83,7 +83,7 @@ func cipherOutcome(t *testing.T, rep *measure.Report, prefix string) verdict.Out
 	return ""
 }
 
-// The defects of issue 8, each a crafted case the old rules got wrong.
+// Defects of earlier rules, each a crafted case the old rules got wrong.
 func TestCipherVerdictsEvidence(t *testing.T) {
 	routed, gcm, cbc := []float64{940, 941, 939}, []float64{500, 520, 510}, []float64{300, 310, 305}
 	// "Defaults are slow" was decided from the cipher's name.

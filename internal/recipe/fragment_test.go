@@ -164,7 +164,7 @@ func TestFragVerdicts(t *testing.T) {
 		t.Errorf("without a probe: %v", vs)
 	}
 
-	// Issue 8: the medians' ratio was checked before the spread.
+	// An earlier rule checked the medians' ratio before the spread.
 	// A separated 9 % loss of throughput is not "nearly identical".
 	rep.Rows[1] = mkRow("lan", frag1400, measure.DirectionUp, 82.8, 83.7, 84.6)
 	// Rounds of 1.0, 1.2 and 2.2 × none: the median ×1.2 hides a spread

@@ -43,7 +43,7 @@ func TestInstancesVerdicts(t *testing.T) {
 		{"saturated core, scales", instFake(one, 0.97, 0, 0.7, 200, 205, 210), instFake(two, 0.9, 0, 0.95, 300, 310, 290), [2]verdict.Outcome{Confirmed, Confirmed}},
 		{"mostly idle, small gain", instFake(one, 0.3, 0.1, 1, 200, 205, 210), instFake(two, 0.3, 0.1, 1, 220, 225, 230), [2]verdict.Outcome{Refuted, Changed}},
 		{"half busy, slower", instFake(one, 0.4, 0.3, 0.8, 200, 205, 210), instFake(two, 0.4, 0.3, 1, 150, 160, 170), [2]verdict.Outcome{Noise, Refuted}},
-		// Issue 8: on a saturated host every process with work is
+		// On a saturated host every process with work is
 		// runnable; that was "confirmed", it shows nothing.
 		{"starved of CPU on a saturated host", instFake(one, 0.5, 0.45, 1, 200, 250, 300), instFake(two, 0.5, 0.4, 1, 260, 280, 290), [2]verdict.Outcome{NotTested, Noise}},
 		{"waiting for a CPU on a host with room", instFake(one, 0.5, 0.45, 0.8, 200, 250, 300), instFake(two, 0.5, 0.4, 1, 260, 280, 290), [2]verdict.Outcome{Confirmed, Noise}},

@@ -104,7 +104,7 @@ func TestPPSVerdicts(t *testing.T) {
 				"[none]": Noise, "[aes128cbc]": Noise, "[aes256gcm]": Noise},
 		},
 		{
-			// Issue 8: any ratio up to ×1.30 confirmed "only 10–15 %
+			// An earlier rule: any ratio up to ×1.30 confirmed "only 10–15 %
 			// faster", none being slower included.
 			name: "none slower than AES-128-CBC",
 			rows: []rates{

@@ -92,7 +92,7 @@ func TestShaperVerdicts(t *testing.T) {
 	}{
 		{"as claimed", rows(held, free, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Confirmed, Confirmed, Confirmed, NotTested}},
 		{"shaper ignored", ignored, []verdict.Outcome{Refuted, Refuted, Confirmed, Confirmed, Confirmed, NotTested}},
-		// Rule fixed (issue 8): a download held back by shaped ACKs is
+		// Rule fixed: a download held back by shaped ACKs is
 		// not left alone; it was "changed".
 		{"ACKs shaped", rows(held, []float64{6.0, 6.1, 5.9}, free, tcHeld), []verdict.Outcome{Confirmed, Confirmed, Refuted, Confirmed, Confirmed, NotTested}},
 		{"download held by the shaper", rows(held, held, free, held), []verdict.Outcome{Confirmed, Confirmed, Refuted, Confirmed, Confirmed, NotTested}},

@@ -29,7 +29,7 @@ import (
 // complete in itself). Each saves a PNG screenshot in the artifacts
 // directory: $OVPNPERF_ARTIFACTS, or a temporary one named in the log.
 //
-// The README's screenshot is made by:
+// The screenshot in docs/report.md is made by:
 //
 //	OVPNPERF_ARTIFACTS=$PWD/docs go test -count=1 -run 'TestInChromium/labrun' ./internal/report
 

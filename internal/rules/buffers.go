@@ -4,6 +4,8 @@ import "fmt"
 
 // LinuxDefaultSockBuf is net.core.{r,w}mem_default on stock Linux: what
 // OpenVPN's socket gets when the config sets no sndbuf/rcvbuf (2.4+).
+// Stock net.core.{r,w}mem_max is the same number, so it is also the cap
+// the kernel puts on OpenVPN's plain SO_SNDBUF/SO_RCVBUF without sysctls.
 const LinuxDefaultSockBuf = 212992
 
 // LinuxTCPRmemMax is the third value of net.ipv4.tcp_rmem on stock Linux:
@@ -34,7 +36,7 @@ type Buffers struct {
 const udpNoWindow = "UDP has no window: the bandwidth-delay product queues at the bottleneck, not in OpenVPN's socket; the buffers recipe measured no gain from larger buffers on UDP paths up to 200 ms"
 
 // Why the rule leaves TCP buffers alone.
-const tcpAutotune = "over TCP transport Linux autotunes the outer connection's buffers up to net.ipv4.tcp_rmem/tcp_wmem's maximum (6 MiB stock) when OpenVPN sets none; a fixed sndbuf/rcvbuf turns that off and caps throughput at buffer/RTT. On a TCP lab path advise's old buffer lines measured no better than the defaults (docs/openvpn-facts.md#socket-buffers-over-tcp-transport)"
+const tcpAutotune = "over TCP transport Linux autotunes the outer connection's buffers up to net.ipv4.tcp_rmem/tcp_wmem's maximum (6 MiB stock) when OpenVPN sets none; a fixed sndbuf/rcvbuf turns that off and caps throughput at buffer/RTT. Swept on three TCP lab paths (a LAN, 50 ms at 50 Mbit/s, 300 ms at 10 Mbit/s), sndbuf/rcvbuf of 512 KiB or 4 MiB were never faster than the OS default beyond ×1.05 and once slower (docs/measurements.md#tcp-transport-sweep, docs/openvpn-facts.md#socket-buffers-over-tcp-transport)"
 
 // SocketBuffers decides sndbuf/rcvbuf. Over UDP there is no window, and
 // the recipe buffers measured no gain from larger buffers on UDP paths up
@@ -67,7 +69,7 @@ func SocketBuffers(p Path, tunMTU int) Buffers {
 		}
 		return b
 	}
-	b := Buffers{Why: tcpAutotune, Figure: "Linux tcp_moderate_rcvbuf/tcp_rmem; TCP lab path, buffer lines vs defaults"}
+	b := Buffers{Why: tcpAutotune, Figure: "Linux tcp_moderate_rcvbuf/tcp_rmem; three TCP lab paths, buffers of 512 KiB and 4 MiB vs the OS default"}
 	if bdp > 0 {
 		b.Floor = bdp
 		b.FloorWhy = fmt.Sprintf("a fixed buffer below the bandwidth-delay product (%s × %v = %d bytes) bounds the outer TCP window at buffer/RTT", mbit(p.RateBitsPerSec), p.RTT, bdp)

@@ -12,6 +12,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/rules"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
 )
 
@@ -665,11 +666,6 @@ func variantString(name string, c Candidate) string {
 	return name + "=" + c.Body()
 }
 
-// linuxDefaultBufMax is Linux's default net.core.rmem_max and wmem_max:
-// OpenVPN sets its buffers with plain SO_SNDBUF/SO_RCVBUF, which the
-// kernel caps there.
-const linuxDefaultBufMax = 212992
-
 // Fragments renders a candidate as server and client config lines, and
 // the sysctl lines a Linux machine needs for its socket buffers when they
 // exceed the kernel's default caps.
@@ -696,7 +692,9 @@ func Fragments(c Candidate) (server, client, sysctl []string) {
 			}
 		}
 	}
-	if maxBuf > linuxDefaultBufMax {
+	// OpenVPN sets its buffers with plain SO_SNDBUF/SO_RCVBUF, which the
+	// kernel caps at net.core.{r,w}mem_max.
+	if maxBuf > rules.LinuxDefaultSockBuf {
 		sysctl = []string{fmt.Sprintf("net.core.rmem_max = %d", maxBuf), fmt.Sprintf("net.core.wmem_max = %d", maxBuf)}
 	}
 	return server, client, sysctl

@@ -15,7 +15,7 @@ import (
 
 func TestMain(m *testing.M) { labtest.Main(m) }
 
-// Issue 9 §3: OpenVPN creates its management sockets world-writable; what
+// OpenVPN creates its management sockets world-writable; what
 // protects them is the 0700 directory chain they sit in. A running tunnel's
 // sockets (and keys, configs, logs) are checked with labtest.CheckPrivate,
 // which every labtest lab also runs before its teardown, so that sockets

@@ -1,0 +1,366 @@
+package cluster
+
+// The state of a `cluster connect --tunnels` run: ConnectDir/ID/state.json
+// (0600, in a 0700 directory) lists everything the run changed, each entry
+// written before the change it names:
+//
+//	sysctl   fib_multipath_hash_policy (IPv4, IPv6) and the value before
+//	link     each tun device ovpnperf<ID>t<i>        (before its openvpn starts)
+//	multipath the nexthop group, its members and the routes over it
+//	process  each openvpn (pid and start time, once it runs)
+//
+// A connect that ends normally or on SIGINT/SIGTERM undoes the list itself.
+// One that was killed (SIGKILL, a crash) leaves it to `cluster clean`, which
+// stops only the processes whose pid and start time still match, deletes
+// only the devices, nexthops and routes listed (a route only where it still
+// points at the run's nexthop group), and writes back the old sysctl values.
+//
+// The run also records the network namespace it ran in (connect is usually
+// started with `ip netns exec`): its name under /run/netns and its inode, so
+// that clean, run from the host, acts in that namespace, and acts nowhere if
+// the name now belongs to another namespace.
+//
+// Connect ids share the 4-hex-digit space of cluster ids (so that a tun
+// name fits 15 characters) and never equal a cluster's: `cluster clean ID`
+// names one or the other.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
+)
+
+// KindLink is a network device a run made or had made (connect's tun
+// devices): Name is the device.
+const KindLink = "link"
+
+// ConnectState is the state file of a `cluster connect --tunnels` run.
+type ConnectState struct {
+	ID         string `json:"id"`
+	Pid        int    `json:"pid"`
+	StartTicks uint64 `json:"start_ticks"`
+	// The network namespace connect ran in: its name under /run/netns
+	// ("" when it had none), its inode (as in /proc/PID/ns/net) and
+	// whether it was pid 1's.
+	Netns      string     `json:"netns,omitempty"`
+	NetnsInode uint64     `json:"netns_inode"`
+	HostNetns  bool       `json:"host_netns,omitempty"`
+	Resources  []Resource `json:"resources"`
+}
+
+// ConnectRunDir is connect run id's directory.
+func ConnectRunDir(id string) string { return filepath.Join(ConnectDir, id) }
+
+func connectStatePath(id string) string { return filepath.Join(ConnectRunDir(id), "state.json") }
+
+type connectStateFile struct {
+	mu sync.Mutex
+	st ConnectState
+}
+
+// newConnectRun claims a fresh id (one no cluster and no other connect run
+// has), makes its directory and writes the first state: the owner and its
+// namespace, nothing changed yet.
+func newConnectRun() (*connectStateFile, error) {
+	ino, name, host, err := netns.Self()
+	if err != nil {
+		return nil, err
+	}
+	ticks, err := startTicks(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(ConnectDir, 0o755); err != nil {
+		return nil, err
+	}
+	for tries := 0; ; tries++ {
+		id := NewID()
+		if _, err := os.Stat(Dir(id)); err == nil {
+			continue
+		}
+		err := os.Mkdir(ConnectRunDir(id), 0o700)
+		if errors.Is(err, os.ErrExist) && tries < 100 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		s := &connectStateFile{st: ConnectState{ID: id, Pid: os.Getpid(), StartTicks: ticks, Netns: name, NetnsInode: ino, HostNetns: host}}
+		if err := s.write(); err != nil {
+			os.RemoveAll(ConnectRunDir(id))
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
+// record appends r (its namespace set to the run's) and writes the file;
+// call it before making r.
+func (s *connectStateFile) record(r Resource) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.Netns = s.st.Netns
+	s.st.Resources = append(s.st.Resources, r)
+	return s.writeLocked()
+}
+
+// forget drops r (a process that exited, and was waited for).
+func (s *connectStateFile) forget(r Resource) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.Netns = s.st.Netns
+	for i := len(s.st.Resources) - 1; i >= 0; i-- {
+		if s.st.Resources[i] == r {
+			s.st.Resources = append(s.st.Resources[:i], s.st.Resources[i+1:]...)
+			break
+		}
+	}
+	return s.writeLocked()
+}
+
+func (s *connectStateFile) write() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writeLocked()
+}
+
+func (s *connectStateFile) writeLocked() error {
+	return writeStateJSON(connectStatePath(s.st.ID), s.st)
+}
+
+// undo removes what the file lists, newest first, and the run's directory.
+func (s *connectStateFile) undo(ctx context.Context) error {
+	s.mu.Lock()
+	st := s.st
+	s.mu.Unlock()
+	return undoConnect(ctx, st)
+}
+
+// writeStateJSON writes v to path (0600) through a rename, so that a
+// reader sees the old file or the new one, never half of one.
+func writeStateJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// ReadConnectState reads connect run id's state file.
+func ReadConnectState(id string) (ConnectState, error) {
+	var st ConnectState
+	b, err := os.ReadFile(connectStatePath(id))
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("%s: %w", connectStatePath(id), err)
+	}
+	if st.ID != id {
+		return st, fmt.Errorf("%s: names run %q", connectStatePath(id), st.ID)
+	}
+	return st, nil
+}
+
+// ListConnects returns the ids of the connect runs with a directory.
+func ListConnects() ([]string, error) {
+	es, err := os.ReadDir(ConnectDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	var ids []string
+	for _, e := range es {
+		if e.IsDir() && idRE.MatchString(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, err
+}
+
+// Alive reports whether the connect process that wrote st still runs.
+func (st ConnectState) Alive() bool { return st.Pid > 0 && alive(st.Pid, st.StartTicks) }
+
+// reachable says whether this process can act in the namespace the run
+// made its changes in. Not ok and no error: that namespace is gone (its
+// devices, routes and sysctls went with it); a name now held by another
+// namespace counts as gone, and that one is not touched.
+func (st ConnectState) reachable() (ok bool, err error) {
+	if st.Netns != "" {
+		ino, found := netns.Inode(st.Netns)
+		return found && ino == st.NetnsInode, nil
+	}
+	self, _, _, err := netns.Self()
+	if err != nil {
+		return false, err
+	}
+	if self == st.NetnsInode {
+		return true, nil
+	}
+	return false, fmt.Errorf("connect run %s ran in network namespace net:[%d], which has no name under /run/netns: run `ovpnperf cluster clean %s` inside it (nsenter --net=/proc/PID/ns/net of a process there)", st.ID, st.NetnsInode, st.ID)
+}
+
+// undoConnect removes what st lists, newest first: processes by pid and
+// start time, then routes and nexthops, devices, sysctls; then the run's
+// directory. Missing resources are not errors (CNI DEL semantics).
+func undoConnect(ctx context.Context, st ConnectState) error {
+	ok, reachErr := st.reachable()
+	var errs []error
+	if reachErr != nil {
+		errs = append(errs, reachErr)
+	}
+	for i := len(st.Resources) - 1; i >= 0; i-- {
+		r := st.Resources[i]
+		if r.Kind != KindProcess && !ok {
+			continue
+		}
+		if err := removeResource(ctx, r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if reachErr != nil {
+		// What could not be undone stays listed, for a clean run in the
+		// right namespace.
+		return errors.Join(errs...)
+	}
+	if err := os.RemoveAll(ConnectRunDir(st.ID)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// CleanConnect removes what connect run id left. A connect that still runs
+// is left alone (as `lab clean` leaves a live lab): it undoes its own
+// changes when it ends, and a unit's `cluster clean ID` must not end a
+// connect that happens to hold that id.
+func CleanConnect(ctx context.Context, id string) error {
+	if !idRE.MatchString(id) {
+		return usage.Errorf("connect run id %q: want 4 hex digits (see `ls %s`)", id, ConnectDir)
+	}
+	st, err := ReadConnectState(id)
+	if errors.Is(err, os.ErrNotExist) {
+		// Claimed but never written (killed at once): nothing was changed.
+		return os.RemoveAll(ConnectRunDir(id))
+	}
+	if err != nil {
+		return fmt.Errorf("%w; left alone", err)
+	}
+	if st.Alive() {
+		return usage.Errorf("connect run %s is alive (pid %d): end it with Ctrl-C or `kill -TERM %d`, and it undoes its changes itself", id, st.Pid, st.Pid)
+	}
+	return undoConnect(ctx, st)
+}
+
+// removeLink deletes a device a run listed, if it is still there.
+// Equivalent to: ip link del DEV
+func removeLink(ctx context.Context, r Resource) error {
+	if !ValidDevName(r.Name) {
+		return fmt.Errorf("state file: link %q: not a device name; left alone", r.Name)
+	}
+	if _, err := inNs(ctx, r.Netns, "ip", "link", "show", "dev", r.Name); err != nil {
+		return nil
+	}
+	if out, err := inNs(ctx, r.Netns, "ip", "link", "del", "dev", r.Name); err != nil {
+		if _, serr := inNs(ctx, r.Netns, "ip", "link", "show", "dev", r.Name); serr != nil {
+			return nil // gone meanwhile (its openvpn exited)
+		}
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	return nil
+}
+
+// CleanDead removes what every killed `cluster serve` and `cluster
+// connect` left, and returns their ids. Runs whose process still runs are
+// left alone, and so is a directory without a state file younger than 10 s
+// (a run that is starting).
+func CleanDead(ctx context.Context) ([]string, error) {
+	var cleaned []string
+	var errs []error
+	young := func(dir string) bool {
+		info, err := os.Stat(dir)
+		return err == nil && time.Since(info.ModTime()) < 10*time.Second
+	}
+	ids, err := List()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range ids {
+		st, err := ReadState(id)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			if young(Dir(id)) {
+				continue
+			}
+		case err != nil:
+			errs = append(errs, fmt.Errorf("cluster %s: %w; left alone: remove it with `ovpnperf cluster clean %s`", id, err, id))
+			continue
+		default:
+			if t, ok := servePidTicks(st); ok && alive(st.ServePid, t) {
+				continue
+			}
+		}
+		if err := Clean(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", id, err))
+			continue
+		}
+		cleaned = append(cleaned, id)
+	}
+	if ids, err = ListConnects(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range ids {
+		st, err := ReadConnectState(id)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			if young(ConnectRunDir(id)) {
+				continue
+			}
+		case err != nil:
+			errs = append(errs, fmt.Errorf("connect run %s: %w; left alone", id, err))
+			continue
+		case st.Alive():
+			continue
+		}
+		if err := CleanConnect(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("connect run %s: %w", id, err))
+			continue
+		}
+		cleaned = append(cleaned, id)
+	}
+	return cleaned, errors.Join(errs...)
+}
+
+// CleanID removes what cluster id or connect run id left (ids of the two
+// never coincide; if a directory of each exists, both are cleaned).
+func CleanID(ctx context.Context, id string) error {
+	if !idRE.MatchString(id) {
+		return usage.Errorf("cluster id %q: want 4 hex digits (see `ovpnperf cluster status`)", id)
+	}
+	_, cerr := os.Stat(ConnectRunDir(id))
+	_, serr := os.Stat(Dir(id))
+	var errs []error
+	if cerr == nil {
+		errs = append(errs, CleanConnect(ctx, id))
+	}
+	if serr == nil || cerr != nil {
+		// The cluster as before (nothing there is not an error).
+		errs = append(errs, Clean(ctx, id))
+	}
+	return errors.Join(errs...)
+}
+
+func connectRunExists(id string) bool {
+	_, err := os.Stat(ConnectRunDir(id))
+	return err == nil
+}
