@@ -27,13 +27,16 @@ func newCompareCommand() *cobra.Command {
 	var o compareOptions
 	c := &cobra.Command{
 		Use:   "compare OLD.json NEW.json",
-		Short: "Compare two lab run (or recipe) results row by row: better, worse or no change",
+		Short: "Compare two lab run (or recipe) results row by row: better, worse, no change or cannot tell",
 		Long: `compare matches the rows of two documents by network, variant and direction
 and says for each whether throughput got better, worse, or did not change.
 A row with fewer than 3 valid samples on a side is "not enough samples" (one
-sample has no spread to judge by); otherwise no change when the min–max
-spreads of the samples overlap, or when the medians differ by less than
---threshold; otherwise better or worse by the medians. The rules are
+sample has no spread to judge by). Otherwise it is better or worse when every
+sample of one side lies beyond every sample of the other and the medians
+differ by --threshold or more; "no change" only when every ratio new/old the
+samples allow (slowest new over fastest old … fastest new over slowest old)
+lies within ±--threshold, so that a change of that size would have shown;
+otherwise "cannot tell", with the range the samples allow. The rules are
 explained in docs/evidence.md.
 
 Exit status 1 when any row got worse beyond its spread, so a script can gate a

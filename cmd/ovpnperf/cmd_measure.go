@@ -58,6 +58,13 @@ its UDP socket or retransmits of its TCP socket, the socket buffers the kernel
 gave it, the host's IP fragment counters and the tun device's drops. What
 cannot be read is said.
 
+Before the samples, 5 ICMP echoes to each address measure the path's round
+trip; without --time and --omit the samples follow from it as lab run's do
+(a satellite path's slow start takes seconds), and iperf3's measuring window
+may run up to twice the largest echo longer than asked (the receiver's
+window ends a round trip after the sender's). How the samples were sized is
+printed and kept in the document (scenario.extra.sample_timing).
+
 Findings name the limit only when every sample shows it: path-bound (the tunnel
 carries what the overhead model predicts of the outside rate, ±5 %), CPU-bound
 (OpenVPN's busiest thread at 90 % of a core or more), socket drops (with the
@@ -86,8 +93,10 @@ processes' file descriptors).`,
 	intFlag(f, &o.pid, "pid", "", 0, 0, 1<<22, "the local OpenVPN process (default: the one holding the tun device the route to --tunnel uses)")
 	intFlag(f, &o.port, "port", "p", 5201, 1, 65535, "the far end's iperf3 server port")
 	intFlag(f, &o.repeat, "repeat", "", 3, 1, 50, "samples per row, interleaved (1–50; findings need 3)")
-	durationFlag(f, &o.duration, "time", "t", 5*time.Second, time.Second, 300*time.Second, true, "length of each iperf3 sample (whole seconds, 1s–300s)")
-	durationFlag(f, &o.omit, "omit", "", time.Second, 0, 60*time.Second, true, "warm-up left out of each sample (iperf3 -O; whole seconds)")
+	durationFlag(f, &o.duration, "time", "t", 0, time.Second, 300*time.Second, true, "length of each iperf3 sample (whole seconds, 1s–300s)")
+	durationFlag(f, &o.omit, "omit", "", -1, 0, 60*time.Second, true, "warm-up left out of each sample (iperf3 -O; whole seconds)")
+	f.Lookup("time").DefValue = measureTimeRule
+	f.Lookup("omit").DefValue = measureOmitRule
 	f.StringVar(&o.direction, "direction", "both", "up (this host → HOST), down or both")
 	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default AES-256-GCM, OpenVPN 2.6's first choice)")
 	f.BoolVar(&o.capture, "capture", false, "capture the outer packets of one tunnel sample with tcpdump and analyse them")
@@ -96,6 +105,13 @@ processes' file descriptors).`,
 	stringFlag(f, &o.html, "html", "", "", "a file path", "also write the report page (as `ovpnperf report` makes it) to this file")
 	return c
 }
+
+// The sample defaults of measure: lab run's rule at the round trip the
+// echoes measure (iperf.SampleTiming), at least 5 s.
+const (
+	measureTimeRule = "from the path: 5s, or 4 round trips if longer, by ICMP echoes to both addresses"
+	measureOmitRule = "from the path: its TCP slow start, at least 1s"
+)
 
 func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o measureOptions) error {
 	if o.tunnel == "" {

@@ -86,58 +86,6 @@ after net.ipv4.route.mtu_expires); pmtu leaves nothing else behind.`,
 	return c
 }
 
-// pmtuSchema names the JSON document of `ovpnperf pmtu`; internal/report
-// reads it under that name.
-const pmtuSchema = "ovpnperf/pmtu/v1"
-
-// pmtuReport is the JSON contract of `ovpnperf pmtu`.
-type pmtuReport struct {
-	Schema string `json:"schema"` // pmtuSchema
-	// Argv and Machine are the command line and the machine it ran on.
-	Argv           []string          `json:"argv"`
-	Machine        *measure.HostInfo `json:"machine,omitempty"`
-	Host           string            `json:"host"`
-	Address        string            `json:"address"`
-	Family         string            `json:"family"`
-	PathMTU        int               `json:"path_mtu"`
-	Blackhole      bool              `json:"blackhole"`
-	Hop            *string           `json:"hop"`     // null when no router answered
-	HopMTU         int               `json:"hop_mtu"` // the MTU the hop named
-	Interface      string            `json:"interface"`
-	LocalMTU       int               `json:"local_mtu"`
-	LocalLimit     bool              `json:"local_limit"`
-	ElapsedSeconds float64           `json:"elapsed_seconds"`
-	RTTMillis      float64           `json:"rtt_ms"`
-	Rounds         int               `json:"rounds"`
-	Probes         int               `json:"probes"`
-	LostSmall      int               `json:"lost_small_probes"`
-	LargestPassed  int               `json:"largest_passed,omitempty"` // above path_mtu: a band of sizes vanishes but larger ones pass
-	ThroughTunnel  bool              `json:"through_tunnel"`
-	// ImpliedOuterMTU (through a tunnel over a black hole): the outer path
-	// MTU that the inner result and the cipher's overhead imply for a
-	// tunnel over UDP/IPv4.
-	ImpliedOuterMTU int                 `json:"implied_outer_path_mtu,omitempty"`
-	Explanation     string              `json:"explanation"`
-	OpenVPN         *pmtuOpenVPNSection `json:"openvpn,omitempty"`
-	// ProbesTried is every probe of the search and its answer, round by
-	// round (for the report's chart of the search).
-	ProbesTried []pmtuProbe `json:"probes_tried"`
-}
-
-// pmtuProbe is one probe of the search.
-type pmtuProbe struct {
-	Round   int    `json:"round"`
-	Size    int    `json:"size_bytes"`
-	Outcome string `json:"outcome"`       // pmtu.Outcome's name: reply, too-big, lost …
-	MTU     int    `json:"mtu,omitempty"` // the MTU a too-big answer named
-}
-
-type pmtuOpenVPNSection struct {
-	Cipher string             `json:"cipher"`
-	Auth   string             `json:"auth,omitempty"`
-	Rows   []pmtu.Translation `json:"translations"`
-}
-
 func (o pmtuOptions) validate() error {
 	if o.ipv4 && o.ipv6 {
 		return usage.Errorf("-4 and -6 exclude each other")
@@ -225,11 +173,9 @@ func runPMTU(ctx context.Context, o pmtuOptions) error {
 	}
 	defer p.Close()
 	opts := pmtu.Options{Max: o.max, Timeout: o.timeout}
-	var tried []pmtuProbe
+	var tried []pmtu.ProbeTried
 	opts.Trace = func(round int, as []pmtu.Answer) {
-		for _, a := range as {
-			tried = append(tried, pmtuProbe{Round: round, Size: a.Size, Outcome: a.Outcome.String(), MTU: a.MTU})
-		}
+		tried = append(tried, pmtu.Tried(round, as)...)
 		if o.verbose {
 			traceRound(o.errOut, round, as)
 		}
@@ -238,132 +184,23 @@ func runPMTU(ctx context.Context, o pmtuOptions) error {
 	if err != nil {
 		return fmt.Errorf("path MTU to %s: %w", addr, err)
 	}
-	rep := pmtuReport{
-		Schema: pmtuSchema, Host: name, Address: addr.String(), Family: res.Family.String(),
-		PathMTU: res.PathMTU, Blackhole: res.Blackhole, HopMTU: res.HopMTU,
-		Interface: route.Dev, LocalMTU: res.LocalMTU, LocalLimit: res.LocalLimit,
-		ElapsedSeconds: res.Elapsed.Seconds(), RTTMillis: float64(res.RTT.Microseconds()) / 1000,
-		Rounds: res.Rounds, Probes: res.Probes, LostSmall: res.Lost,
-		ThroughTunnel: o.throughTunnel != "", ProbesTried: tried, Argv: os.Args,
+	rep, err := pmtu.NewDocument(res, pmtu.Target{Host: name, Address: addr.String(), Interface: route.Dev,
+		ThroughTunnel: o.throughTunnel != "", Cipher: o.cipher, Auth: o.auth}, tried)
+	if err != nil {
+		return err
 	}
+	rep.Argv = os.Args
 	if h, herr := measure.CollectHost(ctx); herr == nil {
 		rep.Machine = &h
-	}
-	if res.Hop.IsValid() {
-		h := res.Hop.String()
-		rep.Hop = &h
-	}
-	if res.LargestPassed > res.PathMTU {
-		rep.LargestPassed = res.LargestPassed
-	}
-	if rep.ThroughTunnel && res.Blackhole {
-		// The inner packet that vanished first made an outer packet one
-		// byte too big for the outer path.
-		dc := pmtu.DataChannel{Cipher: o.cipher, Auth: o.auth}
-		if ov, err := dc.Overhead(pmtu.Transport{Proto: "udp", Family: pmtu.IPv4}, res.PathMTU); err == nil {
-			rep.ImpliedOuterMTU = res.PathMTU + ov
-		}
-	}
-	rep.Explanation = explainPMTU(res, rep.ThroughTunnel, route.Dev, rep.ImpliedOuterMTU)
-	if rep.ImpliedOuterMTU > 0 {
-		bound := "" // CBC padding blurs the figure by up to a block
-		if !isAEAD(o.cipher) {
-			bound = "at least "
-		}
-		rep.Explanation += fmt.Sprintf(" With %s over UDP/IPv4 that means an outer path MTU of %s%d bytes (over UDP/IPv6: %s%d).", strings.ToUpper(o.cipher), bound, rep.ImpliedOuterMTU, bound, rep.ImpliedOuterMTU+20)
-	}
-	if !rep.ThroughTunnel {
-		sec, err := translatePMTU(o.cipher, o.auth, res)
-		if err != nil {
-			return err
-		}
-		rep.OpenVPN = sec
 	}
 	if o.json {
 		return writeJSON(o.out, rep)
 	}
-	writePMTUText(o.out, rep)
+	writePMTUText(o.out, *rep)
 	return nil
 }
 
-// translatePMTU fills the OpenVPN rows: UDP and TCP over the probed family
-// (measured), then over the other family (assuming the same path MTU).
-func translatePMTU(cipher, auth string, res pmtu.Result) (*pmtuOpenVPNSection, error) {
-	dc := pmtu.DataChannel{Cipher: cipher, Auth: auth}
-	sec := &pmtuOpenVPNSection{Cipher: strings.ToUpper(cipher)}
-	if !isAEAD(cipher) {
-		sec.Auth = strings.ToUpper(auth)
-	}
-	other := pmtu.IPv6
-	if res.Family == pmtu.IPv6 {
-		other = pmtu.IPv4
-	}
-	for _, fam := range []pmtu.Family{res.Family, other} {
-		for _, proto := range []string{"udp", "tcp"} {
-			tr, err := dc.Translate(pmtu.Transport{Proto: proto, Family: fam}, res.PathMTU, res.Blackhole, fam == res.Family)
-			if err != nil {
-				return nil, err
-			}
-			sec.Rows = append(sec.Rows, tr)
-		}
-	}
-	return sec, nil
-}
-
-func isAEAD(cipher string) bool {
-	c := strings.ToUpper(cipher)
-	return strings.HasSuffix(c, "-GCM") || c == "CHACHA20-POLY1305"
-}
-
-// explainPMTU says in plain words what the result means. impliedOuter is
-// the outer path MTU a tunnel measurement implies (0 if none).
-func explainPMTU(res pmtu.Result, tunnel bool, dev string, impliedOuter int) string {
-	var b strings.Builder
-	n := res.PathMTU
-	switch {
-	case res.Blackhole && tunnel:
-		fmt.Fprintf(&b, "Inside the tunnel, packets larger than %d bytes vanished without any ICMP error while smaller ones arrived: OpenVPN's bigger outer packets die on the path and nobody tells the sender (an ICMP black hole under the tunnel). "+
-			"TCP inside the tunnel stalls on full-size segments unless its MSS is clamped to %d (IPv4) / %d (IPv6)",
-			n, n-40, n-60)
-		if impliedOuter > 0 {
-			fmt.Fprintf(&b, " (OpenVPN 2.6: mssfix %d mtu)", impliedOuter)
-		}
-		fmt.Fprintf(&b, "; larger UDP packets inside are lost unless tun-mtu is lowered to %d on both peers or OpenVPN fragments (fragment, UDP transport only).", n)
-	case res.Blackhole:
-		fmt.Fprintf(&b, "ICMP black hole: probes larger than %d bytes vanished without any \"fragmentation needed\"/\"packet too big\" reply, while smaller probes were echoed. "+
-			"Path-MTU discovery is broken on this path: TCP connections that send full-size segments stall after the handshake, and larger UDP packets are silently lost. "+
-			"Clamp the TCP MSS to %d (IPv4) / %d (IPv6) or fragment before this path (OpenVPN: mssfix %d mtu, or fragment %d mtu over UDP).",
-			n, n-40, n-60, n, n)
-	case res.Hop.IsValid() && res.HopMTU > 0:
-		fmt.Fprintf(&b, "Router %s answered \"fragmentation needed\"/\"packet too big\" for larger probes and named MTU %d; path-MTU discovery works on this path.", res.Hop, res.HopMTU)
-		if res.HopMTU != n {
-			fmt.Fprintf(&b, " (The largest probe echoed was %d bytes.)", n)
-		}
-	case res.LocalLimit:
-		fmt.Fprintf(&b, "The local interface %s (MTU %d) is the limit; the path beyond it may carry more.", dev, res.LocalMTU)
-	default:
-		fmt.Fprintf(&b, "Packets up to %d bytes (the largest probed) pass.", n)
-	}
-	if res.LargestPassed > n {
-		fmt.Fprintf(&b, " Sizes from %d bytes up vanished again when re-sent, yet larger probes up to %d bytes passed: the path drops a band of sizes just above %d and fragments bigger packets (typical of a tunnel whose outer packets carry Don't-Fragment into a black hole).",
-			res.HoleFrom, res.LargestPassed, n)
-	}
-	if tunnel {
-		fmt.Fprintf(&b, " Measured inside the tunnel (via %s): %d bytes is the largest inner packet that reaches the far end unfragmented.", dev, n)
-		if res.LocalLimit {
-			fmt.Fprintf(&b, " That is the tunnel device's own MTU: the tunnel carries all it accepts (OpenVPN or the kernel fragments the outer packets where needed).")
-		}
-		if !strings.HasPrefix(dev, "tun") && !strings.HasPrefix(dev, "ovpn") && !strings.Contains(dev, "tun") {
-			fmt.Fprintf(&b, " Note: the route to this address leaves by %s, which does not look like a tunnel device.", dev)
-		}
-	}
-	if res.Lost > 0 {
-		fmt.Fprintf(&b, " %d probe(s) below the path MTU went unanswered at first: the path also loses packets.", res.Lost)
-	}
-	return b.String()
-}
-
-func writePMTUText(w io.Writer, r pmtuReport) {
+func writePMTUText(w io.Writer, r pmtu.Document) {
 	what := "path MTU"
 	if r.ThroughTunnel {
 		what = "tunnel MTU (inner)"

@@ -156,13 +156,13 @@ func deref(s *string) string {
 func TestPMTUText(t *testing.T) {
 	res := pmtu.Result{Family: pmtu.IPv4, PathMTU: 1400, Blackhole: true, LocalMTU: 1500, Rounds: 2, Probes: 44,
 		RTT: 100 * time.Millisecond, Elapsed: 600 * time.Millisecond}
-	sec, err := translatePMTU("AES-256-GCM", "SHA1", res)
+	sec, err := pmtu.TranslateResult("AES-256-GCM", "SHA1", res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := pmtuReport{Host: "vpn.example.net", Address: "198.51.100.2", Family: "ipv4", PathMTU: 1400, Blackhole: true,
+	rep := pmtu.Document{Host: "vpn.example.net", Address: "198.51.100.2", Family: "ipv4", PathMTU: 1400, Blackhole: true,
 		Interface: "eth0", LocalMTU: 1500, ElapsedSeconds: 0.6, RTTMillis: 100, Rounds: 2, Probes: 44,
-		Explanation: explainPMTU(res, false, "eth0", 0), OpenVPN: sec}
+		Explanation: pmtu.Explain(res, false, "eth0", 0), OpenVPN: sec}
 	var b bytes.Buffer
 	writePMTUText(&b, rep)
 	for _, want := range []string{

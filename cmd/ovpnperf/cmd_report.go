@@ -10,6 +10,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/report"
+	"github.com/ovpnperf/ovpnperf/internal/tune"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -47,11 +48,13 @@ Schemas read: ` + strings.Join(report.Schemas(), ", ") + `.`,
 
 // loadDocuments reads every file. Any failure (missing or unreadable file,
 // not JSON, unknown schema) is a usage error: the user named the wrong
-// file, and nothing is written.
+// file, and nothing is written. A tune document of schema 1 is judged
+// again by tune's rules.
 func loadDocuments(files []string) ([]report.Document, error) {
 	var docs []report.Document
+	r := report.Reader{RejudgeTune: tune.Rejudge}
 	for _, f := range files {
-		d, err := report.Load(f)
+		d, err := r.Load(f)
 		if err != nil {
 			return nil, usage.Errorf("%v", err)
 		}

@@ -72,9 +72,10 @@ func TestCompareCommand(t *testing.T) {
 	}
 	html := filepath.Join(t.TempDir(), "c.html")
 	ovpnperf(t, "compare", recorded("labrun-wan-1.json"), recorded("labrun-wan-2.json"), "--html", html).mustSucceed(t)
-	// The rows marked invalid in either run are not comparable; the rest
-	// show no change.
-	if page, err := os.ReadFile(html); err != nil || !strings.Contains(string(page), "6 no change, 2 not comparable") {
+	// The rows marked invalid in either run are not comparable; of the
+	// rest only routed down is tight enough (×0.96–×1.02) to show that
+	// nothing changed, the others spread too wide (up to ×0.31–×1.51).
+	if page, err := os.ReadFile(html); err != nil || !strings.Contains(string(page), "5 cannot tell, 1 no change, 2 not comparable") {
 		t.Errorf("compare page: %v", err)
 	}
 	ovpnperf(t, "compare", lan, lan, "--old-variant", "nope", "--new-variant", "jumbo").mustBeUsageError(t, `--old-variant "nope"`)

@@ -192,9 +192,9 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 	}
 	var advice tune.Advice
 	if probeInput != nil {
-		advice, err = adviceFor(*probeInput, "from the probe "+o.probe)
+		advice, err = tune.AdviceFor(*probeInput, "from the probe "+o.probe)
 	} else {
-		advice, err = tuneAdvice(p, tune.HostBufferCap())
+		advice, err = tune.AdviceForPath(p, tune.HostBufferCap())
 	}
 	if err != nil {
 		return s, err

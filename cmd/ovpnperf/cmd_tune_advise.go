@@ -1,137 +1,24 @@
 package main
 
 import (
-	"fmt"
-	"math"
-	"time"
-
 	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
-	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/tune"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-// This file is the one seam between tune and advise/probe:
-// tuneAdvice asks advise for its variant on the twin's path, pathFromProbe
-// reads a probe JSON into a lab path.
-
-// adviseInput describes a lab path to advise as a user would with flags:
-// the slower direction's rate, the round trip, the lossier direction's
-// loss, the bottleneck MTU, the black hole, and the twin's socket-buffer
-// caps (the host's, which the twin's namespaces inherit).
-func adviseInput(p lab.Path, bufCap int) advise.Input {
-	rate := p.Up.RateBitsPerSec
-	if rate == 0 || (p.Down.RateBitsPerSec != 0 && p.Down.RateBitsPerSec < rate) {
-		rate = p.Down.RateBitsPerSec
-	}
-	return advise.Input{
-		RateBitsPerSec: float64(rate),
-		RTT:            p.Up.Delay + p.Down.Delay,
-		Jitter:         max(p.Up.Jitter, p.Down.Jitter),
-		LossPercent:    max(p.Up.LossPercent, p.Down.LossPercent),
-		LossGiven:      true, // the lab path's loss is set, 0 included
-		PathMTU:        p.EffectiveMTU(),
-		Blackhole:      p.ICMPBlackhole,
-		Proto:          "udp",
-		RmemMax:        bufCap,
-		WmemMax:        bufCap,
-	}
-}
-
-// tuneAdvice returns advise's variant for path p. advise gets the path as
-// its flags would describe it (the lab's settings), not a probe of the
-// twin: tune checks the advice the user would get for the path they
-// described.
-func tuneAdvice(p lab.Path, bufCap int) (tune.Advice, error) {
-	return adviceFor(adviseInput(p, bufCap), "from the path's settings")
-}
-
-// adviceFor asks advise with in and turns its variant into tune's starting
-// candidate; source says where the input came from.
-func adviceFor(in advise.Input, source string) (tune.Advice, error) {
-	bufCap := in.RmemMax
-	a, err := advise.Advise(in)
-	if err != nil {
-		return tune.Advice{Note: "advise refused the path: " + err.Error()}, nil
-	}
-	v, err := openvpn.ParseVariant(a.Variant)
-	if err != nil {
-		// advise promises a variant lab run accepts; if it does not,
-		// that is a finding about advise, not a reason to stop.
-		return tune.Advice{Note: fmt.Sprintf("advise's variant %q is not one lab run accepts (%v): not measured", a.Variant, err)}, nil
-	}
-	c := tune.FromVariant(v, in.Proto)
-	return tune.Advice{Candidate: &c, Variant: a.Variant,
-		Note: fmt.Sprintf("advise for rate %.0f bit/s, RTT %v, loss %g%%, path MTU %d, black hole %v, rmem_max %d (%s)", in.RateBitsPerSec, in.RTT, in.LossPercent, in.PathMTU, in.Blackhole, bufCap, source)}, nil
-}
-
-// pathFromProbe builds the twin's path from a probe JSON (ovpnperf probe)
-// and the input advise gets from the same probe, as `advise --probe` would.
-// The probe's loss is of ICMP round trips; the twin splits it into equal
-// one-way losses p with 1-(1-p)² = loss, and the RTT and jitter evenly
-// across the directions. A probe without a path rate (no iperf3 run, or a
-// lossy path whose TCP flow is no measure of the line) cannot be twinned:
-// that is the user's to give, with the path flags.
+// pathFromProbe reads a probe JSON (ovpnperf probe) into the twin's path
+// and the input advise gets from the same probe (tune.PathFromProbe,
+// tune.ProbeInput); its errors are the user's, about --probe.
 func pathFromProbe(file string, bufCap int) (lab.Path, advise.Input, error) {
 	r, err := probe.Load(file)
 	if err != nil {
 		return lab.Path{}, advise.Input{}, usage.Errorf("--probe: %v", err)
 	}
-	p, err := labPathFromProbe(r)
+	p, err := tune.PathFromProbe(r)
 	if err != nil {
 		return lab.Path{}, advise.Input{}, usage.Errorf("--probe %s: %v", file, err)
 	}
-	in := r.Input("udp", false)
-	if in.RmemMax == 0 {
-		in.RmemMax = bufCap
-	}
-	if in.WmemMax == 0 {
-		in.WmemMax = bufCap
-	}
-	return p, in, nil
-}
-
-// labPathFromProbe is the twin of a probed path.
-func labPathFromProbe(r *probe.Report) (lab.Path, error) {
-	pp := r.Path
-	if !pp.PathRateBitsPerSec.Known() || pp.PathRateBitsPerSec.Value <= 0 {
-		return lab.Path{}, fmt.Errorf("the probe has no path rate (%s); probe with --iperf3 on a path without loss, or give --rate/--rtt/--loss/--mtu instead", noteOr(pp.PathRateBitsPerSec.Note, "not measured"))
-	}
-	if !pp.RTTMillis.Known() {
-		return lab.Path{}, fmt.Errorf("the probe has no RTT (%s); give the path flags instead", noteOr(pp.RTTMillis.Note, "not measured"))
-	}
-	rtt := time.Duration(pp.RTTMillis.Value * float64(time.Millisecond))
-	var jitter time.Duration
-	if pp.JitterMs.Known() {
-		jitter = time.Duration(pp.JitterMs.Value * float64(time.Millisecond) / 2)
-	}
-	var loss float64
-	if pp.LossPercent.Known() && pp.LossPercent.Value > 0 {
-		loss = 100 * (1 - math.Sqrt(1-math.Min(pp.LossPercent.Value, 99.99)/100))
-	}
-	l := lab.Link{RateBitsPerSec: uint64(pp.PathRateBitsPerSec.Value), Delay: rtt / 2, Jitter: min(jitter, rtt/2), LossPercent: loss}
-	p := lab.Path{Up: l, Down: l}
-	if pp.LossUpPercent.Known() && pp.LossDownPercent.Known() {
-		// A pps echo measured each direction: the twin loses as the
-		// path did, instead of splitting the round trip evenly.
-		p.Up.LossPercent = math.Min(pp.LossUpPercent.Value, 100)
-		p.Down.LossPercent = math.Min(pp.LossDownPercent.Value, 100)
-	}
-	if pp.PMTUIPv4.Known() {
-		if b := pp.PMTUIPv4.Value.Bytes; b > 0 && b < 1500 {
-			p.MTU = b
-			p.NoIPv6 = b < 1280
-		}
-		p.ICMPBlackhole = pp.PMTUIPv4.Value.Blackhole
-	}
-	return p, nil
-}
-
-func noteOr(note, def string) string {
-	if note == "" {
-		return def
-	}
-	return note
+	return p, tune.ProbeInput(r, bufCap), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
+	"github.com/ovpnperf/ovpnperf/internal/tune"
 )
 
 func probeDoc(pathFields string) string {
@@ -28,7 +29,7 @@ func pathDFromProbe(t *testing.T) lab.Path {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := labPathFromProbe(r)
+	p, err := tune.PathFromProbe(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestLabPathFromProbePerDirectionLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := labPathFromProbe(r)
+	p, err := tune.PathFromProbe(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestLabPathFromProbeIncomplete(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := labPathFromProbe(r); err == nil || !strings.Contains(err.Error(), "--rate") && !strings.Contains(err.Error(), "path flags") {
+		if _, err := tune.PathFromProbe(r); err == nil || !strings.Contains(err.Error(), "--rate") && !strings.Contains(err.Error(), "path flags") {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -145,7 +145,7 @@ func TestTuneAdviceOnIssuePaths(t *testing.T) {
 	b := sym(100e6, ms(10), 0)
 	b.MTU, b.ICMPBlackhole = 1400, true
 	for name, p := range map[string]lab.Path{"a": sym(20e6, ms(200), 0), "b": b, "c": {}, "d": sym(5e6, ms(300), 2)} {
-		a, err := tuneAdvice(p, 4<<20)
+		a, err := tune.AdviceForPath(p, 4<<20)
 		if err != nil || a.Candidate == nil {
 			t.Errorf("path %s: %v, %+v", name, err, a)
 			continue

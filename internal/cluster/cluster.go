@@ -446,29 +446,6 @@ func (c *Cluster) serveControl() error {
 	return nil
 }
 
-// StatusSchema names the document `cluster status --json` writes. Before
-// version 1 it had no "schema" key (report still recognises such documents
-// by their keys, and the name LegacyStatusSchema).
-const StatusSchema = "ovpnperf/cluster-status/v1"
-
-// LegacyStatusSchema is the name report gave the schema-less documents.
-const LegacyStatusSchema = "ovpnperf/cluster-status"
-
-// ClusterStatus is `cluster status --json`.
-type ClusterStatus struct {
-	// Schema and Argv are set by `cluster status --json` (StatusSchema);
-	// the control socket's answer leaves them empty.
-	Schema    string           `json:"schema,omitempty"`
-	Argv      []string         `json:"argv,omitempty"`
-	ID        string           `json:"id"`
-	Netns     string           `json:"netns,omitempty"`
-	OnePort   uint16           `json:"one_port,omitempty"`
-	Backend   string           `json:"one_port_backend,omitempty"`
-	Instances []InstanceStatus `json:"instances"`
-	IRQ       *IRQReport       `json:"irq,omitempty"`
-	Sites     []SiteStatus     `json:"sites,omitempty"`
-}
-
 func controlClient(id string) *http.Client {
 	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

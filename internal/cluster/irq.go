@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -33,13 +32,6 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-// IRQ modes of `cluster serve --irq`.
-const (
-	IRQOff   = "off"
-	IRQPlan  = "plan"
-	IRQApply = "apply"
-)
-
 // KindSysfs is a /proc or /sys value the cluster changed: Name is the path,
 // Netns where it was written (a net device's queues are per namespace),
 // Detail the value before.
@@ -50,62 +42,6 @@ var (
 	procRoot = "/proc"
 	sysRoot  = "/sys"
 )
-
-// IRQ is one interrupt of a NIC as /proc shows it.
-type IRQ struct {
-	Num  int    `json:"irq"`
-	Name string `json:"name"`
-	// Affinity is /proc/irq/N/smp_affinity_list; Effective the CPUs the
-	// kernel actually delivers to (effective_affinity_list), when shown.
-	Affinity  string `json:"smp_affinity_list"`
-	Effective string `json:"effective_affinity_list,omitempty"`
-	// Counts per CPU from /proc/interrupts.
-	Counts []uint64 `json:"counts"`
-	Queue  bool     `json:"queue"` // carries packets (not a config/control vector)
-}
-
-// Queue is one rx or tx queue and its steering mask (rps_cpus, xps_cpus).
-type Queue struct {
-	Name    string `json:"name"` // rx-0, tx-0
-	Mask    string `json:"mask,omitempty"`
-	HasMask bool   `json:"has_mask"` // false: the kernel shows no such file (one tx queue)
-}
-
-// NIC is a network device carrying the instances' traffic.
-type NIC struct {
-	Dev   string `json:"dev"`
-	Netns string `json:"netns,omitempty"`
-	// Device is the bus device behind it (sysfs path); empty for a
-	// virtual device (veth), which has no interrupts.
-	Device string  `json:"device,omitempty"`
-	Driver string  `json:"driver,omitempty"`
-	IRQs   []IRQ   `json:"irqs"`
-	RX     []Queue `json:"rx_queues"`
-	TX     []Queue `json:"tx_queues"`
-}
-
-// IRQChange is one line of the plan: a value to write, or one kept, with
-// the reason.
-type IRQChange struct {
-	Path   string `json:"path"`
-	Netns  string `json:"netns,omitempty"`
-	Old    string `json:"old"`
-	New    string `json:"new"` // equal to Old: kept
-	Reason string `json:"reason"`
-	What   string `json:"what"` // "eth0 irq 38 virtio2-input.0"
-}
-
-// IRQReport is what `--irq` found, planned and (with apply) did.
-type IRQReport struct {
-	Mode         string      `json:"mode"`
-	OnlineCPUs   []int       `json:"online_cpus"`
-	InstanceCPUs []int       `json:"instance_cpus"`
-	Irqbalance   int         `json:"irqbalance_pid,omitempty"`
-	NICs         []NIC       `json:"nics"`
-	Notes        []string    `json:"notes"`
-	Plan         []IRQChange `json:"plan"`
-	Applied      int         `json:"applied"`
-}
 
 // parseCPUList reads a kernel CPU list ("0-3,6", "" or "\n" for none).
 func parseCPUList(s string) ([]int, error) {
@@ -130,27 +66,6 @@ func parseCPUList(s string) ([]int, error) {
 		}
 	}
 	return out, nil
-}
-
-// formatCPUList writes cpus the kernel's way ("0-3,6").
-func formatCPUList(cpus []int) string {
-	c := slices.Clone(cpus)
-	slices.Sort(c)
-	c = slices.Compact(c)
-	var parts []string
-	for i := 0; i < len(c); {
-		j := i
-		for j+1 < len(c) && c[j+1] == c[j]+1 {
-			j++
-		}
-		if j == i {
-			parts = append(parts, strconv.Itoa(c[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", c[i], c[j]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
 
 // cpuMask writes cpus as the hex mask rps_cpus and xps_cpus take
@@ -669,54 +584,6 @@ func (c *Cluster) irqSetup(ctx context.Context) error {
 
 // IRQReport returns what --irq found and planned (nil when off).
 func (c *Cluster) IRQReport() *IRQReport { return c.irq }
-
-// WriteText prints the report for people: what was found, then one line
-// per plan entry with its reason.
-func (r *IRQReport) WriteText(w io.Writer) {
-	verb := "plan (nothing written; --irq apply writes it)"
-	if r.Mode == IRQApply {
-		verb = fmt.Sprintf("applied (%d values changed, old values recorded for stop/clean)", r.Applied)
-	}
-	fmt.Fprintf(w, "irq %s: online CPUs %s, instances on %s\n", verb, formatCPUList(r.OnlineCPUs), formatCPUList(r.InstanceCPUs))
-	if r.Irqbalance == 0 {
-		fmt.Fprintf(w, "  irqbalance: not running (in this PID namespace)\n")
-	}
-	for _, n := range r.NICs {
-		where := ""
-		if n.Netns != "" {
-			where = " in netns " + n.Netns
-		}
-		kind := "virtual"
-		if n.Device != "" {
-			kind = fmt.Sprintf("%s, %s", n.Driver, n.Device)
-		}
-		fmt.Fprintf(w, "  %s%s (%s): %d irqs, %d rx / %d tx queues\n", n.Dev, where, kind, len(n.IRQs), len(n.RX), len(n.TX))
-		for _, q := range n.IRQs {
-			eff := ""
-			if q.Effective != "" {
-				eff = " effective " + q.Effective
-			}
-			fmt.Fprintf(w, "    irq %d %s: smp_affinity_list %s%s, count per CPU %v\n", q.Num, q.Name, q.Affinity, eff, q.Counts)
-		}
-		for _, q := range append(slices.Clone(n.RX), n.TX...) {
-			m := q.Mask
-			if !q.HasMask {
-				m = "(no file)"
-			}
-			fmt.Fprintf(w, "    %s mask %s\n", q.Name, m)
-		}
-	}
-	for _, ch := range r.Plan {
-		change := "keep " + ch.Old
-		if ch.New != ch.Old {
-			change = ch.Old + " → " + ch.New
-		}
-		fmt.Fprintf(w, "  %s: %s: %s\n", ch.What, change, ch.Reason)
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "  note: %s\n", n)
-	}
-}
 
 var devNameRE = regexp.MustCompile(`^[^/\s:]{1,15}$`)
 

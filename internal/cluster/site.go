@@ -35,13 +35,6 @@ type Site struct {
 	CN     string
 }
 
-// SiteStatus is a site in `cluster status`: the instances its route uses now.
-type SiteStatus struct {
-	Prefix string   `json:"prefix"`
-	CN     string   `json:"common_name"`
-	Via    []string `json:"via"`
-}
-
 // SiteInterval is how often the site routes follow the instances' clients.
 var SiteInterval = 250 * time.Millisecond
 

@@ -17,18 +17,6 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
-// Instance states. The dispatcher assigns only StateUp.
-//
-//	starting ──ready+state CONNECTED──▶ up ──exit──▶ restarting ──backoff──▶ starting
-//	    any ──SIGTERM──▶ draining ──▶ down
-const (
-	StateStarting   = "starting"
-	StateUp         = "up"
-	StateRestarting = "restarting"
-	StateDraining   = "draining"
-	StateDown       = "down"
-)
-
 // Backoff of restarts: the first retry after FirstBackoff, doubling up to
 // MaxBackoff, back to FirstBackoff once an instance stayed up ResetAfter or
 // was killed from outside (killedFromOutside).
@@ -41,37 +29,6 @@ var (
 	ReadyTimeout      = 20 * time.Second
 	PollInterval      = 500 * time.Millisecond
 )
-
-// ClientBytes is one connected client as the management interface lists it.
-type ClientBytes struct {
-	CommonName string `json:"common_name"`
-	Real       string `json:"real_address"`
-	BytesIn    int64  `json:"bytes_in"`
-	BytesOut   int64  `json:"bytes_out"`
-}
-
-// InstanceStatus is what status, metrics and the dispatcher see.
-type InstanceStatus struct {
-	Name        string        `json:"name"`
-	State       string        `json:"state"`
-	Pid         int           `json:"pid,omitempty"`
-	CPU         int           `json:"cpu"`
-	Proto       string        `json:"proto"`
-	Port        uint16        `json:"port"`
-	Dev         string        `json:"dev"`
-	Subnet      string        `json:"subnet"`
-	Clients     int           `json:"clients"`
-	BytesIn     int64         `json:"bytes_in"`
-	BytesOut    int64         `json:"bytes_out"`
-	BytesPerSec float64       `json:"bytes_per_sec"`
-	Restarts    int           `json:"restarts"`
-	CrashLoop   bool          `json:"crash_loop"`
-	LastExit    string        `json:"last_exit,omitempty"`
-	UpSince     time.Time     `json:"up_since,omitzero"`
-	CPUSeconds  float64       `json:"cpu_seconds"`
-	Recoveries  []float64     `json:"recovery_seconds,omitempty"` // exit → up again, per restart
-	PerClient   []ClientBytes `json:"per_client,omitempty"`
-}
 
 // instance supervises one OpenVPN process.
 type instance struct {

@@ -111,6 +111,32 @@ rtt min/avg/max/mdev = 300.112/300.523/301.908/0.311 ms, pipe 31
 	if _, _, _, err := ParsePing("ping: unknown host", 5); err == nil {
 		t.Fatal("no summary: no error")
 	}
+	lo, hi, err := ParsePingRange(out)
+	if err != nil || lo != 300112*time.Microsecond || hi != 301908*time.Microsecond {
+		t.Fatalf("range: %v %v %v", lo, hi, err)
+	}
+	if _, _, err := ParsePingRange("5 packets transmitted, 0 received, 100% packet loss, time 4000ms\n"); err == nil {
+		t.Fatal("all lost: no error")
+	}
+}
+
+// The throughput sample follows the echo round trip: on a satellite path
+// (600 ms) slow start takes seconds, and the receiver's window runs a
+// round trip past the sender's; without an echo it is as asked.
+func TestIperfTimingFollowsTheEchoes(t *testing.T) {
+	rtt := func(ms float64) Field[float64] { return measured(ms, "test") }
+	o, why := iperfTiming(rtt(600), rtt(5), 5*time.Second)
+	if o.Duration != 5*time.Second || o.Omit < 5*time.Second || o.PathSlack < 1200*time.Millisecond || !strings.Contains(why, "600 ms") {
+		t.Errorf("600 ms: %+v %q", o, why)
+	}
+	o, _ = iperfTiming(rtt(1), rtt(0.1), 5*time.Second)
+	if o.Duration != 5*time.Second || o.Omit != 2*time.Second || o.PathSlack > 10*time.Millisecond {
+		t.Errorf("1 ms: %+v", o)
+	}
+	o, why = iperfTiming(missing[float64]("no echo"), missing[float64]("no echo"), 5*time.Second)
+	if o.Duration != 5*time.Second || o.Omit != 2*time.Second || o.PathSlack != 0 || !strings.Contains(why, "no echo") {
+		t.Errorf("no echo: %+v %q", o, why)
+	}
 }
 
 // The offloads kept are those of offloadFeatures the device has, with

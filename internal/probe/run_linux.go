@@ -78,13 +78,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	p.RTTMillis, p.JitterMs, p.LossPercent, p.LossUpPercent, p.LossDownPercent = echoes(ctx, first, o, logf)
 	if o.IPerf3Port != 0 {
 		logf("throughput: iperf3 for %v", o.IPerf3Duration)
-		// The first 2 s (slow start; seconds on a long path) are left out,
-		// so the figure is the flow's steady rate.
-		res, err := iperf.Run(ctx, iperf.Local, iperf.ClientOptions{Server: first, Port: o.IPerf3Port, Duration: o.IPerf3Duration, Omit: 2 * time.Second})
+		opts, timing := iperfTiming(p.RTTMillis, p.JitterMs, o.IPerf3Duration)
+		opts.Server, opts.Port = first, o.IPerf3Port
+		res, err := iperf.Run(ctx, iperf.Local, opts)
 		if err != nil {
-			p.ThroughputBitsPerSec = missing[float64](fmt.Sprintf("iperf3 to %s port %d: %v", first, o.IPerf3Port, oneLine(err)))
+			p.ThroughputBitsPerSec = missing[float64](fmt.Sprintf("iperf3 to %s port %d (%s): %v", first, o.IPerf3Port, timing, oneLine(err)))
 		} else {
-			p.ThroughputBitsPerSec = measured(res.ReceivedBitsPerSec, fmt.Sprintf("iperf3 TCP, one flow, %v after 2 s warm-up, client→host", o.IPerf3Duration))
+			p.ThroughputBitsPerSec = measured(res.ReceivedBitsPerSec, fmt.Sprintf("iperf3 TCP, one flow, client→host, %s", timing))
 		}
 	} else {
 		p.ThroughputBitsPerSec = missing[float64]("no --iperf3 PORT given")
@@ -146,6 +146,28 @@ func resolve(ctx context.Context, host string) (v4, v6 netip.Addr, err error) {
 		}
 	}
 	return v4, v6, nil
+}
+
+// iperfTiming sizes the throughput sample to the path the echoes measured:
+// the warm-up (slow start) and length follow iperf.SampleTiming's rule at
+// that round trip, never shorter than asked (at least 2 s of warm-up), and
+// the window check allows the path's largest round trip, taken as the
+// echo round trip plus four mean deviations. Without an echo round trip
+// the sample is as asked, with no slack.
+func iperfTiming(rttMs, jitterMs Field[float64], asked time.Duration) (iperf.ClientOptions, string) {
+	o := iperf.ClientOptions{Duration: asked, Omit: 2 * time.Second}
+	if !rttMs.Known() {
+		return o, fmt.Sprintf("%v after a %v warm-up (no echo round trip to size it by)", o.Duration, o.Omit)
+	}
+	rtt := time.Duration(rttMs.Value * float64(time.Millisecond))
+	largest := rtt
+	if jitterMs.Known() {
+		largest += time.Duration(4 * jitterMs.Value * float64(time.Millisecond))
+	}
+	d, w := iperf.SampleTiming(rtt, 0)
+	o.Duration, o.Omit = max(asked, d), max(o.Omit, w)
+	o.PathSlack = iperf.RealPathSlack(largest)
+	return o, fmt.Sprintf("%v after a %v warm-up (sized by the %.0f ms echo round trip; window check allows %v more)", o.Duration, o.Omit, rttMs.Value, o.PathSlack.Round(time.Millisecond))
 }
 
 func oneLine(err error) string {
@@ -272,6 +294,42 @@ func ping(ctx context.Context, a netip.Addr, n int, interval time.Duration) (rtt
 		return missing[float64](why), missing[float64](why), missing[float64](why)
 	}
 	return rtt, jitter, loss
+}
+
+// RoundTrips sends n ICMP echoes to a and returns the smallest and the
+// largest round trip: what measure sizes its samples by.
+//
+// Equivalent to: ping -n -q -c N -i INTERVAL -W 2 ADDR
+func RoundTrips(ctx context.Context, a netip.Addr, n int, interval time.Duration) (lo, hi time.Duration, err error) {
+	cmd := runner.Command(ctx, "ping", "-n", "-q", "-c", strconv.Itoa(n), "-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64), "-W", "2", a.String())
+	out, rerr := cmd.CombinedOutput()
+	lo, hi, err = ParsePingRange(string(out))
+	if err != nil && rerr != nil {
+		err = fmt.Errorf("running %q: %v: %s", cmd.String(), rerr, strings.TrimSpace(string(out)))
+	}
+	return lo, hi, err
+}
+
+// ParsePingRange reads the smallest and largest round trip of iputils
+// ping's summary; an error when no echo came back.
+func ParsePingRange(out string) (lo, hi time.Duration, err error) {
+	r := rttRE.FindStringSubmatch(out)
+	if r == nil {
+		return 0, 0, fmt.Errorf("no echo came back (%s)", strings.TrimSpace(lastLine(out)))
+	}
+	ms := func(s string) time.Duration {
+		v, _ := strconv.ParseFloat(s, 64)
+		return time.Duration(v * float64(time.Millisecond))
+	}
+	return ms(r[1]), ms(r[3]), nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }
 
 // ParsePing reads iputils ping's summary: loss always, RTT and jitter

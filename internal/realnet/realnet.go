@@ -12,6 +12,7 @@
 package realnet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	pathprobe "github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 	"github.com/ovpnperf/ovpnperf/internal/vpnproc"
@@ -45,10 +47,17 @@ type Spec struct {
 	// Pid names the OpenVPN process; 0 finds it from the tun device.
 	Pid int
 	// Port of the far end's iperf3 server (0: 5201).
-	Port     int
-	Repeat   int
+	Port   int
+	Repeat int
+	// Duration and Omit are each sample's length and warm-up (iperf3 -t
+	// and -O); Duration 0 and Omit < 0 size them by the path's round
+	// trip (iperf.SampleTiming's rule), measured with ICMP echoes.
 	Duration time.Duration
 	Omit     time.Duration
+	// PathSlack is how much longer than asked a sample's measuring window
+	// may run (iperf.ClientOptions.PathSlack); Run sets it from the
+	// echoes when 0.
+	PathSlack time.Duration
 	// Cipher is the data cipher the overhead model assumes ("" is
 	// AES-256-GCM, OpenVPN 2.6's first default).
 	Cipher string
@@ -60,6 +69,67 @@ type Spec struct {
 	// Directions to measure (default both).
 	Directions []string
 	Progress   io.Writer
+}
+
+// Sample defaults: at least 5 s measured (iperf3's default is 10 s; lab run
+// takes 2 s), after 1 s of warm-up, longer where the path needs it.
+const (
+	minDuration = 5 * time.Second
+	minOmit     = time.Second
+)
+
+// sizeSamples measures the round trip to the far end outside and inside the
+// tunnel with ICMP echoes and, where spec leaves them to the path, sizes
+// the samples by the larger (iperf.SampleTiming's rule) and lets the window
+// check allow iperf.RealPathSlack of the largest echo. It returns what it
+// did in words, for the report and the progress.
+func sizeSamples(ctx context.Context, spec *Spec) string {
+	var largest time.Duration
+	var failed []string
+	for _, a := range []netip.Addr{spec.Host, spec.Tunnel} {
+		_, hi, err := pathprobe.RoundTrips(ctx, a, 5, 200*time.Millisecond)
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %s", a, oneLine(err)))
+			continue
+		}
+		largest = max(largest, hi)
+	}
+	var given []string
+	if spec.Duration > 0 {
+		given = append(given, "--time")
+	}
+	if spec.Omit >= 0 {
+		given = append(given, "--omit")
+	}
+	var how string
+	if largest == 0 {
+		spec.Duration = cmp.Or(spec.Duration, minDuration)
+		if spec.Omit < 0 {
+			spec.Omit = minOmit
+		}
+		how = fmt.Sprintf("no ICMP echo answered (%s): not sized by the path; a window check without slack may refuse samples on a path longer than about %v", strings.Join(failed, "; "), time.Duration(float64(spec.Duration)*0.075).Round(time.Millisecond))
+	} else {
+		d, w := iperf.SampleTiming(largest, 0)
+		spec.Duration = cmp.Or(spec.Duration, max(minDuration, d))
+		if spec.Omit < 0 {
+			spec.Omit = max(minOmit, w)
+		}
+		if spec.PathSlack == 0 {
+			spec.PathSlack = iperf.RealPathSlack(largest)
+		}
+		how = fmt.Sprintf("largest echo round trip %v (5 ICMP echoes each outside and inside the tunnel); window check allows %v more", largest.Round(100*time.Microsecond), spec.PathSlack.Round(time.Millisecond))
+	}
+	src := "sized by the path's round trip"
+	switch len(given) {
+	case 2:
+		src = "as given"
+	case 1:
+		src = given[0] + " as given, the rest sized by the path's round trip"
+	}
+	if largest == 0 && len(given) < 2 {
+		src = "defaults"
+	}
+	return fmt.Sprintf("iperf3 -t %v -O %v (%s); %s", spec.Duration, spec.Omit, src, how)
 }
 
 // Retries is how often a sample whose iperf3 figures contradict each other
@@ -120,6 +190,10 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 			return nil, noServerError(spec, a, err)
 		}
 	}
+	timing := sizeSamples(ctx, &spec)
+	if spec.Progress != nil {
+		fmt.Fprintf(spec.Progress, "samples: %s\n", timing)
+	}
 	host, err := measure.CollectHost(ctx)
 	if err != nil {
 		return nil, err
@@ -136,7 +210,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 		Networks: []measure.Network{{Name: measure.NetworkReal,
 			Description: fmt.Sprintf("%s outside via %s, %s inside via %s (OpenVPN pid %d, %s)", spec.Host, outRoute.Dev, spec.Tunnel, proc.Tun, proc.Pid, proc.Socket.Proto),
 			Path:        map[string]string{"host": spec.Host.String(), "tunnel": spec.Tunnel.String()}}},
-		Extra: map[string]any{"proto": proc.Socket.Proto, "payload": "iperf3"},
+		Extra: map[string]any{"proto": proc.Socket.Proto, "payload": "iperf3", "sample_timing": timing},
 		Real:  rp,
 	}
 	rep := measure.NewReport(host, sc)
@@ -325,7 +399,7 @@ func (c *captured) summary(rep *measure.Report, rp *measure.RealPath, f overhead
 // sample runs one iperf3 test against s in direction d with the OpenVPN
 // counters read around it, and a capture when asked.
 func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string, s subject, d string, doCapture bool) (*iperf.Result, measure.OpenVPNCounters, *captured, error) {
-	opts := iperf.ClientOptions{Server: s.addr, Port: spec.Port, Duration: spec.Duration, Omit: spec.Omit, Reverse: d == measure.DirectionDown}
+	opts := iperf.ClientOptions{Server: s.addr, Port: spec.Port, Duration: spec.Duration, Omit: spec.Omit, Reverse: d == measure.DirectionDown, PathSlack: spec.PathSlack}
 	before, err := proc.Read()
 	if err != nil {
 		return nil, measure.OpenVPNCounters{}, nil, err

@@ -30,21 +30,17 @@ func (p *page) pps(d *Document) {
 		got = append(got, iv.PPS)
 		loss = append(loss, iv.LossPercent)
 	}
-	p.w(`<div class="charts">`)
-	p.w(`<figure>%s</figure>`, lineChart{Title: "Packets per second", Desc: fmt.Sprintf("Probes sent and answered per second over %d intervals; median answered %.0f pps.", len(x), r.PPSMedian),
+	p.h(`<div class="charts">`, nil)
+	p.h(`<figure>{{.}}</figure>`, lineChart{Title: "Packets per second", Desc: fmt.Sprintf("Probes sent and answered per second over %d intervals; median answered %.0f pps.", len(x), r.PPSMedian),
 		XAxis: "Time (s)", YAxis: "Packets per second (pps)", Series: []series{{Name: "sent", X: x, Y: sent, Class: "s0"}, {Name: "answered", X: x, Y: got, Class: "s2"}},
-		Width: 520, Height: 240, Legend: true}.render(&p.ids))
-	p.w(`<figure>%s</figure>`, lineChart{Title: "Loss per second", Desc: fmt.Sprintf("Share of probes lost in each second; %.2f%% over the run.", r.LossPercent),
-		XAxis: "Time (s)", YAxis: "Loss (%)", Series: []series{{Name: "loss", X: x, Y: loss, Class: "s4"}}, Width: 420, Height: 240}.render(&p.ids))
-	p.w(`</div>`)
-	p.w(`<details><summary>Series as a table</summary><table><thead><tr><th class="num">End (s)</th><th class="num">Sent (pps)</th><th class="num">Answered (pps)</th><th class="num">Loss (%%)</th><th class="num">RTT mean (µs)</th></tr></thead><tbody>`)
-	for _, iv := range r.Series {
-		p.w(`<tr><td class="num">%.1f</td><td class="num">%.0f</td><td class="num">%.0f</td><td class="num">%.2f</td><td class="num">%.0f</td></tr>`, iv.EndS, iv.SentPPS, iv.PPS, iv.LossPercent, iv.RTTMeanUs)
-	}
-	p.w(`</tbody></table></details>`)
-	for _, w := range r.Warnings {
-		p.w(`<p class="invalid">%s</p>`, esc(w))
-	}
+		Width: 520, Height: 240, Legend: true}.render(p))
+	p.h(`<figure>{{.}}</figure>`, lineChart{Title: "Loss per second", Desc: fmt.Sprintf("Share of probes lost in each second; %.2f%% over the run.", r.LossPercent),
+		XAxis: "Time (s)", YAxis: "Loss (%)", Series: []series{{Name: "loss", X: x, Y: loss, Class: "s4"}}, Width: 420, Height: 240}.render(p))
+	p.h(`</div>`, nil)
+	p.h(`<details><summary>Series as a table</summary><table><thead><tr><th class="num">End (s)</th><th class="num">Sent (pps)</th><th class="num">Answered (pps)</th><th class="num">Loss (%)</th><th class="num">RTT mean (µs)</th></tr></thead><tbody>`+
+		`{{range .}}<tr><td class="num">{{f1 .EndS}}</td><td class="num">{{f0 .SentPPS}}</td><td class="num">{{f0 .PPS}}</td><td class="num">{{f2 .LossPercent}}</td><td class="num">{{f0 .RTTMeanUs}}</td></tr>{{end}}`+
+		`</tbody></table></details>`, r.Series)
+	p.h(`{{range .}}<p class="invalid">{{.}}</p>{{end}}`, r.Warnings)
 }
 
 func ratePPS(r uint64) string {
@@ -117,22 +113,15 @@ func (p *page) pmtu(d *Document) {
 		for _, o := range order {
 			ss = append(ss, *bySeries[o])
 		}
-		p.w(`<figure>%s</figure>`, lineChart{Title: "Probe sizes tried, round by round", Desc: fmt.Sprintf("%d probes in %d rounds; each point is one probe size, placed by its round and marked by its answer (reply, too-big, lost).", len(r.ProbesTried), r.Rounds),
-			XAxis: "Probe size, whole IP packet (bytes)", YAxis: "Round", Series: ss, Width: 640, Height: 220, Legend: true}.render(&p.ids))
+		p.h(`<figure>{{.}}</figure>`, lineChart{Title: "Probe sizes tried, round by round", Desc: fmt.Sprintf("%d probes in %d rounds; each point is one probe size, placed by its round and marked by its answer (reply, too-big, lost).", len(r.ProbesTried), r.Rounds),
+			XAxis: "Probe size, whole IP packet (bytes)", YAxis: "Round", Series: ss, Width: 640, Height: 220, Legend: true}.render(p))
 	}
-	p.w(`<figure>%s</figure>`, hbarChart{Title: "Packet sizes on this path", Desc: fmt.Sprintf("Path MTU %d bytes, interface MTU %d, and the largest OpenVPN tun-mtu per transport.", r.PathMTU, r.LocalMTU),
-		Axis: "Whole IP packet (bytes)", Bars: bars, Width: 640}.render(&p.ids))
+	p.h(`<figure>{{.}}</figure>`, hbarChart{Title: "Packet sizes on this path", Desc: fmt.Sprintf("Path MTU %d bytes, interface MTU %d, and the largest OpenVPN tun-mtu per transport.", r.PathMTU, r.LocalMTU),
+		Axis: "Whole IP packet (bytes)", Bars: bars, Width: 640}.render(p))
 	if r.OpenVPN != nil {
-		p.w(`<table><caption class="muted">OpenVPN settings for this path (cipher %s)</caption><thead><tr><th>Transport</th><th>Outer family</th><th class="num">Path MTU</th><th class="num">Overhead (bytes)</th><th class="num">Max tun-mtu</th><th>mssfix</th><th>fragment</th></tr></thead><tbody>`, esc(r.OpenVPN.Cipher))
-		for _, t := range r.OpenVPN.Rows {
-			meas := ""
-			if !t.Measured {
-				meas = " (assumed)"
-			}
-			p.w(`<tr><td>%s</td><td>%s</td><td class="num">%d%s</td><td class="num">%d</td><td class="num">%d</td><td><code>%s</code></td><td>%s</td></tr>`,
-				esc(t.Transport), esc(t.Family), t.PathMTU, meas, t.Overhead, t.MaxTunMTU, esc(t.MSSFix), esc(t.Fragment))
-		}
-		p.w(`</tbody></table>`)
+		p.h(`<table><caption class="muted">OpenVPN settings for this path (cipher {{.Cipher}})</caption><thead><tr><th>Transport</th><th>Outer family</th><th class="num">Path MTU</th><th class="num">Overhead (bytes)</th><th class="num">Max tun-mtu</th><th>mssfix</th><th>fragment</th></tr></thead><tbody>`+
+			`{{range .Rows}}<tr><td>{{.Transport}}</td><td>{{.Family}}</td><td class="num">{{.PathMTU}}{{if not .Measured}} (assumed){{end}}</td><td class="num">{{.Overhead}}</td><td class="num">{{.MaxTunMTU}}</td><td><code>{{.MSSFix}}</code></td><td>{{.Fragment}}</td></tr>{{end}}`+
+			`</tbody></table>`, r.OpenVPN)
 	}
 }
 
@@ -152,11 +141,16 @@ func (p *page) crypto(d *Document) {
 		p.hostFacts(*r.Host)
 	}
 	var bars []bar
-	p.w(`<table><caption class="muted">Speed at each block size (MB/s, median of the samples)</caption><thead><tr><th>Cipher</th><th class="num">Block (bytes)</th><th class="num">With AES-NI</th><th class="num">AES-NI masked</th><th class="num">Speed-up</th></tr></thead><tbody>`)
+	type speedRow struct {
+		Cipher        string
+		Block         int
+		With, Without float64
+		Speedup       float64
+	}
+	var rows []speedRow
 	for _, c := range r.Ciphers {
 		for _, s := range c.Sizes {
-			p.w(`<tr><td>%s</td><td class="num">%d</td><td class="num">%.0f</td><td class="num">%.0f</td><td class="num">×%.1f</td></tr>`,
-				esc(c.Cipher), s.BlockBytes, s.WithAESNI.BytesPerSecond/1e6, s.WithoutAESNI.BytesPerSecond/1e6, s.AESNISpeedup)
+			rows = append(rows, speedRow{c.Cipher, s.BlockBytes, s.WithAESNI.BytesPerSecond / 1e6, s.WithoutAESNI.BytesPerSecond / 1e6, s.AESNISpeedup})
 			if !s.PacketSize {
 				continue
 			}
@@ -168,10 +162,12 @@ func (p *page) crypto(d *Document) {
 					Class: "s1", Note: fmt.Sprintf("%.0f MB/s", s.WithoutAESNI.BytesPerSecond/1e6), Data: map[string]string{"cipher": c.Cipher, "aesni": "masked"}})
 		}
 	}
-	p.w(`</tbody></table>`)
+	p.h(`<table><caption class="muted">Speed at each block size (MB/s, median of the samples)</caption><thead><tr><th>Cipher</th><th class="num">Block (bytes)</th><th class="num">With AES-NI</th><th class="num">AES-NI masked</th><th class="num">Speed-up</th></tr></thead><tbody>`+
+		`{{range .}}<tr><td>{{.Cipher}}</td><td class="num">{{.Block}}</td><td class="num">{{f0 .With}}</td><td class="num">{{f0 .Without}}</td><td class="num">×{{f1 .Speedup}}</td></tr>{{end}}`+
+		`</tbody></table>`, rows)
 	if len(bars) > 0 {
-		p.w(`<figure>%s</figure>`, hbarChart{Title: fmt.Sprintf("Cipher speed at %d-byte packets", r.Projection.PacketBytes),
+		p.h(`<figure>{{.}}</figure>`, hbarChart{Title: fmt.Sprintf("Cipher speed at %d-byte packets", r.Projection.PacketBytes),
 			Desc: "Each data-channel cipher's speed at the tunnel's packet size, as is and with AES-NI masked, median with min–max.",
-			Axis: "Encryption speed (MB/s)", Bars: bars, Width: 660, Legend: [][2]string{{"s0", "as is (AES-NI)"}, {"s1", "AES-NI masked"}}}.render(&p.ids))
+			Axis: "Encryption speed (MB/s)", Bars: bars, Width: 660, Legend: [][2]string{{"s0", "as is (AES-NI)"}, {"s1", "AES-NI masked"}}}.render(p))
 	}
 }

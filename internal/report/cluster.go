@@ -5,13 +5,13 @@ import (
 	"math"
 	"strings"
 
-	"github.com/ovpnperf/ovpnperf/internal/cluster"
+	"github.com/ovpnperf/ovpnperf/internal/cluster/clusterdoc"
 )
 
 // ClusterSchema names `cluster status --json` documents. Those written
 // before it carried a "schema" key are recognised by their keys (sniff) as
-// cluster.LegacyStatusSchema.
-const ClusterSchema = cluster.StatusSchema
+// clusterdoc.LegacyStatusSchema.
+const ClusterSchema = clusterdoc.StatusSchema
 
 // clusterDoc writes `cluster status --json`: per instance its clients,
 // bytes in and out, restarts, with its state, port and CPU in the labels,
@@ -21,7 +21,7 @@ func (p *page) clusterDoc(d *Document) {
 	clients, up := 0, 0
 	for _, in := range r.Instances {
 		clients += in.Clients
-		if in.State == cluster.StateUp {
+		if in.State == clusterdoc.StateUp {
 			up++
 		}
 	}
@@ -35,13 +35,13 @@ func (p *page) clusterDoc(d *Document) {
 		"Clients", fmt.Sprint(clients), "File", d.File+" (schema "+d.Schema+", a snapshot: counters since each instance started)")
 
 	if len(r.Instances) == 0 {
-		p.w(`<p class="invalid">The status lists no instance.</p>`)
+		p.h(`<p class="invalid">The status lists no instance.</p>`, nil)
 		return
 	}
-	label := func(in cluster.InstanceStatus) string {
+	label := func(in clusterdoc.Instance) string {
 		return fmt.Sprintf("%s %s/%d cpu %d", in.Name, in.Proto, in.Port, in.CPU)
 	}
-	state := func(in cluster.InstanceStatus) string {
+	state := func(in clusterdoc.Instance) string {
 		s := in.State
 		if in.CrashLoop {
 			s += " (crash loop)"
@@ -68,16 +68,25 @@ func (p *page) clusterDoc(d *Document) {
 		}
 		rs = append(rs, bar{Label: label(in), Value: float64(in.Restarts), Class: "s4", Note: note, Data: data("restarts")})
 	}
-	p.w(`<div class="charts">`)
-	p.w(`<figure>%s</figure>`, hbarChart{Title: "Clients per instance", Desc: fmt.Sprintf("Connected clients of each of the %d instances (%d in all), with its state.", len(r.Instances), clients),
-		Axis: "Connected clients (count)", Bars: cl, Width: 520}.render(&p.ids))
-	p.w(`<figure>%s</figure>`, hbarChart{Title: "Bytes per instance", Desc: "Bytes each instance received from and sent to its clients since it started, from its management interface.",
-		Axis: "Bytes (" + unit + ")", Bars: by, Width: 520, Legend: [][2]string{{"s0", "in (from clients)"}, {"s1", "out (to clients)"}}}.render(&p.ids))
-	p.w(`<figure>%s</figure>`, hbarChart{Title: "Restarts per instance", Desc: "Times the supervisor restarted each instance after it exited, with the last exit's reason.",
-		Axis: "Restarts (count)", Bars: rs, Width: 520}.render(&p.ids))
-	p.w(`</div>`)
+	p.h(`<div class="charts">`, nil)
+	p.h(`<figure>{{.}}</figure>`, hbarChart{Title: "Clients per instance", Desc: fmt.Sprintf("Connected clients of each of the %d instances (%d in all), with its state.", len(r.Instances), clients),
+		Axis: "Connected clients (count)", Bars: cl, Width: 520}.render(p))
+	p.h(`<figure>{{.}}</figure>`, hbarChart{Title: "Bytes per instance", Desc: "Bytes each instance received from and sent to its clients since it started, from its management interface.",
+		Axis: "Bytes (" + unit + ")", Bars: by, Width: 520, Legend: [][2]string{{"s0", "in (from clients)"}, {"s1", "out (to clients)"}}}.render(p))
+	p.h(`<figure>{{.}}</figure>`, hbarChart{Title: "Restarts per instance", Desc: "Times the supervisor restarted each instance after it exited, with the last exit's reason.",
+		Axis: "Restarts (count)", Bars: rs, Width: 520}.render(p))
+	p.h(`</div>`, nil)
 
-	p.w(`<table><caption class="muted">Instances</caption><thead><tr><th>Instance</th><th>State</th><th class="num">PID</th><th class="num">CPU</th><th>Proto</th><th class="num">Port</th><th>Subnet</th><th class="num">Clients</th><th class="num">Bytes in</th><th class="num">Bytes out</th><th class="num">Bytes/s</th><th class="num">Restarts</th><th>Last exit</th><th class="num">Recovery (s)</th><th class="num">CPU (s)</th><th>Up since</th></tr></thead><tbody>`)
+	type instanceView struct {
+		clusterdoc.Instance
+		StateText, Recovery, Since string
+	}
+	type clientView struct {
+		Instance, CommonName, Real string
+		BytesIn, BytesOut          int64
+	}
+	var ins []instanceView
+	var perClient []clientView
 	for _, in := range r.Instances {
 		var rec []string
 		for _, s := range in.Recoveries {
@@ -87,20 +96,18 @@ func (p *page) clusterDoc(d *Document) {
 		if !in.UpSince.IsZero() {
 			since = in.UpSince.UTC().Format("01-02 15:04:05Z")
 		}
-		p.w(`<tr><td>%s</td><td>%s</td><td class="num">%d</td><td class="num">%d</td><td>%s</td><td class="num">%d</td><td>%s</td><td class="num">%d</td><td class="num">%d</td><td class="num">%d</td><td class="num">%.0f</td><td class="num">%d</td><td>%s</td><td class="num">%s</td><td class="num">%.2f</td><td>%s</td></tr>`,
-			esc(in.Name), esc(state(in)), in.Pid, in.CPU, esc(in.Proto), in.Port, esc(in.Subnet), in.Clients, in.BytesIn, in.BytesOut, in.BytesPerSec, in.Restarts,
-			esc(in.LastExit), esc(strings.Join(rec, ", ")), in.CPUSeconds, esc(since))
-	}
-	p.w(`</tbody></table>`)
-	var rows []string
-	for _, in := range r.Instances {
+		ins = append(ins, instanceView{in, state(in), strings.Join(rec, ", "), since})
 		for _, c := range in.PerClient {
-			rows = append(rows, fmt.Sprintf(`<tr><td>%s</td><td>%s</td><td>%s</td><td class="num">%d</td><td class="num">%d</td></tr>`,
-				esc(in.Name), esc(c.CommonName), esc(c.Real), c.BytesIn, c.BytesOut))
+			perClient = append(perClient, clientView{in.Name, c.CommonName, c.Real, c.BytesIn, c.BytesOut})
 		}
 	}
-	if len(rows) > 0 {
-		p.w(`<details><summary>Bytes per client</summary><table><thead><tr><th>Instance</th><th>Client</th><th>Address</th><th class="num">Bytes in</th><th class="num">Bytes out</th></tr></thead><tbody>%s</tbody></table></details>`, strings.Join(rows, ""))
+	p.h(`<table><caption class="muted">Instances</caption><thead><tr><th>Instance</th><th>State</th><th class="num">PID</th><th class="num">CPU</th><th>Proto</th><th class="num">Port</th><th>Subnet</th><th class="num">Clients</th><th class="num">Bytes in</th><th class="num">Bytes out</th><th class="num">Bytes/s</th><th class="num">Restarts</th><th>Last exit</th><th class="num">Recovery (s)</th><th class="num">CPU (s)</th><th>Up since</th></tr></thead><tbody>`+
+		`{{range .}}<tr><td>{{.Name}}</td><td>{{.StateText}}</td><td class="num">{{.Pid}}</td><td class="num">{{.CPU}}</td><td>{{.Proto}}</td><td class="num">{{.Port}}</td><td>{{.Subnet}}</td><td class="num">{{.Clients}}</td><td class="num">{{.BytesIn}}</td><td class="num">{{.BytesOut}}</td><td class="num">{{f0 .BytesPerSec}}</td><td class="num">{{.Restarts}}</td><td>{{.LastExit}}</td><td class="num">{{.Recovery}}</td><td class="num">{{f2 .CPUSeconds}}</td><td>{{.Since}}</td></tr>{{end}}`+
+		`</tbody></table>`, ins)
+	if len(perClient) > 0 {
+		p.h(`<details><summary>Bytes per client</summary><table><thead><tr><th>Instance</th><th>Client</th><th>Address</th><th class="num">Bytes in</th><th class="num">Bytes out</th></tr></thead><tbody>`+
+			`{{range .}}<tr><td>{{.Instance}}</td><td>{{.CommonName}}</td><td>{{.Real}}</td><td class="num">{{.BytesIn}}</td><td class="num">{{.BytesOut}}</td></tr>{{end}}`+
+			`</tbody></table></details>`, perClient)
 	}
 }
 

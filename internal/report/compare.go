@@ -20,6 +20,9 @@ const (
 	// Incomparable: a side has no valid samples, or the row exists on one
 	// side only.
 	Incomparable = "not comparable"
+	// CannotTell: enough samples, but their spread allows a change as
+	// large as the threshold and also none: neither is shown.
+	CannotTell = "cannot tell"
 	// TooFew: both sides have samples, but one has fewer than
 	// verdict.MinSamples: its min–max spread says nothing about the
 	// spread of the rate, so neither a change nor its absence is judged.
@@ -78,11 +81,12 @@ type rowKey struct{ network, variant, direction string }
 
 // Compare matches the rows of two run documents by network, variant and
 // direction and judges each: "not enough samples" when a side has fewer
-// than verdict.MinSamples valid samples (docs/evidence.md), otherwise "no
-// change" when the min–max spreads overlap or the medians differ by less
-// than the threshold, otherwise better or worse by the medians
-// (verdict.Above: every sample of one side beyond every sample of the
-// other). Throughput is the measure: higher is better.
+// than verdict.MinSamples valid samples (docs/evidence.md); better or
+// worse when every sample of one side lies beyond every sample of the
+// other (verdict.Above) and the medians differ by the threshold or more;
+// "no change" only when every ratio new/old the samples allow lies within
+// ± the threshold, so that a change of that size would have shown;
+// otherwise "cannot tell". Throughput is the measure: higher is better.
 func Compare(old, new *measure.Report, opts CompareOptions) []Change {
 	if opts.Threshold <= 0 {
 		opts.Threshold = DefaultThreshold
@@ -146,15 +150,19 @@ func Compare(old, new *measure.Report, opts CompareOptions) []Change {
 		default:
 			c.ChangePercent = 100 * (c.New.Median - c.Old.Median) / c.Old.Median
 			rel := math.Abs(c.ChangePercent) / 100
+			// Every ratio new/old the samples allow: separate runs,
+			// so unpaired (slowest new over fastest old … fastest
+			// new over slowest old).
+			lo, hi := c.New.Min/c.Old.Max, c.New.Max/c.Old.Min
 			switch {
-			case c.Old.Overlaps(c.New):
-				c.Verdict, c.Reason = NoChange, "the min–max spreads overlap"
-			case rel < opts.Threshold:
-				c.Verdict, c.Reason = NoChange, fmt.Sprintf("spreads apart, but the medians differ by less than %.0f%%", 100*opts.Threshold)
-			case c.New.Median > c.Old.Median:
+			case !c.Old.Overlaps(c.New) && rel >= opts.Threshold && c.New.Median > c.Old.Median:
 				c.Verdict, c.Reason = Better, "new slowest sample above the old fastest"
-			default:
+			case !c.Old.Overlaps(c.New) && rel >= opts.Threshold:
 				c.Verdict, c.Reason = Worse, "new fastest sample below the old slowest"
+			case lo >= 1-opts.Threshold && hi <= 1+opts.Threshold:
+				c.Verdict, c.Reason = NoChange, fmt.Sprintf("every ratio the samples allow, ×%.2f–×%.2f, lies within ±%.0f%%", lo, hi, 100*opts.Threshold)
+			default:
+				c.Verdict, c.Reason = CannotTell, fmt.Sprintf("the samples allow ×%.2f–×%.2f, wider than the ±%.0f%% a change must exceed: neither a change nor its absence is shown (more samples with --repeat, or longer ones, narrow it)", lo, hi, 100*opts.Threshold)
 			}
 		}
 		// A row is marked invalid when a sample failed or the emulator
@@ -231,7 +239,7 @@ func (cmp Comparison) WriteTable(w io.Writer) error {
 		t.AppendRow(table.Row{c.Network, c.label(), c.Direction, measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), change, c.Verdict, c.Reason})
 	}
 	t.Render()
-	_, err := fmt.Fprintf(w, "old %s, new %s; with fewer than %d samples a side: not enough samples to judge; no change = min–max spreads overlap or the medians differ by under %.0f%% (docs/evidence.md)\n", cmp.Old, cmp.New, verdict.MinSamples, 100*cmp.Threshold)
+	_, err := fmt.Fprintf(w, "old %s, new %s; with fewer than %d samples a side: not enough samples to judge; no change = every ratio the samples allow within ±%.0f%%, cannot tell = wider (docs/evidence.md)\n", cmp.Old, cmp.New, verdict.MinSamples, 100*cmp.Threshold)
 	return err
 }
 
@@ -241,16 +249,16 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 	p := newPage(opts)
 	p.title = "compare " + cmp.Old + " → " + cmp.New
 	p.secN++
-	p.w(`<section class="doc" id="doc1" aria-labelledby="doc1-h"><h2 id="doc1-h">%s</h2>`, esc(p.title))
+	p.h(`<section class="doc" id="doc1" aria-labelledby="doc1-h"><h2 id="doc1-h">{{.}}</h2>`, p.title)
 	p.facts("Old", fmt.Sprintf("%s: %s, %s", cmp.Old, old.Scenario.Command, old.Started.UTC().Format("2006-01-02 15:04 MST")),
 		"New", fmt.Sprintf("%s: %s, %s", cmp.New, new.Scenario.Command, new.Started.UTC().Format("2006-01-02 15:04 MST")),
-		"Rule", fmt.Sprintf("with %d or more samples a side, better or worse only when the min–max spreads are apart and the medians differ by %.0f%% or more; otherwise no change (docs/evidence.md)", verdict.MinSamples, 100*cmp.Threshold))
+		"Rule", fmt.Sprintf("with %d or more samples a side, better or worse only when the min–max spreads are apart and the medians differ by %.0f%% or more; no change only when every ratio the samples allow lies within ±%.0f%%; otherwise cannot tell (docs/evidence.md)", verdict.MinSamples, 100*cmp.Threshold, 100*cmp.Threshold))
 	if oc, nc := commandLine(old.Scenario.Argv), commandLine(new.Scenario.Argv); oc == nc && oc != "" {
-		p.w(`<p class="cmd">Command of both: <code>%s</code></p>`, esc(oc))
+		p.h(`<p class="cmd">Command of both: <code>{{.}}</code></p>`, oc)
 	} else {
 		for _, c := range [][2]string{{"Old", oc}, {"New", nc}} {
 			if c[1] != "" {
-				p.w(`<p class="cmd">%s command: <code>%s</code></p>`, c[0], esc(c[1]))
+				p.h(`<p class="cmd">{{index . 0}} command: <code>{{index . 1}}</code></p>`, c)
 			}
 		}
 	}
@@ -262,7 +270,7 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 	for _, k := range sortedKeys(counts) {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
 	}
-	p.w(`<p class="summary"><strong>%s</strong></p>`, esc(strings.Join(parts, ", ")))
+	p.h(`<p class="summary"><strong>{{.}}</strong></p>`, strings.Join(parts, ", "))
 	var networks []string
 	seen := map[string]bool{}
 	for _, c := range cmp.Changes {
@@ -272,7 +280,7 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 		}
 	}
 	for _, n := range networks {
-		p.w(`<h3>Network %s</h3>`, esc(n))
+		p.h(`<h3>Network {{.}}</h3>`, n)
 		var bars []bar
 		for _, c := range cmp.Changes {
 			if c.Network != n || c.Old.N == 0 || c.New.N == 0 {
@@ -290,10 +298,11 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 					Note: fmt.Sprintf("%s Mbit/s: %s", measure.FormatMbpsSpread(c.New), c.Verdict), Data: data})
 		}
 		if len(bars) > 0 {
-			p.w(`<figure>%s</figure>`, hbarChart{Title: "Old and new throughput on " + n, Desc: "For each row, the old and the new median throughput with min–max whiskers, and the verdict.",
-				Axis: "Throughput (Mbit/s)", Bars: bars, Width: 760, Legend: [][2]string{{"s5", "old"}, {"s0", "new"}}}.render(&p.ids))
+			p.h(`<figure>{{.}}</figure>`, hbarChart{Title: "Old and new throughput on " + n, Desc: "For each row, the old and the new median throughput with min–max whiskers, and the verdict.",
+				Axis: "Throughput (Mbit/s)", Bars: bars, Width: 760, Legend: [][2]string{{"s5", "old"}, {"s0", "new"}}}.render(p))
 		}
-		p.w(`<table class="compare"><thead><tr><th>Variant</th><th>Direction</th><th class="num">Old (Mbit/s)</th><th class="num">New (Mbit/s)</th><th class="num">Change</th><th>Verdict</th><th>Because</th></tr></thead><tbody>`)
+		type changeRow struct{ Variant, Direction, Old, New, Change, Class, Verdict, Reason string }
+		var rows []changeRow
 		for _, c := range cmp.Changes {
 			if c.Network != n {
 				continue
@@ -302,13 +311,18 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 			if c.Verdict != Incomparable {
 				change = fmt.Sprintf("%+.1f%%", c.ChangePercent)
 			}
-			p.w(`<tr><td>%s</td><td>%s</td><td class="num">%s</td><td class="num">%s</td><td class="num">%s</td><td class="verdict v-%s">%s</td><td>%s</td></tr>`,
-				esc(c.label()), esc(dirLabel(c.Direction)), measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), change,
-				strings.ReplaceAll(c.Verdict, " ", "-"), esc(c.Verdict), esc(c.Reason))
+			rows = append(rows, changeRow{c.label(), dirLabel(c.Direction), measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), change,
+				strings.ReplaceAll(c.Verdict, " ", "-"), c.Verdict, c.Reason})
 		}
-		p.w(`</tbody></table>`)
+		p.h(`<table class="compare"><thead><tr><th>Variant</th><th>Direction</th><th class="num">Old (Mbit/s)</th><th class="num">New (Mbit/s)</th><th class="num">Change</th><th>Verdict</th><th>Because</th></tr></thead><tbody>`+
+			`{{range .}}<tr><td>{{.Variant}}</td><td>{{.Direction}}</td><td class="num">{{.Old}}</td><td class="num">{{.New}}</td><td class="num">{{.Change}}</td><td class="verdict v-{{.Class}}">{{.Verdict}}</td><td>{{.Reason}}</td></tr>{{end}}`+
+			`</tbody></table>`, rows)
 	}
-	p.w(`</section>`)
-	_, err := io.WriteString(w, p.finish())
+	p.h(`</section>`, nil)
+	page, err := p.finish()
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, page)
 	return err
 }

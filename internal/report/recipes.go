@@ -98,16 +98,22 @@ func buffersChart(p *page, rep *measure.Report) {
 		}
 		ss = append(ss, line)
 	}
-	p.w(`<figure>%s</figure>`, lineChart{Title: "Throughput against RTT per socket buffer", Desc: "Median tunnel throughput at each RTT measured, per buffer setting, transport and direction, with the buffer/RTT ceiling of the fixed buffer sizes (clipped at 1.5 times the fastest row).",
-		XAxis: "Round-trip time (ms)", YAxis: "Throughput (Mbit/s)", Series: ss, Width: 760, Height: 320, Legend: true}.render(&p.ids))
+	p.h(`<figure>{{.}}</figure>`, lineChart{Title: "Throughput against RTT per socket buffer", Desc: "Median tunnel throughput at each RTT measured, per buffer setting, transport and direction, with the buffer/RTT ceiling of the fixed buffer sizes (clipped at 1.5 times the fastest row).",
+		XAxis: "Round-trip time (ms)", YAxis: "Throughput (Mbit/s)", Series: ss, Width: 760, Height: 320, Legend: true}.render(p))
 }
 
 // fragmentChart draws the fragment recipe's ping round-trip times: per
 // variant and ping size, the median over all replies with the range of the
 // rounds' medians (the spread its verdicts use).
 func fragmentChart(p *page, rep *measure.Report) {
+	type pingRow struct {
+		Variant string
+		Size    int
+		Median  float64
+		Lo, Hi  float64
+	}
 	var bars []bar
-	var rows []string
+	var rows []pingRow
 	colour := map[string]string{}
 	for _, r := range rep.Rows {
 		m, _ := r.Extra["ping_rtt_ms"].(map[string]any)
@@ -142,18 +148,16 @@ func fragmentChart(p *page, rep *measure.Report) {
 			}
 			bars = append(bars, bar{Label: fmt.Sprintf("%s, %d B", r.Variant, size), Value: med, Min: lo, Max: hi, Class: colour[r.Variant],
 				Gap: first && len(bars) > 0, Note: fmt.Sprintf("%.2f ms (rounds %.2f–%.2f)", med, lo, hi), Data: map[string]string{"variant": r.Variant, "size": strconv.Itoa(size)}})
-			rows = append(rows, fmt.Sprintf(`<tr><td>%s</td><td class="num">%d</td><td class="num">%.2f</td><td class="num">%.2f–%.2f</td></tr>`, esc(r.Variant), size, med, lo, hi))
+			rows = append(rows, pingRow{r.Variant, size, med, lo, hi})
 			first = false
 		}
 	}
 	if len(bars) == 0 {
 		return
 	}
-	p.w(`<figure>%s</figure>`, hbarChart{Title: "Ping round-trip time by size and fragment setting", Desc: "Median round-trip time of pings of each size through each tunnel, with the range of the rounds' medians.",
-		Axis: "Round-trip time (ms)", Bars: bars, Width: 700}.render(&p.ids))
-	p.w(`<table><caption class="muted">Ping round-trip times</caption><thead><tr><th>Variant</th><th class="num">Ping size (bytes)</th><th class="num">Median (ms)</th><th class="num">Rounds' medians (ms)</th></tr></thead><tbody>`)
-	for _, r := range rows {
-		p.w("%s", r)
-	}
-	p.w(`</tbody></table>`)
+	p.h(`<figure>{{.}}</figure>`, hbarChart{Title: "Ping round-trip time by size and fragment setting", Desc: "Median round-trip time of pings of each size through each tunnel, with the range of the rounds' medians.",
+		Axis: "Round-trip time (ms)", Bars: bars, Width: 700}.render(p))
+	p.h(`<table><caption class="muted">Ping round-trip times</caption><thead><tr><th>Variant</th><th class="num">Ping size (bytes)</th><th class="num">Median (ms)</th><th class="num">Rounds' medians (ms)</th></tr></thead><tbody>`+
+		`{{range .}}<tr><td>{{.Variant}}</td><td class="num">{{.Size}}</td><td class="num">{{f2 .Median}}</td><td class="num">{{f2 .Lo}}–{{f2 .Hi}}</td></tr>{{end}}`+
+		`</tbody></table>`, rows)
 }

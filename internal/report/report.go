@@ -11,9 +11,16 @@
 // labels with units and a table of the same figures beside each one; the
 // stylesheet follows prefers-color-scheme and prints on white.
 //
+// All markup goes through html/template (page.h, fragment), which escapes
+// each value from a document for where it lands; TestInjection sets every
+// string of every document type to hostile values and checks the page's
+// markup does not change.
+//
 // Documents are recognised by their "schema" key (Load); each schema has a
 // kind that decodes it and writes its section (kinds). A new document type
-// adds one entry there.
+// adds one entry there. The types are the documents' own (measure, pps,
+// pmtu, cryptobench, tunedoc, clusterdoc), never the packages that run the
+// cluster or the tune search.
 package report
 
 import (
@@ -22,20 +29,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ovpnperf/ovpnperf/internal/inputfile"
-	"github.com/ovpnperf/ovpnperf/internal/outputfile"
+	"html/template"
 	"io"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/cluster"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
+
+	"github.com/ovpnperf/ovpnperf/internal/cluster/clusterdoc"
 	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/shellquote"
-	"github.com/ovpnperf/ovpnperf/internal/tune"
+	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 )
 
 // Document is one JSON document read from a file.
@@ -48,59 +59,17 @@ type Document struct {
 	// Exactly one of these is set, by the schema's kind.
 	Run    *measure.Report
 	PPS    *pps.Result
-	PMTU   *PMTUDoc
+	PMTU   *pmtu.Document
 	Crypto *cryptobench.Report
-	Tune   *tune.Result
+	Tune   *tunedoc.Result
 	// Cluster is `cluster status --json`.
-	Cluster *cluster.ClusterStatus
-}
-
-// PMTUDoc is the part of `ovpnperf pmtu --json` a report shows.
-type PMTUDoc struct {
-	Schema         string            `json:"schema"`
-	Argv           []string          `json:"argv"`
-	Machine        *measure.HostInfo `json:"machine"`
-	Host           string            `json:"host"`
-	Address        string            `json:"address"`
-	Family         string            `json:"family"`
-	PathMTU        int               `json:"path_mtu"`
-	Blackhole      bool              `json:"blackhole"`
-	Hop            *string           `json:"hop"`
-	HopMTU         int               `json:"hop_mtu"`
-	Interface      string            `json:"interface"`
-	LocalMTU       int               `json:"local_mtu"`
-	LocalLimit     bool              `json:"local_limit"`
-	ElapsedSeconds float64           `json:"elapsed_seconds"`
-	RTTMillis      float64           `json:"rtt_ms"`
-	Rounds         int               `json:"rounds"`
-	Probes         int               `json:"probes"`
-	LargestPassed  int               `json:"largest_passed"`
-	ThroughTunnel  bool              `json:"through_tunnel"`
-	Explanation    string            `json:"explanation"`
-	ProbesTried    []struct {
-		Round   int    `json:"round"`
-		Size    int    `json:"size_bytes"`
-		Outcome string `json:"outcome"`
-	} `json:"probes_tried"`
-	OpenVPN *struct {
-		Cipher string `json:"cipher"`
-		Rows   []struct {
-			Transport string `json:"transport"`
-			Family    string `json:"outer_family"`
-			Measured  bool   `json:"measured"`
-			PathMTU   int    `json:"path_mtu"`
-			Overhead  int    `json:"overhead_bytes"`
-			MaxTunMTU int    `json:"max_tun_mtu"`
-			MSSFix    string `json:"mssfix"`
-			Fragment  string `json:"fragment"`
-		} `json:"translations"`
-	} `json:"openvpn"`
+	Cluster *clusterdoc.Status
 }
 
 // kind is one schema the report knows: how to decode a document of it.
 type kind struct {
 	schema string
-	decode func(data []byte, d *Document) error
+	decode func(data []byte, d *Document, r Reader) error
 }
 
 // kinds are the schemas `ovpnperf report` reads. The section each writes
@@ -108,43 +77,45 @@ type kind struct {
 var kinds = []kind{
 	{measure.Schema, decodeRun},
 	{measure.SchemaV1, decodeRun},
-	{pps.Schema, func(b []byte, d *Document) error { d.PPS = &pps.Result{}; return json.Unmarshal(b, d.PPS) }},
-	{PMTUSchema, func(b []byte, d *Document) error { d.PMTU = &PMTUDoc{}; return json.Unmarshal(b, d.PMTU) }},
-	{cryptobench.Schema, func(b []byte, d *Document) error {
+	{pps.Schema, func(b []byte, d *Document, _ Reader) error { d.PPS = &pps.Result{}; return json.Unmarshal(b, d.PPS) }},
+	{pmtu.Schema, func(b []byte, d *Document, _ Reader) error {
+		d.PMTU = &pmtu.Document{}
+		return json.Unmarshal(b, d.PMTU)
+	}},
+	{cryptobench.Schema, func(b []byte, d *Document, _ Reader) error {
 		d.Crypto = &cryptobench.Report{}
 		return json.Unmarshal(b, d.Crypto)
 	}},
-	{tune.Schema, func(b []byte, d *Document) error { d.Tune = &tune.Result{}; return json.Unmarshal(b, d.Tune) }},
-	{tune.SchemaV2Legacy, func(b []byte, d *Document) error {
-		d.Tune = &tune.Result{}
+	{tunedoc.Schema, func(b []byte, d *Document, _ Reader) error {
+		d.Tune = &tunedoc.Result{}
+		return json.Unmarshal(b, d.Tune)
+	}},
+	{tunedoc.SchemaV2Legacy, func(b []byte, d *Document, _ Reader) error {
+		d.Tune = &tunedoc.Result{}
 		if err := json.Unmarshal(b, d.Tune); err != nil {
 			return err
 		}
-		d.Tune.Schema = tune.Schema
+		d.Tune.Schema = tunedoc.Schema
 		return nil
 	}},
 	// Version 1 pooled the rounds; its rounds are judged again.
-	{tune.SchemaV1, func(b []byte, d *Document) error {
-		d.Tune = &tune.Result{}
+	{tunedoc.SchemaV1, func(b []byte, d *Document, r Reader) error {
+		d.Tune = &tunedoc.Result{}
 		if err := json.Unmarshal(b, d.Tune); err != nil {
 			return err
 		}
-		return tune.UpgradeV1(d.Tune)
+		return tunedoc.UpgradeV1(d.Tune, r.RejudgeTune)
 	}},
 	{ClusterSchema, decodeCluster},
-	{cluster.LegacyStatusSchema, decodeCluster},
+	{clusterdoc.LegacyStatusSchema, decodeCluster},
 }
 
-// PMTUSchema names `ovpnperf pmtu --json` documents (the command lives in
-// package main, so the name is kept here too).
-const PMTUSchema = "ovpnperf/pmtu/v1"
-
-func decodeCluster(b []byte, d *Document) error {
-	d.Cluster = &cluster.ClusterStatus{}
+func decodeCluster(b []byte, d *Document, _ Reader) error {
+	d.Cluster = &clusterdoc.Status{}
 	return json.Unmarshal(b, d.Cluster)
 }
 
-func decodeRun(b []byte, d *Document) error {
+func decodeRun(b []byte, d *Document, _ Reader) error {
 	rep, err := measure.ReadJSON(bytes.NewReader(b))
 	if err != nil {
 		return err
@@ -169,18 +140,36 @@ func Schemas() []string {
 // mistake (wrong file), which the command reports as bad input.
 var ErrUnknownSchema = errors.New("unknown schema")
 
+// Reader reads documents. The judging rules of the producers are theirs:
+// report reads documents without linking the programs that wrote them, so
+// a document that must be judged again is judged by the function given
+// here.
+type Reader struct {
+	// RejudgeTune judges a tune document of schema 1 (which pooled the
+	// rounds) again by today's rules: tune.Rejudge. Without it such a
+	// document is refused.
+	RejudgeTune tunedoc.Rejudger
+}
+
+// Load reads the documents of one file with a Reader that judges nothing
+// again.
+func Load(path string) ([]Document, error) { return Reader{}.Load(path) }
+
+// Parse is Load on data already read.
+func Parse(file string, data []byte) ([]Document, error) { return Reader{}.Parse(file, data) }
+
 // Load reads the documents of one file: one document, or a JSON array of
 // them (`recipe all --out`).
-func Load(path string) ([]Document, error) {
+func (r Reader) Load(path string) ([]Document, error) {
 	data, err := inputfile.ReadFile(context.Background(), path, inputfile.Document)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(path, data)
+	return r.Parse(path, data)
 }
 
 // Parse is Load on data already read; file names it in messages.
-func Parse(file string, data []byte) ([]Document, error) {
+func (r Reader) Parse(file string, data []byte) ([]Document, error) {
 	trimmed := bytes.TrimSpace(data)
 	var raws []json.RawMessage
 	if len(trimmed) > 0 && trimmed[0] == '[' {
@@ -199,7 +188,7 @@ func Parse(file string, data []byte) ([]Document, error) {
 		if len(raws) > 1 {
 			where = fmt.Sprintf("%s[%d]", file, i)
 		}
-		d, err := parseOne(where, raw)
+		d, err := r.parseOne(where, raw)
 		if err != nil {
 			return nil, err
 		}
@@ -208,7 +197,7 @@ func Parse(file string, data []byte) ([]Document, error) {
 	return docs, nil
 }
 
-func parseOne(where string, raw []byte) (Document, error) {
+func (r Reader) parseOne(where string, raw []byte) (Document, error) {
 	var head map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &head); err != nil {
 		return Document{}, fmt.Errorf("%s: not an ovpnperf JSON document: %w", where, err)
@@ -226,7 +215,7 @@ func parseOne(where string, raw []byte) (Document, error) {
 			if err := measure.CheckFigures(raw); err != nil {
 				return d, fmt.Errorf("%s: %w", where, err)
 			}
-			if err := k.decode(raw, &d); err != nil {
+			if err := k.decode(raw, &d, r); err != nil {
 				return d, fmt.Errorf("%s: %w", where, err)
 			}
 			return d, nil
@@ -256,9 +245,9 @@ func sniff(head map[string]json.RawMessage) string {
 	case has("pps_median", "series", "flows"):
 		return pps.Schema
 	case has("path_mtu", "blackhole", "explanation"):
-		return PMTUSchema
+		return pmtu.Schema
 	case has("id", "instances"):
-		return cluster.LegacyStatusSchema
+		return clusterdoc.LegacyStatusSchema
 	}
 	return ""
 }
@@ -279,7 +268,11 @@ func Write(w io.Writer, docs []Document, opts Options) error {
 	for i := range docs {
 		p.document(&docs[i])
 	}
-	_, err := io.WriteString(w, p.finish())
+	page, err := p.finish()
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, page)
 	return err
 }
 
@@ -293,6 +286,13 @@ func WriteFile(path string, docs []Document, opts Options) error {
 }
 
 // page accumulates the HTML of a report.
+//
+// All markup is written by html/template, which escapes every value for
+// the context it lands in (element text, attribute, URL); nothing is
+// escaped by hand. A page is made of fragments, each a template that
+// starts and ends between elements (html/template refuses one that ends
+// inside a tag or an attribute), so the escaped output of one fragment
+// can be placed in the body or in another fragment as template.HTML.
 type page struct {
 	opts  Options
 	ids   chartID
@@ -300,9 +300,12 @@ type page struct {
 	toc   []tocEntry
 	title string
 	secN  int
+	// err is the first template that failed to execute (a bug: its data
+	// do not fit it); Write returns it.
+	err error
 }
 
-type tocEntry struct{ id, text, extra string }
+type tocEntry struct{ ID, Text, Extra string }
 
 func newPage(opts Options) *page {
 	if opts.Now.IsZero() {
@@ -311,7 +314,43 @@ func newPage(opts Options) *page {
 	return &page{opts: opts}
 }
 
-func (p *page) w(format string, a ...any) { fmt.Fprintf(&p.body, format, a...) }
+// funcs format numbers in the templates as the charts and tables print
+// them.
+var funcs = template.FuncMap{
+	"f0": func(v float64) string { return fmt.Sprintf("%.0f", v) },
+	"f1": func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"f2": func(v float64) string { return fmt.Sprintf("%.2f", v) },
+}
+
+// fragment parses a piece of the page's markup; text is the program's
+// (a constant), the data it is executed with may come from documents.
+func fragment(text string) *template.Template {
+	return template.Must(template.New("").Funcs(funcs).Parse(text))
+}
+
+// fragments caches the fragments written inline (page.h), by their text.
+var fragments sync.Map
+
+// render executes t with data.
+func (p *page) render(t *template.Template, data any) template.HTML {
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		if p.err == nil {
+			p.err = err
+		}
+		return ""
+	}
+	return template.HTML(b.String())
+}
+
+// h appends the fragment of text, executed with data, to the body.
+func (p *page) h(text string, data any) {
+	t, ok := fragments.Load(text)
+	if !ok {
+		t, _ = fragments.LoadOrStore(text, fragment(text))
+	}
+	p.body.WriteString(string(p.render(t.(*template.Template), data)))
+}
 
 // section opens a document's section and lists it in the contents.
 func (p *page) section(title, extra string) {
@@ -321,7 +360,7 @@ func (p *page) section(title, extra string) {
 	if p.title == "" {
 		p.title = title
 	}
-	p.w(`<section class="doc" id="%s" aria-labelledby="%s-h"><h2 id="%s-h">%s</h2>`, id, id, id, esc(title))
+	p.h(`<section class="doc" id="{{.ID}}" aria-labelledby="{{.ID}}-h"><h2 id="{{.ID}}-h">{{.Text}}</h2>`, tocEntry{ID: id, Text: title})
 }
 
 func (p *page) document(d *Document) {
@@ -339,7 +378,7 @@ func (p *page) document(d *Document) {
 	case d.Cluster != nil:
 		p.clusterDoc(d)
 	}
-	p.w(`</section>`)
+	p.h(`</section>`, nil)
 }
 
 // commandLine shows argv as a shell would take it back.
@@ -352,14 +391,13 @@ func commandLine(argv []string) string {
 
 // facts writes a definition list of label/value pairs, skipping empty values.
 func (p *page) facts(pairs ...string) {
-	p.w(`<dl class="facts">`)
+	var kv [][2]string
 	for i := 0; i+1 < len(pairs); i += 2 {
-		if pairs[i+1] == "" {
-			continue
+		if pairs[i+1] != "" {
+			kv = append(kv, [2]string{pairs[i], pairs[i+1]})
 		}
-		p.w(`<dt>%s</dt><dd>%s</dd>`, esc(pairs[i]), esc(pairs[i+1]))
 	}
-	p.w(`</dl>`)
+	p.h(`<dl class="facts">{{range .}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl>`, kv)
 }
 
 func (p *page) hostFacts(h measure.HostInfo) {
@@ -373,13 +411,24 @@ func (p *page) hostFacts(h measure.HostInfo) {
 
 func (p *page) command(argv []string, fallback string) {
 	if cl := commandLine(argv); cl != "" {
-		p.w(`<p class="cmd">Command: <code>%s</code></p>`, esc(cl))
+		p.h(`<p class="cmd">Command: <code>{{.}}</code></p>`, cl)
 	} else if fallback != "" {
-		p.w(`<p class="cmd">Command: <code>%s</code> (the document does not record its exact command line)</p>`, esc(fallback))
+		p.h(`<p class="cmd">Command: <code>{{.}}</code> (the document does not record its exact command line)</p>`, fallback)
 	}
 }
 
-func (p *page) finish() string {
+// pageT is the page around the sections. The Content-Security-Policy
+// lets the page fetch nothing and run no script: only its own inline
+// style applies.
+var pageT = fragment(`<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">` +
+	`<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">` +
+	`<meta name="viewport" content="width=device-width, initial-scale=1"><meta name="color-scheme" content="light dark">` +
+	`<title>{{.Title}}</title><style>` + css + `</style></head><body><header><h1>{{.Title}}</h1>` +
+	`<p class="made">Made {{.Made}}{{with .Command}} by <code>{{.}}</code>{{end}}.</p>` +
+	`{{with .TOC}}<nav aria-label="Contents"><ol>{{range .}}<li><a href="#{{.ID}}">{{.Text}}</a>{{.Extra}}</li>{{end}}</ol></nav>{{end}}` +
+	`</header><main>{{.Body}}</main></body></html>`)
+
+func (p *page) finish() (string, error) {
 	title := p.opts.Title
 	if title == "" {
 		title = "ovpnperf report: " + p.title
@@ -387,28 +436,16 @@ func (p *page) finish() string {
 			title = fmt.Sprintf("ovpnperf report: %d documents", len(p.toc))
 		}
 	}
-	var s strings.Builder
-	s.WriteString(`<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">`)
-	// Nothing may be fetched: the page is complete in itself.
-	s.WriteString(`<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">`)
-	s.WriteString(`<meta name="viewport" content="width=device-width, initial-scale=1"><meta name="color-scheme" content="light dark">`)
-	fmt.Fprintf(&s, `<title>%s</title><style>%s</style></head><body><header><h1>%s</h1>`, esc(title), css, esc(title))
-	fmt.Fprintf(&s, `<p class="made">Made %s`, p.opts.Now.UTC().Format("2006-01-02 15:04 MST"))
-	if cl := commandLine(p.opts.Argv); cl != "" {
-		fmt.Fprintf(&s, ` by <code>%s</code>`, esc(cl))
-	}
-	s.WriteString(`.</p>`)
+	v := struct {
+		Title, Made, Command string
+		TOC                  []tocEntry
+		Body                 template.HTML
+	}{Title: title, Made: p.opts.Now.UTC().Format("2006-01-02 15:04 MST"), Command: commandLine(p.opts.Argv), Body: template.HTML(p.body.String())}
 	if len(p.toc) > 1 {
-		s.WriteString(`<nav aria-label="Contents"><ol>`)
-		for _, t := range p.toc {
-			fmt.Fprintf(&s, `<li><a href="#%s">%s</a>%s</li>`, t.id, esc(t.text), esc(t.extra))
-		}
-		s.WriteString(`</ol></nav>`)
+		v.TOC = p.toc
 	}
-	s.WriteString(`</header><main>`)
-	s.WriteString(p.body.String())
-	s.WriteString(`</main></body></html>`)
-	return s.String()
+	out := p.render(pageT, v)
+	return string(out), p.err
 }
 
 // sortedKeys returns a map's keys in order.
@@ -454,7 +491,7 @@ path.line{fill:none;stroke-width:1.8}path.s0{stroke:var(--c0)}path.s1{stroke:var
 circle.s0{fill:var(--c0)}circle.s1{fill:var(--c1)}circle.s2{fill:var(--c2)}circle.s3{fill:var(--c3)}circle.s4{fill:var(--c4)}circle.s5{fill:var(--c5)}
 path.ceil,line.ceil{stroke-dasharray:6 4;stroke-width:1.5}
 circle.hollow{fill:var(--bg);stroke-width:1.3}circle.hollow.s0{stroke:var(--c0)}circle.hollow.s1{stroke:var(--c1)}circle.hollow.s2{stroke:var(--c2)}
-.verdict{font-weight:600}.v-confirmed,.v-better{color:var(--ok)}.v-refuted,.v-worse{color:var(--bad)}.v-changed,.v-noise{color:var(--warn)}
+.verdict{font-weight:600}.v-confirmed,.v-better{color:var(--ok)}.v-refuted,.v-worse{color:var(--bad)}.v-changed,.v-noise,.v-cannot-tell{color:var(--warn)}
 .findings li{margin:.2rem 0}.invalid{color:var(--bad)}.muted{color:var(--muted)}
 nav ol{columns:2;font-size:.92rem}
 details summary{cursor:pointer;color:var(--muted)}

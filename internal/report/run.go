@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"html/template"
 	"math"
 	"strings"
 
@@ -115,7 +116,7 @@ func (p *page) network(rep *measure.Report, n measure.Network, findings []string
 	if n.Description != "" {
 		title += ": " + n.Description
 	}
-	p.w(`<h3>%s</h3>`, esc(title))
+	p.h(`<h3>{{.}}</h3>`, title)
 
 	// Bars: tunnel rows grouped by direction; the routed row of each
 	// direction is the reference line across its group.
@@ -183,26 +184,25 @@ func (p *page) network(rep *measure.Report, n measure.Network, findings []string
 				dirLabel(dir), measure.FormatMbpsSpread(measure.Summarize(routed.SamplesBps)), rv/maxTunnel))
 		}
 	}
-	p.w(`<div class="charts">`)
+	p.h(`<div class="charts">`, nil)
 	if len(bars) > 0 {
 		desc := fmt.Sprintf("Median throughput of each tunnel variant and direction on network %s, with a whisker from the slowest to the fastest sample; a dashed line marks the routed path without a tunnel.", n.Name)
 		if len(offScale) > 0 {
 			desc += " " + strings.Join(offScale, "; ") + "."
 		}
-		p.w(`<figure>%s`, hbarChart{Title: "Throughput on " + n.Name + " (median, min–max)", Desc: desc, Axis: "Throughput (Mbit/s)", Bars: bars, Refs: refs, Width: 660}.render(&p.ids))
-		p.w(`</figure>`)
+		p.h(`<figure>{{.}}</figure>`, hbarChart{Title: "Throughput on " + n.Name + " (median, min–max)", Desc: desc, Axis: "Throughput (Mbit/s)", Bars: bars, Refs: refs, Width: 660}.render(p))
 	}
 	if len(cpuBars) > 0 && anyCPU(cpuBars) {
-		p.w(`<figure>%s</figure>`, hbarChart{Title: "OpenVPN CPU per GB moved", Desc: "CPU-seconds the OpenVPN server and client processes spent per 10^9 bytes moved, stacked.",
-			Axis: "CPU-seconds per GB (CPU-s/GB)", Bars: cpuBars, Width: 440, Legend: [][2]string{{"s0", "server"}, {"s1", "client"}}}.render(&p.ids))
+		p.h(`<figure>{{.}}</figure>`, hbarChart{Title: "OpenVPN CPU per GB moved", Desc: "CPU-seconds the OpenVPN server and client processes spent per 10^9 bytes moved, stacked.",
+			Axis: "CPU-seconds per GB (CPU-s/GB)", Bars: cpuBars, Width: 440, Legend: [][2]string{{"s0", "server"}, {"s1", "client"}}}.render(p))
 	}
 	if pb := ppsBars(rows); len(pb) > 0 {
-		p.w(`<figure>%s</figure>`, hbarChart{Title: "Packets per second on " + n.Name, Desc: "Median packets per second of each row that counted packets, with min–max; a diamond marks a published figure.",
-			Axis: "Packets per second (pps)", Bars: pb, Width: 640}.render(&p.ids))
+		p.h(`<figure>{{.}}</figure>`, hbarChart{Title: "Packets per second on " + n.Name, Desc: "Median packets per second of each row that counted packets, with min–max; a diamond marks a published figure.",
+			Axis: "Packets per second (pps)", Bars: pb, Width: 640}.render(p))
 	}
-	p.w(`</div>`)
+	p.h(`</div>`, nil)
 	if len(offScale) > 0 {
-		p.w(`<p class="muted">No reference line: %s.</p>`, esc(strings.Join(offScale, "; ")))
+		p.h(`<p class="muted">No reference line: {{.}}.</p>`, strings.Join(offScale, "; "))
 	}
 	p.rowTable(rows)
 	var mine []string
@@ -212,11 +212,7 @@ func (p *page) network(rep *measure.Report, n measure.Network, findings []string
 		}
 	}
 	if len(mine) > 0 {
-		p.w(`<h4>Findings</h4><ul class="findings">`)
-		for _, f := range mine {
-			p.w(`<li>%s</li>`, esc(f))
-		}
-		p.w(`</ul>`)
+		p.h(`<h4>Findings</h4><ul class="findings">{{range .}}<li>{{.}}</li>{{end}}</ul>`, mine)
 	}
 	p.intervalSeries(n.Name, rows)
 }
@@ -254,36 +250,40 @@ func directionsOf(rows []measure.Row) []string {
 
 // rowTable is the text alternative of the charts: every figure they draw.
 func (p *page) rowTable(rows []measure.Row) {
-	p.w(`<table class="rows"><caption class="muted">Figures of the charts above</caption><thead><tr><th>Variant</th><th>Direction</th><th>Proto</th><th class="num">Median (Mbit/s)</th><th class="num">Min–max (Mbit/s)</th><th class="num">Samples</th><th class="num">Of routed</th><th>CPU-s/GB</th><th>Cipher</th><th>Notes</th></tr></thead><tbody>`)
+	type rowView struct {
+		Variant, Direction, Proto, Median, Min, Max, Ratio, CPU, Cipher string
+		Samples                                                         int
+		Invalid                                                         bool
+		Error                                                           string
+		Extras                                                          []string
+	}
+	var views []rowView
 	for _, r := range rows {
 		ratio := "-"
 		if r.RatioToRouted > 0 {
 			ratio = fmt.Sprintf("%.0f%%", 100*r.RatioToRouted)
-		}
-		notes := ""
-		if !r.Valid {
-			notes = `<span class="invalid">invalid: ` + esc(r.Error) + `</span>`
 		}
 		var extras []string
 		for _, k := range sortedKeys(r.Extra) {
 			// Scalars only: lists and logs would drown the table.
 			switch v := r.Extra[k].(type) {
 			case float64:
-				extras = append(extras, esc(fmt.Sprintf("%s=%.4g", k, v)))
+				extras = append(extras, fmt.Sprintf("%s=%.4g", k, v))
 			case string, bool:
 				if t := fmt.Sprint(v); len(t) <= 80 {
-					extras = append(extras, esc(k+"="+t))
+					extras = append(extras, k+"="+t)
 				}
 			}
 		}
-		if len(extras) > 0 {
-			notes += fmt.Sprintf(`<details><summary>%d more figures</summary>%s</details>`, len(extras), strings.Join(extras, "<br>"))
-		}
-		p.w(`<tr><td>%s</td><td>%s</td><td>%s</td><td class="num">%s</td><td class="num">%s–%s</td><td class="num">%d</td><td class="num">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
-			esc(r.Variant), esc(dirLabel(r.Direction)), esc(r.Proto), measure.FormatMbps(r.MedianBps), measure.FormatMbps(r.MinBps), measure.FormatMbps(r.MaxBps),
-			len(r.SamplesBps), ratio, esc(measure.FormatCPUPerGB(r.CPUSecondsPerGB)), esc(r.Cipher), notes)
+		views = append(views, rowView{Variant: r.Variant, Direction: dirLabel(r.Direction), Proto: r.Proto,
+			Median: measure.FormatMbps(r.MedianBps), Min: measure.FormatMbps(r.MinBps), Max: measure.FormatMbps(r.MaxBps),
+			Samples: len(r.SamplesBps), Ratio: ratio, CPU: measure.FormatCPUPerGB(r.CPUSecondsPerGB), Cipher: r.Cipher,
+			Invalid: !r.Valid, Error: r.Error, Extras: extras})
 	}
-	p.w(`</tbody></table>`)
+	p.h(`<table class="rows"><caption class="muted">Figures of the charts above</caption><thead><tr><th>Variant</th><th>Direction</th><th>Proto</th><th class="num">Median (Mbit/s)</th><th class="num">Min–max (Mbit/s)</th><th class="num">Samples</th><th class="num">Of routed</th><th>CPU-s/GB</th><th>Cipher</th><th>Notes</th></tr></thead><tbody>`+
+		`{{range .}}<tr><td>{{.Variant}}</td><td>{{.Direction}}</td><td>{{.Proto}}</td><td class="num">{{.Median}}</td><td class="num">{{.Min}}–{{.Max}}</td><td class="num">{{.Samples}}</td><td class="num">{{.Ratio}}</td><td>{{.CPU}}</td><td>{{.Cipher}}</td>`+
+		`<td>{{if .Invalid}}<span class="invalid">invalid: {{.Error}}</span>{{end}}{{with .Extras}}<details><summary>{{len .}} more figures</summary>{{range $i, $e := .}}{{if $i}}<br>{{end}}{{$e}}{{end}}</details>{{end}}</td></tr>{{end}}`+
+		`</tbody></table>`, views)
 }
 
 // intervalSeries draws, per row, each sample's iperf3 intervals.
@@ -293,10 +293,10 @@ func (p *page) intervalSeries(network string, rows []measure.Row) {
 		any = any || len(r.Samples) > 0
 	}
 	if !any {
-		p.w(`<p class="muted">No per-interval figures: this document predates schema %s.</p>`, esc(measure.Schema))
+		p.h(`<p class="muted">No per-interval figures: this document predates schema {{.}}.</p>`, measure.Schema)
 		return
 	}
-	p.w(`<h4>Each sample, second by second</h4><p class="muted">iperf3's interval reports of every sample (one line per sample; hollow points are the warm-up left out of the figures). A stall or a late emulator shows as a dip.</p><div class="series-grid">`)
+	p.h(`<h4>Each sample, second by second</h4><p class="muted">iperf3's interval reports of every sample (one line per sample; hollow points are the warm-up left out of the figures). A stall or a late emulator shows as a dip.</p><div class="series-grid">`, nil)
 	for _, r := range rows {
 		if len(r.Samples) == 0 {
 			continue
@@ -328,34 +328,43 @@ func (p *page) intervalSeries(network string, rows []measure.Row) {
 			desc = append(desc, fmt.Sprintf("sample %d: %s Mbit/s", i+1, strings.Join(vals, ", ")))
 		}
 		title := fmt.Sprintf("%s %s %s", network, r.Variant, dirLabel(r.Direction))
-		p.w(`<div class="series" data-variant="%s" data-direction="%s">%s</div>`, esc(r.Variant), esc(r.Direction),
-			lineChart{Title: title, Desc: "Throughput per interval, " + strings.Join(desc, "; ") + ".", XAxis: "Time, warm-up included (s)", YAxis: "Mbit/s",
-				Series: ss, Width: 270, Height: 180, Legend: len(ss) > 1}.render(&p.ids))
+		p.h(`<div class="series" data-variant="{{.Variant}}" data-direction="{{.Direction}}">{{.Chart}}</div>`, struct {
+			Variant, Direction string
+			Chart              template.HTML
+		}{r.Variant, r.Direction, lineChart{Title: title, Desc: "Throughput per interval, " + strings.Join(desc, "; ") + ".", XAxis: "Time, warm-up included (s)", YAxis: "Mbit/s",
+			Series: ss, Width: 270, Height: 180, Legend: len(ss) > 1}.render(p)})
 	}
-	p.w(`</div>`)
+	p.h(`</div>`, nil)
 }
 
 // verdicts writes a recipe's claims and outcomes.
 func (p *page) verdicts(rep *measure.Report) {
-	p.w(`<h3>Verdicts</h3><table class="verdicts"><thead><tr><th>Claim</th><th>Outcome</th><th>Because</th></tr></thead><tbody>`)
+	type verdictView struct{ Claim, Class, Outcome, Reason string }
+	var vs []verdictView
 	for _, v := range rep.Verdicts {
-		p.w(`<tr><td>%s</td><td class="verdict v-%s">%s</td><td>%s</td></tr>`, esc(v.Claim), esc(strings.ReplaceAll(string(v.Outcome), " ", "-")), esc(string(v.Outcome)), esc(v.Reason))
+		vs = append(vs, verdictView{v.Claim, strings.ReplaceAll(string(v.Outcome), " ", "-"), string(v.Outcome), v.Reason})
 	}
-	p.w(`</tbody></table>`)
+	p.h(`<h3>Verdicts</h3><table class="verdicts"><thead><tr><th>Claim</th><th>Outcome</th><th>Because</th></tr></thead><tbody>`+
+		`{{range .}}<tr><td>{{.Claim}}</td><td class="verdict v-{{.Class}}">{{.Outcome}}</td><td>{{.Reason}}</td></tr>{{end}}</tbody></table>`, vs)
 }
 
 // published writes the rows that have a published figure beside today's.
 func (p *page) published(rep *measure.Report) {
-	p.w(`<h3>Published and measured</h3><table class="published"><thead><tr><th>Network</th><th>Variant</th><th>Direction</th><th class="num">Published (Mbit/s)</th><th class="num">Measured median (min–max, Mbit/s)</th><th class="num">Measured / published</th></tr></thead><tbody>`)
+	type pubView struct {
+		Network, Variant, Direction, Published, Measured string
+		Ratio                                            float64
+	}
+	var rows []pubView
 	for _, r := range rep.Rows {
 		if r.PublishedBps <= 0 {
 			continue
 		}
-		p.w(`<tr><td>%s</td><td>%s</td><td>%s</td><td class="num">%s</td><td class="num">%s</td><td class="num">×%.2f</td></tr>`,
-			esc(r.Network), esc(r.Variant), esc(dirLabel(r.Direction)), measure.FormatMbps(r.PublishedBps),
-			measure.FormatMbpsSpread(measure.Summarize(r.SamplesBps)), r.MedianBps/r.PublishedBps)
+		rows = append(rows, pubView{r.Network, r.Variant, dirLabel(r.Direction), measure.FormatMbps(r.PublishedBps),
+			measure.FormatMbpsSpread(measure.Summarize(r.SamplesBps)), r.MedianBps / r.PublishedBps})
 	}
-	p.w(`</tbody></table><p class="muted">In the throughput charts below, a diamond marks the published figure of a row.</p>`)
+	p.h(`<h3>Published and measured</h3><table class="published"><thead><tr><th>Network</th><th>Variant</th><th>Direction</th><th class="num">Published (Mbit/s)</th><th class="num">Measured median (min–max, Mbit/s)</th><th class="num">Measured / published</th></tr></thead><tbody>`+
+		`{{range .}}<tr><td>{{.Network}}</td><td>{{.Variant}}</td><td>{{.Direction}}</td><td class="num">{{.Published}}</td><td class="num">{{.Measured}}</td><td class="num">×{{f2 .Ratio}}</td></tr>{{end}}`+
+		`</tbody></table><p class="muted">In the throughput charts below, a diamond marks the published figure of a row.</p>`, rows)
 }
 
 // ppsBars draws the rows whose recipe counted packets (Extra pps_median,

@@ -2,8 +2,9 @@ package report
 
 import (
 	"fmt"
-	"html"
+	"html/template"
 	"math"
+	"regexp"
 	"strings"
 )
 
@@ -14,9 +15,6 @@ import (
 // and print; text uses currentColor. Every chart carries <title> and
 // <desc> and role="img", and the page puts a table with the same figures
 // beside it, which is the text alternative.
-
-// esc escapes text for HTML and SVG alike.
-func esc(s string) string { return html.EscapeString(s) }
 
 // chartID numbers the charts of one page, for aria-labelledby.
 type chartID struct{ n int }
@@ -36,7 +34,9 @@ type bar struct {
 	Class  string
 	// Note is printed after the bar.
 	Note string
-	// Data are data-* attributes on the bar, for tests and tools.
+	// Data are data-* attributes on the bar, for tests and tools. The
+	// keys are the program's (dataAttrs checks them), the values may
+	// come from documents.
 	Data map[string]string
 	// Gap puts extra space above the row (a new group).
 	Gap bool
@@ -77,8 +77,64 @@ const (
 	legendRowH = 18
 )
 
-// render writes the chart as an SVG element.
-func (c hbarChart) render(ids *chartID) string {
+// dataAttr is one data-* attribute of a chart element.
+type dataAttr struct {
+	// Name follows "data-"; a program constant, checked by dataAttrs.
+	Name  template.HTMLAttr
+	Value string
+}
+
+var dataName = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
+// dataAttrs orders m's attributes by name. A name is the program's, never
+// a document's; one that is not a plain lower-case name is a bug, and
+// panics rather than reach the page.
+func dataAttrs(m map[string]string) []dataAttr {
+	var out []dataAttr
+	for _, k := range sortedKeys(m) {
+		if !dataName.MatchString(k) {
+			panic(fmt.Sprintf("report: data attribute name %q", k))
+		}
+		out = append(out, dataAttr{template.HTMLAttr(k), m[k]})
+	}
+	return out
+}
+
+// The charts' markup. Geometry is computed in Go and printed here with
+// one decimal; every text (labels, notes, titles) is escaped by
+// html/template for where it lands.
+var (
+	svgHead = `<svg class="chart" role="img" aria-labelledby="{{.ID}}-t {{.ID}}-d" viewBox="0 0 {{.W}} {{.H}}" width="{{.W}}" height="{{.H}}" xmlns="http://www.w3.org/2000/svg">` +
+		`<title id="{{.ID}}-t">{{.Title}}</title><desc id="{{.ID}}-d">{{.Desc}}</desc><text class="ctitle" x="0" y="16">{{.Title}}</text>`
+
+	hbarT = fragment(svgHead +
+		`{{range .Legend}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="12" height="12"/><text class="legend" x="{{.TX}}" y="{{.TY}}">{{.Name}}</text>{{end}}` +
+		`{{range .Ticks}}<line class="grid" x1="{{f1 .X}}" y1="{{.Y1}}" x2="{{f1 .X}}" y2="{{.Y2}}"/><text class="tick" x="{{f1 .X}}" y="{{.TY}}" text-anchor="middle">{{.Label}}</text>{{end}}` +
+		`<line class="axis" x1="{{.X0}}" y1="{{.Y}}" x2="{{.X1}}" y2="{{.Y}}"/><text class="axislabel" x="{{.AX}}" y="{{.AY}}" text-anchor="middle">{{.Axis}}</text>` +
+		`{{range .Bars}}<g class="bar"{{range .Data}} data-{{.Name}}="{{.Value}}"{{end}}>` +
+		`<text class="rowlabel" x="{{.LX}}" y="{{.TY}}" text-anchor="end">{{.Label}}</text>` +
+		`{{range .Parts}}<rect class="{{.Class}}" x="{{f1 .X}}" y="{{.Y}}" width="{{f1 .W}}" height="{{.H}}"><title>{{.Title}}</title></rect>{{end}}` +
+		`{{with .Rect}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="{{f1 .W}}" height="{{.H}}"><title>{{.Title}}</title></rect>{{end}}` +
+		`{{with .Whisker}}<path class="whisker" d="{{.}}"/>{{end}}` +
+		`{{with .Marker}}<path class="pub" d="{{.D}}"><title>published {{.Value}}</title></path>{{end}}` +
+		`<text class="note" x="{{.NX}}" y="{{.TY}}">{{.Note}}</text></g>{{end}}` +
+		`{{range .Refs}}<g class="refline"><line class="ref" x1="{{f1 .X}}" y1="{{.Y1}}" x2="{{f1 .X}}" y2="{{.Y2}}"/><text class="reflabel" x="{{f1 .X}}" y="{{.TY}}" text-anchor="middle">{{.Label}}</text></g>{{end}}` +
+		`</svg>`)
+
+	lineT = fragment(svgHead +
+		`{{range .Legend}}<line class="{{.Class}}" x1="{{.X}}" y1="{{.Y}}" x2="{{.X2}}" y2="{{.Y}}"/><text class="legend" x="{{.TX}}" y="{{.TY}}">{{.Name}}</text>{{end}}` +
+		`{{range .YTicks}}<line class="grid" x1="{{.X1}}" y1="{{f1 .Y}}" x2="{{.X2}}" y2="{{f1 .Y}}"/><text class="tick" x="{{.TX}}" y="{{f1 .TY}}" text-anchor="end">{{.Label}}</text>{{end}}` +
+		`{{range .XTicks}}<text class="tick" x="{{f1 .X}}" y="{{.Y}}" text-anchor="middle">{{.Label}}</text>{{end}}` +
+		`<line class="axis" x1="{{.Left}}" y1="{{.Bottom}}" x2="{{.Right}}" y2="{{.Bottom}}"/><line class="axis" x1="{{.Left}}" y1="{{.Top}}" x2="{{.Left}}" y2="{{.Bottom}}"/>` +
+		`<text class="axislabel" x="{{.XAX}}" y="{{.XAY}}" text-anchor="middle">{{.XAxis}}</text>` +
+		`<text class="axislabel" transform="translate(12 {{.YAY}}) rotate(-90)" text-anchor="middle">{{.YAxis}}</text>` +
+		`{{range .Series}}<g class="series" data-series="{{.Name}}">{{with .Path}}<path class="line {{.Class}}" d="{{.D}}"/>{{end}}` +
+		`{{range .Points}}<circle class="{{.Class}}" cx="{{f1 .X}}" cy="{{f1 .Y}}" r="2.5"/>{{end}}</g>{{end}}` +
+		`</svg>`)
+)
+
+// render draws the chart as an SVG element.
+func (c hbarChart) render(p *page) template.HTML {
 	w := c.Width
 	if w == 0 {
 		w = 640
@@ -119,68 +175,88 @@ func (c hbarChart) render(ids *chartID) string {
 	x0, x1 := labelW, w-noteW
 	sx := func(v float64) float64 { return float64(x0) + (v/top2)*float64(x1-x0) }
 
-	id := ids.next()
-	var s strings.Builder
-	fmt.Fprintf(&s, `<svg class="chart" role="img" aria-labelledby="%s-t %s-d" viewBox="0 0 %d %d" width="%d" height="%d" xmlns="http://www.w3.org/2000/svg">`, id, id, w, h, w, h)
-	fmt.Fprintf(&s, `<title id="%s-t">%s</title><desc id="%s-d">%s</desc>`, id, esc(c.Title), id, esc(c.Desc))
-	fmt.Fprintf(&s, `<text class="ctitle" x="0" y="16">%s</text>`, esc(c.Title))
-	if len(c.Legend) > 0 {
-		lx := x0
-		for _, l := range c.Legend {
-			fmt.Fprintf(&s, `<rect class="%s" x="%d" y="%d" width="12" height="12"/><text class="legend" x="%d" y="%d">%s</text>`, l[0], lx, titleH+2, lx+16, titleH+12, esc(l[1]))
-			lx += 24 + 7*len(l[1])
-		}
+	type legend struct {
+		Class, Name  string
+		X, Y, TX, TY int
 	}
-	// Grid and axis.
+	type tick struct {
+		X          float64
+		Y1, Y2, TY int
+		Label      string
+	}
+	type rect struct {
+		Class, Title string
+		X, Y, H      int
+		W            float64
+	}
+	type partRect struct {
+		Class, Title string
+		X, W         float64
+		Y, H         int
+	}
+	type marker struct{ D, Value string }
+	type barView struct {
+		Data        []dataAttr
+		Label, Note string
+		LX, NX, TY  int
+		Parts       []partRect
+		Rect        *rect
+		Whisker     string
+		Marker      *marker
+	}
+	type ref struct {
+		X          float64
+		Y1, Y2, TY int
+		Label      string
+	}
+	v := struct {
+		ID                string
+		W, H              int
+		Title, Desc, Axis string
+		Legend            []legend
+		Ticks             []tick
+		X0, X1, Y, AX, AY int
+		Bars              []barView
+		Refs              []ref
+	}{ID: p.ids.next(), W: w, H: h, Title: c.Title, Desc: c.Desc, Axis: c.Axis, X0: x0, X1: x1, Y: y, AX: (x0 + x1) / 2, AY: y + 34}
+	lx := x0
+	for _, l := range c.Legend {
+		v.Legend = append(v.Legend, legend{Class: l[0], Name: l[1], X: lx, Y: titleH + 2, TX: lx + 16, TY: titleH + 12})
+		lx += 24 + 7*len(l[1])
+	}
 	for _, t := range ticks {
-		x := sx(t)
-		fmt.Fprintf(&s, `<line class="grid" x1="%.1f" y1="%d" x2="%.1f" y2="%d"/>`, x, top, x, y)
-		fmt.Fprintf(&s, `<text class="tick" x="%.1f" y="%d" text-anchor="middle">%s</text>`, x, y+14, fmtTick(t))
+		v.Ticks = append(v.Ticks, tick{X: sx(t), Y1: top, Y2: y, TY: y + 14, Label: fmtTick(t)})
 	}
-	fmt.Fprintf(&s, `<line class="axis" x1="%d" y1="%d" x2="%d" y2="%d"/>`, x0, y, x1, y)
-	fmt.Fprintf(&s, `<text class="axislabel" x="%d" y="%d" text-anchor="middle">%s</text>`, (x0+x1)/2, y+34, esc(c.Axis))
 	for i, b := range c.Bars {
 		by := ys[i]
-		var data strings.Builder
-		for _, k := range sortedKeys(b.Data) {
-			fmt.Fprintf(&data, ` data-%s="%s"`, k, esc(b.Data[k]))
-		}
-		fmt.Fprintf(&s, `<g class="bar"%s>`, data.String())
-		fmt.Fprintf(&s, `<text class="rowlabel" x="%d" y="%d" text-anchor="end">%s</text>`, x0-6, by+15, esc(b.Label))
+		bv := barView{Data: dataAttrs(b.Data), Label: b.Label, Note: b.Note, LX: x0 - 6, NX: x1 + 6, TY: by + 15}
 		if len(b.Parts) > 0 {
 			at := 0.0
-			for _, p := range b.Parts {
-				fmt.Fprintf(&s, `<rect class="%s" x="%.1f" y="%d" width="%.1f" height="%d"><title>%s</title></rect>`,
-					p.Class, sx(at), by+3, math.Max(sx(at+p.Value)-sx(at), 0.5), rowH-6, esc(p.Name))
-				at += p.Value
+			for _, pt := range b.Parts {
+				bv.Parts = append(bv.Parts, partRect{Class: pt.Class, Title: pt.Name, X: sx(at), Y: by + 3, W: math.Max(sx(at+pt.Value)-sx(at), 0.5), H: rowH - 6})
+				at += pt.Value
 			}
 		} else {
-			fmt.Fprintf(&s, `<rect class="%s" x="%d" y="%d" width="%.1f" height="%d"><title>%s</title></rect>`,
-				b.Class, x0, by+3, math.Max(sx(b.Value)-float64(x0), 0.5), rowH-6, esc(b.Label+": "+b.Note))
+			bv.Rect = &rect{Class: b.Class, Title: b.Label + ": " + b.Note, X: x0, Y: by + 3, W: math.Max(sx(b.Value)-float64(x0), 0.5), H: rowH - 6}
 		}
 		if b.Max > b.Min {
 			mid := by + rowH/2
-			fmt.Fprintf(&s, `<path class="whisker" d="M%.1f %dV%dM%.1f %dH%.1fM%.1f %dV%d"/>`,
-				sx(b.Min), mid-5, mid+5, sx(b.Min), mid, sx(b.Max), sx(b.Max), mid-5, mid+5)
+			bv.Whisker = fmt.Sprintf("M%.1f %dV%dM%.1f %dH%.1fM%.1f %dV%d", sx(b.Min), mid-5, mid+5, sx(b.Min), mid, sx(b.Max), sx(b.Max), mid-5, mid+5)
 		}
 		if b.Marker > 0 {
 			mx, my := sx(b.Marker), float64(by+rowH/2)
-			fmt.Fprintf(&s, `<path class="pub" d="M%.1f %.1fl6 6l-6 6l-6 -6z"><title>published %s</title></path>`, mx, my-6, fmtTick(b.Marker))
+			bv.Marker = &marker{D: fmt.Sprintf("M%.1f %.1fl6 6l-6 6l-6 -6z", mx, my-6), Value: fmtTick(b.Marker)}
 		}
-		fmt.Fprintf(&s, `<text class="note" x="%d" y="%d">%s</text>`, x1+6, by+15, esc(b.Note))
-		s.WriteString(`</g>`)
+		v.Bars = append(v.Bars, bv)
 	}
 	for _, r := range c.Refs {
 		if r.From < 0 || r.To >= len(ys) || r.From > r.To {
 			continue
 		}
-		x := sx(r.Value)
-		y1, y2 := ys[r.From], ys[r.To]+rowH
-		fmt.Fprintf(&s, `<g class="refline"><line class="ref" x1="%.1f" y1="%d" x2="%.1f" y2="%d"/><text class="reflabel" x="%.1f" y="%d" text-anchor="middle">%s</text></g>`,
-			x, y1-2, x, y2, x, y1-4, esc(r.Label))
+		y1 := ys[r.From]
+		v.Refs = append(v.Refs, ref{X: sx(r.Value), Y1: y1 - 2, Y2: ys[r.To] + rowH, TY: y1 - 4, Label: r.Label})
 	}
-	s.WriteString(`</svg>`)
-	return s.String()
+	return p.render(hbarT, v)
 }
 
 // series is one line of a line chart.
@@ -203,7 +279,7 @@ type lineChart struct {
 	Legend bool
 }
 
-func (c lineChart) render(ids *chartID) string {
+func (c lineChart) render(p *page) template.HTML {
 	w, h := c.Width, c.Height
 	if w == 0 {
 		w = 380
@@ -240,29 +316,54 @@ func (c lineChart) render(ids *chartID) string {
 	yt, ytop := niceTicks(maxY)
 	sx := func(v float64) float64 { return float64(left) + v/xtop*float64(w-left-right) }
 	sy := func(v float64) float64 { return float64(h-bottom) - v/ytop*float64(h-bottom-top) }
-	id := ids.next()
-	var s strings.Builder
-	fmt.Fprintf(&s, `<svg class="chart" role="img" aria-labelledby="%s-t %s-d" viewBox="0 0 %d %d" width="%d" height="%d" xmlns="http://www.w3.org/2000/svg">`, id, id, w, h, w, h)
-	fmt.Fprintf(&s, `<title id="%s-t">%s</title><desc id="%s-d">%s</desc>`, id, esc(c.Title), id, esc(c.Desc))
-	fmt.Fprintf(&s, `<text class="ctitle" x="0" y="16">%s</text>`, esc(c.Title))
+
+	type legendView struct {
+		Class, Name      string
+		X, X2, Y, TX, TY int
+	}
+	type yTick struct {
+		X1, X2, TX int
+		Y, TY      float64
+		Label      string
+	}
+	type xTick struct {
+		X     float64
+		Y     int
+		Label string
+	}
+	type point struct {
+		Class string
+		X, Y  float64
+	}
+	type path struct{ Class, D string }
+	type seriesView struct {
+		Name   string
+		Path   *path
+		Points []point
+	}
+	v := struct {
+		ID                        string
+		W, H                      int
+		Title, Desc, XAxis, YAxis string
+		Legend                    []legendView
+		YTicks                    []yTick
+		XTicks                    []xTick
+		Left, Right, Top, Bottom  int
+		XAX, XAY, YAY             int
+		Series                    []seriesView
+	}{ID: p.ids.next(), W: w, H: h, Title: c.Title, Desc: c.Desc, XAxis: c.XAxis, YAxis: c.YAxis,
+		Left: left, Right: w - right, Top: top, Bottom: h - bottom, XAX: (left + w - right) / 2, XAY: h - 6, YAY: (top + h - bottom) / 2}
 	for i, e := range legend {
 		sr := c.Series[i]
-		fmt.Fprintf(&s, `<line class="%s" x1="%d" y1="%d" x2="%d" y2="%d"/><text class="legend" x="%d" y="%d">%s</text>`,
-			sr.Class, e.x, e.y+7, e.x+14, e.y+7, e.x+18, e.y+11, esc(sr.Name))
+		v.Legend = append(v.Legend, legendView{Class: sr.Class, Name: sr.Name, X: e.x, X2: e.x + 14, Y: e.y + 7, TX: e.x + 18, TY: e.y + 11})
 	}
 	for _, t := range yt {
 		y := sy(t)
-		fmt.Fprintf(&s, `<line class="grid" x1="%d" y1="%.1f" x2="%d" y2="%.1f"/><text class="tick" x="%d" y="%.1f" text-anchor="end">%s</text>`,
-			left, y, w-right, y, left-4, y+4, fmtTick(t))
+		v.YTicks = append(v.YTicks, yTick{X1: left, X2: w - right, TX: left - 4, Y: y, TY: y + 4, Label: fmtTick(t)})
 	}
 	for _, t := range xt {
-		x := sx(t)
-		fmt.Fprintf(&s, `<text class="tick" x="%.1f" y="%d" text-anchor="middle">%s</text>`, x, h-bottom+14, fmtTick(t))
+		v.XTicks = append(v.XTicks, xTick{X: sx(t), Y: h - bottom + 14, Label: fmtTick(t)})
 	}
-	fmt.Fprintf(&s, `<line class="axis" x1="%d" y1="%d" x2="%d" y2="%d"/><line class="axis" x1="%d" y1="%d" x2="%d" y2="%d"/>`,
-		left, h-bottom, w-right, h-bottom, left, top, left, h-bottom)
-	fmt.Fprintf(&s, `<text class="axislabel" x="%d" y="%d" text-anchor="middle">%s</text>`, (left+w-right)/2, h-6, esc(c.XAxis))
-	fmt.Fprintf(&s, `<text class="axislabel" transform="translate(12 %d) rotate(-90)" text-anchor="middle">%s</text>`, (top+h-bottom)/2, esc(c.YAxis))
 	for _, sr := range c.Series {
 		var d strings.Builder
 		for i := range sr.X {
@@ -270,9 +371,9 @@ func (c lineChart) render(ids *chartID) string {
 				fmt.Fprintf(&d, "%s%.1f %.1f", map[bool]string{true: "M", false: "L"}[i == 0], sx(sr.X[i]), sy(sr.Y[i]))
 			}
 		}
-		fmt.Fprintf(&s, `<g class="series" data-series="%s">`, esc(sr.Name))
+		sv := seriesView{Name: sr.Name}
 		if !sr.Points {
-			fmt.Fprintf(&s, `<path class="line %s" d="%s"/>`, sr.Class, d.String())
+			sv.Path = &path{Class: sr.Class, D: d.String()}
 		}
 		for i := range sr.X {
 			if i >= len(sr.Y) {
@@ -282,12 +383,11 @@ func (c lineChart) render(ids *chartID) string {
 			if i < len(sr.Hollow) && sr.Hollow[i] {
 				cls += " hollow"
 			}
-			fmt.Fprintf(&s, `<circle class="%s" cx="%.1f" cy="%.1f" r="2.5"/>`, cls, sx(sr.X[i]), sy(sr.Y[i]))
+			sv.Points = append(sv.Points, point{Class: cls, X: sx(sr.X[i]), Y: sy(sr.Y[i])})
 		}
-		s.WriteString(`</g>`)
+		v.Series = append(v.Series, sv)
 	}
-	s.WriteString(`</svg>`)
-	return s.String()
+	return p.render(lineT, v)
 }
 
 // niceTicks returns tick values from 0 to a round top at or above max.

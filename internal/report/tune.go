@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/measure"
-	"github.com/ovpnperf/ovpnperf/internal/tune"
+	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 )
 
 // Candidate classes in the tune charts: the colour says what a candidate
@@ -38,11 +38,10 @@ func (p *page) tune(d *Document) {
 		"Search", fmt.Sprintf("%d rounds in %.0f s (budget %.0f s), %s", len(r.Steps), r.ElapsedSeconds, r.BudgetSeconds, r.Stopped),
 		"Advise's variant", adv, "Best", best, "Verdict", r.Verdict.Message, "File", d.File+" (schema "+d.Schema+")")
 	if r.Verdict.Found && len(r.Best.Server) > 0 {
-		p.w(`<p>Server lines: <code>%s</code>; client lines: <code>%s</code></p>`, esc(strings.Join(r.Best.Server, "; ")), esc(strings.Join(r.Best.Client, "; ")))
+		p.h(`<p>Server lines: <code>{{index . 0}}</code>; client lines: <code>{{index . 1}}</code></p>`, []string{strings.Join(r.Best.Server, "; "), strings.Join(r.Best.Client, "; ")})
 	}
 
-	p.w(`<h3>Search path</h3>`)
-	p.w(`<div class="charts">`)
+	p.h(`<h3>Search path</h3><div class="charts">`, nil)
 	for _, dir := range r.Directions {
 		var bars []bar
 		for si, st := range r.Steps {
@@ -73,19 +72,20 @@ func (p *page) tune(d *Document) {
 			refs = append(refs, refLine{Value: def.Other.Median / 1e6, From: 0, To: len(bars) - 1,
 				Label: fmt.Sprintf("default, all rounds: %s Mbit/s", fmtMbit(def.Other.Median))})
 		}
-		p.w(`<figure>%s</figure>`, hbarChart{Title: "Search path, " + dir,
+		p.h(`<figure>{{.}}</figure>`, hbarChart{Title: "Search path, " + dir,
 			Desc: fmt.Sprintf("Each round of the search (%d) and the candidates it measured %s: median throughput with min–max whiskers; the default, advise's variant and the best are marked.", len(r.Steps), dir),
 			Axis: "Throughput " + dir + " (Mbit/s)", Bars: bars, Refs: refs, Width: 550,
-			Legend: [][2]string{{tuneDefault, "default"}, {tuneAdvise, "advise"}, {tuneBest, "best"}, {tuneOther, "other"}}}.render(&p.ids))
+			Legend: [][2]string{{tuneDefault, "default"}, {tuneAdvise, "advise"}, {tuneBest, "best"}, {tuneOther, "other"}}}.render(p))
 	}
-	p.w(`</div>`)
+	p.h(`</div>`, nil)
 
 	// The same figures, with each round's decision.
-	p.w(`<table><caption class="muted">Rounds: throughput in Mbit/s, median (min–max) and number of samples</caption><thead><tr><th class="num">Round</th><th>Axis</th><th>Candidate</th><th>Variant</th><th>Proto</th>`)
-	for _, dir := range r.Directions {
-		p.w(`<th class="num">%s (Mbit/s)</th>`, esc(dir))
+	type roundRow struct {
+		Round                                int
+		Axis, Name, Variant, Proto, Decision string
+		Spreads                              []string
 	}
-	p.w(`<th>Decision</th></tr></thead><tbody>`)
+	var rows []roundRow
 	for _, st := range r.Steps {
 		for ci, c := range st.Candidates {
 			_, role := tuneClass(r, c.Name)
@@ -93,42 +93,57 @@ func (p *page) tune(d *Document) {
 			if role != "" {
 				name += " (" + role + ")"
 			}
-			p.w(`<tr><td class="num">%d</td><td>%s</td><td>%s</td><td><code>%s</code></td><td>%s</td>`, st.Round, esc(st.Axis), esc(name), esc(c.Variant), esc(c.Proto))
+			row := roundRow{Round: st.Round, Axis: st.Axis, Name: name, Variant: c.Variant, Proto: c.Proto}
 			for _, dir := range r.Directions {
-				p.w(`<td class="num">%s</td>`, esc(spreadMbit(c.Spread[dir])))
+				row.Spreads = append(row.Spreads, spreadMbit(c.Spread[dir]))
 			}
-			dec := ""
 			if ci == 0 {
-				dec = st.Decision
+				row.Decision = st.Decision
 				if !st.Complete {
-					dec += " (round incomplete)"
+					row.Decision += " (round incomplete)"
 				}
 				if len(st.Errors) > 0 {
-					dec += fmt.Sprintf(" (%d samples refused, listed below)", len(st.Errors))
+					row.Decision += fmt.Sprintf(" (%d samples refused, listed below)", len(st.Errors))
 				}
 			}
-			p.w(`<td>%s</td></tr>`, esc(dec))
+			rows = append(rows, row)
 		}
 	}
-	p.w(`</tbody></table>`)
-	var refused []string
+	type refusal struct {
+		Round int
+		Error string
+	}
+	var refused []refusal
 	for _, st := range r.Steps {
 		for _, e := range st.Errors {
-			refused = append(refused, fmt.Sprintf(`<li>round %d: %s</li>`, st.Round, esc(e)))
+			refused = append(refused, refusal{st.Round, e})
 		}
 	}
-	if len(refused) > 0 {
-		p.w(`<details><summary>Samples refused (%d)</summary><ul>%s</ul></details>`, len(refused), strings.Join(refused, ""))
-	}
+	p.h(`<table><caption class="muted">Rounds: throughput in Mbit/s, median (min–max) and number of samples</caption><thead><tr><th class="num">Round</th><th>Axis</th><th>Candidate</th><th>Variant</th><th>Proto</th>`+
+		`{{range .Directions}}<th class="num">{{.}} (Mbit/s)</th>{{end}}<th>Decision</th></tr></thead><tbody>`+
+		`{{range .Rows}}<tr><td class="num">{{.Round}}</td><td>{{.Axis}}</td><td>{{.Name}}</td><td><code>{{.Variant}}</code></td><td>{{.Proto}}</td>`+
+		`{{range .Spreads}}<td class="num">{{.}}</td>{{end}}<td>{{.Decision}}</td></tr>{{end}}</tbody></table>`+
+		`{{with .Refused}}<details><summary>Samples refused ({{len .}})</summary><ul>{{range .}}<li>round {{.Round}}: {{.Error}}</li>{{end}}</ul></details>{{end}}`,
+		struct {
+			Directions []string
+			Rows       []roundRow
+			Refused    []refusal
+		}{r.Directions, rows, refused})
 
-	p.w(`<h3>Best against the default and advise</h3><ul class="findings">`)
+	type vsDefault struct {
+		Dir, Best, Default, Beyond string
+		Ratio                      float64
+	}
+	type vsAdvise struct {
+		Dir, Best, Advise, Beyond, Closed, Finding string
+		Ratio                                      float64
+	}
+	var defs []vsDefault
+	var gaps []vsAdvise
 	for _, dir := range r.Directions {
 		if c, ok := r.VsDefault[dir]; ok {
-			p.w(`<li>%s: best %s vs default %s Mbit/s (×%.2f, %s)</li>`, esc(dir), esc(spreadMbit(c.Best)), esc(spreadMbit(c.Other)), c.Ratio, beyond(c.BeyondSpread))
+			defs = append(defs, vsDefault{dir, spreadMbit(c.Best), spreadMbit(c.Other), beyond(c.BeyondSpread), c.Ratio})
 		}
-	}
-	if !r.Advise.Available {
-		p.w(`<li>advise's gap: not tested here (%s)</li>`, esc(r.Advise.Note))
 	}
 	for _, dir := range r.Directions {
 		g, ok := r.VsAdvise[dir]
@@ -139,26 +154,30 @@ func (p *page) tune(d *Document) {
 		if len(g.ClosedBy) > 0 {
 			closed = strings.Join(g.ClosedBy, ", ")
 		}
-		p.w(`<li class="gap">%s: advise's gap ×%.2f: best %s vs advise %s Mbit/s (%s); axes where the best differs from advise: %s`,
-			esc(dir), g.Ratio, esc(spreadMbit(g.Best)), esc(spreadMbit(g.Other)), beyond(g.BeyondSpread), esc(closed))
-		if g.Finding != "" {
-			p.w(`. %s`, esc(g.Finding))
-		}
-		p.w(`</li>`)
+		gaps = append(gaps, vsAdvise{dir, spreadMbit(g.Best), spreadMbit(g.Other), beyond(g.BeyondSpread), closed, g.Finding, g.Ratio})
 	}
-	for _, f := range r.Findings {
-		p.w(`<li>%s</li>`, esc(f))
+	noAdvise := ""
+	if !r.Advise.Available {
+		noAdvise = r.Advise.Note
 	}
-	for _, n := range r.Notes {
-		p.w(`<li class="muted">note: %s</li>`, esc(n))
-	}
-	p.w(`</ul>`)
+	p.h(`<h3>Best against the default and advise</h3><ul class="findings">`+
+		`{{range .Defaults}}<li>{{.Dir}}: best {{.Best}} vs default {{.Default}} Mbit/s (×{{f2 .Ratio}}, {{.Beyond}})</li>{{end}}`+
+		`{{if not .Available}}<li>advise's gap: not tested here ({{.Note}})</li>{{end}}`+
+		`{{range .Gaps}}<li class="gap">{{.Dir}}: advise's gap ×{{f2 .Ratio}}: best {{.Best}} vs advise {{.Advise}} Mbit/s ({{.Beyond}}); axes where the best differs from advise: {{.Closed}}{{with .Finding}}. {{.}}{{end}}</li>{{end}}`+
+		`{{range .Findings}}<li>{{.}}</li>{{end}}{{range .Notes}}<li class="muted">note: {{.}}</li>{{end}}</ul>`,
+		struct {
+			Defaults        []vsDefault
+			Available       bool
+			Note            string
+			Gaps            []vsAdvise
+			Findings, Notes []string
+		}{defs, r.Advise.Available, noAdvise, gaps, r.Findings, r.Notes})
 }
 
 // tuneClass says what a candidate is to the search: the best (which may
 // also be the default or advise's variant, and then says so), advise's
 // variant, the default. The colour follows the first of these.
-func tuneClass(r *tune.Result, name string) (class, role string) {
+func tuneClass(r *tunedoc.Result, name string) (class, role string) {
 	var roles []string
 	class = tuneOther
 	if name == r.Best.Name {

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ovpnperf/ovpnperf/internal/cluster"
+	"github.com/ovpnperf/ovpnperf/internal/cluster/clusterdoc"
 	"github.com/ovpnperf/ovpnperf/internal/tune"
+	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 )
 
 // strict decodes a testdata file into v refusing unknown keys, and checks
@@ -43,25 +44,25 @@ func strict(t *testing.T, file string, v any) {
 
 func TestTuneAndClusterDocuments(t *testing.T) {
 	for _, f := range []string{"tune-blackhole.json", "tune-lossy.json"} {
-		var r tune.Result
+		var r tunedoc.Result
 		strict(t, f, &r)
 		// Recorded under version 2's first name, which readers still accept.
-		if r.Schema != tune.SchemaV2Legacy || len(r.Steps) == 0 {
+		if r.Schema != tunedoc.SchemaV2Legacy || len(r.Steps) == 0 {
 			t.Errorf("%s: schema %q, %d steps", f, r.Schema, len(r.Steps))
 		}
 	}
-	var st cluster.ClusterStatus
+	var st clusterdoc.Status
 	strict(t, "cluster-status.json", &st)
 
 	docs := load(t, "tune-blackhole.json")
 	docs = append(docs, load(t, "tune-lossy.json")...)
 	docs = append(docs, load(t, "cluster-status.json")...)
 	// The recorded status predates its schema key: recognised by its keys.
-	if docs[2].Schema != cluster.LegacyStatusSchema || docs[2].Cluster == nil || docs[0].Tune == nil || docs[0].Tune.Schema != tune.Schema {
+	if docs[2].Schema != clusterdoc.LegacyStatusSchema || docs[2].Cluster == nil || docs[0].Tune == nil || docs[0].Tune.Schema != tunedoc.Schema {
 		t.Fatalf("dispatch: %q %v %v", docs[2].Schema, docs[2].Cluster != nil, docs[0].Tune != nil)
 	}
 	// Today's `cluster status --json` names its schema.
-	st.Schema, st.Argv = cluster.StatusSchema, []string{"ovpnperf", "cluster", "status", "--json"}
+	st.Schema, st.Argv = clusterdoc.StatusSchema, []string{"ovpnperf", "cluster", "status", "--json"}
 	current, _ := json.Marshal(st)
 	if cur, err := Parse("current.json", current); err != nil || cur[0].Schema != ClusterSchema || cur[0].Cluster == nil {
 		t.Fatalf("current cluster status: %v %+v", err, cur)
@@ -94,10 +95,10 @@ func TestTuneAndClusterDocuments(t *testing.T) {
 }
 
 // TestClusterMarshalled: a status as serve's control socket encodes it
-// (cluster.ClusterStatus through encoding/json) is read back by report.
+// (clusterdoc.Status through encoding/json) is read back by report.
 func TestClusterMarshalled(t *testing.T) {
-	b, err := json.Marshal(cluster.ClusterStatus{ID: "ab12", OnePort: 1194, Backend: "iptables-nth",
-		Instances: []cluster.InstanceStatus{{Name: "u0", State: cluster.StateUp, Proto: "udp", Port: 1195, Clients: 3, BytesIn: 5e6, BytesOut: 7e6, Restarts: 6, CrashLoop: true, LastExit: "exit status 1"}}})
+	b, err := json.Marshal(clusterdoc.Status{ID: "ab12", OnePort: 1194, Backend: "iptables-nth",
+		Instances: []clusterdoc.Instance{{Name: "u0", State: clusterdoc.StateUp, Proto: "udp", Port: 1195, Clients: 3, BytesIn: 5e6, BytesOut: 7e6, Restarts: 6, CrashLoop: true, LastExit: "exit status 1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,12 +124,12 @@ func TestTuneV1Judged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs, err := Parse("v1.json", b)
+	docs, err := Reader{RejudgeTune: tune.Rejudge}.Parse("v1.json", b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := docs[0].Tune
-	if r == nil || r.Schema != tune.Schema || r.Verdict.Best != "advise" || !strings.Contains(r.Verdict.Message, "in every round") {
+	if r == nil || r.Schema != tunedoc.Schema || r.Verdict.Best != "advise" || !strings.Contains(r.Verdict.Message, "in every round") {
 		t.Fatalf("v1 document: %+v", r)
 	}
 }

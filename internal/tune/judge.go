@@ -40,17 +40,6 @@ import (
 // difference can be called beyond the spread (verdict.MinSamples).
 const MinSamples = verdict.MinSamples
 
-// Samples are one candidate's receiver rates per direction (bit/s).
-type Samples map[string][]float64
-
-// Outcomes of one direction in one round, as the JSON writes them.
-const (
-	OutcomeFaster = "faster beyond the spread"
-	OutcomeSlower = "slower beyond the spread"
-	OutcomeWithin = "within the spread"
-	OutcomeTooFew = "not judged: too few samples"
-)
-
 // compare judges one round in one direction: +1 when a is faster than b
 // beyond the spread, -1 when slower, 0 within the spread; judged is false
 // when either side has fewer than MinSamples samples.
@@ -144,66 +133,6 @@ func pairsOf(steps []Step, a, b string) []RoundPair {
 	return out
 }
 
-// RoundJudgement is one round's outcome per direction.
-type RoundJudgement struct {
-	Round   int               `json:"round"`
-	Outcome map[string]string `json:"outcome"`
-}
-
-// DirRecord counts a's rounds against b in one direction.
-type DirRecord struct {
-	Faster  int `json:"faster"`
-	Slower  int `json:"slower"`
-	Within  int `json:"within"`
-	Unjudge int `json:"not_judged"`
-	// Chose counts the judged rounds in which the search moved to a for
-	// its win there (RoundPair.Chose): judged, but not towards MinRounds.
-	Chose int `json:"chose"`
-}
-
-// Judged is the number of rounds that judged the direction.
-func (r DirRecord) Judged() int { return r.Faster + r.Slower + r.Within }
-
-// MinRounds is how many rounds must judge a direction before a win in
-// every one of them counts. One round is not enough: with 3 samples a
-// side, a candidate of the same speed as the other is faster beyond the
-// spread in 1 round of 20 by chance (one of the 20 equally likely orders
-// of the six samples puts all three of it above; 1 in 10 for either one
-// above the other), per direction and per candidate compared; two rounds
-// in a row bring that to 1 in 400. docs/evidence.md explains it.
-const MinRounds = 2
-
-// Fresh is the number of judged rounds other than those that chose a.
-func (r DirRecord) Fresh() int { return r.Judged() - r.Chose }
-
-// Won is true when the direction was faster in every round that judged
-// it, and at least MinRounds did besides the rounds that chose a.
-func (r DirRecord) Won() bool { return r.Fresh() >= MinRounds && r.Faster == r.Judged() }
-
-func (r DirRecord) String() string {
-	if r.Judged() == 0 {
-		return fmt.Sprintf("not judged: fewer than %d valid samples a side in all %d rounds", MinSamples, r.Unjudge)
-	}
-	s := fmt.Sprintf("faster beyond the spread in %d of %d judged rounds", r.Faster, r.Judged())
-	if r.Slower > 0 {
-		s += fmt.Sprintf(", slower in %d", r.Slower)
-	}
-	var notes []string
-	if r.Chose > 0 {
-		notes = append(notes, fmt.Sprintf("%d of them the round that chose it, which does not count", r.Chose))
-	}
-	if r.Faster == r.Judged() && r.Fresh() < MinRounds {
-		notes = append(notes, fmt.Sprintf("%d needed besides", MinRounds))
-	}
-	if r.Unjudge > 0 {
-		notes = append(notes, fmt.Sprintf("%d more with too few samples", r.Unjudge))
-	}
-	if len(notes) > 0 {
-		s += " (" + strings.Join(notes, "; ") + ")"
-	}
-	return s
-}
-
 // record judges a against b round by round.
 func record(pairs []RoundPair, dirs []string) (map[string]DirRecord, []RoundJudgement) {
 	recs := map[string]DirRecord{}
@@ -249,29 +178,6 @@ func beats(recs map[string]DirRecord, dirs []string) bool {
 		won = won || r.Won()
 	}
 	return won
-}
-
-// Verdict is the decision about the search's best against the defaults.
-type Verdict struct {
-	// Found is true only when the best beats the defaults by the rule over
-	// rounds (see the top of this file); then and only then a best other
-	// than the default is reported.
-	Found bool `json:"found"`
-	// Candidate is the search's best before this judgement (the last
-	// candidate it moved to; "default" when it never moved).
-	Candidate string `json:"candidate"`
-	// Best is the candidate reported as the best: Candidate, an earlier
-	// best or advise's variant that beats the default (Decide), or
-	// "default" when none does.
-	Best string `json:"best"`
-	// Message says it in one line, with the figures.
-	Message string `json:"message"`
-	// Reason says, when nothing beats the default, why not.
-	Reason string `json:"reason,omitempty"`
-	// Rule is the rule the verdict applies, in words.
-	Rule string `json:"rule"`
-	// Rounds are Candidate's outcomes against the default, round by round.
-	Rounds []RoundJudgement `json:"rounds,omitempty"`
 }
 
 // VerdictRule is the rule a Verdict applies, as the JSON states it.
@@ -339,29 +245,6 @@ func Decide(steps []Step, best string, others []string, dirs []string) Verdict {
 		v.Message = "nothing beats the default: " + v.Reason
 	}
 	return v
-}
-
-// Comparison is one candidate against another in one direction, from the
-// rounds that measured both.
-type Comparison struct {
-	// Best and Other are the samples of the rounds that measured both,
-	// pooled for display only: the judgement is round by round.
-	Best  measure.Spread `json:"best"`
-	Other measure.Spread `json:"other"`
-	// Ratio is the median of best/other over pairs of samples taken in
-	// the same round (sample i of one with sample i of the other, which
-	// the interleaving ran back to back); RatioMin and RatioMax are the
-	// pairs' range. 0 when no pair has a positive other.
-	Ratio    float64 `json:"ratio"`
-	RatioMin float64 `json:"ratio_min"`
-	RatioMax float64 `json:"ratio_max"`
-	Pairs    int     `json:"pairs"`
-	// Record counts the rounds: faster, slower, within, not judged.
-	Record DirRecord `json:"rounds"`
-	// BeyondSpread is true when best was faster beyond the spread in
-	// every round that judged this direction (Won: at least MinRounds
-	// besides the round that chose it).
-	BeyondSpread bool `json:"beyond_spread"`
 }
 
 // compareRounds compares a with b in direction d over the rounds in pairs.

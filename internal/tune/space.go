@@ -47,16 +47,6 @@ var directiveAxis = map[string]string{
 	"txqueuelen": AxisTxQueueLen, "fast-io": AxisFastIO, "dco": AxisDCO,
 }
 
-// Axis is one dimension of the search: the values it may take. A value is
-// a variant body (DIRECTIVE ARGS;…), "" for OpenVPN's default; on the proto
-// axis it is "udp" or "tcp".
-type Axis struct {
-	Name   string   `json:"name"`
-	Values []string `json:"values"`
-	// Fixed is true when --fix pinned the axis to its one value.
-	Fixed bool `json:"fixed,omitempty"`
-}
-
 // Candidate is one point of the search space.
 type Candidate struct {
 	Proto string

@@ -13,20 +13,9 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
+	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
 )
-
-// Schema names the JSON document Run's Result is written as.
-//
-// Version 2: the verdict and the comparisons are judged round by round
-// (ratio: median of pairs of samples of the same round; beyond_spread:
-// faster in every round that judged it); in version 1 they pooled the
-// samples of all rounds.
-const Schema = "ovpnperf/tune/v2"
-
-// SchemaV2Legacy is version 2's first name, in the style the other
-// documents did not use; readers accept it as Schema.
-const SchemaV2Legacy = "ovpnperf.tune/2"
 
 // Named is a candidate with the name its tunnel and rows carry.
 type Named struct {
@@ -76,83 +65,6 @@ type Options struct {
 	// Progress receives one line per round with the current best.
 	Progress io.Writer
 	Measure  MeasureFunc
-}
-
-// StepCandidate is one candidate's figures in one round.
-type StepCandidate struct {
-	Name    string                    `json:"name"`
-	Variant string                    `json:"variant"`
-	Proto   string                    `json:"proto"`
-	Samples Samples                   `json:"samples_bps"`
-	Spread  map[string]measure.Spread `json:"spread"`
-}
-
-// Step is one round of the search: what was measured and what it decided.
-type Step struct {
-	Round      int             `json:"round"`
-	Axis       string          `json:"axis"`
-	Incumbent  string          `json:"incumbent"`
-	Candidates []StepCandidate `json:"candidates"`
-	Decision   string          `json:"decision"`
-	Moved      bool            `json:"moved"`
-	// Noise is true when the axis was left because a value was faster by
-	// the medians but within the spread.
-	Noise    bool     `json:"noise"`
-	Errors   []string `json:"errors,omitempty"`
-	Seconds  float64  `json:"seconds"`
-	Complete bool     `json:"complete"`
-	// Best is the search's best after this round's decision.
-	Best string `json:"best"`
-}
-
-// Gap is advise's gap in one direction: best/advise.
-type Gap struct {
-	Comparison
-	// ClosedBy lists the axes where the best differs from advise's variant.
-	ClosedBy []string `json:"closed_by"`
-	Finding  string   `json:"finding,omitempty"`
-}
-
-// Best is the search's result.
-type Best struct {
-	Name    string `json:"name"`
-	Proto   string `json:"proto"`
-	Body    string `json:"body"`
-	Variant string `json:"variant"`
-	// Server and Client are config fragments; Sysctl the lines a machine
-	// needs for the buffers (when they exceed its rmem_max/wmem_max).
-	Server []string `json:"server"`
-	Client []string `json:"client"`
-	Sysctl []string `json:"sysctl,omitempty"`
-}
-
-// Result is a tune run, written as JSON (Schema).
-type Result struct {
-	Schema string `json:"schema"`
-	// Argv is the command line that produced the document.
-	Argv            []string              `json:"argv,omitempty"`
-	Path            lab.Path              `json:"path"`
-	PathDescription string                `json:"path_description"`
-	Directions      []string              `json:"directions"`
-	BudgetSeconds   float64               `json:"budget_seconds"`
-	ElapsedSeconds  float64               `json:"elapsed_seconds"`
-	Stopped         string                `json:"stopped"`
-	Advise          AdviseInfo            `json:"advise"`
-	Axes            []Axis                `json:"axes"`
-	Steps           []Step                `json:"steps"`
-	Best            Best                  `json:"best"`
-	Verdict         Verdict               `json:"verdict"`
-	VsDefault       map[string]Comparison `json:"vs_default"`
-	VsAdvise        map[string]Gap        `json:"vs_advise,omitempty"`
-	Findings        []string              `json:"findings"`
-	Notes           []string              `json:"notes,omitempty"`
-}
-
-// AdviseInfo says whether advise's variant took part.
-type AdviseInfo struct {
-	Available bool   `json:"available"`
-	Variant   string `json:"variant,omitempty"`
-	Note      string `json:"note"`
 }
 
 // Stop reasons.
@@ -467,30 +379,9 @@ func Rejudge(res *Result, best string) error {
 	return nil
 }
 
-// SchemaV1 names the first version of the document, whose verdict and
-// comparisons pooled the samples of all rounds.
-const SchemaV1 = "ovpnperf.tune/1"
-
 // UpgradeV1 judges a SchemaV1 document again by the round-by-round rules
-// (its rounds are the same) and makes it a Schema document. Version 1 did
-// not record the search's best when nothing beat the default; its message
-// named it ("the search's best, c3, is not faster …").
-func UpgradeV1(res *Result) error {
-	if res.Schema != SchemaV1 {
-		return fmt.Errorf("schema %q, want %q", res.Schema, SchemaV1)
-	}
-	best := "default"
-	switch {
-	case res.Verdict.Found:
-		best = res.Best.Name
-	case strings.HasPrefix(res.Verdict.Message, "nothing beats the default: the search's best, "):
-		rest := strings.TrimPrefix(res.Verdict.Message, "nothing beats the default: the search's best, ")
-		best, _, _ = strings.Cut(rest, ",")
-	}
-	res.Schema = Schema
-	res.Notes = append(res.Notes, "judged again by the round-by-round rules of "+Schema+" (recorded as "+SchemaV1+", which pooled the rounds)")
-	return Rejudge(res, best)
-}
+// (tunedoc.UpgradeV1 with Rejudge).
+func UpgradeV1(res *Result) error { return tunedoc.UpgradeV1(res, Rejudge) }
 
 // judgeResult fills res's judgement of best from res.Steps; cands maps
 // the names of the rounds to their candidates, advName names advise's

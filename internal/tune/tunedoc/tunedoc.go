@@ -1,0 +1,264 @@
+// Package tunedoc holds the document of `ovpnperf tune` (Result, schema
+// ovpnperf/tune/v2): the search's rounds, the verdict and the comparisons,
+// with the reader of older versions. Readers of the document (report)
+// import it instead of internal/tune, which runs the search; internal/tune
+// names these types too and judges the rounds.
+package tunedoc
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
+)
+
+// Schema names the JSON document a tune run (tune.Run) is written as.
+//
+// Version 2: the verdict and the comparisons are judged round by round
+// (ratio: median of pairs of samples of the same round; beyond_spread:
+// faster in every round that judged it); in version 1 they pooled the
+// samples of all rounds.
+const Schema = "ovpnperf/tune/v2"
+
+// SchemaV2Legacy is version 2's first name, in the style the other
+// documents did not use; readers accept it as Schema.
+const SchemaV2Legacy = "ovpnperf.tune/2"
+
+// StepCandidate is one candidate's figures in one round.
+type StepCandidate struct {
+	Name    string                    `json:"name"`
+	Variant string                    `json:"variant"`
+	Proto   string                    `json:"proto"`
+	Samples Samples                   `json:"samples_bps"`
+	Spread  map[string]measure.Spread `json:"spread"`
+}
+
+// Step is one round of the search: what was measured and what it decided.
+type Step struct {
+	Round      int             `json:"round"`
+	Axis       string          `json:"axis"`
+	Incumbent  string          `json:"incumbent"`
+	Candidates []StepCandidate `json:"candidates"`
+	Decision   string          `json:"decision"`
+	Moved      bool            `json:"moved"`
+	// Noise is true when the axis was left because a value was faster by
+	// the medians but within the spread.
+	Noise    bool     `json:"noise"`
+	Errors   []string `json:"errors,omitempty"`
+	Seconds  float64  `json:"seconds"`
+	Complete bool     `json:"complete"`
+	// Best is the search's best after this round's decision.
+	Best string `json:"best"`
+}
+
+// Gap is advise's gap in one direction: best/advise.
+type Gap struct {
+	Comparison
+	// ClosedBy lists the axes where the best differs from advise's variant.
+	ClosedBy []string `json:"closed_by"`
+	Finding  string   `json:"finding,omitempty"`
+}
+
+// Best is the search's result.
+type Best struct {
+	Name    string `json:"name"`
+	Proto   string `json:"proto"`
+	Body    string `json:"body"`
+	Variant string `json:"variant"`
+	// Server and Client are config fragments; Sysctl the lines a machine
+	// needs for the buffers (when they exceed its rmem_max/wmem_max).
+	Server []string `json:"server"`
+	Client []string `json:"client"`
+	Sysctl []string `json:"sysctl,omitempty"`
+}
+
+// Result is a tune run, written as JSON (Schema).
+type Result struct {
+	Schema string `json:"schema"`
+	// Argv is the command line that produced the document.
+	Argv            []string              `json:"argv,omitempty"`
+	Path            lab.Path              `json:"path"`
+	PathDescription string                `json:"path_description"`
+	Directions      []string              `json:"directions"`
+	BudgetSeconds   float64               `json:"budget_seconds"`
+	ElapsedSeconds  float64               `json:"elapsed_seconds"`
+	Stopped         string                `json:"stopped"`
+	Advise          AdviseInfo            `json:"advise"`
+	Axes            []Axis                `json:"axes"`
+	Steps           []Step                `json:"steps"`
+	Best            Best                  `json:"best"`
+	Verdict         Verdict               `json:"verdict"`
+	VsDefault       map[string]Comparison `json:"vs_default"`
+	VsAdvise        map[string]Gap        `json:"vs_advise,omitempty"`
+	Findings        []string              `json:"findings"`
+	Notes           []string              `json:"notes,omitempty"`
+}
+
+// AdviseInfo says whether advise's variant took part.
+type AdviseInfo struct {
+	Available bool   `json:"available"`
+	Variant   string `json:"variant,omitempty"`
+	Note      string `json:"note"`
+}
+
+// Samples are one candidate's receiver rates per direction (bit/s).
+type Samples map[string][]float64
+
+// Outcomes of one direction in one round, as the JSON writes them.
+const (
+	OutcomeFaster = "faster beyond the spread"
+	OutcomeSlower = "slower beyond the spread"
+	OutcomeWithin = "within the spread"
+	OutcomeTooFew = "not judged: too few samples"
+)
+
+// RoundJudgement is one round's outcome per direction.
+type RoundJudgement struct {
+	Round   int               `json:"round"`
+	Outcome map[string]string `json:"outcome"`
+}
+
+// DirRecord counts a's rounds against b in one direction.
+type DirRecord struct {
+	Faster  int `json:"faster"`
+	Slower  int `json:"slower"`
+	Within  int `json:"within"`
+	Unjudge int `json:"not_judged"`
+	// Chose counts the judged rounds in which the search moved to a for
+	// its win there (RoundPair.Chose): judged, but not towards MinRounds.
+	Chose int `json:"chose"`
+}
+
+// Judged is the number of rounds that judged the direction.
+func (r DirRecord) Judged() int { return r.Faster + r.Slower + r.Within }
+
+// MinRounds is how many rounds must judge a direction before a win in
+// every one of them counts. One round is not enough: with 3 samples a
+// side, a candidate of the same speed as the other is faster beyond the
+// spread in 1 round of 20 by chance (one of the 20 equally likely orders
+// of the six samples puts all three of it above; 1 in 10 for either one
+// above the other), per direction and per candidate compared; two rounds
+// in a row bring that to 1 in 400. docs/evidence.md explains it.
+const MinRounds = 2
+
+// Fresh is the number of judged rounds other than those that chose a.
+func (r DirRecord) Fresh() int { return r.Judged() - r.Chose }
+
+// Won is true when the direction was faster in every round that judged
+// it, and at least MinRounds did besides the rounds that chose a.
+func (r DirRecord) Won() bool { return r.Fresh() >= MinRounds && r.Faster == r.Judged() }
+
+func (r DirRecord) String() string {
+	if r.Judged() == 0 {
+		return fmt.Sprintf("not judged: fewer than %d valid samples a side in all %d rounds", verdict.MinSamples, r.Unjudge)
+	}
+	s := fmt.Sprintf("faster beyond the spread in %d of %d judged rounds", r.Faster, r.Judged())
+	if r.Slower > 0 {
+		s += fmt.Sprintf(", slower in %d", r.Slower)
+	}
+	var notes []string
+	if r.Chose > 0 {
+		notes = append(notes, fmt.Sprintf("%d of them the round that chose it, which does not count", r.Chose))
+	}
+	if r.Faster == r.Judged() && r.Fresh() < MinRounds {
+		notes = append(notes, fmt.Sprintf("%d needed besides", MinRounds))
+	}
+	if r.Unjudge > 0 {
+		notes = append(notes, fmt.Sprintf("%d more with too few samples", r.Unjudge))
+	}
+	if len(notes) > 0 {
+		s += " (" + strings.Join(notes, "; ") + ")"
+	}
+	return s
+}
+
+// Verdict is the decision about the search's best against the defaults.
+type Verdict struct {
+	// Found is true only when the best beats the defaults by the rule over
+	// rounds (see the top of this file); then and only then a best other
+	// than the default is reported.
+	Found bool `json:"found"`
+	// Candidate is the search's best before this judgement (the last
+	// candidate it moved to; "default" when it never moved).
+	Candidate string `json:"candidate"`
+	// Best is the candidate reported as the best: Candidate, an earlier
+	// best or advise's variant that beats the default (Decide), or
+	// "default" when none does.
+	Best string `json:"best"`
+	// Message says it in one line, with the figures.
+	Message string `json:"message"`
+	// Reason says, when nothing beats the default, why not.
+	Reason string `json:"reason,omitempty"`
+	// Rule is the rule the verdict applies, in words.
+	Rule string `json:"rule"`
+	// Rounds are Candidate's outcomes against the default, round by round.
+	Rounds []RoundJudgement `json:"rounds,omitempty"`
+}
+
+// Comparison is one candidate against another in one direction, from the
+// rounds that measured both.
+type Comparison struct {
+	// Best and Other are the samples of the rounds that measured both,
+	// pooled for display only: the judgement is round by round.
+	Best  measure.Spread `json:"best"`
+	Other measure.Spread `json:"other"`
+	// Ratio is the median of best/other over pairs of samples taken in
+	// the same round (sample i of one with sample i of the other, which
+	// the interleaving ran back to back); RatioMin and RatioMax are the
+	// pairs' range. 0 when no pair has a positive other.
+	Ratio    float64 `json:"ratio"`
+	RatioMin float64 `json:"ratio_min"`
+	RatioMax float64 `json:"ratio_max"`
+	Pairs    int     `json:"pairs"`
+	// Record counts the rounds: faster, slower, within, not judged.
+	Record DirRecord `json:"rounds"`
+	// BeyondSpread is true when best was faster beyond the spread in
+	// every round that judged this direction (Won: at least MinRounds
+	// besides the round that chose it).
+	BeyondSpread bool `json:"beyond_spread"`
+}
+
+// Axis is one dimension of the search: the values it may take. A value is
+// a variant body (DIRECTIVE ARGS;…), "" for OpenVPN's default; on the proto
+// axis it is "udp" or "tcp".
+type Axis struct {
+	Name   string   `json:"name"`
+	Values []string `json:"values"`
+	// Fixed is true when --fix pinned the axis to its one value.
+	Fixed bool `json:"fixed,omitempty"`
+}
+
+// SchemaV1 names the first version of the document, whose verdict and
+// comparisons pooled the samples of all rounds.
+const SchemaV1 = "ovpnperf.tune/1"
+
+// Rejudger fills res's judgement of best again from res.Steps alone
+// (tune.Rejudge).
+type Rejudger func(res *Result, best string) error
+
+// UpgradeV1 judges a SchemaV1 document again by the round-by-round rules
+// of rejudge (its rounds are the same) and makes it a Schema document.
+// Version 1 did not record the search's best when nothing beat the
+// default; its message named it ("the search's best, c3, is not faster …").
+func UpgradeV1(res *Result, rejudge Rejudger) error {
+	if res.Schema != SchemaV1 {
+		return fmt.Errorf("schema %q, want %q", res.Schema, SchemaV1)
+	}
+	if rejudge == nil {
+		return errors.New("a tune document of schema " + SchemaV1 + " needs judging again, and no judge was given")
+	}
+	best := "default"
+	switch {
+	case res.Verdict.Found:
+		best = res.Best.Name
+	case strings.HasPrefix(res.Verdict.Message, "nothing beats the default: the search's best, "):
+		rest := strings.TrimPrefix(res.Verdict.Message, "nothing beats the default: the search's best, ")
+		best, _, _ = strings.Cut(rest, ",")
+	}
+	res.Schema = Schema
+	res.Notes = append(res.Notes, "judged again by the round-by-round rules of "+Schema+" (recorded as "+SchemaV1+", which pooled the rounds)")
+	return rejudge(res, best)
+}
