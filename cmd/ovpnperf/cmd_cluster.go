@@ -364,6 +364,9 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 	}
 	startLog := &heldWriter{w: os.Stderr}
 	co.Log = slog.New(slog.NewTextHandler(startLog, nil))
+	// serve's process exists for the cluster: everything it and its
+	// OpenVPN processes create is private.
+	syscall.Umask(cluster.PrivateUmask)
 	c, err := cluster.Start(ctx, co)
 	if err != nil {
 		return err

@@ -96,7 +96,7 @@ func aggregateOnce(b *testing.B, instances, clients, seconds int) (mbit, cpuPerG
 		}()
 	}
 	wg.Wait()
-	time.Sleep(2 * cluster.PollInterval)
+	time.Sleep(2 * cluster.DefaultTiming().PollInterval)
 	cpu1 := 0.0
 	for _, s := range c.Status() {
 		cpu1 += s.CPUSeconds

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"log/slog"
 	"net"
@@ -17,11 +16,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -74,6 +74,9 @@ type Options struct {
 	// before anything is planned, and returns the base config (the built-in
 	// config writes its PKI into the cluster's directory).
 	Prepare func(dir string) (*openvpn.Config, error)
+	// Timing is the supervisor's restart and poll timing; zero fields
+	// take DefaultTiming's.
+	Timing Timing
 }
 
 // Cluster is a running cluster.
@@ -109,6 +112,36 @@ func (c *Cluster) Backend() string { return c.backend }
 // Specs returns the planned instances.
 func (c *Cluster) Specs() []Spec { return c.specs }
 
+// PrivateUmask is the umask of a process that starts a cluster (`cluster
+// serve` sets it in main): nothing the cluster or its OpenVPN processes
+// create is readable by group or others.
+const PrivateUmask = 0o077
+
+// checkPrivateUmask refuses to start in a process whose umask would let
+// group or others read what the cluster creates. Linux has no call that
+// reads the umask without setting it; /proc/self/status shows it.
+func checkPrivateUmask() error {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		v, ok := strings.CutPrefix(line, "Umask:")
+		if !ok {
+			continue
+		}
+		m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+		if err != nil {
+			return fmt.Errorf("cluster: reading the umask: /proc/self/status says %q", line)
+		}
+		if m&PrivateUmask != PrivateUmask {
+			return fmt.Errorf("cluster: the process umask is %04o; set umask %04o before starting a cluster (its files and sockets are private)", m, PrivateUmask)
+		}
+		return nil
+	}
+	return errors.New("cluster: /proc/self/status shows no Umask line (Linux 4.7 or later)")
+}
+
 // Start plans the instances, records and makes the cluster's resources and
 // starts the supervisors. It returns once every instance was started (not
 // necessarily up: see WaitUp).
@@ -132,11 +165,15 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if o.PortBase == 0 {
 		o.PortBase = 1195
 	}
+	o.Timing = o.Timing.withDefaults()
+	// Everything serve and its children create is private: configs, status
+	// files, sockets (OpenVPN creates its management socket with the
+	// umask). The umask is the process's, so its entry point sets it.
+	if err := checkPrivateUmask(); err != nil {
+		return nil, err
+	}
 	c := &Cluster{opts: o, id: o.ID, dir: Dir(o.ID), log: o.Log.With("cluster", o.ID),
 		draining: make(chan struct{}), stopReq: make(chan struct{})}
-	// Everything serve and its children create is private: configs, status
-	// files, sockets (OpenVPN creates its management socket with the umask).
-	syscall.Umask(0o077)
 	if err := os.MkdirAll(BaseDir, 0o755); err != nil {
 		return nil, err
 	}

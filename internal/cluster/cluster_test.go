@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary is the process that starts clusters, as serve is.
+	syscall.Umask(cluster.PrivateUmask)
 	if os.Getenv(helperEnv) != "" {
 		runServeHelper()
 		return
@@ -221,7 +224,7 @@ func TestOnePortEightClients(t *testing.T) {
 			}
 			// Sticky: after the pings, each client is still on the instance
 			// that gave it its address, connected once.
-			time.Sleep(2 * cluster.PollInterval)
+			time.Sleep(2 * cluster.DefaultTiming().PollInterval)
 			where := map[string]string{}
 			for _, s := range c.Status() {
 				if s.State != cluster.StateUp || s.Restarts != 0 {

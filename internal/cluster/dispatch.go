@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"log/slog"
 	"net"
@@ -21,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 )
 
 // Registry is the dispatcher's view of the instances. A running Cluster is
@@ -224,8 +225,10 @@ func (m *expiring[V]) put(key string, v V, now time.Time) {
 func (m *expiring[V]) len() int { return len(m.cur) + len(m.prev) }
 
 // PendingWindow is how long an assignment counts as a client of its
-// instance in least-loaded, until the management interface shows it.
-var PendingWindow = 10 * time.Second
+// instance in least-loaded, until the management interface shows it. A
+// constant, not a setting: every dispatcher sharing an etcd registry
+// counts the others' records (View.Record) over the same window.
+const PendingWindow = 10 * time.Second
 
 func (d *Dispatcher) allow(src string, now time.Time) bool {
 	if d.RatePerSec <= 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,18 +18,55 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
+// Timing is how the supervisor restarts and watches its instances
+// (Options.Timing); a zero field takes its value from DefaultTiming.
+//
 // Backoff of restarts: the first retry after FirstBackoff, doubling up to
 // MaxBackoff, back to FirstBackoff once an instance stayed up ResetAfter or
 // was killed from outside (killedFromOutside).
 // CrashLoopRestarts restarts within ResetAfter mark a crash loop.
-var (
-	FirstBackoff      = 100 * time.Millisecond
-	MaxBackoff        = 10 * time.Second
-	ResetAfter        = 60 * time.Second
-	CrashLoopRestarts = 5
-	ReadyTimeout      = 20 * time.Second
-	PollInterval      = 500 * time.Millisecond
-)
+type Timing struct {
+	FirstBackoff      time.Duration
+	MaxBackoff        time.Duration
+	ResetAfter        time.Duration
+	CrashLoopRestarts int
+	// ReadyTimeout bounds the wait for OpenVPN's "Initialization
+	// Sequence Completed"; PollInterval is how often the management
+	// interface is read once an instance is up.
+	ReadyTimeout time.Duration
+	PollInterval time.Duration
+}
+
+// DefaultTiming is the timing `cluster serve` runs with.
+func DefaultTiming() Timing {
+	return Timing{
+		FirstBackoff:      100 * time.Millisecond,
+		MaxBackoff:        10 * time.Second,
+		ResetAfter:        60 * time.Second,
+		CrashLoopRestarts: 5,
+		ReadyTimeout:      20 * time.Second,
+		PollInterval:      500 * time.Millisecond,
+	}
+}
+
+// withDefaults fills the zero fields of t from DefaultTiming.
+func (t Timing) withDefaults() Timing {
+	d := DefaultTiming()
+	pick := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	pick(&t.FirstBackoff, d.FirstBackoff)
+	pick(&t.MaxBackoff, d.MaxBackoff)
+	pick(&t.ResetAfter, d.ResetAfter)
+	pick(&t.ReadyTimeout, d.ReadyTimeout)
+	pick(&t.PollInterval, d.PollInterval)
+	if t.CrashLoopRestarts == 0 {
+		t.CrashLoopRestarts = d.CrashLoopRestarts
+	}
+	return t
+}
 
 // instance supervises one OpenVPN process.
 type instance struct {
@@ -93,25 +131,26 @@ func (c *Cluster) launcher() openvpn.Launcher {
 
 // run keeps the instance alive until ctx ends.
 func (in *instance) run(ctx context.Context) {
-	backoff := FirstBackoff
+	tm := in.c.opts.Timing
+	backoff := tm.FirstBackoff
 	var exitAt time.Time
 	for ctx.Err() == nil {
 		in.set(func(s *InstanceStatus) { s.State = StateStarting; s.Pid = 0 })
 		started := time.Now()
-		reason := in.once(ctx, exitAt)
+		reason, werr := in.once(ctx, exitAt)
 		if ctx.Err() != nil {
 			return
 		}
 		exitAt = time.Now()
 		up := exitAt.Sub(started)
-		if up >= ResetAfter || killedFromOutside(reason) {
-			backoff = FirstBackoff
+		if up >= tm.ResetAfter || killedFromOutside(werr) {
+			backoff = tm.FirstBackoff
 		}
 		in.mu.Lock()
 		in.exits = append(in.exits, exitAt)
 		recent := in.exits[:0]
 		for _, t := range in.exits {
-			if exitAt.Sub(t) < ResetAfter {
+			if exitAt.Sub(t) < tm.ResetAfter {
 				recent = append(recent, t)
 			}
 		}
@@ -128,7 +167,7 @@ func (in *instance) run(ctx context.Context) {
 		// The dead process's clients are gone (a --site route must not
 		// come back to this instance before they reconnect to it).
 		in.st.PerClient = nil
-		in.st.CrashLoop = len(recent) >= CrashLoopRestarts
+		in.st.CrashLoop = len(recent) >= tm.CrashLoopRestarts
 		crash := in.st.CrashLoop
 		in.mu.Unlock()
 		if crash {
@@ -141,21 +180,21 @@ func (in *instance) run(ctx context.Context) {
 			return
 		case <-time.After(backoff):
 		}
-		if !killedFromOutside(reason) {
-			backoff = min(backoff*2, MaxBackoff)
+		if !killedFromOutside(werr) {
+			backoff = min(backoff*2, tm.MaxBackoff)
 		}
 	}
 }
 
 // once starts the process, waits for it to be up, polls it and returns why
-// it ended.
-func (in *instance) once(ctx context.Context, exitAt time.Time) string {
+// it ended, and, when the process exited by itself, its Wait error.
+func (in *instance) once(ctx context.Context, exitAt time.Time) (string, error) {
 	c := in.c
 	// Sockets of a killed instance stay behind; OpenVPN cannot bind over them.
 	_ = os.Remove(in.spec.Management)
 	p, err := openvpn.StartWith(ctx, c.launcher(), in.spec.Config, c.dir, in.spec.Name)
 	if err != nil {
-		return "start: " + err.Error()
+		return "start: " + err.Error(), nil
 	}
 	pid := p.Pid()
 	ticks, _ := startTicks(pid)
@@ -179,11 +218,11 @@ func (in *instance) once(ctx context.Context, exitAt time.Time) string {
 			c.log.Warn("renice failed", "instance", in.spec.Name, "err", err)
 		}
 	}
-	stop := func(why string) string {
+	stop := func(why string) (string, error) {
 		_ = p.Stop()
-		return why
+		return why, nil
 	}
-	if err := p.WaitReady(ctx, ReadyTimeout); err != nil {
+	if err := p.WaitReady(ctx, c.opts.Timing.ReadyTimeout); err != nil {
 		if ctx.Err() != nil {
 			return stop("stopped")
 		}
@@ -213,7 +252,7 @@ func (in *instance) once(ctx context.Context, exitAt time.Time) string {
 	in.last.at, in.last.bytes = time.Time{}, 0
 	in.mu.Unlock()
 	c.log.Info("instance up", "instance", in.spec.Name, "pid", pid, "port", in.spec.Port, "cpu", in.spec.CPU)
-	tick := time.NewTicker(PollInterval)
+	tick := time.NewTicker(c.opts.Timing.PollInterval)
 	defer tick.Stop()
 	for {
 		in.poll(ctx, m, pid)
@@ -223,7 +262,7 @@ func (in *instance) once(ctx context.Context, exitAt time.Time) string {
 			if werr == nil {
 				werr = errors.New("exit status 0")
 			}
-			return werr.Error()
+			return werr.Error(), werr
 		case <-ctx.Done():
 			return stop("stopped")
 		case <-tick.C:
@@ -286,9 +325,16 @@ func procCPUSeconds(pid int) float64 {
 // killer or a fault test ended a healthy process. Backoff exists to keep a
 // process that fails by itself (bad config, port taken, a crash: exit
 // status or SIGSEGV/SIGABRT) from spinning; a killed instance is restarted
-// after FirstBackoff every time, and still counts towards the crash-loop
-// report.
-func killedFromOutside(reason string) bool { return reason == "signal: killed" }
+// after Timing.FirstBackoff every time, and still counts towards the
+// crash-loop report.
+func killedFromOutside(exit error) bool {
+	var ee *exec.ExitError
+	if !errors.As(exit, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
 
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

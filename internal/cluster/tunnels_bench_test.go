@@ -174,7 +174,7 @@ func tunnelsOnce(b *testing.B, tunnels, flows, seconds int) (mbit, cpuPerGB floa
 	if err := json.Unmarshal(out, &j); err != nil {
 		b.Fatal(err)
 	}
-	time.Sleep(2 * cluster.PollInterval)
+	time.Sleep(2 * cluster.DefaultTiming().PollInterval)
 	var split []string
 	total := 0.0
 	for _, s := range c.Status() {

@@ -405,7 +405,7 @@ func BenchmarkHostWakeup(b *testing.B) {
 	testenv.RequireRoot(b)
 	late := make([]time.Duration, 0, b.N)
 	// The process's other threads at the same priority, as in the
-	// emulator's own process (Config.RealtimeProcess): the runtime's
+	// emulator's own process (RunProcess): the runtime's
 	// preemption of the sleeping thread then costs microseconds.
 	rt := newRTThreads()
 	defer rt.restore()

@@ -27,11 +27,11 @@
 // Timing: each queue thread sleeps in ppoll, whose timeout is a kernel
 // hrtimer (Go's own timers round to the millisecond on an idle process),
 // runs SCHED_FIFO with a 1 µs timer slack so that a busy host does not
-// delay releases, and Run gives the process one spare Go P per queue so a
-// waking queue thread never waits for a busy goroutine. The thread's
-// system calls are raw (the runtime sees a running goroutine, not one in
-// a system call), and in a process of its own (Config.RealtimeProcess)
-// every thread runs at the queue threads' priority: both keep the Go
+// delay releases, and in a process of its own (RunProcess) the process
+// has one spare Go P per queue so a waking queue thread never waits for a
+// busy goroutine. The thread's system calls are raw (the runtime sees a
+// running goroutine, not one in a system call), and in a process of its
+// own every thread runs at the queue threads' priority: both keep the Go
 // runtime's sysmon from making a waking queue thread spin (see
 // rawPpoll and rtprocess_linux.go). Lateness is then the host's own
 // wake-up latency; stalls of the whole machine (a loaded or
@@ -97,12 +97,6 @@ type Config struct {
 	// SocketBufferBytes is each netlink socket's receive buffer; 0 means
 	// DefaultSocketBufferBytes.
 	SocketBufferBytes int `json:"socket_buffer_bytes,omitempty"`
-	// RealtimeProcess makes every thread of the process, not only the
-	// queue threads, SCHED_FIFO at the queue threads' priority while Run
-	// runs (see rtprocess_linux.go for why). Set it only in a process of
-	// the emulator's own, such as the lab's owner: any busy goroutine of
-	// the process would run real-time too.
-	RealtimeProcess bool `json:"realtime_process,omitempty"`
 }
 
 // QueueConfig is one direction of the link: the packets an iptables rule
@@ -179,7 +173,7 @@ type Stats struct {
 	// Behind is true when any queue fell behind: see QueueStats.Behind.
 	Behind bool `json:"behind"`
 	// RealtimeProcess says every thread of the emulator's process ran
-	// real-time at the last check (Config.RealtimeProcess).
+	// real-time at the last check (RunProcess).
 	RealtimeProcess bool         `json:"realtime_process,omitempty"`
 	Queues          []QueueStats `json:"queues"`
 }

@@ -37,7 +37,7 @@ func helperMain(cfgJSON, statsPath string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := Run(ctx, cfg, statsPath); err != nil {
+	if err := RunProcess(ctx, cfg, statsPath); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -60,8 +60,6 @@ func (n *testNet) startEmulatorProcess(tb testing.TB, cfg Config) (stop func() p
 	if err != nil {
 		tb.Fatal(err)
 	}
-	// The process is the emulator's own, as the lab's owner is.
-	cfg.RealtimeProcess = true
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		tb.Fatal(err)

@@ -115,8 +115,12 @@ func (n *testNet) startEmulator(tb testing.TB, cfg Config) (*Emulator, string) {
 	statsPath := filepath.Join(tb.TempDir(), "stats.json")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	// The test binary is the process: it gives the queues their Ps, as
+	// RunProcess does, but keeps its other threads at normal priority.
+	undo := reserveProcs(len(cfg.Queues))
 	go func() { done <- e.Run(ctx, statsPath) }()
 	tb.Cleanup(func() {
+		defer undo()
 		cancel()
 		select {
 		case err := <-done:

@@ -1,14 +1,49 @@
 package emulate
 
 import (
+	"context"
 	"os"
+	"runtime"
 	"strconv"
 
 	"golang.org/x/sys/unix"
 )
 
+// RunProcess is Open, Emulator.Run and Close for a process that exists for
+// the emulator: the lab's owner (lab.RunOwner) and the benchmarks' helper
+// process. Besides the queue threads it sets two things that belong to the
+// whole process, which only such a process's entry point decides: one
+// spare Go P per queue (reserveProcs) and, while the emulator runs, every
+// thread of the process real-time (below). Emulator.Run alone, for callers
+// that share their process with other work, sets neither. Only a light
+// process may call it: any busy goroutine in it would run real-time too.
+func RunProcess(ctx context.Context, cfg Config, statsPath string) error {
+	e, err := Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer reserveProcs(len(e.queues))()
+	e.rtThreads = newRTThreads()
+	return e.Run(ctx, statsPath) // closes e
+}
+
+// reserveProcs raises GOMAXPROCS by n and returns the undo. Each queue
+// thread sleeps in ppoll and needs a Go P for a few microseconds when it
+// wakes. If every P is busy with other goroutines (a benchmark's sender,
+// a caller's work), the real-time thread would wait for a normal-priority
+// one: n queues get Ps of their own.
+func reserveProcs(n int) (undo func()) {
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + n)
+	return func() {
+		if runtime.GOMAXPROCS(0) == procs+n {
+			runtime.GOMAXPROCS(procs)
+		}
+	}
+}
+
 // Why the whole process, not only the queue threads, runs real-time
-// (Config.RealtimeProcess):
+// (RunProcess):
 //
 // The queue threads make raw system calls (see rawPpoll), so the runtime
 // sees a goroutine that never yields. sysmon preempts such a goroutine
@@ -41,7 +76,7 @@ func newRTThreads() *rtThreads {
 }
 
 // queueAttr is the queue threads' scheduling class, and that of the whole
-// process under Config.RealtimeProcess. Reset-on-fork keeps child
+// process under RunProcess. Reset-on-fork keeps child
 // processes and new threads off it; sweep catches new threads.
 func queueAttr() unix.SchedAttr {
 	return unix.SchedAttr{

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +29,10 @@ type Emulator struct {
 	proc    *os.File // opened in the emulator's namespace, read with pread
 	procBuf []byte
 
-	rtProcess atomic.Bool // every thread real-time at the last sweep
+	// rtThreads, set by RunProcess, makes every thread of the process
+	// real-time while Run runs; rtProcess says all were at the last sweep.
+	rtThreads *rtThreads
+	rtProcess atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -83,15 +85,6 @@ func Open(cfg Config) (*Emulator, error) {
 	return e, nil
 }
 
-// Run is Open, then Emulator.Run, then Close.
-func Run(ctx context.Context, cfg Config, statsPath string) error {
-	e, err := Open(cfg)
-	if err != nil {
-		return err
-	}
-	return e.Run(ctx, statsPath) // closes e
-}
-
 // Run drives the queues until ctx is cancelled, a queue fails or the stats
 // file cannot be written, writing a stats snapshot to statsPath (if not
 // empty) every StatsInterval. It then stops the queues, closes the emulator
@@ -102,17 +95,6 @@ func (e *Emulator) Run(ctx context.Context, statsPath string) error {
 		return errors.New("link emulator: Run called twice")
 	}
 	e.running = true
-	// Each queue thread sleeps in ppoll and needs a Go P for a few
-	// microseconds when it wakes. If every P is busy with other goroutines
-	// (a benchmark's sender, a caller's work), the real-time thread would
-	// wait for a normal-priority one: give the queues Ps of their own.
-	procs := runtime.GOMAXPROCS(0)
-	runtime.GOMAXPROCS(procs + len(e.queues))
-	defer func() {
-		if runtime.GOMAXPROCS(0) == procs+len(e.queues) {
-			runtime.GOMAXPROCS(procs)
-		}
-	}()
 	var wg sync.WaitGroup
 	errc := make(chan error, len(e.queues))
 	for _, q := range e.queues {
@@ -125,8 +107,7 @@ func (e *Emulator) Run(ctx context.Context, statsPath string) error {
 		}()
 	}
 	sweep := func() {}
-	if e.cfg.RealtimeProcess {
-		rt := newRTThreads()
+	if rt := e.rtThreads; rt != nil {
 		defer rt.restore()
 		sweep = func() { e.rtProcess.Store(rt.sweep() == 0) }
 		sweep()

@@ -10,9 +10,7 @@ import (
 // runEmulator runs the userspace emulator for the lab's emulated directions
 // until ctx ends. It runs in the owner process, inside the router namespace.
 func runEmulator(ctx context.Context, p Path, statsPath string) error {
-	// The owner process is the emulator's own: its other work is a timer
-	// and the signal handler, so all of it may run real-time.
-	cfg := emulate.Config{RealtimeProcess: true}
+	var cfg emulate.Config
 	for _, d := range []struct {
 		num  uint16
 		link Link
@@ -25,7 +23,9 @@ func runEmulator(ctx context.Context, p Path, statsPath string) error {
 			MaxLen: queueLen(p, d.link),
 		})
 	}
-	return emulate.Run(ctx, cfg, statsPath)
+	// The owner process is the emulator's own: its other work is a timer
+	// and the signal handler, so all of it may run real-time.
+	return emulate.RunProcess(ctx, cfg, statsPath)
 }
 
 // queueLen sizes the kernel queue for a direction: everything in flight
