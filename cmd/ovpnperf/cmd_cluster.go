@@ -633,6 +633,7 @@ type clusterConnectOptions struct {
 	reconnect            bool
 	tunnels              int
 	routes               []string
+	onePort              string
 }
 
 func newClusterConnectCommand() *cobra.Command {
@@ -687,6 +688,7 @@ Everything connect changes is first recorded in /run/ovpnperf/connect/ID
 	c.Flags().StringSliceVar(&o.dispatchers, "dispatcher", nil, "another dispatcher ADDR:PORT (repeatable), tried after those before --")
 	c.Flags().BoolVar(&o.reconnect, "reconnect", false, "stay openvpn's parent: when it gives up on a server, ask the dispatchers again")
 	c.Flags().IntVar(&o.tunnels, "tunnels", 1, "open this many tunnels to distinct instances, one multipath route over them")
+	c.Flags().StringVar(&o.onePort, "one-port", "", "HOST:PORT, the one-port address of a cluster (serve --one-port): open the --tunnels there instead of asking a dispatcher, each from its own source port; a tunnel that reached an instance another one has reconnects")
 	c.Flags().StringArrayVar(&o.routes, "route", nil, "a network CIDR of the server side routed over the tunnels (repeatable; default with --tunnels N>1: the networks the server pushes; with --tunnels 1 runs one tunnel the same way)")
 	return c
 }
@@ -722,6 +724,9 @@ func askDispatchers(ctx context.Context, stderr io.Writer, disp []string, cfg *t
 }
 
 func runClusterConnect(ctx context.Context, stderr io.Writer, disp []string, extra []string, o clusterConnectOptions) error {
+	if o.onePort != "" {
+		return runClusterOnePortTunnels(ctx, stderr, disp, extra, o)
+	}
 	if len(disp) == 0 {
 		return usage.Errorf("give a dispatcher ADDR:PORT (before -- or with --dispatcher)")
 	}
@@ -901,6 +906,51 @@ func newClusterSystemdUnitCommand() *cobra.Command {
 	}
 	c.Flags().StringVar(&id, "id", "", "the cluster id the service uses (4 hex digits)")
 	return c
+}
+
+// connectRoutes parses --route.
+func connectRoutes(rs []string) ([]netip.Prefix, error) {
+	var routes []netip.Prefix
+	for _, r := range rs {
+		p, err := netip.ParsePrefix(r)
+		if err != nil || p != p.Masked() || p.Addr().Is4In6() || p.Addr().Zone() != "" {
+			return nil, usage.Errorf("--route %q: use a network like 10.98.0.0/24 or fd00:98::/64", r)
+		}
+		routes = append(routes, p)
+	}
+	return routes, nil
+}
+
+// runClusterOnePortTunnels opens o.tunnels tunnels to one --one-port
+// address: the one-port rules spread new flows over the instances, and
+// RunTunnels keeps in the route only tunnels that reached distinct ones.
+func runClusterOnePortTunnels(ctx context.Context, stderr io.Writer, disp, extra []string, o clusterConnectOptions) error {
+	host, port, err := net.SplitHostPort(o.onePort)
+	pn, perr := strconv.ParseUint(port, 10, 16)
+	if err != nil || perr != nil || pn == 0 || !cluster.ValidHost(host) {
+		return usage.Errorf("--one-port %q: use HOST:PORT of the cluster's one-port address", o.onePort)
+	}
+	if len(disp) > 0 {
+		return usage.Errorf("--one-port goes to the cluster's one port without a dispatcher: give one or the other")
+	}
+	if o.proto != openvpn.UDP && o.proto != openvpn.TCP {
+		return usage.Errorf("--proto %q: use udp or tcp", o.proto)
+	}
+	if o.tunnels < 1 || o.tunnels > 16 {
+		return usage.Errorf("--tunnels %d: use 1-16", o.tunnels)
+	}
+	if o.reconnect {
+		return usage.Errorf("--reconnect asks a dispatcher again; with --one-port each tunnel reconnects to the one port")
+	}
+	routes, err := connectRoutes(o.routes)
+	if err != nil {
+		return err
+	}
+	var got []cluster.Reply
+	for range o.tunnels {
+		got = append(got, cluster.Reply{Instance: "one-port", Remote: host, Port: uint16(pn), Proto: o.proto})
+	}
+	return cluster.RunTunnels(ctx, cluster.TunnelsOptions{Assigned: got, Routes: routes, Extra: extra, Log: stderr, Distinct: true})
 }
 
 // runClusterTunnels asks for o.tunnels distinct instances (each request

@@ -62,6 +62,8 @@ func TestClusterUsageErrors(t *testing.T) {
 		{[]string{"cluster", "serve", "--lab", "x", "--site", "10.97.0.0/24=a/b"}, "common name"},
 		{[]string{"cluster", "connect", "127.0.0.1:1", "--ca", "a", "--cert", "b", "--key", "c", "--tunnels", "2", "--route", "fd00:98::1/64"}, "--route"},
 		{[]string{"cluster", "connect", "127.0.0.1:1", "--ca", "a", "--cert", "b", "--key", "c", "--tunnels", "0"}, "--tunnels 0"},
+		{[]string{"cluster", "connect", "--one-port", "nohost", "--tunnels", "2"}, "--one-port"},
+		{[]string{"cluster", "connect", "127.0.0.1:1", "--one-port", "127.0.0.1:1194", "--tunnels", "2"}, "give one or the other"},
 		{[]string{"cluster", "connect", "127.0.0.1:1", "--ca", "a", "--cert", "b", "--key", "c", "--tunnels", "2", "--route", "10.98.0.1/24"}, "--route"},
 		{[]string{"cluster", "serve", "--lab", "x", "--nic", "eth0"}, "give --irq too"},
 		{[]string{"cluster", "serve", "--lab", "x", "--irq", "plan", "--nic", "../eth0"}, "--nic"},

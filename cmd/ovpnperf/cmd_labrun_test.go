@@ -158,23 +158,23 @@ func labProcesses(prefix string) map[int]bool {
 // and a 600 ms (satellite) path every row gets valid samples (iperf3's
 // measuring window is up to a round trip longer than -t asks, which the
 // window rule now allows for), the sample length follows from the path,
-// and progress reaches stderr with --json. The 600 ms run takes one round
-// to stay short; the rule is the same for every round.
+// and progress reaches stderr with --json. Each run takes one round
+// (--repeat 1) to stay short: --repeat sets how many rounds, not their
+// --time or --omit, and the rule is the same for every round.
 func TestLabRunLongPaths(t *testing.T) {
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	for _, c := range []struct {
 		rate, rtt  string
 		rateBps    float64
-		repeat     []string
 		time, omit float64 // seconds, from experiment.SampleTiming
 	}{
-		{"20mbit", "200ms", 20e6, nil, 2, 2},
-		{"10mbit", "600ms", 10e6, []string{"--repeat", "1"}, 3, 5},
+		{"20mbit", "200ms", 20e6, 2, 2},
+		{"10mbit", "600ms", 10e6, 3, 5},
 	} {
 		t.Run(c.rtt, func(t *testing.T) {
 			name := "r" + lab.NewName()
-			args := append([]string{"lab", "run", "--name", name, "--rate", c.rate, "--rtt", c.rtt, "--variant", "default", "--json"}, c.repeat...)
+			args := []string{"lab", "run", "--name", name, "--rate", c.rate, "--rtt", c.rtt, "--variant", "default", "--json", "--repeat", "1"}
 			r := ovpnperf(t, args...).mustSucceed(t)
 			checkGoneRun(t, name)
 			rep, err := measure.ReadJSON(strings.NewReader(r.stdout))

@@ -188,9 +188,23 @@ func socketDrops(r *measure.Row) (drops uint64, rcvbuf uint32) {
 	return drops, rcvbuf
 }
 
-// Must show 2: a client with rcvbuf 16384 on an unshaped path drops
-// datagrams at its socket, and the finding names the receive buffer and a
-// size; with the buffer it names the drops are gone.
+// TestMeasureLAN runs the measure tests of an unshaped path in turn in one
+// lab with one PKI (separately they built three identical labs): bad input
+// first, without an iperf3 server answering through the tunnel, then with
+// one; each brings up the tunnel it needs (the first two use the bench's,
+// OpenVPN's defaults) and checks that measure left nothing running.
+func TestMeasureLAN(t *testing.T) {
+	b := newMeasureBench(t, lab.Path{}, false, nil)
+	t.Run("BadInput", func(t *testing.T) { measureBadInput(t, b) })
+	srv, err := iperf.StartServer(context.Background(), func(ctx context.Context, argv ...string) *exec.Cmd { return b.lab.Command(ctx, lab.Server, argv...) }, iperf.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	t.Run("BeforeAfterCompare", func(t *testing.T) { measureBeforeAfterCompare(t, b) })
+	t.Run("SocketDrops", func(t *testing.T) { measureSocketDrops(t, b) })
+}
+
 // A satellite path (600 ms, 10 Mbit/s) with measure's default flags: every
 // sample valid, sized by the echoes' round trip. Fixed 5 s samples after 1 s
 // and no slack, as before, had every sample refused: the receiver's window
@@ -215,8 +229,17 @@ func TestMeasureSatellitePath(t *testing.T) {
 	}
 }
 
-func TestMeasureSocketDrops(t *testing.T) {
-	b := newMeasureBench(t, lab.Path{}, true, func(s, c *openvpn.Config) { c.Add("rcvbuf", "16384") })
+// Must show 2: a client with rcvbuf 16384 on an unshaped path drops
+// datagrams at its socket, and the finding names the receive buffer and a
+// size; with the buffer it names the drops are gone.
+func measureSocketDrops(t *testing.T, b *measureBench) {
+	// OpenVPN's defaults but the client's buffer (the test before may
+	// have left another variant up).
+	v, err := openvpn.ParseVariant("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.restartVariant(t, v, func(s, c *openvpn.Config) { c.Add("rcvbuf", "16384") })
 	args := []string{lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "2s", "--omit", "0s", "--direction", "down"}
 	rep, _ := b.measureDoc(t, args...)
 	r := tunnelRow(t, rep, "down")
@@ -269,8 +292,11 @@ func (b *measureBench) restartVariant(t *testing.T, v openvpn.Variant, configure
 // way round it is worse and compare exits 1. (A receive buffer of a few
 // datagrams, tried first, hurt only while the machine was loaded: on a
 // quiet one both buffers gave the same rate, so it made no test.)
-func TestMeasureBeforeAfterCompare(t *testing.T) {
-	b := newMeasureBench(t, lab.Path{}, true, nil)
+// It starts on the bench's tunnel with OpenVPN's defaults.
+func measureBeforeAfterCompare(t *testing.T, b *measureBench) {
+	if b.tun.Variant.Name != "default" {
+		t.Fatalf("the bench's tunnel is %s, want OpenVPN's defaults", b.tun.Variant.Name)
+	}
 	adv := ovpnperf(t, "advise", "--rate", "10gbit", "--rtt", "1ms", "--pmtu", "1500", "--json").mustSucceed(t)
 	var advice struct{ Variant string }
 	if err := json.Unmarshal([]byte(adv.stdout), &advice); err != nil || !strings.Contains(advice.Variant, "tun-mtu 9000") {
@@ -356,9 +382,9 @@ func TestMeasureFragmentation(t *testing.T) {
 }
 
 // Must show 5: bad inputs get one clear line and the documented status,
-// and leave nothing behind: no --out file, no process, no capture.
-func TestMeasureBadInput(t *testing.T) {
-	b := newMeasureBench(t, lab.Path{}, false, nil)
+// and leave nothing behind: no --out file, no process, no capture. It
+// needs a bench without an iperf3 server.
+func measureBadInput(t *testing.T, b *measureBench) {
 	// An iperf3 server that answers outside the tunnel only, as when the
 	// far end's firewall lets the tunnel's port through on one address.
 	srv, err := iperf.StartServer(context.Background(), func(ctx context.Context, argv ...string) *exec.Cmd { return b.lab.Command(ctx, lab.Server, argv...) },

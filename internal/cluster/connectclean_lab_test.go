@@ -363,3 +363,89 @@ func TestConnectPushedRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectOnePortTunnels: `cluster connect --tunnels 2 --one-port
+// SERVER:1194` to a cluster of 2 instances behind one port (counter
+// spreading): both tunnels reach distinct instances (distinct pool slices
+// on their devices), the route goes over both, a ping through each reaches
+// the server's site, and SIGTERM leaves the client namespace as it was.
+//
+// Not here: hash spreading (--spread hash), where two source ports land on
+// one instance in about half the runs and connect reconnects one tunnel
+// from another port. In 14 runs the tunnels ended on distinct instances
+// every time, but in 1 of the (at least 5) runs with a reconnection a ping
+// through one tunnel then failed; the cause is not found yet, so the case
+// is not a test.
+func TestConnectOnePortTunnels(t *testing.T) {
+	testenv.RequirePrograms(t, "openvpn")
+	tl := newTunnelsLab(t, cluster.Options{Instances: 2, Protos: []string{"udp"}, PortBase: 1195, CPUs: []int{0, 1}, OnePort: 1194})
+	l := tl.l
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	nsOut(t, ctx, l, lab.Server, "ip", "addr", "add", serverHost+"/32", "dev", "lo")
+	before := clientSnapshot(t, l)
+	logPath := filepath.Join(tl.dir, "connect.log")
+	argv := []string{os.Getenv("OVPNPERF_TEST_BINARY"), "cluster", "connect", "--one-port", lab.ServerV4.String() + ":1194",
+		"--tunnels", "2", "--route", serverSite.String(), "--", "--config", tl.conf}
+	conn, err := l.Start(ctx, lab.Client, logPath, argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Stop() })
+	connLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
+	var devs []string
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		devs = tunDevs(t, ctx, l)
+		if len(devs) == 2 && slices.Equal(routeDevs(ctx, l), devs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("2 tunnels not in the route within 40 s\nconnect:\n%s", connLog())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var subnets []string
+	for _, dev := range devs {
+		out := nsOut(t, ctx, l, lab.Client, "ip", "-o", "-4", "addr", "show", "dev", dev)
+		f := strings.Fields(out)
+		for i := range f {
+			if f[i] == "inet" && i+1 < len(f) {
+				subnets = append(subnets, netip.MustParsePrefix(f[i+1]).Masked().String())
+			}
+		}
+		if out, err := l.Command(ctx, lab.Client, "ping", "-c", "2", "-W", "2", "-I", dev, serverHost).CombinedOutput(); err != nil {
+			t.Errorf("ping %s through %s: %v\n%s\nconnect:\n%s", serverHost, dev, err, out, grepOvpnperf(connLog()))
+		}
+	}
+	t.Logf("tunnels %v on pool slices %v", devs, subnets)
+	if len(subnets) != 2 || subnets[0] == subnets[1] {
+		t.Errorf("tunnels on pool slices %v, want two distinct instances\nconnect:\n%s", subnets, connLog())
+	}
+	var insts []string
+	for _, s := range tl.c.Status() {
+		if s.Clients > 0 {
+			insts = append(insts, s.Name)
+		}
+	}
+	t.Logf("instances with a client: %v; connect reconnected a tunnel that reached a taken instance: %v", insts, strings.Contains(connLog(), "reached one instance"))
+	if err := conn.Stop(); err != nil {
+		t.Error(err)
+	}
+	<-conn.Done()
+	for k, want := range before {
+		if got := clientSnapshot(t, l)[k]; got != want {
+			t.Errorf("after SIGTERM: %s\n%s\nwant (before connect)\n%s", k, got, want)
+		}
+	}
+}
+
+func grepOvpnperf(log string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "ovpnperf:") || strings.Contains(l, "Initialization") || strings.Contains(l, "SIGTERM") || strings.Contains(l, "restart") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -48,6 +48,10 @@ type TunnelsOptions struct {
 	// Ready, if set, is called once every tunnel was up at least once
 	// (and the routes are known).
 	Ready func(devs []string)
+	// Distinct: the tunnels go to one address that spreads them over the
+	// instances (`cluster serve --one-port`); a tunnel is in the route only
+	// once it reached an instance no other tunnel in the route has.
+	Distinct bool
 	// Program is the ovpnperf binary OpenVPN runs as its route-up hook
 	// when Routes is empty (default: this process's executable).
 	Program string
@@ -66,6 +70,10 @@ type tunnel struct {
 	rec   Resource // the running openvpn's state-file record
 	// routes is the file the route-up hook writes (pushed routes).
 	routes string
+	// subnet is the tun device's IPv4 network while up: each instance
+	// has its own slice of the pool, so it names the instance reached.
+	subnet  netip.Prefix
+	upSince time.Time
 }
 
 // connectGroup is the nexthop group id of a connect run (a range apart
@@ -191,6 +199,11 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 		argv = append(argv, o.Extra...)
 		// After the user's options, so that these win.
 		argv = append(argv, "--dev", t.dev, "--dev-type", "tun", "--persist-tun", "--route-noexec", "--management", t.mgmt, "unix")
+		if o.Distinct {
+			// Each tunnel from its own source port: the one-port rules
+			// see a new flow.
+			argv = append(argv, "--nobind")
+		}
 		if pushed {
 			os.Remove(t.routes)
 			argv = append(argv, "--script-security", "2", "--route-up", o.Program+" cluster route-hook "+t.routes)
@@ -250,7 +263,15 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 					t.since = time.Now()
 				}
 			}
-			if t.up {
+			if !t.up {
+				t.subnet = netip.Prefix{}
+			}
+		}
+		if o.Distinct {
+			distinctInstances(ctx, o.Log, tuns)
+		}
+		for _, t := range tuns {
+			if t.up && (!o.Distinct || t.subnet.IsValid()) {
 				up = append(up, t.i)
 			}
 		}
@@ -337,6 +358,47 @@ func checkRoutesFree(ctx context.Context, ps []netip.Prefix) error {
 	return nil
 }
 
+// distinctInstances learns which instance each tunnel that is up reached,
+// by the pool slice its device got (each instance has its own), and ends
+// the openvpn of a tunnel that shares one with another: it starts again
+// from a new source port, which the one-port rules treat as a new flow (the
+// next instance in turn, or another hash). Of two tunnels on one instance
+// the one that came up first is ended: the instance (without duplicate-cn)
+// dropped its session when the second one, with the same certificate,
+// connected, though its client still says CONNECTED.
+//
+// Equivalent to: ip -o -4 addr show dev TUN
+func distinctInstances(ctx context.Context, log io.Writer, tuns []*tunnel) {
+	for _, t := range tuns {
+		if !t.up || t.subnet.IsValid() {
+			continue
+		}
+		out, err := inNs(ctx, "", "ip", "-o", "-4", "addr", "show", "dev", t.dev)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(out))
+		for i := range f {
+			if f[i] == "inet" && i+1 < len(f) {
+				if p, err := netip.ParsePrefix(f[i+1]); err == nil {
+					t.subnet = p.Masked()
+				}
+			}
+		}
+	}
+	for _, t := range tuns {
+		for _, o := range tuns {
+			if o == t || !t.up || !o.up || !t.subnet.IsValid() || o.subnet != t.subnet || t.upSince.After(o.upSince) {
+				continue
+			}
+			// t came up first (or at the same time as o): end it.
+			fmt.Fprintf(log, "ovpnperf: tunnels t%d and t%d reached one instance (pool slice %s): t%d reconnects from another source port\n", t.i, o.i, t.subnet, t.i)
+			t.up, t.subnet = false, netip.Prefix{}
+			_ = t.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+}
+
 func (t *tunnel) exited() bool {
 	select {
 	case <-t.done:
@@ -373,7 +435,11 @@ func (t *tunnel) check(ctx context.Context) {
 		t.up = false
 		return
 	}
+	was := t.up
 	t.up = st.Name == "CONNECTED"
+	if t.up && !was {
+		t.upSince = time.Now()
+	}
 }
 
 func (t *tunnel) stop() {

@@ -179,6 +179,9 @@ func TestTunnelVariants(t *testing.T) {
 	}
 	for _, v := range BuiltinVariants() {
 		t.Run(v.Name, func(t *testing.T) {
+			// Each pair has its own namespaces; most of a case is waiting
+			// for OpenVPN's handshake and the pings, so two run at once.
+			t.Parallel()
 			w, ok := want[v.Name]
 			if !ok {
 				t.Fatalf("no expectation for built-in variant %s", v.Name)
@@ -529,6 +532,7 @@ func TestTunnelVariantDirectives(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run(v.Name, func(t *testing.T) {
+			t.Parallel() // as in TestTunnelVariants
 			p := newPair(t)
 			srv, cli := p.configs(t, tt.proto, v)
 			s, c := p.up(t, srv, cli)

@@ -10,8 +10,13 @@
 package labtest
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,29 +48,65 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// Build builds the ovpnperf command into a temporary directory, readable by
-// all (a test may run it as an unprivileged user), and returns its path and
-// a function that removes it. In a child of a test that built it already,
+// Build builds the ovpnperf command and returns its path and a function to
+// call when the tests are done. In a child of a test that built it already,
 // it returns that one.
+//
+// The binary lives in a directory of this user's under the temporary
+// directory, named for the module's source directory, readable by all (a
+// test may run it as an unprivileged user), and is kept after the tests:
+// the test packages of one `go test ./...` each build it, and go build
+// links again only when the sources changed (it finds the build ID of the
+// binary already there), which saves a link of the whole command, seconds,
+// per package. Remove the directory at will.
 func Build() (string, func(), error) {
 	if bin := os.Getenv(binaryEnv); bin != "" {
 		if _, err := os.Stat(bin); err == nil {
 			return bin, func() {}, nil
 		}
 	}
-	dir, err := os.MkdirTemp("", "ovpnperf-test-")
+	dir, err := buildDir()
 	if err != nil {
 		return "", nil, err
 	}
-	_ = os.Chmod(dir, 0o755)
 	bin := filepath.Join(dir, "ovpnperf")
 	out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, "github.com/ovpnperf/ovpnperf/cmd/ovpnperf").CombinedOutput()
 	if err != nil {
-		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("building ovpnperf: %v\n%s", err, out)
 	}
 	os.Setenv(binaryEnv, bin)
-	return bin, func() { os.RemoveAll(dir) }, nil
+	return bin, func() {}, nil
+}
+
+// buildDir returns TMPDIR/ovpnperf-test-UID/KEY, KEY a hash of the module's
+// directory (each worktree has its own binary), made 0755 if missing. A
+// directory there that is not this user's or that others may write is
+// refused: the tests run its binary as root.
+func buildDir() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m: %v", err)
+	}
+	key := sha256.Sum256(bytes.TrimSpace(out))
+	top := filepath.Join(os.TempDir(), fmt.Sprintf("ovpnperf-test-%d", os.Getuid()))
+	dir := filepath.Join(top, hex.EncodeToString(key[:8]))
+	for _, d := range []string{top, dir} {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return "", err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o022 != 0 {
+			return "", fmt.Errorf("%s: not a directory of user %d that only it may write; remove it", d, os.Getuid())
+		}
+		if err := os.Chmod(d, 0o755); err != nil { // whatever the umask
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 // Require skips (or, in CI, fails) unless labs can be built here.
