@@ -1,0 +1,203 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
+	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+)
+
+// takeSample is sample, replaced in tests of the rounds' bookkeeping.
+var takeSample = sample
+
+// sample runs one iperf3 test and returns its result and the CPU-seconds
+// each side used during it. It fails when the emulator fell behind.
+func sample(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, dir string, srvs *iperfServers, client iperf.CommandFunc) (*sampleResult, map[string]float64, error) {
+	pids := map[string]int{"iperf3": srvs.srv.Pid()}
+	port := srvs.srv.Port()
+	opts := iperf.ClientOptions{Server: s.target, Duration: spec.Duration, Omit: spec.Omit, Parallel: spec.Parallel, Reverse: dir == measure.DirectionDown,
+		PathSlack: n.Path.MaxRoundTrip(), PathRateBitsPerSec: n.Path.Up.RateBitsPerSec}
+	if opts.Reverse {
+		opts.PathRateBitsPerSec = n.Path.Down.RateBitsPerSec
+	}
+	if n.payload(spec) == "zeros" {
+		// A compressing tunnel may carry zeros faster than the link.
+		opts.PathRateBitsPerSec = 0
+	}
+	if srvs.payload != "" {
+		opts.Bytes = srvs.fixedBytes
+		if opts.Reverse {
+			pids["iperf3"], port = srvs.down.Pid(), srvs.down.Port()
+		} else {
+			opts.FilePath = srvs.payload
+		}
+	}
+	opts.Port = port
+	if s.tun != nil {
+		for side, pid := range s.tun.Pids() {
+			pids[side] = pid
+		}
+	}
+	var list []int
+	for _, p := range pids {
+		list = append(list, p)
+	}
+	before, err := cpuacct.Snapshot(list...)
+	if err != nil {
+		return nil, nil, err
+	}
+	emuBefore := readEmulator(l)
+	res, err := RunIperf(ctx, client, opts)
+	drained := false
+	if err != nil {
+		if !spec.DrainOK || !errors.Is(err, iperf.ErrInconsistent) || !receiverDrained(res, opts.PathSlack) {
+			return nil, nil, err
+		}
+		drained = true
+	}
+	after, err := cpuacct.Snapshot(list...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("a process died during the sample: %w", err)
+	}
+	if why := judge(emuBefore, readEmulator(l)); why != "" {
+		return nil, nil, invalidSample(why)
+	}
+	delta, err := cpuacct.Delta(before, after)
+	if err != nil {
+		return nil, nil, err
+	}
+	cpu := map[string]float64{}
+	for side, pid := range pids {
+		cpu[side] = delta[pid]
+	}
+	return &sampleResult{Result: res, drained: drained}, cpu, nil
+}
+
+// SeriesOf keeps a sample's rate and its per-interval figures for the
+// report (schema v2 rows[].samples).
+func SeriesOf(res *iperf.Result) measure.Sample {
+	s := measure.Sample{Bps: res.ReceivedBitsPerSec, Intervals: []measure.Interval{},
+		SenderMeanRTTMicros: res.SenderMeanRTT.Microseconds(), SenderMaxSndWndBytes: res.SenderMaxSndWndBytes}
+	for _, iv := range res.Intervals {
+		s.Intervals = append(s.Intervals, measure.Interval{
+			StartSeconds: iv.Start.Seconds(), EndSeconds: iv.End.Seconds(),
+			Bps: iv.BitsPerSec, Retransmits: iv.Retransmits, Omitted: iv.Omitted,
+		})
+	}
+	return s
+}
+
+// sampleResult is one sample's iperf3 result; drained marks one accepted
+// under Spec.DrainOK.
+type sampleResult struct {
+	*iperf.Result
+	drained bool
+}
+
+// receiverDrained reports whether an inconsistent result is one Spec.DrainOK
+// accepts: the sender's window as Result.Check allows it (the requested
+// length within 7.5 %, plus the path's round trip), the receiver's longer,
+// and the receiver's rate at most 8 % above the sender's.
+func receiverDrained(res *iperf.Result, pathSlack time.Duration) bool {
+	if res == nil || res.Requested <= 0 || res.SentBitsPerSec <= 0 {
+		return false
+	}
+	tol := time.Duration(iperf.WindowTolerance * float64(res.Requested))
+	return res.SentDuration >= res.Requested-tol && res.SentDuration <= res.Requested+pathSlack+tol &&
+		res.ReceivedDuration > res.Requested && res.ReceivedBitsPerSec <= 1.08*res.SentBitsPerSec
+}
+
+// RunIperf runs one iperf3 client. iperf3 3.12's server sometimes refuses or
+// resets the control connection of a test that follows the previous one
+// closely; such a test never started, so it is tried again (twice at most).
+func RunIperf(ctx context.Context, client iperf.CommandFunc, opts iperf.ClientOptions) (*iperf.Result, error) {
+	var err error
+	for try := 0; try < 3; try++ {
+		var res *iperf.Result
+		res, err = iperf.Run(ctx, client, opts)
+		if err == nil {
+			return res, nil
+		}
+		msg := err.Error()
+		if !iperf.IsServerBusy(err) && !strings.Contains(msg, "unable to receive control message") && !strings.Contains(msg, "unable to connect") {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	return nil, err
+}
+
+// emuCounters are the userspace emulator's counters that judge a sample.
+type emuCounters struct {
+	Released, Late, Lost, Stalled uint64
+}
+
+// readEmulator returns the emulator's counters (zero with netem or no
+// emulation, which have nothing to fall behind).
+func readEmulator(l *lab.Lab) emuCounters {
+	if l.Backend() != lab.BackendNFQueue {
+		return emuCounters{}
+	}
+	st, err := l.Stats()
+	if err != nil {
+		return emuCounters{}
+	}
+	return Counters(st)
+}
+
+// Counters sums the emulator's queues: packets released, released late
+// (beyond the emulator's tolerance), and lost against its will (kernel
+// queue overflow, socket overrun, failed verdicts, unparsable messages).
+func Counters(st emulate.Stats) emuCounters {
+	var c emuCounters
+	for _, q := range st.Queues {
+		c.Released += q.Released
+		c.Late += q.Late
+		c.Stalled += q.Stalled
+		c.Lost += q.KernelQueueDrops + q.KernelUserDropped + q.VerdictErrors + q.Truncated
+	}
+	return c
+}
+
+// MaxLateShare is the share of packets that may be released late (beyond
+// the emulator's tolerance, 1 ms or 10 % of the delay) before a sample is
+// declared invalid. A few late packets are scheduler hiccups on a busy
+// host, which a kernel netem shows too; more means the emulator fell behind.
+const MaxLateShare = 0.01
+
+// ErrInvalidSample marks a sample the emulator did not carry faithfully
+// (errors.Is); the message says why.
+var ErrInvalidSample = errors.New("invalid sample")
+
+// invalidSample is a sample error that reads as its reason alone.
+type invalidSample string
+
+func (e invalidSample) Error() string        { return string(e) }
+func (e invalidSample) Is(target error) bool { return target == ErrInvalidSample }
+
+// judge returns why a sample is invalid, or "" if the emulator kept up.
+func judge(before, after emuCounters) string {
+	released := after.Released - before.Released
+	late := after.Late - before.Late
+	if lost := after.Lost - before.Lost; lost > 0 {
+		return fmt.Sprintf("the link emulator lost %d packets it could not handle during the sample: figure not valid", lost)
+	}
+	if stalled := after.Stalled - before.Stalled; stalled > 0 {
+		return fmt.Sprintf("the link emulator stalled during the sample (%d packets released more than %v late): figure not valid", stalled, emulate.StallLateness)
+	}
+	if released > 0 && float64(late) > MaxLateShare*float64(released) {
+		return fmt.Sprintf("the link emulator fell behind during the sample (%d of %d packets released late): figure not valid", late, released)
+	}
+	return ""
+}
