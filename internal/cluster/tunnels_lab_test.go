@@ -293,39 +293,67 @@ func TestTunnelsMultipath(t *testing.T) {
 			name, counter string
 			args          []string
 		}{{"client→server", "tx_bytes", nil}, {"server→client", "rx_bytes", []string{"-R"}}} {
-			pcaps := map[string]string{}
-			var caps []*lab.Process
-			for _, dev := range devs {
-				p := filepath.Join(dir, dev+dir2.counter+".pcap")
-				pcaps[dev] = p
-				cp, err := l.Start(ctx, lab.Client, p+".log", "tcpdump", "-i", dev, "-n", "-s", "64", "-U", "-w", p, "tcp", "port", "5201")
-				if err != nil {
-					t.Fatal(err)
+			// One measurement: captures on both tun devices around a
+			// 3 s iperf3 -P 8, and the bytes each device carried.
+			measure := func(try int) (map[string]string, map[string]int64, int64) {
+				pcaps := map[string]string{}
+				var caps []*lab.Process
+				for _, dev := range devs {
+					p := filepath.Join(dir, fmt.Sprintf("%s%s-%d.pcap", dev, dir2.counter, try))
+					pcaps[dev] = p
+					cp, err := l.Start(ctx, lab.Client, p+".log", "tcpdump", "-i", dev, "-n", "-s", "64", "-U", "-w", p, "tcp", "port", "5201")
+					if err != nil {
+						t.Fatal(err)
+					}
+					caps = append(caps, cp)
 				}
-				caps = append(caps, cp)
-			}
-			time.Sleep(time.Second) // tcpdump opens its socket
-			b0 := map[string]int64{}
-			for _, dev := range devs {
-				b0[dev] = devBytes(t, ctx, l, dev, dir2.counter)
-			}
-			iperf(append([]string{"-t", "3"}, dir2.args...)...)
-			var total int64
-			per := map[string]int64{}
-			for _, dev := range devs {
-				per[dev] = devBytes(t, ctx, l, dev, dir2.counter) - b0[dev]
-				total += per[dev]
-			}
-			time.Sleep(300 * time.Millisecond)
-			for _, cp := range caps {
-				_ = cp.Stop()
-			}
-			for _, dev := range devs {
-				share := float64(per[dev]) / float64(total)
-				t.Logf("%s: %s carried %d of %d bytes (%.0f %%)", dir2.name, dev, per[dev], total, 100*share)
-				if share < 0.2 {
-					t.Errorf("%s: %s carried %.0f %% of the bytes, want ≥ 20 %% (8 flows hashed over 2 tunnels: an unlucky hash gives this by chance)", dir2.name, dev, 100*share)
+				time.Sleep(time.Second) // tcpdump opens its socket
+				b0 := map[string]int64{}
+				for _, dev := range devs {
+					b0[dev] = devBytes(t, ctx, l, dev, dir2.counter)
 				}
+				iperf(append([]string{"-t", "3"}, dir2.args...)...)
+				var total int64
+				per := map[string]int64{}
+				for _, dev := range devs {
+					per[dev] = devBytes(t, ctx, l, dev, dir2.counter) - b0[dev]
+					total += per[dev]
+				}
+				time.Sleep(300 * time.Millisecond)
+				for _, cp := range caps {
+					_ = cp.Stop()
+				}
+				return pcaps, per, total
+			}
+			// 8 flows hashed over 2 tunnels put 7 or all 8 on one of
+			// them in about 7 % of runs, and then one tunnel can carry
+			// under 20 % of the bytes with nothing wrong. New flows get
+			// new source ports and so a new hash: an unlucky split is
+			// measured again, at most twice; a tunnel the route never
+			// uses stays under 20 % every time.
+			var pcaps map[string]string
+			for try := 0; ; try++ {
+				var per map[string]int64
+				var total int64
+				pcaps, per, total = measure(try)
+				low := false
+				for _, dev := range devs {
+					share := float64(per[dev]) / float64(total)
+					t.Logf("%s, try %d: %s carried %d of %d bytes (%.0f %%)", dir2.name, try+1, dev, per[dev], total, 100*share)
+					low = low || share < 0.2
+				}
+				if !low {
+					break
+				}
+				if try == 2 {
+					for _, dev := range devs {
+						if share := float64(per[dev]) / float64(total); share < 0.2 {
+							t.Errorf("%s: %s carried %.0f %% of the bytes in 3 runs of 8 new flows each, want ≥ 20 %% (an unlucky hash explains one run in about 14, not three)", dir2.name, dev, 100*share)
+						}
+					}
+					break
+				}
+				t.Logf("%s: a tunnel under 20 %%: an unlucky hash or a fault; measuring again with new flows", dir2.name)
 			}
 			flows := flowTunnels(t, pcaps)
 			n := 0

@@ -210,7 +210,7 @@ func (r *Result) Check(pathSlack time.Duration, pathRateBitsPerSec uint64) error
 					ErrInconsistent, w.side, w.d.Round(time.Millisecond), r.Requested, (r.Requested - tol).Round(time.Millisecond), 100*windowTolerance)
 			}
 			if limit := r.Requested + pathSlack + tol; w.d > limit {
-				return fmt.Errorf("%w: the %s measured over %v of the %v asked, longer than the %v allowed (the path's round trip with full queues, %v, plus %.1f %% for timers)",
+				return fmt.Errorf("%w: the %s measured over %v of the %v asked, longer than the %v allowed (the path's slack for its round trip with full queues, %v, plus %.1f %% for timers)",
 					ErrInconsistent, w.side, w.d.Round(time.Millisecond), r.Requested, limit.Round(time.Millisecond), pathSlack.Round(time.Millisecond), 100*windowTolerance)
 			}
 		}

@@ -362,7 +362,7 @@ func TestCheck(t *testing.T) {
 			SentBytes: 4712500, ReceivedBytes: 5542500, SentBitsPerSec: 18.85e6, ReceivedBitsPerSec: 22.17e6}, 600 * time.Millisecond, 20e6, "receiver counted 22.17"},
 		// Beyond what the path explains: refused, with the figures.
 		{"200 ms path, window beyond the round trip", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2600 * time.Millisecond,
-			SentBitsPerSec: 19.1e6, ReceivedBitsPerSec: 18.6e6}, 400 * time.Millisecond, 0, "receiver measured over 2.6s of the 2s asked, longer than the 2.55s allowed (the path's round trip with full queues, 400ms, plus 7.5 % for timers)"},
+			SentBitsPerSec: 19.1e6, ReceivedBitsPerSec: 18.6e6}, 400 * time.Millisecond, 0, "receiver measured over 2.6s of the 2s asked, longer than the 2.55s allowed (the path's slack for its round trip with full queues, 400ms, plus 7.5 % for timers)"},
 		{"short window whatever the path", Result{Requested: 2 * time.Second, SentDuration: 1800 * time.Millisecond, ReceivedDuration: 2 * time.Second,
 			SentBitsPerSec: 19.1e6, ReceivedBitsPerSec: 18.6e6}, 400 * time.Millisecond, 0, "sender measured over 1.8s of the 2s asked, shorter than the 1.85s"},
 	} {
