@@ -42,7 +42,13 @@ type result struct {
 // ovpnperf runs the built binary with args and a 2-minute limit.
 func ovpnperf(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return ovpnperfWithin(t, 2*time.Minute, args...)
+}
+
+// ovpnperfWithin runs the built binary with args and the given limit.
+func ovpnperfWithin(t *testing.T, limit time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := runner.Command(ctx, append([]string{binary}, args...)...)
 	var so, se bytes.Buffer
