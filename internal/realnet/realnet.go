@@ -107,7 +107,7 @@ func sizeSamples(ctx context.Context, spec *Spec) string {
 		if spec.Omit < 0 {
 			spec.Omit = minOmit
 		}
-		how = fmt.Sprintf("no ICMP echo answered (%s): not sized by the path; a window check without slack may refuse samples on a path longer than about %v", strings.Join(failed, "; "), time.Duration(float64(spec.Duration)*0.075).Round(time.Millisecond))
+		how = fmt.Sprintf("no ICMP echo answered (%s): not sized by the path; a window check without slack may refuse samples on a path longer than about %v", strings.Join(failed, "; "), time.Duration(float64(spec.Duration)*iperf.WindowTolerance).Round(time.Millisecond))
 	} else {
 		d, w := iperf.SampleTiming(largest, 0)
 		spec.Duration = cmp.Or(spec.Duration, max(minDuration, d))
