@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
 // wireHelperConfigEnv makes the test binary an AF_PACKET emulator process
@@ -120,6 +121,23 @@ func (n *wireNet) startWireProcess(tb testing.TB, up, down QueueConfig) *wirePro
 	return wp
 }
 
+// warmNeighbours pings across the wire both ways, so that A and B know
+// each other's MAC address before a flow starts. Otherwise the flow's
+// first packets wait for ARP, which crosses the emulator with its delay
+// like any frame: the kernel queues at most unres_qlen_bytes (about 100
+// full-size packets) meanwhile and drops the rest, and the queued ones
+// leave in a burst beside new ones (reordered).
+func (n *wireNet) warmNeighbours(tb testing.TB) {
+	tb.Helper()
+	for _, e := range []struct{ from, to string }{{n.A, wireAddrB}, {n.B, wireAddrA}} {
+		// Ten tries within 5 s: a link with loss may drop some (and an
+		// ARP request, retried after a second).
+		if r := ping(tb, e.from, e.to, "-c", "10", "-i", "0.05", "-w", "5"); r.received == 0 {
+			tb.Fatalf("ping %s from %s across the wire: %+v", e.to, e.from, r)
+		}
+	}
+}
+
 // killed says the process ended by SIGKILL (the death test's doing).
 func killed(cmd *exec.Cmd) bool {
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
@@ -151,6 +169,7 @@ func TestAFPacketWire(t *testing.T) {
 	up := QueueConfig{Num: 0, Delay: 10 * time.Millisecond, Jitter: 4 * time.Millisecond, LossPercent: 10, Seed: 1}
 	down := QueueConfig{Num: 1, Delay: 5 * time.Millisecond}
 	wp := n.startWireProcess(t, up, down)
+	n.warmNeighbours(t)
 
 	const upCount, upRate, downCount, downRate = 900, 300, 6000, 2000
 	var dres FlowResult
@@ -296,4 +315,50 @@ func TestAFPacketWireRefuses(t *testing.T) {
 	} else {
 		t.Log(err)
 	}
+}
+
+// benchWireBoth is BenchmarkRateBoth on the wire topology: the same
+// generator, counters and CPU accounting, with the AF_PACKET emulator as
+// its own process in W (or, with bridge, the kernel's bridge in W and no
+// emulator: the host alone on a layer-2 path).
+func benchWireBoth(b *testing.B, pps float64, bridge bool) {
+	n := newWireNet(b)
+	stop := func() processResult { return processResult{} }
+	if bridge {
+		for _, c := range [][]string{
+			{"ip", "-n", n.W, "link", "add", "br0", "type", "bridge"},
+			{"ip", "-n", n.W, "link", "set", wirePortA, "master", "br0"},
+			{"ip", "-n", n.W, "link", "set", wirePortB, "master", "br0"},
+			{"ip", "-n", n.W, "link", "set", "br0", "up"},
+		} {
+			if _, err := runner.Run(context.Background(), c...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	} else {
+		q := QueueConfig{Delay: benchDelay, Tolerance: time.Millisecond}
+		up, down := q, q
+		down.Num = 1
+		stop = n.startWireProcess(b, up, down).stop
+	}
+	n.warmNeighbours(b)
+	busy0 := hostBusy(b)
+	var down FlowResult
+	var derr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		down, derr = SendFlow(benchFlow(n.B, n.A, wireAddrA, pps, b.N, fullSizePayload))
+	}()
+	up := runFlow(b, benchFlow(n.A, n.B, wireAddrB, pps, b.N, fullSizePayload), true)
+	<-done
+	busy := hostBusy(b) - busy0
+	p := stop()
+	if derr != nil {
+		b.Fatal(derr)
+	}
+	if !bridge && len(p.Queues) != 2 {
+		b.Fatalf("emulator stats: %+v", p.Stats)
+	}
+	reportBoth(b, pps, [2]FlowResult{up, down}, p, busy)
 }
