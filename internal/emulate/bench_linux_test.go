@@ -285,7 +285,8 @@ const fullSizePayload = 1400 - 28
 // direction), "msgs/pkt" (queue messages per packet: below 1 when the
 // kernel hands aggregates over whole). "held" is 1 when both directions
 // got every packet with no kernel drop, p99 lateness below 1 ms and at
-// most 0.01 % of releases late, and the senders kept 98 % of the rate.
+// most 0.01 % of releases late, and the senders kept 98 % of the rate
+// (DirectionOutcome.Held, which `lab calibrate` judges by too).
 // "emu-cpu-µs/pkt" is the emulator process's CPU time (user and system:
 // the system part includes the kernel's forwarding of released packets,
 // done inside the verdict call) per packet carried, both directions
@@ -371,7 +372,9 @@ func reportBoth(b *testing.B, pps float64, r [2]FlowResult, p processResult, bus
 		reordered += float64(r[i].Reordered)
 		msgs += float64(q.Received)
 		carried += float64(r[i].Received)
-		held = held && recv == 100 && drops == 0 && q.LatenessP99 < time.Millisecond && late <= 0.01 && sent >= 0.98*pps
+		// The same judgement as lab calibrate's (ceiling.go).
+		ok, _ := OutcomeFromStats(r[i], q).Held(pps)
+		held = held && ok
 		b.Logf("queue %d: %d probes sent, %d received, %d messages, late %d (max %v), p99 %v, kernel drops %d/%d, enobufs %d, reordered %d",
 			q.Num, r[i].Sent, r[i].Received, q.Received, q.Late, q.MaxLateness, q.LatenessP99, q.KernelQueueDrops, q.KernelUserDropped, q.ENOBUFS, r[i].Reordered)
 	}

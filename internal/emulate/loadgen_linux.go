@@ -36,7 +36,13 @@ type Flow struct {
 	// OnStart and OnSent, when set, are called when sending starts and
 	// when it ends (a benchmark's timer).
 	OnStart, OnSent func()
+	// Stop, when set, ends the flow early once it is closed (Ctrl-C):
+	// SendFlow then returns ErrFlowStopped.
+	Stop <-chan struct{}
 }
+
+// ErrFlowStopped is SendFlow's error when Flow.Stop ended it.
+var ErrFlowStopped = errors.New("flow stopped")
 
 // FlowResult is what the sender and the receiver of a flow saw.
 type FlowResult struct {
@@ -157,6 +163,11 @@ func SendFlow(f Flow) (FlowResult, error) {
 	}
 	start := monotime()
 	for res.Sent < count {
+		select {
+		case <-f.Stop:
+			return res, ErrFlowStopped
+		default:
+		}
 		due := int(float64(monotime()-start)*rate/1e9) + 1
 		k := min(due-res.Sent, flowBatch, count-res.Sent)
 		if k <= 0 {
