@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"testing"
 
 	"github.com/safchain/ethtool"
@@ -29,7 +30,11 @@ import (
 // a frame copied through a forwarder's user-space buffer leaves with the
 // checksum bytes it came with, and a veth peer's offloaded checksum is only
 // a pseudo-header sum. W has IPv6 off, so it sends nothing of its own
-// (router solicitations, neighbour discovery).
+// (router solicitations, neighbour discovery). A and B know each other's
+// hardware address (permanent neighbour entries): a measurement's first
+// packets do not wait for ARP across a delayed wire, where a fast sender
+// overflows the neighbour queue. A test that wants ARP to cross deletes
+// the entry.
 type wireNet struct {
 	A, W, B string
 }
@@ -93,8 +98,26 @@ func newWireNet(tb testing.TB) *wireNet {
 			tb.Fatal(err)
 		}
 	}
+	mac := map[string]string{}
 	for _, e := range []struct{ ns, dev string }{{n.A, "a0"}, {n.B, "b0"}} {
-		if err := netns.Do(e.ns, func() error { return softwareChecksums(e.dev) }); err != nil {
+		if err := netns.Do(e.ns, func() error {
+			ifc, err := net.InterfaceByName(e.dev)
+			if err != nil {
+				return err
+			}
+			mac[e.dev] = ifc.HardwareAddr.String()
+			return softwareChecksums(e.dev)
+		}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for _, c := range [][]string{
+		{"ip", "-n", n.A, "neigh", "replace", wireAddrB, "lladdr", mac["b0"], "dev", "a0", "nud", "permanent"},
+		{"ip", "-n", n.A, "neigh", "replace", wireAddrB6, "lladdr", mac["b0"], "dev", "a0", "nud", "permanent"},
+		{"ip", "-n", n.B, "neigh", "replace", wireAddrA, "lladdr", mac["a0"], "dev", "b0", "nud", "permanent"},
+		{"ip", "-n", n.B, "neigh", "replace", wireAddrA6, "lladdr", mac["a0"], "dev", "b0", "nud", "permanent"},
+	} {
+		if _, err := runner.Run(ctx, c...); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -148,5 +171,12 @@ func TestWireClosed(t *testing.T) {
 	}
 	if r := ping(t, n.A, wireAddrB6, "-c", "2", "-i", "0.2", "-W", "2"); r.received != r.sent {
 		t.Fatalf("ping -6 across a bridged wire namespace: %+v", r)
+	}
+	// And ARP crosses too.
+	if _, err := runner.Run(context.Background(), "ip", "-n", n.A, "neigh", "del", wireAddrB, "dev", "a0"); err != nil {
+		t.Fatal(err)
+	}
+	if r := ping(t, n.A, wireAddrB, "-c", "2", "-i", "0.2", "-W", "2"); r.received != r.sent {
+		t.Fatalf("ping with ARP across a bridged wire namespace: %+v", r)
 	}
 }
