@@ -293,13 +293,20 @@ const fullSizePayload = 1400 - 28
 // together; "host-cpu-µs/pkt" is the whole host's busy time (/proc/stat)
 // per packet carried: senders, receivers, router and emulator.
 // "emulator=none" runs the same path without the queue rules: the host's
-// own cost and ceiling, which the emulator's add to.
+// own cost and ceiling, which the emulator's add to. "emulator=afpacket"
+// is the AF_PACKET data path on the wire topology (benchWireBoth), and
+// "emulator=bridge" that topology with the kernel's bridge in W instead:
+// the layer-2 path's host-alone floor.
 //
 //	go test ./internal/emulate -run '^$' -bench RateBoth -benchtime 250000x -count 3
 func BenchmarkRateBoth(b *testing.B) {
 	for _, pps := range []float64{25e3, 50e3} {
-		for _, mode := range []string{"nfqueue", "none"} {
+		for _, mode := range []string{"nfqueue", "afpacket", "none", "bridge"} {
 			b.Run(fmt.Sprintf("pps=%.0f/emulator=%s", pps, mode), func(b *testing.B) {
+				if mode == "afpacket" || mode == "bridge" {
+					benchWireBoth(b, pps, mode == "bridge")
+					return
+				}
 				n := newTestNet(b)
 				stop := func() processResult { return processResult{} }
 				if mode == "none" {
