@@ -54,7 +54,7 @@
 // whole (NFQA_CFG_F_GSO); with loss every segment is its own packet, so
 // that loss hits packets, not 64 KiB aggregates.
 //
-// A second backend (Config.Wire, xsk_linux.go) is a layer-2 bump in the
+// A second backend (Config.XDP, xsk_linux.go) is a layer-2 bump in the
 // wire: an XDP program on each of two ports redirects every frame to an
 // AF_XDP socket, one thread per direction holds it with the same scheduler
 // and sends it out of the other port. docs/emulator.md compares the two.
@@ -78,11 +78,11 @@ const Backend = "nfqueue"
 // BackendAFXDP names the AF_XDP backend in Stats.
 const BackendAFXDP = "afxdp"
 
-// WireConfig makes the emulator a layer-2 bump in the wire between two
+// XDPConfig makes the emulator a layer-2 bump in the wire between two
 // ports of its network namespace. Queue 0 of Config.Queues is the up
 // direction (frames arriving on PortA leave by PortB), queue 1 down.
 // Every frame crosses, IP or not (ARP too), and is delayed like the rest.
-type WireConfig struct {
+type XDPConfig struct {
 	PortA string `json:"port_a"`
 	PortB string `json:"port_b"`
 	// XDPMode is XDPModeNative or XDPModeGeneric; empty tries native first
@@ -123,10 +123,10 @@ type Config struct {
 	// SocketBufferBytes is each netlink socket's receive buffer; 0 means
 	// DefaultSocketBufferBytes.
 	SocketBufferBytes int `json:"socket_buffer_bytes,omitempty"`
-	// Wire, when set, selects the AF_XDP backend: a layer-2 bump in the
+	// XDP, when set, selects the AF_XDP backend: a layer-2 bump in the
 	// wire between two ports instead of netfilter queues (xsk_linux.go).
 	// Queue 0 is then the up direction, queue 1 down; both must be given.
-	Wire *WireConfig `json:"wire,omitempty"`
+	XDP *XDPConfig `json:"xdp,omitempty"`
 }
 
 // QueueConfig is one direction of the link: the packets an iptables rule
@@ -191,7 +191,7 @@ func (c Config) Validate() error {
 	if c.SocketBufferBytes < 0 {
 		return usage.Errorf("link emulator: socket buffer %d bytes is negative", c.SocketBufferBytes)
 	}
-	if w := c.Wire; w != nil {
+	if w := c.XDP; w != nil {
 		switch {
 		case w.PortA == "" || w.PortB == "" || w.PortA == w.PortB:
 			return usage.Errorf("link emulator: the wire needs two different ports, got %q and %q", w.PortA, w.PortB)

@@ -62,8 +62,8 @@ func Open(cfg Config) (*Emulator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Wire != nil {
-		return openWire(cfg)
+	if cfg.XDP != nil {
+		return openXDP(cfg)
 	}
 	rcvbuf := cfg.SocketBufferBytes
 	if rcvbuf == 0 {

@@ -15,7 +15,7 @@ import (
 )
 
 // The AF_XDP backend: the emulator as a transparent layer-2 bump in the
-// wire between two ports of its namespace (Config.Wire).
+// wire between two ports of its namespace (Config.XDP).
 //
 //	         wire namespace (no addresses, no bridge)
 //	PortA ─► XDP: stamp, redirect ─► [ AF_XDP socket A ] ─► up lane ─┐
@@ -44,8 +44,12 @@ const (
 	xskTxFrames = 2048
 	// xskMaxRxFrames caps the frames a direction holds (128 MiB of UMEM).
 	xskMaxRxFrames = 1 << 16
-	// xskMinRxFrames is the least, as the lab's NFQUEUE queues.
-	xskMinRxFrames = 4096
+	// xskMinRxFrames is the least (32 MiB). 4096, what the lab gives its
+	// NFQUEUE queues at least, ran out at 50 000 frames/s through 20 ms
+	// here (fill ring empty, a few hundred frames per 200 000) when a
+	// sender, descheduled on a loaded host, caught up in one burst: the
+	// frames of the burst wait in the RX ring on top of those held.
+	xskMinRxFrames = 1 << 14
 	// xskReadBatch bounds how many frames one receive hands to the
 	// scheduler before due releases go out.
 	xskReadBatch = 256
@@ -54,10 +58,10 @@ const (
 	xskKickTries = 64
 )
 
-// wireFrames is how many frames a direction can hold: everything in flight
-// during the delay at 1 Gbit/s in full-size frames, doubled, as the lab
-// sizes its NFQUEUE queues (QueueConfig.MaxLen when set), as a power of two
-// between xskMinRxFrames and xskMaxRxFrames.
+// wireFrames is how many frames a direction can hold, in its RX ring and
+// held: everything in flight during the delay at 1 Gbit/s in full-size
+// frames, doubled, as the lab sizes its NFQUEUE queues (QueueConfig.MaxLen
+// when set), as a power of two between xskMinRxFrames and xskMaxRxFrames.
 func wireFrames(qc QueueConfig) uint32 {
 	n := uint64(qc.MaxLen)
 	if n == 0 {
@@ -275,8 +279,8 @@ func getsockoptRaw(fd, opt int, p unsafe.Pointer, n uintptr) error {
 	return nil
 }
 
-// heldFrame is a frame in the ingress UMEM waiting for its release.
-type heldFrame struct {
+// xskHeld is a frame in the ingress UMEM waiting for its release.
+type xskHeld struct {
 	addr uint64
 	len  uint32
 	id   uint32
@@ -288,7 +292,7 @@ type xskLane struct {
 	sched   *scheduler
 	in, out *xsk
 
-	held       []heldFrame // ring in arrival order, as long as in's RX frames
+	held       []xskHeld // ring in arrival order, as long as in's RX frames
 	head, n    int
 	seq        uint32   // id of the last arrival
 	dropped    bool     // set by drop for the frame being handed over
@@ -306,8 +310,9 @@ type xskLane struct {
 
 	// the ingress socket's XDP_STATISTICS at the last read; the last
 	// read is in close, so the final snapshot has them
-	sockRead                   atomic.Bool
-	sockDrops, sockInvalidDesc atomic.Uint64
+	sockRead                             atomic.Bool
+	sockDrops, sockFull, sockInvalidDesc atomic.Uint64
+	sockFillEmpty                        atomic.Uint64
 }
 
 func newXSKLane(qc QueueConfig, in, out *xsk) *xskLane {
@@ -320,7 +325,7 @@ func newXSKLane(qc QueueConfig, in, out *xsk) *xskLane {
 		sched: newScheduler(qc, seed),
 		in:    in,
 		out:   out,
-		held:  make([]heldFrame, in.rxFrames),
+		held:  make([]xskHeld, in.rxFrames),
 	}
 	for i := range uint32(xskTxFrames) {
 		l.txFree = append(l.txFree, uint64(out.rxFrames+i)*xskFrameSize)
@@ -358,7 +363,7 @@ func (l *xskLane) acceptThrough(id uint32) {
 			l.txFull++ // the egress device took nothing: the frame is lost
 		}
 		l.recycle(h.addr)
-		l.head = (l.head + 1) % len(l.held)
+		l.head = (l.head + 1) & (len(l.held) - 1)
 		l.n--
 		if h.id == id {
 			break
@@ -445,7 +450,7 @@ func (l *xskLane) receive() int {
 			l.recycle(d.Addr)
 			continue
 		}
-		l.held[(l.head+l.n)%len(l.held)] = heldFrame{addr: d.Addr, len: d.Len, id: l.seq}
+		l.held[(l.head+l.n)&(len(l.held)-1)] = xskHeld{addr: d.Addr, len: d.Len, id: l.seq}
 		l.n++
 	}
 	atomic.StoreUint32(rx.consumer, rx.cons)
@@ -542,9 +547,10 @@ func (l *xskLane) publish() {
 	p.kernelTimestamps.Store(l.stamped)
 }
 
-// queueStats are the lane's counters as a queue's. The socket's drops
-// (no free chunk, RX ring full) are the kernel queue drops; TX errors and
-// frames the egress device did not take are verdict errors.
+// queueStats are the lane's counters as a queue's. The socket's drops are
+// the kernel's: no free chunk in the fill ring (or a frame too long) as
+// queue drops, a full RX ring as "user dropped"; TX errors and frames the
+// egress device did not take are verdict errors.
 func (l *xskLane) queueStats([]kernelQueue) QueueStats {
 	p := &l.pub
 	qs := QueueStats{
@@ -572,6 +578,8 @@ func (l *xskLane) queueStats([]kernelQueue) QueueStats {
 	l.readSocket()
 	qs.KernelRead = l.sockRead.Load()
 	qs.KernelQueueDrops = l.sockDrops.Load()
+	qs.KernelUserDropped = l.sockFull.Load()
+
 	qs.VerdictErrors += l.sockInvalidDesc.Load()
 	qs.setBehind()
 	return qs
@@ -586,7 +594,8 @@ func (l *xskLane) readSocket() {
 	if err != nil {
 		return
 	}
-	l.sockDrops.Store(st.Rx_dropped + st.Rx_ring_full)
+	l.sockDrops.Store(st.Rx_dropped)
+	l.sockFull.Store(st.Rx_ring_full)
 	l.sockInvalidDesc.Store(st.Tx_invalid_descs)
 	l.sockRead.Store(true)
 }
@@ -602,8 +611,8 @@ func (l *xskLane) close() error {
 	return nil
 }
 
-// openWire opens the AF_XDP backend for cfg (cfg.Wire set, validated).
-func openWire(cfg Config) (_ *Emulator, err error) {
+// openXDP opens the AF_XDP backend for cfg (cfg.XDP set, validated).
+func openXDP(cfg Config) (_ *Emulator, err error) {
 	var qc [2]QueueConfig
 	for _, q := range cfg.Queues {
 		qc[q.Num] = q
@@ -624,8 +633,8 @@ func openWire(cfg Config) (_ *Emulator, err error) {
 			unix.Close(efd)
 		}
 	}()
-	mode := cfg.Wire.XDPMode
-	for i, dev := range []string{cfg.Wire.PortA, cfg.Wire.PortB} {
+	mode := cfg.XDP.XDPMode
+	for i, dev := range []string{cfg.XDP.PortA, cfg.XDP.PortB} {
 		if socks[i], err = openXSK(dev, wireFrames(qc[i]), mode); err != nil {
 			return nil, fmt.Errorf("link emulator: %w", err)
 		}

@@ -16,19 +16,19 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
-// wireConfig is the AF_XDP emulator across n's wire: queue 0 up (A → B),
+// xdpConfig is the AF_XDP emulator across n's wire: queue 0 up (A → B),
 // queue 1 down.
-func wireConfig(mode string, up, down QueueConfig) Config {
+func xdpConfig(mode string, up, down QueueConfig) Config {
 	up.Num, down.Num = queueUp, queueDown
 	return Config{
 		Queues: []QueueConfig{up, down},
-		Wire:   &WireConfig{PortA: wirePortA, PortB: wirePortB, XDPMode: mode},
+		XDP:    &XDPConfig{PortA: wirePortA, PortB: wirePortB, XDPMode: mode},
 	}
 }
 
-// startWire runs the AF_XDP emulator as its own process in W, as the
+// startXDP runs the AF_XDP emulator as its own process in W, as the
 // benchmarks run the NFQUEUE one in the router.
-func (n *wireNet) startWire(tb testing.TB, cfg Config) (stop func() processResult) {
+func (n *wireNet) startXDP(tb testing.TB, cfg Config) (stop func() processResult) {
 	tb.Helper()
 	return (&testNet{A: n.A, R: n.W, B: n.B}).startEmulatorProcess(tb, cfg)
 }
@@ -51,7 +51,7 @@ func TestWireXDP(t *testing.T) {
 				rate          = 1000 // per second and direction
 			)
 			n := newWireNet(t)
-			stop := n.startWire(t, wireConfig(mode,
+			stop := n.startXDP(t, xdpConfig(mode,
 				QueueConfig{Delay: delay, Jitter: jitter, LossPercent: loss},
 				QueueConfig{Delay: delay}))
 			var down FlowResult
@@ -130,7 +130,7 @@ func TestWireXDPProcessDeath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgJSON, err := json.Marshal(wireConfig("", QueueConfig{Delay: 10 * time.Millisecond}, QueueConfig{Delay: 10 * time.Millisecond}))
+	cfgJSON, err := json.Marshal(xdpConfig("", QueueConfig{Delay: 10 * time.Millisecond}, QueueConfig{Delay: 10 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,4 +175,34 @@ func TestWireXDPProcessDeath(t *testing.T) {
 	if r := ping(t, n.A, wireAddrB, "-c", "3", "-i", "0.1", "-W", "1"); r.received != 0 {
 		t.Fatalf("ping crossed the wire after the emulator died: %+v", r)
 	}
+}
+
+// benchXDPBoth is BenchmarkRateBoth on the wire topology with the AF_XDP
+// emulator as its own process in W, in the given XDP mode ("" tries
+// native first): the same generator, counters and CPU accounting as the
+// other backends' rows.
+func benchXDPBoth(b *testing.B, pps float64, mode string) {
+	n := newWireNet(b)
+	q := QueueConfig{Delay: benchDelay, Tolerance: time.Millisecond}
+	stop := n.startXDP(b, xdpConfig(mode, q, q))
+	busy0 := hostBusy(b)
+	var down FlowResult
+	var derr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		down, derr = SendFlow(benchFlow(n.B, n.A, wireAddrA, pps, b.N, fullSizePayload))
+	}()
+	up := runFlow(b, benchFlow(n.A, n.B, wireAddrB, pps, b.N, fullSizePayload), true)
+	<-done
+	busy := hostBusy(b) - busy0
+	p := stop()
+	if derr != nil {
+		b.Fatal(derr)
+	}
+	if len(p.Queues) != 2 || (mode != "" && p.XDPMode != mode) {
+		b.Fatalf("emulator stats: %+v", p.Stats)
+	}
+	b.Logf("XDP mode %s", p.XDPMode)
+	reportBoth(b, pps, [2]FlowResult{up, down}, p, busy)
 }
