@@ -64,9 +64,25 @@ type WireConfig struct {
 	Up    QueueConfig `json:"up"`
 	Down  QueueConfig `json:"down"`
 	// HoldBytes is each direction's hold buffer; 0 means the default
-	// (defaultHoldBytes).
+	// (defaultMinHoldBytes, more for long delays).
 	HoldBytes int `json:"hold_bytes,omitempty"`
+	// TX is how released frames are sent: TXSendmmsg (the default) or
+	// TXRing.
+	TX string `json:"tx,omitempty"`
 }
+
+// The ways of sending released frames.
+const (
+	// TXSendmmsg sends each release batch with one sendmmsg call; the
+	// kernel copies every frame into a new socket buffer.
+	TXSendmmsg = "sendmmsg"
+	// TXRing copies released frames into a PACKET_TX_RING (TPACKET_V2)
+	// and kicks it with one send call; the kernel attaches the ring's
+	// pages to the socket buffers instead of copying. Frames that do not
+	// fit a ring frame (GSO aggregates), or that find the ring full, go
+	// by sendmmsg, in order.
+	TXRing = "ring"
+)
 
 const (
 	// ringBlockBytes is one TPACKET_V3 block: room for a 64 KiB GSO
@@ -120,6 +136,8 @@ func (c WireConfig) Validate() error {
 		return fmt.Errorf("link emulator: afpacket ports are both %s", c.PortA)
 	case c.HoldBytes < 0:
 		return fmt.Errorf("link emulator: hold buffer %d bytes is negative", c.HoldBytes)
+	case c.TX != "" && c.TX != TXSendmmsg && c.TX != TXRing:
+		return fmt.Errorf("link emulator: tx %q: want %s or %s", c.TX, TXSendmmsg, TXRing)
 	}
 	return nil
 }
@@ -178,7 +196,7 @@ func OpenWire(cfg WireConfig) (*Wire, error) {
 		if seed == 0 {
 			seed = rand.Uint64()
 		}
-		p, err := openPipe(d.qc, d.in, d.out, cfg.holdBytes(d.qc), seed)
+		p, err := openPipe(d.qc, d.in, d.out, cfg.holdBytes(d.qc), cfg.TX == TXRing, seed)
 		if err != nil {
 			w.Close()
 			return nil, fmt.Errorf("link emulator: %w", err)
@@ -254,6 +272,13 @@ type pipe struct {
 	ends []int // hold-buffer end of each frame of the batch
 	nout int
 
+	// TX ring (TXRing): frames are filled at txNext and marked
+	// TP_STATUS_SEND_REQUEST; txMarked of them wait for the next kick.
+	txRing   []byte
+	txNext   int
+	txMarked int
+	txFull   uint64 // frames that found the ring full and went by sendmmsg
+
 	// owned by the pipe's thread, published with the scheduler's counters
 	truncated, holdFull, sendErrors uint64
 	kernelTimestamps, lateOnArrival uint64
@@ -279,7 +304,7 @@ func retireTimeout(q QueueConfig) time.Duration {
 // maxRetire bounds retireTimeout.
 const maxRetire = 4 * time.Millisecond
 
-func openPipe(qc QueueConfig, in, out *net.Interface, holdBytes int, seed uint64) (*pipe, error) {
+func openPipe(qc QueueConfig, in, out *net.Interface, holdBytes int, txRing bool, seed uint64) (*pipe, error) {
 	p := &pipe{
 		cfg:  qc,
 		in:   in.Name,
@@ -299,7 +324,7 @@ func openPipe(qc QueueConfig, in, out *net.Interface, holdBytes int, seed uint64
 		p.close()
 		return nil, err
 	}
-	if err := p.openTX(out); err != nil {
+	if err := p.openTX(out, txRing); err != nil {
 		p.close()
 		return nil, err
 	}
@@ -381,8 +406,19 @@ func (p *pipe) openRX(in *net.Interface) error {
 	return nil
 }
 
+// TX ring geometry (TXRing): 4096 frames of 2048 bytes. A frame's data
+// starts txDataOff bytes in (TPACKET2_HDRLEN − sizeof(struct sockaddr_ll),
+// where tpacket_snd looks without PACKET_TX_HAS_OFF): the vnet header,
+// then the frame.
+const (
+	txFrameBytes = 2048
+	txFrames     = 4096
+	txBlockBytes = 64 << 10
+	txDataOff    = 32
+)
+
 // openTX opens the send socket on out. Protocol 0: it receives nothing.
-func (p *pipe) openTX(out *net.Interface) error {
+func (p *pipe) openTX(out *net.Interface, ring bool) error {
 	fd, err := packetSocket(0)
 	if err != nil {
 		return err
@@ -398,6 +434,25 @@ func (p *pipe) openTX(out *net.Interface) error {
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 16<<20); err != nil {
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 16<<20)
+	}
+	if ring {
+		if err := setPacketOpt(fd, unix.PACKET_VERSION, unix.TPACKET_V2, "PACKET_VERSION TPACKET_V2", "2.6.27"); err != nil {
+			return err
+		}
+		// A frame the kernel cannot send is skipped, not left blocking
+		// the ring.
+		if err := setPacketOpt(fd, unix.PACKET_LOSS, 1, "PACKET_LOSS", "2.6.31"); err != nil {
+			return err
+		}
+		req := unix.TpacketReq{Block_size: txBlockBytes, Block_nr: txFrames * txFrameBytes / txBlockBytes, Frame_size: txFrameBytes, Frame_nr: txFrames}
+		if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_TX_RING, &req); err != nil {
+			return fmt.Errorf("AF_PACKET socket: PACKET_TX_RING of %d × %d bytes: %w", req.Frame_nr, req.Frame_size, err)
+		}
+		var err error
+		if p.txRing, err = unix.Mmap(fd, 0, txFrames*txFrameBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+			p.txRing = nil
+			return fmt.Errorf("AF_PACKET socket: mapping the TX ring: %w", err)
+		}
 	}
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: out.Index}); err != nil {
 		return fmt.Errorf("AF_PACKET socket: binding to %s: %w", out.Name, err)
@@ -489,10 +544,31 @@ func (p *pipe) frame(b []byte, off int, h *unix.Tpacket3Hdr, now, offset int64) 
 // drop is the scheduler's loss decision for the frame being taken.
 func (p *pipe) drop(id uint32) { p.dropped = true }
 
-// acceptThrough queues every held frame up to id for sending.
+// acceptThrough queues every held frame up to id for sending, keeping
+// their order across the TX ring and sendmmsg.
 func (p *pipe) acceptThrough(id uint32) {
 	for p.frames.len() > 0 && int32(p.frames.front().id-id) <= 0 {
 		f := p.frames.pop()
+		if p.txRing != nil && int(f.len) <= txFrameBytes-txDataOff && p.txSlot() {
+			if p.nout > 0 {
+				p.send() // earlier frames first
+			}
+			slot := p.txRing[p.txNext*txFrameBytes : (p.txNext+1)*txFrameBytes]
+			copy(slot[txDataOff:], p.hold.buf[f.off:f.off+f.len])
+			h := (*unix.Tpacket2Hdr)(unsafe.Pointer(&slot[0]))
+			h.Len = uint32(f.len)
+			atomic.StoreUint32(&h.Status, unix.TP_STATUS_SEND_REQUEST)
+			p.txNext = (p.txNext + 1) % txFrames
+			p.txMarked++
+			p.hold.free(int(f.off+f.len), 1)
+			if p.txMarked == sendSlots {
+				p.kick()
+			}
+			continue
+		}
+		if p.txMarked > 0 {
+			p.kick() // earlier frames first
+		}
 		if p.nout == sendSlots {
 			p.send()
 		}
@@ -531,10 +607,48 @@ func (p *pipe) send() {
 	p.nout = 0
 }
 
+// txSlot says the ring's next frame is free: the kernel has sent it and
+// freed its socket buffer. If it is not, it kicks what is marked and looks
+// again; a frame that still finds it taken goes by sendmmsg.
+func (p *pipe) txSlot() bool {
+	h := (*unix.Tpacket2Hdr)(unsafe.Pointer(&p.txRing[p.txNext*txFrameBytes]))
+	if atomic.LoadUint32(&h.Status) == unix.TP_STATUS_AVAILABLE {
+		return true
+	}
+	if p.txMarked > 0 {
+		p.kick()
+		if atomic.LoadUint32(&h.Status) == unix.TP_STATUS_AVAILABLE {
+			return true
+		}
+	}
+	p.txFull++
+	return false
+}
+
+// kick makes the kernel send every frame marked in the TX ring, in ring
+// order, within this call (MSG_DONTWAIT: it does not wait for the frames'
+// socket buffers to be freed).
+func (p *pipe) kick() {
+	for {
+		_, _, errno := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(p.txfd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno != 0 {
+			p.sendErrors++
+		}
+		break
+	}
+	p.txMarked = 0
+}
+
 // flush sends what acceptThrough queued.
 func (p *pipe) flush() {
 	if p.nout > 0 {
 		p.send()
+	}
+	if p.txMarked > 0 {
+		p.kick()
 	}
 }
 
@@ -618,9 +732,11 @@ func (p *pipe) close() error {
 	p.statsMu.Lock()
 	defer p.statsMu.Unlock()
 	var errs []error
-	if p.ring != nil {
-		errs = append(errs, unix.Munmap(p.ring))
-		p.ring = nil
+	for _, m := range []*[]byte{&p.ring, &p.txRing} {
+		if *m != nil {
+			errs = append(errs, unix.Munmap(*m))
+			*m = nil
+		}
 	}
 	for _, fd := range []*int{&p.rxfd, &p.txfd} {
 		if *fd >= 0 {

@@ -44,15 +44,17 @@ type wireProcess struct {
 }
 
 // startWireProcess runs the AF_PACKET emulator as its own process in W
-// between W's two ports, as startEmulatorProcess runs the NFQUEUE one.
-// stop ends it with SIGTERM and returns its final stats.
-func (n *wireNet) startWireProcess(tb testing.TB, up, down QueueConfig) *wireProcess {
+// between W's two ports (cfg's ports are set here), as
+// startEmulatorProcess runs the NFQUEUE one. stop ends it with SIGTERM and
+// returns its final stats.
+func (n *wireNet) startWireProcess(tb testing.TB, cfg WireConfig) *wireProcess {
 	tb.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfgJSON, err := json.Marshal(WireConfig{PortA: wirePortA, PortB: wirePortB, Up: up, Down: down})
+	cfg.PortA, cfg.PortB = wirePortA, wirePortB
+	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -164,11 +166,19 @@ func killed(cmd *exec.Cmd) bool {
 //     bound on lateness, which the host sets).
 //   - lateness is counted: every release is in the emulator's counters
 //     and its lateness sample.
+//
+// It runs once for each way of sending (TXSendmmsg, TXRing).
 func TestAFPacketWire(t *testing.T) {
 	n := newWireNet(t)
+	for _, tx := range []string{TXSendmmsg, TXRing} {
+		t.Run("tx="+tx, func(t *testing.T) { testAFPacketWire(t, n, tx) })
+	}
+}
+
+func testAFPacketWire(t *testing.T, n *wireNet, tx string) {
 	up := QueueConfig{Num: 0, Delay: 10 * time.Millisecond, Jitter: 4 * time.Millisecond, LossPercent: 10, Seed: 1}
 	down := QueueConfig{Num: 1, Delay: 5 * time.Millisecond}
-	wp := n.startWireProcess(t, up, down)
+	wp := n.startWireProcess(t, WireConfig{Up: up, Down: down, TX: tx})
 	n.warmNeighbours(t)
 
 	const upCount, upRate, downCount, downRate = 900, 300, 6000, 2000
@@ -243,7 +253,7 @@ func TestAFPacketWire(t *testing.T) {
 func TestAFPacketWireDeath(t *testing.T) {
 	n := newWireNet(t)
 	const delay = 300 * time.Millisecond
-	wp := n.startWireProcess(t, QueueConfig{Delay: delay}, QueueConfig{Delay: delay})
+	wp := n.startWireProcess(t, WireConfig{Up: QueueConfig{Delay: delay}, Down: QueueConfig{Num: 1, Delay: delay}, TX: TXRing})
 	if r := ping(t, n.A, wireAddrB, "-c", "1", "-W", "3"); r.received != 1 || r.min < 2*delay {
 		t.Fatalf("ping through the running emulator (2 × %v): %+v", delay, r)
 	}
@@ -321,7 +331,7 @@ func TestAFPacketWireRefuses(t *testing.T) {
 // generator, counters and CPU accounting, with the AF_PACKET emulator as
 // its own process in W (or, with bridge, the kernel's bridge in W and no
 // emulator: the host alone on a layer-2 path).
-func benchWireBoth(b *testing.B, pps float64, bridge bool) {
+func benchWireBoth(b *testing.B, pps float64, bridge bool, tx string) {
 	n := newWireNet(b)
 	stop := func() processResult { return processResult{} }
 	if bridge {
@@ -339,7 +349,7 @@ func benchWireBoth(b *testing.B, pps float64, bridge bool) {
 		q := QueueConfig{Delay: benchDelay, Tolerance: time.Millisecond}
 		up, down := q, q
 		down.Num = 1
-		stop = n.startWireProcess(b, up, down).stop
+		stop = n.startWireProcess(b, WireConfig{Up: up, Down: down, TX: tx}).stop
 	}
 	n.warmNeighbours(b)
 	busy0 := hostBusy(b)

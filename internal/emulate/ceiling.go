@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -229,38 +228,7 @@ func (c *Ceiling) Summarize() {
 	}
 }
 
-// WriteCeiling writes the record to path atomically (a temporary file in
-// the same directory, synced and renamed), mode 0644: the figures are no
-// secret, and `lab status` may run as any user.
-func WriteCeiling(path string, c Ceiling) error {
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("writing the emulator's ceiling: %w", err)
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("writing the emulator's ceiling: %w", err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(append(b, '\n'))
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr, os.Chmod(tmp, 0o644)); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing the emulator's ceiling %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing the emulator's ceiling: %w", err)
-	}
-	return nil
-}
-
-// ReadCeiling reads a record written by WriteCeiling.
+// ReadCeiling reads a record (`lab calibrate` writes it).
 func ReadCeiling(path string) (Ceiling, error) {
 	var c Ceiling
 	b, err := os.ReadFile(path)

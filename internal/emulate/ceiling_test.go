@@ -1,6 +1,7 @@
 package emulate
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,7 +61,7 @@ func TestOutcomeFromDelays(t *testing.T) {
 }
 
 func TestCeilingRecordAndReport(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "sub", "ceiling.json")
+	path := filepath.Join(t.TempDir(), "ceiling.json")
 	how := "`ovpnperf lab calibrate` measures it (about 60 s)"
 	r := ReportCeiling(path, "nfqueue", "6.18.0", 2, how)
 	if r.Status != CeilingNotMeasured || r.Record != nil || r.Summary != "emulator: nfqueue, ceiling not measured on this host: "+how {
@@ -73,16 +74,7 @@ func TestCeilingRecordAndReport(t *testing.T) {
 	if c.HeldPPS != 20000 || c.CarriedPPS != 25000 {
 		t.Fatalf("summarize: held %v carried %v", c.HeldPPS, c.CarriedPPS)
 	}
-	if err := WriteCeiling(path, c); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(path)
-	if err != nil || fi.Mode().Perm() != 0o644 {
-		t.Fatalf("record %v mode %v, want 0644", err, fi.Mode().Perm())
-	}
-	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*")); len(left) != 0 {
-		t.Errorf("temporary files left: %v", left)
-	}
+	writeCeiling(t, path, c)
 	r = ReportCeiling(path, "nfqueue", "6.18.0", 2, how)
 	want := "emulator: nfqueue, held 20 000 pps/direction (1400 B, 20ms), at most 1 % late up to 25 000 pps, measured 2026-11-28 at load 0.40"
 	if r.Status != CeilingMeasured || r.Busy || r.Summary != want || r.Record == nil || r.Record.HeldPPS != 20000 {
@@ -103,9 +95,7 @@ func TestCeilingRecordAndReport(t *testing.T) {
 		}
 	}
 	c.LoadBefore[0] = 1.2
-	if err := WriteCeiling(path, c); err != nil {
-		t.Fatal(err)
-	}
+	writeCeiling(t, path, c)
 	r = ReportCeiling(path, "nfqueue", "6.18.0", 2, how)
 	if !r.Busy || !strings.Contains(r.Summary, "at load 1.20 on 2 CPUs: a busy host") {
 		t.Errorf("busy: %+v", r)
@@ -123,5 +113,16 @@ func TestGroupThousands(t *testing.T) {
 		if got := groupThousands(v); got != want {
 			t.Errorf("%v: %q, want %q", v, got, want)
 		}
+	}
+}
+
+func writeCeiling(t *testing.T, path string, c Ceiling) {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
