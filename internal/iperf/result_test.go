@@ -384,6 +384,37 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// On a user's own path the rate is unknown: the receiver's own rate stands
+// for it, and echoes during the sample can widen the slack. The counts of a
+// 600 ms path with full queues (1.8 s round trip) pass only with the
+// loaded round trip; a LAN's slack keeps the check strict.
+func TestCheckRealPath(t *testing.T) {
+	far := Result{Requested: 3 * time.Second, SentDuration: 3 * time.Second, ReceivedDuration: 4224 * time.Millisecond,
+		SentBytes: 2621440, ReceivedBytes: 4208416, SentBitsPerSec: 6.99e6, ReceivedBitsPerSec: 7.97e6}
+	lan := Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2 * time.Second,
+		SentBytes: 7131250, ReceivedBytes: 7797500, SentBitsPerSec: 28.53e6, ReceivedBitsPerSec: 31.19e6}
+	loaded := func(d time.Duration) func() time.Duration { return func() time.Duration { return d } }
+	for _, tc := range []struct {
+		name string
+		r    Result
+		opts ClientOptions
+		ok   bool
+	}{
+		{"600 ms, idle echoes only", far, ClientOptions{PathSlack: 1200 * time.Millisecond, RateUnknown: true}, false},
+		{"600 ms, loaded echoes", far, ClientOptions{PathSlack: 1200 * time.Millisecond, RateUnknown: true, LoadedRoundTrip: loaded(1800 * time.Millisecond)}, true},
+		{"600 ms, loaded echoes, rate not left unknown", far, ClientOptions{PathSlack: 1200 * time.Millisecond, LoadedRoundTrip: loaded(1800 * time.Millisecond)}, false},
+		{"loaded echoes never narrow", far, ClientOptions{PathSlack: 1800 * time.Millisecond, RateUnknown: true, LoadedRoundTrip: loaded(time.Millisecond)}, true},
+		{"LAN, 9 % above", lan, ClientOptions{PathSlack: 2 * time.Millisecond, RateUnknown: true, LoadedRoundTrip: loaded(3 * time.Millisecond)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.r.Check(tc.opts.checkBounds(&tc.r))
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInconsistent)) {
+				t.Errorf("Check() = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
 func TestIdleLog(t *testing.T) {
 	// A real server log (iperf3 -s --forceflush on loopback): six tests,
 	// then the banner for test #7 and SIGTERM.

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -301,7 +302,19 @@ func ping(ctx context.Context, a netip.Addr, n int, interval time.Duration) (rtt
 //
 // Equivalent to: ping -n -q -c N -i INTERVAL -W 2 ADDR
 func RoundTrips(ctx context.Context, a netip.Addr, n int, interval time.Duration) (lo, hi time.Duration, err error) {
-	cmd := runner.Command(ctx, "ping", "-n", "-q", "-c", strconv.Itoa(n), "-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64), "-W", "2", a.String())
+	return RoundTripsWithin(ctx, a, n, interval, 0)
+}
+
+// RoundTripsWithin is RoundTrips ending after deadline (whole seconds; 0:
+// none) even if fewer than n echoes were sent.
+//
+// Equivalent to: ping -n -q -c N -i INTERVAL -W 2 -w DEADLINE ADDR
+func RoundTripsWithin(ctx context.Context, a netip.Addr, n int, interval, deadline time.Duration) (lo, hi time.Duration, err error) {
+	args := []string{"ping", "-n", "-q", "-c", strconv.Itoa(n), "-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64), "-W", "2"}
+	if deadline > 0 {
+		args = append(args, "-w", strconv.Itoa(int(math.Ceil(deadline.Seconds()))))
+	}
+	cmd := runner.Command(ctx, append(args, a.String())...)
 	out, rerr := cmd.CombinedOutput()
 	lo, hi, err = ParsePingRange(string(out))
 	if err != nil && rerr != nil {
