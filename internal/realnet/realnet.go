@@ -409,7 +409,7 @@ func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string
 	if spec.PathSlack > 0 {
 		// The echoes before the samples saw an idle path; these see the
 		// queue the sample itself fills.
-		wait := echoDuring(ctx, s.addr, spec.Omit+spec.Duration+spec.PathSlack)
+		wait := pathprobe.EchoDuring(ctx, s.addr, spec.Omit+spec.Duration+spec.PathSlack)
 		opts.LoadedRoundTrip = func() time.Duration {
 			loaded = wait()
 			return loaded
@@ -469,32 +469,6 @@ func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string
 		cr.maxFragment = a.MaxFragmentBytes
 	}
 	return res, loaded, ctr, cr, nil
-}
-
-// echoInterval is how often echoDuring sends an ICMP echo: 5 a second,
-// 84-byte packets, nothing a sample notices.
-const echoInterval = 200 * time.Millisecond
-
-// echoDuring sends ICMP echoes to a for up to d in the background and
-// returns a function that waits for them and gives the largest round trip
-// seen (0 when none came back). A sample's measuring window runs about one
-// round trip, queues included, past what was asked; the echoes measure
-// that round trip on the path as the sample loaded it.
-//
-// Equivalent to: ping -n -q -i 0.2 -w SECONDS ADDR
-func echoDuring(ctx context.Context, a netip.Addr, d time.Duration) func() time.Duration {
-	secs := int(math.Ceil(d.Seconds()))
-	n := int(d/echoInterval) + 1
-	var hi time.Duration
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, hi, _ = pathprobe.RoundTripsWithin(ctx, a, n, echoInterval, time.Duration(secs)*time.Second)
-	}()
-	return func() time.Duration {
-		<-done
-		return hi
-	}
 }
 
 // ProbeTimeout bounds the connection to each iperf3 server before the
