@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/emulate"
 	"github.com/ovpnperf/ovpnperf/internal/etcdsrv"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/printable"
@@ -46,7 +47,7 @@ emulated path stays client — server. --etcd HOST runs etcd in one of them
 (TLS, client certificates, users ovpnperf-serve and ovpnperf-dispatch) until
 lab down.`,
 	}
-	c.AddCommand(newLabUpCommand(), newLabRunCommand(), newLabDownCommand(), newLabStatusCommand(), newLabExecCommand(), newLabCleanCommand(), newLabOwnerCommand())
+	c.AddCommand(newLabUpCommand(), newLabRunCommand(), newLabCalibrateCommand(), newLabDownCommand(), newLabStatusCommand(), newLabExecCommand(), newLabCleanCommand(), newLabOwnerCommand())
 	return c
 }
 
@@ -246,13 +247,79 @@ type labStatus struct {
 	lab.State
 	OwnerAlive bool `json:"owner_alive"`
 	Emulator   any  `json:"emulator,omitempty"`
+	// Ceiling is what this host's calibration says about the lab's
+	// emulation backend (lab calibrate); absent without emulation.
+	Ceiling *emulate.CeilingReport `json:"emulation_ceiling,omitempty"`
+}
+
+// labStatuses is every lab, or the one named, with its owner, its
+// emulator's counters and its backend's ceiling on this host.
+func labStatuses(names []string) ([]labStatus, error) {
+	states, err := lab.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []labStatus
+	for _, st := range states {
+		if len(names) == 1 && st.Name != names[0] {
+			continue
+		}
+		s := labStatus{State: st, OwnerAlive: st.Corrupt == "" && st.OwnerAlive()}
+		if st.Corrupt == "" {
+			s.Ceiling = lab.EmulationCeiling(st.Backend)
+		}
+		if st.Corrupt == "" && st.Backend == lab.BackendNFQueue {
+			if l, err := lab.Open(st.Name); err == nil {
+				if es, err := l.Stats(); err == nil {
+					s.Emulator = es
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	if len(names) == 1 && len(out) == 0 {
+		return nil, usage.Errorf("no lab named %q", names[0])
+	}
+	return out, nil
+}
+
+// printLabStatus is the text of lab status.
+func printLabStatus(w io.Writer, out []labStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tOWNER\tEMULATION\tPATH")
+	for _, s := range out {
+		owner := "alive"
+		switch {
+		case s.Corrupt != "":
+			fmt.Fprintf(tw, "%s\tCORRUPT STATE (run ovpnperf lab clean %s)\t\t%s\n", s.Name, s.Name, s.Corrupt)
+			continue
+		case !s.OwnerAlive:
+			owner = "DEAD (run ovpnperf lab clean " + s.Name + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, owner, s.Backend, describePath(s.Path))
+		if len(s.Hosts) > 0 {
+			var hs []string
+			for _, h := range s.Hosts {
+				hs = append(hs, fmt.Sprintf("%s %s", h.Node, h.Addr))
+			}
+			fmt.Fprintf(tw, "\t\thosts:\t%s\n", strings.Join(hs, ", "))
+		}
+		if s.Ceiling != nil {
+			fmt.Fprintf(tw, "\t\t%s\n", s.Ceiling.Summary)
+		}
+		if s.Emulator != nil {
+			b, _ := json.Marshal(s.Emulator)
+			fmt.Fprintf(tw, "\t\temulator:\t%s\n", b)
+		}
+	}
+	return tw.Flush()
 }
 
 func newLabStatusCommand() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "status [NAME]",
-		Short: "List labs, their settings and the emulator's counters",
+		Short: "List labs, their settings, the emulator's counters and its measured ceiling on this host",
 		Args:  args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, names []string) error {
 			for _, n := range names {
@@ -260,27 +327,9 @@ func newLabStatusCommand() *cobra.Command {
 					return err
 				}
 			}
-			states, err := lab.List()
+			out, err := labStatuses(names)
 			if err != nil {
 				return err
-			}
-			var out []labStatus
-			for _, st := range states {
-				if len(names) == 1 && st.Name != names[0] {
-					continue
-				}
-				s := labStatus{State: st, OwnerAlive: st.Corrupt == "" && st.OwnerAlive()}
-				if st.Corrupt == "" && st.Backend == lab.BackendNFQueue {
-					if l, err := lab.Open(st.Name); err == nil {
-						if es, err := l.Stats(); err == nil {
-							s.Emulator = es
-						}
-					}
-				}
-				out = append(out, s)
-			}
-			if len(names) == 1 && len(out) == 0 {
-				return usage.Errorf("no lab named %q", names[0])
 			}
 			if asJSON {
 				if out == nil {
@@ -288,31 +337,7 @@ func newLabStatusCommand() *cobra.Command {
 				}
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tOWNER\tEMULATION\tPATH")
-			for _, s := range out {
-				owner := "alive"
-				switch {
-				case s.Corrupt != "":
-					fmt.Fprintf(tw, "%s\tCORRUPT STATE (run ovpnperf lab clean %s)\t\t%s\n", s.Name, s.Name, s.Corrupt)
-					continue
-				case !s.OwnerAlive:
-					owner = "DEAD (run ovpnperf lab clean " + s.Name + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, owner, s.Backend, describePath(s.Path))
-				if len(s.Hosts) > 0 {
-					var hs []string
-					for _, h := range s.Hosts {
-						hs = append(hs, fmt.Sprintf("%s %s", h.Node, h.Addr))
-					}
-					fmt.Fprintf(tw, "\t\thosts:\t%s\n", strings.Join(hs, ", "))
-				}
-				if s.Emulator != nil {
-					b, _ := json.Marshal(s.Emulator)
-					fmt.Fprintf(tw, "\t\temulator:\t%s\n", b)
-				}
-			}
-			return tw.Flush()
+			return printLabStatus(cmd.OutOrStdout(), out)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -314,6 +314,9 @@ func measureAndShow(ctx context.Context, stdout io.Writer, spec experiment.Spec,
 		for _, line := range measure.Findings(rep) {
 			fmt.Fprintln(stdout, line)
 		}
+		if c := rep.Host.EmulationCeiling; c != nil {
+			fmt.Fprintln(stdout, c.Summary)
+		}
 	}
 	return err
 }

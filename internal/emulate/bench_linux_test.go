@@ -2,11 +2,8 @@ package emulate
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -16,10 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 
-	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
@@ -52,198 +47,35 @@ import (
 const (
 	benchDelay   = 20 * time.Millisecond
 	probeBytes   = 64 // UDP payload: 92-byte IPv4 packets
-	probeBatch   = 64 // messages per sendmmsg / recvmmsg
 	probeDrainTo = time.Second
 )
 
-type probeResult struct {
-	sent, received int
-	sendTime       time.Duration
-	rcvbufDrops    uint32          // probes the receiving socket dropped (SO_RXQ_OVFL)
-	delays         []time.Duration // one-way, per received probe
-	reordered      int             // probes received after one sent later
-	lastSeq        uint64
-}
-
-// runProbe sends count probes from A to B at rate packets per second with
-// sendmmsg and receives them with recvmmsg. The send time of a batch is
-// taken once, just before sendmmsg.
-func runProbe(b *testing.B, n *testNet, rate float64, count int) probeResult {
+// runProbe sends count probes from A to B at rate packets per second
+// (SendFlow), timing the sending as the benchmark's op.
+func runProbe(b *testing.B, n *testNet, rate float64, count int) FlowResult {
 	b.Helper()
-	return runFlow(b, flow{from: n.A, to: n.B, toAddr: testAddrB, rate: rate, count: count, size: probeBytes}, true)
+	return runFlow(b, benchFlow(n.A, n.B, testAddrB, rate, count, probeBytes), true)
 }
 
-// flow is one probe stream: count UDP datagrams of size payload bytes from
-// namespace from to toAddr in namespace to, at rate per second.
-type flow struct {
-	from, to, toAddr string
-	rate             float64
-	count, size      int
+// benchFlow is a flow through benchDelay whose receiver waits probeDrainTo
+// beyond it for the last packets.
+func benchFlow(from, to, toAddr string, rate float64, count, size int) Flow {
+	return Flow{From: from, To: to, ToAddr: toAddr, Rate: rate, Count: count, PayloadBytes: size, Drain: benchDelay + probeDrainTo}
 }
 
-// runFlow runs one probe stream. With timer, it resets the benchmark's
-// timer when sending starts and stops it when sending ends.
-func runFlow(b *testing.B, f flow, timer bool) probeResult {
+// runFlow runs one flow and fails the benchmark on an error. With timer,
+// it resets the benchmark's timer when sending starts and stops it when
+// sending ends.
+func runFlow(b *testing.B, f Flow, timer bool) FlowResult {
 	b.Helper()
-	var tb *testing.B
 	if timer {
-		tb = b
+		f.OnStart, f.OnSent = b.ResetTimer, b.StopTimer
 	}
-	res, err := sendFlow(f, tb)
+	res, err := SendFlow(f)
 	if err != nil {
 		b.Fatal(err)
 	}
 	return res
-}
-
-// sendFlow is runFlow for any goroutine and any test: it returns its
-// error, and times the sending on timer unless it is nil.
-func sendFlow(f flow, timer *testing.B) (probeResult, error) {
-	rate, count := f.rate, f.count
-	res := probeResult{delays: make([]time.Duration, 0, count)}
-	var rc, sc *net.UDPConn
-	if err := netns.Do(f.to, func() error {
-		var err error
-		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(f.toAddr)})
-		return err
-	}); err != nil {
-		return res, err
-	}
-	defer rc.Close()
-	if err := netns.Do(f.from, func() error {
-		var err error
-		sc, err = net.DialUDP("udp4", nil, rc.LocalAddr().(*net.UDPAddr))
-		return err
-	}); err != nil {
-		return res, err
-	}
-	defer sc.Close()
-	sc.SetWriteBuffer(4 << 20)
-
-	recvDone := make(chan error, 1)
-	// The receive time is the kernel's (SO_TIMESTAMPNS, taken when B's
-	// stack takes the packet in), so the receiver goroutine's own
-	// scheduling delay does not count as emulator error. Send times are
-	// CLOCK_REALTIME too.
-	raw, err := rc.SyscallConn()
-	if err != nil {
-		return res, err
-	}
-	// A deep receive buffer and SO_RXQ_OVFL: probes the receiver itself
-	// failed to take in time are counted apart from the emulator's.
-	var serr error
-	raw.Control(func(fd uintptr) {
-		serr = errors.Join(
-			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1),
-			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1),
-			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20))
-	})
-	if serr != nil {
-		return res, serr
-	}
-	go func() {
-		pc := ipv4.NewPacketConn(rc)
-		msgs := make([]ipv4.Message, probeBatch)
-		for i := range msgs {
-			msgs[i].Buffers = [][]byte{make([]byte, 2048)}
-			msgs[i].OOB = make([]byte, 128)
-		}
-		for res.received < count {
-			k, err := pc.ReadBatch(msgs, 0)
-			if err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					err = nil
-				}
-				recvDone <- err
-				return
-			}
-			for _, m := range msgs[:k] {
-				if m.N < 16 {
-					continue
-				}
-				at, ovfl, err := rxControl(m.OOB[:m.NN])
-				if err != nil {
-					recvDone <- err
-					return
-				}
-				seq := binary.LittleEndian.Uint64(m.Buffers[0])
-				if res.received > 0 && seq < res.lastSeq {
-					res.reordered++
-				}
-				res.lastSeq = seq
-				sent := int64(binary.LittleEndian.Uint64(m.Buffers[0][8:]))
-				res.delays = append(res.delays, time.Duration(at-sent))
-				res.received++
-				res.rcvbufDrops = max(res.rcvbufDrops, ovfl)
-			}
-		}
-		recvDone <- nil
-	}()
-
-	pc := ipv4.NewPacketConn(sc)
-	msgs := make([]ipv4.Message, probeBatch)
-	for i := range msgs {
-		msgs[i].Buffers = [][]byte{make([]byte, f.size)}
-	}
-	if timer != nil {
-		timer.ResetTimer()
-	}
-	start := monotime()
-	for res.sent < count {
-		due := int(float64(monotime()-start)*rate/1e9) + 1
-		k := min(due-res.sent, probeBatch, count-res.sent)
-		if k <= 0 {
-			// Wait for the next probe's time; Go's timers make this up to
-			// about a millisecond, so probes go in bursts of up to
-			// rate/1000.
-			next := start + int64(float64(res.sent)*1e9/rate)
-			time.Sleep(time.Duration(next - monotime()))
-			continue
-		}
-		now := time.Now().UnixNano()
-		for i := range k {
-			binary.LittleEndian.PutUint64(msgs[i].Buffers[0], uint64(res.sent+i))
-			binary.LittleEndian.PutUint64(msgs[i].Buffers[0][8:], uint64(now))
-		}
-		w, err := pc.WriteBatch(msgs[:k], 0)
-		if err != nil {
-			return res, fmt.Errorf("sending probes: %w", err)
-		}
-		res.sent += w
-	}
-	res.sendTime = time.Duration(monotime() - start)
-	if timer != nil {
-		timer.StopTimer()
-	}
-	rc.SetReadDeadline(time.Now().Add(benchDelay + probeDrainTo))
-	if err := <-recvDone; err != nil {
-		return res, fmt.Errorf("receiving probes: %w", err)
-	}
-	return res, nil
-}
-
-// rxControl finds the SCM_TIMESTAMPNS and SO_RXQ_OVFL control messages.
-func rxControl(oob []byte) (at int64, ovfl uint32, err error) {
-	cms, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return 0, 0, err
-	}
-	found := false
-	for _, cm := range cms {
-		switch {
-		case cm.Header.Level != unix.SOL_SOCKET:
-		case cm.Header.Type == unix.SCM_TIMESTAMPNS && len(cm.Data) >= 16:
-			sec := int64(binary.NativeEndian.Uint64(cm.Data))
-			nsec := int64(binary.NativeEndian.Uint64(cm.Data[8:]))
-			at, found = sec*1e9+nsec, true
-		case cm.Header.Type == unix.SO_RXQ_OVFL && len(cm.Data) >= 4:
-			ovfl = binary.NativeEndian.Uint32(cm.Data)
-		}
-	}
-	if !found {
-		return 0, 0, errors.New("no SCM_TIMESTAMPNS on a received probe")
-	}
-	return at, ovfl, nil
 }
 
 func quantile(d []time.Duration, q float64) time.Duration {
@@ -254,15 +86,15 @@ func quantile(d []time.Duration, q float64) time.Duration {
 }
 
 // reportProbe reports the probe stream's and the emulator's figures.
-func reportProbe(b *testing.B, r probeResult, p processResult) {
+func reportProbe(b *testing.B, r FlowResult, p processResult) {
 	st := p.Stats
 	b.Helper()
-	slices.Sort(r.delays)
+	slices.Sort(r.Delays)
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
-	b.ReportMetric(float64(r.sent)/r.sendTime.Seconds(), "sent-pps")
-	b.ReportMetric(100*float64(r.received)/float64(max(r.sent, 1)), "recv-%")
-	b.ReportMetric(us(quantile(r.delays, 0.5)-benchDelay), "err-p50-µs")
-	b.ReportMetric(us(quantile(r.delays, 0.99)-benchDelay), "err-p99-µs")
+	b.ReportMetric(r.SentRate(), "sent-pps")
+	b.ReportMetric(100*float64(r.Received)/float64(max(r.Sent, 1)), "recv-%")
+	b.ReportMetric(us(quantile(r.Delays, 0.5)-benchDelay), "err-p50-µs")
+	b.ReportMetric(us(quantile(r.Delays, 0.99)-benchDelay), "err-p99-µs")
 	up := st.Queues[0]
 	b.ReportMetric(us(up.LatenessMedian), "late-p50-µs")
 	b.ReportMetric(us(up.LatenessP99), "late-p99-µs")
@@ -277,7 +109,7 @@ func reportProbe(b *testing.B, r probeResult, p processResult) {
 	}
 	b.ReportMetric(behind, "behind")
 	b.ReportMetric(float64(up.KernelQueueDrops+up.KernelUserDropped), "kdrops")
-	b.ReportMetric(float64(r.rcvbufDrops), "rcvbuf-drops")
+	b.ReportMetric(float64(r.RcvbufDrops), "rcvbuf-drops")
 	// The emulator's CPU time per packet bounds the rate one queue thread
 	// can hold however quiet the host: 1e6 / µs-per-packet.
 	if up.Received > 0 {
@@ -453,20 +285,33 @@ const fullSizePayload = 1400 - 28
 // direction), "msgs/pkt" (queue messages per packet: below 1 when the
 // kernel hands aggregates over whole). "held" is 1 when both directions
 // got every packet with no kernel drop, p99 lateness below 1 ms and at
-// most 0.01 % of releases late, and the senders kept 98 % of the rate.
+// most 0.01 % of releases late, and the senders kept 98 % of the rate
+// (DirectionOutcome.Held, which `lab calibrate` judges by too).
 // "emu-cpu-µs/pkt" is the emulator process's CPU time (user and system:
 // the system part includes the kernel's forwarding of released packets,
 // done inside the verdict call) per packet carried, both directions
 // together; "host-cpu-µs/pkt" is the whole host's busy time (/proc/stat)
 // per packet carried: senders, receivers, router and emulator.
 // "emulator=none" runs the same path without the queue rules: the host's
-// own cost and ceiling, which the emulator's add to.
+// own cost and ceiling, which the emulator's add to. "emulator=afpacket"
+// is the AF_PACKET data path on the wire topology (benchWireBoth),
+// sending with sendmmsg, "emulator=afpacket-txring" the same sending
+// through a TX ring, and "emulator=bridge" that topology with the
+// kernel's bridge in W instead: the layer-2 path's host-alone floor.
 //
 //	go test ./internal/emulate -run '^$' -bench RateBoth -benchtime 250000x -count 3
 func BenchmarkRateBoth(b *testing.B) {
 	for _, pps := range []float64{25e3, 50e3} {
-		for _, mode := range []string{"nfqueue", "none"} {
+		for _, mode := range []string{"nfqueue", "afpacket", "afpacket-txring", "none", "bridge"} {
 			b.Run(fmt.Sprintf("pps=%.0f/emulator=%s", pps, mode), func(b *testing.B) {
+				switch mode {
+				case "afpacket", "bridge":
+					benchWireBoth(b, pps, mode == "bridge", TXSendmmsg)
+					return
+				case "afpacket-txring":
+					benchWireBoth(b, pps, false, TXRing)
+					return
+				}
 				n := newTestNet(b)
 				stop := func() processResult { return processResult{} }
 				if mode == "none" {
@@ -484,14 +329,14 @@ func BenchmarkRateBoth(b *testing.B) {
 					}})
 				}
 				busy0 := hostBusy(b)
-				var down probeResult
+				var down FlowResult
 				var derr error
 				done := make(chan struct{})
 				go func() {
 					defer close(done)
-					down, derr = sendFlow(flow{from: n.B, to: n.A, toAddr: testAddrA, rate: pps, count: b.N, size: fullSizePayload}, nil)
+					down, derr = SendFlow(benchFlow(n.B, n.A, testAddrA, pps, b.N, fullSizePayload))
 				}()
-				up := runFlow(b, flow{from: n.A, to: n.B, toAddr: testAddrB, rate: pps, count: b.N, size: fullSizePayload}, true)
+				up := runFlow(b, benchFlow(n.A, n.B, testAddrB, pps, b.N, fullSizePayload), true)
 				<-done
 				busy := hostBusy(b) - busy0
 				p := stop()
@@ -501,13 +346,13 @@ func BenchmarkRateBoth(b *testing.B) {
 				if mode != "none" && len(p.Queues) != 2 {
 					b.Fatalf("emulator stats: %+v", p.Stats)
 				}
-				reportBoth(b, pps, [2]probeResult{up, down}, p, busy)
+				reportBoth(b, pps, [2]FlowResult{up, down}, p, busy)
 			})
 		}
 	}
 }
 
-func reportBoth(b *testing.B, pps float64, r [2]probeResult, p processResult, busy time.Duration) {
+func reportBoth(b *testing.B, pps float64, r [2]FlowResult, p processResult, busy time.Duration) {
 	b.Helper()
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
 	held := true
@@ -517,9 +362,9 @@ func reportBoth(b *testing.B, pps float64, r [2]probeResult, p processResult, bu
 		if i < len(p.Queues) {
 			q = p.Queues[i]
 		}
-		sent := float64(r[i].sent) / r[i].sendTime.Seconds()
+		sent := r[i].SentRate()
 		b.ReportMetric(sent, []string{"up", "down"}[i]+"-sent-pps")
-		recv := 100 * float64(r[i].received) / float64(max(r[i].sent, 1))
+		recv := 100 * float64(r[i].Received) / float64(max(r[i].Sent, 1))
 		late := 0.0
 		if q.Released > 0 {
 			late = 100 * float64(q.Late) / float64(q.Released)
@@ -529,12 +374,14 @@ func reportBoth(b *testing.B, pps float64, r [2]probeResult, p processResult, bu
 		lateP99 = max(lateP99, us(q.LatenessP99))
 		latePct = max(latePct, late)
 		kdrops += drops
-		reordered += float64(r[i].reordered)
+		reordered += float64(r[i].Reordered)
 		msgs += float64(q.Received)
-		carried += float64(r[i].received)
-		held = held && recv == 100 && drops == 0 && q.LatenessP99 < time.Millisecond && late <= 0.01 && sent >= 0.98*pps
+		carried += float64(r[i].Received)
+		// The same judgement as lab calibrate's (ceiling.go).
+		ok, _ := OutcomeFromStats(r[i], q).Held(pps)
+		held = held && ok
 		b.Logf("queue %d: %d probes sent, %d received, %d messages, late %d (max %v), p99 %v, kernel drops %d/%d, enobufs %d, reordered %d",
-			q.Num, r[i].sent, r[i].received, q.Received, q.Late, q.MaxLateness, q.LatenessP99, q.KernelQueueDrops, q.KernelUserDropped, q.ENOBUFS, r[i].reordered)
+			q.Num, r[i].Sent, r[i].Received, q.Received, q.Late, q.MaxLateness, q.LatenessP99, q.KernelQueueDrops, q.KernelUserDropped, q.ENOBUFS, r[i].Reordered)
 	}
 	b.ReportMetric(recvPct, "recv-%")
 	b.ReportMetric(lateP99, "late-p99-µs")

@@ -30,14 +30,14 @@ func TestFullSizeBothWays(t *testing.T) {
 		{Num: queueUp, Delay: delay, Jitter: jitter, Seed: 1},
 		{Num: queueDown, Delay: delay, LossPercent: loss, Seed: 2},
 	}})
-	var down probeResult
+	var down FlowResult
 	var derr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		down, derr = sendFlow(flow{from: n.B, to: n.A, toAddr: testAddrA, rate: rate, count: count, size: fullSizePayload}, nil)
+		down, derr = SendFlow(benchFlow(n.B, n.A, testAddrA, rate, count, fullSizePayload))
 	}()
-	up, err := sendFlow(flow{from: n.A, to: n.B, toAddr: testAddrB, rate: rate, count: count, size: fullSizePayload}, nil)
+	up, err := SendFlow(benchFlow(n.A, n.B, testAddrB, rate, count, fullSizePayload))
 	<-done
 	if err != nil || derr != nil {
 		t.Fatal(err, derr)
@@ -45,16 +45,16 @@ func TestFullSizeBothWays(t *testing.T) {
 	st := stop()
 	qu, qd := st.Queues[0], st.Queues[1]
 	t.Logf("up: %d sent, %d received, %d releases in %d verdicts, lateness p99 %v max %v; down: %d sent, %d received, %d dropped on purpose",
-		up.sent, up.received, qu.Released, qu.Batches, qu.LatenessP99, qu.MaxLateness, down.sent, down.received, qd.DroppedLoss)
+		up.Sent, up.Received, qu.Released, qu.Batches, qu.LatenessP99, qu.MaxLateness, down.Sent, down.Received, qd.DroppedLoss)
 
 	// Up: everything, in order, delayed by delay ± jitter.
-	if up.received != up.sent || up.rcvbufDrops != 0 {
-		t.Errorf("up: %d of %d received (receiver dropped %d) on a path without loss", up.received, up.sent, up.rcvbufDrops)
+	if up.Received != up.Sent || up.RcvbufDrops != 0 {
+		t.Errorf("up: %d of %d received (receiver dropped %d) on a path without loss", up.Received, up.Sent, up.RcvbufDrops)
 	}
-	if up.reordered != 0 {
-		t.Errorf("up: %d packets reordered within one flow", up.reordered)
+	if up.Reordered != 0 {
+		t.Errorf("up: %d packets reordered within one flow", up.Reordered)
 	}
-	d := slices.Clone(up.delays)
+	d := slices.Clone(up.Delays)
 	slices.Sort(d)
 	// The send stamp is taken before a packet leaves, so a measured delay
 	// can only be longer than the emulator's.
@@ -70,18 +70,18 @@ func TestFullSizeBothWays(t *testing.T) {
 	}
 
 	// Down: loss per packet, what arrives in order.
-	if qd.Received != uint64(down.sent) {
-		t.Errorf("down: %d queue messages for %d packets: with loss every packet must be its own", qd.Received, down.sent)
+	if qd.Received != uint64(down.Sent) {
+		t.Errorf("down: %d queue messages for %d packets: with loss every packet must be its own", qd.Received, down.Sent)
 	}
-	lost := 100 * float64(down.sent-down.received) / float64(down.sent)
-	if lost < loss-2 || lost > loss+2 || down.rcvbufDrops != 0 {
-		t.Errorf("down: %.2f %% lost (receiver dropped %d), configured %v %%", lost, down.rcvbufDrops, loss)
+	lost := 100 * float64(down.Sent-down.Received) / float64(down.Sent)
+	if lost < loss-2 || lost > loss+2 || down.RcvbufDrops != 0 {
+		t.Errorf("down: %.2f %% lost (receiver dropped %d), configured %v %%", lost, down.RcvbufDrops, loss)
 	}
-	if qd.DroppedLoss != uint64(down.sent-down.received) {
-		t.Errorf("down: emulator dropped %d on purpose, %d missing at the receiver", qd.DroppedLoss, down.sent-down.received)
+	if qd.DroppedLoss != uint64(down.Sent-down.Received) {
+		t.Errorf("down: emulator dropped %d on purpose, %d missing at the receiver", qd.DroppedLoss, down.Sent-down.Received)
 	}
-	if down.reordered != 0 {
-		t.Errorf("down: %d packets reordered within one flow", down.reordered)
+	if down.Reordered != 0 {
+		t.Errorf("down: %d packets reordered within one flow", down.Reordered)
 	}
 	for _, q := range st.Queues {
 		if q.KernelQueueDrops+q.KernelUserDropped+q.ENOBUFS+q.Truncated+q.VerdictErrors != 0 {

@@ -127,6 +127,8 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 		} else if rep.Host.EmulationBackend == "" {
 			rep.Host.EmulationBackend = backend
 		}
+		// What this host's calibration says of that backend's ceiling.
+		rep.Host.EmulationCeiling = lab.EmulationCeiling(rep.Host.EmulationBackend)
 		rep.Rows = append(rep.Rows, rows...)
 		if err != nil {
 			return rep, err

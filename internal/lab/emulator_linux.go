@@ -20,7 +20,7 @@ func runEmulator(ctx context.Context, p Path, statsPath string) error {
 		}
 		cfg.Queues = append(cfg.Queues, emulate.QueueConfig{
 			Num: d.num, Delay: d.link.Delay, Jitter: d.link.Jitter, LossPercent: d.link.LossPercent,
-			MaxLen: queueLen(p, d.link),
+			MaxLen: queueLen(p, d.link), Tolerance: p.LateTolerance,
 		})
 	}
 	// The owner process is the emulator's own: its other work is a timer

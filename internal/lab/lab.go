@@ -81,6 +81,10 @@ type Path struct {
 	QueueBytes int `json:"queue_bytes"`
 	// NoIPv6 builds an IPv4-only lab (needed for an MTU below 1280).
 	NoIPv6 bool `json:"no_ipv6"`
+	// LateTolerance is how late the userspace emulator may release a
+	// packet before it counts it as late; 0 leaves its default, the larger
+	// of 1 ms and a tenth of the delay. `lab calibrate` sets 1 ms.
+	LateTolerance time.Duration `json:"late_tolerance_ns,omitempty"`
 }
 
 // EffectiveMTU returns the MTU of the bottleneck segment.

@@ -195,6 +195,9 @@ func (p Path) Validate() error {
 			return usage.Errorf("--mtu %d: above %d", p.MTU, MaxMTU)
 		}
 	}
+	if p.LateTolerance < 0 {
+		return usage.Errorf("late tolerance %v: must not be negative", p.LateTolerance)
+	}
 	switch {
 	case p.QueueBytes < 0:
 		return usage.Errorf("--queue-bytes %d: must not be negative", p.QueueBytes)

@@ -304,13 +304,7 @@ func (l *Lab) build(ctx context.Context, opts Options) error {
 			return fmt.Errorf("default route in %s via %s: %w", r.node, r.gw, err)
 		}
 	}
-	backend := BackendNone
-	if p.Up.Emulated() || p.Down.Emulated() {
-		backend = BackendNFQueue
-		if NetemAvailable() {
-			backend = BackendNetem
-		}
-	}
+	backend := emulationBackend(p)
 	if err := l.state.update(func(s *State) { s.Backend = backend }); err != nil {
 		return err
 	}
@@ -318,6 +312,18 @@ func (l *Lab) build(ctx context.Context, opts Options) error {
 		return err
 	}
 	return l.rules(ctx, p, backend)
+}
+
+// emulationBackend is the backend a lab of path p uses on this host: the
+// one place that chooses (CalibrationBackend asks it too).
+func emulationBackend(p Path) string {
+	if !p.Up.Emulated() && !p.Down.Emulated() {
+		return BackendNone
+	}
+	if NetemAvailable() {
+		return BackendNetem
+	}
+	return BackendNFQueue
 }
 
 // neighbours installs permanent neighbour entries on both ends of each

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ovpnperf/ovpnperf/internal/emulate"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
@@ -34,6 +35,10 @@ type HostInfo struct {
 	// EmulationBackend is how the lab emulated delay and loss ("netem",
 	// "nfqueue", or "none"); set by the caller, which knows.
 	EmulationBackend string `json:"emulation_backend"`
+	// EmulationCeiling is what this host's `lab calibrate` record says
+	// about that backend's ceiling (measured, stale or not measured);
+	// absent without emulation. Set by the caller with the backend.
+	EmulationCeiling *emulate.CeilingReport `json:"emulation_ceiling,omitempty"`
 }
 
 // CollectHost reads the kernel, CPU and program versions of this machine.

@@ -1,0 +1,359 @@
+package emulate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The ceiling: the highest packet rate the emulation backend carries on a
+// host, measured by `ovpnperf lab calibrate` (package lab runs it) and
+// recorded in CeilingPath, which `lab status` and the documents of `lab
+// run` report. A lab's figures are only as good as its emulator: a lab
+// whose packet rate nears the ceiling measures the host, not the path.
+
+// CeilingSchema identifies the record.
+const CeilingSchema = "ovpnperf/emulator-ceiling/v1"
+
+// CeilingPath is where the host's record lives. It is a variable for
+// tests; the command writes elsewhere only when told (--record).
+var CeilingPath = "/var/lib/ovpnperf/emulator-ceiling.json"
+
+// The criteria of a step, the same as BenchmarkRateBoth's "held".
+const (
+	// HeldMaxLateShare is the share of releases that may be late (beyond
+	// the tolerance) for a rate to count as held: 0.01 %.
+	HeldMaxLateShare = 0.0001
+	// HeldMaxLatenessP99 is the p99 release lateness a held rate stays
+	// below.
+	HeldMaxLatenessP99 = time.Millisecond
+	// CarriedMaxLateShare is the share of late releases above which a lab
+	// sample is invalid (experiment.MaxLateShare, docs/emulator.md "When a
+	// measurement is not trusted"): 1 %.
+	CarriedMaxLateShare = 0.01
+	// MinSentShare is the share of the offered rate the senders must
+	// reach: below it the host's senders, not the backend, were the limit.
+	MinSentShare = 0.98
+)
+
+// Ceiling is the record of one calibration.
+type Ceiling struct {
+	Schema  string    `json:"schema"`
+	Backend string    `json:"backend"`
+	Time    time.Time `json:"time"`
+	// Kernel (uname -r) and CPUs (online processors) of the host: a record
+	// of another kernel or CPU count is stale.
+	Kernel  string   `json:"kernel"`
+	CPUs    int      `json:"cpus"`
+	Version string   `json:"ovpnperf_version"`
+	Argv    []string `json:"argv"`
+	// LoadBefore and LoadAfter are /proc/loadavg's 1, 5 and 15 minute
+	// figures; LoadAfter includes the calibration's own load.
+	LoadBefore [3]float64 `json:"load_before"`
+	LoadAfter  [3]float64 `json:"load_after"`
+	// The load: PacketBytes IPv4 packets (UDP) both ways at once, each way
+	// through Delay, a release later than Tolerance counting as late, each
+	// rate for StepDuration.
+	PacketBytes  int           `json:"packet_bytes"`
+	Delay        time.Duration `json:"delay_ns"`
+	Tolerance    time.Duration `json:"tolerance_ns"`
+	StepDuration time.Duration `json:"step_duration_ns"`
+	// HeldPPS is the highest rate per direction that held (Step.Held), 0
+	// when none did; CarriedPPS the highest carried (Step.Carried).
+	HeldPPS    float64 `json:"held_pps_per_direction"`
+	CarriedPPS float64 `json:"carried_pps_per_direction"`
+	// Steps are the rates tried, ascending, until one was not carried.
+	Steps []CeilingStep `json:"steps"`
+}
+
+// CeilingStep is one rate tried.
+type CeilingStep struct {
+	RatePPS float64 `json:"rate_pps_per_direction"`
+	Held    bool    `json:"held"`
+	Carried bool    `json:"carried"`
+	// Why says which criterion the step missed first ("" when held).
+	Why        string              `json:"why,omitempty"`
+	Directions [2]DirectionOutcome `json:"directions"` // up, down
+}
+
+// DirectionOutcome is what one direction of a two-way load saw.
+type DirectionOutcome struct {
+	Sent     int     `json:"sent"`
+	Received int     `json:"received"`
+	SentPPS  float64 `json:"sent_pps"`
+	// Released, Late and Stalled count the backend's releases, those later
+	// than the tolerance and those later than StallLateness.
+	Released    uint64        `json:"released"`
+	Late        uint64        `json:"late"`
+	Stalled     uint64        `json:"stalled"`
+	LatenessP99 time.Duration `json:"lateness_p99_ns"`
+	MaxLateness time.Duration `json:"max_lateness_ns"`
+	// Drops are packets the kernel dropped before or in the backend
+	// (queue overflow, socket overrun, ENOBUFS); Reordered datagrams
+	// arrived after one sent later.
+	Drops     uint64 `json:"drops"`
+	Reordered int    `json:"reordered"`
+	// LatenessFrom says where the lateness figures come from: "emulator"
+	// (its own release counters) or "receiver" (one-way delay at the
+	// receiver minus the configured delay, for a backend without counters).
+	LatenessFrom string `json:"lateness_from"`
+}
+
+// OutcomeFromStats is a direction judged by the emulator's own counters of
+// its queue, as BenchmarkRateBoth judges it.
+func OutcomeFromStats(f FlowResult, q QueueStats) DirectionOutcome {
+	return DirectionOutcome{
+		Sent: f.Sent, Received: f.Received, SentPPS: f.SentRate(),
+		Released: q.Released, Late: q.Late, Stalled: q.Stalled,
+		LatenessP99: q.LatenessP99, MaxLateness: q.MaxLateness,
+		Drops:     q.KernelQueueDrops + q.KernelUserDropped + q.ENOBUFS,
+		Reordered: f.Reordered, LatenessFrom: "emulator",
+	}
+}
+
+// OutcomeFromDelays is a direction judged at the receiver, for a backend
+// that keeps no counters (netem): each datagram's one-way delay minus
+// delay is its lateness. It includes the host's forwarding and the
+// sender's batching, so it is never below the emulator's own figure.
+func OutcomeFromDelays(f FlowResult, delay, tolerance time.Duration) DirectionOutcome {
+	o := DirectionOutcome{Sent: f.Sent, Received: f.Received, SentPPS: f.SentRate(),
+		Released: uint64(f.Received), Drops: uint64(f.RcvbufDrops), Reordered: f.Reordered, LatenessFrom: "receiver"}
+	late := make([]time.Duration, len(f.Delays))
+	for i, d := range f.Delays {
+		l := max(d-delay, 0)
+		late[i] = l
+		if l > tolerance {
+			o.Late++
+		}
+		if l > StallLateness {
+			o.Stalled++
+		}
+		o.MaxLateness = max(o.MaxLateness, l)
+	}
+	if len(late) > 0 {
+		slices.Sort(late)
+		o.LatenessP99 = late[int(0.99*float64(len(late)-1)+0.5)]
+	}
+	return o
+}
+
+// LateShare is the share of releases that were late.
+func (o DirectionOutcome) LateShare() float64 {
+	if o.Released == 0 {
+		return 0
+	}
+	return float64(o.Late) / float64(o.Released)
+}
+
+// Held reports whether the direction held rate by BenchmarkRateBoth's
+// definition: every packet arrived, no kernel drop, p99 lateness below
+// 1 ms, at most 0.01 % late, the sender at 98 % of the rate. why names the
+// first criterion missed.
+func (o DirectionOutcome) Held(rate float64) (ok bool, why string) {
+	if why := o.basic(rate); why != "" {
+		return false, why
+	}
+	if o.LatenessP99 >= HeldMaxLatenessP99 {
+		return false, fmt.Sprintf("p99 lateness %v", o.LatenessP99.Round(time.Microsecond))
+	}
+	if o.LateShare() > HeldMaxLateShare {
+		return false, fmt.Sprintf("%.3f %% late", 100*o.LateShare())
+	}
+	return true, ""
+}
+
+// Carried reports whether the direction carried rate as a valid lab
+// sample needs it: every packet arrived, no kernel drop, no stall, at most
+// 1 % late, the sender at 98 % of the rate.
+func (o DirectionOutcome) Carried(rate float64) (ok bool, why string) {
+	if why := o.basic(rate); why != "" {
+		return false, why
+	}
+	if o.Stalled > 0 {
+		return false, fmt.Sprintf("%d releases stalled (over %v late)", o.Stalled, StallLateness)
+	}
+	if o.LateShare() > CarriedMaxLateShare {
+		return false, fmt.Sprintf("%.2f %% late", 100*o.LateShare())
+	}
+	return true, ""
+}
+
+func (o DirectionOutcome) basic(rate float64) string {
+	switch {
+	case o.SentPPS < MinSentShare*rate:
+		return fmt.Sprintf("sender reached %.0f pps", o.SentPPS)
+	case o.Received < o.Sent:
+		return fmt.Sprintf("%d of %d packets arrived", o.Received, o.Sent)
+	case o.Drops > 0:
+		return fmt.Sprintf("%d kernel drops", o.Drops)
+	}
+	return ""
+}
+
+// Judge sets the step's Held, Carried and Why from its directions: Why
+// says why it was not carried or, if it was, why it did not hold.
+func (s *CeilingStep) Judge() {
+	s.Held, s.Carried = true, true
+	var heldWhy, carriedWhy string
+	for i, d := range s.Directions {
+		dir := []string{"up", "down"}[i]
+		if ok, why := d.Held(s.RatePPS); !ok && heldWhy == "" {
+			s.Held, heldWhy = false, dir+": "+why
+		}
+		if ok, why := d.Carried(s.RatePPS); !ok && carriedWhy == "" {
+			s.Carried, carriedWhy = false, dir+": "+why
+		}
+	}
+	s.Why = heldWhy
+	if !s.Carried {
+		s.Why = carriedWhy
+	}
+}
+
+// Summarize sets HeldPPS and CarriedPPS from the steps.
+func (c *Ceiling) Summarize() {
+	c.HeldPPS, c.CarriedPPS = 0, 0
+	for _, s := range c.Steps {
+		if s.Held {
+			c.HeldPPS = max(c.HeldPPS, s.RatePPS)
+		}
+		if s.Carried {
+			c.CarriedPPS = max(c.CarriedPPS, s.RatePPS)
+		}
+	}
+}
+
+// ReadCeiling reads a record (`lab calibrate` writes it).
+func ReadCeiling(path string) (Ceiling, error) {
+	var c Ceiling
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	if c.Schema != CeilingSchema {
+		return c, fmt.Errorf("%s: schema %q, want %s", path, c.Schema, CeilingSchema)
+	}
+	return c, nil
+}
+
+// CeilingReport is what `lab status` and the documents measured across a
+// lab say about the backend's ceiling on this host.
+type CeilingReport struct {
+	Backend string `json:"backend"`
+	// Status is "measured", "stale" (the record is of another kernel or
+	// CPU count, or of another backend) or "not measured".
+	Status string `json:"status"`
+	// Summary is the line people read.
+	Summary string `json:"summary"`
+	// Busy is true when the host's 1-minute load before the calibration
+	// was at least half its CPU count: the figures are likely low.
+	Busy bool `json:"busy,omitempty"`
+	// Record is the calibration's record (also when stale).
+	Record *Ceiling `json:"record,omitempty"`
+}
+
+// Ceiling report statuses.
+const (
+	CeilingMeasured    = "measured"
+	CeilingStale       = "stale"
+	CeilingNotMeasured = "not measured"
+)
+
+// ReportCeiling judges the record at path for backend on a host running
+// kernel with cpus processors. how is the command that measures it, for
+// the summary of a missing or stale record.
+func ReportCeiling(path, backend, kernel string, cpus int, how string) CeilingReport {
+	r := CeilingReport{Backend: backend, Status: CeilingNotMeasured,
+		Summary: fmt.Sprintf("emulator: %s, ceiling not measured on this host: %s", backend, how)}
+	c, err := ReadCeiling(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return r
+	}
+	if err != nil {
+		r.Summary = fmt.Sprintf("emulator: %s, ceiling record unreadable (%v): %s", backend, err, how)
+		return r
+	}
+	r.Record = &c
+	switch {
+	case c.Backend != backend:
+		r.Status = CeilingStale
+		r.Summary = fmt.Sprintf("emulator: %s, ceiling not measured for it (the record is of %s): %s", backend, c.Backend, how)
+		return r
+	case c.Kernel != kernel || c.CPUs != cpus:
+		r.Status = CeilingStale
+		r.Summary = fmt.Sprintf("emulator: %s, ceiling record is stale (measured on kernel %s with %d CPUs, this host runs %s with %d): %s",
+			backend, c.Kernel, c.CPUs, kernel, cpus, how)
+		return r
+	}
+	r.Status = CeilingMeasured
+	r.Busy = c.CPUs > 0 && c.LoadBefore[0] >= float64(c.CPUs)/2
+	held := "held no rate tried"
+	if c.HeldPPS > 0 {
+		held = "held " + groupThousands(c.HeldPPS) + " pps/direction"
+	}
+	r.Summary = fmt.Sprintf("emulator: %s, %s (%d B, %v), at most 1 %% late up to %s pps, measured %s at load %.2f",
+		backend, held, c.PacketBytes, c.Delay, groupThousands(c.CarriedPPS), c.Time.UTC().Format("2006-01-02"), c.LoadBefore[0])
+	if r.Busy {
+		r.Summary += fmt.Sprintf(" on %d CPUs: a busy host, the figures are likely low (measure again when idle)", c.CPUs)
+	}
+	return r
+}
+
+// groupThousands prints 25000 as "25 000".
+func groupThousands(v float64) string {
+	s := strconv.FormatFloat(v, 'f', 0, 64)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// HostKernel is the running kernel's release (uname -r).
+func HostKernel() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return strings.TrimSpace(string(b))
+}
+
+// HostCPUs counts the processors /proc/cpuinfo lists, as the documents'
+// host.cpus does.
+func HostCPUs() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, _, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "processor" {
+			n++
+		}
+	}
+	return n
+}
+
+// LoadAvg reads the 1, 5 and 15 minute load averages.
+func LoadAvg() ([3]float64, error) {
+	var l [3]float64
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return l, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return l, fmt.Errorf("/proc/loadavg: %q", b)
+	}
+	for i := range l {
+		if l[i], err = strconv.ParseFloat(f[i], 64); err != nil {
+			return l, fmt.Errorf("/proc/loadavg: %q", b)
+		}
+	}
+	return l, nil
+}

@@ -1,0 +1,128 @@
+package emulate
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCeilingStepJudge(t *testing.T) {
+	good := DirectionOutcome{Sent: 50000, Received: 50000, SentPPS: 24990, Released: 50000, LatenessP99: 300 * time.Microsecond}
+	for _, c := range []struct {
+		name          string
+		up            func(*DirectionOutcome)
+		held, carried bool
+		why           string
+	}{
+		{"clean", func(*DirectionOutcome) {}, true, true, ""},
+		{"0.01 % late holds", func(o *DirectionOutcome) { o.Late = 5 }, true, true, ""},
+		{"0.02 % late is carried only", func(o *DirectionOutcome) { o.Late = 10 }, false, true, "up: 0.020 % late"},
+		{"p99 at 1 ms is carried only", func(o *DirectionOutcome) { o.LatenessP99 = time.Millisecond }, false, true, "up: p99 lateness 1ms"},
+		{"1 % late is carried", func(o *DirectionOutcome) { o.Late = 500 }, false, true, "up: 1.000 % late"},
+		{"above 1 % late is not", func(o *DirectionOutcome) { o.Late = 501 }, false, false, "up: 1.00 % late"},
+		{"a stall is not carried", func(o *DirectionOutcome) { o.Stalled = 1; o.Late = 1 }, true, false, "up: 1 releases stalled"},
+		{"a lost packet", func(o *DirectionOutcome) { o.Received-- }, false, false, "up: 49999 of 50000 packets arrived"},
+		{"a kernel drop", func(o *DirectionOutcome) { o.Drops = 1 }, false, false, "up: 1 kernel drops"},
+		{"a slow sender", func(o *DirectionOutcome) { o.SentPPS = 24000 }, false, false, "up: sender reached 24000 pps"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			up := good
+			c.up(&up)
+			s := CeilingStep{RatePPS: 25000, Directions: [2]DirectionOutcome{up, good}}
+			s.Judge()
+			if s.Held != c.held || s.Carried != c.carried || !strings.HasPrefix(s.Why, c.why) {
+				t.Errorf("held %v carried %v why %q; want %v %v %q", s.Held, s.Carried, s.Why, c.held, c.carried, c.why)
+			}
+		})
+	}
+	// The down direction is judged as well.
+	down := good
+	down.Drops = 3
+	s := CeilingStep{RatePPS: 25000, Directions: [2]DirectionOutcome{good, down}}
+	s.Judge()
+	if s.Held || s.Carried || s.Why != "down: 3 kernel drops" {
+		t.Errorf("down drops: %+v", s)
+	}
+}
+
+func TestOutcomeFromDelays(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	f := FlowResult{Sent: 4, Received: 4, SendTime: time.Second}
+	for _, late := range []time.Duration{0, 500 * time.Microsecond, 2 * time.Millisecond, 60 * time.Millisecond} {
+		f.Delays = append(f.Delays, delay+late)
+	}
+	o := OutcomeFromDelays(f, delay, time.Millisecond)
+	if o.Late != 2 || o.Stalled != 1 || o.MaxLateness != 60*time.Millisecond || o.Released != 4 || o.LatenessFrom != "receiver" {
+		t.Errorf("%+v", o)
+	}
+}
+
+func TestCeilingRecordAndReport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ceiling.json")
+	how := "`ovpnperf lab calibrate` measures it (about 60 s)"
+	r := ReportCeiling(path, "nfqueue", "6.18.0", 2, how)
+	if r.Status != CeilingNotMeasured || r.Record != nil || r.Summary != "emulator: nfqueue, ceiling not measured on this host: "+how {
+		t.Errorf("no record: %+v", r)
+	}
+	c := Ceiling{Schema: CeilingSchema, Backend: "nfqueue", Time: time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC),
+		Kernel: "6.18.0", CPUs: 2, LoadBefore: [3]float64{0.4, 0.3, 0.2}, PacketBytes: 1400, Delay: 20 * time.Millisecond,
+		Steps: []CeilingStep{{RatePPS: 20000, Held: true, Carried: true}, {RatePPS: 25000, Carried: true}, {RatePPS: 30000}}}
+	c.Summarize()
+	if c.HeldPPS != 20000 || c.CarriedPPS != 25000 {
+		t.Fatalf("summarize: held %v carried %v", c.HeldPPS, c.CarriedPPS)
+	}
+	writeCeiling(t, path, c)
+	r = ReportCeiling(path, "nfqueue", "6.18.0", 2, how)
+	want := "emulator: nfqueue, held 20 000 pps/direction (1400 B, 20ms), at most 1 % late up to 25 000 pps, measured 2026-11-28 at load 0.40"
+	if r.Status != CeilingMeasured || r.Busy || r.Summary != want || r.Record == nil || r.Record.HeldPPS != 20000 {
+		t.Errorf("measured:\n got %+v\nwant %q", r, want)
+	}
+	for _, c := range []struct {
+		backend, kernel string
+		cpus            int
+		want            string
+	}{
+		{"nfqueue", "6.19.0", 2, "stale (measured on kernel 6.18.0 with 2 CPUs, this host runs 6.19.0 with 2)"},
+		{"nfqueue", "6.18.0", 4, "stale (measured on kernel 6.18.0 with 2 CPUs, this host runs 6.18.0 with 4)"},
+		{"netem", "6.18.0", 2, "emulator: netem, ceiling not measured for it (the record is of nfqueue)"},
+	} {
+		r := ReportCeiling(path, c.backend, c.kernel, c.cpus, how)
+		if r.Status != CeilingStale || !strings.Contains(r.Summary, c.want) || !strings.HasSuffix(r.Summary, how) || strings.Contains(r.Summary, "held") {
+			t.Errorf("%+v: %q, want %q", c, r.Summary, c.want)
+		}
+	}
+	c.LoadBefore[0] = 1.2
+	writeCeiling(t, path, c)
+	r = ReportCeiling(path, "nfqueue", "6.18.0", 2, how)
+	if !r.Busy || !strings.Contains(r.Summary, "at load 1.20 on 2 CPUs: a busy host") {
+		t.Errorf("busy: %+v", r)
+	}
+	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := ReportCeiling(path, "nfqueue", "6.18.0", 2, how); r.Status != CeilingNotMeasured || !strings.Contains(r.Summary, "unreadable") {
+		t.Errorf("corrupt record: %+v", r)
+	}
+}
+
+func TestGroupThousands(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 500: "500", 5000: "5 000", 25000: "25 000", 100000: "100 000", 1250000: "1 250 000"} {
+		if got := groupThousands(v); got != want {
+			t.Errorf("%v: %q, want %q", v, got, want)
+		}
+	}
+}
+
+func writeCeiling(t *testing.T, path string, c Ceiling) {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

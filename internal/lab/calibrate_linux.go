@@ -1,0 +1,244 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/emulate"
+)
+
+// Calibration: the packet rate this host's lab emulation holds, measured by
+// building labs that carry nothing but a load generator (no OpenVPN, no
+// iperf3) and stepping the rate up.
+//
+//	client ns ──► router ns: the backend any lab here would use ──► server ns
+//	   flow up, 1400 B, RATE pps ──────────────► (20 ms) ──────►
+//	   ◄────── (20 ms) ◄────────────── flow down, 1400 B, RATE pps
+//
+// Each rate gets a fresh lab (so the emulator's lateness figures are of
+// that rate alone, as in BenchmarkRateBoth, which builds a fresh path per
+// rate) named cal-ID, ID one per run; every lab is taken down before the
+// next, also on an error or Ctrl-C, and is ephemeral: if this process dies,
+// its owner takes it down.
+
+// The calibration's load.
+const (
+	CalibrationPacketBytes = 1400
+	CalibrationDelay       = 20 * time.Millisecond
+	// CalibrationTolerance is the lateness beyond which a release counts
+	// as late, the benchmarks' threshold. Labs count late beyond 1 ms or a
+	// tenth of the delay, whichever is larger (2 ms at 20 ms): at 1 ms the
+	// calibration is the stricter judge.
+	CalibrationTolerance = time.Millisecond
+	// DefaultCalibrationStep is how long each rate is offered.
+	DefaultCalibrationStep = 3 * time.Second
+	// calibrationStepOverhead is what a step takes beyond its load: a lab
+	// up and down, the last packets' delay, the emulator's last counters
+	// (0.4 s a step on a 2-CPU host at load 3.5).
+	calibrationStepOverhead = time.Second
+)
+
+// CalibrationRates are the packet rates per direction tried, ascending,
+// until one is not carried.
+var CalibrationRates = []float64{5e3, 10e3, 15e3, 20e3, 25e3, 30e3, 40e3, 50e3, 60e3, 80e3, 100e3}
+
+// CalibrateOptions configure Calibrate.
+type CalibrateOptions struct {
+	// Name is the labs' name; empty means cal-ID, ID random.
+	Name string
+	// StepDuration is how long each rate is offered; 0 means
+	// DefaultCalibrationStep.
+	StepDuration time.Duration
+	// Rates to try, ascending; nil means CalibrationRates.
+	Rates []float64
+	// Version and Argv are recorded.
+	Version string
+	Argv    []string
+	// Progress, when set, gets a line per rate.
+	Progress io.Writer
+}
+
+// CalibrationTime is the longest a calibration with these options takes:
+// every rate tried.
+func CalibrationTime(o CalibrateOptions) time.Duration {
+	o = o.withDefaults()
+	return time.Duration(len(o.Rates)) * (o.StepDuration + calibrationStepOverhead)
+}
+
+func (o CalibrateOptions) withDefaults() CalibrateOptions {
+	if o.StepDuration == 0 {
+		o.StepDuration = DefaultCalibrationStep
+	}
+	if o.Rates == nil {
+		o.Rates = CalibrationRates
+	}
+	return o
+}
+
+// calibrationPath is the path each calibration lab emulates.
+func calibrationPath() Path {
+	l := Link{Delay: CalibrationDelay}
+	return Path{Up: l, Down: l, LateTolerance: CalibrationTolerance}
+}
+
+// CalibrationBackend is the backend this host's labs use for delay,
+// jitter and loss, the one Calibrate measures.
+func CalibrationBackend() string { return emulationBackend(calibrationPath()) }
+
+// Calibrate measures the highest packet rate per direction this host's lab
+// emulation holds, and the highest it carries with at most 1 % late (see
+// emulate.DirectionOutcome), with both directions loaded at once.
+func Calibrate(ctx context.Context, o CalibrateOptions) (emulate.Ceiling, error) {
+	o = o.withDefaults()
+	c := emulate.Ceiling{Schema: emulate.CeilingSchema, Backend: CalibrationBackend(), Time: time.Now().UTC(),
+		Kernel: emulate.HostKernel(), CPUs: emulate.HostCPUs(), Version: o.Version, Argv: o.Argv,
+		PacketBytes: CalibrationPacketBytes, Delay: CalibrationDelay, Tolerance: CalibrationTolerance,
+		StepDuration: o.StepDuration}
+	for i, r := range o.Rates {
+		if r <= 0 || i > 0 && r <= o.Rates[i-1] {
+			return c, fmt.Errorf("calibration rates %v: want positive rates, ascending", o.Rates)
+		}
+	}
+	var err error
+	if c.LoadBefore, err = emulate.LoadAvg(); err != nil {
+		return c, err
+	}
+	name := o.Name
+	if name == "" {
+		name = "cal-" + NewName()
+	}
+	for _, rate := range o.Rates {
+		step, err := calibrateStep(ctx, name, rate, o.StepDuration, c.Backend)
+		if err != nil {
+			return c, err
+		}
+		step.Judge()
+		c.Steps = append(c.Steps, step)
+		if o.Progress != nil {
+			verdict := "held"
+			switch {
+			case !step.Carried:
+				verdict = "not carried (" + step.Why + ")"
+			case !step.Held:
+				verdict = "carried, not held (" + step.Why + ")"
+			}
+			fmt.Fprintf(o.Progress, "%7.0f pps/direction: %s\n", rate, verdict)
+		}
+		if !step.Carried {
+			break
+		}
+	}
+	c.Summarize()
+	if c.LoadAfter, err = emulate.LoadAvg(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// calibrateStep offers rate packets a second each way through a fresh lab
+// for d and returns what each direction saw.
+func calibrateStep(ctx context.Context, name string, rate float64, d time.Duration, backend string) (_ emulate.CeilingStep, err error) {
+	step := emulate.CeilingStep{RatePPS: rate}
+	l, err := Up(ctx, Options{Name: name, Path: calibrationPath(), Ephemeral: true})
+	if err != nil {
+		return step, err
+	}
+	defer func() {
+		if derr := l.Down(); derr != nil {
+			err = errors.Join(err, fmt.Errorf("lab %s: %w", name, derr))
+		}
+	}()
+	if l.Backend() != backend {
+		return step, fmt.Errorf("lab %s: emulation backend %s, expected %s", name, l.Backend(), backend)
+	}
+	count := max(1, int(rate*d.Seconds()))
+	flow := func(from, to Node) emulate.Flow {
+		return emulate.Flow{From: l.Namespace(from), To: l.Namespace(to), ToAddr: Addr(to, 4).String(),
+			Rate: rate, Count: count, PayloadBytes: CalibrationPacketBytes - 28, // IPv4 and UDP headers
+			Drain: CalibrationDelay + time.Second, Stop: ctx.Done()}
+	}
+	var res [2]emulate.FlowResult
+	var errs [2]error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res[1], errs[1] = emulate.SendFlow(flow(Server, Client))
+	}()
+	res[0], errs[0] = emulate.SendFlow(flow(Client, Server))
+	<-done
+	end := time.Now()
+	if err := ctx.Err(); err != nil {
+		return step, err
+	}
+	if err := errors.Join(errs[:]...); err != nil {
+		return step, fmt.Errorf("calibration load at %.0f pps: %w", rate, err)
+	}
+	if backend != BackendNFQueue {
+		// No counters of its own (netem): judged at the receivers.
+		for i := range res {
+			step.Directions[i] = emulate.OutcomeFromDelays(res[i], CalibrationDelay, CalibrationTolerance)
+		}
+		return step, nil
+	}
+	st, err := finalStats(ctx, l, end)
+	if err != nil {
+		return step, err
+	}
+	for i, num := range []uint16{queueUp, queueDown} {
+		var q *emulate.QueueStats
+		for j := range st.Queues {
+			if st.Queues[j].Num == num {
+				q = &st.Queues[j]
+			}
+		}
+		if q == nil {
+			return step, fmt.Errorf("lab %s: the emulator's counters have no queue %d", name, num)
+		}
+		step.Directions[i] = emulate.OutcomeFromStats(res[i], *q)
+	}
+	return step, nil
+}
+
+// finalStats waits for the emulator's first counters written after end
+// with nothing pending: every packet of the load released.
+func finalStats(ctx context.Context, l *Lab, end time.Time) (emulate.Stats, error) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		st, err := l.Stats()
+		if err == nil && st.Time.After(end) {
+			pending := uint64(0)
+			for _, q := range st.Queues {
+				pending += q.Pending
+			}
+			if pending == 0 {
+				return st, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("packets still pending")
+			}
+			return st, fmt.Errorf("lab %s: the emulator's final counters: %w", l.Name(), err)
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// EmulationCeiling is what this host's calibration record says about
+// backend's ceiling, for `lab status` and the documents measured across a
+// lab; nil for a lab without emulation.
+func EmulationCeiling(backend string) *emulate.CeilingReport {
+	if backend == "" || backend == BackendNone {
+		return nil
+	}
+	how := fmt.Sprintf("`ovpnperf lab calibrate` measures it (up to %.0f s)", CalibrationTime(CalibrateOptions{}).Seconds())
+	r := emulate.ReportCeiling(emulate.CeilingPath, backend, emulate.HostKernel(), emulate.HostCPUs(), how)
+	return &r
+}
