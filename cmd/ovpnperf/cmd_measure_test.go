@@ -210,6 +210,39 @@ func TestMeasureLAN(t *testing.T) {
 	t.Run("SocketDrops", func(t *testing.T) { measureSocketDrops(t, b) })
 }
 
+// A satellite path (600 ms, 10 Mbit/s) with measure's default flags: every
+// sample valid, sized by the echoes' round trip. Fixed 5 s samples after 1 s
+// and no slack had every sample refused: the receiver's window runs a round
+// trip (600 ms) past the 5 s asked, beyond the 7.5 % check. And without the
+// echoes during each sample and an in-flight allowance, a full queue's bytes
+// at the warm-up boundary put a receiver 24 % above its sender.
+func TestMeasureSatellitePath(t *testing.T) {
+	b := newMeasureBench(t, lab.Path{
+		Up:   lab.Link{RateBitsPerSec: 10e6, Delay: 300 * time.Millisecond},
+		Down: lab.Link{RateBitsPerSec: 10e6, Delay: 300 * time.Millisecond},
+	}, true, nil)
+	rep, _ := b.measureDoc(t, lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--repeat", "1")
+	timing, _ := rep.Scenario.Extra["sample_timing"].(string)
+	if !strings.Contains(timing, "sized by the path") || !strings.Contains(timing, "window check allows") {
+		t.Errorf("samples not sized by the path: %q", timing)
+	}
+	if len(rep.Rows) != 4 {
+		t.Fatalf("%d rows, want outside and tunnel, up and down", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		if !r.Valid || len(r.SamplesBps) != 1 {
+			t.Errorf("%s %s: valid %v, %d samples: %s (%s)", r.Variant, r.Direction, r.Valid, len(r.SamplesBps), r.Error, timing)
+		}
+		for _, s := range r.Samples {
+			// Echoes during the sample crossed the 600 ms path.
+			if rtt := time.Duration(s.LoadedMaxRTTMicros) * time.Microsecond; rtt < 600*time.Millisecond {
+				t.Errorf("%s %s: largest echo round trip during the sample %v, below the path's 600 ms", r.Variant, r.Direction, rtt)
+			}
+			t.Logf("%s %s: %.2f Mbit/s, echoes during the sample up to %v", r.Variant, r.Direction, s.Bps/1e6, time.Duration(s.LoadedMaxRTTMicros)*time.Microsecond)
+		}
+	}
+}
+
 // Must show 2: a client with rcvbuf 16384 on an unshaped path drops
 // datagrams at its socket, and the finding names the receive buffer and a
 // size; with the buffer it names the drops are gone.

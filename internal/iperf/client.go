@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"runtime"
@@ -72,6 +73,15 @@ type ClientOptions struct {
 	// path holds in flight, which Result.Check allows the receiver to
 	// count beyond the sender.
 	PathRateBitsPerSec uint64
+	// RateUnknown says the path is a user's own, whose rate nobody knows:
+	// the receiver's own rate then stands for the path's when Check
+	// bounds the bytes in flight (PathRateBitsPerSec must be 0).
+	RateUnknown bool
+	// LoadedRoundTrip, when set, is called after iperf3 has ended and
+	// before Check: it returns the longest round trip measured while the
+	// sample ran (echoes that crossed the queue the sample filled), which
+	// widens PathSlack where it is longer.
+	LoadedRoundTrip func() time.Duration
 }
 
 func wholeSeconds(name string, d time.Duration) (int, error) {
@@ -208,6 +218,21 @@ func refusedAtStart(res *Result, err error) bool {
 	return false
 }
 
+// checkBounds returns what Check allows res on opts' path: the window
+// slack, widened to the round trip measured during the sample where that
+// was longer, and the rate that bounds the bytes in flight, the receiver's
+// own where the path's is unknown.
+func (opts ClientOptions) checkBounds(res *Result) (slack time.Duration, rateBitsPerSec uint64) {
+	slack, rateBitsPerSec = opts.PathSlack, opts.PathRateBitsPerSec
+	if opts.LoadedRoundTrip != nil {
+		slack = max(slack, opts.LoadedRoundTrip())
+	}
+	if opts.RateUnknown && rateBitsPerSec == 0 {
+		rateBitsPerSec = uint64(math.Ceil(res.ReceivedBitsPerSec))
+	}
+	return slack, rateBitsPerSec
+}
+
 // loadAverage describes the machine's load as /proc/loadavg had it, for
 // the reason of a refused sample: the figure, not a guess at the cause.
 func loadAverage() string {
@@ -267,7 +292,7 @@ func runOnce(ctx context.Context, command CommandFunc, opts ClientOptions, argv 
 		return res, fmt.Errorf("running %q: the payload file %s ran out after %v of %v (%d bytes): write a larger one",
 			cmdline, opts.FilePath, res.ReceivedDuration.Round(time.Millisecond), dur, res.ReceivedBytes)
 	}
-	if err := res.Check(opts.PathSlack, opts.PathRateBitsPerSec); err != nil {
+	if err := res.Check(opts.checkBounds(res)); err != nil {
 		return res, fmt.Errorf("running %q: %w; %s", cmdline, err, loadAverage())
 	}
 	return res, nil

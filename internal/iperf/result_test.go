@@ -360,6 +360,12 @@ func TestCheck(t *testing.T) {
 			SentBytes: 2621440, ReceivedBytes: 4208416, SentBitsPerSec: 6.99e6, ReceivedBitsPerSec: 7.97e6}, 1800 * time.Millisecond, 0, "14 % above the sender's 6.99"},
 		{"200 ms path, receiver above the link", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2 * time.Second,
 			SentBytes: 4712500, ReceivedBytes: 5542500, SentBitsPerSec: 18.85e6, ReceivedBitsPerSec: 22.17e6}, 600 * time.Millisecond, 20e6, "receiver counted 22.17"},
+		// Both ends above the limiter (the sender within 8 % of the
+		// receiver): the path cannot have carried it.
+		{"200 ms path, both ends above the link", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2 * time.Second,
+			SentBytes: 5400000, ReceivedBytes: 5525000, SentBitsPerSec: 21.6e6, ReceivedBitsPerSec: 22.1e6}, 600 * time.Millisecond, 20e6, "10 % above the path's rate limit of 20.00"},
+		{"200 ms path, receiver at the link", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2 * time.Second,
+			SentBytes: 4800000, ReceivedBytes: 4775000, SentBitsPerSec: 19.2e6, ReceivedBitsPerSec: 19.1e6}, 600 * time.Millisecond, 20e6, ""},
 		// Beyond what the path explains: refused, with the figures.
 		{"200 ms path, window beyond the round trip", Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2600 * time.Millisecond,
 			SentBitsPerSec: 19.1e6, ReceivedBitsPerSec: 18.6e6}, 400 * time.Millisecond, 0, "receiver measured over 2.6s of the 2s asked, longer than the 2.55s allowed (the path's slack for its round trip with full queues, 400ms, plus 7.5 % for timers)"},
@@ -379,6 +385,37 @@ func TestCheck(t *testing.T) {
 			}
 			if !errors.Is(err, ErrInconsistent) || !strings.Contains(err.Error(), tc.wantSubstr) {
 				t.Errorf("Check() = %v, want ErrInconsistent with %q", err, tc.wantSubstr)
+			}
+		})
+	}
+}
+
+// On a user's own path the rate is unknown: the receiver's own rate stands
+// for it, and echoes during the sample can widen the slack. The counts of a
+// 600 ms path with full queues (1.8 s round trip) pass only with the
+// loaded round trip; a LAN's slack keeps the check strict.
+func TestCheckRealPath(t *testing.T) {
+	far := Result{Requested: 3 * time.Second, SentDuration: 3 * time.Second, ReceivedDuration: 4224 * time.Millisecond,
+		SentBytes: 2621440, ReceivedBytes: 4208416, SentBitsPerSec: 6.99e6, ReceivedBitsPerSec: 7.97e6}
+	lan := Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2 * time.Second,
+		SentBytes: 7131250, ReceivedBytes: 7797500, SentBitsPerSec: 28.53e6, ReceivedBitsPerSec: 31.19e6}
+	loaded := func(d time.Duration) func() time.Duration { return func() time.Duration { return d } }
+	for _, tc := range []struct {
+		name string
+		r    Result
+		opts ClientOptions
+		ok   bool
+	}{
+		{"600 ms, idle echoes only", far, ClientOptions{PathSlack: 1200 * time.Millisecond, RateUnknown: true}, false},
+		{"600 ms, loaded echoes", far, ClientOptions{PathSlack: 1200 * time.Millisecond, RateUnknown: true, LoadedRoundTrip: loaded(1800 * time.Millisecond)}, true},
+		{"600 ms, loaded echoes, rate not left unknown", far, ClientOptions{PathSlack: 1200 * time.Millisecond, LoadedRoundTrip: loaded(1800 * time.Millisecond)}, false},
+		{"loaded echoes never narrow", far, ClientOptions{PathSlack: 1800 * time.Millisecond, RateUnknown: true, LoadedRoundTrip: loaded(time.Millisecond)}, true},
+		{"LAN, 9 % above", lan, ClientOptions{PathSlack: 2 * time.Millisecond, RateUnknown: true, LoadedRoundTrip: loaded(3 * time.Millisecond)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.r.Check(tc.opts.checkBounds(&tc.r))
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInconsistent)) {
+				t.Errorf("Check() = %v, want ok %v", err, tc.ok)
 			}
 		})
 	}

@@ -168,6 +168,10 @@ type Sample struct {
 	// as iperf3 reported them; 0 when the client did not send (down).
 	SenderMeanRTTMicros  int64 `json:"sender_mean_rtt_us,omitempty"`
 	SenderMaxSndWndBytes int64 `json:"sender_max_snd_wnd_bytes,omitempty"`
+	// LoadedMaxRTTMicros is the largest round trip of the ICMP echoes
+	// `measure` sends to the measured address during the sample (the path
+	// as the sample loaded it); absent elsewhere or when none came back.
+	LoadedMaxRTTMicros int64 `json:"loaded_max_rtt_us,omitempty"`
 }
 
 // Interval is one periodic report of a sample.

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -79,7 +80,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.IPerf3Port != 0 {
 		logf("throughput: iperf3 for %v", o.IPerf3Duration)
 		opts, timing := iperfTiming(p.RTTMillis, p.JitterMs, o.IPerf3Duration)
-		opts.Server, opts.Port = first, o.IPerf3Port
+		opts.Server, opts.Port, opts.RateUnknown = first, o.IPerf3Port, true
+		if opts.PathSlack > 0 {
+			opts.LoadedRoundTrip = EchoDuring(ctx, first, opts.Omit+opts.Duration+opts.PathSlack)
+		}
 		res, err := iperf.Run(ctx, iperf.Local, opts)
 		if err != nil {
 			p.ThroughputBitsPerSec = missing[float64](fmt.Sprintf("iperf3 to %s port %d (%s): %v", first, o.IPerf3Port, timing, oneLine(err)))
@@ -167,7 +171,7 @@ func iperfTiming(rttMs, jitterMs Field[float64], asked time.Duration) (iperf.Cli
 	d, w := iperf.SampleTiming(rtt, 0)
 	o.Duration, o.Omit = max(asked, d), max(o.Omit, w)
 	o.PathSlack = iperf.RealPathSlack(largest)
-	return o, fmt.Sprintf("%v after a %v warm-up (sized by the %.0f ms echo round trip; window check allows %v more)", o.Duration, o.Omit, rttMs.Value, o.PathSlack.Round(time.Millisecond))
+	return o, fmt.Sprintf("%v after a %v warm-up (sized by the %.0f ms echo round trip; window check allows %v more, or the largest round trip of echoes during the sample)", o.Duration, o.Omit, rttMs.Value, o.PathSlack.Round(time.Millisecond))
 }
 
 func oneLine(err error) string {
@@ -301,13 +305,51 @@ func ping(ctx context.Context, a netip.Addr, n int, interval time.Duration) (rtt
 //
 // Equivalent to: ping -n -q -c N -i INTERVAL -W 2 ADDR
 func RoundTrips(ctx context.Context, a netip.Addr, n int, interval time.Duration) (lo, hi time.Duration, err error) {
-	cmd := runner.Command(ctx, "ping", "-n", "-q", "-c", strconv.Itoa(n), "-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64), "-W", "2", a.String())
+	return RoundTripsWithin(ctx, a, n, interval, 0)
+}
+
+// RoundTripsWithin is RoundTrips ending after deadline (whole seconds; 0:
+// none) even if fewer than n echoes were sent.
+//
+// Equivalent to: ping -n -q -c N -i INTERVAL -W 2 -w DEADLINE ADDR
+func RoundTripsWithin(ctx context.Context, a netip.Addr, n int, interval, deadline time.Duration) (lo, hi time.Duration, err error) {
+	args := []string{"ping", "-n", "-q", "-c", strconv.Itoa(n), "-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64), "-W", "2"}
+	if deadline > 0 {
+		args = append(args, "-w", strconv.Itoa(int(math.Ceil(deadline.Seconds()))))
+	}
+	cmd := runner.Command(ctx, append(args, a.String())...)
 	out, rerr := cmd.CombinedOutput()
 	lo, hi, err = ParsePingRange(string(out))
 	if err != nil && rerr != nil {
 		err = fmt.Errorf("running %q: %v: %s", cmd.String(), rerr, strings.TrimSpace(string(out)))
 	}
 	return lo, hi, err
+}
+
+// echoInterval is how often EchoDuring sends an ICMP echo: 5 a second,
+// 84-byte packets, nothing a sample notices.
+const echoInterval = 200 * time.Millisecond
+
+// EchoDuring sends ICMP echoes to a for up to d in the background and
+// returns a function that waits for them and gives the largest round trip
+// seen (0 when none came back). A sample's measuring window runs about one
+// round trip, queues included, past what was asked; the echoes measure
+// that round trip on the path as the sample loaded it.
+//
+// Equivalent to: ping -n -q -i 0.2 -w SECONDS ADDR
+func EchoDuring(ctx context.Context, a netip.Addr, d time.Duration) func() time.Duration {
+	secs := int(math.Ceil(d.Seconds()))
+	n := int(d/echoInterval) + 1
+	var hi time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, hi, _ = RoundTripsWithin(ctx, a, n, echoInterval, time.Duration(secs)*time.Second)
+	}()
+	return func() time.Duration {
+		<-done
+		return hi
+	}
 }
 
 // ParsePingRange reads the smallest and largest round trip of iputils

@@ -117,7 +117,7 @@ func sizeSamples(ctx context.Context, spec *Spec) string {
 		if spec.PathSlack == 0 {
 			spec.PathSlack = iperf.RealPathSlack(largest)
 		}
-		how = fmt.Sprintf("largest echo round trip %v (5 ICMP echoes each outside and inside the tunnel); window check allows %v more", largest.Round(100*time.Microsecond), spec.PathSlack.Round(time.Millisecond))
+		how = fmt.Sprintf("largest echo round trip %v (5 ICMP echoes each outside and inside the tunnel); window check allows %v more, or the largest round trip of echoes sent during the sample (5 a second) where longer, and the receiver above its sender by the bytes its own rate carries in that time", largest.Round(100*time.Microsecond), spec.PathSlack.Round(time.Millisecond))
 	}
 	src := "sized by the path's round trip"
 	switch len(given) {
@@ -246,10 +246,10 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 				prog.Step(fmt.Sprintf("%s %s (%d/%d)", s.variant, d, round+1, spec.Repeat))
 				// The capture takes the last round's first tunnel sample.
 				doCapture := spec.Capture && s.path == measure.PathTunnel && d == dirs[0] && round == spec.Repeat-1
-				res, ctr, cr, err := sample(ctx, spec, proc, outRoute.Dev, s, d, doCapture)
+				res, loaded, ctr, cr, err := sample(ctx, spec, proc, outRoute.Dev, s, d, doCapture)
 				for try := 0; try < Retries && err != nil && ctx.Err() == nil && errors.Is(err, iperf.ErrInconsistent); try++ {
 					prog.Logf("%s %s: %v; measuring again", s.variant, d, err)
-					res, ctr, cr, err = sample(ctx, spec, proc, outRoute.Dev, s, d, doCapture)
+					res, loaded, ctr, cr, err = sample(ctx, spec, proc, outRoute.Dev, s, d, doCapture)
 				}
 				if ctx.Err() != nil {
 					return finish(rep, rp, spec, proc, capRes), ctx.Err()
@@ -271,7 +271,9 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 				}
 				r := &rep.Rows[i]
 				r.AddSample(res.ReceivedBitsPerSec)
-				r.Samples = append(r.Samples, experiment.SeriesOf(res))
+				ser := experiment.SeriesOf(res)
+				ser.LoadedMaxRTTMicros = loaded.Microseconds()
+				r.Samples = append(r.Samples, ser)
 				r.OpenVPN = append(r.OpenVPN, ctr)
 				cpuSum[i] += ctr.CPUSeconds
 				bytesSum[i] += res.BytesWithWarmup()
@@ -398,27 +400,39 @@ func (c *captured) summary(rep *measure.Report, rp *measure.RealPath, f overhead
 
 // sample runs one iperf3 test against s in direction d with the OpenVPN
 // counters read around it, and a capture when asked.
-func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string, s subject, d string, doCapture bool) (*iperf.Result, measure.OpenVPNCounters, *captured, error) {
-	opts := iperf.ClientOptions{Server: s.addr, Port: spec.Port, Duration: spec.Duration, Omit: spec.Omit, Reverse: d == measure.DirectionDown, PathSlack: spec.PathSlack}
+//
+// loaded is the largest round trip of the echoes sent during the sample
+// (0: none sent or none came back).
+func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string, s subject, d string, doCapture bool) (res *iperf.Result, loaded time.Duration, ctr measure.OpenVPNCounters, cr *captured, err error) {
+	opts := iperf.ClientOptions{Server: s.addr, Port: spec.Port, Duration: spec.Duration, Omit: spec.Omit, Reverse: d == measure.DirectionDown,
+		PathSlack: spec.PathSlack, RateUnknown: true}
+	if spec.PathSlack > 0 {
+		// The echoes before the samples saw an idle path; these see the
+		// queue the sample itself fills.
+		wait := pathprobe.EchoDuring(ctx, s.addr, spec.Omit+spec.Duration+spec.PathSlack)
+		opts.LoadedRoundTrip = func() time.Duration {
+			loaded = wait()
+			return loaded
+		}
+	}
 	before, err := proc.Read()
 	if err != nil {
-		return nil, measure.OpenVPNCounters{}, nil, err
+		return nil, loaded, measure.OpenVPNCounters{}, nil, err
 	}
 	var td *capture.Tcpdump
-	var cr *captured
 	if doCapture {
 		file := spec.CaptureFile
 		var dir string
 		if file == "" {
 			if dir, err = os.MkdirTemp("", "ovpnperf-capture-"); err != nil {
-				return nil, measure.OpenVPNCounters{}, nil, err
+				return nil, loaded, measure.OpenVPNCounters{}, nil, err
 			}
 			defer os.RemoveAll(dir)
 			file = filepath.Join(dir, "outer.pcap")
 		}
 		filter := "host " + spec.Host.String()
 		if td, err = capture.Start(ctx, outDev, file, filter); err != nil {
-			return nil, measure.OpenVPNCounters{}, nil, err
+			return nil, loaded, measure.OpenVPNCounters{}, nil, err
 		}
 		defer td.Stop()
 		cr = &captured{}
@@ -426,25 +440,25 @@ func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string
 			cr.file = spec.CaptureFile
 		}
 	}
-	res, err := experiment.RunIperf(ctx, iperf.Local, opts)
+	res, err = experiment.RunIperf(ctx, iperf.Local, opts)
 	if err != nil {
-		return res, measure.OpenVPNCounters{}, nil, err
+		return res, loaded, measure.OpenVPNCounters{}, nil, err
 	}
 	after, err := proc.Read()
 	if err != nil {
-		return nil, measure.OpenVPNCounters{}, nil, err
+		return nil, loaded, measure.OpenVPNCounters{}, nil, err
 	}
-	ctr := vpnproc.Sub(before, after)
+	ctr = vpnproc.Sub(before, after)
 	if td != nil {
 		td.Stop()
 		fh, err := inputfile.Open(ctx, td.File, inputfile.Capture)
 		if err != nil {
-			return nil, ctr, nil, fmt.Errorf("reading the capture: %w", err)
+			return nil, loaded, ctr, nil, fmt.Errorf("reading the capture: %w", err)
 		}
 		a, err := capture.Analyze(fh, proc.Socket.Local.Port())
 		fh.Close()
 		if err != nil && !errors.Is(err, capture.ErrTruncated) {
-			return nil, ctr, nil, fmt.Errorf("reading the capture %s: %w", td.File, err)
+			return nil, loaded, ctr, nil, fmt.Errorf("reading the capture %s: %w", td.File, err)
 		}
 		if a == nil {
 			a = &capture.Analysis{Sizes: map[int]int{}}
@@ -454,7 +468,7 @@ func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string
 		// the largest one is the path MTU or just below (8-byte units).
 		cr.maxFragment = a.MaxFragmentBytes
 	}
-	return res, ctr, cr, nil
+	return res, loaded, ctr, cr, nil
 }
 
 // ProbeTimeout bounds the connection to each iperf3 server before the
