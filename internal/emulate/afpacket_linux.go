@@ -479,14 +479,17 @@ func (p *pipe) read() int {
 		if atomic.LoadUint32(&bd.hdr.Block_status)&unix.TP_STATUS_USER == 0 {
 			return n
 		}
-		if n == 0 {
-			// One clock reading gives both clocks: now on the
-			// monotonic one, and the offset that maps the kernel's
-			// CLOCK_REALTIME receive stamps onto it.
-			t := time.Now()
-			now = int64(t.Sub(epoch))
-			offset = now - t.UnixNano()
-		}
+		// One clock reading per block gives both clocks: now on the
+		// monotonic one, and the offset that maps the kernel's
+		// CLOCK_REALTIME receive stamps onto it. Per block, not per
+		// read: every frame of a block the kernel has handed over was
+		// stamped before this reading, but a block handed over while
+		// the read goes on holds frames stamped after an earlier one,
+		// which the check below would take for a clock step (50–80 of
+		// 250 000 frames at 50 000 pps were, with one reading per read).
+		t := time.Now()
+		now = int64(t.Sub(epoch))
+		offset = now - t.UnixNano()
 		off := int(bd.hdr.Offset_to_first_pkt)
 		for range bd.hdr.Num_pkts {
 			if off+unix.SizeofTpacket3Hdr > len(b) {

@@ -370,5 +370,8 @@ func benchWireBoth(b *testing.B, pps float64, bridge bool, tx string) {
 	if !bridge && len(p.Queues) != 2 {
 		b.Fatalf("emulator stats: %+v", p.Stats)
 	}
+	for _, q := range p.Queues {
+		b.Logf("direction %d: late on arrival %d, kernel-stamped %d of %d, %d release batches", q.Num, q.LateOnArrival, q.KernelStamped, q.Received, q.Batches)
+	}
 	reportBoth(b, pps, [2]FlowResult{up, down}, p, busy)
 }
