@@ -67,7 +67,8 @@ type Ceiling struct {
 	// when none did; CarriedPPS the highest carried (Step.Carried).
 	HeldPPS    float64 `json:"held_pps_per_direction"`
 	CarriedPPS float64 `json:"carried_pps_per_direction"`
-	// Steps are the rates tried, ascending, until one was not carried.
+	// Steps are the rates tried, ascending, until one was not carried in
+	// any of its tries.
 	Steps []CeilingStep `json:"steps"`
 }
 
@@ -77,7 +78,10 @@ type CeilingStep struct {
 	Held    bool    `json:"held"`
 	Carried bool    `json:"carried"`
 	// Why says which criterion the step missed first ("" when held).
-	Why        string              `json:"why,omitempty"`
+	Why string `json:"why,omitempty"`
+	// Tries is how often the rate was offered: a rate not carried is
+	// tried again (up to 3 times in all), and the step is its last try.
+	Tries      int                 `json:"tries"`
 	Directions [2]DirectionOutcome `json:"directions"` // up, down
 }
 
