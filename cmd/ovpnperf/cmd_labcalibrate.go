@@ -47,7 +47,7 @@ count, ovpnperf version) goes to /var/lib/ovpnperf/emulator-ceiling.json
 (mode 0644), which lab status and the documents of lab run report; a record
 of another kernel or CPU count is reported as stale. Measure on an idle host:
 a record taken at a 1-minute load of half the CPU count or more says so.
-Needs root; takes up to a minute.`,
+Needs root; takes up to a minute (a 1 s warm-up per rate is not counted).`,
 		Example: `  ovpnperf lab calibrate --duration 1s`,
 		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
