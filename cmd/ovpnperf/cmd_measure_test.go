@@ -254,7 +254,9 @@ func TestMeasureSatellitePath(t *testing.T) {
 		t.Fatalf("probe --json: %v\n%s", err, pr.stdout)
 	}
 	tp := doc.Path.ThroughputBitsPerSec
-	if !tp.Known() || tp.Value <= 0 || tp.Value > 10e6 || !strings.Contains(tp.Note, "echo round trip") {
+	// A 5 s sample on this path carries an edge error of up to ±24 %
+	// (docs/evidence.md): 13 Mbit/s bounds it through the 10 Mbit/s path.
+	if !tp.Known() || tp.Value <= 0 || tp.Value > 13e6 || !strings.Contains(tp.Note, "echo round trip") {
 		t.Errorf("probe on a 600 ms path: throughput %+v", tp)
 	}
 	t.Logf("probe: %.2f Mbit/s (%s)", tp.Value/1e6, tp.Note)
