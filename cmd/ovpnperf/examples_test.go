@@ -128,7 +128,7 @@ var exampleRules = map[string]exampleRule{
 	"ovpnperf lab up --name pppoe --mtu 1492 --icmp-blackhole":                                       {},
 	"ovpnperf lab up --name sat --up-rate 2mbit --down-rate 20mbit --rtt 600ms --loss 0.5%":          {},
 	"ovpnperf lab up --name farm --host web1 --host web2 --host web3 --host reg --etcd reg":          {},
-	"ovpnperf lab calibrate --duration 1s":                                                           {add: []string{"--rates", "1000,2000", "--record", "ceiling.json"}, shorten: "two low rates of the eleven (seconds instead of up to 22 s), and the record into the example's directory: /var/lib/ovpnperf holds this host's own figures"},
+	"ovpnperf lab calibrate --duration 1s":                                                           {add: []string{"--rates", "1000,2000", "--record", "ceiling.json"}, shorten: "two low rates of the eleven (seconds instead of up to 33 s), and the record into the example's directory: /var/lib/ovpnperf holds this host's own figures"},
 	"ovpnperf lab status --json":                                                                     {},
 	"ovpnperf lab down branch":                                                                       {},
 	"ovpnperf lab status farm":                                                                       {},

@@ -298,13 +298,22 @@ const fullSizePayload = 1400 - 28
 // sending with sendmmsg, "emulator=afpacket-txring" the same sending
 // through a TX ring, and "emulator=bridge" that topology with the
 // kernel's bridge in W instead: the layer-2 path's host-alone floor.
+// "emulator=afxdp" is the AF_XDP data path on the same topology (native
+// XDP on the veth ports where the kernel has it), "emulator=afxdp-generic"
+// the same with generic XDP (benchXDPBoth).
 //
 //	go test ./internal/emulate -run '^$' -bench RateBoth -benchtime 250000x -count 3
 func BenchmarkRateBoth(b *testing.B) {
 	for _, pps := range []float64{25e3, 50e3} {
-		for _, mode := range []string{"nfqueue", "afpacket", "afpacket-txring", "none", "bridge"} {
+		for _, mode := range []string{"nfqueue", "afxdp", "afxdp-generic", "afpacket", "afpacket-txring", "none", "bridge"} {
 			b.Run(fmt.Sprintf("pps=%.0f/emulator=%s", pps, mode), func(b *testing.B) {
 				switch mode {
+				case "afxdp":
+					benchXDPBoth(b, pps, "")
+					return
+				case "afxdp-generic":
+					benchXDPBoth(b, pps, XDPModeGeneric)
+					return
 				case "afpacket", "bridge":
 					benchWireBoth(b, pps, mode == "bridge", TXSendmmsg)
 					return

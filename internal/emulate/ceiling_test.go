@@ -10,7 +10,7 @@ import (
 )
 
 func TestCeilingStepJudge(t *testing.T) {
-	good := DirectionOutcome{Sent: 50000, Received: 50000, SentPPS: 24990, Released: 50000, LatenessP99: 300 * time.Microsecond}
+	good := DirectionOutcome{Sent: 50000, Received: 50000, SentPPS: 24990, Released: 50000, Tolerance: time.Millisecond, LatenessP99: 300 * time.Microsecond}
 	for _, c := range []struct {
 		name          string
 		up            func(*DirectionOutcome)
@@ -20,7 +20,10 @@ func TestCeilingStepJudge(t *testing.T) {
 		{"clean", func(*DirectionOutcome) {}, true, true, ""},
 		{"0.01 % late holds", func(o *DirectionOutcome) { o.Late = 5 }, true, true, ""},
 		{"0.02 % late is carried only", func(o *DirectionOutcome) { o.Late = 10 }, false, true, "up: 0.020 % late"},
-		{"p99 at 1 ms is carried only", func(o *DirectionOutcome) { o.LatenessP99 = time.Millisecond }, false, true, "up: p99 lateness 1ms"},
+		// With a 1 ms tolerance the late share decides (it implies the
+		// p99); with a larger one the p99 figure is judged.
+		{"p99 at 1 ms, nothing late", func(o *DirectionOutcome) { o.LatenessP99 = time.Millisecond }, true, true, ""},
+		{"p99 at 1 ms, 2 ms tolerance", func(o *DirectionOutcome) { o.LatenessP99, o.Tolerance = time.Millisecond, 2*time.Millisecond }, false, true, "up: p99 lateness 1ms"},
 		{"1 % late is carried", func(o *DirectionOutcome) { o.Late = 500 }, false, true, "up: 1.000 % late"},
 		{"above 1 % late is not", func(o *DirectionOutcome) { o.Late = 501 }, false, false, "up: 1.00 % late"},
 		{"a stall is not carried", func(o *DirectionOutcome) { o.Stalled = 1; o.Late = 1 }, true, false, "up: 1 releases stalled"},
@@ -124,5 +127,19 @@ func writeCeiling(t *testing.T, path string, c Ceiling) {
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestOutcomeFromStatsSince(t *testing.T) {
+	before := QueueStats{Released: 1000, Late: 50, Stalled: 1, KernelQueueDrops: 2, Tolerance: time.Millisecond}
+	after := QueueStats{Released: 31000, Late: 52, Stalled: 1, KernelQueueDrops: 2, ENOBUFS: 1, Tolerance: time.Millisecond,
+		LatenessP99: 80 * time.Microsecond, MaxLateness: 4 * time.Millisecond}
+	f := FlowResult{Sent: 30000, Received: 30000, SendTime: time.Second}
+	o := OutcomeFromStatsSince(f, before, after)
+	if o.Released != 30000 || o.Late != 2 || o.Stalled != 0 || o.Drops != 1 || o.Tolerance != time.Millisecond || o.MaxLateness != 4*time.Millisecond || o.LatenessFrom != "emulator" {
+		t.Errorf("%+v", o)
+	}
+	if o := OutcomeFromStats(f, after); o.Released != 31000 || o.Late != 52 || o.Drops != 3 {
+		t.Errorf("from the start: %+v", o)
 	}
 }

@@ -53,6 +53,11 @@
 // moment), no allocation. Without loss the kernel hands GSO aggregates over
 // whole (NFQA_CFG_F_GSO); with loss every segment is its own packet, so
 // that loss hits packets, not 64 KiB aggregates.
+//
+// A second backend (Config.XDP, xsk_linux.go) is a layer-2 bump in the
+// wire: an XDP program on each of two ports redirects every frame to an
+// AF_XDP socket, one thread per direction holds it with the same scheduler
+// and sends it out of the other port. docs/emulator.md compares the two.
 package emulate
 
 import (
@@ -69,6 +74,27 @@ import (
 
 // Backend names the emulation mechanism in Stats.
 const Backend = "nfqueue"
+
+// BackendAFXDP names the AF_XDP backend in Stats.
+const BackendAFXDP = "afxdp"
+
+// XDPConfig makes the emulator a layer-2 bump in the wire between two
+// ports of its network namespace. Queue 0 of Config.Queues is the up
+// direction (frames arriving on PortA leave by PortB), queue 1 down.
+// Every frame crosses, IP or not (ARP too), and is delayed like the rest.
+type XDPConfig struct {
+	PortA string `json:"port_a"`
+	PortB string `json:"port_b"`
+	// XDPMode is XDPModeNative or XDPModeGeneric; empty tries native first
+	// and falls back to generic.
+	XDPMode string `json:"xdp_mode,omitempty"`
+}
+
+// XDP attach modes, as Stats.XDPMode reports them.
+const (
+	XDPModeNative  = "native"  // XDP_FLAGS_DRV_MODE: in the veth driver's NAPI poll
+	XDPModeGeneric = "generic" // XDP_FLAGS_SKB_MODE: in the stack's receive path, on an skb
+)
 
 // Defaults.
 const (
@@ -97,6 +123,10 @@ type Config struct {
 	// SocketBufferBytes is each netlink socket's receive buffer; 0 means
 	// DefaultSocketBufferBytes.
 	SocketBufferBytes int `json:"socket_buffer_bytes,omitempty"`
+	// XDP, when set, selects the AF_XDP backend: a layer-2 bump in the
+	// wire between two ports instead of netfilter queues (xsk_linux.go).
+	// Queue 0 is then the up direction, queue 1 down; both must be given.
+	XDP *XDPConfig `json:"xdp,omitempty"`
 }
 
 // QueueConfig is one direction of the link: the packets an iptables rule
@@ -161,6 +191,16 @@ func (c Config) Validate() error {
 	if c.SocketBufferBytes < 0 {
 		return usage.Errorf("link emulator: socket buffer %d bytes is negative", c.SocketBufferBytes)
 	}
+	if w := c.XDP; w != nil {
+		switch {
+		case w.PortA == "" || w.PortB == "" || w.PortA == w.PortB:
+			return usage.Errorf("link emulator: the wire needs two different ports, got %q and %q", w.PortA, w.PortB)
+		case w.XDPMode != "" && w.XDPMode != XDPModeNative && w.XDPMode != XDPModeGeneric:
+			return usage.Errorf("link emulator: XDP mode %q is neither %s nor %s", w.XDPMode, XDPModeNative, XDPModeGeneric)
+		case len(c.Queues) != 2 || !seen[0] || !seen[1]:
+			return usage.Errorf("link emulator: the wire needs queue 0 (up) and queue 1 (down), nothing else")
+		}
+	}
 	return nil
 }
 
@@ -172,6 +212,9 @@ type Stats struct {
 	Running bool `json:"running"`
 	// Behind is true when any queue fell behind: see QueueStats.Behind.
 	Behind bool `json:"behind"`
+	// XDPMode is how the AF_XDP backend's program runs on the ports:
+	// "native" (in the driver) or "generic" (in the stack, on an skb).
+	XDPMode string `json:"xdp_mode,omitempty"`
 	// RealtimeProcess says every thread of the emulator's process ran
 	// real-time at the last check (RunProcess).
 	RealtimeProcess bool         `json:"realtime_process,omitempty"`

@@ -22,7 +22,7 @@ func RunProcess(ctx context.Context, cfg Config, statsPath string) error {
 	if err != nil {
 		return err
 	}
-	defer reserveProcs(len(e.queues))()
+	defer reserveProcs(len(e.lanes))()
 	e.rtThreads = newRTThreads()
 	return e.Run(ctx, statsPath) // closes e
 }

@@ -21,7 +21,9 @@ const procQueues = "/proc/thread-self/net/netfilter/nfnetlink_queue"
 // Emulator is a running set of queues. Open binds them; Run drives them.
 type Emulator struct {
 	cfg     Config
-	queues  []*queue
+	lanes   []lane // one per direction: NFQUEUE queues or AF_XDP wire lanes
+	backend string // Backend or BackendAFXDP
+	xdpMode string // the AF_XDP backend's attach mode
 	stopfd  int
 	stampfd int // keeps kernel receive timestamps on; -1 if it could not
 
@@ -39,6 +41,18 @@ type Emulator struct {
 	running   bool
 }
 
+// lane is one direction of the link, driven by its own thread: a netfilter
+// queue (queue) or one direction of the AF_XDP wire (xskLane).
+type lane interface {
+	// run drives the lane until stopfd becomes readable or it fails.
+	run(stopfd int) error
+	// queueStats returns its counters; kq is the namespace's NFQUEUE
+	// table, which only a netfilter queue reads.
+	queueStats(kq []kernelQueue) QueueStats
+	// close releases what the lane holds, after run has returned.
+	close() error
+}
+
 // Open binds the configured queues to netlink sockets in the calling
 // thread's network namespace (call it inside netns.Do to emulate in
 // another namespace; the sockets stay there). Packets the kernel queues from
@@ -48,6 +62,9 @@ func Open(cfg Config) (*Emulator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.XDP != nil {
+		return openXDP(cfg)
+	}
 	rcvbuf := cfg.SocketBufferBytes
 	if rcvbuf == 0 {
 		rcvbuf = DefaultSocketBufferBytes
@@ -56,7 +73,7 @@ func Open(cfg Config) (*Emulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("link emulator: eventfd: %w", err)
 	}
-	e := &Emulator{cfg: cfg, stopfd: efd, stampfd: enableRxTimestamps(), procBuf: make([]byte, 0, 64<<10)}
+	e := &Emulator{cfg: cfg, backend: Backend, stopfd: efd, stampfd: enableRxTimestamps(), procBuf: make([]byte, 0, 64<<10)}
 	// Without the proc file the kernel's drop counters are unknown; the
 	// emulator still runs and reports kernel_read=false.
 	e.proc, _ = os.Open(procQueues)
@@ -80,7 +97,7 @@ func Open(cfg Config) (*Emulator, error) {
 			e.Close()
 			return nil, fmt.Errorf("link emulator: %w", err)
 		}
-		e.queues = append(e.queues, q)
+		e.lanes = append(e.lanes, q)
 	}
 	return e, nil
 }
@@ -96,8 +113,8 @@ func (e *Emulator) Run(ctx context.Context, statsPath string) error {
 	}
 	e.running = true
 	var wg sync.WaitGroup
-	errc := make(chan error, len(e.queues))
-	for _, q := range e.queues {
+	errc := make(chan error, len(e.lanes))
+	for _, q := range e.lanes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -192,46 +209,53 @@ func (e *Emulator) Stats() Stats { return e.snapshot(true) }
 func (e *Emulator) snapshot(running bool) Stats { return e.snapshotWith(running, e.readKernel()) }
 
 func (e *Emulator) snapshotWith(running bool, kq []kernelQueue) Stats {
-	s := Stats{Backend: Backend, Time: time.Now(), Running: running, RealtimeProcess: e.rtProcess.Load()}
-	for _, q := range e.queues {
-		p := &q.pub
-		qs := QueueStats{
-			Num:           q.cfg.Num,
-			Delay:         q.cfg.Delay,
-			Jitter:        q.cfg.Jitter,
-			LossPercent:   q.cfg.LossPercent,
-			Tolerance:     q.cfg.tolerance(),
-			Received:      p.received.Load(),
-			ReceivedBytes: p.receivedBytes.Load(),
-			Released:      p.released.Load(),
-			ReleasedBytes: p.releasedBytes.Load(),
-			DroppedLoss:   p.droppedLoss.Load(),
-			Pending:       p.pending.Load(),
-			Batches:       p.batches.Load(),
-			Late:          p.late.Load(),
-			LateOnArrival: p.lateOnArrival.Load(),
-			Stalled:       p.stalled.Load(),
-			MaxLateness:   time.Duration(p.maxLateness.Load()),
-			ENOBUFS:       p.enobufs.Load(),
-			VerdictErrors: p.verdictErrors.Load(),
-			Truncated:     p.truncated.Load(),
-			Realtime:      p.realtime.Load(),
-			KernelStamped: p.kernelTimestamps.Load(),
-		}
-		qs.LatenessMedian, qs.LatenessP99, qs.LatenessSamples = q.sched.res.quantiles()
-		for _, k := range kq {
-			if k.Num == q.cfg.Num {
-				qs.KernelRead = true
-				qs.KernelQueueDrops = k.Dropped
-				qs.KernelUserDropped = k.UserDropped
-				qs.KernelQueued = k.Total
-			}
-		}
-		qs.setBehind()
+	s := Stats{Backend: e.backend, XDPMode: e.xdpMode, Time: time.Now(), Running: running, RealtimeProcess: e.rtProcess.Load()}
+	for _, l := range e.lanes {
+		qs := l.queueStats(kq)
 		s.Behind = s.Behind || qs.Behind
 		s.Queues = append(s.Queues, qs)
 	}
 	return s
+}
+
+// queueStats are the queue's published counters, with the kernel's for it
+// from kq.
+func (q *queue) queueStats(kq []kernelQueue) QueueStats {
+	p := &q.pub
+	qs := QueueStats{
+		Num:           q.cfg.Num,
+		Delay:         q.cfg.Delay,
+		Jitter:        q.cfg.Jitter,
+		LossPercent:   q.cfg.LossPercent,
+		Tolerance:     q.cfg.tolerance(),
+		Received:      p.received.Load(),
+		ReceivedBytes: p.receivedBytes.Load(),
+		Released:      p.released.Load(),
+		ReleasedBytes: p.releasedBytes.Load(),
+		DroppedLoss:   p.droppedLoss.Load(),
+		Pending:       p.pending.Load(),
+		Batches:       p.batches.Load(),
+		Late:          p.late.Load(),
+		LateOnArrival: p.lateOnArrival.Load(),
+		Stalled:       p.stalled.Load(),
+		MaxLateness:   time.Duration(p.maxLateness.Load()),
+		ENOBUFS:       p.enobufs.Load(),
+		VerdictErrors: p.verdictErrors.Load(),
+		Truncated:     p.truncated.Load(),
+		Realtime:      p.realtime.Load(),
+		KernelStamped: p.kernelTimestamps.Load(),
+	}
+	qs.LatenessMedian, qs.LatenessP99, qs.LatenessSamples = q.sched.res.quantiles()
+	for _, k := range kq {
+		if k.Num == q.cfg.Num {
+			qs.KernelRead = true
+			qs.KernelQueueDrops = k.Dropped
+			qs.KernelUserDropped = k.UserDropped
+			qs.KernelQueued = k.Total
+		}
+	}
+	qs.setBehind()
+	return qs
 }
 
 // readKernel reads the namespace's queue table through the file opened by
@@ -260,8 +284,8 @@ func (e *Emulator) readKernel() []kernelQueue {
 func (e *Emulator) Close() error {
 	e.closeOnce.Do(func() {
 		var errs []error
-		for _, q := range e.queues {
-			errs = append(errs, q.close())
+		for _, l := range e.lanes {
+			errs = append(errs, l.close())
 		}
 		e.procMu.Lock()
 		if e.proc != nil {

@@ -1,0 +1,208 @@
+package emulate
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/runner"
+)
+
+// xdpConfig is the AF_XDP emulator across n's wire: queue 0 up (A → B),
+// queue 1 down.
+func xdpConfig(mode string, up, down QueueConfig) Config {
+	up.Num, down.Num = queueUp, queueDown
+	return Config{
+		Queues: []QueueConfig{up, down},
+		XDP:    &XDPConfig{PortA: wirePortA, PortB: wirePortB, XDPMode: mode},
+	}
+}
+
+// startXDP runs the AF_XDP emulator as its own process in W, as the
+// benchmarks run the NFQUEUE one in the router.
+func (n *wireNet) startXDP(tb testing.TB, cfg Config) (stop func() processResult) {
+	tb.Helper()
+	return (&testNet{A: n.A, R: n.W, B: n.B}).startEmulatorProcess(tb, cfg)
+}
+
+// TestWireXDP sends probe streams both ways across the AF_XDP wire and
+// checks the link it made: up 10 ms ± 2 ms with 10 % loss, down 10 ms. Per
+// direction no probe is reordered and none arrives before the shortest
+// delay (a forwarder that passes frames undelayed fails here); the up
+// direction's loss lies within 5 standard deviations of the binomial
+// expectation and its delays spread over at least half the jitter. The
+// emulator's own counters (lateness, kernel drops) are logged, not judged:
+// they depend on the host's load.
+func TestWireXDP(t *testing.T) {
+	for _, mode := range []string{XDPModeNative, XDPModeGeneric} {
+		t.Run(mode, func(t *testing.T) {
+			const (
+				delay, jitter = 10 * time.Millisecond, 2 * time.Millisecond
+				loss          = 10.0 // percent
+				probes        = 2000
+				rate          = 1000 // per second and direction
+			)
+			n := newWireNet(t)
+			stop := n.startXDP(t, xdpConfig(mode,
+				QueueConfig{Delay: delay, Jitter: jitter, LossPercent: loss},
+				QueueConfig{Delay: delay}))
+			var down FlowResult
+			var derr error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				down, derr = SendFlow(Flow{From: n.B, To: n.A, ToAddr: wireAddrA, Rate: rate, Count: probes / 2, PayloadBytes: probeBytes, Drain: time.Second})
+			}()
+			up, err := SendFlow(Flow{From: n.A, To: n.B, ToAddr: wireAddrB, Rate: rate, Count: probes, PayloadBytes: probeBytes, Drain: time.Second})
+			<-done
+			p := stop()
+			if err != nil || derr != nil {
+				t.Fatalf("probes: up %v, down %v", err, derr)
+			}
+			if p.XDPMode != mode || p.Backend != BackendAFXDP || len(p.Queues) != 2 {
+				t.Fatalf("emulator stats: %+v", p.Stats)
+			}
+			for i, q := range p.Queues {
+				t.Logf("queue %d: received %d, released %d, lost on purpose %d, late %d (max %v, p99 %v), late on arrival %d, stamped %d, kernel drops %d, tx errors %d",
+					q.Num, q.Received, q.Released, q.DroppedLoss, q.Late, q.MaxLateness, q.LatenessP99, q.LateOnArrival, q.KernelStamped, q.KernelQueueDrops, q.VerdictErrors)
+				if !q.KernelRead || q.LatenessSamples == 0 || q.KernelStamped == 0 {
+					t.Errorf("queue %d: socket counters read %v, %d lateness samples, %d stamped frames", i, q.KernelRead, q.LatenessSamples, q.KernelStamped)
+				}
+			}
+			for _, c := range []struct {
+				name       string
+				r          FlowResult
+				min        time.Duration
+				lossPct    float64
+				jitterWant time.Duration
+			}{
+				{"up", up, delay - jitter, loss, jitter / 2},
+				{"down", down, delay, 0, 0},
+			} {
+				r := c.r
+				slices.Sort(r.Delays)
+				if r.Reordered != 0 {
+					t.Errorf("%s: %d probes reordered", c.name, r.Reordered)
+				}
+				if len(r.Delays) == 0 {
+					t.Errorf("%s: no probe crossed (%d sent)", c.name, r.Sent)
+					continue
+				}
+				if r.Delays[0] < c.min {
+					t.Errorf("%s: a probe took %v, less than the shortest delay %v", c.name, r.Delays[0], c.min)
+				}
+				lost := float64(r.Sent - r.Received)
+				p := c.lossPct / 100
+				mean, sd := float64(r.Sent)*p, math.Sqrt(float64(r.Sent)*p*(1-p))
+				if math.Abs(lost-mean) > 5*sd {
+					t.Errorf("%s: %v of %d probes lost, want %.0f ± %.0f (5 σ)", c.name, lost, r.Sent, mean, 5*sd)
+				}
+				spread := quantile(r.Delays, 0.9) - quantile(r.Delays, 0.1)
+				if spread < c.jitterWant {
+					t.Errorf("%s: delays p10–p90 spread %v, want at least %v from ± %v jitter", c.name, spread, c.jitterWant, jitter)
+				}
+				t.Logf("%s: %d sent, %d received, delay min %v p10 %v p50 %v p90 %v max %v", c.name, r.Sent, r.Received,
+					r.Delays[0], quantile(r.Delays, 0.1), quantile(r.Delays, 0.5), quantile(r.Delays, 0.9), r.Delays[len(r.Delays)-1])
+			}
+		})
+	}
+}
+
+// TestWireXDPProcessDeath kills the AF_XDP emulator's process (SIGKILL: no
+// clean-up of its own) and checks that the wire then drops frames instead
+// of passing them undelayed, and that no XDP program is left on its ports.
+// Before, it checks that ARP crosses the wire (A's neighbour entry for B is
+// deleted first).
+func TestWireXDPProcessDeath(t *testing.T) {
+	n := newWireNet(t)
+	if _, err := runner.Run(context.Background(), "ip", "-n", n.A, "neigh", "del", wireAddrB, "dev", "a0"); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgJSON, err := json.Marshal(xdpConfig("", QueueConfig{Delay: 10 * time.Millisecond}, QueueConfig{Delay: 10 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	statsPath := filepath.Join(t.TempDir(), "stats.json")
+	cmd := exec.Command("ip", "netns", "exec", n.W, exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperConfigEnv+"="+string(cfgJSON), helperStatsEnv+"="+statsPath)
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(statsPath); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("emulator wrote no stats within 10 s\n%s", out)
+		}
+	}
+	if r := ping(t, n.A, wireAddrB, "-c", "3", "-i", "0.1", "-W", "2"); r.received != r.sent || r.min < 20*time.Millisecond {
+		t.Fatalf("ping across the running wire (2 × 10 ms): %+v", r)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	killed = true
+	for _, port := range []string{wirePortA, wirePortB} {
+		o, err := runner.Run(context.Background(), "ip", "-n", n.W, "link", "show", port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(o), "xdp") {
+			t.Errorf("an XDP program is left on %s after the emulator died:\n%s", port, o)
+		}
+	}
+	if r := ping(t, n.A, wireAddrB, "-c", "3", "-i", "0.1", "-W", "1"); r.received != 0 {
+		t.Fatalf("ping crossed the wire after the emulator died: %+v", r)
+	}
+}
+
+// benchXDPBoth is BenchmarkRateBoth on the wire topology with the AF_XDP
+// emulator as its own process in W, in the given XDP mode ("" tries
+// native first): the same generator, counters and CPU accounting as the
+// other backends' rows.
+func benchXDPBoth(b *testing.B, pps float64, mode string) {
+	n := newWireNet(b)
+	q := QueueConfig{Delay: benchDelay, Tolerance: time.Millisecond}
+	stop := n.startXDP(b, xdpConfig(mode, q, q))
+	busy0 := hostBusy(b)
+	var down FlowResult
+	var derr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		down, derr = SendFlow(benchFlow(n.B, n.A, wireAddrA, pps, b.N, fullSizePayload))
+	}()
+	up := runFlow(b, benchFlow(n.A, n.B, wireAddrB, pps, b.N, fullSizePayload), true)
+	<-done
+	busy := hostBusy(b) - busy0
+	p := stop()
+	if derr != nil {
+		b.Fatal(derr)
+	}
+	if len(p.Queues) != 2 || (mode != "" && p.XDPMode != mode) {
+		b.Fatalf("emulator stats: %+v", p.Stats)
+	}
+	b.Logf("XDP mode %s", p.XDPMode)
+	reportBoth(b, pps, [2]FlowResult{up, down}, p, busy)
+}
