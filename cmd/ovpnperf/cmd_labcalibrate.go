@@ -33,7 +33,8 @@ func newLabCalibrateCommand() *cobra.Command {
 use (the userspace NFQUEUE emulator on kernels without sch_netem, netem where
 the kernel has it): it builds a lab with 20 ms of delay each way and nothing
 else, sends 1400-byte UDP packets both ways at once at ascending rates, each
-rate in a fresh lab for --duration, and stops at the first rate not carried.
+rate in a fresh lab for a 1 s warm-up and then --duration, and stops at the
+first rate not carried in three tries.
 
 A rate is held when both directions got every packet, the kernel dropped
 none, the p99 release lateness stayed below 1 ms, at most 0.01 % of releases
@@ -47,7 +48,7 @@ count, ovpnperf version) goes to /var/lib/ovpnperf/emulator-ceiling.json
 (mode 0644), which lab status and the documents of lab run report; a record
 of another kernel or CPU count is reported as stale. Measure on an idle host:
 a record taken at a 1-minute load of half the CPU count or more says so.
-Needs root; takes up to a minute (a 1 s warm-up per rate is not counted).`,
+Needs root; takes about a minute.`,
 		Example: `  ovpnperf lab calibrate --duration 1s`,
 		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -170,7 +170,7 @@ func TestLabCalibrateCommand(t *testing.T) {
 	if fi, err := os.Stat(record); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("record mode: %v %v", fi, err)
 	}
-	if !strings.Contains(r.stderr, "1000 pps/direction: ") {
+	if !strings.Contains(r.stderr, "1000 pps/direction, try 1: ") {
 		t.Errorf("progress: %s", r.stderr)
 	}
 

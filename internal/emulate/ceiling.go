@@ -67,7 +67,12 @@ type Ceiling struct {
 	// when none did; CarriedPPS the highest carried (Step.Carried).
 	HeldPPS    float64 `json:"held_pps_per_direction"`
 	CarriedPPS float64 `json:"carried_pps_per_direction"`
-	// Steps are the rates tried, ascending, until one was not carried.
+	// SenderLimited is true when the rate after CarriedPPS failed because
+	// the load generator fell short of it: the emulator's ceiling lies
+	// higher than the calibration could offer.
+	SenderLimited bool `json:"sender_limited"`
+	// Steps are the rates tried, ascending, until one was not carried in
+	// any of its tries.
 	Steps []CeilingStep `json:"steps"`
 }
 
@@ -77,7 +82,10 @@ type CeilingStep struct {
 	Held    bool    `json:"held"`
 	Carried bool    `json:"carried"`
 	// Why says which criterion the step missed first ("" when held).
-	Why        string              `json:"why,omitempty"`
+	Why string `json:"why,omitempty"`
+	// Tries is how often the rate was offered: a rate not carried is
+	// tried again (up to 3 times in all), and the step is its last try.
+	Tries      int                 `json:"tries"`
 	Directions [2]DirectionOutcome `json:"directions"` // up, down
 }
 
@@ -202,10 +210,13 @@ func (o DirectionOutcome) Carried(rate float64) (ok bool, why string) {
 	return true, ""
 }
 
+// sentShort opens the reason of a sender that fell short of the rate.
+const sentShort = "sender reached"
+
 func (o DirectionOutcome) basic(rate float64) string {
 	switch {
 	case o.SentPPS < MinSentShare*rate:
-		return fmt.Sprintf("sender reached %.0f pps", o.SentPPS)
+		return fmt.Sprintf(sentShort+" %.0f pps", o.SentPPS)
 	case o.Received < o.Sent:
 		return fmt.Sprintf("%d of %d packets arrived", o.Received, o.Sent)
 	case o.Drops > 0:
@@ -245,6 +256,14 @@ func (c *Ceiling) Summarize() {
 			c.CarriedPPS = max(c.CarriedPPS, s.RatePPS)
 		}
 	}
+	c.SenderLimited = c.senderLimited()
+}
+
+// senderLimited says whether the last step failed because a sender fell
+// short (from the steps, so records written before the field say it too).
+func (c Ceiling) senderLimited() bool {
+	n := len(c.Steps)
+	return n > 0 && !c.Steps[n-1].Carried && strings.Contains(c.Steps[n-1].Why, sentShort)
 }
 
 // ReadCeiling reads a record (`lab calibrate` writes it).
@@ -314,12 +333,19 @@ func ReportCeiling(path, backend, kernel string, cpus int, how string) CeilingRe
 	}
 	r.Status = CeilingMeasured
 	r.Busy = c.CPUs > 0 && c.LoadBefore[0] >= float64(c.CPUs)/2
-	held := "no rate tried held"
+	held := "held none of the rates tried"
 	if c.HeldPPS > 0 {
 		held = "held " + groupThousands(c.HeldPPS) + " pps/direction"
 	}
-	r.Summary = fmt.Sprintf("emulator: %s, %s (%d B, %v), at most 1 %% late up to %s pps, measured %s at load %.2f",
-		backend, held, c.PacketBytes, c.Delay, groupThousands(c.CarriedPPS), c.Time.UTC().Format("2006-01-02"), c.LoadBefore[0])
+	carried := "none with at most 1 % late"
+	if c.CarriedPPS > 0 {
+		carried = "at most 1 % late up to " + groupThousands(c.CarriedPPS) + " pps"
+		if c.senderLimited() {
+			carried += " (above it the load generator fell short, not the emulator)"
+		}
+	}
+	r.Summary = fmt.Sprintf("emulator: %s, %s (%d B, %v), %s, measured %s at load %.2f",
+		backend, held, c.PacketBytes, c.Delay, carried, c.Time.UTC().Format("2006-01-02"), c.LoadBefore[0])
 	if r.Busy {
 		r.Summary += fmt.Sprintf(" on %d CPUs: a busy host, the figures are likely low (measure again when idle)", c.CPUs)
 	}

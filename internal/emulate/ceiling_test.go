@@ -97,10 +97,20 @@ func TestCeilingRecordAndReport(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", c, r.Summary, c.want)
 		}
 	}
+	// The generator, not the emulator, fell short at the last rate.
+	c.Steps[2].Why = "up: sender reached 28000 pps"
+	c.Summarize()
+	writeCeiling(t, path, c)
+	r = ReportCeiling(path, "nfqueue", "6.18.0", 2, how)
+	if !c.SenderLimited || !strings.Contains(r.Summary, "up to 25 000 pps (above it the load generator fell short, not the emulator), measured") {
+		t.Errorf("sender-limited: %+v", r)
+	}
+	c.Steps = nil
+	c.Summarize()
 	c.LoadBefore[0] = 1.2
 	writeCeiling(t, path, c)
 	r = ReportCeiling(path, "nfqueue", "6.18.0", 2, how)
-	if !r.Busy || !strings.Contains(r.Summary, "at load 1.20 on 2 CPUs: a busy host") {
+	if !r.Busy || !strings.Contains(r.Summary, "held none of the rates tried (1400 B, 20ms), none with at most 1 % late, measured") || !strings.Contains(r.Summary, "at load 1.20 on 2 CPUs: a busy host") {
 		t.Errorf("busy: %+v", r)
 	}
 	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {

@@ -176,11 +176,6 @@ const WindowTolerance = windowTolerance
 //     by more than 7.5 %, or longer by more than pathSlack plus 7.5 %: the
 //     rate of such a window is not the rate of the test (the -O omit timer
 //     fired late, or something held the end-of-test message);
-//   - the receiver counted more than 8 % above the path's rate limit
-//     (pathRateBitsPerSec, when known): no link carries more than its
-//     rate, so the count holds bytes from outside the window (seen once:
-//     22.1 Mbit/s through a 20 Mbit/s limiter in a 2 s sample after a
-//     2 s warm-up on a 200 ms lab path);
 //   - the receiver counted more than 8 % above the sender, beyond what the
 //     bytes a long path holds in flight explain (pathRateBitsPerSec, the
 //     rate of the data's direction, times pathSlack; with a receiver rate
@@ -219,11 +214,6 @@ func (r *Result) Check(pathSlack time.Duration, pathRateBitsPerSec uint64) error
 					ErrInconsistent, w.side, w.d.Round(time.Millisecond), r.Requested, limit.Round(time.Millisecond), pathSlack.Round(time.Millisecond), 100*windowTolerance)
 			}
 		}
-	}
-	if rate := float64(pathRateBitsPerSec); rate > 0 && r.ReceivedBitsPerSec > rate*(1+receiveTolerance) {
-		return fmt.Errorf("%w: the receiver counted %.2f Mbit/s (%d bytes in %v), %.0f %% above the path's rate limit of %.2f Mbit/s (the rule allows %.0f %%): the path cannot carry that, so the count holds bytes from outside the window (the sender counted %.2f Mbit/s)",
-			ErrInconsistent, r.ReceivedBitsPerSec/1e6, r.ReceivedBytes, r.ReceivedDuration.Round(time.Millisecond), 100*(r.ReceivedBitsPerSec/rate-1),
-			rate/1e6, 100*receiveTolerance, r.SentBitsPerSec/1e6)
 	}
 	if r.SentBitsPerSec > 0 && r.ReceivedBitsPerSec > r.SentBitsPerSec*(1+receiveTolerance) && !r.inFlight(pathSlack, pathRateBitsPerSec) {
 		return fmt.Errorf("%w: the receiver counted %.2f Mbit/s (%d bytes in %v), %.0f %% above the sender's %.2f (%d bytes in %v; the rule allows %.0f %%): the two ends' counts of one transfer disagree, so one of them counted bytes of the -O warm-up or missed some",

@@ -39,6 +39,9 @@ const (
 	// CalibrationWarmUp is how long each rate is offered before that,
 	// uncounted.
 	CalibrationWarmUp = time.Second
+	// CalibrationTries is how often a rate not carried is tried, as lab
+	// run tries a sample (experiment.Spec.Retries 2, and the first).
+	CalibrationTries = 3
 	// calibrationStepOverhead is what a step takes beyond its load: a lab
 	// up and down, the last packets' delay, the emulator's last counters
 	// (0.4 s a step on a 2-CPU host at load 3.5).
@@ -66,10 +69,10 @@ type CalibrateOptions struct {
 }
 
 // CalibrationTime is the longest a calibration with these options takes:
-// every rate tried.
+// every rate tried, the last one CalibrationTries times.
 func CalibrationTime(o CalibrateOptions) time.Duration {
 	o = o.withDefaults()
-	return time.Duration(len(o.Rates)) * (CalibrationWarmUp + o.StepDuration + calibrationStepOverhead)
+	return time.Duration(len(o.Rates)+CalibrationTries-1) * (CalibrationWarmUp + o.StepDuration + calibrationStepOverhead)
 }
 
 func (o CalibrateOptions) withDefaults() CalibrateOptions {
@@ -115,22 +118,31 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (emulate.Ceiling, error)
 		name = "cal-" + NewName()
 	}
 	for _, rate := range o.Rates {
-		step, err := calibrateStep(ctx, name, rate, o.StepDuration, c.Backend)
-		if err != nil {
-			return c, err
-		}
-		step.Judge()
-		c.Steps = append(c.Steps, step)
-		if o.Progress != nil {
-			verdict := "held"
-			switch {
-			case !step.Carried:
-				verdict = "not carried (" + step.Why + ")"
-			case !step.Held:
-				verdict = "carried, not held (" + step.Why + ")"
+		var step emulate.CeilingStep
+		// A rate not carried is tried again, up to CalibrationTries in
+		// all, as lab run measures a refused sample again: the step is
+		// its last try.
+		for try := 1; try <= CalibrationTries; try++ {
+			if step, err = calibrateStep(ctx, name, rate, o.StepDuration, c.Backend); err != nil {
+				return c, err
 			}
-			fmt.Fprintf(o.Progress, "%7.0f pps/direction: %s\n", rate, verdict)
+			step.Tries = try
+			step.Judge()
+			if o.Progress != nil {
+				verdict := "held"
+				switch {
+				case !step.Carried:
+					verdict = "not carried (" + step.Why + ")"
+				case !step.Held:
+					verdict = "carried, not held (" + step.Why + ")"
+				}
+				fmt.Fprintf(o.Progress, "%7.0f pps/direction, try %d: %s\n", rate, try, verdict)
+			}
+			if step.Carried {
+				break
+			}
 		}
+		c.Steps = append(c.Steps, step)
 		if !step.Carried {
 			break
 		}

@@ -56,6 +56,10 @@ func TestCalibrate(t *testing.T) {
 		if !s.Carried && !last || last && len(c.Steps) < len(rates) && s.Carried {
 			t.Errorf("step %d of %d: carried %v", i, len(c.Steps), s.Carried)
 		}
+		// A rate not carried was tried CalibrationTries times.
+		if s.Tries < 1 || s.Tries > lab.CalibrationTries || !s.Carried && s.Tries != lab.CalibrationTries {
+			t.Errorf("step %d: %d tries, carried %v", i, s.Tries, s.Carried)
+		}
 		if s.Held && !s.Carried || (s.Why == "") != s.Held {
 			t.Errorf("step %d: held %v, carried %v, why %q", i, s.Held, s.Carried, s.Why)
 		}
@@ -88,8 +92,12 @@ func TestCalibrate(t *testing.T) {
 	if c.HeldPPS != held || c.CarriedPPS != carried {
 		t.Errorf("held %v, carried %v; the steps say %v and %v", c.HeldPPS, c.CarriedPPS, held, carried)
 	}
-	if n := strings.Count(progress.String(), "pps/direction"); n != len(c.Steps) {
-		t.Errorf("%d progress lines for %d steps:\n%s", n, len(c.Steps), progress.String())
+	tries := 0
+	for _, s := range c.Steps {
+		tries += s.Tries
+	}
+	if n := strings.Count(progress.String(), "pps/direction, try "); n != tries {
+		t.Errorf("%d progress lines for %d tries:\n%s", n, tries, progress.String())
 	}
 }
 

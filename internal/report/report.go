@@ -405,8 +405,13 @@ func (p *page) hostFacts(h measure.HostInfo) {
 	if h.AESNI {
 		aes = "yes"
 	}
+	ceiling := ""
+	if h.EmulationCeiling != nil {
+		ceiling = h.EmulationCeiling.Summary
+	}
 	p.facts("Kernel", strings.TrimSpace(h.Kernel+" "+h.Arch), "CPU", fmt.Sprintf("%s, %d CPUs, AES-NI %s", h.CPUModel, h.CPUs, aes),
-		"OpenVPN", h.OpenVPNVersion, "iperf3", h.Iperf3Version, "Link emulation", h.EmulationBackend)
+		"OpenVPN", h.OpenVPNVersion, "iperf3", h.Iperf3Version, "Link emulation", h.EmulationBackend,
+		"Emulator ceiling", ceiling)
 }
 
 func (p *page) command(argv []string, fallback string) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
+	"github.com/ovpnperf/ovpnperf/internal/emulate"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
@@ -307,4 +308,33 @@ func counts(cs []Change) map[string]int {
 		n[c.Verdict]++
 	}
 	return n
+}
+
+// A run document that carries the host's emulator ceiling shows it beside
+// the link emulation, escaped; one without shows no such fact.
+func TestEmulatorCeilingFact(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "labrun-default.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(c *emulate.CeilingReport) string {
+		rep, err := measure.ReadJSON(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.Host.EmulationCeiling = c
+		var buf bytes.Buffer
+		if err := Write(&buf, []Document{{File: "run.json", Schema: rep.Schema, Run: rep}}, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	if page := render(nil); strings.Contains(page, "Emulator ceiling") {
+		t.Errorf("a document without a ceiling shows one")
+	}
+	page := render(&emulate.CeilingReport{Backend: "nfqueue", Status: emulate.CeilingMeasured,
+		Summary: "emulator: nfqueue, at most 1 % late up to 40 000 pps <b>"})
+	if !strings.Contains(page, "<dt>Emulator ceiling</dt><dd>emulator: nfqueue, at most 1 % late up to 40 000 pps &lt;b&gt;</dd>") {
+		t.Errorf("page lacks the ceiling fact")
+	}
 }
