@@ -1,7 +1,6 @@
 package emulate
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -42,7 +41,7 @@ import (
 //
 // A frame's delay counts from its kernel receive time (tpacket3_hdr
 // tp_sec/tp_nsec, CLOCK_REALTIME, mapped onto the scheduler's monotonic
-// clock at each read), not from when the thread read the block: the kernel
+// clock for each block), not from when the thread read the block: the kernel
 // hands over a block when it is full or when its retire timer expires
 // (see retireTimeout), so frames can wait there a few milliseconds.
 //
@@ -50,39 +49,6 @@ import (
 // buffer are gone, and frames that arrive afterwards find no reader and
 // are dropped by W's kernel (no address, no forwarding, no bridge; Open
 // refuses a namespace where that is not so). Nothing passes undelayed.
-
-// AFPacketBackend names the AF_PACKET data path in Stats.
-const AFPacketBackend = "afpacket"
-
-// WireConfig is the AF_PACKET emulator: frames arriving on PortA go out of
-// PortB after Up's delay (up), frames arriving on PortB go out of PortA
-// after Down's (down). Up.Num and Down.Num only label the directions in
-// Stats (0 and 1 when both are 0); MaxLen is not used.
-type WireConfig struct {
-	PortA string      `json:"port_a"`
-	PortB string      `json:"port_b"`
-	Up    QueueConfig `json:"up"`
-	Down  QueueConfig `json:"down"`
-	// HoldBytes is each direction's hold buffer; 0 means the default
-	// (defaultMinHoldBytes, more for long delays).
-	HoldBytes int `json:"hold_bytes,omitempty"`
-	// TX is how released frames are sent: TXSendmmsg (the default) or
-	// TXRing.
-	TX string `json:"tx,omitempty"`
-}
-
-// The ways of sending released frames.
-const (
-	// TXSendmmsg sends each release batch with one sendmmsg call; the
-	// kernel copies every frame into a new socket buffer.
-	TXSendmmsg = "sendmmsg"
-	// TXRing copies released frames into a PACKET_TX_RING (TPACKET_V2)
-	// and kicks it with one send call; the kernel attaches the ring's
-	// pages to the socket buffers instead of copying. Frames that do not
-	// fit a ring frame (GSO aggregates), or that find the ring full, go
-	// by sendmmsg, in order.
-	TXRing = "ring"
-)
 
 const (
 	// ringBlockBytes is one TPACKET_V3 block: room for a 64 KiB GSO
@@ -111,38 +77,8 @@ const (
 	ethPAll = uint16(unix.ETH_P_ALL<<8) | uint16(unix.ETH_P_ALL>>8)
 )
 
-func (c WireConfig) withDefaults() WireConfig {
-	if c.Up.Num == 0 && c.Down.Num == 0 {
-		c.Up.Num, c.Down.Num = queueUpNum, queueDownNum
-	}
-	return c
-}
-
-const (
-	queueUpNum   = 0
-	queueDownNum = 1
-)
-
-// Validate reports the first mistake in c as a usage error.
-func (c WireConfig) Validate() error {
-	c = c.withDefaults()
-	if err := (Config{Queues: []QueueConfig{c.Up, c.Down}}).Validate(); err != nil {
-		return err
-	}
-	switch {
-	case c.PortA == "" || c.PortB == "":
-		return errors.New("link emulator: afpacket needs two ports")
-	case c.PortA == c.PortB:
-		return fmt.Errorf("link emulator: afpacket ports are both %s", c.PortA)
-	case c.HoldBytes < 0:
-		return fmt.Errorf("link emulator: hold buffer %d bytes is negative", c.HoldBytes)
-	case c.TX != "" && c.TX != TXSendmmsg && c.TX != TXRing:
-		return fmt.Errorf("link emulator: tx %q: want %s or %s", c.TX, TXSendmmsg, TXRing)
-	}
-	return nil
-}
-
-func (c WireConfig) holdBytes(q QueueConfig) int {
+// holdBytes is the hold buffer of direction q.
+func (c *AFPacketConfig) holdBytes(q QueueConfig) int {
 	if c.HoldBytes > 0 {
 		return c.HoldBytes
 	}
@@ -150,33 +86,21 @@ func (c WireConfig) holdBytes(q QueueConfig) int {
 	return max(defaultMinHoldBytes, int(hold.Seconds()*holdBytesPerSecond))
 }
 
-// Wire is a running AF_PACKET emulator. OpenWire opens it; Run drives it.
-type Wire struct {
-	cfg    WireConfig
-	pipes  []*pipe
-	stopfd int
-
-	rtThreads *rtThreads
-	rtProcess atomic.Bool
-
-	closeOnce sync.Once
-	closeErr  error
-	running   bool
-}
-
-// OpenWire checks the calling thread's network namespace (call it inside
-// netns.Do) and opens both directions' sockets on its two ports. Frames
-// arriving from now on wait in the rings until Run starts.
-func OpenWire(cfg WireConfig) (*Wire, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+// openAFPacket opens the AF_PACKET backend for cfg (cfg.AFPacket set,
+// validated) in the calling thread's network namespace (call it inside
+// netns.Do). Frames arriving from now on wait in the rings until Run
+// starts.
+func openAFPacket(cfg Config) (_ *Emulator, err error) {
+	w := cfg.AFPacket
+	var qc [2]QueueConfig
+	for _, q := range cfg.Queues {
+		qc[q.Num] = q
 	}
-	cfg = cfg.withDefaults()
-	pa, err := wirePort(cfg.PortA)
+	pa, err := wirePort(w.PortA)
 	if err != nil {
 		return nil, err
 	}
-	pb, err := wirePort(cfg.PortB)
+	pb, err := wirePort(w.PortB)
 	if err != nil {
 		return nil, err
 	}
@@ -187,23 +111,20 @@ func OpenWire(cfg WireConfig) (*Wire, error) {
 	if err != nil {
 		return nil, fmt.Errorf("link emulator: eventfd: %w", err)
 	}
-	w := &Wire{cfg: cfg, stopfd: efd}
-	for _, d := range []struct {
-		qc      QueueConfig
-		in, out *net.Interface
-	}{{cfg.Up, pa, pb}, {cfg.Down, pb, pa}} {
-		seed := d.qc.Seed
+	e := &Emulator{cfg: cfg, stopfd: efd, stampfd: -1, backend: BackendAFPacket}
+	for i, d := range []struct{ in, out *net.Interface }{{pa, pb}, {pb, pa}} {
+		seed := qc[i].Seed
 		if seed == 0 {
 			seed = rand.Uint64()
 		}
-		p, err := openPipe(d.qc, d.in, d.out, cfg.holdBytes(d.qc), cfg.TX == TXRing, seed)
+		p, err := openPipe(qc[i], d.in, d.out, w.holdBytes(qc[i]), w.TX == TXRing, seed)
 		if err != nil {
-			w.Close()
+			e.Close()
 			return nil, fmt.Errorf("link emulator: %w", err)
 		}
-		w.pipes = append(w.pipes, p)
+		e.lanes = append(e.lanes, p)
 	}
-	return w, nil
+	return e, nil
 }
 
 // wirePort finds a port and checks that the kernel will not carry frames
@@ -479,14 +400,17 @@ func (p *pipe) read() int {
 		if atomic.LoadUint32(&bd.hdr.Block_status)&unix.TP_STATUS_USER == 0 {
 			return n
 		}
-		if n == 0 {
-			// One clock reading gives both clocks: now on the
-			// monotonic one, and the offset that maps the kernel's
-			// CLOCK_REALTIME receive stamps onto it.
-			t := time.Now()
-			now = int64(t.Sub(epoch))
-			offset = now - t.UnixNano()
-		}
+		// One clock reading per block gives both clocks: now on the
+		// monotonic one, and the offset that maps the kernel's
+		// CLOCK_REALTIME receive stamps onto it. Per block, not per
+		// read: every frame of a block the kernel has handed over was
+		// stamped before this reading, but a block handed over while
+		// the read goes on holds frames stamped after an earlier one,
+		// which the check below would take for a clock step (50–80 of
+		// 250 000 frames at 50 000 pps were, with one reading per read).
+		t := time.Now()
+		now = int64(t.Sub(epoch))
+		offset = now - t.UnixNano()
 		off := int(bd.hdr.Offset_to_first_pkt)
 		for range bd.hdr.Num_pkts {
 			if off+unix.SizeofTpacket3Hdr > len(b) {
@@ -727,7 +651,10 @@ func (p *pipe) kernelStats() (drops uint64, ok bool) {
 	return p.ringDrops, true
 }
 
+// close releases the direction's sockets and rings, after run has
+// returned; frames still held are dropped.
 func (p *pipe) close() error {
+	p.publish()
 	p.kernelStats()
 	p.statsMu.Lock()
 	defer p.statsMu.Unlock()
@@ -747,141 +674,40 @@ func (p *pipe) close() error {
 	return errors.Join(errs...)
 }
 
-// Run drives both directions until ctx is cancelled or one fails, writing
-// a stats snapshot to statsPath (if not empty) every StatsInterval, then
-// closes the sockets (frames still held are dropped) and writes a last
-// snapshot with Running false. Run can be called once.
-func (w *Wire) Run(ctx context.Context, statsPath string) error {
-	if w.running {
-		return errors.New("link emulator: Run called twice")
+// queueStats returns the direction's counters. The NFQUEUE fields carry
+// their AF_PACKET counterparts: frames the hold buffer had no room for
+// (ENOBUFS), frames the kernel refused to send (VerdictErrors), frames cut
+// by the ring's block size (Truncated), frames the ring dropped because
+// every block was the reader's (KernelQueueDrops).
+func (p *pipe) queueStats([]kernelQueue) QueueStats {
+	pub := &p.pub
+	qs := QueueStats{
+		Num:           p.cfg.Num,
+		Delay:         p.cfg.Delay,
+		Jitter:        p.cfg.Jitter,
+		LossPercent:   p.cfg.LossPercent,
+		Tolerance:     p.cfg.tolerance(),
+		Received:      pub.received.Load(),
+		ReceivedBytes: pub.receivedBytes.Load(),
+		Released:      pub.released.Load(),
+		ReleasedBytes: pub.releasedBytes.Load(),
+		DroppedLoss:   pub.droppedLoss.Load(),
+		Pending:       pub.pending.Load(),
+		Batches:       pub.batches.Load(),
+		Late:          pub.late.Load(),
+		LateOnArrival: pub.lateOnArrival.Load(),
+		Stalled:       pub.stalled.Load(),
+		MaxLateness:   time.Duration(pub.maxLateness.Load()),
+		ENOBUFS:       pub.enobufs.Load(),
+		VerdictErrors: pub.verdictErrors.Load(),
+		Truncated:     pub.truncated.Load(),
+		Realtime:      pub.realtime.Load(),
+		KernelStamped: pub.kernelTimestamps.Load(),
 	}
-	w.running = true
-	var wg sync.WaitGroup
-	errc := make(chan error, len(w.pipes))
-	for _, p := range w.pipes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.run(w.stopfd); err != nil {
-				errc <- err
-			}
-		}()
-	}
-	sweep := func() {}
-	if rt := w.rtThreads; rt != nil {
-		defer rt.restore()
-		sweep = func() { w.rtProcess.Store(rt.sweep() == 0) }
-		sweep()
-	}
-	tick := time.NewTicker(StatsInterval)
-	defer tick.Stop()
-	var err error
-	write := func(running bool) {
-		if statsPath == "" {
-			return
-		}
-		if werr := writeStats(statsPath, w.snapshot(running)); werr != nil && err == nil {
-			err = werr
-		}
-	}
-	write(true)
-loop:
-	for err == nil {
-		select {
-		case <-ctx.Done():
-			break loop
-		case err = <-errc:
-			break loop
-		case <-tick.C:
-			sweep()
-			write(true)
-		}
-	}
-	var one [8]byte
-	one[0] = 1
-	unix.Write(w.stopfd, one[:])
-	wg.Wait()
-	if err == nil {
-		select {
-		case err = <-errc:
-		default:
-		}
-	}
-	cerr := w.Close()
-	write(false)
-	return errors.Join(err, cerr)
-}
-
-// Stats returns the current counters.
-func (w *Wire) Stats() Stats { return w.snapshot(true) }
-
-func (w *Wire) snapshot(running bool) Stats {
-	s := Stats{Backend: AFPacketBackend, Time: time.Now(), Running: running, RealtimeProcess: w.rtProcess.Load()}
-	for _, p := range w.pipes {
-		pub := &p.pub
-		qs := QueueStats{
-			Num:           p.cfg.Num,
-			Delay:         p.cfg.Delay,
-			Jitter:        p.cfg.Jitter,
-			LossPercent:   p.cfg.LossPercent,
-			Tolerance:     p.cfg.tolerance(),
-			Received:      pub.received.Load(),
-			ReceivedBytes: pub.receivedBytes.Load(),
-			Released:      pub.released.Load(),
-			ReleasedBytes: pub.releasedBytes.Load(),
-			DroppedLoss:   pub.droppedLoss.Load(),
-			Pending:       pub.pending.Load(),
-			Batches:       pub.batches.Load(),
-			Late:          pub.late.Load(),
-			LateOnArrival: pub.lateOnArrival.Load(),
-			Stalled:       pub.stalled.Load(),
-			MaxLateness:   time.Duration(pub.maxLateness.Load()),
-			// The NFQUEUE fields carry their AF_PACKET counterparts:
-			// frames the hold buffer had no room for (ENOBUFS), frames
-			// the kernel refused to send (VerdictErrors), frames cut by
-			// the ring's block size (Truncated), frames the ring
-			// dropped because every block was the reader's
-			// (KernelQueueDrops).
-			ENOBUFS:       pub.enobufs.Load(),
-			VerdictErrors: pub.verdictErrors.Load(),
-			Truncated:     pub.truncated.Load(),
-			Realtime:      pub.realtime.Load(),
-			KernelStamped: pub.kernelTimestamps.Load(),
-		}
-		qs.KernelQueueDrops, qs.KernelRead = p.kernelStats()
-		qs.LatenessMedian, qs.LatenessP99, qs.LatenessSamples = p.sched.res.quantiles()
-		qs.setBehind()
-		s.Behind = s.Behind || qs.Behind
-		s.Queues = append(s.Queues, qs)
-	}
-	return s
-}
-
-// Close closes the sockets; frames still held are dropped. Close is
-// idempotent; call it after Run has returned (Run closes on its own).
-func (w *Wire) Close() error {
-	w.closeOnce.Do(func() {
-		var errs []error
-		for _, p := range w.pipes {
-			errs = append(errs, p.close())
-		}
-		errs = append(errs, unix.Close(w.stopfd))
-		w.closeErr = errors.Join(errs...)
-	})
-	return w.closeErr
-}
-
-// RunWireProcess is OpenWire, Wire.Run and Close for a process that exists
-// for the emulator, set up as RunProcess sets up the NFQUEUE emulator's:
-// one spare Go P per direction and every thread real-time while it runs.
-func RunWireProcess(ctx context.Context, cfg WireConfig, statsPath string) error {
-	w, err := OpenWire(cfg)
-	if err != nil {
-		return err
-	}
-	defer reserveProcs(len(w.pipes))()
-	w.rtThreads = newRTThreads()
-	return w.Run(ctx, statsPath)
+	qs.KernelQueueDrops, qs.KernelRead = p.kernelStats()
+	qs.LatenessMedian, qs.LatenessP99, qs.LatenessSamples = p.sched.res.quantiles()
+	qs.setBehind()
+	return qs
 }
 
 // holdBuf is a byte ring that holds frames from their arrival to their

@@ -3,11 +3,9 @@ package emulate
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -18,23 +16,14 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
-// wireHelperConfigEnv makes the test binary an AF_PACKET emulator process
-// (TestMain), as helperConfigEnv makes it an NFQUEUE one.
-const wireHelperConfigEnv = "OVPNPERF_EMULATE_TEST_WIRE"
-
-func wireHelperMain(cfgJSON, statsPath string) int {
-	var cfg WireConfig
-	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+// afpacketConfig is the AF_PACKET emulator between W's ports: queue 0 up,
+// queue 1 down.
+func afpacketConfig(tx string, up, down QueueConfig) Config {
+	up.Num, down.Num = queueUp, queueDown
+	return Config{
+		Queues:   []QueueConfig{up, down},
+		AFPacket: &AFPacketConfig{PortA: wirePortA, PortB: wirePortB, TX: tx},
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := RunWireProcess(ctx, cfg, statsPath); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
 }
 
 // wireProcess is an AF_PACKET emulator process in W.
@@ -43,17 +32,16 @@ type wireProcess struct {
 	stop func() processResult
 }
 
-// startWireProcess runs the AF_PACKET emulator as its own process in W
-// between W's two ports (cfg's ports are set here), as
-// startEmulatorProcess runs the NFQUEUE one. stop ends it with SIGTERM and
-// returns its final stats.
-func (n *wireNet) startWireProcess(tb testing.TB, cfg WireConfig) *wireProcess {
+// startWireProcess runs the emulator as its own process in W, as
+// startEmulatorProcess runs it in the router, and also lets a test kill it
+// (SIGKILL): stop then reports the death instead of failing. stop ends it
+// with SIGTERM and returns its final stats.
+func (n *wireNet) startWireProcess(tb testing.TB, cfg Config) *wireProcess {
 	tb.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfg.PortA, cfg.PortB = wirePortA, wirePortB
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -62,7 +50,7 @@ func (n *wireNet) startWireProcess(tb testing.TB, cfg WireConfig) *wireProcess {
 	statsPath := filepath.Join(dir, "stats.json")
 	logPath := filepath.Join(dir, "emulator.log")
 	cmd := exec.Command("ip", "netns", "exec", n.W, exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), wireHelperConfigEnv+"="+string(cfgJSON), helperStatsEnv+"="+statsPath)
+	cmd.Env = append(os.Environ(), helperConfigEnv+"="+string(cfgJSON), helperStatsEnv+"="+statsPath)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		tb.Fatal(err)
@@ -178,7 +166,7 @@ func TestAFPacketWire(t *testing.T) {
 func testAFPacketWire(t *testing.T, n *wireNet, tx string) {
 	up := QueueConfig{Num: 0, Delay: 10 * time.Millisecond, Jitter: 4 * time.Millisecond, LossPercent: 10, Seed: 1}
 	down := QueueConfig{Num: 1, Delay: 5 * time.Millisecond}
-	wp := n.startWireProcess(t, WireConfig{Up: up, Down: down, TX: tx})
+	wp := n.startWireProcess(t, afpacketConfig(tx, up, down))
 	n.warmNeighbours(t)
 
 	const upCount, upRate, downCount, downRate = 900, 300, 6000, 2000
@@ -195,7 +183,7 @@ func testAFPacketWire(t *testing.T, n *wireNet, tx string) {
 		t.Fatal(uerr, derr)
 	}
 	st := wp.stop()
-	if st.Backend != AFPacketBackend || len(st.Queues) != 2 || st.Running || !st.RealtimeProcess {
+	if st.Backend != BackendAFPacket || len(st.Queues) != 2 || st.Running || !st.RealtimeProcess {
 		t.Fatalf("final stats %+v", st.Stats)
 	}
 	for i, c := range []struct {
@@ -253,7 +241,7 @@ func testAFPacketWire(t *testing.T, n *wireNet, tx string) {
 func TestAFPacketWireDeath(t *testing.T) {
 	n := newWireNet(t)
 	const delay = 300 * time.Millisecond
-	wp := n.startWireProcess(t, WireConfig{Up: QueueConfig{Delay: delay}, Down: QueueConfig{Num: 1, Delay: delay}, TX: TXRing})
+	wp := n.startWireProcess(t, afpacketConfig(TXRing, QueueConfig{Delay: delay}, QueueConfig{Delay: delay}))
 	if r := ping(t, n.A, wireAddrB, "-c", "1", "-W", "3"); r.received != 1 || r.min < 2*delay {
 		t.Fatalf("ping through the running emulator (2 × %v): %+v", delay, r)
 	}
@@ -295,12 +283,12 @@ func TestAFPacketWireDeath(t *testing.T) {
 // and so is a port that does not exist.
 func TestAFPacketWireRefuses(t *testing.T) {
 	n := newWireNet(t)
-	cfg := WireConfig{PortA: wirePortA, PortB: wirePortB, Up: QueueConfig{Delay: time.Millisecond}}
-	open := func(c WireConfig) error {
+	cfg := afpacketConfig("", QueueConfig{Delay: time.Millisecond}, QueueConfig{})
+	open := func(c Config) error {
 		return netns.Do(n.W, func() error {
-			w, err := OpenWire(c)
+			e, err := Open(c)
 			if err == nil {
-				w.Close()
+				e.Close()
 			}
 			return err
 		})
@@ -309,7 +297,7 @@ func TestAFPacketWireRefuses(t *testing.T) {
 		t.Fatalf("a proper wire namespace: %v", err)
 	}
 	bad := cfg
-	bad.PortB = "nosuchport"
+	bad.AFPacket = &AFPacketConfig{PortA: wirePortA, PortB: "nosuchport"}
 	if err := open(bad); err == nil {
 		t.Error("a missing port was accepted")
 	} else {
@@ -347,9 +335,7 @@ func benchWireBoth(b *testing.B, pps float64, bridge bool, tx string) {
 		}
 	} else {
 		q := QueueConfig{Delay: benchDelay, Tolerance: time.Millisecond}
-		up, down := q, q
-		down.Num = 1
-		stop = n.startWireProcess(b, WireConfig{Up: up, Down: down, TX: tx}).stop
+		stop = n.startWireProcess(b, afpacketConfig(tx, q, q)).stop
 	}
 	n.warmNeighbours(b)
 	busy0 := hostBusy(b)
@@ -369,6 +355,9 @@ func benchWireBoth(b *testing.B, pps float64, bridge bool, tx string) {
 	}
 	if !bridge && len(p.Queues) != 2 {
 		b.Fatalf("emulator stats: %+v", p.Stats)
+	}
+	for _, q := range p.Queues {
+		b.Logf("direction %d: late on arrival %d, kernel-stamped %d of %d, %d release batches", q.Num, q.LateOnArrival, q.KernelStamped, q.Received, q.Batches)
 	}
 	reportBoth(b, pps, [2]FlowResult{up, down}, p, busy)
 }

@@ -57,7 +57,9 @@
 // A second backend (Config.XDP, xsk_linux.go) is a layer-2 bump in the
 // wire: an XDP program on each of two ports redirects every frame to an
 // AF_XDP socket, one thread per direction holds it with the same scheduler
-// and sends it out of the other port. docs/emulator.md compares the two.
+// and sends it out of the other port. A third (Config.AFPacket,
+// afpacket_linux.go) is the same bump in the wire on AF_PACKET sockets.
+// docs/emulator.md compares them.
 package emulate
 
 import (
@@ -127,6 +129,10 @@ type Config struct {
 	// wire between two ports instead of netfilter queues (xsk_linux.go).
 	// Queue 0 is then the up direction, queue 1 down; both must be given.
 	XDP *XDPConfig `json:"xdp,omitempty"`
+	// AFPacket, when set, selects the AF_PACKET backend: the same bump in
+	// the wire on packet sockets (afpacket_linux.go), queue 0 up and
+	// queue 1 down as for XDP.
+	AFPacket *AFPacketConfig `json:"afpacket,omitempty"`
 }
 
 // QueueConfig is one direction of the link: the packets an iptables rule
@@ -190,6 +196,17 @@ func (c Config) Validate() error {
 	}
 	if c.SocketBufferBytes < 0 {
 		return usage.Errorf("link emulator: socket buffer %d bytes is negative", c.SocketBufferBytes)
+	}
+	if c.XDP != nil && c.AFPacket != nil {
+		return usage.Errorf("link emulator: XDP and AF_PACKET both configured; choose one")
+	}
+	if w := c.AFPacket; w != nil {
+		if err := w.validate(); err != nil {
+			return err
+		}
+		if len(c.Queues) != 2 || !seen[0] || !seen[1] {
+			return usage.Errorf("link emulator: the wire needs queue 0 (up) and queue 1 (down), nothing else")
+		}
 	}
 	if w := c.XDP; w != nil {
 		switch {

@@ -26,9 +26,6 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(helperConfigEnv); cfg != "" {
 		os.Exit(helperMain(cfg, os.Getenv(helperStatsEnv)))
 	}
-	if cfg := os.Getenv(wireHelperConfigEnv); cfg != "" {
-		os.Exit(wireHelperMain(cfg, os.Getenv(helperStatsEnv)))
-	}
 	os.Exit(m.Run())
 }
 

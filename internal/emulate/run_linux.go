@@ -65,6 +65,9 @@ func Open(cfg Config) (*Emulator, error) {
 	if cfg.XDP != nil {
 		return openXDP(cfg)
 	}
+	if cfg.AFPacket != nil {
+		return openAFPacket(cfg)
+	}
 	rcvbuf := cfg.SocketBufferBytes
 	if rcvbuf == 0 {
 		rcvbuf = DefaultSocketBufferBytes
