@@ -52,11 +52,12 @@ lab down.`,
 }
 
 type labUpOptions struct {
-	name  string
-	hosts []string
-	etcd  string
-	flags pathFlags
-	json  bool
+	name     string
+	emulator string
+	hosts    []string
+	etcd     string
+	flags    pathFlags
+	json     bool
 }
 
 func newLabUpCommand() *cobra.Command {
@@ -78,6 +79,7 @@ func newLabUpCommand() *cobra.Command {
 	c.Flags().StringArrayVar(&o.hosts, "host", nil, "add a host behind the router (1-12 lower-case letters and digits; repeatable): namespace ovpnperf-NAME-HOST, 198.18.i.2, unshaped link")
 	stringFlag(c.Flags(), &o.etcd, "etcd", "", "", "one of the --host names", "run etcd (Debian's etcd-server) in this --host, with TLS, client certificates and users, until lab down")
 	o.flags.bind(c.Flags())
+	emulatorFlag(c.Flags(), &o.emulator)
 	return c
 }
 
@@ -123,6 +125,10 @@ func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := lab.CheckEmulator(o.emulator); err != nil {
+		return err
+	}
+	p.Emulator = o.emulator
 	if o.name != "" {
 		if err := lab.ValidateName(o.name); err != nil {
 			return err
@@ -268,7 +274,7 @@ func labStatuses(names []string) ([]labStatus, error) {
 		if st.Corrupt == "" {
 			s.Ceiling = lab.EmulationCeiling(st.Backend)
 		}
-		if st.Corrupt == "" && st.Backend == lab.BackendNFQueue {
+		if st.Corrupt == "" && lab.UserspaceBackend(st.Backend) {
 			if l, err := lab.Open(st.Name); err == nil {
 				if es, err := l.Stats(); err == nil {
 					s.Emulator = es

@@ -22,6 +22,7 @@ type labCalibrateOptions struct {
 	rates    []int
 	record   string
 	json     bool
+	emulator string
 }
 
 func newLabCalibrateCommand() *cobra.Command {
@@ -31,7 +32,7 @@ func newLabCalibrateCommand() *cobra.Command {
 		Short: "Measure the packet rate this host's lab emulation holds, for lab status and lab run to report",
 		Long: `lab calibrate measures the ceiling of the emulation backend this host's labs
 use (the userspace NFQUEUE emulator on kernels without sch_netem, netem where
-the kernel has it): it builds a lab with 20 ms of delay each way and nothing
+the kernel has it), or of the one --emulator names: it builds a lab with 20 ms of delay each way and nothing
 else, sends 1400-byte UDP packets both ways at once at ascending rates, each
 rate in a fresh lab for a 1 s warm-up and then --duration, and stops at the
 first rate not carried in three tries.
@@ -43,11 +44,12 @@ definition of BenchmarkRateBoth); it is carried when at most 1 % were late
 and none stalled, the rule by which lab run refuses a sample. A lab whose
 packet rate nears the carried rate measures the host, not the path.
 
-The record (figures per rate, the load average before and after, kernel, CPU
-count, ovpnperf version) goes to /var/lib/ovpnperf/emulator-ceiling.json
+The record (backend, figures per rate, the load average before and after,
+kernel, CPU count, ovpnperf version) goes to /var/lib/ovpnperf/emulator-ceiling.json
 (mode 0644), which lab status and the documents of lab run report; a record
 of another kernel or CPU count is reported as stale. Measure on an idle host:
-a record taken at a 1-minute load of half the CPU count or more says so.
+a record taken at a 1-minute load of half the CPU count or more says so. The
+host keeps one record: lab status shows it only beside labs of its backend.
 Needs root; takes about a minute.`,
 		Example: `  ovpnperf lab calibrate --duration 1s`,
 		Args:    args(cobra.NoArgs),
@@ -63,6 +65,7 @@ Needs root; takes about a minute.`,
 	}
 	intListFlag(f, &o.rates, "rates", def, 100, 1000000, "packet rates per direction to try, ascending, until one is not carried")
 	stringFlag(f, &o.record, "record", "", emulate.CeilingPath, "a file path", "write the record here (lab status and lab run read only the default)")
+	emulatorFlag(f, &o.emulator)
 	f.BoolVar(&o.json, "json", false, "print the record (schema "+emulate.CeilingSchema+") instead of text; progress goes to stderr")
 	return c
 }
@@ -82,13 +85,17 @@ func runLabCalibrate(ctx context.Context, w, errw io.Writer, o labCalibrateOptio
 			return err
 		}
 	}
+	backend, err := lab.CalibrationBackend(o.emulator)
+	if err != nil {
+		return err
+	}
 	if err := lab.Preflight(); err != nil {
 		return err
 	}
 	opts := lab.CalibrateOptions{Name: "cal-" + lab.NewName(), StepDuration: o.duration, Rates: rates, Progress: errw,
-		Version: versionString(), Argv: os.Args}
+		Version: versionString(), Argv: os.Args, Emulator: o.emulator}
 	fmt.Fprintf(errw, "calibrating the %s emulation in lab %s: %d-byte packets both ways through %v, %v per rate (up to %.0f s)\n",
-		lab.CalibrationBackend(), opts.Name, lab.CalibrationPacketBytes, lab.CalibrationDelay, o.duration, lab.CalibrationTime(opts).Seconds())
+		backend, opts.Name, lab.CalibrationPacketBytes, lab.CalibrationDelay, o.duration, lab.CalibrationTime(opts).Seconds())
 	c, err := lab.Calibrate(ctx, opts)
 	if err != nil {
 		return err

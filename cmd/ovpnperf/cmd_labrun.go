@@ -36,6 +36,7 @@ type labRunOptions struct {
 	pki       string
 	name      string
 	network   string
+	emulator  string
 }
 
 func newLabRunCommand() *cobra.Command {
@@ -88,6 +89,7 @@ module.`,
 	}
 	f := c.Flags()
 	o.flags.bind(f)
+	emulatorFlag(f, &o.emulator)
 	f.StringArrayVar(&o.variants, "variant", nil, "OpenVPN variant to measure (repeatable): a built-in name or NAME=DIRECTIVE ARGS;…")
 	f.StringVar(&o.proto, "proto", "udp", "OpenVPN transport: udp or tcp")
 	intFlag(f, &o.repeat, "repeat", "", 3, 1, 50, "samples per row, interleaved across variants (1–50)")
@@ -214,6 +216,12 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 		default:
 			return spec, usage.Errorf("--network %q: want lan, wan or both", o.network)
 		}
+	}
+	if err := lab.CheckEmulator(o.emulator); err != nil {
+		return spec, err
+	}
+	for i := range spec.Networks {
+		spec.Networks[i].Path.Emulator = o.emulator
 	}
 	o.sampleTiming(&spec)
 	if o.name != "" {

@@ -44,6 +44,18 @@ func (f *pathFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.noIPv6, "no-ipv6", false, "build an IPv4-only lab (needed for an MTU below 1280)")
 }
 
+// emulatorHelp is --emulator's help, the same on every command.
+const emulatorHelp = "mechanism of delay, jitter and loss: auto (netem where the kernel has it, else nfqueue), nfqueue, netem, afpacket or afxdp (a bump in the wire on the client segment; docs/lab.md); a path with none of them uses none"
+
+// emulatorFlag registers --emulator, checked against the backends' names
+// as it is parsed; whether this host has the one named is CheckEmulator's.
+func emulatorFlag(fs *pflag.FlagSet, dst *string) {
+	*dst = lab.EmulatorAuto
+	addValue(fs, dst, "emulator", "", "string", lab.EmulatorAuto, func(_, s string) (string, error) {
+		return s, lab.CheckEmulatorName(s)
+	}, emulatorHelp)
+}
+
 // setting is one direction's value of a path property and the flag it
 // came from, for errors that name what the user typed.
 type setting[T any] struct {

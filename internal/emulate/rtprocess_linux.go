@@ -22,6 +22,13 @@ func RunProcess(ctx context.Context, cfg Config, statsPath string) error {
 	if err != nil {
 		return err
 	}
+	return e.RunProcess(ctx, statsPath)
+}
+
+// RunProcess is RunProcess for an emulator the caller opened, for example
+// inside netns.Do so that its sockets live in another namespace than the
+// process: Run with the process-wide settings above. It closes e.
+func (e *Emulator) RunProcess(ctx context.Context, statsPath string) error {
 	defer reserveProcs(len(e.lanes))()
 	e.rtThreads = newRTThreads()
 	return e.Run(ctx, statsPath) // closes e

@@ -168,10 +168,11 @@ type emuCounters struct {
 	Released, Late, Lost, Stalled uint64
 }
 
-// readEmulator returns the emulator's counters (zero with netem or no
-// emulation, which have nothing to fall behind).
+// readEmulator returns the userspace emulator's counters, whichever its
+// data path (zero with netem or no emulation, which have nothing to fall
+// behind).
 func readEmulator(l *lab.Lab) emuCounters {
-	if l.Backend() != lab.BackendNFQueue {
+	if !lab.UserspaceBackend(l.Backend()) {
 		return emuCounters{}
 	}
 	st, err := l.Stats()

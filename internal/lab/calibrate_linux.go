@@ -66,6 +66,9 @@ type CalibrateOptions struct {
 	Argv    []string
 	// Progress, when set, gets a line per rate.
 	Progress io.Writer
+	// Emulator is the backend to measure, as Path.Emulator: "" for the
+	// one this host's labs use by default.
+	Emulator string
 }
 
 // CalibrationTime is the longest a calibration with these options takes:
@@ -86,21 +89,28 @@ func (o CalibrateOptions) withDefaults() CalibrateOptions {
 }
 
 // calibrationPath is the path each calibration lab emulates.
-func calibrationPath() Path {
+func calibrationPath(emulator string) Path {
 	l := Link{Delay: CalibrationDelay}
-	return Path{Up: l, Down: l, LateTolerance: CalibrationTolerance}
+	return Path{Up: l, Down: l, LateTolerance: CalibrationTolerance, Emulator: emulator}
 }
 
-// CalibrationBackend is the backend this host's labs use for delay,
-// jitter and loss, the one Calibrate measures.
-func CalibrationBackend() string { return emulationBackend(calibrationPath()) }
+// CalibrationBackend is the backend Calibrate measures for emulator (as
+// Path.Emulator; "" is the one this host's labs use by default for delay,
+// jitter and loss). A backend this host lacks is a usage error.
+func CalibrationBackend(emulator string) (string, error) {
+	return emulationBackend(calibrationPath(emulator))
+}
 
 // Calibrate measures the highest packet rate per direction this host's lab
 // emulation holds, and the highest it carries with at most 1 % late (see
 // emulate.DirectionOutcome), with both directions loaded at once.
 func Calibrate(ctx context.Context, o CalibrateOptions) (emulate.Ceiling, error) {
 	o = o.withDefaults()
-	c := emulate.Ceiling{Schema: emulate.CeilingSchema, Backend: CalibrationBackend(), Time: time.Now().UTC(),
+	backend, err := CalibrationBackend(o.Emulator)
+	if err != nil {
+		return emulate.Ceiling{}, err
+	}
+	c := emulate.Ceiling{Schema: emulate.CeilingSchema, Backend: backend, Time: time.Now().UTC(),
 		Kernel: emulate.HostKernel(), CPUs: emulate.HostCPUs(), Version: o.Version, Argv: o.Argv,
 		PacketBytes: CalibrationPacketBytes, Delay: CalibrationDelay, Tolerance: CalibrationTolerance,
 		StepDuration: o.StepDuration}
@@ -109,7 +119,6 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (emulate.Ceiling, error)
 			return c, fmt.Errorf("calibration rates %v: want positive rates, ascending", o.Rates)
 		}
 	}
-	var err error
 	if c.LoadBefore, err = emulate.LoadAvg(); err != nil {
 		return c, err
 	}
@@ -158,7 +167,7 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (emulate.Ceiling, error)
 // for d and returns what each direction saw.
 func calibrateStep(ctx context.Context, name string, rate float64, d time.Duration, backend string) (_ emulate.CeilingStep, err error) {
 	step := emulate.CeilingStep{RatePPS: rate}
-	l, err := Up(ctx, Options{Name: name, Path: calibrationPath(), Ephemeral: true})
+	l, err := Up(ctx, Options{Name: name, Path: calibrationPath(backend), Ephemeral: true})
 	if err != nil {
 		return step, err
 	}
@@ -179,7 +188,7 @@ func calibrateStep(ctx context.Context, name string, rate float64, d time.Durati
 		return step, err
 	}
 	var before emulate.Stats
-	if backend == BackendNFQueue {
+	if UserspaceBackend(backend) {
 		if before, err = finalStats(ctx, l, warm); err != nil {
 			return step, err
 		}
@@ -189,7 +198,7 @@ func calibrateStep(ctx context.Context, name string, rate float64, d time.Durati
 		return step, err
 	}
 	end := time.Now()
-	if backend != BackendNFQueue {
+	if !UserspaceBackend(backend) {
 		// No counters of its own (netem): judged at the receivers.
 		for i := range res {
 			step.Directions[i] = emulate.OutcomeFromDelays(res[i], CalibrationDelay, CalibrationTolerance)

@@ -30,7 +30,11 @@ func TestCalibrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%+v\n%s", c, progress.String())
-	if c.Schema != emulate.CeilingSchema || c.Backend != lab.CalibrationBackend() || c.Backend == lab.BackendNone ||
+	want, err := lab.CalibrationBackend("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Schema != emulate.CeilingSchema || c.Backend != want || c.Backend == lab.BackendNone ||
 		c.Kernel != emulate.HostKernel() || c.CPUs != emulate.HostCPUs() || c.CPUs < 1 || c.Version != "test" || len(c.Argv) != 3 ||
 		c.PacketBytes != 1400 || c.Delay != 20*time.Millisecond || c.Tolerance != time.Millisecond || c.StepDuration != time.Second {
 		t.Errorf("record's settings: %+v", c)

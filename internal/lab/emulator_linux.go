@@ -2,20 +2,23 @@ package lab
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/netns"
 )
 
-// runEmulator runs the userspace emulator for the lab's emulated directions
-// until ctx ends. It runs in the owner process, inside the router namespace.
-func runEmulator(ctx context.Context, p Path, statsPath string) error {
+// emulatorConfig is the userspace emulator of a lab of path p and backend:
+// one queue per emulated direction behind NFQUEUE, or both directions of
+// the wire (a direction with nothing to emulate crosses it undelayed).
+func emulatorConfig(p Path, backend string) emulate.Config {
 	var cfg emulate.Config
 	for _, d := range []struct {
 		num  uint16
 		link Link
 	}{{queueUp, p.Up}, {queueDown, p.Down}} {
-		if !d.link.Emulated() {
+		if !d.link.Emulated() && !WireBackend(backend) {
 			continue
 		}
 		cfg.Queues = append(cfg.Queues, emulate.QueueConfig{
@@ -23,9 +26,42 @@ func runEmulator(ctx context.Context, p Path, statsPath string) error {
 			MaxLen: queueLen(p, d.link), Tolerance: p.LateTolerance,
 		})
 	}
-	// The owner process is the emulator's own: its other work is a timer
-	// and the signal handler, so all of it may run real-time.
-	return emulate.RunProcess(ctx, cfg, statsPath)
+	// Port A is the client's side: queue 0, up, is what the client sends.
+	switch backend {
+	case BackendAFPacket:
+		cfg.AFPacket = &emulate.AFPacketConfig{PortA: wireClientIf, PortB: wireRouterIf}
+	case BackendAFXDP:
+		cfg.XDP = &emulate.XDPConfig{PortA: wireClientIf, PortB: wireRouterIf}
+	}
+	return cfg
+}
+
+// openEmulator opens the lab's userspace emulator: the NFQUEUE queues in
+// the owner's own namespace (the router's), a wire backend's sockets in
+// the lab's wire namespace, where they stay.
+func openEmulator(name string, p Path, backend string) (*emulate.Emulator, error) {
+	cfg := emulatorConfig(p, backend)
+	if !WireBackend(backend) {
+		return emulate.Open(cfg)
+	}
+	var e *emulate.Emulator
+	err := netns.Do(NamespaceName(name, Wire), func() error {
+		var err error
+		e, err = emulate.Open(cfg)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s emulator in %s: %w", backend, NamespaceName(name, Wire), err)
+	}
+	return e, nil
+}
+
+// runEmulator runs the lab's userspace emulator until ctx ends. It runs in
+// the owner process, inside the router namespace. The owner process is the
+// emulator's own: its other work is a timer and the signal handler, so all
+// of it may run real-time (Emulator.RunProcess).
+func runEmulator(ctx context.Context, e *emulate.Emulator, statsPath string) error {
+	return e.RunProcess(ctx, statsPath)
 }
 
 // queueLen sizes the kernel queue for a direction: everything in flight

@@ -43,7 +43,7 @@ func routerHostIf(i int) string { return "rh" + strconv.Itoa(i) }
 var hostNameRe = regexp.MustCompile(`^[a-z][a-z0-9]{0,11}$`)
 
 // CheckHostName checks a host's name: 1–12 lower-case letters and digits,
-// starting with a letter, and none of client, router, server. Without
+// starting with a letter, and none of client, router, server, wire. Without
 // dashes a namespace name ovpnperf-LAB-NAME names one lab and one node.
 func CheckHostName(n Node) error { return checkHostName("host", n) }
 
@@ -51,8 +51,8 @@ func checkHostName(what string, n Node) error {
 	if !hostNameRe.MatchString(string(n)) {
 		return usage.Errorf("%s %q: want 1-12 lower-case letters or digits, starting with a letter", what, string(n))
 	}
-	if n == Client || n == Router || n == Server {
-		return usage.Errorf("%s %q: client, router and server are the lab's own nodes; pick another name", what, string(n))
+	if n == Client || n == Router || n == Server || n == Wire {
+		return usage.Errorf("%s %q: client, router, server and wire are the lab's own nodes; pick another name", what, string(n))
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func (l *Lab) AddHost(ctx context.Context, node Node) (_ netip.Addr, err error) 
 		return netip.Addr{}, fmt.Errorf("host %s: %w", node, err)
 	}
 	rif := routerHostIf(i)
-	if err := l.veth(node, hostIf, rif, 1500); err != nil {
+	if err := l.veth(node, hostIf, Router, rif, 1500); err != nil {
 		return netip.Addr{}, err
 	}
 	for _, a := range []struct {
@@ -249,14 +249,15 @@ func (l *Lab) permanentNeighbour(node Node, ifname string, a netip.Addr, peerNod
 }
 
 // NamespacesOf lists the namespaces on this machine that belong to lab
-// name by their names: its client, router and server, and its hosts
+// name by their names: its client, router and server, its wire (with a
+// wire backend), and its hosts
 // (ovpnperf-NAME-HOST, where a host's name has no dash, so a namespace
 // of a lab NAME-X is never taken for one of lab NAME's). It is how a lab
 // whose state file is lost is found, and how tests check that nothing
 // of a lab is left.
 func NamespacesOf(name string) []string {
 	var out []string
-	for _, n := range Nodes {
+	for _, n := range append(Nodes[:len(Nodes):len(Nodes)], Wire) {
 		if ns := NamespaceName(name, n); netns.Exists(ns) {
 			out = append(out, ns)
 		}

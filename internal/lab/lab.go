@@ -14,6 +14,17 @@
 // loss use netem where the kernel has it, or else the userspace emulator of
 // package emulate fed by iptables NFQUEUE rules in the router. The MTU
 // bottleneck is the router–server segment.
+//
+// Path.Emulator "afpacket" or "afxdp" puts the userspace emulator on the
+// client segment instead, as a layer-2 bump in the wire in a fourth
+// namespace (no addresses, IPv6 and forwarding off) between c0 and rc:
+//
+//	client ns          wire ns                        router ns
+//	c0 ─────── wc [emulator: wc ⇄ wr] wr ─────── rc      rs ─── s0
+//	           up: frames from the client (wc → wr); down: wr → wc
+//
+// c0 and rc keep their names, addresses, neighbour entries and routes: the
+// wire is transparent, they see each other's hardware addresses.
 package lab
 
 import (
@@ -33,6 +44,11 @@ const (
 
 // Nodes lists the nodes in creation order.
 var Nodes = []Node{Client, Router, Server}
+
+// Wire is the namespace of a lab whose emulator is a bump in the wire
+// (WireBackend): it has no addresses, is not one of Nodes and runs
+// nothing but the emulator's sockets, which the owner opens in it.
+const Wire Node = "wire"
 
 // Addresses of the lab. Every lab uses the same ones: each lives in its own
 // namespaces, so labs never collide. Documentation ranges only.
@@ -85,6 +101,12 @@ type Path struct {
 	// packet before it counts it as late; 0 leaves its default, the larger
 	// of 1 ms and a tenth of the delay. `lab calibrate` sets 1 ms.
 	LateTolerance time.Duration `json:"late_tolerance_ns,omitempty"`
+	// Emulator chooses the mechanism of delay, jitter and loss: "" or
+	// EmulatorAuto for this host's default (netem where the kernel has it,
+	// else nfqueue), or one of BackendNFQueue, BackendNetem,
+	// BackendAFPacket, BackendAFXDP. A path with nothing to emulate uses
+	// none whatever it says. See docs/lab.md.
+	Emulator string `json:"emulator,omitempty"`
 }
 
 // EffectiveMTU returns the MTU of the bottleneck segment.

@@ -28,7 +28,7 @@ var OwnerProgram string
 //	creator (lab up / lab run / a test)
 //	   │ ip netns exec ROUTER ovpnperf lab owner NAME
 //	   ▼
-//	owner ── runs the NFQUEUE emulator (if any), writes stats.json
+//	owner ── runs the userspace emulator (if any), writes stats.json
 //	   │     prints "ready" on stdout, then waits
 //	   ├─ SIGTERM (lab down, Lab.Down) ─────────► exits; the caller tears down
 //	   └─ creator gone, lab ephemeral ───────────► tears the lab down, exits
@@ -127,10 +127,19 @@ func RunOwner(name string) error {
 	defer stop()
 	creator := os.Getppid()
 	errc := make(chan error, 1)
-	if st.Backend == BackendNFQueue {
-		go func() { errc <- runEmulator(ctx, st.Path, filepath.Join(labDir(name), "stats.json")) }()
-		if err := waitQueuesBound(st.Path, errc); err != nil {
+	if UserspaceBackend(st.Backend) {
+		// Open binds the queues (opens the wire's sockets) before ready:
+		// a lab is never handed over with packets dropped for want of an
+		// emulator.
+		e, err := openEmulator(name, st.Path, st.Backend)
+		if err != nil {
 			return err
+		}
+		go func() { errc <- runEmulator(ctx, e, filepath.Join(labDir(name), "stats.json")) }()
+		if st.Backend == BackendNFQueue {
+			if err := waitQueuesBound(st.Path, errc); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Println("ready")
@@ -141,7 +150,7 @@ func RunOwner(name string) error {
 		select {
 		case <-ctx.Done():
 			stop()
-			if st.Backend == BackendNFQueue {
+			if UserspaceBackend(st.Backend) && errc != nil {
 				return <-errc
 			}
 			return nil

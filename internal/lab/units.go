@@ -198,6 +198,9 @@ func (p Path) Validate() error {
 	if p.LateTolerance < 0 {
 		return usage.Errorf("late tolerance %v: must not be negative", p.LateTolerance)
 	}
+	if err := CheckEmulatorName(p.Emulator); err != nil {
+		return err
+	}
 	switch {
 	case p.QueueBytes < 0:
 		return usage.Errorf("--queue-bytes %d: must not be negative", p.QueueBytes)

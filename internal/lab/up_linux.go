@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
 
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -30,13 +31,11 @@ const (
 	routerClientIf = "rc" // router's port towards the client
 	routerServerIf = "rs" // router's port towards the server
 	serverIf       = "s0" // server's port
-)
-
-// Emulation backends.
-const (
-	BackendNone    = "none"    // no delay, jitter or loss configured
-	BackendNetem   = "netem"   // the kernel's sch_netem
-	BackendNFQueue = "nfqueue" // ovpnperf's userspace emulator behind iptables NFQUEUE
+	// The wire namespace's ports (WireBackend): towards the client (the
+	// emulator's port A, up = frames arriving on it) and towards the
+	// router (port B).
+	wireClientIf = "wc"
+	wireRouterIf = "wr"
 )
 
 // NFQUEUE queue numbers used in the router namespace. Queue numbers are per
@@ -166,6 +165,12 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	if err := Preflight(); err != nil {
 		return nil, err
 	}
+	// Chosen before anything exists: an emulator this host lacks is bad
+	// input, and leaves nothing behind.
+	backend, err := emulationBackend(opts.Path)
+	if err != nil {
+		return nil, err
+	}
 	if ns := NamespacesOf(opts.Name); len(ns) > 0 {
 		return nil, usage.Errorf("--name %q: lab name already in use (namespace %s exists); pick another or run `ovpnperf lab down %s`", opts.Name, ns[0], opts.Name)
 	}
@@ -193,7 +198,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 			_ = l.teardown()
 		}
 	}()
-	if err := l.build(ctx, opts); err != nil {
+	if err := l.build(ctx, opts, backend); err != nil {
 		return nil, err
 	}
 	for _, h := range opts.Hosts {
@@ -211,9 +216,13 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 }
 
 // build creates namespaces, links, addresses, routes, qdiscs and rules.
-func (l *Lab) build(ctx context.Context, opts Options) error {
+func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 	p := opts.Path
-	for _, n := range Nodes {
+	nodes := Nodes
+	if WireBackend(backend) {
+		nodes = append(nodes[:len(nodes):len(nodes)], Wire)
+	}
+	for _, n := range nodes {
 		ns := l.Namespace(n)
 		if err := l.state.record(Resource{Kind: KindNetns, Name: ns}); err != nil {
 			return err
@@ -226,15 +235,28 @@ func (l *Lab) build(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	if err := l.sysctls(p); err != nil {
+	if err := l.sysctls(p, nodes); err != nil {
 		return err
 	}
 	mtu := p.EffectiveMTU()
-	if err := l.veth(Client, clientIf, routerClientIf, 1500); err != nil {
+	if WireBackend(backend) {
+		// rc ── wr (wire) and wc (wire) ── c0, instead of rc ── c0.
+		if err := l.veth(Wire, wireRouterIf, Router, routerClientIf, 1500); err != nil {
+			return err
+		}
+		if err := l.veth(Client, clientIf, Wire, wireClientIf, 1500); err != nil {
+			return err
+		}
+	} else if err := l.veth(Client, clientIf, Router, routerClientIf, 1500); err != nil {
 		return err
 	}
-	if err := l.veth(Server, serverIf, routerServerIf, mtu); err != nil {
+	if err := l.veth(Server, serverIf, Router, routerServerIf, mtu); err != nil {
 		return err
+	}
+	if backend == BackendAFXDP {
+		if err := l.softwareChecksums(); err != nil {
+			return err
+		}
 	}
 	type addr struct {
 		node   Node
@@ -263,7 +285,7 @@ func (l *Lab) build(ctx context.Context, opts Options) error {
 			return fmt.Errorf("adding %s to %s in %s: %w", a.a, a.ifname, a.node, err)
 		}
 	}
-	for _, n := range Nodes {
+	for _, n := range nodes {
 		if err := l.withHandle(n, func(h *netlink.Handle) error {
 			links, err := h.LinkList()
 			if err != nil {
@@ -304,7 +326,6 @@ func (l *Lab) build(ctx context.Context, opts Options) error {
 			return fmt.Errorf("default route in %s via %s: %w", r.node, r.gw, err)
 		}
 	}
-	backend := emulationBackend(p)
 	if err := l.state.update(func(s *State) { s.Backend = backend }); err != nil {
 		return err
 	}
@@ -315,15 +336,69 @@ func (l *Lab) build(ctx context.Context, opts Options) error {
 }
 
 // emulationBackend is the backend a lab of path p uses on this host: the
-// one place that chooses (CalibrationBackend asks it too).
-func emulationBackend(p Path) string {
+// one place that chooses (CalibrationBackend asks it too). A path with
+// nothing to emulate uses none, whatever p.Emulator asks; auto ("") is
+// netem where the kernel has it, else nfqueue; netem asked for on a kernel
+// without it is a usage error.
+func emulationBackend(p Path) (string, error) {
+	if err := CheckEmulatorName(p.Emulator); err != nil {
+		return "", err
+	}
 	if !p.Up.Emulated() && !p.Down.Emulated() {
-		return BackendNone
+		return BackendNone, nil
 	}
-	if NetemAvailable() {
-		return BackendNetem
+	switch p.Emulator {
+	case "", EmulatorAuto:
+		if NetemAvailable() {
+			return BackendNetem, nil
+		}
+		return BackendNFQueue, nil
+	case BackendNetem:
+		if !NetemAvailable() {
+			return "", usage.Errorf("--emulator netem: this kernel has no sch_netem (a netem qdisc could not be added); use auto, nfqueue, afpacket or afxdp")
+		}
 	}
-	return BackendNFQueue
+	return p.Emulator, nil
+}
+
+// CheckEmulator refuses an emulator name (Path.Emulator, --emulator) that
+// names no backend, or one this host lacks (netem without sch_netem), with
+// a usage error, before anything is built.
+func CheckEmulator(name string) error {
+	_, err := emulationBackend(Path{Up: Link{Delay: time.Millisecond}, Emulator: name})
+	return err
+}
+
+// softwareChecksums turns transmit checksum offload off on the two ports
+// that send into the AF_XDP wire, c0 and rc: a frame crosses the wire's
+// XDP sockets as bytes, without the kernel's note that its checksum is
+// still to be filled in, so an offloaded checksum would arrive as a bare
+// pseudo-header sum and be dropped. The offloads that depend on it (TSO
+// and friends) go with it. The AF_PACKET wire carries that note
+// (PACKET_VNET_HDR) and needs nothing.
+//
+// Equivalent to: ip netns exec NS ethtool -K IF tx off
+func (l *Lab) softwareChecksums() error {
+	for _, e := range []struct {
+		node   Node
+		ifname string
+	}{{Client, clientIf}, {Router, routerClientIf}} {
+		err := netns.Do(l.Namespace(e.node), func() error {
+			et, err := ethtool.NewEthtool()
+			if err != nil {
+				return fmt.Errorf("ethtool socket: %w", err)
+			}
+			defer et.Close()
+			if err := et.Change(e.ifname, map[string]bool{"tx-checksum-ip-generic": false}); err != nil {
+				return fmt.Errorf("turning tx checksum offload off on %s: %w", e.ifname, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.node, err)
+		}
+	}
+	return nil
 }
 
 // neighbours installs permanent neighbour entries on both ends of each
@@ -420,8 +495,10 @@ func (l *Lab) withHandle(n Node, fn func(h *netlink.Handle) error) error {
 }
 
 // sysctls turns on forwarding in the router and quiets IPv6 autoconfiguration.
-func (l *Lab) sysctls(p Path) error {
-	for _, n := range Nodes {
+// The wire namespace gets IPv6 off before its ports exist (no link-local
+// address) and forwarding off: the emulator's Open refuses it otherwise.
+func (l *Lab) sysctls(p Path, nodes []Node) error {
+	for _, n := range nodes {
 		set := map[string]string{
 			"net/ipv6/conf/all/accept_dad":     "0",
 			"net/ipv6/conf/default/accept_dad": "0",
@@ -431,6 +508,13 @@ func (l *Lab) sysctls(p Path) error {
 		if p.NoIPv6 {
 			set["net/ipv6/conf/all/disable_ipv6"] = "1"
 			set["net/ipv6/conf/default/disable_ipv6"] = "1"
+		}
+		if n == Wire {
+			set = map[string]string{
+				"net/ipv6/conf/all/disable_ipv6":     "1",
+				"net/ipv6/conf/default/disable_ipv6": "1",
+				"net/ipv4/ip_forward":                "0",
+			}
 		}
 		if n == Router {
 			set["net/ipv4/ip_forward"] = "1"
@@ -454,12 +538,12 @@ func (l *Lab) sysctls(p Path) error {
 	return nil
 }
 
-// veth creates a veth pair with one end (name) in node and the peer in the
-// router; both ends get the given MTU.
+// veth creates a veth pair with one end (name) in node and the other (peer)
+// in peerNode; both ends get the given MTU.
 //
-// Equivalent to: ip -n ROUTER link add PEER mtu M type veth peer name NAME netns NODE mtu M
-func (l *Lab) veth(node Node, name, peer string, mtu int) error {
-	if err := l.state.record(Resource{Kind: KindLink, Name: peer + "/" + name, Netns: l.Namespace(Router), Detail: "veth to " + l.Namespace(node)}); err != nil {
+// Equivalent to: ip -n PEERNODE link add PEER mtu M type veth peer name NAME netns NODE mtu M
+func (l *Lab) veth(node Node, name string, peerNode Node, peer string, mtu int) error {
+	if err := l.state.record(Resource{Kind: KindLink, Name: peer + "/" + name, Netns: l.Namespace(peerNode), Detail: "veth to " + l.Namespace(node)}); err != nil {
 		return err
 	}
 	nodeNs, err := netns.Fd(l.Namespace(node))
@@ -467,7 +551,7 @@ func (l *Lab) veth(node Node, name, peer string, mtu int) error {
 		return err
 	}
 	defer nodeNs.Close()
-	return l.withHandle(Router, func(h *netlink.Handle) error {
+	return l.withHandle(peerNode, func(h *netlink.Handle) error {
 		la := netlink.NewLinkAttrs()
 		la.Name = peer
 		la.MTU = mtu

@@ -68,7 +68,7 @@ func runEachNetwork(ctx context.Context, spec experiment.Spec, runs []networkRun
 			} else {
 				rep.Rows = append(rep.Rows, r.Rows...)
 				rep.Scenario.Networks = append(rep.Scenario.Networks, r.Scenario.Networks...)
-				if r.Host.EmulationBackend == lab.BackendNetem || r.Host.EmulationBackend == lab.BackendNFQueue {
+				if r.Host.EmulationBackend == lab.BackendNetem || lab.UserspaceBackend(r.Host.EmulationBackend) {
 					rep.Host.EmulationBackend = r.Host.EmulationBackend
 				}
 				rep.Finished = r.Finished

@@ -628,7 +628,7 @@ type instEmu struct{ Released, Late, Lost uint64 }
 // uses netem or no emulation, which cannot fall behind).
 func instEmulator(l *lab.Lab) (instEmu, error) {
 	var c instEmu
-	if l.Backend() != lab.BackendNFQueue {
+	if !lab.UserspaceBackend(l.Backend()) {
 		return c, nil
 	}
 	st, err := l.Stats()

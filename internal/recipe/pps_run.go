@@ -151,7 +151,7 @@ func ppsUpBench(ctx context.Context, o Options, path lab.Path, vs []openvpn.Vari
 			_ = b.Close()
 		}
 	}()
-	if b.Lab.Backend() == lab.BackendNFQueue {
+	if lab.UserspaceBackend(b.Lab.Backend()) {
 		prog.Logf("pps: the path's delay, jitter or loss runs through the userspace emulator, which a flood overruns: samples it cannot keep up with are marked invalid")
 	}
 	subs := []ppsSubject{{name: experiment.Routed, target: lab.ServerV4}}
@@ -461,7 +461,7 @@ func ppsOuterBytes(variant string, size int) int {
 type ppsEmulatorState struct{ released, late, lost uint64 }
 
 func ppsEmulator(l *lab.Lab) ppsEmulatorState {
-	if l.Backend() != lab.BackendNFQueue {
+	if !lab.UserspaceBackend(l.Backend()) {
 		return ppsEmulatorState{}
 	}
 	st, err := l.Stats()
