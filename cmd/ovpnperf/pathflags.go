@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -51,7 +52,10 @@ const emulatorHelp = "mechanism of delay, jitter and loss: auto (netem where the
 // as it is parsed; whether this host has the one named is CheckEmulator's.
 func emulatorFlag(fs *pflag.FlagSet, dst *string) {
 	*dst = lab.EmulatorAuto
-	addValue(fs, dst, "emulator", "", "string", lab.EmulatorAuto, func(_, s string) (string, error) {
+	addValue(fs, dst, "emulator", "", "string", lab.EmulatorAuto, func(flag, s string) (string, error) {
+		if s == "" {
+			return "", usage.Errorf("%s: empty value; want one of %s (or leave the flag out)", flag, strings.Join(lab.EmulatorNames, ", "))
+		}
 		return s, lab.CheckEmulatorName(s)
 	}, emulatorHelp)
 }

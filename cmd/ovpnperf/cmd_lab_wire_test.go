@@ -1,0 +1,203 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
+)
+
+// The wire backends through the command line: lab up --emulator afpacket
+// (afxdp) puts a wire namespace between client and router whose emulator
+// delays both directions (ping's RTT is at least the two delays, the
+// counters saw the frames); lab down leaves nothing, and neither does lab
+// clean after the owner was killed.
+func TestLabWireBackends(t *testing.T) {
+	labtest.Require(t)
+	rttRe := regexp.MustCompile(`rtt min/avg/max/mdev = ([0-9.]+)/`)
+	for _, backend := range []string{lab.BackendAFPacket, lab.BackendAFXDP} {
+		t.Run(backend, func(t *testing.T) {
+			name := "w" + lab.NewName()
+			t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
+			r := ovpnperf(t, "lab", "up", "--name", name, "--rtt", "40ms", "--emulator", backend, "--json").mustSucceed(t)
+			var st lab.State
+			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+				t.Fatalf("lab up --json: %v\n%s", err, r.stdout)
+			}
+			if st.Backend != backend || st.Path.Emulator != backend {
+				t.Errorf("state: backend %q, path emulator %q; want %s", st.Backend, st.Path.Emulator, backend)
+			}
+			wire := lab.NamespaceName(name, lab.Wire)
+			if !netns.Exists(wire) || !strings.Contains(strings.Join(lab.NamespacesOf(name), " "), wire) {
+				t.Errorf("namespace %s missing or not listed: %v", wire, lab.NamespacesOf(name))
+			}
+			recorded := false
+			for _, res := range st.Resources {
+				recorded = recorded || res.Kind == lab.KindNetns && res.Name == wire
+			}
+			if !recorded {
+				t.Errorf("the state does not record %s: %+v", wire, st.Resources)
+			}
+			for _, addr := range []string{lab.ServerV4.String(), lab.ServerV6.String()} {
+				r = ovpnperf(t, "lab", "exec", name, "client", "--", "ping", "-c", "3", "-i", "0.2", addr).mustSucceed(t)
+				m := rttRe.FindStringSubmatch(r.stdout)
+				if m == nil {
+					t.Fatalf("ping %s: %s", addr, r.stdout)
+				}
+				if rtt, _ := strconv.ParseFloat(m[1], 64); rtt < 40 || rtt > 60 {
+					t.Errorf("ping %s through the %s wire: min RTT %.1f ms, want 40–60", addr, backend, rtt)
+				}
+			}
+			// The counters are written every 250 ms: wait for a snapshot
+			// with the last replies in it.
+			var es *emulate.Stats
+			for deadline := time.Now().Add(3 * time.Second); ; {
+				r = ovpnperf(t, "lab", "status", "--json", name).mustSucceed(t)
+				var sts []struct {
+					Backend  string         `json:"emulation_backend"`
+					Emulator *emulate.Stats `json:"emulator"`
+				}
+				if err := json.Unmarshal([]byte(r.stdout), &sts); err != nil || len(sts) != 1 || sts[0].Emulator == nil || sts[0].Backend != backend {
+					t.Fatalf("lab status --json: %v\n%s", err, r.stdout)
+				}
+				es = sts[0].Emulator
+				if es.Backend != backend || len(es.Queues) != 2 {
+					t.Fatalf("emulator counters: backend %q, %d queues; want %s, 2", es.Backend, len(es.Queues), backend)
+				}
+				// 6 echoes (and their replies) each way.
+				if es.Queues[0].Released >= 6 && es.Queues[1].Released >= 6 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			for _, q := range es.Queues {
+				if q.Released < 6 || q.Delay != 20*time.Millisecond {
+					t.Errorf("queue %d released %d frames with delay %v; want at least 6 with 20ms", q.Num, q.Released, q.Delay)
+				}
+			}
+			r = ovpnperf(t, "lab", "status", name).mustSucceed(t)
+			if !strings.Contains(r.stdout, " "+backend+" ") {
+				t.Errorf("lab status does not name %s:\n%s", backend, r.stdout)
+			}
+			ovpnperf(t, "lab", "down", name).mustSucceed(t)
+			labtest.CheckGone(t, name)
+			if st.OwnerAlive() {
+				t.Errorf("owner %d still runs after lab down", st.Owner.Pid)
+			}
+
+			// SIGKILL the owner, then lab clean: the wire goes too.
+			r = ovpnperf(t, "lab", "up", "--name", name, "--rtt", "10ms", "--emulator", backend, "--json").mustSucceed(t)
+			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+				t.Fatalf("lab up --json: %v\n%s", err, r.stdout)
+			}
+			if err := syscall.Kill(st.Owner.Pid, syscall.SIGKILL); err != nil {
+				t.Fatalf("killing owner %d: %v", st.Owner.Pid, err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for st.OwnerAlive() && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if !netns.Exists(wire) {
+				t.Errorf("%s gone before lab clean", wire)
+			}
+			r = ovpnperf(t, "lab", "clean", name).mustSucceed(t)
+			if !strings.Contains(r.stdout, name) {
+				t.Errorf("clean did not report %s: %s", name, r.stdout)
+			}
+			labtest.CheckGone(t, name)
+			if b, err := os.ReadFile("/proc/" + strconv.Itoa(st.Owner.Pid) + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+				t.Errorf("owner pid %d still running: %s", st.Owner.Pid, b)
+			}
+		})
+	}
+}
+
+// lab run across the AF_PACKET wire: every row valid, and the document
+// names the backend.
+func TestLabRunAFPacket(t *testing.T) {
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "openvpn", "iperf3")
+	name := "r" + lab.NewName()
+	r := ovpnperf(t, "lab", "run", "--name", name, "--emulator", "afpacket", "--rate", "100mbit", "--rtt", "20ms",
+		"--variant", "default", "--repeat", "1", "--json").mustSucceed(t)
+	checkGoneRun(t, name)
+	rep, err := measure.ReadJSON(strings.NewReader(r.stdout))
+	if err != nil {
+		t.Fatalf("lab run --json: %v\n%s", err, r.stdout)
+	}
+	if rep.Host.EmulationBackend != lab.BackendAFPacket {
+		t.Errorf("host.emulation_backend %q, want afpacket", rep.Host.EmulationBackend)
+	}
+	if len(rep.Rows) != 4 {
+		t.Errorf("%d rows, want routed and tunnel, up and down", len(rep.Rows))
+	}
+	for _, row := range rep.Rows {
+		t.Logf("%s %s %s: %.1f Mbit/s valid %v %s", row.Variant, row.Path, row.Direction, row.MedianBps/1e6, row.Valid, row.Error)
+		if !row.Valid || row.Error != "" || len(row.SamplesBps) != 1 || row.MedianBps < 50e6 {
+			t.Errorf("%s %s %s: valid %v, error %q, samples %v", row.Variant, row.Path, row.Direction, row.Valid, row.Error, row.SamplesBps)
+		}
+	}
+}
+
+// --emulator refuses a name that is no backend, and netem on a kernel
+// without it, with one line, exit 2 and nothing built.
+func TestLabEmulatorBadInput(t *testing.T) {
+	testenv.RequireRoot(t)
+	name := "b" + lab.NewName()
+	cases := []badCase{
+		{[]string{"lab", "up", "--name", name, "--rtt", "20ms", "--emulator", "bogus"}, "--emulator"},
+		{[]string{"lab", "up", "--name", name, "--rtt", "20ms", "--emulator", ""}, "--emulator"},
+		{[]string{"lab", "run", "--name", name, "--rtt", "20ms", "--emulator", "bogus"}, "--emulator"},
+		{[]string{"lab", "calibrate", "--emulator", "bogus"}, "--emulator"},
+	}
+	if !lab.NetemAvailable() {
+		cases = append(cases,
+			badCase{[]string{"lab", "up", "--name", name, "--rtt", "20ms", "--emulator", "netem"}, "sch_netem"},
+			badCase{[]string{"lab", "run", "--name", name, "--rtt", "20ms", "--emulator", "netem"}, "sch_netem"},
+			badCase{[]string{"lab", "calibrate", "--emulator", "netem"}, "sch_netem"})
+	}
+	labsBefore := calibrationLabs(t)
+	for _, c := range cases {
+		ovpnperf(t, c.args...).mustBeUsageError(t, c.want)
+	}
+	labtest.CheckGone(t, name)
+	checkGoneRun(t, name)
+	if after := calibrationLabs(t); after != labsBefore {
+		t.Errorf("bad input left calibration labs: before %q, after %q", labsBefore, after)
+	}
+}
+
+// lab calibrate --emulator afpacket measures the AF_PACKET wire: the
+// record names it and its lateness comes from that emulator's counters.
+func TestLabCalibrateAFPacket(t *testing.T) {
+	labtest.Require(t)
+	record := filepath.Join(t.TempDir(), "ceiling.json")
+	r := ovpnperf(t, "lab", "calibrate", "--emulator", "afpacket", "--rates", "1000", "--duration", "1s", "--record", record, "--json").mustSucceed(t)
+	var c emulate.Ceiling
+	if err := json.Unmarshal([]byte(r.stdout), &c); err != nil {
+		t.Fatalf("lab calibrate --json: %v\n%s", err, r.stdout)
+	}
+	if c.Backend != lab.BackendAFPacket || len(c.Steps) != 1 {
+		t.Fatalf("record: backend %q, %d steps; want afpacket, 1", c.Backend, len(c.Steps))
+	}
+	for i, d := range c.Steps[0].Directions {
+		if d.LatenessFrom != "emulator" || d.Released == 0 {
+			t.Errorf("direction %d: lateness from %q, %d released; want the emulator's counters", i, d.LatenessFrom, d.Released)
+		}
+	}
+	if !strings.Contains(r.stderr, "calibrating the afpacket emulation") {
+		t.Errorf("progress does not name the backend: %s", r.stderr)
+	}
+}
