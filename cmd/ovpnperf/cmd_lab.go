@@ -40,6 +40,11 @@ Addresses: client 192.0.2.2 / 2001:db8:c::2, server 198.51.100.2 / 2001:db8:5::2
 router 192.0.2.1 / 2001:db8:c::1 (client side) and 198.51.100.1 / 2001:db8:5::1.
 Namespaces: ovpnperf-NAME-client, ovpnperf-NAME-router, ovpnperf-NAME-server.
 
+--emulator afpacket or afxdp runs the userspace emulator as a layer-2 bump in
+the wire between client and router instead, in a fourth namespace
+ovpnperf-NAME-wire (no addresses): c0 — wc [emulator] wr — rc. The client's
+and router's interfaces and addresses stay as above (docs/lab.md).
+
 lab up --host HOST adds further hosts behind the router (namespace
 ovpnperf-NAME-HOST, IPv4 only: host i is 198.18.i.2, the router 198.18.i.1),
 for a cluster across machines. Their own links are not emulated: the
@@ -68,7 +73,8 @@ func newLabUpCommand() *cobra.Command {
 		Example: `  ovpnperf lab up --name branch --rate 15mbit --rtt 150ms
   ovpnperf lab up --name pppoe --mtu 1492 --icmp-blackhole
   ovpnperf lab up --name sat --up-rate 2mbit --down-rate 20mbit --rtt 600ms --loss 0.5%
-  ovpnperf lab up --name farm --host web1 --host web2 --host web3 --host reg --etcd reg`,
+  ovpnperf lab up --name farm --host web1 --host web2 --host web3 --host reg --etcd reg
+  ovpnperf lab up --name wire --rtt 40ms --emulator afpacket`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runLabUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
