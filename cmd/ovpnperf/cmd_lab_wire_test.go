@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
@@ -121,6 +124,47 @@ func TestLabWireBackends(t *testing.T) {
 				t.Errorf("owner pid %d still running: %s", st.Owner.Pid, b)
 			}
 		})
+	}
+}
+
+// On a lossy path the AF_PACKET wire sees packets, not GSO aggregates: a
+// lost aggregate would be dozens of lost packets. A 2 s TCP flow through
+// 1 % loss crosses in frames no larger than a full-size packet on average.
+func TestLabWireLossHitsPackets(t *testing.T) {
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "iperf3")
+	name := "wl" + lab.NewName()
+	t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
+	ovpnperf(t, "lab", "up", "--name", name, "--rate", "100mbit", "--rtt", "20ms", "--loss", "1%", "--emulator", lab.BackendAFPacket).mustSucceed(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := lab.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := iperf.StartServer(ctx, func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, lab.Server, argv...) }, iperf.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	res, err := iperf.Run(ctx, func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, lab.Client, argv...) },
+		iperf.ClientOptions{Server: lab.ServerV4, Port: srv.Port(), Duration: 2 * time.Second, PathSlack: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * emulate.StatsInterval)
+	es, err := l.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := es.Queues[0]
+	if up.Received == 0 {
+		t.Fatalf("no frames through the wire: %+v", up)
+	}
+	mean := up.ReceivedBytes / up.Received
+	t.Logf("%.1f Mbit/s, %d frames up, %d bytes on average, %d dropped for loss", res.ReceivedBitsPerSec/1e6, up.Received, mean, up.DroppedLoss)
+	if mean > 1600 {
+		t.Errorf("frames of %d bytes on average cross the lossy AF_PACKET wire: GSO aggregates, so loss hits many packets at once", mean)
 	}
 }
 

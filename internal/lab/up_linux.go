@@ -253,7 +253,12 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 	if err := l.veth(Server, serverIf, Router, routerServerIf, mtu); err != nil {
 		return err
 	}
-	if backend == BackendAFXDP {
+	// With loss, the AF_PACKET wire must see packets, not the 64 KiB GSO
+	// aggregates it carries whole otherwise: a lost aggregate would be
+	// dozens of lost packets. Software checksums turn segmentation
+	// offloads off with them.
+	lossy := p.Up.LossPercent > 0 || p.Down.LossPercent > 0
+	if backend == BackendAFXDP || backend == BackendAFPacket && lossy {
 		if err := l.softwareChecksums(); err != nil {
 			return err
 		}
@@ -375,7 +380,10 @@ func CheckEmulator(name string) error {
 // still to be filled in, so an offloaded checksum would arrive as a bare
 // pseudo-header sum and be dropped. The offloads that depend on it (TSO
 // and friends) go with it. The AF_PACKET wire carries that note
-// (PACKET_VNET_HDR) and needs nothing.
+// (PACKET_VNET_HDR) and needs it only on a lossy path, where it must see
+// each packet rather than GSO aggregates (measured: through 1 % loss, a
+// 3 s TCP flow crossed in frames of 10 854 bytes on average and
+// retransmitted 789 segments, against 1 513 bytes and 264 with it).
 //
 // Equivalent to: ip netns exec NS ethtool -K IF tx off
 func (l *Lab) softwareChecksums() error {
