@@ -182,7 +182,7 @@ type pipe struct {
 	nextID  uint32
 
 	hold   holdBuf
-	frames frameRing // held frames, in arrival order (the scheduler's order)
+	frames fifo[heldFrame] // held frames, in arrival order (the scheduler's order)
 
 	// the current arrival, between alloc and the scheduler's decision
 	dropped bool
@@ -766,34 +766,4 @@ func (h *holdBuf) free(end, k int) {
 type heldFrame struct {
 	id       uint32
 	off, len int32
-}
-
-// frameRing is a growable FIFO of held frames (the scheduler's fifo, for
-// frames).
-type frameRing struct {
-	buf  []heldFrame
-	head int
-	n    int
-}
-
-func (f *frameRing) len() int { return f.n }
-
-func (f *frameRing) push(h heldFrame) {
-	if f.n == len(f.buf) {
-		nb := make([]heldFrame, max(2*len(f.buf), 1024))
-		k := copy(nb, f.buf[f.head:])
-		copy(nb[k:], f.buf[:f.head])
-		f.buf, f.head = nb, 0
-	}
-	f.buf[(f.head+f.n)%len(f.buf)] = h
-	f.n++
-}
-
-func (f *frameRing) front() *heldFrame { return &f.buf[f.head] }
-
-func (f *frameRing) pop() heldFrame {
-	h := f.buf[f.head]
-	f.head = (f.head + 1) % len(f.buf)
-	f.n--
-	return h
 }

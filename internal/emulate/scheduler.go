@@ -26,19 +26,20 @@ type held struct {
 	size uint32
 }
 
-// fifo is a growable ring of held packets. The kernel's queue length bounds
-// it, so it reaches a steady size and stops allocating.
-type fifo struct {
-	buf  []held
+// fifo is a growable ring: of held packets in the scheduler, of held frames
+// in the AF_PACKET backend. What feeds it (the kernel's queue length, the
+// hold buffer) bounds it, so it reaches a steady size and stops allocating.
+type fifo[T any] struct {
+	buf  []T
 	head int
 	n    int
 }
 
-func (f *fifo) len() int { return f.n }
+func (f *fifo[T]) len() int { return f.n }
 
-func (f *fifo) push(h held) {
+func (f *fifo[T]) push(h T) {
 	if f.n == len(f.buf) {
-		nb := make([]held, max(2*len(f.buf), 1024))
+		nb := make([]T, max(2*len(f.buf), 1024))
 		k := copy(nb, f.buf[f.head:])
 		copy(nb[k:], f.buf[:f.head])
 		f.buf, f.head = nb, 0
@@ -47,9 +48,9 @@ func (f *fifo) push(h held) {
 	f.n++
 }
 
-func (f *fifo) front() *held { return &f.buf[f.head] }
+func (f *fifo[T]) front() *T { return &f.buf[f.head] }
 
-func (f *fifo) pop() held {
+func (f *fifo[T]) pop() T {
 	h := f.buf[f.head]
 	f.head = (f.head + 1) % len(f.buf)
 	f.n--
@@ -112,7 +113,7 @@ type scheduler struct {
 	tolerance int64
 	rng       *rand.Rand
 
-	q       fifo
+	q       fifo[held]
 	lastDue int64
 	c       counters
 

@@ -206,7 +206,7 @@ func TestSchedulerLoss(t *testing.T) {
 }
 
 func TestFIFOWrapAndGrow(t *testing.T) {
-	var f fifo
+	var f fifo[held]
 	next, want := uint32(0), uint32(0)
 	rng := rand.New(rand.NewPCG(5, 5))
 	for range 100000 {
