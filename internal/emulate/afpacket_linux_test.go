@@ -338,21 +338,7 @@ func benchWireBoth(b *testing.B, pps float64, bridge bool, tx string) {
 		stop = n.startWireProcess(b, afpacketConfig(tx, q, q)).stop
 	}
 	n.warmNeighbours(b)
-	busy0 := hostBusy(b)
-	var down FlowResult
-	var derr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		down, derr = SendFlow(benchFlow(n.B, n.A, wireAddrA, pps, b.N, fullSizePayload))
-	}()
-	up := runFlow(b, benchFlow(n.A, n.B, wireAddrB, pps, b.N, fullSizePayload), true)
-	<-done
-	busy := hostBusy(b) - busy0
-	p := stop()
-	if derr != nil {
-		b.Fatal(derr)
-	}
+	up, down, busy, p := bothWays(b, n.A, n.B, wireAddrA, wireAddrB, pps, stop)
 	if !bridge && len(p.Queues) != 2 {
 		b.Fatalf("emulator stats: %+v", p.Stats)
 	}

@@ -337,21 +337,7 @@ func BenchmarkRateBoth(b *testing.B) {
 						{Num: queueDown, Delay: benchDelay, Tolerance: time.Millisecond},
 					}})
 				}
-				busy0 := hostBusy(b)
-				var down FlowResult
-				var derr error
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					down, derr = SendFlow(benchFlow(n.B, n.A, testAddrA, pps, b.N, fullSizePayload))
-				}()
-				up := runFlow(b, benchFlow(n.A, n.B, testAddrB, pps, b.N, fullSizePayload), true)
-				<-done
-				busy := hostBusy(b) - busy0
-				p := stop()
-				if derr != nil {
-					b.Fatal(derr)
-				}
+				up, down, busy, p := bothWays(b, n.A, n.B, testAddrA, testAddrB, pps, stop)
 				if mode != "none" && len(p.Queues) != 2 {
 					b.Fatalf("emulator stats: %+v", p.Stats)
 				}
@@ -359,6 +345,27 @@ func BenchmarkRateBoth(b *testing.B) {
 			})
 		}
 	}
+}
+
+// bothWays sends pps full-size packets each way at once, b.N in each
+// direction, from namespace a to bAddr and from b's namespace nb to
+// aAddr, then stops the emulator: the body of every BenchmarkRateBoth row.
+func bothWays(b *testing.B, na, nb, aAddr, bAddr string, pps float64, stop func() processResult) (up, down FlowResult, busy time.Duration, p processResult) {
+	busy0 := hostBusy(b)
+	var derr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		down, derr = SendFlow(benchFlow(nb, na, aAddr, pps, b.N, fullSizePayload))
+	}()
+	up = runFlow(b, benchFlow(na, nb, bAddr, pps, b.N, fullSizePayload), true)
+	<-done
+	busy = hostBusy(b) - busy0
+	p = stop()
+	if derr != nil {
+		b.Fatal(derr)
+	}
+	return up, down, busy, p
 }
 
 func reportBoth(b *testing.B, pps float64, r [2]FlowResult, p processResult, busy time.Duration) {

@@ -185,21 +185,7 @@ func benchXDPBoth(b *testing.B, pps float64, mode string) {
 	n := newWireNet(b)
 	q := QueueConfig{Delay: benchDelay, Tolerance: time.Millisecond}
 	stop := n.startXDP(b, xdpConfig(mode, q, q))
-	busy0 := hostBusy(b)
-	var down FlowResult
-	var derr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		down, derr = SendFlow(benchFlow(n.B, n.A, wireAddrA, pps, b.N, fullSizePayload))
-	}()
-	up := runFlow(b, benchFlow(n.A, n.B, wireAddrB, pps, b.N, fullSizePayload), true)
-	<-done
-	busy := hostBusy(b) - busy0
-	p := stop()
-	if derr != nil {
-		b.Fatal(derr)
-	}
+	up, down, busy, p := bothWays(b, n.A, n.B, wireAddrA, wireAddrB, pps, stop)
 	if len(p.Queues) != 2 || (mode != "" && p.XDPMode != mode) {
 		b.Fatalf("emulator stats: %+v", p.Stats)
 	}
