@@ -13,4 +13,8 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+# Compile every test binary first with both CPUs (-exec /bin/true runs
+# none of them): on a fresh machine that takes 2 minutes instead of about
+# 4 one package at a time. The run below then only links and runs.
+go test -count=1 -exec /bin/true ./... > /dev/null
 go test -p 1 -count=1 -timeout 14m ./...
