@@ -321,8 +321,9 @@ func (b *measureBench) restartVariant(t *testing.T, v openvpn.Variant, configure
 // defaults, then the variant advise gives for such a path (a jumbo tunnel:
 // one OpenVPN packet carries six full-size ones, so the per-packet cost
 // that binds here falls; this project measured it at about 3× the default
-// on this lab). compare calls the tunnel row better and exits 0; the other
-// way round it is worse and compare exits 1. (A receive buffer of a few
+// on this lab). compare calls the tunnel row better (and exits 0 unless
+// another row got worse); the other way round it is worse and compare
+// exits 1. (A receive buffer of a few
 // datagrams, tried first, hurt only while the machine was loaded: on a
 // quiet one both buffers gave the same rate, so it made no test.)
 // It starts on the bench's tunnel with OpenVPN's defaults.
@@ -357,8 +358,18 @@ func measureBeforeAfterCompare(t *testing.T, b *measureBench) {
 	for _, c := range doc.Changes {
 		verdicts[c.Variant+"/"+c.Direction] = c.Verdict
 	}
-	if verdicts["tunnel/down"] != "better" || cmp.code != 0 {
-		t.Errorf("compare: exit %d, verdicts %v; want tunnel/down better, exit 0", cmp.code, verdicts)
+	// compare exits 1 when any row got worse. The outside row of this
+	// CPU-bound LAN is not what changed, but its rate moves with the
+	// machine (once "worse" beyond 5 % here between two idle runs), so
+	// the exit status is checked against the verdicts, not assumed 0.
+	wantCode := 0
+	for _, v := range verdicts {
+		if v == "worse" {
+			wantCode = 1
+		}
+	}
+	if verdicts["tunnel/down"] != "better" || cmp.code != wantCode {
+		t.Errorf("compare: exit %d, verdicts %v; want tunnel/down better, exit %d", cmp.code, verdicts, wantCode)
 	}
 	if back := ovpnperf(t, "compare", after, before); back.code != 1 {
 		t.Errorf("compare after before: exit %d, want 1\n%s", back.code, back.stdout)
