@@ -578,23 +578,7 @@ func (p *pipe) flush() {
 
 // publish copies the counters for readers.
 func (p *pipe) publish() {
-	c := &p.sched.c
-	pub := &p.pub
-	pub.received.Store(c.Received)
-	pub.receivedBytes.Store(c.ReceivedBytes)
-	pub.released.Store(c.Released)
-	pub.releasedBytes.Store(c.ReleasedBytes)
-	pub.droppedLoss.Store(c.DroppedLoss)
-	pub.late.Store(c.Late)
-	pub.stalled.Store(c.Stalled)
-	pub.lateOnArrival.Store(p.lateOnArrival)
-	pub.batches.Store(c.Batches)
-	pub.maxLateness.Store(c.MaxLateness)
-	pub.pending.Store(uint64(p.sched.q.len()))
-	pub.enobufs.Store(p.holdFull)
-	pub.verdictErrors.Store(p.sendErrors)
-	pub.truncated.Store(p.truncated)
-	pub.kernelTimestamps.Store(p.kernelTimestamps)
+	p.pub.store(p.sched, laneCounters{p.lateOnArrival, p.holdFull, p.sendErrors, p.truncated, p.kernelTimestamps})
 }
 
 // run is the direction's loop, the NFQUEUE queue thread's (queue.run) on
@@ -680,32 +664,7 @@ func (p *pipe) close() error {
 // by the ring's block size (Truncated), frames the ring dropped because
 // every block was the reader's (KernelQueueDrops).
 func (p *pipe) queueStats([]kernelQueue) QueueStats {
-	pub := &p.pub
-	qs := QueueStats{
-		Num:           p.cfg.Num,
-		Delay:         p.cfg.Delay,
-		Jitter:        p.cfg.Jitter,
-		LossPercent:   p.cfg.LossPercent,
-		Tolerance:     p.cfg.tolerance(),
-		Received:      pub.received.Load(),
-		ReceivedBytes: pub.receivedBytes.Load(),
-		Released:      pub.released.Load(),
-		ReleasedBytes: pub.releasedBytes.Load(),
-		DroppedLoss:   pub.droppedLoss.Load(),
-		Pending:       pub.pending.Load(),
-		Batches:       pub.batches.Load(),
-		Late:          pub.late.Load(),
-		LateOnArrival: pub.lateOnArrival.Load(),
-		Stalled:       pub.stalled.Load(),
-		MaxLateness:   time.Duration(pub.maxLateness.Load()),
-		ENOBUFS:       pub.enobufs.Load(),
-		VerdictErrors: pub.verdictErrors.Load(),
-		Truncated:     pub.truncated.Load(),
-		Realtime:      pub.realtime.Load(),
-		KernelStamped: pub.kernelTimestamps.Load(),
-	}
-	qs.KernelQueueDrops, qs.KernelRead = p.kernelStats()
-	qs.LatenessMedian, qs.LatenessP99, qs.LatenessSamples = p.sched.res.quantiles()
+	qs := p.pub.queueStats(p.cfg, p.sched)
 	qs.setBehind()
 	return qs
 }

@@ -357,8 +357,18 @@ func (q *queue) datagram(b []byte, trunc bool, now, offset int64) {
 
 // publish copies the counters for readers.
 func (q *queue) publish() {
-	c := &q.sched.c
-	p := &q.pub
+	q.pub.store(q.sched, laneCounters{q.lateOnArrival, q.enobufs, q.verdictErrors, q.truncated, q.kernelTimestamps})
+}
+
+// laneCounters are a backend's own counters beside the scheduler's, with
+// the same meaning in every backend (zero where one has no such event).
+type laneCounters struct {
+	lateOnArrival, enobufs, verdictErrors, truncated, kernelTimestamps uint64
+}
+
+// store publishes the scheduler's counters and a backend's own.
+func (p *published) store(s *scheduler, own laneCounters) {
+	c := &s.c
 	p.received.Store(c.Received)
 	p.receivedBytes.Store(c.ReceivedBytes)
 	p.released.Store(c.Released)
@@ -366,14 +376,45 @@ func (q *queue) publish() {
 	p.droppedLoss.Store(c.DroppedLoss)
 	p.late.Store(c.Late)
 	p.stalled.Store(c.Stalled)
-	p.lateOnArrival.Store(q.lateOnArrival)
+	p.lateOnArrival.Store(own.lateOnArrival)
 	p.batches.Store(c.Batches)
 	p.maxLateness.Store(c.MaxLateness)
-	p.pending.Store(uint64(q.sched.q.len()))
-	p.enobufs.Store(q.enobufs)
-	p.verdictErrors.Store(q.verdictErrors)
-	p.truncated.Store(q.truncated)
-	p.kernelTimestamps.Store(q.kernelTimestamps)
+	p.pending.Store(uint64(s.q.len()))
+	p.enobufs.Store(own.enobufs)
+	p.verdictErrors.Store(own.verdictErrors)
+	p.truncated.Store(own.truncated)
+	p.kernelTimestamps.Store(own.kernelTimestamps)
+}
+
+// queueStats are the published counters of a direction configured as cfg,
+// with the lateness quantiles of its scheduler s; each backend adds the
+// kernel's counters it has.
+func (p *published) queueStats(cfg QueueConfig, s *scheduler) QueueStats {
+	qs := QueueStats{
+		Num:           cfg.Num,
+		Delay:         cfg.Delay,
+		Jitter:        cfg.Jitter,
+		LossPercent:   cfg.LossPercent,
+		Tolerance:     cfg.tolerance(),
+		Received:      p.received.Load(),
+		ReceivedBytes: p.receivedBytes.Load(),
+		Released:      p.released.Load(),
+		ReleasedBytes: p.releasedBytes.Load(),
+		DroppedLoss:   p.droppedLoss.Load(),
+		Pending:       p.pending.Load(),
+		Batches:       p.batches.Load(),
+		Late:          p.late.Load(),
+		LateOnArrival: p.lateOnArrival.Load(),
+		Stalled:       p.stalled.Load(),
+		MaxLateness:   time.Duration(p.maxLateness.Load()),
+		ENOBUFS:       p.enobufs.Load(),
+		VerdictErrors: p.verdictErrors.Load(),
+		Truncated:     p.truncated.Load(),
+		Realtime:      p.realtime.Load(),
+		KernelStamped: p.kernelTimestamps.Load(),
+	}
+	qs.LatenessMedian, qs.LatenessP99, qs.LatenessSamples = s.res.quantiles()
+	return qs
 }
 
 // run is the queue's loop: receive what is waiting, release what is due,

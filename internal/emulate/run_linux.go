@@ -224,31 +224,7 @@ func (e *Emulator) snapshotWith(running bool, kq []kernelQueue) Stats {
 // queueStats are the queue's published counters, with the kernel's for it
 // from kq.
 func (q *queue) queueStats(kq []kernelQueue) QueueStats {
-	p := &q.pub
-	qs := QueueStats{
-		Num:           q.cfg.Num,
-		Delay:         q.cfg.Delay,
-		Jitter:        q.cfg.Jitter,
-		LossPercent:   q.cfg.LossPercent,
-		Tolerance:     q.cfg.tolerance(),
-		Received:      p.received.Load(),
-		ReceivedBytes: p.receivedBytes.Load(),
-		Released:      p.released.Load(),
-		ReleasedBytes: p.releasedBytes.Load(),
-		DroppedLoss:   p.droppedLoss.Load(),
-		Pending:       p.pending.Load(),
-		Batches:       p.batches.Load(),
-		Late:          p.late.Load(),
-		LateOnArrival: p.lateOnArrival.Load(),
-		Stalled:       p.stalled.Load(),
-		MaxLateness:   time.Duration(p.maxLateness.Load()),
-		ENOBUFS:       p.enobufs.Load(),
-		VerdictErrors: p.verdictErrors.Load(),
-		Truncated:     p.truncated.Load(),
-		Realtime:      p.realtime.Load(),
-		KernelStamped: p.kernelTimestamps.Load(),
-	}
-	qs.LatenessMedian, qs.LatenessP99, qs.LatenessSamples = q.sched.res.quantiles()
+	qs := q.pub.queueStats(q.cfg, q.sched)
 	for _, k := range kq {
 		if k.Num == q.cfg.Num {
 			qs.KernelRead = true

@@ -568,21 +568,7 @@ func (l *xskLane) lazyWindow() int64 {
 }
 
 func (l *xskLane) publish() {
-	c := &l.sched.c
-	p := &l.pub
-	p.received.Store(c.Received)
-	p.receivedBytes.Store(c.ReceivedBytes)
-	p.released.Store(c.Released)
-	p.releasedBytes.Store(c.ReleasedBytes)
-	p.droppedLoss.Store(c.DroppedLoss)
-	p.late.Store(c.Late)
-	p.stalled.Store(c.Stalled)
-	p.lateOnArrival.Store(l.lateOnArrival)
-	p.batches.Store(c.Batches)
-	p.maxLateness.Store(c.MaxLateness)
-	p.pending.Store(uint64(l.sched.q.len()))
-	p.verdictErrors.Store(l.txErrors)
-	p.kernelTimestamps.Store(l.stamped)
+	l.pub.store(l.sched, laneCounters{lateOnArrival: l.lateOnArrival, verdictErrors: l.txErrors, kernelTimestamps: l.stamped})
 }
 
 // queueStats are the lane's counters as a queue's. The socket's drops are
@@ -590,29 +576,7 @@ func (l *xskLane) publish() {
 // queue drops, a full RX ring as "user dropped"; TX errors (sendto, and
 // descriptors the kernel refused) are verdict errors.
 func (l *xskLane) queueStats([]kernelQueue) QueueStats {
-	p := &l.pub
-	qs := QueueStats{
-		Num:           l.cfg.Num,
-		Delay:         l.cfg.Delay,
-		Jitter:        l.cfg.Jitter,
-		LossPercent:   l.cfg.LossPercent,
-		Tolerance:     l.cfg.tolerance(),
-		Received:      p.received.Load(),
-		ReceivedBytes: p.receivedBytes.Load(),
-		Released:      p.released.Load(),
-		ReleasedBytes: p.releasedBytes.Load(),
-		DroppedLoss:   p.droppedLoss.Load(),
-		Pending:       p.pending.Load(),
-		Batches:       p.batches.Load(),
-		Late:          p.late.Load(),
-		LateOnArrival: p.lateOnArrival.Load(),
-		Stalled:       p.stalled.Load(),
-		MaxLateness:   time.Duration(p.maxLateness.Load()),
-		VerdictErrors: p.verdictErrors.Load(),
-		Realtime:      p.realtime.Load(),
-		KernelStamped: p.kernelTimestamps.Load(),
-	}
-	qs.LatenessMedian, qs.LatenessP99, qs.LatenessSamples = l.sched.res.quantiles()
+	qs := l.pub.queueStats(l.cfg, l.sched)
 	l.readSocket()
 	qs.KernelRead = l.sockRead.Load()
 	qs.KernelQueueDrops = l.sockDrops.Load()
