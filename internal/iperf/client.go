@@ -70,8 +70,8 @@ type ClientOptions struct {
 	PathSlack time.Duration
 	// PathRateBitsPerSec is the path's rate limit in the direction the
 	// data flows (0: none known); with PathSlack it bounds the bytes the
-	// path holds in flight, which Result.Check allows the receiver to
-	// count beyond the sender.
+	// path and the sender's buffers hold (two round trips' worth, see
+	// Result.Check), which the receiver may count beyond the sender.
 	PathRateBitsPerSec uint64
 	// RateUnknown says the path is a user's own, whose rate nobody knows:
 	// the receiver's own rate then stands for the path's when Check

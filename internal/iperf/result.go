@@ -177,9 +177,10 @@ const WindowTolerance = windowTolerance
 //     rate of such a window is not the rate of the test (the -O omit timer
 //     fired late, or something held the end-of-test message);
 //   - the receiver counted more than 8 % above the sender, beyond what the
-//     bytes a long path holds in flight explain (pathRateBitsPerSec, the
-//     rate of the data's direction, times pathSlack; with a receiver rate
-//     within the path's rate): the two ends disagree about one transfer. A starved receiver that reads a backlog
+//     bytes a long path holds explain (twice pathRateBitsPerSec, the rate
+//     of the data's direction, times pathSlack, see inFlight; with a
+//     receiver rate within the path's rate): the two ends disagree about
+//     one transfer. A starved receiver that reads a backlog
 //     built up during the -O warm-up after the counters were reset
 //     (iperf3 issues #236, #443) does that, and has been seen to put
 //     61.7 Mbit/s through a 50 Mbit/s limiter; so does a starved sender on
@@ -223,19 +224,29 @@ func (r *Result) Check(pathSlack time.Duration, pathRateBitsPerSec uint64) error
 	return nil
 }
 
+// heldRoundTrips is how many round trips of data, at the path's rate, the
+// sender's side may hold that the sender counted before its window opened
+// and the receiver counts inside its own: one in flight on the path, and one
+// more held back, either unsent in the sender's send buffer (Linux sizes it
+// to twice the congestion window's memory, tcp_sndbuf_expand in
+// net/ipv4/tcp_input.c) or, after a loss, behind the hole at the receiver
+// until the retransmission a round trip later releases it at once.
+const heldRoundTrips = 2
+
 // inFlight reports whether the receiver's excess over the sender is what a
 // long path explains: the receiver's window runs up to pathSlack later than
-// the sender's, so it collects bytes that were between the two ends when the
-// sender's window opened, at most what the path holds in flight (its rate
-// times its longest round trip); and the receiver's rate stays within the
-// path's rate (plus the 8 %), so it is no backlog counted twice. Seen at
-// 10 Mbit/s and 600 ms: the receiver 4.21 MB in 4.22 s, the sender 2.62 MB
-// in 3 s (iperf3 writes 128 KiB blocks into a send buffer of seconds).
+// the sender's, so it collects bytes the sender counted before its own
+// window opened, at most heldRoundTrips of the path's rate times its
+// longest round trip; and the receiver's rate stays within the path's rate
+// (plus the 8 %), so it is no backlog counted twice. Seen at 10 Mbit/s and
+// 600 ms (round trip 1.2 s with the queue full): the receiver 4.21 MB in
+// 4.22 s against the sender's 2.62 MB in 3 s, and 7.99 MB in 5.62 s against
+// 5.24 MB in 5 s, 2.75 MB above, more than one round trip's 1.5 MB.
 func (r *Result) inFlight(pathSlack time.Duration, rate uint64) bool {
 	if rate == 0 || pathSlack <= 0 || r.ReceivedBitsPerSec > float64(rate)*(1+receiveTolerance) {
 		return false
 	}
-	held := float64(rate) / 8 * pathSlack.Seconds()
+	held := heldRoundTrips * float64(rate) / 8 * pathSlack.Seconds()
 	return float64(r.ReceivedBytes) <= float64(r.SentBytes)*(1+receiveTolerance)+held
 }
 

@@ -385,12 +385,21 @@ func TestCheck(t *testing.T) {
 }
 
 // On a user's own path the rate is unknown: the receiver's own rate stands
-// for it, and echoes during the sample can widen the slack. The counts of a
-// 600 ms path with full queues (1.8 s round trip) pass only with the
-// loaded round trip; a LAN's slack keeps the check strict.
+// for it, and echoes during the sample can widen the slack. The counts are
+// from probe and measure on a 10 Mbit/s, 600 ms lab path with a one-BDP
+// queue (1.2 s round trip with the queue full); a deep queue behind a short
+// idle round trip passes only with the loaded round trip, and a LAN's slack
+// keeps the check strict.
 func TestCheckRealPath(t *testing.T) {
 	far := Result{Requested: 3 * time.Second, SentDuration: 3 * time.Second, ReceivedDuration: 4224 * time.Millisecond,
 		SentBytes: 2621440, ReceivedBytes: 4208416, SentBitsPerSec: 6.99e6, ReceivedBitsPerSec: 7.97e6}
+	// 2.75 MB above the sender: more than one round trip's data at
+	// 10 Mbit/s (1.5 MB), within two.
+	probe := Result{Requested: 5 * time.Second, SentDuration: 5 * time.Second, ReceivedDuration: 5619 * time.Millisecond,
+		SentBytes: 5242880, ReceivedBytes: 7994112, SentBitsPerSec: 8.39e6, ReceivedBitsPerSec: 11.38e6}
+	// Beyond two round trips: 2.5 round trips' data above the sender.
+	beyond := probe
+	beyond.ReceivedBytes = uint64(float64(probe.SentBytes)*1.08 + 2.5*11.38e6/8*1.2)
 	lan := Result{Requested: 2 * time.Second, SentDuration: 2 * time.Second, ReceivedDuration: 2 * time.Second,
 		SentBytes: 7131250, ReceivedBytes: 7797500, SentBitsPerSec: 28.53e6, ReceivedBitsPerSec: 31.19e6}
 	loaded := func(d time.Duration) func() time.Duration { return func() time.Duration { return d } }
@@ -400,9 +409,12 @@ func TestCheckRealPath(t *testing.T) {
 		opts ClientOptions
 		ok   bool
 	}{
-		{"600 ms, idle echoes only", far, ClientOptions{PathSlack: 1200 * time.Millisecond, RateUnknown: true}, false},
-		{"600 ms, loaded echoes", far, ClientOptions{PathSlack: 1200 * time.Millisecond, RateUnknown: true, LoadedRoundTrip: loaded(1800 * time.Millisecond)}, true},
-		{"600 ms, loaded echoes, rate not left unknown", far, ClientOptions{PathSlack: 1200 * time.Millisecond, LoadedRoundTrip: loaded(1800 * time.Millisecond)}, false},
+		{"600 ms, idle echoes", far, ClientOptions{PathSlack: 1200 * time.Millisecond, RateUnknown: true}, true},
+		{"600 ms, probe's sample", probe, ClientOptions{PathSlack: 1201 * time.Millisecond, RateUnknown: true, LoadedRoundTrip: loaded(1199 * time.Millisecond)}, true},
+		{"600 ms, beyond two round trips", beyond, ClientOptions{PathSlack: 1201 * time.Millisecond, RateUnknown: true, LoadedRoundTrip: loaded(1199 * time.Millisecond)}, false},
+		{"600 ms, rate not left unknown", far, ClientOptions{PathSlack: 1200 * time.Millisecond, LoadedRoundTrip: loaded(1800 * time.Millisecond)}, false},
+		{"deep queue, idle echoes only", probe, ClientOptions{PathSlack: 100 * time.Millisecond, RateUnknown: true}, false},
+		{"deep queue, loaded echoes", probe, ClientOptions{PathSlack: 100 * time.Millisecond, RateUnknown: true, LoadedRoundTrip: loaded(1199 * time.Millisecond)}, true},
 		{"loaded echoes never narrow", far, ClientOptions{PathSlack: 1800 * time.Millisecond, RateUnknown: true, LoadedRoundTrip: loaded(time.Millisecond)}, true},
 		{"LAN, 9 % above", lan, ClientOptions{PathSlack: 2 * time.Millisecond, RateUnknown: true, LoadedRoundTrip: loaded(3 * time.Millisecond)}, false},
 	} {
