@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -133,7 +134,7 @@ var pathFlagNames = []string{"rate", "up-rate", "down-rate", "rtt", "up-delay", 
 // buildSpec validates every option and turns them into an experiment, before
 // anything is created.
 func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
-	spec := experiment.Spec{Command: command, Routed: !o.noRouted, Retries: 2, Proto: o.proto, Repeat: o.repeat,
+	spec := experiment.Spec{Command: command, Routed: !o.noRouted, Retries: iperf.Retries, Proto: o.proto, Repeat: o.repeat,
 		Duration: o.duration, Omit: o.omit, Parallel: o.parallel, Payload: o.payload, PKIDir: o.pki}
 	if o.proto != "udp" && o.proto != "tcp" {
 		return spec, usage.Errorf("--proto %q: want udp or tcp", o.proto)

@@ -145,8 +145,13 @@ func (r *Result) BytesWithWarmup() uint64 {
 }
 
 // ErrInconsistent marks a sample whose figures cannot all be right; see
-// Result.Check. Such a sample is worth one retry, not a report.
+// Result.Check. Such a sample is worth measuring again, not a report.
 var ErrInconsistent = errors.New("inconsistent iperf3 sample")
+
+// Retries is how often `lab run`, `tune`, `measure` and `probe` measure a
+// sample again when its figures contradict each other (ErrInconsistent)
+// before they report it missing with the last reason.
+const Retries = 2
 
 // Tolerances of Check: how far a side's measuring window may stray from
 // the requested duration (beyond what the path explains, see Check), and

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -81,10 +82,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		logf("throughput: iperf3 for %v", o.IPerf3Duration)
 		opts, timing := iperfTiming(p.RTTMillis, p.JitterMs, o.IPerf3Duration)
 		opts.Server, opts.Port, opts.RateUnknown = first, o.IPerf3Port, true
-		if opts.PathSlack > 0 {
-			opts.LoadedRoundTrip = EchoDuring(ctx, first, opts.Omit+opts.Duration+opts.PathSlack)
+		sample := func() (*iperf.Result, error) {
+			if opts.PathSlack > 0 {
+				opts.LoadedRoundTrip = EchoDuring(ctx, first, opts.Omit+opts.Duration+opts.PathSlack)
+			}
+			return iperf.Run(ctx, iperf.Local, opts)
 		}
-		res, err := iperf.Run(ctx, iperf.Local, opts)
+		res, err := sample()
+		for try := 0; try < iperf.Retries && err != nil && ctx.Err() == nil && errors.Is(err, iperf.ErrInconsistent); try++ {
+			logf("throughput: %v; measuring again", oneLine(err))
+			res, err = sample()
+		}
 		if err != nil {
 			p.ThroughputBitsPerSec = missing[float64](fmt.Sprintf("iperf3 to %s port %d (%s): %v", first, o.IPerf3Port, timing, oneLine(err)))
 		} else {

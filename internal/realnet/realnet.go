@@ -134,7 +134,7 @@ func sizeSamples(ctx context.Context, spec *Spec) string {
 
 // Retries is how often a sample whose iperf3 figures contradict each other
 // (iperf.ErrInconsistent) is measured again, as `lab run` does.
-const Retries = 2
+const Retries = iperf.Retries
 
 // ErrNoServer: nothing answers iperf3 at the far end.
 var ErrNoServer = errors.New("no iperf3 server")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -38,7 +39,7 @@ type TwinOptions struct {
 // behind measured again (twice) and otherwise left out, as in lab run.
 func Twin(o TwinOptions) MeasureFunc {
 	return func(ctx context.Context, round int, cands []Named) (map[string]Samples, []string, error) {
-		spec := experiment.Spec{Command: "tune", Retries: 2, Proto: "udp", Protos: map[string]string{},
+		spec := experiment.Spec{Command: "tune", Retries: iperf.Retries, Proto: "udp", Protos: map[string]string{},
 			Directions: o.Directions, Repeat: o.Repeat, Duration: o.Duration, Omit: o.Omit, PKIDir: o.PKIDir,
 			Progress: o.Progress,
 			Networks: []experiment.Network{{Name: "twin", Description: o.Description, Path: o.Path}}}
