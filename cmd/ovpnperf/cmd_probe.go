@@ -45,8 +45,9 @@ and reads this machine's limits, and prints one path description
   (--pps-port, default 7007; --pps-key-file to sign the hello), with the
   loss of each direction from the server's counts; ICMP echoes (round trip
   only) when no pps server answers, with the reason in the notes,
-  one TCP flow's throughput when --iperf3 PORT names a running iperf3 server,
-  and the IP-layer path rate it implies when the path shows no loss;
+  one TCP flow's throughput when --iperf3 PORT names a running iperf3 server
+  (a sample whose two ends' counts contradict each other is measured again,
+  up to twice: docs/evidence.md), and the IP-layer path rate it implies when the path shows no loss;
   locally: AES-256-GCM and CHACHA20-POLY1305 speed of one core (openssl
   speed, 1 s each), the OpenVPN version and build flags (the [DCO] tag of
   openvpn --version), the kernel release and its CONFIG_OVPN, whether the
