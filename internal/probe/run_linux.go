@@ -160,20 +160,13 @@ func resolve(ctx context.Context, host string) (v4, v6 netip.Addr, err error) {
 	return v4, v6, nil
 }
 
-// edgeRoundTrips is how many of the path's largest round trips probe's one
-// throughput sample lasts at least: a window's edges can fall before or
-// after a loss recovery's release of up to one loaded round trip of data
-// (docs/evidence.md), so ten keep that error within 10 %. lab run, tune and
-// measure take several samples and show their spread; probe takes one.
-const edgeRoundTrips = 10
-
 // iperfTiming sizes the throughput sample to the path the echoes measured:
 // the warm-up (slow start) and length follow iperf.SampleTiming's rule at
 // that round trip, never shorter than asked (at least 2 s of warm-up), and
 // the window check allows the path's largest round trip, taken as the
-// echo round trip plus four mean deviations. The measured part lasts at
-// least edgeRoundTrips of that slack, up to a minute. Without an echo
-// round trip the sample is as asked, with no slack.
+// echo round trip plus four mean deviations, which also stands for the
+// loaded round trip in the rule. Without an echo round trip the sample is
+// as asked, with no slack.
 func iperfTiming(rttMs, jitterMs Field[float64], asked time.Duration) (iperf.ClientOptions, string) {
 	o := iperf.ClientOptions{Duration: asked, Omit: 2 * time.Second}
 	if !rttMs.Known() {
@@ -184,10 +177,9 @@ func iperfTiming(rttMs, jitterMs Field[float64], asked time.Duration) (iperf.Cli
 	if jitterMs.Known() {
 		largest += time.Duration(4 * jitterMs.Value * float64(time.Millisecond))
 	}
-	d, w := iperf.SampleTiming(rtt, 0)
 	o.PathSlack = iperf.RealPathSlack(largest)
-	edges := min(time.Minute, (edgeRoundTrips*o.PathSlack+time.Second-1)/time.Second*time.Second)
-	o.Duration, o.Omit = max(asked, d, edges), max(o.Omit, w)
+	d, w := iperf.SampleTiming(rtt, o.PathSlack, 0)
+	o.Duration, o.Omit = max(asked, d), max(o.Omit, w)
 	return o, fmt.Sprintf("%v after a %v warm-up (sized by the %.0f ms echo round trip; window check allows %v more, or the largest round trip of echoes during the sample)", o.Duration, o.Omit, rttMs.Value, o.PathSlack.Round(time.Millisecond))
 }
 
