@@ -113,8 +113,8 @@ const (
 	// MaxGather caps how long after a held packet falls due its release
 	// may wait for the packets due right behind it, to let them go in one
 	// batch (one wake-up, one send or verdict). At 50 000 full-size
-	// packets a second each way it cut the AF_XDP emulator's CPU per
-	// packet by about a third (docs/emulator.md, "CPU per packet").
+	// packets a second each way it cut the emulator's CPU per packet
+	// by a quarter to a third (docs/emulator.md, "CPU per packet").
 	MaxGather = 200 * time.Microsecond
 	// StatsInterval is how often Run rewrites the stats file.
 	StatsInterval = 250 * time.Millisecond
