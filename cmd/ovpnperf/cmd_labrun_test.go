@@ -154,13 +154,16 @@ func labProcesses(prefix string) map[int]bool {
 	return m
 }
 
-// Long paths measure with the default sample settings: on a 200 ms (radio)
-// and a 600 ms (satellite) path every row gets valid samples (iperf3's
-// measuring window is up to a round trip longer than -t asks, which the
-// window rule now allows for), the sample length follows from the path,
-// and progress reaches stderr with --json. Each run takes one round
-// (--repeat 1) to stay short: --repeat sets how many rounds, not their
-// --time or --omit, and the rule is the same for every round.
+// Long paths measure with the default sample settings: on a 600 ms
+// (satellite) path every row gets valid samples (iperf3's measuring window
+// is up to a round trip longer than -t asks, which the window rule now
+// allows for), the sample length follows from the path, and progress
+// reaches stderr with --json. Each run takes one round (--repeat 1) to
+// stay short: --repeat sets how many rounds, not their --time or --omit,
+// and the rule is the same for every round. A 200 ms (radio) path ran here
+// too (32 s): its sample length (4 s after 2 s) is TestSampleTiming's
+// radio row in internal/experiment, and every check below is the same on
+// it, with the 600 ms path the harder case of the window rule.
 func TestLabRunLongPaths(t *testing.T) {
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
@@ -169,7 +172,6 @@ func TestLabRunLongPaths(t *testing.T) {
 		rateBps    float64
 		time, omit float64 // seconds, from experiment.SampleTiming
 	}{
-		{"20mbit", "200ms", 20e6, 4, 2},
 		{"10mbit", "600ms", 10e6, 12, 5},
 	} {
 		t.Run(c.rtt, func(t *testing.T) {
