@@ -94,6 +94,9 @@ func TestLabWireBackends(t *testing.T) {
 			if !strings.Contains(r.stdout, " "+backend+" ") {
 				t.Errorf("lab status does not name %s:\n%s", backend, r.stdout)
 			}
+			if want := "backend " + backend + ": --emulator " + backend + " asked for it"; !strings.Contains(r.stdout, want) {
+				t.Errorf("lab status does not say why (%q):\n%s", want, r.stdout)
+			}
 			ovpnperf(t, "lab", "down", name).mustSucceed(t)
 			labtest.CheckGone(t, name)
 			if st.OwnerAlive() {
@@ -244,6 +247,9 @@ func TestLabRunAFPacket(t *testing.T) {
 	}
 	if rep.Host.EmulationBackend != lab.BackendAFPacket {
 		t.Errorf("host.emulation_backend %q, want afpacket", rep.Host.EmulationBackend)
+	}
+	if want := "--emulator afpacket asked for it"; rep.Host.EmulationBackendWhy != want {
+		t.Errorf("host.emulation_backend_why %q, want %q", rep.Host.EmulationBackendWhy, want)
 	}
 	if len(rep.Rows) != 4 {
 		t.Errorf("%d rows, want routed and tunnel, up and down", len(rep.Rows))
