@@ -55,8 +55,10 @@ the OpenVPN server and client and the iperf3 server.
 Without --time and --omit each sample's length follows from the path: a
 warm-up (iperf3 -O) that covers TCP slow start (one round trip per doubling
 of 10 segments up to the bandwidth-delay product, plus one round trip; whole
-seconds, at least 1s), then at least 2s and 4 round trips measured (20 Mbit/s
-at 200 ms: -O 2 -t 2; 10 Mbit/s at 600 ms: -O 5 -t 3). A row whose sample
+seconds, at least 1s), then at least 2s, 4 round trips and 10 loaded round
+trips (with the bottleneck queue full; at most a minute) measured, so that a
+window's edges carry at most 10 % of error (20 Mbit/s at 200 ms: -O 2 -t 4;
+10 Mbit/s at 600 ms: -O 5 -t 12). A row whose sample
 stays invalid after 3 tries is given up with the reason, and progress goes
 to stderr, also with --json. docs/evidence.md explains the rules.
 
@@ -249,7 +251,7 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 // experiment.SampleTiming's).
 const (
 	omitRule = "from the path: its TCP slow start, at least 1s"
-	timeRule = "from the path: 2s, or 4 round trips if longer"
+	timeRule = "from the path: 2s, or 4 round trips or 10 loaded round trips if longer"
 )
 
 // sampleTiming sets the sample length and warm-up the user did not give

@@ -109,7 +109,7 @@ processes' file descriptors).`,
 // The sample defaults of measure: lab run's rule at the round trip the
 // echoes measure (iperf.SampleTiming), at least 5 s.
 const (
-	measureTimeRule = "from the path: 5s, or 4 round trips if longer, by ICMP echoes to both addresses"
+	measureTimeRule = "from the path: 5s, or 4 round trips or 10 loaded round trips (twice the largest echo) if longer, by ICMP echoes to both addresses"
 	measureOmitRule = "from the path: its TCP slow start, at least 1s"
 )
 

@@ -184,7 +184,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	ticks, _ := startTicks(os.Getpid())
-	c.state = &stateFile{st: State{ID: o.ID, Netns: o.Netns, ServePid: os.Getpid(), Control: ControlPath(o.ID)}}
+	c.state = newStateFile(State{ID: o.ID, Netns: o.Netns, ServePid: os.Getpid(), Control: ControlPath(o.ID)})
 	if err := c.state.record(Resource{Kind: KindProcess, Name: "serve", Pid: os.Getpid(), StartTicks: ticks}); err != nil {
 		os.RemoveAll(c.dir)
 		return nil, err
@@ -443,9 +443,7 @@ func (c *Cluster) Stop() error {
 		c.cancel()
 	}
 	c.wg.Wait()
-	c.state.mu.Lock()
-	st := c.state.st
-	c.state.mu.Unlock()
+	st := c.state.get()
 	var errs []error
 	for i := len(st.Resources) - 1; i >= 0; i-- {
 		if err := removeResource(context.Background(), st.Resources[i]); err != nil {

@@ -26,12 +26,10 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -61,10 +59,9 @@ func ConnectRunDir(id string) string { return filepath.Join(ConnectDir, id) }
 
 func connectStatePath(id string) string { return filepath.Join(ConnectRunDir(id), "state.json") }
 
-type connectStateFile struct {
-	mu sync.Mutex
-	st ConnectState
-}
+// connectStateFile is a connect run's state file, written through on every
+// change.
+type connectStateFile struct{ lockedState[ConnectState] }
 
 // newConnectRun claims a fresh id (one no cluster and no other connect run
 // has), makes its directory and writes the first state: the owner and its
@@ -93,8 +90,11 @@ func newConnectRun() (*connectStateFile, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &connectStateFile{st: ConnectState{ID: id, Pid: os.Getpid(), StartTicks: ticks, Netns: name, NetnsInode: ino, HostNetns: host}}
-		if err := s.write(); err != nil {
+		s := &connectStateFile{lockedState[ConnectState]{
+			st:   ConnectState{ID: id, Pid: os.Getpid(), StartTicks: ticks, Netns: name, NetnsInode: ino, HostNetns: host},
+			path: connectStatePath(id),
+		}}
+		if err := s.update(func(*ConnectState) {}); err != nil {
 			os.RemoveAll(ConnectRunDir(id))
 			return nil, err
 		}
@@ -105,68 +105,30 @@ func newConnectRun() (*connectStateFile, error) {
 // record appends r (its namespace set to the run's) and writes the file;
 // call it before making r.
 func (s *connectStateFile) record(r Resource) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r.Netns = s.st.Netns
-	s.st.Resources = append(s.st.Resources, r)
-	return s.writeLocked()
+	return s.update(func(st *ConnectState) {
+		r.Netns = st.Netns
+		st.Resources = append(st.Resources, r)
+	})
 }
 
 // forget drops r (a process that exited, and was waited for).
 func (s *connectStateFile) forget(r Resource) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r.Netns = s.st.Netns
-	for i := len(s.st.Resources) - 1; i >= 0; i-- {
-		if s.st.Resources[i] == r {
-			s.st.Resources = append(s.st.Resources[:i], s.st.Resources[i+1:]...)
-			break
-		}
-	}
-	return s.writeLocked()
-}
-
-func (s *connectStateFile) write() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.writeLocked()
-}
-
-func (s *connectStateFile) writeLocked() error {
-	return writeStateJSON(connectStatePath(s.st.ID), s.st)
+	return s.update(func(st *ConnectState) {
+		r.Netns = st.Netns
+		st.Resources = dropLast(st.Resources, r)
+	})
 }
 
 // undo removes what the file lists, newest first, and the run's directory.
 func (s *connectStateFile) undo(ctx context.Context) error {
-	s.mu.Lock()
-	st := s.st
-	s.mu.Unlock()
-	return undoConnect(ctx, st)
-}
-
-// writeStateJSON writes v to path (0600) through a rename, so that a
-// reader sees the old file or the new one, never half of one.
-func writeStateJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return undoConnect(ctx, s.get())
 }
 
 // ReadConnectState reads connect run id's state file.
 func ReadConnectState(id string) (ConnectState, error) {
 	var st ConnectState
-	b, err := os.ReadFile(connectStatePath(id))
-	if err != nil {
+	if err := readStateJSON(connectStatePath(id), &st); err != nil {
 		return st, err
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("%s: %w", connectStatePath(id), err)
 	}
 	if st.ID != id {
 		return st, fmt.Errorf("%s: names run %q", connectStatePath(id), st.ID)
@@ -175,19 +137,7 @@ func ReadConnectState(id string) (ConnectState, error) {
 }
 
 // ListConnects returns the ids of the connect runs with a directory.
-func ListConnects() ([]string, error) {
-	es, err := os.ReadDir(ConnectDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	var ids []string
-	for _, e := range es {
-		if e.IsDir() && idRE.MatchString(e.Name()) {
-			ids = append(ids, e.Name())
-		}
-	}
-	return ids, err
-}
+func ListConnects() ([]string, error) { return listIDs(ConnectDir) }
 
 // Alive reports whether the connect process that wrote st still runs.
 func (st ConnectState) Alive() bool { return st.Pid > 0 && alive(st.Pid, st.StartTicks) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,64 +56,110 @@ func statePath(id string) string { return filepath.Join(Dir(id), "state.json") }
 // ControlPath is where serve listens for status and stop.
 func ControlPath(id string) string { return filepath.Join(Dir(id), "run", "control.sock") }
 
-type stateFile struct {
-	mu sync.Mutex
-	st State
+// stateFile is the cluster's state file, written through on every change.
+type stateFile struct{ lockedState[State] }
+
+func newStateFile(st State) *stateFile {
+	return &stateFile{lockedState[State]{st: st, path: statePath(st.ID)}}
 }
 
 // record appends r and writes the file before the caller makes r.
 func (s *stateFile) record(r Resource) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.st.Resources = append(s.st.Resources, r)
-	return s.writeLocked()
+	return s.update(func(st *State) { st.Resources = append(st.Resources, r) })
 }
 
 // forget drops a resource that has been removed (a process that exited).
 func (s *stateFile) forget(kind, name string, pid int) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.st.Resources[:0]
-	for _, r := range s.st.Resources {
-		if r.Kind == kind && r.Name == name && r.Pid == pid {
-			continue
+	return s.update(func(st *State) {
+		out := st.Resources[:0]
+		for _, r := range st.Resources {
+			if r.Kind == kind && r.Name == name && r.Pid == pid {
+				continue
+			}
+			out = append(out, r)
 		}
-		out = append(out, r)
-	}
-	s.st.Resources = out
-	return s.writeLocked()
+		st.Resources = out
+	})
 }
 
 // forgetResource drops r (one that was recorded but never made).
 func (s *stateFile) forgetResource(r Resource) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := len(s.st.Resources) - 1; i >= 0; i-- {
-		if s.st.Resources[i] == r {
-			s.st.Resources = append(s.st.Resources[:i], s.st.Resources[i+1:]...)
-			break
-		}
-	}
-	return s.writeLocked()
+	return s.update(func(st *State) { st.Resources = dropLast(st.Resources, r) })
 }
 
-func (s *stateFile) writeLocked() error {
-	return writeStateJSON(statePath(s.st.ID), s.st)
+// lockedState holds a state document (the cluster's State, a connect run's
+// ConnectState) under one lock and writes all of it to path after every
+// change, so that the file lists a resource before it is made.
+type lockedState[T any] struct {
+	mu   sync.Mutex
+	st   T
+	path string
+}
+
+// update changes the document with fn and writes the file.
+func (s *lockedState[T]) update(fn func(st *T)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(&s.st)
+	return writeStateJSON(s.path, s.st)
+}
+
+// get returns a copy of the document as it stands.
+func (s *lockedState[T]) get() T {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+// dropLast removes the last resource equal to r, if any.
+func dropLast(rs []Resource, r Resource) []Resource {
+	for i := len(rs) - 1; i >= 0; i-- {
+		if rs[i] == r {
+			return append(rs[:i], rs[i+1:]...)
+		}
+	}
+	return rs
+}
+
+// writeStateJSON writes v to path (0600) through a rename, so that a
+// reader sees the old file or the new one, never half of one.
+func writeStateJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// readStateJSON reads the state file at path into v; a file that does not
+// parse is named in the error.
+func readStateJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // ReadState reads cluster id's state file.
 func ReadState(id string) (State, error) {
 	var st State
-	b, err := os.ReadFile(statePath(id))
-	if err != nil {
-		return st, err
-	}
-	return st, json.Unmarshal(b, &st)
+	return st, readStateJSON(statePath(id), &st)
 }
 
 // List returns the ids of the clusters with a state directory.
-func List() ([]string, error) {
-	es, err := os.ReadDir(BaseDir)
+func List() ([]string, error) { return listIDs(BaseDir) }
+
+// listIDs returns the names of the directories in dir that are ids.
+func listIDs(dir string) ([]string, error) {
+	es, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

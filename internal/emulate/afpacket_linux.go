@@ -598,7 +598,7 @@ func (p *pipe) run(stopfd int) error {
 		p.flush()
 		p.publish()
 		d := maxIdleSleep
-		if due, ok := p.sched.next(); ok {
+		if due, ok := p.sched.wakeAt(); ok {
 			d = due - monotime()
 			if d <= 0 {
 				continue

@@ -462,7 +462,7 @@ func (q *queue) run(stopfd int) error {
 		// and reads what piled up when it wakes.
 		fds := q.fds[:]
 		wake := int64(-1)
-		if due, ok := q.sched.next(); ok {
+		if due, ok := q.sched.wakeAt(); ok {
 			wake = due
 			if w := q.lazyWindow(); w > 0 {
 				wake = min(wake, q.lastRead+w)

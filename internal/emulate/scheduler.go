@@ -50,6 +50,9 @@ func (f *fifo[T]) push(h T) {
 
 func (f *fifo[T]) front() *T { return &f.buf[f.head] }
 
+// at is the i-th oldest element, 0 ≤ i < len.
+func (f *fifo[T]) at(i int) *T { return &f.buf[(f.head+i)%len(f.buf)] }
+
 func (f *fifo[T]) pop() T {
 	h := f.buf[f.head]
 	f.head = (f.head + 1) % len(f.buf)
@@ -112,6 +115,10 @@ type scheduler struct {
 	loss      float64 // percent
 	tolerance int64
 	rng       *rand.Rand
+	// gather is how long after its head falls due a release waits for
+	// the packets due right behind it (wakeAt), so that they leave in
+	// one batch instead of one wake-up each.
+	gather int64
 
 	q       fifo[held]
 	lastDue int64
@@ -128,6 +135,7 @@ func newScheduler(qc QueueConfig, seed uint64) *scheduler {
 		loss:       qc.LossPercent,
 		tolerance:  int64(qc.tolerance()),
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		gather:     int64(qc.gather()),
 		resPending: make([]int64, 0, 256),
 	}
 	s.res.samples = make([]int64, 0, reservoirSize)
@@ -168,6 +176,35 @@ func (s *scheduler) next() (due int64, ok bool) {
 		return 0, false
 	}
 	return s.q.front().due, true
+}
+
+// wakeAt is when the thread should wake to release the oldest held
+// packet: the release time of the last packet due within the gather
+// window after it. A lone packet wakes the thread at its own time; in a
+// dense stream one wake-up releases every packet due within the window,
+// none early, the first at most the window late.
+func (s *scheduler) wakeAt() (at int64, ok bool) {
+	n := s.q.len()
+	if n == 0 {
+		return 0, false
+	}
+	head := s.q.front().due
+	if s.gather <= 0 {
+		return head, true
+	}
+	limit := head + s.gather
+	// Release times never decrease along the FIFO: binary search for
+	// the last one within the limit (the head is).
+	lo, hi := 0, n
+	for hi-lo > 1 {
+		mid := int(uint(lo+hi) >> 1)
+		if s.q.at(mid).due <= limit {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return s.q.at(lo).due, true
 }
 
 // release lets go of every packet due at now, with one batch verdict.

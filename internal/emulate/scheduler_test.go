@@ -305,3 +305,77 @@ func TestSchedulerStall(t *testing.T) {
 		t.Fatalf("stall: late %d stalled %d, want 3 and 1", s.c.Late, s.c.Stalled)
 	}
 }
+
+// TestSchedulerGather drives the scheduler as a lane's thread does: it
+// wakes at wakeAt and releases what is due. A lone packet wakes it at its
+// own release time. A dense stream (a packet every 20 µs, 20 ms ± 1 ms of
+// jitter) leaves in batches, each holding every packet due within the
+// gather window of its first, with no packet released before it is due
+// or more than the window late, the batch verdicts in arrival order, and
+// the counters (released, batches, late, the lateness samples) matching
+// what was released.
+func TestSchedulerGather(t *testing.T) {
+	qc := QueueConfig{Delay: 20 * time.Millisecond, Jitter: time.Millisecond, Tolerance: time.Millisecond}
+	gather := int64(qc.gather())
+	if gather <= 0 || gather > int64(qc.Tolerance)/5 {
+		t.Fatalf("gather window %v for a tolerance of %v", time.Duration(gather), qc.Tolerance)
+	}
+	s := newScheduler(qc, 3)
+	var sink fakeSink
+	s.arrive(0, 1, 100, recorder{&sink, 0})
+	if at, _ := s.wakeAt(); at != s.q.front().due {
+		t.Fatalf("lone packet: wake at %v, due at %v", time.Duration(at), time.Duration(s.q.front().due))
+	}
+	s.release(time.Minute.Nanoseconds(), recorder{&sink, time.Minute.Nanoseconds()})
+	s = newScheduler(qc, 3)
+	sink = fakeSink{}
+	const n, every = 20000, 20 * int64(time.Microsecond)
+	due := map[uint32]int64{}
+	next := time.Minute.Nanoseconds() // the first arrival
+	id := uint32(0)
+	for released := 0; released < n; {
+		at, ok := s.wakeAt()
+		if id < n && (!ok || next <= at) {
+			id++
+			s.arrive(next, id, 100, recorder{&sink, next})
+			due[id] = s.q.at(s.q.len() - 1).due
+			next += every
+			continue
+		}
+		before := len(sink.events)
+		first := s.q.front().due
+		k := s.release(at, recorder{&sink, at})
+		if k == 0 || len(sink.events) != before+1 {
+			t.Fatalf("wake at %v released %d packets in %d verdicts", time.Duration(at), k, len(sink.events)-before)
+		}
+		ev := sink.events[len(sink.events)-1]
+		if due[ev.id] > at || at-first > gather {
+			t.Fatalf("batch through %d at %v: its last due at %v, its first at %v (window %v)",
+				ev.id, time.Duration(at), time.Duration(due[ev.id]), time.Duration(first), time.Duration(gather))
+		}
+		// Everything due within the window of the first went.
+		if h, ok := s.next(); ok && h <= first+gather {
+			t.Fatalf("batch at %v left a packet due at %v, within the window of %v", time.Duration(at), time.Duration(h), time.Duration(first))
+		}
+		released += k
+	}
+	last := uint32(0)
+	for _, ev := range sink.events {
+		if !ev.accept || ev.id <= last {
+			t.Fatalf("verdict %+v after a batch through %d", ev, last)
+		}
+		last = ev.id
+	}
+	c := s.c
+	if c.Released != n || c.Batches != uint64(len(sink.events)) || c.Late != 0 || c.MaxLateness > gather {
+		t.Errorf("counters %+v (gather %v)", c, time.Duration(gather))
+	}
+	if _, _, k := s.res.quantiles(); k != reservoirSize {
+		t.Errorf("%d lateness samples, want %d", k, reservoirSize)
+	}
+	// Dense enough that batches hold several packets each: the point.
+	if per := float64(n) / float64(c.Batches); per < 3 {
+		t.Errorf("%.1f packets per batch", per)
+	}
+	t.Logf("%d packets in %d batches, max lateness %v", n, c.Batches, time.Duration(c.MaxLateness))
+}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -354,7 +355,10 @@ type xskLane struct {
 	fds [2]unix.PollFd
 
 	// the ingress socket's XDP_STATISTICS at the last read; the last
-	// read is in close, so the final snapshot has them
+	// read is in close, so the final snapshot has them. sockMu orders
+	// the reads (Stats, from any goroutine) with close, which closes the
+	// descriptor they read.
+	sockMu                               sync.Mutex
 	sockRead                             atomic.Bool
 	sockDrops, sockFull, sockInvalidDesc atomic.Uint64
 }
@@ -527,7 +531,7 @@ func (l *xskLane) run(stopfd int) error {
 		}
 		fds := l.fds[:]
 		wake := int64(-1)
-		if due, ok := l.sched.next(); ok {
+		if due, ok := l.sched.wakeAt(); ok {
 			wake = due
 			if w := l.lazyWindow(); w > 0 {
 				wake = min(wake, l.lastReadAt+w)
@@ -589,6 +593,12 @@ func (l *xskLane) queueStats([]kernelQueue) QueueStats {
 
 // readSocket reads the ingress socket's drop counters while it is open.
 func (l *xskLane) readSocket() {
+	l.sockMu.Lock()
+	defer l.sockMu.Unlock()
+	l.readSocketLocked()
+}
+
+func (l *xskLane) readSocketLocked() {
 	if l.in.fd < 0 {
 		return
 	}
@@ -606,7 +616,9 @@ func (l *xskLane) readSocket() {
 // other lane releases the egress one. The threads must have stopped.
 func (l *xskLane) close() error {
 	l.publish()
-	l.readSocket()
+	l.sockMu.Lock()
+	defer l.sockMu.Unlock()
+	l.readSocketLocked()
 	if err := l.in.close(); err != nil {
 		return fmt.Errorf("closing wire port %s: %w", l.in.dev, err)
 	}

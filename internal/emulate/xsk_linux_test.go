@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
@@ -175,6 +176,59 @@ func TestWireXDPProcessDeath(t *testing.T) {
 	if r := ping(t, n.A, wireAddrB, "-c", "3", "-i", "0.1", "-W", "1"); r.received != 0 {
 		t.Fatalf("ping crossed the wire after the emulator died: %+v", r)
 	}
+}
+
+// TestWireXDPStatsDuringStop reads the AF_XDP emulator's Stats from
+// another goroutine, without a pause, while Run stops it and closes its
+// sockets, as a caller holding the Emulator may. Stats reads the
+// sockets' drop counters (getsockopt on their descriptors) and Close
+// closes them; without a lock between the two, the race detector
+// reports the descriptor's read and write (go test -race), and a read
+// after the close would ask whatever socket took the number over. After
+// Run has returned, Stats must still answer from the last counters.
+func TestWireXDPStatsDuringStop(t *testing.T) {
+	n := newWireNet(t)
+	var e *Emulator
+	q := QueueConfig{Delay: 2 * time.Millisecond}
+	if err := netns.Do(n.W, func() error {
+		var err error
+		e, err = Open(xdpConfig("", q, q))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, "") }()
+	stopReading, reads := make(chan struct{}), make(chan int)
+	go func() {
+		k := 0
+		defer func() { reads <- k }()
+		for {
+			select {
+			case <-stopReading:
+				return
+			default:
+			}
+			if st := e.Stats(); len(st.Queues) != 2 {
+				t.Errorf("stats while stopping: %+v", st)
+				return
+			}
+			k++
+		}
+	}()
+	ping(t, n.A, wireAddrB, "-c", "5", "-i", "0.01", "-W", "1")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	close(stopReading)
+	k := <-reads
+	st := e.Stats()
+	if len(st.Queues) != 2 || st.Queues[0].Received == 0 || !st.Queues[0].KernelRead {
+		t.Errorf("stats after Run returned: %+v", st)
+	}
+	t.Logf("%d Stats calls while running and stopping", k)
 }
 
 // benchXDPBoth is BenchmarkRateBoth on the wire topology with the AF_XDP

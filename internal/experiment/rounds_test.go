@@ -57,7 +57,8 @@ func TestRowGivenUpAfterItsRetries(t *testing.T) {
 }
 
 // The default sample follows from the path: a warm-up that covers slow
-// start, a measured part of at least 2 s and 4 round trips.
+// start, a measured part of at least 2 s, 4 round trips and 10 loaded
+// round trips (one BDP of queue by default).
 func TestSampleTiming(t *testing.T) {
 	path := func(rate uint64, rtt time.Duration) lab.Path {
 		l := lab.Link{RateBitsPerSec: rate, Delay: rtt / 2}
@@ -71,12 +72,15 @@ func TestSampleTiming(t *testing.T) {
 		{"LAN", lab.Path{}, 2 * time.Second, time.Second},
 		{"built-in WAN, 50 Mbit/s 60 ms", path(50e6, 60*time.Millisecond), 2 * time.Second, time.Second},
 		{"unshaped 100 ms", path(0, 100*time.Millisecond), 2 * time.Second, time.Second},
-		// 500 kB BDP = 34.5 × 10 segments: 6 doublings + 1 = 7 RTTs = 1.4 s.
-		{"radio, 20 Mbit/s 200 ms", path(20e6, 200*time.Millisecond), 2 * time.Second, 2 * time.Second},
-		// 750 kB = 51.8 × 10 segments: 7 RTTs = 4.2 s; 4 RTTs = 2.4 s.
-		{"satellite, 10 Mbit/s 600 ms", path(10e6, 600*time.Millisecond), 3 * time.Second, 5 * time.Second},
+		// 500 kB BDP = 34.5 × 10 segments: 6 doublings + 1 = 7 RTTs = 1.4 s;
+		// loaded round trip 200 ms + 500 kB at 20 Mbit/s = 0.4 s.
+		{"radio, 20 Mbit/s 200 ms", path(20e6, 200*time.Millisecond), 4 * time.Second, 2 * time.Second},
+		// 750 kB = 51.8 × 10 segments: 7 RTTs = 4.2 s; loaded 1.2 s.
+		{"satellite, 10 Mbit/s 600 ms", path(10e6, 600*time.Millisecond), 12 * time.Second, 5 * time.Second},
 		// 1.5 MB: 8 RTTs = 4.8 s.
-		{"satellite, 20 Mbit/s 600 ms", path(20e6, 600*time.Millisecond), 3 * time.Second, 5 * time.Second},
+		{"satellite, 20 Mbit/s 600 ms", path(20e6, 600*time.Millisecond), 12 * time.Second, 5 * time.Second},
+		// A 2 s round trip: 250 kB BDP, 6 RTTs of slow start = 12 s; loaded 4 s.
+		{"2 s, 1 Mbit/s", path(1e6, 2*time.Second), 40 * time.Second, 12 * time.Second},
 	} {
 		d, o := SampleTiming(c.p)
 		if d != c.time || o != c.omit {

@@ -11,5 +11,5 @@ import (
 // (iperf3 -O) of a sample on lab path p: iperf.SampleTiming's rule at the
 // path's round trip and its faster direction's rate.
 func SampleTiming(p lab.Path) (duration, omit time.Duration) {
-	return iperf.SampleTiming(p.RTT(), max(p.Up.RateBitsPerSec, p.Down.RateBitsPerSec))
+	return iperf.SampleTiming(p.RTT(), p.LoadedRoundTrip(), max(p.Up.RateBitsPerSec, p.Down.RateBitsPerSec))
 }

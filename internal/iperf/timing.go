@@ -18,12 +18,16 @@ import (
 //     The BDP is at the faster direction's rate; on a path without a rate
 //     limit Linux's default largest send buffer (net.ipv4.tcp_wmem, 4 MiB)
 //     bounds the window instead.
-//   - measured part (iperf3 -t): at least 2 s and at least 4 round trips,
-//     rounded up to whole seconds, so that one loss recovery (a round trip
-//     or more) is a small part of a sample.
+//   - measured part (iperf3 -t): at least 2 s, at least 4 round trips, and
+//     at least 10 loaded round trips (the round trip with the bottleneck
+//     queue the flow fills, up to a minute), rounded up to whole seconds:
+//     a window's edges can fall before or after a loss recovery's release
+//     of up to one loaded round trip of data, so ten keep that error within
+//     10 % (docs/evidence.md).
 //
-// With a 20 Mbit/s, 200 ms path that is -O 2 -t 2; with 10 Mbit/s, 600 ms,
-// -O 5 -t 3; any path up to 100 ms keeps -O 1 -t 2.
+// With a 20 Mbit/s, 200 ms path and its one-BDP queue (loaded round trip
+// 0.4 s) that is -O 2 -t 4; with 10 Mbit/s, 600 ms (1.2 s), -O 5 -t 12; any
+// path up to 100 ms with a queue of up to one BDP keeps -O 1 -t 2.
 //
 // The windows themselves are judged by Result.Check with the path's
 // largest round trip as slack (a lab path's lab.Path.MaxRoundTrip, a real
@@ -35,13 +39,17 @@ const (
 	minSampleTime      = 2 * time.Second
 	minWarmup          = time.Second
 	sampleRoundTrips   = 4
+	edgeRoundTrips     = 10
+	maxEdgeTime        = time.Minute
 )
 
 // SampleTiming returns the default measured length (iperf3 -t) and
-// warm-up (iperf3 -O) of a sample on a path of this round trip and rate
-// (0: unknown, as on a user's own path measured by probe or measure,
-// where stock Linux's largest send buffer bounds the window instead).
-func SampleTiming(rtt time.Duration, rate uint64) (duration, omit time.Duration) {
+// warm-up (iperf3 -O) of a sample on a path of this idle round trip,
+// loaded round trip (with the queue the flow fills: a lab path's
+// lab.Path.LoadedRoundTrip, a user's path's RealPathSlack) and rate (0:
+// unknown, as on a user's own path measured by probe or measure, where
+// stock Linux's largest send buffer bounds the window instead).
+func SampleTiming(rtt, loaded time.Duration, rate uint64) (duration, omit time.Duration) {
 	bdp := float64(unshapedWindowCap)
 	if rate > 0 {
 		bdp = min(bdp, float64(rate)/8*rtt.Seconds())
@@ -51,7 +59,7 @@ func SampleTiming(rtt time.Duration, rate uint64) (duration, omit time.Duration)
 		rounds += math.Ceil(math.Log2(bdp / initialWindowBytes))
 	}
 	omit = max(minWarmup, ceilSeconds(time.Duration(rounds*float64(rtt))))
-	duration = max(minSampleTime, ceilSeconds(sampleRoundTrips*rtt))
+	duration = max(minSampleTime, ceilSeconds(sampleRoundTrips*rtt), min(maxEdgeTime, ceilSeconds(edgeRoundTrips*loaded)))
 	return duration, omit
 }
 

@@ -231,6 +231,21 @@ func FormatRate(bits uint64) string {
 // delays.
 func (p Path) RTT() time.Duration { return p.Up.Delay + p.Down.Delay }
 
+// LoadedRoundTrip is the round trip one flow sees once it fills its
+// bottleneck: the delays and jitter of both directions and the drain time
+// of the fuller of the two queues (a flow's data fills one direction's
+// queue; its acknowledgements leave the other nearly empty).
+func (p Path) LoadedRoundTrip() time.Duration {
+	var q time.Duration
+	for _, l := range []Link{p.Up, p.Down} {
+		if l.RateBitsPerSec > 0 {
+			b, _ := p.QueueBytesFor(l.RateBitsPerSec)
+			q = max(q, time.Duration(float64(b)*8/float64(l.RateBitsPerSec)*float64(time.Second)))
+		}
+	}
+	return p.RTT() + p.Up.Jitter + p.Down.Jitter + q
+}
+
 // MaxRoundTrip is the longest round trip the path gives a packet: both
 // directions' delays, their jitter, and the time each rate limiter's queue
 // takes to drain when full (QueueBytesFor at the direction's rate). A

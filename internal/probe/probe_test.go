@@ -126,8 +126,12 @@ rtt min/avg/max/mdev = 300.112/300.523/301.908/0.311 ms, pipe 31
 func TestIperfTimingFollowsTheEchoes(t *testing.T) {
 	rtt := func(ms float64) Field[float64] { return measured(ms, "test") }
 	o, why := iperfTiming(rtt(600), rtt(5), 5*time.Second)
-	if o.Duration != 5*time.Second || o.Omit < 5*time.Second || o.PathSlack < 1200*time.Millisecond || !strings.Contains(why, "600 ms") {
+	if o.Duration != 13*time.Second || o.Omit < 5*time.Second || o.PathSlack != 1240*time.Millisecond || !strings.Contains(why, "600 ms") {
 		t.Errorf("600 ms: %+v %q", o, why)
+	}
+	// Ten of a 4 s echo round trip's 8 s slack would be 80 s: a minute at most.
+	if o, _ = iperfTiming(rtt(4000), rtt(0), 5*time.Second); o.Duration != time.Minute {
+		t.Errorf("4 s: %+v", o)
 	}
 	o, _ = iperfTiming(rtt(1), rtt(0.1), 5*time.Second)
 	if o.Duration != 5*time.Second || o.Omit != 2*time.Second || o.PathSlack > 10*time.Millisecond {

@@ -96,7 +96,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err != nil {
 			p.ThroughputBitsPerSec = missing[float64](fmt.Sprintf("iperf3 to %s port %d (%s): %v", first, o.IPerf3Port, timing, oneLine(err)))
 		} else {
-			p.ThroughputBitsPerSec = measured(res.ReceivedBitsPerSec, fmt.Sprintf("iperf3 TCP, one flow, client→host, %s", timing))
+			p.ThroughputBitsPerSec = measured(res.ReceivedBitsPerSec, fmt.Sprintf("iperf3 TCP, one flow, client→host, %s%s", timing, edgeError(opts, res)))
 		}
 	} else {
 		p.ThroughputBitsPerSec = missing[float64]("no --iperf3 PORT given")
@@ -164,8 +164,9 @@ func resolve(ctx context.Context, host string) (v4, v6 netip.Addr, err error) {
 // the warm-up (slow start) and length follow iperf.SampleTiming's rule at
 // that round trip, never shorter than asked (at least 2 s of warm-up), and
 // the window check allows the path's largest round trip, taken as the
-// echo round trip plus four mean deviations. Without an echo round trip
-// the sample is as asked, with no slack.
+// echo round trip plus four mean deviations, which also stands for the
+// loaded round trip in the rule. Without an echo round trip the sample is
+// as asked, with no slack.
 func iperfTiming(rttMs, jitterMs Field[float64], asked time.Duration) (iperf.ClientOptions, string) {
 	o := iperf.ClientOptions{Duration: asked, Omit: 2 * time.Second}
 	if !rttMs.Known() {
@@ -176,10 +177,26 @@ func iperfTiming(rttMs, jitterMs Field[float64], asked time.Duration) (iperf.Cli
 	if jitterMs.Known() {
 		largest += time.Duration(4 * jitterMs.Value * float64(time.Millisecond))
 	}
-	d, w := iperf.SampleTiming(rtt, 0)
-	o.Duration, o.Omit = max(asked, d), max(o.Omit, w)
 	o.PathSlack = iperf.RealPathSlack(largest)
+	d, w := iperf.SampleTiming(rtt, o.PathSlack, 0)
+	o.Duration, o.Omit = max(asked, d), max(o.Omit, w)
 	return o, fmt.Sprintf("%v after a %v warm-up (sized by the %.0f ms echo round trip; window check allows %v more, or the largest round trip of echoes during the sample)", o.Duration, o.Omit, rttMs.Value, o.PathSlack.Round(time.Millisecond))
+}
+
+// edgeError states the error one sample's window edges can carry: up to
+// one loaded round trip of data either way (docs/evidence.md), the largest
+// round trip of the echoes during the sample where there were any, else
+// the slack; empty where that is under 1 %.
+func edgeError(opts iperf.ClientOptions, res *iperf.Result) string {
+	rt := opts.PathSlack
+	if opts.LoadedRoundTrip != nil {
+		rt = max(rt, opts.LoadedRoundTrip())
+	}
+	if res.Requested <= 0 || rt*100 < res.Requested {
+		return ""
+	}
+	return fmt.Sprintf("; its window edges can carry up to ±%.0f %% (one loaded round trip, %v, of data in %v: docs/evidence.md)",
+		100*rt.Seconds()/res.Requested.Seconds(), rt.Round(time.Millisecond), res.Requested)
 }
 
 func oneLine(err error) string {

@@ -109,7 +109,7 @@ func sizeSamples(ctx context.Context, spec *Spec) string {
 		}
 		how = fmt.Sprintf("no ICMP echo answered (%s): not sized by the path; a window check without slack may refuse samples on a path longer than about %v", strings.Join(failed, "; "), time.Duration(float64(spec.Duration)*iperf.WindowTolerance).Round(time.Millisecond))
 	} else {
-		d, w := iperf.SampleTiming(largest, 0)
+		d, w := iperf.SampleTiming(largest, iperf.RealPathSlack(largest), 0)
 		spec.Duration = cmp.Or(spec.Duration, max(minDuration, d))
 		if spec.Omit < 0 {
 			spec.Omit = max(minOmit, w)
