@@ -358,10 +358,10 @@ func emulationBackend(p Path) (string, error) {
 // in words for lab status and lab run: the one place that chooses
 // (CalibrationBackend asks it too). A path with nothing to emulate uses
 // none, whatever p.Emulator asks; auto ("") is netem where the kernel has
-// it, else nfqueue, which carried the 500 Mbit/s, 20 ms lab runs measured
-// on such a kernel with fewer late releases than afxdp and afpacket
-// (docs/emulator.md, "Which backend auto chooses"); netem asked for on a
-// kernel without it is a usage error.
+// it, else nfqueue: afxdp carried the same lab runs on such a kernel with
+// no fewer late releases, and only by changing the client's and router's
+// offloads (docs/emulator.md, "Which backend auto chooses"); netem asked
+// for on a kernel without it is a usage error.
 func EmulationChoice(p Path) (backend, why string, err error) {
 	if err := CheckEmulatorName(p.Emulator); err != nil {
 		return "", "", err
