@@ -49,3 +49,49 @@ func TestStop(t *testing.T) {
 		})
 	}
 }
+
+// Terminate ends a process by pid and start time the same way, and leaves
+// a pid alone when the start time is not the recorded one (a recycled pid).
+func TestTerminate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string
+		killed bool
+	}{
+		{"honours SIGTERM", "echo ready; exec sleep 30", false},
+		{"ignores SIGTERM", "trap '' TERM; echo ready; while :; do sleep 0.05; done", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", tc.script)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+				t.Fatalf("first line %q, %v", line, err)
+			}
+			pid := cmd.Process.Pid
+			ticks, err := StartTicks(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			Terminate(pid, ticks+1, 100*time.Millisecond)
+			if !Alive(pid, ticks) {
+				t.Fatal("Terminate with another start time ended the process")
+			}
+			Terminate(pid, ticks, 300*time.Millisecond)
+			if Alive(pid, ticks) {
+				t.Fatal("still alive after Terminate")
+			}
+			_ = cmd.Wait()
+			ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if killed := ws.Signaled() && ws.Signal() == syscall.SIGKILL; killed != tc.killed {
+				t.Errorf("killed %v (status %v), want %v", killed, ws, tc.killed)
+			}
+		})
+	}
+}
