@@ -322,6 +322,9 @@ func measureAndShow(ctx context.Context, stdout io.Writer, spec experiment.Spec,
 		for _, line := range measure.Findings(rep) {
 			fmt.Fprintln(stdout, line)
 		}
+		if h := rep.Host; h.EmulationBackendWhy != "" {
+			fmt.Fprintf(stdout, "emulation backend %s: %s\n", h.EmulationBackend, h.EmulationBackendWhy)
+		}
 		if c := rep.Host.EmulationCeiling; c != nil {
 			fmt.Fprintln(stdout, c.Summary)
 		}
