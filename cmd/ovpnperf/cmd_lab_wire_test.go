@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,11 +32,8 @@ func TestLabWireBackends(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			name := "w" + lab.NewName()
 			t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
-			r := ovpnperf(t, "lab", "up", "--name", name, "--rtt", "40ms", "--emulator", backend, "--json").mustSucceed(t)
-			var st lab.State
-			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
-				t.Fatalf("lab up --json: %v\n%s", err, r.stdout)
-			}
+			st := labUpJSON(t, "--name", name, "--rtt", "40ms", "--emulator", backend)
+			var r result
 			if st.Backend != backend || st.Path.Emulator != backend {
 				t.Errorf("state: backend %q, path emulator %q; want %s", st.Backend, st.Path.Emulator, backend)
 			}
@@ -104,28 +99,12 @@ func TestLabWireBackends(t *testing.T) {
 			}
 
 			// SIGKILL the owner, then lab clean: the wire goes too.
-			r = ovpnperf(t, "lab", "up", "--name", name, "--rtt", "10ms", "--emulator", backend, "--json").mustSucceed(t)
-			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
-				t.Fatalf("lab up --json: %v\n%s", err, r.stdout)
-			}
-			if err := syscall.Kill(st.Owner.Pid, syscall.SIGKILL); err != nil {
-				t.Fatalf("killing owner %d: %v", st.Owner.Pid, err)
-			}
-			deadline := time.Now().Add(10 * time.Second)
-			for st.OwnerAlive() && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			st = labUpJSON(t, "--name", name, "--rtt", "10ms", "--emulator", backend)
+			killOwner(t, st)
 			if !netns.Exists(wire) {
 				t.Errorf("%s gone before lab clean", wire)
 			}
-			r = ovpnperf(t, "lab", "clean", name).mustSucceed(t)
-			if !strings.Contains(r.stdout, name) {
-				t.Errorf("clean did not report %s: %s", name, r.stdout)
-			}
-			labtest.CheckGone(t, name)
-			if b, err := os.ReadFile("/proc/" + strconv.Itoa(st.Owner.Pid) + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
-				t.Errorf("owner pid %d still running: %s", st.Owner.Pid, b)
-			}
+			cleanAfterKill(t, name, st)
 		})
 	}
 }

@@ -192,10 +192,7 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 	if len(spec.Variants) > 16 {
 		return spec, usage.Errorf("--variant: at most 16 variants in one run")
 	}
-	custom := false
-	for _, n := range pathFlagNames {
-		custom = custom || o.flags.fs.Changed(n)
-	}
+	custom := o.flags.given()
 	if custom {
 		p, err := o.flags.path()
 		if err != nil {

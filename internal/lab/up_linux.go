@@ -653,11 +653,11 @@ func teardownState(st State) error {
 	for i := len(st.Resources) - 1; i >= 0; i-- {
 		r := st.Resources[i]
 		if r.Kind == KindProcess && r.Pid != me {
-			terminate(r.Pid, r.StartTicks, 2*time.Second)
+			runner.Terminate(r.Pid, r.StartTicks, 2*time.Second)
 		}
 	}
 	if st.Owner.Pid != me {
-		terminate(st.Owner.Pid, st.Owner.StartTicks, 2*time.Second)
+		runner.Terminate(st.Owner.Pid, st.Owner.StartTicks, 2*time.Second)
 	}
 	// Anything else still running in the lab's namespaces was started in
 	// them by ovpnperf (lab exec, or a child of a recorded process).
@@ -671,7 +671,7 @@ func teardownState(st State) error {
 			}
 			t, err := startTicks(pid)
 			if err == nil {
-				terminate(pid, t, time.Second)
+				runner.Terminate(pid, t, time.Second)
 			}
 		}
 	}
