@@ -316,6 +316,9 @@ func printLabStatus(w io.Writer, out []labStatus) error {
 			}
 			fmt.Fprintf(tw, "\t\thosts:\t%s\n", strings.Join(hs, ", "))
 		}
+		if s.BackendWhy != "" {
+			fmt.Fprintf(tw, "\t\tbackend %s: %s\n", s.Backend, s.BackendWhy)
+		}
 		if s.Ceiling != nil {
 			fmt.Fprintf(tw, "\t\t%s\n", s.Ceiling.Summary)
 		}

@@ -65,25 +65,47 @@ func TestLabCommandCleanAfterKill(t *testing.T) {
 	labtest.Require(t)
 	name := "c" + lab.NewName()
 	t.Cleanup(func() { ovpnperf(t, "lab", "down", name) })
-	r := ovpnperf(t, "lab", "up", "--name", name, "--rtt", "10ms", "--loss", "1%", "--json").mustSucceed(t)
+	st := labUpJSON(t, "--name", name, "--rtt", "10ms", "--loss", "1%")
+	killOwner(t, st)
+	r := ovpnperf(t, "lab", "status", name).mustSucceed(t)
+	if !strings.Contains(r.stdout, "DEAD") {
+		t.Errorf("status does not show the dead owner:\n%s", r.stdout)
+	}
+	cleanAfterKill(t, name, st)
+}
+
+// labUpJSON runs `ovpnperf lab up ARGS --json` and returns the state it
+// printed.
+func labUpJSON(t *testing.T, args ...string) lab.State {
+	t.Helper()
+	r := ovpnperf(t, append(append([]string{"lab", "up"}, args...), "--json")...).mustSucceed(t)
 	var st lab.State
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 		t.Fatalf("lab up --json: %v\n%s", err, r.stdout)
 	}
+	return st
+}
+
+// killOwner SIGKILLs the owner of the lab st describes and waits (10 s at
+// most) until the kernel has ended it (a zombie counts as gone).
+func killOwner(t *testing.T, st lab.State) {
+	t.Helper()
 	if err := syscall.Kill(st.Owner.Pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing owner %d: %v", st.Owner.Pid, err)
 	}
-	// Wait until the kernel has ended it (a zombie counts as gone).
 	deadline := time.Now().Add(10 * time.Second)
 	for st.OwnerAlive() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	r = ovpnperf(t, "lab", "status", name).mustSucceed(t)
-	if !strings.Contains(r.stdout, "DEAD") {
-		t.Errorf("status does not show the dead owner:\n%s", r.stdout)
-	}
+}
+
+// cleanAfterKill runs `lab clean NAME` for a lab whose owner was killed and
+// checks that it reports the lab, that nothing of it is left and that the
+// owner does not run.
+func cleanAfterKill(t *testing.T, name string, st lab.State) {
+	t.Helper()
 	// By name: other engineers' and tests' orphans are not this test's.
-	r = ovpnperf(t, "lab", "clean", name).mustSucceed(t)
+	r := ovpnperf(t, "lab", "clean", name).mustSucceed(t)
 	if !strings.Contains(r.stdout, name) {
 		t.Errorf("clean did not report %s: %s", name, r.stdout)
 	}
@@ -102,11 +124,7 @@ func TestLabOwnerIsACommand(t *testing.T) {
 	labtest.Require(t)
 	name := "c" + lab.NewName()
 	t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
-	r := ovpnperf(t, "lab", "up", "--name", name, "--json").mustSucceed(t)
-	var st lab.State
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
-		t.Fatalf("lab up --json: %v\n%s", err, r.stdout)
-	}
+	st := labUpJSON(t, "--name", name)
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(st.Owner.Pid) + "/cmdline")
 	if err != nil {
 		t.Fatal(err)

@@ -192,10 +192,7 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 	if len(spec.Variants) > 16 {
 		return spec, usage.Errorf("--variant: at most 16 variants in one run")
 	}
-	custom := false
-	for _, n := range pathFlagNames {
-		custom = custom || o.flags.fs.Changed(n)
-	}
+	custom := o.flags.given()
 	if custom {
 		p, err := o.flags.path()
 		if err != nil {
@@ -324,6 +321,9 @@ func measureAndShow(ctx context.Context, stdout io.Writer, spec experiment.Spec,
 		}
 		for _, line := range measure.Findings(rep) {
 			fmt.Fprintln(stdout, line)
+		}
+		if h := rep.Host; h.EmulationBackendWhy != "" {
+			fmt.Fprintf(stdout, "emulation backend %s: %s\n", h.EmulationBackend, h.EmulationBackendWhy)
 		}
 		if c := rep.Host.EmulationCeiling; c != nil {
 			fmt.Fprintln(stdout, c.Summary)

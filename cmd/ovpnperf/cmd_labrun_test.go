@@ -189,6 +189,10 @@ func TestLabRunLongPaths(t *testing.T) {
 			if !strings.Contains(r.stderr, "building lab") || !strings.Contains(r.stderr, "routed up") {
 				t.Errorf("no progress on stderr with --json:\n%s", r.stderr)
 			}
+			// auto, the default, says what it chose and why.
+			if !strings.HasPrefix(rep.Host.EmulationBackendWhy, "auto: ") || !strings.Contains(r.stderr, "emulator "+rep.Host.EmulationBackend+" (auto: ") {
+				t.Errorf("backend %s: why %q; stderr:\n%s", rep.Host.EmulationBackend, rep.Host.EmulationBackendWhy, r.stderr)
+			}
 			for _, row := range rep.Rows {
 				t.Logf("%s %s: median %.2f Mbit/s samples %v valid %v %s", row.Variant, row.Direction, row.MedianBps/1e6, row.SamplesBps, row.Valid, row.Error)
 				if !row.Valid || len(row.SamplesBps) != rep.Scenario.Repeat {

@@ -189,10 +189,7 @@ func writeReports(stdout io.Writer, reports []*measure.Report, asJSON bool, out 
 
 func (o recipeOptions) recipeOptions() (recipe.Options, error) {
 	var opts recipe.Options
-	custom := false
-	for _, n := range pathFlagNames {
-		custom = custom || o.flags.fs.Changed(n)
-	}
+	custom := o.flags.given()
 	if custom {
 		p, err := o.flags.path()
 		if err != nil {

@@ -151,10 +151,7 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 		// Fixing TCP is an explicit choice of TCP.
 		o.allowTCP = true
 	}
-	custom := false
-	for _, n := range pathFlagNames {
-		custom = custom || o.flags.fs.Changed(n)
-	}
+	custom := o.flags.given()
 	var p lab.Path
 	var err error
 	var probeInput *advise.Input

@@ -25,6 +25,17 @@ type pathFlags struct {
 	icmpBlackhole, noIPv6     bool
 }
 
+// given reports whether the user gave any flag of pathFlagNames: a path of
+// their own instead of the command's built-in networks.
+func (f *pathFlags) given() bool {
+	for _, n := range pathFlagNames {
+		if f.fs.Changed(n) {
+			return true
+		}
+	}
+	return false
+}
+
 func (f *pathFlags) bind(fs *pflag.FlagSet) {
 	f.fs = fs
 	rateFlag(fs, &f.rate, "rate", "rate limit of both directions, in tc units (e.g. 15mbit, 512kbit)")

@@ -87,16 +87,5 @@ func Start(ctx context.Context, dev, file, filter string) (*Tcpdump, error) {
 // tcpdump ends on SIGTERM with status 0; the file written so far (-U:
 // packet by packet) is valid either way.
 func (t *Tcpdump) Stop() {
-	select {
-	case <-t.done:
-		return
-	default:
-	}
-	_ = t.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-t.done:
-	case <-time.After(5 * time.Second):
-		_ = t.cmd.Process.Kill()
-		<-t.done
-	}
+	runner.Stop(t.cmd.Process, t.done, 5*time.Second)
 }

@@ -38,7 +38,13 @@ type tunnelsLab struct {
 
 func newTunnelsLab(t *testing.T, o cluster.Options, edit ...func(*openvpn.Config)) *tunnelsLab {
 	t.Helper()
-	l := labtest.New(t, lab.Path{})
+	return addTunnels(t, labtest.New(t, lab.Path{}), o, edit...)
+}
+
+// addTunnels starts on l what newTunnelsLab does: the cluster (2 UDP
+// instances unless o says), its dispatcher and the client config.
+func addTunnels(t *testing.T, l *lab.Lab, o cluster.Options, edit ...func(*openvpn.Config)) *tunnelsLab {
+	t.Helper()
 	if o.Instances == 0 {
 		o.Instances, o.Protos, o.PortBase, o.CPUs = 2, []string{"udp"}, 1195, []int{0, 1}
 	}
@@ -70,6 +76,30 @@ func newTunnelsLab(t *testing.T, o cluster.Options, edit ...func(*openvpn.Config
 func (tl *tunnelsLab) connectArgs(more ...string) []string {
 	return append([]string{os.Getenv("OVPNPERF_TEST_BINARY"), "cluster", "connect", tl.dispAddr,
 		"--ca", tl.pki.CACert(), "--cert", tl.pki.ClientCert(), "--key", tl.pki.ClientKey()}, more...)
+}
+
+// interruptConnect ends conn with SIGINT, as Ctrl-C would, and checks that
+// it exits 0.
+func interruptConnect(t *testing.T, conn *lab.Process, connLog func() string) {
+	t.Helper()
+	if err := syscall.Kill(conn.Pid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Wait(); err != nil {
+		t.Errorf("connect after SIGINT: %v\n%s", err, connLog())
+	}
+}
+
+// checkRestored checks that the client namespace is as clientSnapshot
+// found it before connect ran, now that it ended by how.
+func checkRestored(t *testing.T, l *lab.Lab, before map[string]string, how string) {
+	t.Helper()
+	now := clientSnapshot(t, l)
+	for k, want := range before {
+		if got := now[k]; got != want {
+			t.Errorf("after %s: %s\n%s\nwant (before connect)\n%s", how, k, got, want)
+		}
+	}
 }
 
 // clientSnapshot is what of the client namespace connect may change: its
@@ -268,17 +298,8 @@ func TestConnectKilledClean(t *testing.T) {
 	if id2 == "" {
 		t.Errorf("second connect (pid %d): no state file", conn.Pid())
 	}
-	if err := syscall.Kill(conn.Pid(), syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.Wait(); err != nil {
-		t.Errorf("connect after SIGINT: %v\n%s", err, connLog())
-	}
-	for k, want := range before {
-		if got := clientSnapshot(t, l)[k]; got != want {
-			t.Errorf("after SIGINT: %s\n%s\nwant (before connect)\n%s", k, got, want)
-		}
-	}
+	interruptConnect(t, conn, connLog)
+	checkRestored(t, l, before, "SIGINT")
 	if _, err := os.Stat(cluster.ConnectRunDir(id2)); id2 != "" && !os.IsNotExist(err) {
 		t.Errorf("after SIGINT: connect's directory %s: %v", cluster.ConnectRunDir(id2), err)
 	}
@@ -351,17 +372,8 @@ func TestConnectPushedRoutes(t *testing.T) {
 			t.Errorf("ping %s over the pushed route: %v\n%s", dst, err, out)
 		}
 	}
-	if err := syscall.Kill(conn.Pid(), syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.Wait(); err != nil {
-		t.Errorf("connect after SIGINT: %v\n%s", err, connLog())
-	}
-	for k, want := range before {
-		if got := clientSnapshot(t, l)[k]; got != want {
-			t.Errorf("after SIGINT: %s\n%s\nwant (before connect)\n%s", k, got, want)
-		}
-	}
+	interruptConnect(t, conn, connLog)
+	checkRestored(t, l, before, "SIGINT")
 }
 
 // TestConnectOnePortTunnels: `cluster connect --tunnels 2 --one-port
@@ -433,11 +445,7 @@ func TestConnectOnePortTunnels(t *testing.T) {
 		t.Error(err)
 	}
 	<-conn.Done()
-	for k, want := range before {
-		if got := clientSnapshot(t, l)[k]; got != want {
-			t.Errorf("after SIGTERM: %s\n%s\nwant (before connect)\n%s", k, got, want)
-		}
-	}
+	checkRestored(t, l, before, "SIGTERM")
 }
 
 func grepOvpnperf(log string) string {

@@ -436,11 +436,7 @@ func (d *Dispatcher) Serve(l net.Listener, certFile, keyFile, caFile string) err
 // ServerTLS is the dispatcher's TLS config: TLS 1.3, client certificate
 // from the cluster's CA required.
 func ServerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
-	cert, err := loadKeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, err
-	}
-	pool, err := caPool(caFile)
+	cert, pool, err := tlsFiles(certFile, keyFile, caFile)
 	if err != nil {
 		return nil, err
 	}
@@ -451,11 +447,7 @@ func ServerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
 // The dispatcher's certificate is OpenVPN's server certificate, checked
 // against the CA by chain, not by host name (it names no host).
 func ClientTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
-	cert, err := loadKeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, err
-	}
-	pool, err := caPool(caFile)
+	cert, pool, err := tlsFiles(certFile, keyFile, caFile)
 	if err != nil {
 		return nil, err
 	}
@@ -471,6 +463,17 @@ func ClientTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
 			_, err = c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 			return err
 		}}, nil
+}
+
+// tlsFiles reads this side's certificate and key and the CA that checks
+// the other side.
+func tlsFiles(certFile, keyFile, caFile string) (tls.Certificate, *x509.CertPool, error) {
+	cert, err := loadKeyPair(certFile, keyFile)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	pool, err := caPool(caFile)
+	return cert, pool, err
 }
 
 // loadKeyPair is tls.LoadX509KeyPair reading the files as inputs (a FIFO

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -196,7 +195,7 @@ func Clean(ctx context.Context, id string) error {
 	var errs []error
 	if st.ServePid > 0 && st.ServePid != os.Getpid() {
 		if t, ok := servePidTicks(st); ok && alive(st.ServePid, t) {
-			terminate(st.ServePid, t, 5*time.Second)
+			runner.Terminate(st.ServePid, t, 5*time.Second)
 		}
 	}
 	for i := len(st.Resources) - 1; i >= 0; i-- {
@@ -228,7 +227,7 @@ func removeResource(ctx context.Context, r Resource) error {
 	switch r.Kind {
 	case KindProcess:
 		if r.Name != "serve" && alive(r.Pid, r.StartTicks) {
-			terminate(r.Pid, r.StartTicks, 3*time.Second)
+			runner.Terminate(r.Pid, r.StartTicks, 3*time.Second)
 		}
 	case KindChain:
 		return hostIptables.deleteChain(ctx, r)
@@ -242,28 +241,6 @@ func removeResource(ctx context.Context, r Resource) error {
 		return removeLink(ctx, r)
 	}
 	return nil
-}
-
-// terminate sends SIGTERM, waits up to grace, then SIGKILL, checking the
-// start time before each signal.
-func terminate(pid int, ticks uint64, grace time.Duration) {
-	if !alive(pid, ticks) {
-		return
-	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	// A stopped process (SIGSTOP, a debugger let go) acts on the
-	// SIGTERM only once it runs again.
-	_ = syscall.Kill(pid, syscall.SIGCONT)
-	deadline := time.Now().Add(grace)
-	for time.Now().Before(deadline) {
-		if !runner.Alive(pid, ticks) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if alive(pid, ticks) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
 }
 
 // sysctl path of key (net.ipv4.ip_forward → /proc/sys/net/ipv4/ip_forward).

@@ -15,7 +15,6 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
-	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
 // Timing is how the supervisor restarts and watches its instances
@@ -108,25 +107,7 @@ func (c *Cluster) launcher() openvpn.Launcher {
 	if c.opts.Netns != "" {
 		return openvpn.NetnsLauncher(c.opts.Netns)
 	}
-	return func(ctx context.Context, logPath string, argv ...string) (openvpn.Proc, error) {
-		if err := runner.Require(argv[0]); err != nil {
-			return nil, err
-		}
-		f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			return nil, err
-		}
-		cmd := runner.Command(context.Background(), argv...)
-		cmd.Stdout, cmd.Stderr = f, f
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-		if err := cmd.Start(); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("starting %q: %w", strings.Join(argv, " "), err)
-		}
-		p := &hostProc{cmd: cmd, done: make(chan struct{})}
-		go func() { p.err = cmd.Wait(); f.Close(); close(p.done) }()
-		return p, nil
-	}
+	return openvpn.HostLauncher()
 }
 
 // run keeps the instance alive until ctx ends.

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -449,18 +450,7 @@ func (t *tunnel) stop() {
 	if t.m != nil {
 		t.m.Close()
 	}
-	select {
-	case <-t.done:
-		return
-	default:
-	}
-	_ = t.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-t.done:
-	case <-time.After(openvpn.StopGrace):
-		_ = t.cmd.Process.Kill()
-		<-t.done
-	}
+	runner.Stop(t.cmd.Process, t.done, openvpn.StopGrace)
 }
 
 func prefixesString(ps []netip.Prefix) string {

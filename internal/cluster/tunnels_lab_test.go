@@ -19,8 +19,6 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
-	"github.com/ovpnperf/ovpnperf/internal/netns"
-	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -158,7 +156,6 @@ func TestTunnelsMultipath(t *testing.T) {
 	l := labtest.New(t, lab.Path{})
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	bin := os.Getenv("OVPNPERF_TEST_BINARY")
 	sysctls := func(n lab.Node) string {
 		return nsOut(t, context.Background(), l, n, "sysctl", "-n", cluster.MultipathHashSysctls[0], cluster.MultipathHashSysctls[1])
 	}
@@ -190,34 +187,12 @@ func TestTunnelsMultipath(t *testing.T) {
 		}
 	})
 	cn := "ovpnperf client"
-	c, pki := startCluster(t, l, cluster.Options{Instances: 2, Protos: []string{"udp"}, PortBase: 1195, CPUs: []int{0, 1},
+	tl := addTunnels(t, l, cluster.Options{Instances: 2, Protos: []string{"udp"}, PortBase: 1195, CPUs: []int{0, 1},
 		Sites: []cluster.Site{{Prefix: clientSite, CN: cn}}})
+	c, dir, conf := tl.c, tl.dir, tl.conf
 	nsOut(t, ctx, l, lab.Client, "ip", "addr", "add", clientHost+"/32", "dev", "lo")
 	nsOut(t, ctx, l, lab.Server, "ip", "addr", "add", serverHost+"/32", "dev", "lo")
-
-	// The dispatcher listens in the server namespace.
-	dl, err := netns.Listen(l.Namespace(lab.Server), "tcp", lab.ServerV4.String()+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dl.Close()
-	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4.String()}, Strategy: cluster.LeastLoaded}
-	go func() { _ = d.Serve(dl, pki.ServerCert(), pki.ServerKey(), pki.CACert()) }()
-
-	dir := t.TempDir()
-	cfg, err := openvpn.ClientConfig(openvpn.ClientParams{Proto: "udp", Remote: lab.ServerV4, Port: 1195, Credentials: pki.Client("")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, err := cfg.Render()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "client.conf")
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	connArgs := []string{bin, "cluster", "connect", dl.Addr().String(), "--ca", pki.CACert(), "--cert", pki.ClientCert(), "--key", pki.ClientKey()}
+	connArgs := tl.connectArgs()
 	// A third tunnel to a 2-instance cluster is refused with the reason.
 	if out, err := l.Command(ctx, lab.Client, append(connArgs, "--tunnels", "3", "--route", serverSite.String(), "--", "--config", conf)...).CombinedOutput(); err == nil ||
 		!strings.Contains(string(out), "only 2 distinct udp instances available") {

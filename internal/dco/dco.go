@@ -72,7 +72,7 @@ var Rules = map[string]Rule{
 	"dev-node-unix": {ID: "dev-node-unix", Sources: map[string]Source{V27: {Tag27, "src/openvpn/dco.c", 339}},
 		Note:        "Note: afunix tun type selected, disabling data channel offload",
 		Replacement: "a real tun device (drop dev-node unix:…)"},
-	"dev-null": {ID: "dev-null", Sources: map[string]Source{V26: {Tag26, "src/openvpn/dco.c", 297}, V27: {Tag27, "src/openvpn/dco.c", 345}},
+	"dev-null": {ID: "dev-null", Sources: src("dco.c", 297, 345),
 		Note:        "Note: null tun type selected, disabling data channel offload",
 		Replacement: "dev tun"},
 	"user": {ID: "user", Sources: src("dco.c", 371, 419),
@@ -93,27 +93,27 @@ var Rules = map[string]Rule{
 	"data-ciphers": {ID: "data-ciphers", Sources: src("dco.c", 438, 488),
 		Note:        "Note: cipher '%s' in --data-ciphers is not supported by ovpn-dco, disabling data channel offload.",
 		Replacement: "data-ciphers with AEAD ciphers only, e.g. AES-256-GCM:AES-128-GCM:CHACHA20-POLY1305 (DCO supports " + SupportedCiphers + ")"},
-	"mktun": {ID: "mktun", Sources: map[string]Source{V26: {Tag26, "src/openvpn/init.c", 1141}, V27: {Tag27, "src/openvpn/init.c", 1113}},
+	"mktun": {ID: "mktun", Sources: src("init.c", 1141, 1113),
 		Note:        "Note: --mktun does not support DCO. Creating TUN interface.",
 		Replacement: "let OpenVPN create the DCO interface itself (no mktun)"},
-	"disable-dco": {ID: "disable-dco", Sources: map[string]Source{V26: {Tag26, "src/openvpn/options.c", 6045}, V27: {Tag27, "src/openvpn/options.c", 5916}},
+	"disable-dco": {ID: "disable-dco", Sources: src("options.c", 6045, 5916),
 		Note:        "(disable-dco: no log line; OpenVPN does not try DCO)",
 		Replacement: "delete disable-dco once the config has none of the options above"},
 	// Pushed by a server, compression framing makes a DCO client refuse
 	// the push (init.c check_compression_settings_valid; comp.c logs
 	// "Compression or compression stub framing is not allowed since
 	// data-channel offloading is enabled.").
-	"push-compression": {ID: "push-compression", Sources: map[string]Source{V26: {Tag26, "src/openvpn/init.c", 2622}, V27: {Tag27, "src/openvpn/init.c", 2611}},
+	"push-compression": {ID: "push-compression", Sources: src("init.c", 2622, 2611),
 		Note:        "Compression or compression stub framing is not allowed since data-channel offloading is enabled.",
 		Replacement: "stop pushing compression; `compress migrate` on the server handles clients that still ask for it"},
 	// Runtime conditions: only a probe of the host can tell.
 	"interface-exists": {ID: "interface-exists", Sources: src("dco.c", 350, 397),
 		Note:        "Interface %s exists and is not using the ovpn DCO driver. Disabling data channel offload",
 		Replacement: "delete the existing interface (ip link del NAME) or use another dev name"},
-	"kernel": {ID: "kernel", Sources: map[string]Source{V26: {Tag26, "src/openvpn/dco_linux.c", 1011}, V27: {Tag27, "src/openvpn/dco_linux.c", 1242}},
+	"kernel": {ID: "kernel", Sources: src("dco_linux.c", 1011, 1242),
 		Note:        "Note: Kernel support for ovpn interfaces missing, disabling data channel offload. Use Linux 6.16.0 or newer with ovpn support or use ovpn-backports for interface support.",
 		Replacement: "OpenVPN 2.7 with Linux 6.16 or newer built with CONFIG_OVPN (or the ovpn-backports module); OpenVPN 2.6 with the out-of-tree ovpn-dco module (Debian package openvpn-dco-dkms)"},
-	"build": {ID: "build", Sources: map[string]Source{V26: {Tag26, "src/openvpn/options.c", 909}, V27: {Tag27, "src/openvpn/options.c", 918}},
+	"build": {ID: "build", Sources: src("options.c", 909, 918),
 		Note:        "(openvpn --version shows no [DCO]: built without ENABLE_DCO, DCO is never tried)",
 		Replacement: "an OpenVPN build with DCO (openvpn --version lists [DCO]; Debian's 2.6 package has it)"},
 }

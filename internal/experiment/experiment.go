@@ -112,7 +112,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 			rep.Rows = append(rep.Rows, notTestedRows(spec, n, skipped[n.Name], notTested)...)
 			continue
 		}
-		rows, backend, err := runNetwork(ctx, spec, n, prog)
+		rows, backend, why, err := runNetwork(ctx, spec, n, prog)
 		for i := range rows {
 			if v, ok := variantByName(n.variants(spec), rows[i].Variant); ok && v.DCO() && dcoHost != "" {
 				if rows[i].Extra == nil {
@@ -123,9 +123,9 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 		}
 		rows = append(rows, notTestedRows(spec, n, skipped[n.Name], notTested)...)
 		if backend != lab.BackendNone && backend != "" {
-			rep.Host.EmulationBackend = backend
+			rep.Host.EmulationBackend, rep.Host.EmulationBackendWhy = backend, why
 		} else if rep.Host.EmulationBackend == "" {
-			rep.Host.EmulationBackend = backend
+			rep.Host.EmulationBackend, rep.Host.EmulationBackendWhy = backend, why
 		}
 		// What this host's calibration says of that backend's ceiling.
 		rep.Host.EmulationCeiling = lab.EmulationCeiling(rep.Host.EmulationBackend)
@@ -536,35 +536,36 @@ func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjec
 // runNetwork measures one network: bench (lab, PKI), iperf3 servers,
 // tunnels, rows, interleaved rounds of samples; everything it started is
 // stopped when it returns.
-func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progress) (rows []measure.Row, backend string, err error) {
+func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progress) (rows []measure.Row, backend, why string, err error) {
 	prog.Logf("%s: building lab (%s)", n.Name, n.Description)
 	b, err := UpBench(ctx, spec, n)
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	defer func() {
 		if derr := b.Close(); derr != nil && err == nil {
 			err = derr
 		}
 	}()
-	backend = b.Lab.Backend()
+	backend, why = b.Lab.Backend(), b.Lab.BackendWhy()
+	prog.Logf("%s: emulator %s (%s)", n.Name, backend, why)
 	srvs, err := startServers(ctx, spec, n, b.Lab)
 	if err != nil {
-		return nil, backend, err
+		return nil, backend, why, err
 	}
 	defer srvs.stop()
 	if n.Omit != nil {
 		spec.Omit = *n.Omit
 	}
 	if err := b.StartTunnels(ctx, spec, n, prog); err != nil {
-		return nil, backend, err
+		return nil, backend, why, err
 	}
 	subjects := benchSubjects(spec, b)
 	rows, index := newRows(spec, n, subjects)
 	if err := measureRounds(ctx, spec, n, b.Lab, subjects, rows, index, srvs, prog); err != nil {
-		return rows, backend, err
+		return rows, backend, why, err
 	}
-	return rows, backend, nil
+	return rows, backend, why, nil
 }
 
 // LoadPKI reuses dir or makes a throw-away PKI in the lab's directory.

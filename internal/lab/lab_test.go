@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -227,20 +228,8 @@ func TestCleanAfterOwnerKilled(t *testing.T) {
 func TestEphemeralOwnerTearsDownOrphan(t *testing.T) {
 	labtest.Require(t)
 	name := "t" + lab.NewName()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A child test process builds an ephemeral lab and is then killed.
-	cmd := runner.Command(context.Background(), exe, "-test.run", "^TestHelperEphemeralCreator$")
-	cmd.Env = append(cmd.Env, "OVPNPERF_HELPER_LAB="+name)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := startHelper(t, "TestHelperEphemeralCreator", name)
 	buf := make([]byte, 64)
 	n, _ := out.Read(buf) // "up\n" once the lab exists
 	if !strings.Contains(string(buf[:n]), "up") {
@@ -279,19 +268,7 @@ func TestKillCreatorAndOwnerTogether(t *testing.T) {
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "iperf3")
 	name := "t" + lab.NewName()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := runner.Command(context.Background(), exe, "-test.run", "^TestHelperMeasuringCreator$")
-	cmd.Env = append(cmd.Env, "OVPNPERF_HELPER_LAB="+name)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := startHelper(t, "TestHelperMeasuringCreator", name)
 	t.Cleanup(func() { _, _ = lab.Clean(name); labtest.CheckGone(t, name) })
 	line, _ := bufio.NewReader(out).ReadString('\n')
 	var owner, server, client int
@@ -321,6 +298,26 @@ func TestKillCreatorAndOwnerTogether(t *testing.T) {
 		t.Errorf("lab clean %s: cleaned %v, %v", name, cleaned, err)
 	}
 	labtest.CheckGone(t, name)
+}
+
+// startHelper starts this test binary running only the helper test named,
+// which builds lab name (OVPNPERF_HELPER_LAB) and reports on its stdout.
+func startHelper(t *testing.T, helper, name string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := runner.Command(context.Background(), exe, "-test.run", "^"+helper+"$")
+	cmd.Env = append(cmd.Env, "OVPNPERF_HELPER_LAB="+name)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
 }
 
 // processRuns reports whether pid is a running process (not a zombie).

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -239,7 +240,7 @@ func (l *Lab) Down() error {
 	if err != nil {
 		return err
 	}
-	terminate(cur.Owner.Pid, cur.Owner.StartTicks, 3*time.Second)
+	runner.Terminate(cur.Owner.Pid, cur.Owner.StartTicks, 3*time.Second)
 	return teardownState(cur)
 }
 

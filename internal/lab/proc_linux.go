@@ -55,26 +55,6 @@ func pidsInNetns(name string) []int {
 	return pids
 }
 
-// terminate sends SIGTERM, waits up to grace for the process to go, then
-// sends SIGKILL. A process that is already gone is not an error.
-func terminate(pid int, ticks uint64, grace time.Duration) {
-	if !alive(pid, ticks) {
-		return
-	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(grace)
-	for time.Now().Before(deadline) {
-		if !alive(pid, ticks) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	for i := 0; i < 100 && alive(pid, ticks); i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Process is a long-running program started in a lab node and recorded in
 // the lab's state, so that teardown stops it even after a crash.
 type Process struct {

@@ -51,14 +51,16 @@ type Owner struct {
 
 // State is the lab's state file, /run/ovpnperf/labs/NAME/state.json.
 type State struct {
-	Name      string     `json:"name"`
-	Created   time.Time  `json:"created"`
-	Path      Path       `json:"path"`
-	Backend   string     `json:"emulation_backend"`
-	Ephemeral bool       `json:"ephemeral"`
-	Owner     Owner      `json:"owner"`
-	Ready     bool       `json:"ready"`
-	Resources []Resource `json:"resources"`
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
+	Path    Path      `json:"path"`
+	Backend string    `json:"emulation_backend"`
+	// BackendWhy says why (EmulationChoice): asked for, or what auto found.
+	BackendWhy string     `json:"emulation_backend_why,omitempty"`
+	Ephemeral  bool       `json:"ephemeral"`
+	Owner      Owner      `json:"owner"`
+	Ready      bool       `json:"ready"`
+	Resources  []Resource `json:"resources"`
 	// Hosts are the extra hosts behind the router (AddHost), in the order
 	// they were added; HostsAdded counts them and numbers their segments.
 	Hosts      []Host `json:"hosts,omitempty"`

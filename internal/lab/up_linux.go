@@ -85,6 +85,9 @@ func (l *Lab) Path() Path { return l.state.snapshot().Path }
 // Backend returns the emulation backend in use.
 func (l *Lab) Backend() string { return l.state.snapshot().Backend }
 
+// BackendWhy says why the lab uses its backend (EmulationChoice).
+func (l *Lab) BackendWhy() string { return l.state.snapshot().BackendWhy }
+
 // State returns a copy of the lab's state.
 func (l *Lab) State() State { return l.state.snapshot() }
 
@@ -167,7 +170,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	// Chosen before anything exists: an emulator this host lacks is bad
 	// input, and leaves nothing behind.
-	backend, err := emulationBackend(opts.Path)
+	backend, why, err := EmulationChoice(opts.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +189,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	sf := &stateFile{path: statePath(opts.Name), st: State{
 		Name: opts.Name, Created: time.Now().UTC(), Path: opts.Path,
-		Ephemeral: opts.Ephemeral, Owner: self(), Backend: BackendNone,
+		Ephemeral: opts.Ephemeral, Owner: self(), Backend: BackendNone, BackendWhy: why,
 	}}
 	l := &Lab{name: opts.Name, state: sf}
 	if err := sf.record(Resource{Kind: KindDir, Name: labDir(opts.Name)}); err != nil {
@@ -307,6 +310,11 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 			return fmt.Errorf("setting links up in %s: %w", n, err)
 		}
 	}
+	if backend == BackendAFXDP {
+		if err := l.wireReceive(); err != nil {
+			return err
+		}
+	}
 	if err := l.neighbours(p); err != nil {
 		return err
 	}
@@ -340,30 +348,39 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 	return l.rules(ctx, p, backend)
 }
 
-// emulationBackend is the backend a lab of path p uses on this host: the
-// one place that chooses (CalibrationBackend asks it too). A path with
-// nothing to emulate uses none, whatever p.Emulator asks; auto ("") is
-// netem where the kernel has it, else nfqueue; netem asked for on a kernel
-// without it is a usage error.
+// emulationBackend is the backend a lab of path p uses on this host.
 func emulationBackend(p Path) (string, error) {
+	backend, _, err := EmulationChoice(p)
+	return backend, err
+}
+
+// EmulationChoice is the backend a lab of path p uses on this host and why,
+// in words for lab status and lab run: the one place that chooses
+// (CalibrationBackend asks it too). A path with nothing to emulate uses
+// none, whatever p.Emulator asks; auto ("") is netem where the kernel has
+// it, else nfqueue: afxdp carried the same lab runs on such a kernel with
+// no fewer late releases, and only by changing the client's and router's
+// offloads (docs/emulator.md, "Which backend auto chooses"); netem asked
+// for on a kernel without it is a usage error.
+func EmulationChoice(p Path) (backend, why string, err error) {
 	if err := CheckEmulatorName(p.Emulator); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if !p.Up.Emulated() && !p.Down.Emulated() {
-		return BackendNone, nil
+		return BackendNone, "no delay, jitter or loss to emulate", nil
 	}
 	switch p.Emulator {
 	case "", EmulatorAuto:
 		if NetemAvailable() {
-			return BackendNetem, nil
+			return BackendNetem, "auto: the kernel has sch_netem", nil
 		}
-		return BackendNFQueue, nil
+		return BackendNFQueue, "auto: the kernel has no sch_netem, so the userspace emulator behind NFQUEUE (docs/emulator.md, \"Which backend auto chooses\")", nil
 	case BackendNetem:
 		if !NetemAvailable() {
-			return "", usage.Errorf("--emulator netem: this kernel has no sch_netem (a netem qdisc could not be added); use auto, nfqueue, afpacket or afxdp")
+			return "", "", usage.Errorf("--emulator netem: this kernel has no sch_netem (a netem qdisc could not be added); use auto, nfqueue, afpacket or afxdp")
 		}
 	}
-	return p.Emulator, nil
+	return p.Emulator, "--emulator " + p.Emulator + " asked for it", nil
 }
 
 // CheckEmulator refuses an emulator name (Path.Emulator, --emulator) that
@@ -402,6 +419,59 @@ func (l *Lab) softwareChecksums() error {
 			}
 			return nil
 		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.node, err)
+		}
+	}
+	return nil
+}
+
+// wireReceive has the two ports the AF_XDP wire sends into, rc (up) and
+// c0 (down), receive through their own NAPI thread with GRO, instead of in
+// the emulator's send: a copy-mode AF_XDP send hands each frame to the veth
+// peer and, without NAPI there, the kernel runs the peer's whole receive
+// (the router's forwarding and tbf, or the client's TCP) inside that
+// sendto, on the emulator's real-time thread, frame by frame. With TSO off
+// on the wire ports (a veth uses its peer's NAPI only for frames it could
+// not have segmented itself), GRO on and NAPI threaded on rc and c0, the
+// send only queues the frame and the NAPI thread merges what it finds
+// into aggregates, as the NFQUEUE path sees them: one TCP flow up at
+// 500 Mbit/s through 20 ms left the router in aggregates of 12–17 kB
+// instead of single frames, and far fewer of the emulator's releases were
+// late (docs/emulator.md, "AF_XDP in a lab run").
+//
+// Equivalent to:
+//
+//	ip netns exec W ethtool -K wc tso off; ip netns exec W ethtool -K wr tso off
+//	ip netns exec C ethtool -K c0 gro on; echo 1 > /sys/class/net/c0/threaded
+//	ip netns exec R ethtool -K rc gro on; echo 1 > /sys/class/net/rc/threaded
+func (l *Lab) wireReceive() error {
+	tso := map[string]bool{"tx-tcp-segmentation": false, "tx-tcp6-segmentation": false,
+		"tx-tcp-ecn-segmentation": false, "tx-tcp-mangleid-segmentation": false}
+	gro := map[string]bool{"rx-gro": true}
+	for _, e := range []struct {
+		node     Node
+		ifname   string
+		features map[string]bool
+		threaded bool
+	}{
+		{Wire, wireClientIf, tso, false}, {Wire, wireRouterIf, tso, false},
+		{Client, clientIf, gro, true}, {Router, routerClientIf, gro, true},
+	} {
+		err := netns.Do(l.Namespace(e.node), func() error {
+			et, err := ethtool.NewEthtool()
+			if err != nil {
+				return fmt.Errorf("ethtool socket: %w", err)
+			}
+			defer et.Close()
+			if err := et.Change(e.ifname, e.features); err != nil {
+				return fmt.Errorf("setting %v on %s: %w", e.features, e.ifname, err)
+			}
+			return nil
+		})
+		if err == nil && e.threaded {
+			err = netns.WriteSys(l.Namespace(e.node), "class/net/"+e.ifname+"/threaded", "1")
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", e.node, err)
 		}
@@ -583,11 +653,11 @@ func teardownState(st State) error {
 	for i := len(st.Resources) - 1; i >= 0; i-- {
 		r := st.Resources[i]
 		if r.Kind == KindProcess && r.Pid != me {
-			terminate(r.Pid, r.StartTicks, 2*time.Second)
+			runner.Terminate(r.Pid, r.StartTicks, 2*time.Second)
 		}
 	}
 	if st.Owner.Pid != me {
-		terminate(st.Owner.Pid, st.Owner.StartTicks, 2*time.Second)
+		runner.Terminate(st.Owner.Pid, st.Owner.StartTicks, 2*time.Second)
 	}
 	// Anything else still running in the lab's namespaces was started in
 	// them by ovpnperf (lab exec, or a child of a recorded process).
@@ -601,7 +671,7 @@ func teardownState(st State) error {
 			}
 			t, err := startTicks(pid)
 			if err == nil {
-				terminate(pid, t, time.Second)
+				runner.Terminate(pid, t, time.Second)
 			}
 		}
 	}

@@ -11,12 +11,7 @@ import (
 // `remote HOST PORT udp extra`. OpenVPN matches no branch of its option
 // parser then and stops; ignore-unknown-option makes it skip the line.
 func (v *view) arity() {
-	ignored := map[string]bool{}
-	for _, d := range v.all("ignore-unknown-option") {
-		for _, a := range d.Args {
-			ignored[a] = true
-		}
-	}
+	ignored := v.ignoredOptions()
 	for _, d := range v.f.Directives {
 		if d.Inline {
 			continue

@@ -168,13 +168,20 @@ var inlineTags = map[string]bool{
 	"auth-gen-token-secret": true, "client-crresponse": false,
 }
 
-func (v *view) options() {
+// ignoredOptions are the options the config's ignore-unknown-option lines
+// name (options and arity findings leave them out).
+func (v *view) ignoredOptions() map[string]bool {
 	ignored := map[string]bool{}
 	for _, d := range v.all("ignore-unknown-option") {
 		for _, a := range d.Args {
 			ignored[a] = true
 		}
 	}
+	return ignored
+}
+
+func (v *view) options() {
+	ignored := v.ignoredOptions()
 	for _, d := range v.f.Directives {
 		if d.Inline {
 			if !inlineTags[d.Name] {

@@ -35,6 +35,9 @@ type HostInfo struct {
 	// EmulationBackend is how the lab emulated delay and loss ("netem",
 	// "nfqueue", or "none"); set by the caller, which knows.
 	EmulationBackend string `json:"emulation_backend"`
+	// EmulationBackendWhy says why the lab used that backend: asked for
+	// (--emulator), or what auto found on this host.
+	EmulationBackendWhy string `json:"emulation_backend_why,omitempty"`
 	// EmulationCeiling is what this host's `lab calibrate` record says
 	// about that backend's ceiling (measured, stale or not measured);
 	// absent without emulation. Set by the caller with the backend.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Dir is where iproute2 bind-mounts named namespaces.
@@ -126,4 +127,45 @@ func Listen(name, network, address string) (net.Listener, error) {
 		return nil
 	})
 	return l, err
+}
+
+// WriteSys writes value to the sysfs file /sys/rel as the named namespace
+// sees it (/sys/class/net lists only the namespace of whoever mounted
+// sysfs, so entering the namespace is not enough). A fresh thread unshares
+// its mount namespace, makes every mount a slave so nothing it mounts
+// reaches the host, enters the network namespace, mounts a sysfs of it on
+// /sys and writes; the thread is never unlocked, so it dies with its
+// goroutine and no other goroutine runs in its namespaces.
+//
+// Equivalent to: ip netns exec NAME sh -c 'echo VALUE > /sys/REL'
+func WriteSys(name, rel, value string) error {
+	target, err := netns.GetFromName(name)
+	if err != nil {
+		return fmt.Errorf("opening network namespace %s: %w", name, err)
+	}
+	defer target.Close()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		errc <- func() error {
+			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+				return fmt.Errorf("unsharing the mount namespace: %w", err)
+			}
+			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+				return fmt.Errorf("making / a slave mount: %w", err)
+			}
+			if err := netns.Set(target); err != nil {
+				return fmt.Errorf("entering network namespace %s: %w", name, err)
+			}
+			if err := unix.Mount(name, "/sys", "sysfs", 0, ""); err != nil {
+				return fmt.Errorf("mounting sysfs of %s: %w", name, err)
+			}
+			p := filepath.Join("/sys", rel)
+			if err := os.WriteFile(p, []byte(value), 0); err != nil {
+				return fmt.Errorf("in %s: %w", name, err)
+			}
+			return nil
+		}()
+	}()
+	return <-errc
 }

@@ -41,19 +41,11 @@ func TestLintLogsLive(t *testing.T) {
 	srv.Set(D("comp-lzo", "yes"))
 	srv.Set(D("data-ciphers", "AES-256-GCM"))
 	cli.Set(D("data-ciphers", "CHACHA20-POLY1305"))
-	s, err := Start(ctx, p.server, srv, p.dir, "server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Stop() })
+	s := p.start(t, p.server, srv, "server")
 	if err := s.WaitReady(ctx, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Start(ctx, p.client, cli, p.dir, "client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Stop() })
+	c := p.start(t, p.client, cli, "client")
 	var srep *LogReport
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -45,6 +45,24 @@ type Launcher func(ctx context.Context, logPath string, argv ...string) (Proc, e
 // NetnsLauncher starts programs with `ip netns exec NS` (runner.InNetns),
 // in their own process group, killed if ovpnperf dies.
 func NetnsLauncher(ns string) Launcher {
+	return commandLauncher(func(argv []string) *exec.Cmd {
+		return runner.InNetns(context.Background(), ns, argv...)
+	})
+}
+
+// HostLauncher starts programs in ovpnperf's own network namespace, as
+// NetnsLauncher does in a named one (a cluster serve without --netns).
+func HostLauncher() Launcher {
+	return commandLauncher(func(argv []string) *exec.Cmd {
+		return runner.Command(context.Background(), argv...)
+	})
+}
+
+// commandLauncher starts the command build makes of argv, with its output
+// appended to the log, in its own process group and with SIGTERM if
+// ovpnperf dies. The command is built on context.Background: the process
+// outlives the launch's ctx on purpose, Stop ends it.
+func commandLauncher(build func(argv []string) *exec.Cmd) Launcher {
 	return func(ctx context.Context, logPath string, argv ...string) (Proc, error) {
 		if err := runner.Require(argv[0]); err != nil {
 			return nil, err
@@ -53,8 +71,7 @@ func NetnsLauncher(ns string) Launcher {
 		if err != nil {
 			return nil, err
 		}
-		// The process outlives ctx on purpose: Stop ends it.
-		cmd := runner.InNetns(context.Background(), ns, argv...)
+		cmd := build(argv)
 		cmd.Stdout, cmd.Stderr = f, f
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 		if err := ctx.Err(); err != nil {

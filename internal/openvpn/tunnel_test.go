@@ -125,22 +125,26 @@ func (p *pair) tails() string {
 	return b.String()
 }
 
+// start starts OpenVPN with cfg in namespace ns, stopped when the test
+// ends.
+func (p *pair) start(t testing.TB, ns string, cfg *Config, role string) *Process {
+	t.Helper()
+	proc, err := Start(context.Background(), ns, cfg, p.dir, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Stop() })
+	return proc
+}
+
 func (p *pair) up(t testing.TB, srv, cli *Config) (*Process, *Process) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := Start(ctx, p.server, srv, p.dir, "server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Stop() })
+	s := p.start(t, p.server, srv, "server")
 	if err := s.WaitReady(ctx, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Start(ctx, p.client, cli, p.dir, "client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Stop() })
+	c := p.start(t, p.client, cli, "client")
 	if err := c.WaitReady(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -333,12 +337,8 @@ func TestWaitReadyReportsFailure(t *testing.T) {
 	srv, _ := p.configs(t, UDP, Variant{})
 	srv.Set(D("data-ciphers", "BF-CBC")) // needs the legacy provider
 	ctx := context.Background()
-	s, err := Start(ctx, p.server, srv, p.dir, "server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Stop() })
-	err = s.WaitReady(ctx, 60*time.Second)
+	s := p.start(t, p.server, srv, "server")
+	err := s.WaitReady(ctx, 60*time.Second)
 	if err == nil {
 		t.Fatal("WaitReady succeeded with an unsupported cipher")
 	}
@@ -430,11 +430,7 @@ func TestTwoClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	c2, err := Start(ctx, p.client, cli2, p.dir, "client-c2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c2.Stop() })
+	c2 := p.start(t, p.client, cli2, "client-c2")
 	if err := c2.WaitReady(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
