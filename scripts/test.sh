@@ -27,4 +27,4 @@ unit="./internal/advise ./internal/capture ./internal/certs ./internal/dco
 ./internal/runner ./internal/shellquote ./internal/syncbuf ./internal/tune
 ./internal/usage ./internal/verdict ./internal/vpnproc"
 go test -count=1 $unit
-go test -p 1 -count=1 -timeout 14m $(go list ./... | grep -vxF "$(go list $unit)")
+go test -p 1 -count=1 -timeout 20m $(go list ./... | grep -vxF "$(go list $unit)")
