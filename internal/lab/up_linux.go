@@ -408,20 +408,28 @@ func (l *Lab) softwareChecksums() error {
 		node   Node
 		ifname string
 	}{{Client, clientIf}, {Router, routerClientIf}} {
-		err := netns.Do(l.Namespace(e.node), func() error {
-			et, err := ethtool.NewEthtool()
-			if err != nil {
-				return fmt.Errorf("ethtool socket: %w", err)
-			}
-			defer et.Close()
-			if err := et.Change(e.ifname, map[string]bool{"tx-checksum-ip-generic": false}); err != nil {
-				return fmt.Errorf("turning tx checksum offload off on %s: %w", e.ifname, err)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", e.node, err)
+		if err := l.setFeatures(e.node, e.ifname, map[string]bool{"tx-checksum-ip-generic": false}); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// setFeatures changes offload features of a node's interface (ethtool -K).
+func (l *Lab) setFeatures(node Node, ifname string, features map[string]bool) error {
+	err := netns.Do(l.Namespace(node), func() error {
+		et, err := ethtool.NewEthtool()
+		if err != nil {
+			return fmt.Errorf("ethtool socket: %w", err)
+		}
+		defer et.Close()
+		if err := et.Change(ifname, features); err != nil {
+			return fmt.Errorf("setting %v on %s: %w", features, ifname, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", node, err)
 	}
 	return nil
 }
@@ -458,22 +466,13 @@ func (l *Lab) wireReceive() error {
 		{Wire, wireClientIf, tso, false}, {Wire, wireRouterIf, tso, false},
 		{Client, clientIf, gro, true}, {Router, routerClientIf, gro, true},
 	} {
-		err := netns.Do(l.Namespace(e.node), func() error {
-			et, err := ethtool.NewEthtool()
-			if err != nil {
-				return fmt.Errorf("ethtool socket: %w", err)
-			}
-			defer et.Close()
-			if err := et.Change(e.ifname, e.features); err != nil {
-				return fmt.Errorf("setting %v on %s: %w", e.features, e.ifname, err)
-			}
-			return nil
-		})
-		if err == nil && e.threaded {
-			err = netns.WriteSys(l.Namespace(e.node), "class/net/"+e.ifname+"/threaded", "1")
+		if err := l.setFeatures(e.node, e.ifname, e.features); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", e.node, err)
+		if e.threaded {
+			if err := netns.WriteSys(l.Namespace(e.node), "class/net/"+e.ifname+"/threaded", "1"); err != nil {
+				return fmt.Errorf("%s: %w", e.node, err)
+			}
 		}
 	}
 	return nil
