@@ -184,14 +184,11 @@ func (s *scheduler) next() (due int64, ok bool) {
 // dense stream one wake-up releases every packet due within the window,
 // none early, the first at most the window late.
 func (s *scheduler) wakeAt() (at int64, ok bool) {
+	head, ok := s.next()
+	if !ok || s.gather <= 0 {
+		return head, ok
+	}
 	n := s.q.len()
-	if n == 0 {
-		return 0, false
-	}
-	head := s.q.front().due
-	if s.gather <= 0 {
-		return head, true
-	}
 	limit := head + s.gather
 	// Release times never decrease along the FIFO: binary search for
 	// the last one within the limit (the head is).
