@@ -56,8 +56,9 @@ Without --time and --omit each sample's length follows from the path: a
 warm-up (iperf3 -O) that covers TCP slow start (one round trip per doubling
 of 10 segments up to the bandwidth-delay product, plus one round trip; whole
 seconds, at least 1s), then at least 2s, 4 round trips and 10 loaded round
-trips (with the bottleneck queue full; at most a minute) measured, so that a
-window's edges carry at most 10 % of error (20 Mbit/s at 200 ms: -O 2 -t 4;
+trips (with the bottleneck queue full; at most a minute) measured, so that
+one loaded round trip of the path is at most 10 % of a window, the error a
+window's edges can carry (20 Mbit/s at 200 ms: -O 2 -t 4;
 10 Mbit/s at 600 ms: -O 5 -t 12). A row whose sample
 stays invalid after 3 tries is given up with the reason, and progress goes
 to stderr, also with --json. docs/evidence.md explains the rules.
