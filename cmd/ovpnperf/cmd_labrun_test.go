@@ -208,6 +208,10 @@ func TestLabRunLongPaths(t *testing.T) {
 				if row.MedianBps > 1.1*c.rateBps || row.MedianBps < 0.6*c.rateBps {
 					t.Errorf("%s %s: median %.2f Mbit/s through %.0f Mbit/s, want 60–110 %%", row.Variant, row.Direction, row.MedianBps/1e6, c.rateBps/1e6)
 				}
+				// iperf3's interval and -O timers fire at the same
+				// second at the warm-up's end, so its last second is
+				// reported on either side (a clean-clone run here once
+				// had 4 omitted intervals of a 5 s warm-up).
 				for _, s := range row.Samples {
 					omitted := 0
 					for _, iv := range s.Intervals {
@@ -215,7 +219,7 @@ func TestLabRunLongPaths(t *testing.T) {
 							omitted++
 						}
 					}
-					if float64(omitted) < c.omit {
+					if float64(omitted) < c.omit-1 {
 						t.Errorf("%s %s: %d omitted intervals, want %v s of warm-up", row.Variant, row.Direction, omitted, c.omit)
 					}
 				}
