@@ -245,6 +245,7 @@ func TestBufferVerdictsEvidence(t *testing.T) {
 }
 
 func TestBuffersRecipe(t *testing.T) {
+	t.Parallel() // judges no rate and no sample's validity: see runForTest
 	// One short network instead of the recipe's two: the test checks the
 	// rows' figures and the computed verdicts, not the rule itself.
 	l := lab.Link{RateBitsPerSec: 100e6, Delay: 10 * time.Millisecond}

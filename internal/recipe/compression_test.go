@@ -136,6 +136,7 @@ func TestCompressionVerdicts(t *testing.T) {
 }
 
 func TestCompressionRecipe(t *testing.T) {
+	t.Parallel() // judges no rate and no sample's validity: see runForTest
 	rep := runForTest(t, runCompression, Options{Repeat: 1, Duration: time.Second}, "iperf3")
 	rows := map[string]int{}
 	for _, r := range rep.Rows {

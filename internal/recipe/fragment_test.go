@@ -206,6 +206,7 @@ func TestFragJudgeSaved(t *testing.T) {
 }
 
 func TestFragmentRecipe(t *testing.T) {
+	t.Parallel() // judges no rate and no sample's validity: see runForTest
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3", "ping", "tcpdump")
 	if os.Getenv("OVPNPERF_UPDATE_TESTDATA") == "1" {

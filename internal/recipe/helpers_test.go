@@ -13,6 +13,14 @@ import (
 // runForTest runs a recipe in real labs under a fresh lab name, after
 // checking root and the programs it needs (openvpn always), and fails the
 // test if the recipe failed or left any of its labs behind.
+//
+// The recipe tests whose checks no other lab's load can spoil (the rows'
+// and verdicts' structure, what OpenVPN logged or negotiated, deterministic
+// counts such as the MSS clamp or IP fragments, an invalid row allowed if
+// it says why) call t.Parallel, so that they overlap one another after the
+// package's serial tests. Those that judge a rate or require every row
+// valid (ciphers, instances, mtu, shaper) stay serial. Each run's labs
+// carry its own random name, and only that name's labs are checked.
 func runForTest(t *testing.T, run func(context.Context, Options) (*measure.Report, error), o Options, programs ...string) *measure.Report {
 	t.Helper()
 	labtest.Require(t)

@@ -118,6 +118,7 @@ func TestIPv6Verdicts(t *testing.T) {
 }
 
 func TestIPv6Recipe(t *testing.T) {
+	t.Parallel() // judges no rate and no sample's validity: see runForTest
 	rep := runForTest(t, runIPv6, Options{Repeat: 1, Duration: time.Second}, "iperf3")
 	rows := map[string]int{}
 	for _, r := range rep.Rows {

@@ -201,6 +201,7 @@ func TestPPSOuterBytes(t *testing.T) {
 // every row must exist and carry its figures, every verdict must be
 // computed, and nothing of the lab may be left.
 func TestPPSRecipe(t *testing.T) {
+	t.Parallel() // judges no rate and no sample's validity: see runForTest
 	rep := runForTest(t, runPPS, Options{Repeat: 1, Duration: time.Second})
 	var sb strings.Builder
 	if err := measure.RenderTable(&sb, rep); err != nil {

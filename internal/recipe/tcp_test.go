@@ -72,6 +72,7 @@ func TestTCPVerdicts(t *testing.T) {
 }
 
 func TestTCPRecipe(t *testing.T) {
+	t.Parallel() // judges no rate and no sample's validity: see runForTest
 	// The user's path replaces both networks: one short network.
 	p := lab.Path{Up: lab.Link{RateBitsPerSec: 200e6}, Down: lab.Link{RateBitsPerSec: 200e6}}
 	rep := runForTest(t, runTCP, Options{Repeat: 1, Duration: time.Second, Path: &p}, "iperf3")
