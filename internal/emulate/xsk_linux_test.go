@@ -79,6 +79,11 @@ func TestWireXDP(t *testing.T) {
 				if !q.KernelRead || q.LatenessSamples == 0 || q.KernelStamped == 0 {
 					t.Errorf("queue %d: socket counters read %v, %d lateness samples, %d stamped frames", i, q.KernelRead, q.LatenessSamples, q.KernelStamped)
 				}
+				// Every released frame's lateness counted, once, when its
+				// send returned.
+				if q.LatenessSamples != int(min(q.Released, reservoirSize)) {
+					t.Errorf("queue %d: %d lateness samples for %d released frames", i, q.LatenessSamples, q.Released)
+				}
 			}
 			for _, c := range []struct {
 				name       string
