@@ -31,7 +31,7 @@
 // has one spare Go P per queue so a waking queue thread never waits for a
 // busy goroutine. The thread's system calls are raw (the runtime sees a
 // running goroutine, not one in a system call), and in a process of its
-// own every thread runs real-time, one step below the queue threads: both keep the Go
+// own every thread runs at the queue threads' priority: both keep the Go
 // runtime's sysmon from making a waking queue thread spin (see
 // rawPpoll and rtprocess_linux.go). Lateness is then the host's own
 // wake-up latency; stalls of the whole machine (a loaded or

@@ -32,10 +32,6 @@ const (
 	// every normal thread, below the kernel's own RT threads (50 and up for
 	// threaded interrupts).
 	rtPriority = 10
-	// processPriority is the SCHED_FIFO priority of the emulator process's
-	// other threads under RunProcess: below the queue threads
-	// (processAttr).
-	processPriority = rtPriority - 1
 	// bindTimeout and unbindTimeout bound the wait for the kernel's answer
 	// to a config message. The unbind wait is short: closing the socket
 	// unbinds anyway.

@@ -14,8 +14,7 @@ import (
 // process. Besides the queue threads it sets two things that belong to the
 // whole process, which only such a process's entry point decides: one
 // spare Go P per queue (reserveProcs) and, while the emulator runs, every
-// other thread of the process real-time one step below the queue threads
-// (below). Emulator.Run alone, for callers
+// thread of the process real-time (below). Emulator.Run alone, for callers
 // that share their process with other work, sets neither. Only a light
 // process may call it: any busy goroutine in it would run real-time too.
 func RunProcess(ctx context.Context, cfg Config, statsPath string) error {
@@ -59,8 +58,8 @@ func reserveProcs(n int) (undo func()) {
 // thread, parks, and another thread of the process must run the scheduler
 // to hand it back its P before it can release the next packet. At normal
 // priority that other thread waits behind OpenVPN and iperf3 on a busy
-// host; real-time, one step below the queue threads (processAttr), it runs
-// within microseconds and never delays a queue thread's release. (This is read from
+// host; at the queue threads' priority it runs within microseconds, and as
+// an equal it never preempts a queue thread's release. (This is read from
 // the Go 1.26 runtime's source, retake and schedule; it was not traced.) The same held for
 // the failure this code was written against, before the calls were raw:
 // a queue thread spinning in runtime.exitsyscall (sched_yield) on a scan
@@ -83,8 +82,9 @@ func newRTThreads() *rtThreads {
 	return &rtThreads{prev: map[int]unix.SchedAttr{}}
 }
 
-// queueAttr is the queue threads' scheduling class. Reset-on-fork keeps
-// child processes and new threads off it; sweep catches new threads.
+// queueAttr is the queue threads' scheduling class, and that of the whole
+// process under RunProcess. Reset-on-fork keeps child
+// processes and new threads off it; sweep catches new threads.
 func queueAttr() unix.SchedAttr {
 	return unix.SchedAttr{
 		Size:     unix.SizeofSchedAttr,
@@ -94,31 +94,15 @@ func queueAttr() unix.SchedAttr {
 	}
 }
 
-// processAttr is the scheduling class of the process's other threads
-// under RunProcess (the runtime's, the stats writer's): real-time, so that
-// they run before any normal thread, but one step below the queue
-// threads, so that a queue thread waking on a CPU where one of them runs
-// takes the CPU at once instead of waiting for it to finish. As equals
-// they held it: every 250 ms the stats snapshot (counters, the lateness
-// quantiles, the JSON, the file) ran for up to 1.5 ms at the queue
-// threads' priority, and a traced lab run of the 100 Mbit/s path showed
-// such stretches of the owner's other threads in front of its queue
-// threads (docs/emulator.md, "Late releases on a shared VM").
-func processAttr() unix.SchedAttr {
-	a := queueAttr()
-	a.Priority = processPriority
-	return a
-}
-
 // sweep makes every thread of the process that is not real-time yet
-// real-time (processAttr), and returns how many threads of the process are not (it
+// real-time, and returns how many threads of the process are not (it
 // could not change them).
 func (r *rtThreads) sweep() (missed int) {
 	tids, err := threadIDs()
 	if err != nil {
 		return 1
 	}
-	want := processAttr()
+	want := queueAttr()
 	for _, tid := range tids {
 		cur, err := unix.SchedGetAttr(tid, 0)
 		if err != nil {

@@ -1,12 +1,7 @@
 package emulate
 
 import (
-	"bytes"
-	"fmt"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -68,15 +63,6 @@ func TestRealtimeProcessSweepAndRestore(t *testing.T) {
 		if p != unix.SCHED_FIFO {
 			t.Errorf("thread %d has policy %d after the sweep, want SCHED_FIFO", tid, p)
 		}
-		// Threads that were real-time before (another test's queue
-		// thread, say) are left as they are; the ones it changed run
-		// below the queue threads.
-		if _, changed := r.prev[tid]; !changed {
-			continue
-		}
-		if a, err := unix.SchedGetAttr(tid, 0); err == nil && a.Priority != processPriority {
-			t.Errorf("thread %d has priority %d after the sweep, want %d", tid, a.Priority, processPriority)
-		}
 	}
 	r.restore()
 	restored = true
@@ -107,92 +93,4 @@ func TestGCWithIdleQueues(t *testing.T) {
 		}
 	}
 	ping(t, n.A, testAddrB, "-c", "3", "-i", "0.05", "-W", "1")
-}
-
-// A queue thread must take its CPU from any other thread of its own
-// process: under RunProcess the queue threads run at rtPriority and every
-// other thread of the process (the runtime's, the stats writer's) one step
-// below. Equal priorities let a 1.5 ms stats snapshot hold a waking queue
-// thread off its CPU (processAttr).
-func TestEmulatorProcessQueueThreadsAbove(t *testing.T) {
-	if processPriority >= rtPriority {
-		t.Fatalf("processPriority %d is not below rtPriority %d", processPriority, rtPriority)
-	}
-	n := newTestNet(t)
-	stop := n.startEmulatorProcess(t, Config{Queues: []QueueConfig{
-		{Num: queueUp, Delay: 10 * time.Millisecond},
-		{Num: queueDown, Delay: 10 * time.Millisecond},
-	}})
-	pid := helperPid(t)
-	// The first snapshot exists; give the ticker one sweep (StatsInterval).
-	time.Sleep(2 * StatsInterval)
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	queues, others := 0, 0
-	for _, e := range tasks {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		a, err := unix.SchedGetAttr(tid, 0)
-		if err != nil {
-			continue // the thread ended
-		}
-		switch {
-		case a.Policy == unix.SCHED_FIFO && a.Priority == rtPriority:
-			queues++
-		case a.Policy == unix.SCHED_FIFO && a.Priority == processPriority:
-			others++
-		default:
-			t.Errorf("thread %d: policy %d priority %d, want SCHED_FIFO at %d (queue) or %d", tid, a.Policy, a.Priority, rtPriority, processPriority)
-		}
-	}
-	if queues != 2 || others == 0 {
-		t.Errorf("%d threads at the queue threads' priority (want 2, one per queue), %d below it", queues, others)
-	}
-	if st := stop(); !st.RealtimeProcess {
-		t.Errorf("final stats %+v: not a real-time process", st)
-	}
-}
-
-// helperPid is the emulator process startEmulatorProcess started: the
-// test binary's child running the same executable (ip netns exec execs
-// it in place).
-func helperPid(t *testing.T) int {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := 0
-	for _, e := range procs {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		if link, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && link == exe {
-			if found != 0 {
-				t.Fatalf("two emulator processes: %d and %d", found, pid)
-			}
-			found = pid
-		}
-	}
-	if found == 0 {
-		t.Fatal("no emulator process found")
-	}
-	return found
 }
