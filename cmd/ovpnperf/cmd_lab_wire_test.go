@@ -211,6 +211,31 @@ func TestLabWireXDPReceiveAggregates(t *testing.T) {
 	}
 }
 
+// An AF_PACKET lab, too, has rc and c0 receive in NAPI threads with GRO
+// and UDP GRO forwarding, which makes the wire's frames (owned by its
+// sending socket) eligible for the peer's NAPI; otherwise the router's
+// forwarding runs inside the emulator's sendmmsg (lab.wireReceive). The
+// wire ports keep TSO, so TCP aggregates still cross whole.
+func TestLabWireAFPacketReceiveThreads(t *testing.T) {
+	labtest.Require(t)
+	name := "wp" + lab.NewName()
+	t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
+	ovpnperf(t, "lab", "up", "--name", name, "--rate", "200mbit", "--rtt", "20ms", "--emulator", lab.BackendAFPacket).mustSucceed(t)
+	for _, p := range []struct {
+		node   lab.Node
+		ifname string
+		file   string
+		want   string
+	}{
+		{lab.Client, "c0", "threaded", "1"}, {lab.Router, "rc", "threaded", "1"},
+	} {
+		r := ovpnperf(t, "lab", "exec", name, string(p.node), "--", "cat", "/sys/class/net/"+p.ifname+"/"+p.file).mustSucceed(t)
+		if got := strings.TrimSpace(r.stdout); got != p.want {
+			t.Errorf("%s of %s: %s %q, want %s", p.ifname, p.node, p.file, got, p.want)
+		}
+	}
+}
+
 // lab run across the AF_PACKET wire: every row valid, and the document
 // names the backend.
 func TestLabRunAFPacket(t *testing.T) {

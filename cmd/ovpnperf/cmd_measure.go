@@ -110,7 +110,7 @@ processes' file descriptors).`,
 // echoes measure (iperf.SampleTiming), at least 5 s.
 const (
 	measureTimeRule = "from the path: 5s, or 4 round trips or 10 loaded round trips (twice the largest echo) if longer, by ICMP echoes to both addresses"
-	measureOmitRule = "from the path: its TCP slow start, at least 1s"
+	measureOmitRule = "from the path: its TCP slow start, at least 1s; 2s if no echo answers"
 )
 
 func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o measureOptions) error {

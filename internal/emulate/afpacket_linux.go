@@ -521,9 +521,13 @@ func (p *pipe) send() {
 			// count it, go on with the next.
 			p.sendErrors++
 			done++
+			p.sched.departed(monotime(), 1)
 			continue
 		}
 		done += int(r)
+		// The frames this call took have left, one after another
+		// inside it.
+		p.sched.departed(monotime(), int(r))
 	}
 	// Frames leave the hold buffer in order; the last one's end is the
 	// new tail.
@@ -563,6 +567,8 @@ func (p *pipe) kick() {
 		}
 		break
 	}
+	// The marked frames went (or failed) inside the call.
+	p.sched.departed(monotime(), p.txMarked)
 	p.txMarked = 0
 }
 

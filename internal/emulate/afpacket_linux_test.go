@@ -338,12 +338,12 @@ func benchWireBoth(b *testing.B, pps float64, bridge bool, tx string) {
 		stop = n.startWireProcess(b, afpacketConfig(tx, q, q)).stop
 	}
 	n.warmNeighbours(b)
-	up, down, busy, p := bothWays(b, n.A, n.B, wireAddrA, wireAddrB, pps, stop)
+	up, down, load, p := bothWays(b, n.A, n.B, wireAddrA, wireAddrB, pps, stop)
 	if !bridge && len(p.Queues) != 2 {
 		b.Fatalf("emulator stats: %+v", p.Stats)
 	}
 	for _, q := range p.Queues {
 		b.Logf("direction %d: late on arrival %d, kernel-stamped %d of %d, %d release batches", q.Num, q.LateOnArrival, q.KernelStamped, q.Received, q.Batches)
 	}
-	reportBoth(b, pps, [2]FlowResult{up, down}, p, busy)
+	reportBoth(b, pps, [2]FlowResult{up, down}, p, load)
 }

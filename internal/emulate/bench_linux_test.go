@@ -300,19 +300,28 @@ const fullSizePayload = 1400 - 28
 // kernel's bridge in W instead: the layer-2 path's host-alone floor.
 // "emulator=afxdp" is the AF_XDP data path on the same topology (native
 // XDP on the veth ports where the kernel has it), "emulator=afxdp-generic"
-// the same with generic XDP (benchXDPBoth).
+// the same with generic XDP, "emulator=afxdp-napi" native XDP with A's
+// and B's ports receiving in a threaded NAPI as in a lab (benchXDPBoth).
+// "gen-cpu-µs/pkt" is this process's CPU time per packet carried (the
+// load generator's senders and receivers, with the kernel work done in
+// their system calls), "host-busy-%" the share of all CPUs busy while
+// the senders sent, "gen-behind-max" the most packets a sender was
+// behind its schedule (FlowResult.MaxBehind) and then sent in a burst.
 //
 //	go test ./internal/emulate -run '^$' -bench RateBoth -benchtime 250000x -count 3
 func BenchmarkRateBoth(b *testing.B) {
 	for _, pps := range []float64{25e3, 50e3} {
-		for _, mode := range []string{"nfqueue", "afxdp", "afxdp-generic", "afpacket", "afpacket-txring", "none", "bridge"} {
+		for _, mode := range []string{"nfqueue", "afxdp", "afxdp-napi", "afxdp-generic", "afpacket", "afpacket-txring", "none", "bridge"} {
 			b.Run(fmt.Sprintf("pps=%.0f/emulator=%s", pps, mode), func(b *testing.B) {
 				switch mode {
 				case "afxdp":
-					benchXDPBoth(b, pps, "")
+					benchXDPBoth(b, pps, "", false)
+					return
+				case "afxdp-napi":
+					benchXDPBoth(b, pps, "", true)
 					return
 				case "afxdp-generic":
-					benchXDPBoth(b, pps, XDPModeGeneric)
+					benchXDPBoth(b, pps, XDPModeGeneric, false)
 					return
 				case "afpacket", "bridge":
 					benchWireBoth(b, pps, mode == "bridge", TXSendmmsg)
@@ -337,11 +346,11 @@ func BenchmarkRateBoth(b *testing.B) {
 						{Num: queueDown, Delay: benchDelay, Tolerance: time.Millisecond},
 					}})
 				}
-				up, down, busy, p := bothWays(b, n.A, n.B, testAddrA, testAddrB, pps, stop)
+				up, down, load, p := bothWays(b, n.A, n.B, testAddrA, testAddrB, pps, stop)
 				if mode != "none" && len(p.Queues) != 2 {
 					b.Fatalf("emulator stats: %+v", p.Stats)
 				}
-				reportBoth(b, pps, [2]FlowResult{up, down}, p, busy)
+				reportBoth(b, pps, [2]FlowResult{up, down}, p, load)
 			})
 		}
 	}
@@ -350,29 +359,65 @@ func BenchmarkRateBoth(b *testing.B) {
 // bothWays sends pps full-size packets each way at once, b.N in each
 // direction, from namespace a to bAddr and from b's namespace nb to
 // aAddr, then stops the emulator: the body of every BenchmarkRateBoth row.
-func bothWays(b *testing.B, na, nb, aAddr, bAddr string, pps float64, stop func() processResult) (up, down FlowResult, busy time.Duration, p processResult) {
-	busy0 := hostBusy(b)
+func bothWays(b *testing.B, na, nb, aAddr, bAddr string, pps float64, stop func() processResult) (up, down FlowResult, load hostLoad, p processResult) {
+	load0 := readHostLoad(b)
 	var derr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		down, derr = SendFlow(benchFlow(nb, na, aAddr, pps, b.N, fullSizePayload))
 	}()
-	up = runFlow(b, benchFlow(na, nb, bAddr, pps, b.N, fullSizePayload), true)
+	// The host's busy share while both senders run, apart from the
+	// whole row's (which has the receivers' drain at its end).
+	f := benchFlow(na, nb, bAddr, pps, b.N, fullSizePayload)
+	var sendStart, sendEnd hostLoad
+	f.OnStart = func() { b.ResetTimer(); sendStart = readHostLoad(b) }
+	f.OnSent = func() { b.StopTimer(); sendEnd = readHostLoad(b) }
+	up = runFlow(b, f, false)
 	<-done
-	busy = hostBusy(b) - busy0
+	load = readHostLoad(b).sub(load0)
+	if s := sendEnd.sub(sendStart); s.wall > 0 {
+		load.sendBusyPct = 100 * float64(s.busy) / float64(s.wall) / float64(runtime.NumCPU())
+	}
 	p = stop()
 	if derr != nil {
 		b.Fatal(derr)
 	}
-	return up, down, busy, p
+	return up, down, load, p
 }
 
-func reportBoth(b *testing.B, pps float64, r [2]FlowResult, p processResult, busy time.Duration) {
+// hostLoad is where the CPU went while a BenchmarkRateBoth row ran: the
+// whole host's busy time, the wall time, and this process's own CPU
+// time (the load generator: senders and receivers, with the kernel work
+// done inside their system calls); sendBusyPct is the host's busy share
+// of its CPUs while the up sender sent.
+type hostLoad struct {
+	busy, wall, gen time.Duration
+	sendBusyPct     float64
+}
+
+func readHostLoad(tb testing.TB) hostLoad {
+	tb.Helper()
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return hostLoad{
+		busy: hostBusy(tb),
+		wall: time.Duration(monotime()),
+		gen:  time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+	}
+}
+
+func (l hostLoad) sub(o hostLoad) hostLoad {
+	return hostLoad{busy: l.busy - o.busy, wall: l.wall - o.wall, gen: l.gen - o.gen}
+}
+
+func reportBoth(b *testing.B, pps float64, r [2]FlowResult, p processResult, load hostLoad) {
 	b.Helper()
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
 	held := true
-	var recvPct, lateP99, latePct, kdrops, reordered, msgs, carried float64 = 100, 0, 0, 0, 0, 0, 0
+	var recvPct, lateP99, latePct, kdrops, reordered, msgs, carried, behind float64 = 100, 0, 0, 0, 0, 0, 0, 0
 	for i := range r {
 		var q QueueStats // zero without an emulator
 		if i < len(p.Queues) {
@@ -394,10 +439,14 @@ func reportBoth(b *testing.B, pps float64, r [2]FlowResult, p processResult, bus
 		msgs += float64(q.Received)
 		carried += float64(r[i].Received)
 		// The same judgement as lab calibrate's (ceiling.go).
-		ok, _ := OutcomeFromStats(r[i], q).Held(pps)
+		ok, why := OutcomeFromStats(r[i], q).Held(pps)
 		held = held && ok
-		b.Logf("queue %d: %d probes sent, %d received, %d messages, late %d (max %v), p99 %v, kernel drops %d/%d, enobufs %d, reordered %d",
-			q.Num, r[i].Sent, r[i].Received, q.Received, q.Late, q.MaxLateness, q.LatenessP99, q.KernelQueueDrops, q.KernelUserDropped, q.ENOBUFS, r[i].Reordered)
+		if ok {
+			why = "held"
+		}
+		behind = max(behind, float64(r[i].MaxBehind))
+		b.Logf("queue %d: %d probes sent at %.0f pps (at most %d behind), %d received, %d messages, late %d (max %v), p99 %v, kernel drops %d/%d, enobufs %d, reordered %d: %s",
+			i, r[i].Sent, sent, r[i].MaxBehind, r[i].Received, q.Received, q.Late, q.MaxLateness, q.LatenessP99, q.KernelQueueDrops, q.KernelUserDropped, q.ENOBUFS, r[i].Reordered, why)
 	}
 	b.ReportMetric(recvPct, "recv-%")
 	b.ReportMetric(lateP99, "late-p99-µs")
@@ -408,7 +457,13 @@ func reportBoth(b *testing.B, pps float64, r [2]FlowResult, p processResult, bus
 		b.ReportMetric(msgs/max(carried, 1), "msgs/pkt")
 		b.ReportMetric(us(p.CPU)/max(carried, 1), "emu-cpu-µs/pkt")
 	}
-	b.ReportMetric(us(busy)/max(carried, 1), "host-cpu-µs/pkt")
+	b.ReportMetric(us(load.busy)/max(carried, 1), "host-cpu-µs/pkt")
+	b.ReportMetric(us(load.gen)/max(carried, 1), "gen-cpu-µs/pkt")
+	// How busy the host's CPUs were while the senders sent (100 % is
+	// every CPU busy): near 100 the senders, receivers and emulator
+	// compete for the CPUs, and the generator can fall short of the rate.
+	b.ReportMetric(load.sendBusyPct, "host-busy-%")
+	b.ReportMetric(behind, "gen-behind-max")
 	v := 0.0
 	if held {
 		v = 1

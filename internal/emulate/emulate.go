@@ -273,7 +273,12 @@ type QueueStats struct {
 	// Batches is how many batch verdicts released the packets.
 	Batches uint64 `json:"batches"`
 
-	// Late packets were released more than Tolerance after their due time.
+	// Late packets were released more than Tolerance after their due
+	// time. A packet's lateness is taken when the send (verdict write,
+	// sendto, sendmmsg) that carried it returned, not when its batch was
+	// handed over: the packets of a batch leave one after another inside
+	// the send, so this is each one's departure or later, by at most the
+	// time the same call took for the packets after it.
 	Late uint64 `json:"late"`
 	// LateOnArrival packets were read more than Tolerance after their
 	// earliest release time (kernel receive stamp + Delay − Jitter): what

@@ -100,6 +100,11 @@ func TestDelayRoundTrip(t *testing.T) {
 		if q.Released != q.Received || q.DroppedLoss != 0 || q.Pending != 0 {
 			t.Errorf("queue %d: received %d released %d dropped %d pending %d", q.Num, q.Received, q.Released, q.DroppedLoss, q.Pending)
 		}
+		// Every released packet's lateness counted, once, when its
+		// verdict was written.
+		if q.LatenessSamples != int(min(q.Released, reservoirSize)) {
+			t.Errorf("queue %d: %d lateness samples for %d released packets", q.Num, q.LatenessSamples, q.Released)
+		}
 		// ping -s 56: 84 bytes from the IP header on.
 		if q.Received > 0 && q.ReceivedBytes != 84*q.Received {
 			t.Errorf("queue %d: %d bytes for %d packets, want 84 each", q.Num, q.ReceivedBytes, q.Received)

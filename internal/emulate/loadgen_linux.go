@@ -51,6 +51,10 @@ type FlowResult struct {
 	RcvbufDrops    uint32          // datagrams the receiving socket dropped (SO_RXQ_OVFL)
 	Delays         []time.Duration // one-way, per received datagram
 	Reordered      int             // datagrams received after one sent later
+	// MaxBehind is the most datagrams the sender was behind its schedule
+	// at once, which it then sent back to back (64 to a sendmmsg): a
+	// sender descheduled for a millisecond at 50 000 pps is 50 behind.
+	MaxBehind int
 }
 
 // SentRate is the rate the sender managed, datagrams per second.
@@ -169,6 +173,7 @@ func SendFlow(f Flow) (FlowResult, error) {
 		default:
 		}
 		due := int(float64(monotime()-start)*rate/1e9) + 1
+		res.MaxBehind = max(res.MaxBehind, min(due, count)-res.Sent)
 		k := min(due-res.Sent, flowBatch, count-res.Sent)
 		if k <= 0 {
 			// Wait for the next datagram's time; Go's timers make this up

@@ -230,6 +230,9 @@ func (q *queue) flush() error {
 		q.verdictErrors += uint64(len(q.out) / verdictMsgLen)
 	}
 	q.out = q.out[:0]
+	// The kernel reinjected and forwarded the accepted packets inside
+	// the write, one after another: each has left by now.
+	q.sched.departedAll(monotime())
 	return err
 }
 

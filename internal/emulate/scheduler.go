@@ -123,6 +123,12 @@ type scheduler struct {
 	q       fifo[held]
 	lastDue int64
 	c       counters
+	// departing holds the release times of the packets handed to the
+	// kernel (release) whose departure the backend has not reported yet
+	// (departed), oldest first: a batch leaves one packet after another
+	// inside the backend's send, so its lateness is counted per packet,
+	// when the send that carried it returned.
+	departing fifo[int64]
 
 	res        reservoir
 	resPending []int64 // samples of the current release batch, added under one lock
@@ -205,23 +211,15 @@ func (s *scheduler) wakeAt() (at int64, ok bool) {
 }
 
 // release lets go of every packet due at now, with one batch verdict.
+// Their lateness is counted when the backend reports them sent
+// (departed), not here.
 func (s *scheduler) release(now int64, out verdictSink) int {
 	n := 0
 	var last uint32
 	for s.q.len() > 0 && s.q.front().due <= now {
 		h := s.q.pop()
-		late := now - h.due
-		if late > s.tolerance {
-			s.c.Late++
-			if late > int64(StallLateness) {
-				s.c.Stalled++
-			}
-		}
-		if late > s.c.MaxLateness {
-			s.c.MaxLateness = late
-		}
 		s.c.ReleasedBytes += uint64(h.size)
-		s.sample(late)
+		s.departing.push(h.due)
 		last = h.id
 		n++
 	}
@@ -231,9 +229,35 @@ func (s *scheduler) release(now int64, out verdictSink) int {
 	s.c.Released += uint64(n)
 	s.c.Batches++
 	out.acceptThrough(last)
-	s.flushSamples()
 	return n
 }
+
+// departed counts the lateness of the n oldest packets released and not
+// yet counted: the backend's send that carried them returned at at. A
+// send's packets leave one after another inside it (on a veth the
+// receiving namespace's stack runs there too), so at is each packet's
+// departure or later, by at most the time the same send took for the
+// packets after it.
+func (s *scheduler) departed(at int64, n int) {
+	n = min(n, s.departing.len())
+	for range n {
+		late := at - s.departing.pop()
+		if late > s.tolerance {
+			s.c.Late++
+			if late > int64(StallLateness) {
+				s.c.Stalled++
+			}
+		}
+		if late > s.c.MaxLateness {
+			s.c.MaxLateness = late
+		}
+		s.sample(late)
+	}
+	s.flushSamples()
+}
+
+// departedAll is departed for every packet released and not yet counted.
+func (s *scheduler) departedAll(at int64) { s.departed(at, s.departing.len()) }
 
 // sample offers one lateness value to the reservoir (algorithm R). The
 // random index is drawn here, without the lock; only accepted samples are

@@ -30,6 +30,14 @@ func (r recorder) acceptThrough(id uint32) {
 
 const ms = int64(time.Millisecond)
 
+// rel releases what is due at now and reports it sent at once, as a
+// backend whose send takes no time would.
+func rel(s *scheduler, now int64, r recorder) int {
+	n := s.release(now, r)
+	s.departedAll(now)
+	return n
+}
+
 func TestSchedulerFIFOAndBatches(t *testing.T) {
 	s := newScheduler(QueueConfig{Delay: 10 * time.Millisecond}, 1)
 	var sink fakeSink
@@ -37,7 +45,7 @@ func TestSchedulerFIFOAndBatches(t *testing.T) {
 		now := int64(i) * ms
 		s.arrive(now, uint32(100+i), 1000, recorder{&sink, now})
 	}
-	if n := s.release(9*ms, recorder{&sink, 9 * ms}); n != 0 {
+	if n := rel(s, 9*ms, recorder{&sink, 9 * ms}); n != 0 {
 		t.Fatalf("released %d packets before any was due", n)
 	}
 	if due, ok := s.next(); !ok || due != 10*ms {
@@ -45,10 +53,10 @@ func TestSchedulerFIFOAndBatches(t *testing.T) {
 	}
 	// At 12 ms, the packets that came at 0, 1 and 2 ms are due: one batch
 	// through id 102.
-	if n := s.release(12*ms, recorder{&sink, 12 * ms}); n != 3 {
+	if n := rel(s, 12*ms, recorder{&sink, 12 * ms}); n != 3 {
 		t.Fatalf("released %d, want 3", n)
 	}
-	if n := s.release(20*ms, recorder{&sink, 20 * ms}); n != 2 {
+	if n := rel(s, 20*ms, recorder{&sink, 20 * ms}); n != 2 {
 		t.Fatalf("released %d, want 2", n)
 	}
 	want := []verdictEvent{{true, 102, 12 * ms}, {true, 104, 20 * ms}}
@@ -90,14 +98,14 @@ func TestSchedulerJitterNeverReorders(t *testing.T) {
 		for range 20000 {
 			now += rng.Int64N(200 * int64(time.Microsecond))
 			if rng.IntN(3) == 0 {
-				s.release(now, recorder{&sink, now})
+				rel(s, now, recorder{&sink, now})
 				continue
 			}
 			id++
 			arrived[id] = now
 			s.arrive(now, id, 100, recorder{&sink, now})
 		}
-		s.release(now+time.Minute.Nanoseconds(), recorder{&sink, now + time.Minute.Nanoseconds()})
+		rel(s, now+time.Minute.Nanoseconds(), recorder{&sink, now + time.Minute.Nanoseconds()})
 		last := uint32(0)
 		for _, ev := range sink.events {
 			if !ev.accept {
@@ -134,7 +142,7 @@ func TestSchedulerJitterSpread(t *testing.T) {
 		d := due - now
 		sum += float64(d)
 		lo, hi = min(lo, d), max(hi, d)
-		s.release(due, recorder{&sink, due})
+		rel(s, due, recorder{&sink, due})
 	}
 	if lo < delay-jitter || hi > delay+jitter {
 		t.Errorf("delays from %v to %v, outside 50±10 ms", time.Duration(lo), time.Duration(hi))
@@ -164,11 +172,11 @@ func TestSchedulerLoss(t *testing.T) {
 			now := int64(i) * 1000
 			s.arrive(now, uint32(i+1), 1, recorder{&sink, now})
 			if i%7 == 0 {
-				s.release(now, recorder{&sink, now})
+				rel(s, now, recorder{&sink, now})
 			}
 		}
 		end := int64(tc.n) * 1000
-		s.release(end, recorder{&sink, end})
+		rel(s, end, recorder{&sink, end})
 		p := tc.loss / 100
 		mean := float64(tc.n) * p
 		sd := math.Sqrt(float64(tc.n) * p * (1 - p))
@@ -240,7 +248,7 @@ func TestReservoirUniform(t *testing.T) {
 		now := int64(i)
 		s.arrive(0, uint32(i+1), 1, recorder{&sink, 0})
 		s.q.front().due = 0
-		s.release(now, recorder{&sink, now})
+		rel(s, now, recorder{&sink, now})
 	}
 	p50, p99, n := s.res.quantiles()
 	if n != reservoirSize {
@@ -295,14 +303,52 @@ func TestSchedulerStall(t *testing.T) {
 	s := newScheduler(QueueConfig{Delay: 5 * time.Millisecond}, 1)
 	s.arrive(0, 1, 100, recorder{&sink, 0})
 	s.arrive(0, 2, 100, recorder{&sink, 0})
-	s.release(5*ms+2*ms, recorder{&sink, 7 * ms}) // 2 ms late
+	rel(s, 5*ms+2*ms, recorder{&sink, 7 * ms}) // 2 ms late
 	if s.c.Late != 2 || s.c.Stalled != 0 {
 		t.Fatalf("2 ms late: late %d stalled %d, want 2 and 0", s.c.Late, s.c.Stalled)
 	}
 	s.arrive(10*ms, 3, 100, recorder{&sink, 10 * ms})
-	s.release(15*ms+int64(StallLateness)+ms, recorder{&sink, 0})
+	rel(s, 15*ms+int64(StallLateness)+ms, recorder{&sink, 0})
 	if s.c.Late != 3 || s.c.Stalled != 1 {
 		t.Fatalf("stall: late %d stalled %d, want 3 and 1", s.c.Late, s.c.Stalled)
+	}
+}
+
+// A batch leaves one packet after another inside the backend's send, so
+// lateness is counted when the send that carried a packet returned
+// (departed), not when the batch was handed over: ten packets released
+// on time and sent 300 µs apiece, three to a send call, count the seven
+// that left more than the 1 ms tolerance after their release time as
+// late, the last 3 ms.
+func TestSchedulerLatenessPerDeparture(t *testing.T) {
+	s := newScheduler(QueueConfig{Delay: 5 * time.Millisecond, Tolerance: time.Millisecond}, 1)
+	var sink fakeSink
+	for id := range uint32(10) {
+		s.arrive(0, id+1, 100, recorder{&sink, 0})
+	}
+	if n := s.release(5*ms, recorder{&sink, 5 * ms}); n != 10 {
+		t.Fatalf("released %d, want 10", n)
+	}
+	if s.c.Released != 10 || s.c.Late != 0 || s.c.MaxLateness != 0 {
+		t.Fatalf("counted before any departure: %+v", s.c)
+	}
+	const per = 300 * int64(time.Microsecond)
+	for sent := 0; sent < 10; {
+		k := min(3, 10-sent)
+		sent += k
+		s.departed(5*ms+int64(sent)*per, k)
+	}
+	if s.c.Late != 7 || s.c.MaxLateness != 10*per || s.c.Stalled != 0 {
+		t.Errorf("late %d, max %v, stalled %d; want 7, 3ms, 0", s.c.Late, time.Duration(s.c.MaxLateness), s.c.Stalled)
+	}
+	if _, p99, k := s.res.quantiles(); k != 10 || p99 != time.Duration(10*per) {
+		t.Errorf("%d lateness samples, p99 %v; want 10, 3ms", k, p99)
+	}
+	// Nothing is counted twice, and a report beyond what was released
+	// counts nothing.
+	s.departed(time.Minute.Nanoseconds(), 5)
+	if s.c.Late != 7 || s.departing.len() != 0 {
+		t.Errorf("after an extra report: late %d, %d waiting", s.c.Late, s.departing.len())
 	}
 }
 
@@ -326,7 +372,7 @@ func TestSchedulerGather(t *testing.T) {
 	if at, _ := s.wakeAt(); at != s.q.front().due {
 		t.Fatalf("lone packet: wake at %v, due at %v", time.Duration(at), time.Duration(s.q.front().due))
 	}
-	s.release(time.Minute.Nanoseconds(), recorder{&sink, time.Minute.Nanoseconds()})
+	rel(s, time.Minute.Nanoseconds(), recorder{&sink, time.Minute.Nanoseconds()})
 	s = newScheduler(qc, 3)
 	sink = fakeSink{}
 	const n, every = 20000, 20 * int64(time.Microsecond)
@@ -344,7 +390,7 @@ func TestSchedulerGather(t *testing.T) {
 		}
 		before := len(sink.events)
 		first := s.q.front().due
-		k := s.release(at, recorder{&sink, at})
+		k := rel(s, at, recorder{&sink, at})
 		if k == 0 || len(sink.events) != before+1 {
 			t.Fatalf("wake at %v released %d packets in %d verdicts", time.Duration(at), k, len(sink.events)-before)
 		}

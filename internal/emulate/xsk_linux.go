@@ -342,6 +342,7 @@ type xskLane struct {
 	held       []xskHeld // ring in arrival order, as long as in's RX frames
 	head, n    int
 	seq        uint32 // id of the last arrival
+	txDone     uint32 // the egress TX ring's consumer at the last departed count
 	dropped    bool   // set by drop for the frame being handed over
 	monoOffset int64  // monotime − CLOCK_MONOTONIC: maps the XDP stamps
 
@@ -419,21 +420,31 @@ func (l *xskLane) recycle(addr uint64) {
 
 // kick publishes the TX ring and has the kernel send it: in copy mode the
 // frames go out (and through the egress veth into the next namespace)
-// within the sendto call.
+// within the sendto call, up to the socket's TX budget per call. After
+// each call the frames the kernel took from the ring count as departed
+// then (scheduler.departed).
 func (l *xskLane) kick() {
 	tx := &l.out.tx
 	atomic.StoreUint32(tx.producer, tx.prod)
-	for range xskKickTries {
-		if atomic.LoadUint32(tx.consumer) == tx.prod {
-			return
-		}
+	l.countSent()
+	for tries := 0; l.txDone != tx.prod && tries < xskKickTries; tries++ {
 		_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(l.out.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		l.countSent()
 		switch e {
 		case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.EINTR:
 		default:
 			l.txErrors++
 			return
 		}
+	}
+}
+
+// countSent counts the frames the kernel has taken from the TX ring since
+// the last call as departed now.
+func (l *xskLane) countSent() {
+	if c := atomic.LoadUint32(l.out.tx.consumer); c != l.txDone {
+		l.sched.departed(monotime(), int(c-l.txDone))
+		l.txDone = c
 	}
 }
 

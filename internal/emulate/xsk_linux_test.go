@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/safchain/ethtool"
+
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
@@ -76,6 +78,11 @@ func TestWireXDP(t *testing.T) {
 					q.Num, q.Received, q.Released, q.DroppedLoss, q.Late, q.MaxLateness, q.LatenessP99, q.LateOnArrival, q.KernelStamped, q.KernelQueueDrops, q.VerdictErrors)
 				if !q.KernelRead || q.LatenessSamples == 0 || q.KernelStamped == 0 {
 					t.Errorf("queue %d: socket counters read %v, %d lateness samples, %d stamped frames", i, q.KernelRead, q.LatenessSamples, q.KernelStamped)
+				}
+				// Every released frame's lateness counted, once, when its
+				// send returned.
+				if q.LatenessSamples != int(min(q.Released, reservoirSize)) {
+					t.Errorf("queue %d: %d lateness samples for %d released frames", i, q.LatenessSamples, q.Released)
 				}
 			}
 			for _, c := range []struct {
@@ -235,14 +242,64 @@ func TestWireXDPStatsDuringStop(t *testing.T) {
 // emulator as its own process in W, in the given XDP mode ("" tries
 // native first): the same generator, counters and CPU accounting as the
 // other backends' rows.
-func benchXDPBoth(b *testing.B, pps float64, mode string) {
+//
+// With napiReceive, A's and B's ports receive in a threaded NAPI with GRO
+// and W's ports have TSO off, as the lab's AF_XDP paths do (lab's
+// wireReceive): the receiving namespace's stack then runs in its NAPI
+// thread, not inside the emulator's sendto. The work moves; the host
+// figure says whether any is saved.
+func benchXDPBoth(b *testing.B, pps float64, mode string, napiReceive bool) {
 	n := newWireNet(b)
+	if napiReceive {
+		n.napiReceive(b)
+	}
 	q := QueueConfig{Delay: benchDelay, Tolerance: time.Millisecond}
 	stop := n.startXDP(b, xdpConfig(mode, q, q))
-	up, down, busy, p := bothWays(b, n.A, n.B, wireAddrA, wireAddrB, pps, stop)
+	up, down, load, p := bothWays(b, n.A, n.B, wireAddrA, wireAddrB, pps, stop)
 	if len(p.Queues) != 2 || (mode != "" && p.XDPMode != mode) {
 		b.Fatalf("emulator stats: %+v", p.Stats)
 	}
 	b.Logf("XDP mode %s", p.XDPMode)
-	reportBoth(b, pps, [2]FlowResult{up, down}, p, busy)
+	reportBoth(b, pps, [2]FlowResult{up, down}, p, load)
+}
+
+// napiReceive has a0 and b0, the ports the wire sends into, receive in a
+// threaded NAPI with GRO, and wa and wb send with TSO off (a veth hands a
+// frame to its peer's NAPI only when the sending port could not have
+// segmented it itself).
+//
+// Equivalent to:
+//
+//	ip netns exec W ethtool -K wa tso off; ip netns exec W ethtool -K wb tso off
+//	ip netns exec A ethtool -K a0 gro on; echo 1 > /sys/class/net/a0/threaded
+//	ip netns exec B ethtool -K b0 gro on; echo 1 > /sys/class/net/b0/threaded
+func (n *wireNet) napiReceive(tb testing.TB) {
+	tb.Helper()
+	tso := map[string]bool{"tx-tcp-segmentation": false, "tx-tcp6-segmentation": false,
+		"tx-tcp-ecn-segmentation": false, "tx-tcp-mangleid-segmentation": false}
+	gro := map[string]bool{"rx-gro": true}
+	for _, e := range []struct {
+		ns, dev  string
+		features map[string]bool
+		threaded bool
+	}{
+		{n.W, wirePortA, tso, false}, {n.W, wirePortB, tso, false},
+		{n.A, "a0", gro, true}, {n.B, "b0", gro, true},
+	} {
+		if err := netns.Do(e.ns, func() error {
+			et, err := ethtool.NewEthtool()
+			if err != nil {
+				return err
+			}
+			defer et.Close()
+			return et.Change(e.dev, e.features)
+		}); err != nil {
+			tb.Fatalf("%s %s: %v", e.ns, e.dev, err)
+		}
+		if e.threaded {
+			if err := netns.WriteSys(e.ns, "class/net/"+e.dev+"/threaded", "1"); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
 }

@@ -72,6 +72,30 @@ func SampleTiming(rtt, loaded time.Duration, rate uint64) (duration, omit time.D
 // delays and queues (lab.Path.MaxRoundTrip) and needs no estimate.
 func RealPathSlack(maxRTT time.Duration) time.Duration { return 2 * maxRTT }
 
+// RealPathTiming is SampleTiming for a user's own path, which ovpnperf
+// knows only by the largest round trip its ICMP echoes saw (measure: the
+// largest of its echoes outside and inside the tunnel; probe: the mean
+// plus four mean deviations): that round trip sizes the warm-up, and
+// RealPathSlack of it stands for the loaded round trip and is the window
+// check's slack. measure and probe both size their samples here, so the
+// same echoes give the same sample. Without an echo (largest 0) nothing
+// sizes the sample: NoEchoWarmup of warm-up, the command's own length
+// and no slack.
+func RealPathTiming(largest time.Duration) (duration, omit, slack time.Duration) {
+	if largest <= 0 {
+		return 0, NoEchoWarmup, 0
+	}
+	slack = RealPathSlack(largest)
+	duration, omit = SampleTiming(largest, slack, 0)
+	return duration, omit, slack
+}
+
+// NoEchoWarmup is the warm-up of a sample on a user's path that answered
+// no ICMP echo: slow start from 10 segments to Linux's largest default
+// send buffer (4 MiB) takes about 10 round trips, 2 s on a path of up to
+// 200 ms.
+const NoEchoWarmup = 2 * time.Second
+
 func ceilSeconds(d time.Duration) time.Duration {
 	return (d + time.Second - 1) / time.Second * time.Second
 }

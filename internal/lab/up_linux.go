@@ -310,8 +310,8 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 			return fmt.Errorf("setting links up in %s: %w", n, err)
 		}
 	}
-	if backend == BackendAFXDP {
-		if err := l.wireReceive(); err != nil {
+	if WireBackend(backend) {
+		if err := l.wireReceive(backend); err != nil {
 			return err
 		}
 	}
@@ -434,38 +434,59 @@ func (l *Lab) setFeatures(node Node, ifname string, features map[string]bool) er
 	return nil
 }
 
-// wireReceive has the two ports the AF_XDP wire sends into, rc (up) and
-// c0 (down), receive through their own NAPI thread with GRO, instead of in
-// the emulator's send: a copy-mode AF_XDP send hands each frame to the veth
-// peer and, without NAPI there, the kernel runs the peer's whole receive
-// (the router's forwarding and tbf, or the client's TCP) inside that
-// sendto, on the emulator's real-time thread, frame by frame. With TSO off
-// on the wire ports (a veth uses its peer's NAPI only for frames it could
-// not have segmented itself), GRO on and NAPI threaded on rc and c0, the
-// send only queues the frame and the NAPI thread merges what it finds
-// into aggregates, as the NFQUEUE path sees them: one TCP flow up at
-// 500 Mbit/s through 20 ms left the router in aggregates of 12–17 kB
-// instead of single frames, and far fewer of the emulator's releases were
-// late (docs/emulator.md, "AF_XDP in a lab run").
+// wireReceive has the two ports the wire sends into, rc (up) and c0
+// (down), receive through their own NAPI thread with GRO, instead of in the
+// emulator's send: a send from the wire hands each frame to the veth peer
+// and, without NAPI there, the kernel runs the peer's whole receive (the
+// router's forwarding and tbf, or the client's TCP) inside that send, on
+// the emulator's real-time thread, frame by frame. With GRO on and NAPI
+// threaded on rc and c0, and the frame eligible for the peer's NAPI, the
+// send only queues the frame and the NAPI thread merges what it finds into
+// aggregates, as the NFQUEUE path sees them: one TCP flow up at 500 Mbit/s
+// through 20 ms across the AF_XDP wire left the router in aggregates of
+// 12–17 kB instead of single frames, and far fewer of the emulator's
+// releases were late (docs/emulator.md, "AF_XDP in a lab run").
 //
-// Equivalent to:
+// A veth hands a frame to its peer's NAPI only when the sending port could
+// not have segmented it itself, or when the frame comes from a local
+// socket and the peer forwards UDP GRO (Linux drivers/net/veth.c,
+// veth_skb_is_eligible_for_gro). AF_XDP's copy-mode frames belong to no
+// socket, so for afxdp the wire ports get TSO off. AF_PACKET's do (the
+// sending socket owns them), so for afpacket rc and c0 get UDP GRO
+// forwarding instead and the wire ports keep TSO, which lets GSO
+// aggregates cross whole: the AF_PACKET wire's jumbo up row, OpenVPN's
+// fragmented datagrams at tens of thousands of frames a second, had
+// 3.4–7.5 % of its releases late with the router's forwarding in the
+// emulator's sendmmsg (docs/emulator.md, "nfqueue against afpacket in a
+// lab run").
+//
+// Equivalent to (afxdp; afpacket instead: ethtool -K IF gro on
+// rx-udp-gro-forwarding on on c0 and rc, and the wire ports unchanged):
 //
 //	ip netns exec W ethtool -K wc tso off; ip netns exec W ethtool -K wr tso off
 //	ip netns exec C ethtool -K c0 gro on; echo 1 > /sys/class/net/c0/threaded
 //	ip netns exec R ethtool -K rc gro on; echo 1 > /sys/class/net/rc/threaded
-func (l *Lab) wireReceive() error {
-	tso := map[string]bool{"tx-tcp-segmentation": false, "tx-tcp6-segmentation": false,
-		"tx-tcp-ecn-segmentation": false, "tx-tcp-mangleid-segmentation": false}
-	gro := map[string]bool{"rx-gro": true}
-	for _, e := range []struct {
+func (l *Lab) wireReceive(backend string) error {
+	type port struct {
 		node     Node
 		ifname   string
 		features map[string]bool
 		threaded bool
-	}{
-		{Wire, wireClientIf, tso, false}, {Wire, wireRouterIf, tso, false},
-		{Client, clientIf, gro, true}, {Router, routerClientIf, gro, true},
-	} {
+	}
+	var ports []port
+	if backend == BackendAFXDP {
+		tso := map[string]bool{"tx-tcp-segmentation": false, "tx-tcp6-segmentation": false,
+			"tx-tcp-ecn-segmentation": false, "tx-tcp-mangleid-segmentation": false}
+		gro := map[string]bool{"rx-gro": true}
+		ports = []port{
+			{Wire, wireClientIf, tso, false}, {Wire, wireRouterIf, tso, false},
+			{Client, clientIf, gro, true}, {Router, routerClientIf, gro, true},
+		}
+	} else {
+		gro := map[string]bool{"rx-gro": true, "rx-udp-gro-forwarding": true}
+		ports = []port{{Client, clientIf, gro, true}, {Router, routerClientIf, gro, true}}
+	}
+	for _, e := range ports {
 		if err := l.setFeatures(e.node, e.ifname, e.features); err != nil {
 			return err
 		}

@@ -491,3 +491,49 @@ func mustParse(t *testing.T, text string) *openvpn.ConfigFile {
 	}
 	return f
 }
+
+// A config that includes a file which is no config (a hostile
+// `config /etc/shadow`) gets one finding naming that file, and no output
+// format shows a byte of its text; an included config that is one keeps
+// its findings.
+func TestIncludedNotConfigNotShown(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("shadow", "root:$y$j9T$Qsaltsalt$hashhashhash:20228:0:99999:7:::\nalice:$6$rounds$abc:20228::::::\n", 0o640)
+	write("more.conf", "verb 7\nbogus-option 1\n", 0o644)
+	top := write("client.conf", "client\ndev tun\nremote vpn.example.net 1194\nconfig shadow\nconfig more.conf\n", 0o644)
+	f, fs := lintFile(t, top, clientCtx)
+	fs = Redact(fs, f)
+	var notConfig, bogus int
+	for _, x := range fs {
+		if x.Rule == "not-a-config" {
+			notConfig++
+			if filepath.Base(x.File) != "shadow" || x.Line != 1 {
+				t.Errorf("not-a-config at %s:%d", x.File, x.Line)
+			}
+		}
+		if filepath.Base(x.File) == "more.conf" && x.Rule == "unknown-option" && strings.Contains(x.Problem, "bogus-option") {
+			bogus++
+		}
+	}
+	if notConfig != 1 || bogus != 1 {
+		t.Errorf("%d not-a-config findings (want 1), %d for more.conf's unknown option (want 1):\n%s", notConfig, bogus, Text(fs))
+	}
+	j, err := json.Marshal(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{Text(fs), string(j)} {
+		for _, leak := range []string{"root", "alice", "20228", "j9T", "rounds"} {
+			if strings.Contains(out, leak) {
+				t.Errorf("included non-config's text %q printed:\n%s", leak, out)
+			}
+		}
+	}
+}

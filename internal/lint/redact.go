@@ -20,7 +20,11 @@ import (
 //     its replacement lines are dropped (deleting it stays possible);
 //   - in every text of every finding, runs that look like key material
 //     (base64 of 20 or more characters, hex of 32 or more) are replaced
-//     by [redacted].
+//     by [redacted];
+//   - a file included with `config` whose first directive is no option
+//     OpenVPN knows is not a config at all (a hostile or mistaken
+//     `config /etc/shadow`, a password file, a log): its findings become
+//     one that names the file and shows none of its text.
 
 // Redacted replaces key material in finding texts.
 const Redacted = "[redacted]"
@@ -112,21 +116,63 @@ func secretLines(f *openvpn.ConfigFile) map[string]map[int]bool {
 	return out
 }
 
+// notConfigs are the files cfg includes (at any depth, not cfg itself)
+// whose first directive is no option OpenVPN 2.6 or 2.7 knows or once
+// knew, and that hold no key material there (Redact names key lines as
+// such).
+func notConfigs(cfg *openvpn.ConfigFile, secret map[string]map[int]bool, out map[string]bool) {
+	if cfg == nil {
+		return
+	}
+	for _, inc := range cfg.Includes {
+		if inc == nil {
+			continue
+		}
+		for _, d := range inc.Directives {
+			if d.Pos.File != inc.Path {
+				continue // an include of the include's
+			}
+			_, removed := openvpn.RemovedOptions[d.Name]
+			if !d.Inline && !secret[inc.Path][d.Pos.Line] && !openvpn.KnownOption26(d.Name) && !options27[d.Name] && !removed {
+				out[inc.Path] = true
+			}
+			break
+		}
+		notConfigs(inc, secret, out)
+	}
+}
+
 // Redact returns the findings with key material removed (see above).
 // cfgs are the configs the findings are about (nil ones are skipped).
 func Redact(fs []Finding, cfgs ...*openvpn.ConfigFile) []Finding {
 	secret := map[string]map[int]bool{}
+	notConfig := map[string]bool{}
 	for _, cfg := range cfgs {
 		for file, lines := range secretLines(cfg) {
 			secret[file] = lines
 		}
 	}
+	for _, cfg := range cfgs {
+		notConfigs(cfg, secret, notConfig)
+	}
 	out := make([]Finding, 0, len(fs))
 	// keyEnd[i] is the last line of the run of key lines out[i] stands
 	// for (0: not a key-line finding).
 	var keyEnd []int
+	named := map[string]bool{} // not-config files already reported
 	for _, f := range fs {
 		end := 0
+		if notConfig[f.File] {
+			if named[f.File] {
+				continue
+			}
+			named[f.File] = true
+			out = append(out, Finding{Rule: "not-a-config", Severity: Error, Category: Compatibility, File: f.File, Line: 1, Decision: true,
+				Problem: "this file, included with `config`, is not an OpenVPN config: its first line is no option OpenVPN 2.6 knows, and 2.6 stops there. Its text is not shown.",
+				Reason:  "`config FILE` makes OpenVPN read FILE as more of the config; a file that is not one (a password or key file, a log) may hold secrets, so lint neither quotes nor checks it. Remove the `config` line that names it, or name the config that was meant."})
+			keyEnd = append(keyEnd, 0)
+			continue
+		}
 		if f.Line > 0 && secret[f.File][f.Line] {
 			// One finding for a whole pasted key: the run of secret
 			// lines with the same rule.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 )
 
@@ -134,8 +135,17 @@ func TestIperfTimingFollowsTheEchoes(t *testing.T) {
 		t.Errorf("4 s: %+v", o)
 	}
 	o, _ = iperfTiming(rtt(1), rtt(0.1), 5*time.Second)
-	if o.Duration != 5*time.Second || o.Omit != 2*time.Second || o.PathSlack > 10*time.Millisecond {
+	if o.Duration != 5*time.Second || o.Omit != time.Second || o.PathSlack > 10*time.Millisecond {
 		t.Errorf("1 ms: %+v", o)
+	}
+	// The same rule as measure's (iperf.RealPathTiming), at the largest
+	// round trip: the echo round trip plus four mean deviations.
+	for _, c := range []struct{ rtt, mdev float64 }{{0.3, 0.05}, {20, 2}, {150, 10}, {600, 5}, {640, 40}, {2000, 100}} {
+		o, _ := iperfTiming(rtt(c.rtt), rtt(c.mdev), time.Second)
+		d, w, slack := iperf.RealPathTiming(time.Duration((c.rtt + 4*c.mdev) * float64(time.Millisecond)))
+		if o.Duration != max(time.Second, d) || o.Omit != w || o.PathSlack != slack {
+			t.Errorf("%v ms ± %v: probe %v -O %v slack %v, the rule %v -O %v slack %v", c.rtt, c.mdev, o.Duration, o.Omit, o.PathSlack, d, w, slack)
+		}
 	}
 	o, why = iperfTiming(missing[float64]("no echo"), missing[float64]("no echo"), 5*time.Second)
 	if o.Duration != 5*time.Second || o.Omit != 2*time.Second || o.PathSlack != 0 || !strings.Contains(why, "no echo") {

@@ -160,26 +160,24 @@ func resolve(ctx context.Context, host string) (v4, v6 netip.Addr, err error) {
 	return v4, v6, nil
 }
 
-// iperfTiming sizes the throughput sample to the path the echoes measured:
-// the warm-up (slow start) and length follow iperf.SampleTiming's rule at
-// that round trip, never shorter than asked (at least 2 s of warm-up), and
-// the window check allows the path's largest round trip, taken as the
-// echo round trip plus four mean deviations, which also stands for the
-// loaded round trip in the rule. Without an echo round trip the sample is
-// as asked, with no slack.
+// iperfTiming sizes the throughput sample to the path the echoes measured,
+// by the rule measure uses too (iperf.RealPathTiming), at the path's
+// largest round trip, taken as the echo round trip plus four mean
+// deviations; never shorter than asked. Without an echo round trip the
+// sample is as asked, with no slack.
 func iperfTiming(rttMs, jitterMs Field[float64], asked time.Duration) (iperf.ClientOptions, string) {
-	o := iperf.ClientOptions{Duration: asked, Omit: 2 * time.Second}
-	if !rttMs.Known() {
+	var largest time.Duration
+	if rttMs.Known() {
+		largest = time.Duration(rttMs.Value * float64(time.Millisecond))
+		if jitterMs.Known() {
+			largest += time.Duration(4 * jitterMs.Value * float64(time.Millisecond))
+		}
+	}
+	d, w, slack := iperf.RealPathTiming(largest)
+	o := iperf.ClientOptions{Duration: max(asked, d), Omit: w, PathSlack: slack}
+	if largest == 0 {
 		return o, fmt.Sprintf("%v after a %v warm-up (no echo round trip to size it by)", o.Duration, o.Omit)
 	}
-	rtt := time.Duration(rttMs.Value * float64(time.Millisecond))
-	largest := rtt
-	if jitterMs.Known() {
-		largest += time.Duration(4 * jitterMs.Value * float64(time.Millisecond))
-	}
-	o.PathSlack = iperf.RealPathSlack(largest)
-	d, w := iperf.SampleTiming(rtt, o.PathSlack, 0)
-	o.Duration, o.Omit = max(asked, d), max(o.Omit, w)
 	return o, fmt.Sprintf("%v after a %v warm-up (sized by the %.0f ms echo round trip; window check allows %v more, or the largest round trip of echoes during the sample)", o.Duration, o.Omit, rttMs.Value, o.PathSlack.Round(time.Millisecond))
 }
 

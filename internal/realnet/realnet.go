@@ -71,17 +71,14 @@ type Spec struct {
 	Progress   io.Writer
 }
 
-// Sample defaults: at least 5 s measured (iperf3's default is 10 s; lab run
-// takes 2 s), after 1 s of warm-up, longer where the path needs it.
-const (
-	minDuration = 5 * time.Second
-	minOmit     = time.Second
-)
+// Sample default: at least 5 s measured (iperf3's default is 10 s; lab run
+// takes 2 s), longer where the path needs it (iperf.RealPathTiming).
+const minDuration = 5 * time.Second
 
 // sizeSamples measures the round trip to the far end outside and inside the
 // tunnel with ICMP echoes and, where spec leaves them to the path, sizes
-// the samples by the larger (iperf.SampleTiming's rule) and lets the window
-// check allow iperf.RealPathSlack of the largest echo. It returns what it
+// the samples by the larger (iperf.RealPathTiming, probe's rule too) and
+// lets the window check allow iperf.RealPathSlack of it. It returns what it
 // did in words, for the report and the progress.
 func sizeSamples(ctx context.Context, spec *Spec) string {
 	var largest time.Duration
@@ -94,6 +91,12 @@ func sizeSamples(ctx context.Context, spec *Spec) string {
 		}
 		largest = max(largest, hi)
 	}
+	return sizeByEcho(spec, largest, failed)
+}
+
+// sizeByEcho sizes spec's samples by the largest echo round trip (0: no
+// echo answered, failed says why) where spec leaves them to the path.
+func sizeByEcho(spec *Spec, largest time.Duration, failed []string) string {
 	var given []string
 	if spec.Duration > 0 {
 		given = append(given, "--time")
@@ -102,21 +105,17 @@ func sizeSamples(ctx context.Context, spec *Spec) string {
 		given = append(given, "--omit")
 	}
 	var how string
+	d, w, slack := iperf.RealPathTiming(largest)
+	spec.Duration = cmp.Or(spec.Duration, max(minDuration, d))
+	if spec.Omit < 0 {
+		spec.Omit = w
+	}
+	if spec.PathSlack == 0 {
+		spec.PathSlack = slack
+	}
 	if largest == 0 {
-		spec.Duration = cmp.Or(spec.Duration, minDuration)
-		if spec.Omit < 0 {
-			spec.Omit = minOmit
-		}
 		how = fmt.Sprintf("no ICMP echo answered (%s): not sized by the path; a window check without slack may refuse samples on a path longer than about %v", strings.Join(failed, "; "), time.Duration(float64(spec.Duration)*iperf.WindowTolerance).Round(time.Millisecond))
 	} else {
-		d, w := iperf.SampleTiming(largest, iperf.RealPathSlack(largest), 0)
-		spec.Duration = cmp.Or(spec.Duration, max(minDuration, d))
-		if spec.Omit < 0 {
-			spec.Omit = max(minOmit, w)
-		}
-		if spec.PathSlack == 0 {
-			spec.PathSlack = iperf.RealPathSlack(largest)
-		}
 		how = fmt.Sprintf("largest echo round trip %v (5 ICMP echoes each outside and inside the tunnel); window check allows %v more, or the largest round trip of echoes sent during the sample (5 a second) where longer, and the receiver above its sender by the bytes its own rate carries in that time", largest.Round(100*time.Microsecond), spec.PathSlack.Round(time.Millisecond))
 	}
 	src := "sized by the path's round trip"
