@@ -22,7 +22,7 @@ var Rules = map[string]RuleDoc{
 	"removed-option":              {Error, "An option removed from OpenVPN; the target version refuses the config. The finding names the replacement."},
 	"deprecated-option":           {Warning, "An option deprecated in OpenVPN; it still works but will be removed."},
 	"unknown-option":              {Error, "An option the target OpenVPN does not know: it stops with \"Unrecognized option\"."},
-	"not-a-config":                {Error, "A file included with `config` whose first line is no OpenVPN option: not a config (it may hold secrets, so none of its text is shown)."},
+	"not-a-config":                {Error, "A file included with `config` whose first directive (comments aside) is no OpenVPN option: not a config (it may hold secrets, so none of its text is shown)."},
 	"parameter-count":             {Error, "An option with fewer or more parameters than OpenVPN 2.6 accepts: it stops with \"Unrecognized option or missing or extra parameter(s)\"."},
 	"compression":                 {Warning, "Compression before encryption leaks plaintext through packet sizes (VORACLE) and keeps DCO off."},
 	"weak-cipher":                 {Error, "A 64-bit block or single-DES cipher (SWEET32)."},

@@ -505,7 +505,7 @@ func TestIncludedNotConfigNotShown(t *testing.T) {
 		}
 		return p
 	}
-	write("shadow", "root:$y$j9T$Qsaltsalt$hashhashhash:20228:0:99999:7:::\nalice:$6$rounds$abc:20228::::::\n", 0o640)
+	write("shadow", "# a comment first: the finding names the first directive's line\nroot:$y$j9T$Qsaltsalt$hashhashhash:20228:0:99999:7:::\nalice:$6$rounds$abc:20228::::::\n", 0o640)
 	write("more.conf", "verb 7\nbogus-option 1\n", 0o644)
 	top := write("client.conf", "client\ndev tun\nremote vpn.example.net 1194\nconfig shadow\nconfig more.conf\n", 0o644)
 	f, fs := lintFile(t, top, clientCtx)
@@ -514,7 +514,7 @@ func TestIncludedNotConfigNotShown(t *testing.T) {
 	for _, x := range fs {
 		if x.Rule == "not-a-config" {
 			notConfig++
-			if filepath.Base(x.File) != "shadow" || x.Line != 1 {
+			if filepath.Base(x.File) != "shadow" || x.Line != 2 {
 				t.Errorf("not-a-config at %s:%d", x.File, x.Line)
 			}
 		}

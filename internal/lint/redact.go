@@ -118,25 +118,21 @@ func secretLines(f *openvpn.ConfigFile) map[string]map[int]bool {
 
 // notConfigs are the files cfg includes (at any depth, not cfg itself)
 // whose first directive is no option OpenVPN 2.6 or 2.7 knows or once
-// knew, and that hold no key material there (Redact names key lines as
-// such).
-func notConfigs(cfg *openvpn.ConfigFile, secret map[string]map[int]bool, out map[string]bool) {
+// knew, and holds no key material (Redact names key lines as such), each
+// with that directive's line.
+func notConfigs(cfg *openvpn.ConfigFile, secret map[string]map[int]bool, out map[string]int) {
 	if cfg == nil {
 		return
 	}
 	for _, inc := range cfg.Includes {
-		if inc == nil {
-			continue
-		}
-		for _, d := range inc.Directives {
-			if d.Pos.File != inc.Path {
-				continue // an include of the include's
-			}
+		// A file's own first directive comes first: an include's
+		// directives follow its config line.
+		if len(inc.Directives) > 0 {
+			d := inc.Directives[0]
 			_, removed := openvpn.RemovedOptions[d.Name]
 			if !d.Inline && !secret[inc.Path][d.Pos.Line] && !openvpn.KnownOption26(d.Name) && !options27[d.Name] && !removed {
-				out[inc.Path] = true
+				out[inc.Path] = d.Pos.Line
 			}
-			break
 		}
 		notConfigs(inc, secret, out)
 	}
@@ -146,7 +142,7 @@ func notConfigs(cfg *openvpn.ConfigFile, secret map[string]map[int]bool, out map
 // cfgs are the configs the findings are about (nil ones are skipped).
 func Redact(fs []Finding, cfgs ...*openvpn.ConfigFile) []Finding {
 	secret := map[string]map[int]bool{}
-	notConfig := map[string]bool{}
+	notConfig := map[string]int{} // file: its first directive's line
 	for _, cfg := range cfgs {
 		for file, lines := range secretLines(cfg) {
 			secret[file] = lines
@@ -162,13 +158,13 @@ func Redact(fs []Finding, cfgs ...*openvpn.ConfigFile) []Finding {
 	named := map[string]bool{} // not-config files already reported
 	for _, f := range fs {
 		end := 0
-		if notConfig[f.File] {
+		if line, ok := notConfig[f.File]; ok {
 			if named[f.File] {
 				continue
 			}
 			named[f.File] = true
-			out = append(out, Finding{Rule: "not-a-config", Severity: Error, Category: Compatibility, File: f.File, Line: 1, Decision: true,
-				Problem: "this file, included with `config`, is not an OpenVPN config: its first line is no option OpenVPN 2.6 knows, and 2.6 stops there. Its text is not shown.",
+			out = append(out, Finding{Rule: "not-a-config", Severity: Error, Category: Compatibility, File: f.File, Line: line, Decision: true,
+				Problem: "this file, included with `config`, is not an OpenVPN config: its first directive is no option OpenVPN 2.6 knows, and 2.6 stops there. Its text is not shown.",
 				Reason:  "`config FILE` makes OpenVPN read FILE as more of the config; a file that is not one (a password or key file, a log) may hold secrets, so lint neither quotes nor checks it. Remove the `config` line that names it, or name the config that was meant."})
 			keyEnd = append(keyEnd, 0)
 			continue
