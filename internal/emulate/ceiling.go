@@ -32,10 +32,6 @@ const (
 	// HeldMaxLatenessP99 is the p99 release lateness a held rate stays
 	// below.
 	HeldMaxLatenessP99 = time.Millisecond
-	// CarriedMaxLateShare is the share of late releases above which a lab
-	// sample is invalid (experiment.MaxLateShare, docs/emulator.md "When a
-	// measurement is not trusted"): 1 %.
-	CarriedMaxLateShare = 0.01
 	// MinSentShare is the share of the offered rate the senders must
 	// reach: below it the host's senders, not the backend, were the limit.
 	MinSentShare = 0.98
@@ -100,6 +96,8 @@ type DirectionOutcome struct {
 	Late      uint64        `json:"late"`
 	Stalled   uint64        `json:"stalled"`
 	Tolerance time.Duration `json:"tolerance_ns"`
+	// LateDelay is the late releases' lateness, summed.
+	LateDelay time.Duration `json:"late_delay_ns"`
 	// LatenessP99 and MaxLateness are the emulator's since it started
 	// (lab calibrate: its warm-up included, which the counters above
 	// leave out), or the receiver's.
@@ -132,6 +130,7 @@ func OutcomeFromStatsSince(f FlowResult, before, after QueueStats) DirectionOutc
 		Sent: f.Sent, Received: f.Received, SentPPS: f.SentRate(),
 		Released: after.Released - before.Released, Late: after.Late - before.Late,
 		Stalled: after.Stalled - before.Stalled, Tolerance: after.Tolerance,
+		LateDelay:   after.LateDelay - before.LateDelay,
 		LatenessP99: after.LatenessP99, MaxLateness: after.MaxLateness,
 		Drops:     drops(after) - drops(before),
 		Reordered: f.Reordered, LatenessFrom: "emulator",
@@ -151,6 +150,7 @@ func OutcomeFromDelays(f FlowResult, delay, tolerance time.Duration) DirectionOu
 		late[i] = l
 		if l > tolerance {
 			o.Late++
+			o.LateDelay += l
 		}
 		if l > StallLateness {
 			o.Stalled++
@@ -195,8 +195,9 @@ func (o DirectionOutcome) Held(rate float64) (ok bool, why string) {
 }
 
 // Carried reports whether the direction carried rate as a valid lab
-// sample needs it: every packet arrived, no kernel drop, no stall, at most
-// 1 % late, the sender at 98 % of the rate.
+// sample needs it: every packet arrived, no kernel drop, the sender at 98 %
+// of the rate, no stall and at most MaxLateShare late (Lateness.Judge, the
+// rule lab samples are judged by).
 func (o DirectionOutcome) Carried(rate float64) (ok bool, why string) {
 	if why := o.basic(rate); why != "" {
 		return false, why
@@ -204,7 +205,7 @@ func (o DirectionOutcome) Carried(rate float64) (ok bool, why string) {
 	if o.Stalled > 0 {
 		return false, fmt.Sprintf("%d releases stalled (over %v late)", o.Stalled, StallLateness)
 	}
-	if o.LateShare() > CarriedMaxLateShare {
+	if (Lateness{Released: o.Released, Late: o.Late, LateDelay: o.LateDelay}).TooLate() {
 		return false, fmt.Sprintf("%.2f %% late", 100*o.LateShare())
 	}
 	return true, ""

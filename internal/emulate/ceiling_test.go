@@ -58,7 +58,8 @@ func TestOutcomeFromDelays(t *testing.T) {
 		f.Delays = append(f.Delays, delay+late)
 	}
 	o := OutcomeFromDelays(f, delay, time.Millisecond)
-	if o.Late != 2 || o.Stalled != 1 || o.MaxLateness != 60*time.Millisecond || o.Released != 4 || o.LatenessFrom != "receiver" {
+	if o.Late != 2 || o.Stalled != 1 || o.MaxLateness != 60*time.Millisecond || o.Released != 4 || o.LatenessFrom != "receiver" ||
+		o.LateDelay != 62*time.Millisecond {
 		t.Errorf("%+v", o)
 	}
 }

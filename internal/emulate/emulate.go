@@ -280,6 +280,10 @@ type QueueStats struct {
 	// the send, so this is each one's departure or later, by at most the
 	// time the same call took for the packets after it.
 	Late uint64 `json:"late"`
+	// LateDelay is the lateness of the Late packets, summed: what they
+	// added to the path's delay (Lateness.Judge weighs it against the
+	// round trip).
+	LateDelay time.Duration `json:"late_delay_ns"`
 	// LateOnArrival packets were read more than Tolerance after their
 	// earliest release time (kernel receive stamp + Delay − Jitter): what
 	// held them was the router's receive path or a thread that did not

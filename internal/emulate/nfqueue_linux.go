@@ -52,7 +52,7 @@ type published struct {
 	stalled, lateOnArrival                           atomic.Uint64
 	enobufs, verdictErrors, truncated                atomic.Uint64
 	kernelTimestamps                                 atomic.Uint64
-	maxLateness                                      atomic.Int64
+	maxLateness, lateDelay                           atomic.Int64
 	realtime                                         atomic.Bool
 }
 
@@ -378,6 +378,7 @@ func (p *published) store(s *scheduler, own laneCounters) {
 	p.releasedBytes.Store(c.ReleasedBytes)
 	p.droppedLoss.Store(c.DroppedLoss)
 	p.late.Store(c.Late)
+	p.lateDelay.Store(c.LateDelay)
 	p.stalled.Store(c.Stalled)
 	p.lateOnArrival.Store(own.lateOnArrival)
 	p.batches.Store(c.Batches)
@@ -407,6 +408,7 @@ func (p *published) queueStats(cfg QueueConfig, s *scheduler) QueueStats {
 		Pending:       p.pending.Load(),
 		Batches:       p.batches.Load(),
 		Late:          p.late.Load(),
+		LateDelay:     time.Duration(p.lateDelay.Load()),
 		LateOnArrival: p.lateOnArrival.Load(),
 		Stalled:       p.stalled.Load(),
 		MaxLateness:   time.Duration(p.maxLateness.Load()),

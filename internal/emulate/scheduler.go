@@ -69,6 +69,7 @@ type counters struct {
 	ReleasedBytes uint64
 	DroppedLoss   uint64
 	Late          uint64
+	LateDelay     int64  // the late releases' lateness, summed (nanoseconds)
 	Stalled       uint64 // released more than StallLateness late
 	MaxLateness   int64  // nanoseconds
 	Batches       uint64
@@ -244,6 +245,7 @@ func (s *scheduler) departed(at int64, n int) {
 		late := at - s.departing.pop()
 		if late > s.tolerance {
 			s.c.Late++
+			s.c.LateDelay += late
 			if late > int64(StallLateness) {
 				s.c.Stalled++
 			}

@@ -312,6 +312,10 @@ func TestSchedulerStall(t *testing.T) {
 	if s.c.Late != 3 || s.c.Stalled != 1 {
 		t.Fatalf("stall: late %d stalled %d, want 3 and 1", s.c.Late, s.c.Stalled)
 	}
+	// The late releases' lateness, summed: 2 ms twice, then the stall.
+	if want := 4*ms + int64(StallLateness) + ms; s.c.LateDelay != want {
+		t.Errorf("late delay %v, want %v", time.Duration(s.c.LateDelay), time.Duration(want))
+	}
 }
 
 // A batch leaves one packet after another inside the backend's send, so
@@ -340,6 +344,11 @@ func TestSchedulerLatenessPerDeparture(t *testing.T) {
 	}
 	if s.c.Late != 7 || s.c.MaxLateness != 10*per || s.c.Stalled != 0 {
 		t.Errorf("late %d, max %v, stalled %d; want 7, 3ms, 0", s.c.Late, time.Duration(s.c.MaxLateness), s.c.Stalled)
+	}
+	// Only the late ones add to the late delay, each its own lateness:
+	// three 1.8 ms, three 2.7 ms, one 3 ms.
+	if want := 3*6*per + 3*9*per + 10*per; s.c.LateDelay != want {
+		t.Errorf("late delay %v, want %v", time.Duration(s.c.LateDelay), time.Duration(want))
 	}
 	if _, p99, k := s.res.quantiles(); k != 10 || p99 != time.Duration(10*per) {
 		t.Errorf("%d lateness samples, p99 %v; want 10, 3ms", k, p99)
