@@ -45,6 +45,17 @@ func (t SystemTimes) BusyShareSince(a SystemTimes) float64 {
 	return float64(t.Busy()-a.Busy()) / float64(total)
 }
 
+// StealShareSince is the share (0–1) of the CPU time between a and t that
+// the hypervisor gave to others (steal): time this machine's vCPUs did not
+// run at all, 0 on bare metal and when no time passed.
+func (t SystemTimes) StealShareSince(a SystemTimes) float64 {
+	total := t.Total() - a.Total()
+	if total <= 0 {
+		return 0
+	}
+	return float64(t.Steal-a.Steal) / float64(total)
+}
+
 // ReadSystem reads /proc/stat.
 func ReadSystem() (SystemTimes, error) {
 	b, err := os.ReadFile("/proc/stat")

@@ -38,6 +38,14 @@ func TestParseProcStat(t *testing.T) {
 	if share := got.BusyShareSince(got); share != 0 {
 		t.Errorf("busy share over no time %v, want 0", share)
 	}
+	// Steal adds 50 ticks to the 200 above.
+	later.Steal += hz(50)
+	if share := later.StealShareSince(got); share != 0.2 {
+		t.Errorf("steal share %v, want 0.2 (50 of 250 ticks)", share)
+	}
+	if share := got.StealShareSince(got); share != 0 {
+		t.Errorf("steal share over no time %v, want 0", share)
+	}
 	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8\n", "cpu 1 2 3\n", "cpu 1 2 x 4 5 6 7 8 9\n"} {
 		if _, err := ParseProcStat([]byte(bad)); err == nil {
 			t.Errorf("ParseProcStat(%q): no error", bad)

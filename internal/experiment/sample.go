@@ -78,7 +78,11 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, di
 	if err != nil {
 		return nil, nil, err
 	}
-	emuBefore := readEmulator(l)
+	emuBefore, err := ReadEmulator(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	sysBefore, sysErr := cpuacct.ReadSystem()
 	res, err := RunIperf(ctx, client, opts)
 	drained := false
 	if err != nil {
@@ -91,7 +95,14 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, di
 	if err != nil {
 		return nil, nil, fmt.Errorf("a process died during the sample: %w", err)
 	}
-	if why := judge(emuBefore, readEmulator(l)); why != "" {
+	emuAfter, err := ReadEmulator(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	if why := JudgeEmulator(emuBefore, emuAfter); why != "" {
+		if sysAfter, err := cpuacct.ReadSystem(); err == nil && sysErr == nil {
+			why += "; " + HostDuring(sysBefore, sysAfter)
+		}
 		return nil, nil, invalidSample(why)
 	}
 	delta, err := cpuacct.Delta(before, after)
@@ -163,44 +174,58 @@ func RunIperf(ctx context.Context, client iperf.CommandFunc, opts iperf.ClientOp
 	return nil, err
 }
 
-// emuCounters are the userspace emulator's counters that judge a sample.
-type emuCounters struct {
-	Released, Late, Lost, Stalled uint64
+// Emulator are the userspace emulator's counters that judge a sample: its
+// releases and how late (emulate.Lateness), and packets it lost against
+// its will (kernel queue overflow, socket overrun, failed verdicts,
+// unparsable messages).
+type Emulator struct {
+	emulate.Lateness
+	Lost uint64
 }
 
-// readEmulator returns the userspace emulator's counters, whichever its
-// data path (zero with netem or no emulation, which have nothing to fall
-// behind).
-func readEmulator(l *lab.Lab) emuCounters {
+// ReadEmulator returns the lab's emulator counters, zero with netem or no
+// emulation (nothing to fall behind). Every command that measures through
+// a lab reads them before and after each sample and asks JudgeEmulator.
+func ReadEmulator(l *lab.Lab) (Emulator, error) {
 	if !lab.UserspaceBackend(l.Backend()) {
-		return emuCounters{}
+		return Emulator{}, nil
 	}
 	st, err := l.Stats()
 	if err != nil {
-		return emuCounters{}
+		return Emulator{}, err
 	}
-	return Counters(st)
+	return Counters(st), nil
 }
 
-// Counters sums the emulator's queues: packets released, released late
-// (beyond the emulator's tolerance), and lost against its will (kernel
-// queue overflow, socket overrun, failed verdicts, unparsable messages).
-func Counters(st emulate.Stats) emuCounters {
-	var c emuCounters
+// Counters sums the emulator's queues.
+func Counters(st emulate.Stats) Emulator {
+	c := Emulator{Lateness: emulate.LatenessOf(st)}
 	for _, q := range st.Queues {
-		c.Released += q.Released
-		c.Late += q.Late
-		c.Stalled += q.Stalled
 		c.Lost += q.KernelQueueDrops + q.KernelUserDropped + q.VerdictErrors + q.Truncated
 	}
 	return c
 }
 
-// MaxLateShare is the share of packets that may be released late (beyond
-// the emulator's tolerance, 1 ms or 10 % of the delay) before a sample is
-// declared invalid. A few late packets are scheduler hiccups on a busy
-// host, which a kernel netem shows too; more means the emulator fell behind.
-const MaxLateShare = 0.01
+// JudgeEmulator returns why a sample is invalid, from the emulator's
+// counters before and after it, or "" if the emulator carried the path: no
+// packet lost, no stall, at most emulate.MaxLateShare released late
+// (docs/emulator.md, "When a measurement is not trusted").
+func JudgeEmulator(before, after Emulator) string {
+	if lost := after.Lost - before.Lost; lost > 0 {
+		return fmt.Sprintf("the link emulator lost %d packets it could not handle during the sample: figure not valid", lost)
+	}
+	return after.Lateness.Since(before.Lateness).Judge()
+}
+
+// HostDuring says how busy the host was between a and b, for the reason
+// of a sample the emulator did not carry: the share of all CPUs' time that
+// was busy (steal included) and the share the hypervisor gave to others
+// (steal), so that a reader can tell a loaded host from one whose vCPUs
+// were taken away.
+func HostDuring(a, b cpuacct.SystemTimes) string {
+	return fmt.Sprintf("the host's CPUs were %.0f %% busy during it, %.1f %% of their time taken by the hypervisor (steal)",
+		100*b.BusyShareSince(a), 100*b.StealShareSince(a))
+}
 
 // ErrInvalidSample marks a sample the emulator did not carry faithfully
 // (errors.Is); the message says why.
@@ -211,19 +236,3 @@ type invalidSample string
 
 func (e invalidSample) Error() string        { return string(e) }
 func (e invalidSample) Is(target error) bool { return target == ErrInvalidSample }
-
-// judge returns why a sample is invalid, or "" if the emulator kept up.
-func judge(before, after emuCounters) string {
-	released := after.Released - before.Released
-	late := after.Late - before.Late
-	if lost := after.Lost - before.Lost; lost > 0 {
-		return fmt.Sprintf("the link emulator lost %d packets it could not handle during the sample: figure not valid", lost)
-	}
-	if stalled := after.Stalled - before.Stalled; stalled > 0 {
-		return fmt.Sprintf("the link emulator stalled during the sample (%d packets released more than %v late): figure not valid", stalled, emulate.StallLateness)
-	}
-	if released > 0 && float64(late) > MaxLateShare*float64(released) {
-		return fmt.Sprintf("the link emulator fell behind during the sample (%d of %d packets released late): figure not valid", late, released)
-	}
-	return ""
-}

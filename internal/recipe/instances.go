@@ -346,7 +346,7 @@ func instMeasureOnce(ctx context.Context, l *lab.Lab, cfg *instConfig, dir strin
 	if err != nil {
 		return instSample{}, err
 	}
-	emuBefore, err := instEmulator(l)
+	emuBefore, err := experiment.ReadEmulator(l)
 	if err != nil {
 		return instSample{}, err
 	}
@@ -388,18 +388,15 @@ func instMeasureOnce(ctx context.Context, l *lab.Lab, cfg *instConfig, dir strin
 	if err != nil {
 		return instSample{}, err
 	}
-	emuAfter, err := instEmulator(l)
+	emuAfter, err := experiment.ReadEmulator(l)
 	if err != nil {
 		return instSample{}, err
 	}
 	// A path with delay or loss runs through the userspace emulator
 	// (no sch_netem here); a sample during which it fell behind measured
 	// the emulator, as in `lab run`.
-	if lost := emuAfter.Lost - emuBefore.Lost; lost > 0 {
-		return instSample{}, fmt.Errorf("the link emulator lost %d packets it could not handle during the sample: figure not valid", lost)
-	}
-	if rel, late := emuAfter.Released-emuBefore.Released, emuAfter.Late-emuBefore.Late; rel > 0 && float64(late) > experiment.MaxLateShare*float64(rel) {
-		return instSample{}, fmt.Errorf("the link emulator fell behind during the sample (%d of %d packets released late): figure not valid", late, rel)
+	if why := experiment.JudgeEmulator(emuBefore, emuAfter); why != "" {
+		return instSample{}, errors.New(why + "; " + experiment.HostDuring(statBefore, statAfter))
 	}
 	delta, err := cpuacct.Delta(before, after)
 	if err != nil {
@@ -619,25 +616,6 @@ func instParseSchedstat(b []byte) (time.Duration, error) {
 		return 0, err
 	}
 	return time.Duration(ns), nil
-}
-
-// instEmu are the emulator's packet counters (experiment.Counters).
-type instEmu struct{ Released, Late, Lost uint64 }
-
-// instEmulator returns the userspace emulator's counters (zero when the lab
-// uses netem or no emulation, which cannot fall behind).
-func instEmulator(l *lab.Lab) (instEmu, error) {
-	var c instEmu
-	if !lab.UserspaceBackend(l.Backend()) {
-		return c, nil
-	}
-	st, err := l.Stats()
-	if err != nil {
-		return c, err
-	}
-	e := experiment.Counters(st)
-	c.Released, c.Late, c.Lost = e.Released, e.Late, e.Lost
-	return c, nil
 }
 
 // instCPUs lists the CPUs this process may run on.

@@ -276,7 +276,10 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 		return err
 	}
 	busy0, busyErr := cpuacct.ReadSystem()
-	emu0 := ppsEmulator(l)
+	emu0, err := experiment.ReadEmulator(l)
+	if err != nil {
+		return err
+	}
 	res, err := pps.Run(ctx, pps.Config{
 		Server: net.JoinHostPort(s.target.String(), strconv.Itoa(port)),
 		Params: pps.Params{RatePPS: 0, Size: size, Duration: dur, Flows: 1, Timeout: ppsTimeout},
@@ -294,7 +297,16 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 	if err != nil {
 		return err
 	}
-	if why := ppsJudgeEmulator(emu0, ppsEmulator(l)); why != "" {
+	// With the default unshaped path there is no emulator; a custom path
+	// with delay or loss puts it in the way of the flood.
+	emu1, err := experiment.ReadEmulator(l)
+	if err != nil {
+		return err
+	}
+	if why := experiment.JudgeEmulator(emu0, emu1); why != "" {
+		if busyErr == nil && busyErr1 == nil {
+			why += "; " + experiment.HostDuring(busy0, busy1)
+		}
 		return errors.New(why)
 	}
 	if res.Received == 0 || res.SendSeconds <= 0 {
@@ -455,32 +467,4 @@ func ppsOuterBytes(variant string, size int) int {
 		return 28 + 4 + 20 + 16 + ((4+inner)/16+1)*16
 	}
 	return 0
-}
-
-// ppsEmulatorState is the userspace emulator's account (zero without one).
-type ppsEmulatorState struct{ released, late, lost uint64 }
-
-func ppsEmulator(l *lab.Lab) ppsEmulatorState {
-	if !lab.UserspaceBackend(l.Backend()) {
-		return ppsEmulatorState{}
-	}
-	st, err := l.Stats()
-	if err != nil {
-		return ppsEmulatorState{}
-	}
-	c := experiment.Counters(st)
-	return ppsEmulatorState{c.Released, c.Late, c.Lost}
-}
-
-// ppsJudgeEmulator says why a sample is invalid, "" if the emulator (if
-// any) kept up. With the default unshaped path there is none; a custom path
-// with delay or loss puts the userspace emulator in the way of the flood.
-func ppsJudgeEmulator(a, b ppsEmulatorState) string {
-	if lost := b.lost - a.lost; lost > 0 {
-		return fmt.Sprintf("the link emulator lost %d packets it could not handle: figure not valid", lost)
-	}
-	if rel := b.released - a.released; rel > 0 && float64(b.late-a.late) > experiment.MaxLateShare*float64(rel) {
-		return fmt.Sprintf("the link emulator fell behind (%d of %d packets released late): figure not valid", b.late-a.late, rel)
-	}
-	return ""
 }
