@@ -237,12 +237,12 @@ func TestLabWireAFPacketReceiveThreads(t *testing.T) {
 }
 
 // lab run across the AF_PACKET wire: every row valid, and the document
-// names the backend.
+// names the backend. 40 ms for the reason TestLabRunWAN gives.
 func TestLabRunAFPacket(t *testing.T) {
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "r" + lab.NewName()
-	r := ovpnperf(t, "lab", "run", "--name", name, "--emulator", "afpacket", "--rate", "100mbit", "--rtt", "20ms",
+	r := ovpnperf(t, "lab", "run", "--name", name, "--emulator", "afpacket", "--rate", "100mbit", "--rtt", "40ms",
 		"--variant", "default", "--repeat", "1", "--json").mustSucceed(t)
 	checkGoneRun(t, name)
 	rep, err := measure.ReadJSON(strings.NewReader(r.stdout))

@@ -29,15 +29,21 @@ func checkGoneRun(t *testing.T, name string) {
 	}
 }
 
-// Must show 1: on a 50 Mbit/s, 20 ms path the routed baseline reaches 45–50
+// Must show 1: on a 50 Mbit/s, 40 ms path the routed baseline reaches 45–50
 // Mbit/s and the default tunnel at least 90 % of it in both directions
-// (52 bytes of overhead on 1500 predict about 96 %).
+// (52 bytes of overhead on 1500 predict about 96 %). 40 ms rather than
+// 20: a lab's tolerance for late releases is a tenth of the delay, at
+// least 1 ms, and this test machine's vCPUs stall for 1–3 ms at times; on
+// 20 ms paths 0.4–2.1 % of releases counted late at a load of 1, on 40 ms
+// 0–0.4 % (docs/emulator.md, "What late releases do to a figure"). More
+// than 1 % refuses a sample, rightly: its test would then measure the
+// machine's stalls rather than ovpnperf.
 func TestLabRunWAN(t *testing.T) {
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "r" + lab.NewName()
 	page := filepath.Join(t.TempDir(), "run.html")
-	r := ovpnperf(t, "lab", "run", "--name", name, "--rate", "50mbit", "--rtt", "20ms", "--variant", "default", "--repeat", "3", "--json", "--html", page).mustSucceed(t)
+	r := ovpnperf(t, "lab", "run", "--name", name, "--rate", "50mbit", "--rtt", "40ms", "--variant", "default", "--repeat", "3", "--json", "--html", page).mustSucceed(t)
 	checkGoneRun(t, name)
 	// --html writes the report page of the same run; schema v2 keeps each
 	// sample's intervals and the command line.
