@@ -34,7 +34,7 @@ func checkGoneRun(t *testing.T, name string) {
 // (52 bytes of overhead on 1500 predict about 96 %). 40 ms rather than
 // 20: a lab's tolerance for late releases is a tenth of the delay, at
 // least 1 ms, and this test machine's vCPUs stall for 1–3 ms at times; on
-// 20 ms paths 0.4–2.1 % of releases counted late at a load of 1, on 40 ms
+// 20 ms paths 0.1–2.1 % of releases counted late at a load of 1, on 40 ms
 // 0–0.4 % (docs/emulator.md, "What late releases do to a figure"). More
 // than 1 % refuses a sample, rightly: its test would then measure the
 // machine's stalls rather than ovpnperf.
