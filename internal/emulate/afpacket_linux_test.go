@@ -1,19 +1,13 @@
 package emulate
 
 import (
-	"context"
-	"encoding/json"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/netns"
-	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
 // afpacketConfig is the AF_PACKET emulator between W's ports: queue 0 up,
@@ -24,91 +18,6 @@ func afpacketConfig(tx string, up, down QueueConfig) Config {
 		Queues:   []QueueConfig{up, down},
 		AFPacket: &AFPacketConfig{PortA: wirePortA, PortB: wirePortB, TX: tx},
 	}
-}
-
-// wireProcess is an AF_PACKET emulator process in W.
-type wireProcess struct {
-	cmd  *exec.Cmd
-	stop func() processResult
-}
-
-// startWireProcess runs the emulator as its own process in W, as
-// startEmulatorProcess runs it in the router, and also lets a test kill it
-// (SIGKILL): stop then reports the death instead of failing. stop ends it
-// with SIGTERM and returns its final stats.
-func (n *wireNet) startWireProcess(tb testing.TB, cfg Config) *wireProcess {
-	tb.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cfgJSON, err := json.Marshal(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	dir := tb.TempDir()
-	statsPath := filepath.Join(dir, "stats.json")
-	logPath := filepath.Join(dir, "emulator.log")
-	cmd := exec.Command("ip", "netns", "exec", n.W, exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperConfigEnv+"="+string(cfgJSON), helperStatsEnv+"="+statsPath)
-	logf, err := os.Create(logPath)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	wp := &wireProcess{cmd: cmd}
-	var final processResult
-	stopped := false
-	wp.stop = func() processResult {
-		if stopped {
-			return final
-		}
-		stopped = true
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-waited:
-			if err != nil && !killed(cmd) {
-				log, _ := os.ReadFile(logPath)
-				tb.Errorf("emulator process: %v\n%s", err, log)
-			}
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-waited
-			tb.Errorf("emulator process did not stop within 10 s")
-		}
-		if !killed(cmd) {
-			if final.Stats, err = ReadStats(statsPath); err != nil {
-				tb.Error(err)
-			}
-		}
-		if ps := cmd.ProcessState; ps != nil {
-			final.CPU = ps.UserTime() + ps.SystemTime()
-		}
-		return final
-	}
-	tb.Cleanup(func() { wp.stop() })
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if _, err := os.Stat(statsPath); err == nil {
-			break
-		}
-		select {
-		case err := <-waited:
-			log, _ := os.ReadFile(logPath)
-			tb.Fatalf("emulator process ended: %v\n%s", err, log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("emulator process wrote no stats within 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return wp
 }
 
 // warmNeighbours pings across the wire both ways, so that A and B know
@@ -126,12 +35,6 @@ func (n *wireNet) warmNeighbours(tb testing.TB) {
 			tb.Fatalf("ping %s from %s across the wire: %+v", e.to, e.from, r)
 		}
 	}
-}
-
-// killed says the process ended by SIGKILL (the death test's doing).
-func killed(cmd *exec.Cmd) bool {
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 // TestAFPacketWire runs the AF_PACKET emulator as its own process between
@@ -166,7 +69,7 @@ func TestAFPacketWire(t *testing.T) {
 func testAFPacketWire(t *testing.T, n *wireNet, tx string) {
 	up := QueueConfig{Num: 0, Delay: 10 * time.Millisecond, Jitter: 4 * time.Millisecond, LossPercent: 10, Seed: 1}
 	down := QueueConfig{Num: 1, Delay: 5 * time.Millisecond}
-	wp := n.startWireProcess(t, afpacketConfig(tx, up, down))
+	wp := startEmulatorProcess(t, n.W, afpacketConfig(tx, up, down))
 	n.warmNeighbours(t)
 
 	const upCount, upRate, downCount, downRate = 900, 300, 6000, 2000
@@ -241,7 +144,7 @@ func testAFPacketWire(t *testing.T, n *wireNet, tx string) {
 func TestAFPacketWireDeath(t *testing.T) {
 	n := newWireNet(t)
 	const delay = 300 * time.Millisecond
-	wp := n.startWireProcess(t, afpacketConfig(TXRing, QueueConfig{Delay: delay}, QueueConfig{Delay: delay}))
+	wp := startEmulatorProcess(t, n.W, afpacketConfig(TXRing, QueueConfig{Delay: delay}, QueueConfig{Delay: delay}))
 	if r := ping(t, n.A, wireAddrB, "-c", "1", "-W", "3"); r.received != 1 || r.min < 2*delay {
 		t.Fatalf("ping through the running emulator (2 × %v): %+v", delay, r)
 	}
@@ -253,9 +156,7 @@ func TestAFPacketWireDeath(t *testing.T) {
 		res, ferr = SendFlow(Flow{From: n.A, To: n.B, ToAddr: wireAddrB, Rate: 1000, Count: 500, PayloadBytes: 100, Drain: time.Second})
 	}()
 	time.Sleep(250 * time.Millisecond) // frames held, none due yet
-	if err := wp.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	wp.kill(t)
 	<-done
 	wp.stop()
 	if ferr != nil {
@@ -323,19 +224,10 @@ func benchWireBoth(b *testing.B, pps float64, bridge bool, tx string) {
 	n := newWireNet(b)
 	stop := func() processResult { return processResult{} }
 	if bridge {
-		for _, c := range [][]string{
-			{"ip", "-n", n.W, "link", "add", "br0", "type", "bridge"},
-			{"ip", "-n", n.W, "link", "set", wirePortA, "master", "br0"},
-			{"ip", "-n", n.W, "link", "set", wirePortB, "master", "br0"},
-			{"ip", "-n", n.W, "link", "set", "br0", "up"},
-		} {
-			if _, err := runner.Run(context.Background(), c...); err != nil {
-				b.Fatal(err)
-			}
-		}
+		n.bridge(b)
 	} else {
 		q := QueueConfig{Delay: benchDelay, Tolerance: time.Millisecond}
-		stop = n.startWireProcess(b, afpacketConfig(tx, q, q)).stop
+		stop = startEmulatorProcess(b, n.W, afpacketConfig(tx, q, q)).stop
 	}
 	n.warmNeighbours(b)
 	up, down, load, p := bothWays(b, n.A, n.B, wireAddrA, wireAddrB, pps, stop)

@@ -125,10 +125,10 @@ func reportProbe(b *testing.B, r FlowResult, p processResult) {
 // stop ends it and returns its final stats.
 func benchNet(b *testing.B) (n *testNet, stop func() processResult) {
 	n = newTestNet(b)
-	stop = n.startEmulatorProcess(b, Config{Queues: []QueueConfig{
+	stop = startEmulatorProcess(b, n.R, Config{Queues: []QueueConfig{
 		{Num: queueUp, Delay: benchDelay},
 		{Num: queueDown},
-	}})
+	}}).stop
 	return n, stop
 }
 
@@ -180,10 +180,10 @@ func BenchmarkTCP(b *testing.B) {
 		b.Run(fmt.Sprintf("loss=%g%%", loss), func(b *testing.B) {
 			for range b.N {
 				n := newTestNet(b)
-				stop := n.startEmulatorProcess(b, Config{Queues: []QueueConfig{
+				stop := startEmulatorProcess(b, n.R, Config{Queues: []QueueConfig{
 					{Num: queueUp, Delay: 25 * time.Millisecond, LossPercent: loss},
 					{Num: queueDown, Delay: 25 * time.Millisecond},
-				}})
+				}}).stop
 				ctx, cancel := context.WithCancel(context.Background())
 				srv := runner.InNetns(ctx, n.B, "iperf3", "-s", "-1", "-B", testAddrB)
 				if err := srv.Start(); err != nil {
@@ -341,10 +341,10 @@ func BenchmarkRateBoth(b *testing.B) {
 						}
 					}
 				} else {
-					stop = n.startEmulatorProcess(b, Config{Queues: []QueueConfig{
+					stop = startEmulatorProcess(b, n.R, Config{Queues: []QueueConfig{
 						{Num: queueUp, Delay: benchDelay, Tolerance: time.Millisecond},
 						{Num: queueDown, Delay: benchDelay, Tolerance: time.Millisecond},
-					}})
+					}}).stop
 				}
 				up, down, load, p := bothWays(b, n.A, n.B, testAddrA, testAddrB, pps, stop)
 				if mode != "none" && len(p.Queues) != 2 {

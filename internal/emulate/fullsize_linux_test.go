@@ -26,10 +26,10 @@ func TestFullSizeBothWays(t *testing.T) {
 	)
 	// Its own process, as in the lab: the senders here would otherwise
 	// share its Go runtime.
-	stop := n.startEmulatorProcess(t, Config{Queues: []QueueConfig{
+	stop := startEmulatorProcess(t, n.R, Config{Queues: []QueueConfig{
 		{Num: queueUp, Delay: delay, Jitter: jitter, Seed: 1},
 		{Num: queueDown, Delay: delay, LossPercent: loss, Seed: 2},
-	}})
+	}}).stop
 	var down FlowResult
 	var derr error
 	done := make(chan struct{})

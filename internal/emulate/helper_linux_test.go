@@ -52,9 +52,24 @@ type processResult struct {
 	CPU time.Duration
 }
 
-// startEmulatorProcess runs the emulator as its own process in the router
-// namespace. The returned function stops it and returns its final stats.
-func (n *testNet) startEmulatorProcess(tb testing.TB, cfg Config) (stop func() processResult) {
+// emulatorProcess is the emulator running as its own process in a
+// namespace: the router of a testNet, or W of a wireNet.
+type emulatorProcess struct {
+	tb                 testing.TB
+	cmd                *exec.Cmd
+	statsPath, logPath string
+	waited             chan error
+	// killedByTest: kill ended it; stop then expects that death and
+	// reads no final stats (SIGKILL leaves none).
+	killedByTest bool
+	stopped      bool
+	final        processResult
+}
+
+// startEmulatorProcess runs the emulator as its own process in namespace
+// ns, as the lab does, once it has written its first stats. It is stopped
+// when the test ends, if the test has not stopped it.
+func startEmulatorProcess(tb testing.TB, ns string, cfg Config) *emulatorProcess {
 	tb.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -65,57 +80,28 @@ func (n *testNet) startEmulatorProcess(tb testing.TB, cfg Config) (stop func() p
 		tb.Fatal(err)
 	}
 	dir := tb.TempDir()
-	statsPath := filepath.Join(dir, "stats.json")
-	cmd := exec.Command("ip", "netns", "exec", n.R, exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperConfigEnv+"="+string(cfgJSON), helperStatsEnv+"="+statsPath)
-	logf, err := os.Create(filepath.Join(dir, "emulator.log"))
+	p := &emulatorProcess{tb: tb, statsPath: filepath.Join(dir, "stats.json"), logPath: filepath.Join(dir, "emulator.log"), waited: make(chan error, 1)}
+	p.cmd = exec.Command("ip", "netns", "exec", ns, exe, "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), helperConfigEnv+"="+string(cfgJSON), helperStatsEnv+"="+p.statsPath)
+	logf, err := os.Create(p.logPath)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	var final processResult
-	stopped := false
-	stop = func() processResult {
-		if stopped {
-			return final
-		}
-		stopped = true
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-waited:
-			if err != nil {
-				log, _ := os.ReadFile(logf.Name())
-				tb.Errorf("emulator process: %v\n%s", err, log)
-			}
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-waited
-			tb.Errorf("emulator process did not stop within 10 s")
-		}
-		final.Stats, err = ReadStats(statsPath)
-		if err != nil {
-			tb.Error(err)
-		}
-		if ps := cmd.ProcessState; ps != nil {
-			final.CPU = ps.UserTime() + ps.SystemTime()
-		}
-		return final
-	}
-	tb.Cleanup(func() { stop() })
+	go func() { p.waited <- p.cmd.Wait() }()
+	tb.Cleanup(func() { p.stop() })
 	// Running once the first snapshot is there.
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if _, err := os.Stat(statsPath); err == nil {
+		if _, err := os.Stat(p.statsPath); err == nil {
 			break
 		}
 		select {
-		case err := <-waited:
-			log, _ := os.ReadFile(logf.Name())
+		case err := <-p.waited:
+			log, _ := os.ReadFile(p.logPath)
 			tb.Fatalf("emulator process ended: %v\n%s", err, log)
 		default:
 		}
@@ -124,19 +110,67 @@ func (n *testNet) startEmulatorProcess(tb testing.TB, cfg Config) (stop func() p
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return stop
+	return p
+}
+
+// stop ends the process with SIGTERM and returns its final stats and the
+// CPU time it used; after the first call it returns the same again.
+func (p *emulatorProcess) stop() processResult {
+	if p.stopped {
+		return p.final
+	}
+	p.stopped = true
+	tb := p.tb
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.waited:
+		if err != nil && !p.killedByTest {
+			log, _ := os.ReadFile(p.logPath)
+			tb.Errorf("emulator process: %v\n%s", err, log)
+		}
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.waited
+		tb.Errorf("emulator process did not stop within 10 s")
+	}
+	if !p.killedByTest {
+		var err error
+		if p.final.Stats, err = ReadStats(p.statsPath); err != nil {
+			tb.Error(err)
+		}
+	}
+	if ps := p.cmd.ProcessState; ps != nil {
+		p.final.CPU = ps.UserTime() + ps.SystemTime()
+	}
+	return p.final
+}
+
+// kill ends the process with SIGKILL, as a crash would: it cleans up
+// nothing of its own. stop then only waits for it.
+func (p *emulatorProcess) kill(tb testing.TB) {
+	tb.Helper()
+	p.killedByTest = true
+	if err := p.cmd.Process.Kill(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// killed says the process ended by SIGKILL.
+func killed(cmd *exec.Cmd) bool {
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 // TestEmulatorProcess runs the emulator the way the lab does, as its own
 // process stopped by SIGTERM, and checks the stats file it leaves.
 func TestEmulatorProcess(t *testing.T) {
 	n := newTestNet(t)
-	stop := n.startEmulatorProcess(t, Config{Queues: []QueueConfig{
+	p := startEmulatorProcess(t, n.R, Config{Queues: []QueueConfig{
 		{Num: queueUp, Delay: 10 * time.Millisecond},
 		{Num: queueDown, Delay: 10 * time.Millisecond},
 	}})
 	r := ping(t, n.A, testAddrB, "-c", "10", "-i", "0.01", "-W", "2")
-	st := stop()
+	st := p.stop()
 	if st.Running || st.Backend != Backend || len(st.Queues) != 2 || !st.RealtimeProcess {
 		t.Fatalf("final stats %+v", st)
 	}

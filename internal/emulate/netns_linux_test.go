@@ -35,19 +35,18 @@ const (
 	queueDown  = 1
 )
 
-func newTestNet(tb testing.TB) *testNet {
+// newNamespaces makes the three namespaces of a test path,
+// ovpnperf-KIND<random id>-a, -MID and -b (so that parallel tests and
+// other engineers' labs never share a name), and deletes them when the
+// test ends: the links, addresses, rules and XDP programs made in them go
+// with them.
+func newNamespaces(tb testing.TB, kind, mid string) (a, m, b string) {
 	tb.Helper()
-	testenv.RequireRoot(tb)
-	testenv.RequirePrograms(tb, "ip", "iptables", "ip6tables", "sysctl")
 	var rnd [4]byte
 	rand.Read(rnd[:])
-	id := hex.EncodeToString(rnd[:])
-	n := &testNet{
-		A: "ovpnperf-emu" + id + "-a",
-		R: "ovpnperf-emu" + id + "-r",
-		B: "ovpnperf-emu" + id + "-b",
-	}
-	for _, ns := range []string{n.A, n.R, n.B} {
+	prefix := "ovpnperf-" + kind + hex.EncodeToString(rnd[:]) + "-"
+	a, m, b = prefix+"a", prefix+mid, prefix+"b"
+	for _, ns := range []string{a, m, b} {
 		if err := netns.Create(ns); err != nil {
 			tb.Fatal(err)
 		}
@@ -57,8 +56,26 @@ func newTestNet(tb testing.TB) *testNet {
 			}
 		})
 	}
-	ctx := context.Background()
-	// Links and rules live in the namespaces and go with them.
+	return a, m, b
+}
+
+// runCommands runs each command in turn; the first that fails ends the
+// test.
+func runCommands(tb testing.TB, cmds [][]string) {
+	tb.Helper()
+	for _, c := range cmds {
+		if _, err := runner.Run(context.Background(), c...); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+func newTestNet(tb testing.TB) *testNet {
+	tb.Helper()
+	testenv.RequireRoot(tb)
+	testenv.RequirePrograms(tb, "ip", "iptables", "ip6tables", "sysctl")
+	n := &testNet{}
+	n.A, n.R, n.B = newNamespaces(tb, "emu", "r")
 	cmds := [][]string{
 		{"ip", "-n", n.R, "link", "add", "ra", "type", "veth", "peer", "name", "a0", "netns", n.A},
 		{"ip", "-n", n.R, "link", "add", "rb", "type", "veth", "peer", "name", "b0", "netns", n.B},
@@ -92,11 +109,7 @@ func newTestNet(tb testing.TB) *testNet {
 		[]string{"ip", "netns", "exec", n.R, "ip6tables", "-A", "FORWARD", "-i", "ra", "-j", "NFQUEUE", "--queue-num", "0"},
 		[]string{"ip", "netns", "exec", n.R, "ip6tables", "-A", "FORWARD", "-i", "rb", "-j", "NFQUEUE", "--queue-num", "1"},
 	)
-	for _, c := range cmds {
-		if _, err := runner.Run(ctx, c...); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	runCommands(tb, cmds)
 	return n
 }
 

@@ -2,8 +2,6 @@ package emulate
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"testing"
@@ -53,27 +51,8 @@ func newWireNet(tb testing.TB) *wireNet {
 	tb.Helper()
 	testenv.RequireRoot(tb)
 	testenv.RequirePrograms(tb, "ip", "sysctl")
-	var rnd [4]byte
-	rand.Read(rnd[:])
-	id := hex.EncodeToString(rnd[:])
-	n := &wireNet{
-		A: "ovpnperf-wire" + id + "-a",
-		W: "ovpnperf-wire" + id + "-w",
-		B: "ovpnperf-wire" + id + "-b",
-	}
-	for _, ns := range []string{n.A, n.W, n.B} {
-		if err := netns.Create(ns); err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() {
-			// Links (and XDP programs attached to them) go with the
-			// namespaces.
-			if err := netns.Delete(ns); err != nil {
-				tb.Error(err)
-			}
-		})
-	}
-	ctx := context.Background()
+	n := &wireNet{}
+	n.A, n.W, n.B = newNamespaces(tb, "wire", "w")
 	cmds := [][]string{
 		// Before the ports exist, so that they never get an IPv6 address.
 		{"ip", "netns", "exec", n.W, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"},
@@ -93,11 +72,7 @@ func newWireNet(tb testing.TB) *wireNet {
 		[]string{"ip", "-n", n.A, "link", "set", "a0", "up"},
 		[]string{"ip", "-n", n.B, "link", "set", "b0", "up"},
 	)
-	for _, c := range cmds {
-		if _, err := runner.Run(ctx, c...); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	runCommands(tb, cmds)
 	mac := map[string]string{}
 	for _, e := range []struct{ ns, dev string }{{n.A, "a0"}, {n.B, "b0"}} {
 		if err := netns.Do(e.ns, func() error {
@@ -111,16 +86,12 @@ func newWireNet(tb testing.TB) *wireNet {
 			tb.Fatal(err)
 		}
 	}
-	for _, c := range [][]string{
+	runCommands(tb, [][]string{
 		{"ip", "-n", n.A, "neigh", "replace", wireAddrB, "lladdr", mac["b0"], "dev", "a0", "nud", "permanent"},
 		{"ip", "-n", n.A, "neigh", "replace", wireAddrB6, "lladdr", mac["b0"], "dev", "a0", "nud", "permanent"},
 		{"ip", "-n", n.B, "neigh", "replace", wireAddrA, "lladdr", mac["a0"], "dev", "b0", "nud", "permanent"},
 		{"ip", "-n", n.B, "neigh", "replace", wireAddrA6, "lladdr", mac["a0"], "dev", "b0", "nud", "permanent"},
-	} {
-		if _, err := runner.Run(ctx, c...); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	})
 	return n
 }
 
@@ -148,6 +119,18 @@ func softwareChecksums(dev string) error {
 	return nil
 }
 
+// bridge makes the kernel's bridge W's forwarder: A and B then reach each
+// other with no emulator (no delay, no loss).
+func (n *wireNet) bridge(tb testing.TB) {
+	tb.Helper()
+	runCommands(tb, [][]string{
+		{"ip", "-n", n.W, "link", "add", "br0", "type", "bridge"},
+		{"ip", "-n", n.W, "link", "set", wirePortA, "master", "br0"},
+		{"ip", "-n", n.W, "link", "set", wirePortB, "master", "br0"},
+		{"ip", "-n", n.W, "link", "set", "br0", "up"},
+	})
+}
+
 // TestWireClosed checks the topology itself: without a forwarder in W
 // nothing crosses it, and with the kernel's bridge as the forwarder A and B
 // reach each other (so the first half is not passing by accident).
@@ -156,16 +139,7 @@ func TestWireClosed(t *testing.T) {
 	if r := ping(t, n.A, wireAddrB, "-c", "2", "-i", "0.2", "-W", "1"); r.received != 0 {
 		t.Fatalf("ping crossed an empty wire namespace: %+v", r)
 	}
-	for _, c := range [][]string{
-		{"ip", "-n", n.W, "link", "add", "br0", "type", "bridge"},
-		{"ip", "-n", n.W, "link", "set", wirePortA, "master", "br0"},
-		{"ip", "-n", n.W, "link", "set", wirePortB, "master", "br0"},
-		{"ip", "-n", n.W, "link", "set", "br0", "up"},
-	} {
-		if _, err := runner.Run(context.Background(), c...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	n.bridge(t)
 	if r := ping(t, n.A, wireAddrB, "-c", "2", "-i", "0.2", "-W", "2"); r.received != r.sent {
 		t.Fatalf("ping across a bridged wire namespace: %+v", r)
 	}

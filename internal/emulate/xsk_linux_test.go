@@ -2,14 +2,9 @@ package emulate
 
 import (
 	"context"
-	"encoding/json"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,13 +22,6 @@ func xdpConfig(mode string, up, down QueueConfig) Config {
 		Queues: []QueueConfig{up, down},
 		XDP:    &XDPConfig{PortA: wirePortA, PortB: wirePortB, XDPMode: mode},
 	}
-}
-
-// startXDP runs the AF_XDP emulator as its own process in W, as the
-// benchmarks run the NFQUEUE one in the router.
-func (n *wireNet) startXDP(tb testing.TB, cfg Config) (stop func() processResult) {
-	tb.Helper()
-	return (&testNet{A: n.A, R: n.W, B: n.B}).startEmulatorProcess(tb, cfg)
 }
 
 // TestWireXDP sends probe streams both ways across the AF_XDP wire and
@@ -54,9 +42,9 @@ func TestWireXDP(t *testing.T) {
 				rate          = 1000 // per second and direction
 			)
 			n := newWireNet(t)
-			stop := n.startXDP(t, xdpConfig(mode,
+			stop := startEmulatorProcess(t, n.W, xdpConfig(mode,
 				QueueConfig{Delay: delay, Jitter: jitter, LossPercent: loss},
-				QueueConfig{Delay: delay}))
+				QueueConfig{Delay: delay})).stop
 			var down FlowResult
 			var derr error
 			done := make(chan struct{})
@@ -134,43 +122,12 @@ func TestWireXDPProcessDeath(t *testing.T) {
 	if _, err := runner.Run(context.Background(), "ip", "-n", n.A, "neigh", "del", wireAddrB, "dev", "a0"); err != nil {
 		t.Fatal(err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgJSON, err := json.Marshal(xdpConfig("", QueueConfig{Delay: 10 * time.Millisecond}, QueueConfig{Delay: 10 * time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	statsPath := filepath.Join(t.TempDir(), "stats.json")
-	cmd := exec.Command("ip", "netns", "exec", n.W, exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperConfigEnv+"="+string(cfgJSON), helperStatsEnv+"="+statsPath)
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	t.Cleanup(func() {
-		if !killed {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(statsPath); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("emulator wrote no stats within 10 s\n%s", out)
-		}
-	}
+	p := startEmulatorProcess(t, n.W, xdpConfig("", QueueConfig{Delay: 10 * time.Millisecond}, QueueConfig{Delay: 10 * time.Millisecond}))
 	if r := ping(t, n.A, wireAddrB, "-c", "3", "-i", "0.1", "-W", "2"); r.received != r.sent || r.min < 20*time.Millisecond {
 		t.Fatalf("ping across the running wire (2 × 10 ms): %+v", r)
 	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	killed = true
+	p.kill(t)
+	p.stop()
 	for _, port := range []string{wirePortA, wirePortB} {
 		o, err := runner.Run(context.Background(), "ip", "-n", n.W, "link", "show", port)
 		if err != nil {
@@ -254,7 +211,7 @@ func benchXDPBoth(b *testing.B, pps float64, mode string, napiReceive bool) {
 		n.napiReceive(b)
 	}
 	q := QueueConfig{Delay: benchDelay, Tolerance: time.Millisecond}
-	stop := n.startXDP(b, xdpConfig(mode, q, q))
+	stop := startEmulatorProcess(b, n.W, xdpConfig(mode, q, q)).stop
 	up, down, load, p := bothWays(b, n.A, n.B, wireAddrA, wireAddrB, pps, stop)
 	if len(p.Queues) != 2 || (mode != "" && p.XDPMode != mode) {
 		b.Fatalf("emulator stats: %+v", p.Stats)

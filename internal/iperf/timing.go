@@ -78,13 +78,19 @@ func RealPathSlack(maxRTT time.Duration) time.Duration { return 2 * maxRTT }
 // plus four mean deviations): that round trip sizes the warm-up, and
 // RealPathSlack of it stands for the loaded round trip and is the window
 // check's slack. measure and probe both size their samples here, so the
-// same echoes give the same sample. Without an echo (largest 0) nothing
-// sizes the sample: NoEchoWarmup of warm-up, the command's own length
-// and no slack.
-func RealPathTiming(largest time.Duration) (duration, omit, slack time.Duration) {
-	if largest <= 0 {
+// same echoes give the same sample.
+//
+// echoed says whether any echo answered; largest is read only then. An
+// answered echo sizes the sample whatever its round trip, 0 included (a
+// LAN's round trip can round to nothing): at least 1 s of warm-up and
+// 2 s measured, no slack. Without an echo nothing sizes the sample:
+// NoEchoWarmup of warm-up, the command's own length (duration 0) and no
+// slack.
+func RealPathTiming(largest time.Duration, echoed bool) (duration, omit, slack time.Duration) {
+	if !echoed {
 		return 0, NoEchoWarmup, 0
 	}
+	largest = max(largest, 0)
 	slack = RealPathSlack(largest)
 	duration, omit = SampleTiming(largest, slack, 0)
 	return duration, omit, slack

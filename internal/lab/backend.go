@@ -27,7 +27,7 @@ const EmulatorAuto = "auto"
 var EmulatorNames = []string{EmulatorAuto, BackendNFQueue, BackendNetem, BackendAFPacket, BackendAFXDP}
 
 // CheckEmulatorName refuses a Path.Emulator that names no backend; "" is
-// auto. Whether this host has the backend is emulationBackend's question.
+// auto. Whether this host has the backend is EmulationChoice's question.
 func CheckEmulatorName(name string) error {
 	if name == "" {
 		return nil

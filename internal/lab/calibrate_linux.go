@@ -98,7 +98,8 @@ func calibrationPath(emulator string) Path {
 // Path.Emulator; "" is the one this host's labs use by default for delay,
 // jitter and loss). A backend this host lacks is a usage error.
 func CalibrationBackend(emulator string) (string, error) {
-	return emulationBackend(calibrationPath(emulator))
+	backend, _, err := EmulationChoice(calibrationPath(emulator))
+	return backend, err
 }
 
 // Calibrate measures the highest packet rate per direction this host's lab

@@ -348,12 +348,6 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 	return l.rules(ctx, p, backend)
 }
 
-// emulationBackend is the backend a lab of path p uses on this host.
-func emulationBackend(p Path) (string, error) {
-	backend, _, err := EmulationChoice(p)
-	return backend, err
-}
-
 // EmulationChoice is the backend a lab of path p uses on this host and why,
 // in words for lab status and lab run: the one place that chooses
 // (CalibrationBackend asks it too). A path with nothing to emulate uses
@@ -387,7 +381,7 @@ func EmulationChoice(p Path) (backend, why string, err error) {
 // names no backend, or one this host lacks (netem without sch_netem), with
 // a usage error, before anything is built.
 func CheckEmulator(name string) error {
-	_, err := emulationBackend(Path{Up: Link{Delay: time.Millisecond}, Emulator: name})
+	_, _, err := EmulationChoice(Path{Up: Link{Delay: time.Millisecond}, Emulator: name})
 	return err
 }
 

@@ -142,10 +142,16 @@ func TestIperfTimingFollowsTheEchoes(t *testing.T) {
 	// round trip: the echo round trip plus four mean deviations.
 	for _, c := range []struct{ rtt, mdev float64 }{{0.3, 0.05}, {20, 2}, {150, 10}, {600, 5}, {640, 40}, {2000, 100}} {
 		o, _ := iperfTiming(rtt(c.rtt), rtt(c.mdev), time.Second)
-		d, w, slack := iperf.RealPathTiming(time.Duration((c.rtt + 4*c.mdev) * float64(time.Millisecond)))
+		d, w, slack := iperf.RealPathTiming(time.Duration((c.rtt+4*c.mdev)*float64(time.Millisecond)), true)
 		if o.Duration != max(time.Second, d) || o.Omit != w || o.PathSlack != slack {
 			t.Errorf("%v ms ± %v: probe %v -O %v slack %v, the rule %v -O %v slack %v", c.rtt, c.mdev, o.Duration, o.Omit, o.PathSlack, d, w, slack)
 		}
+	}
+	// An echo of 0 ms (a LAN's round trip rounded to nothing) answered:
+	// the echo rule, not the no-echo warm-up.
+	o, why = iperfTiming(rtt(0), rtt(0), time.Second)
+	if o.Duration != 2*time.Second || o.Omit != time.Second || o.PathSlack != 0 || !strings.Contains(why, "sized by the 0 ms echo") {
+		t.Errorf("0 ms: %+v %q", o, why)
 	}
 	o, why = iperfTiming(missing[float64]("no echo"), missing[float64]("no echo"), 5*time.Second)
 	if o.Duration != 5*time.Second || o.Omit != 2*time.Second || o.PathSlack != 0 || !strings.Contains(why, "no echo") {

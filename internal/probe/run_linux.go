@@ -83,7 +83,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		opts, timing := iperfTiming(p.RTTMillis, p.JitterMs, o.IPerf3Duration)
 		opts.Server, opts.Port, opts.RateUnknown = first, o.IPerf3Port, true
 		sample := func() (*iperf.Result, error) {
-			if opts.PathSlack > 0 {
+			// Where the path answered echoes (of 0 ms too, with no
+			// slack), the ones during the sample see the queue it fills.
+			if p.RTTMillis.Known() {
 				opts.LoadedRoundTrip = EchoDuring(ctx, first, opts.Omit+opts.Duration+opts.PathSlack)
 			}
 			return iperf.Run(ctx, iperf.Local, opts)
@@ -163,19 +165,21 @@ func resolve(ctx context.Context, host string) (v4, v6 netip.Addr, err error) {
 // iperfTiming sizes the throughput sample to the path the echoes measured,
 // by the rule measure uses too (iperf.RealPathTiming), at the path's
 // largest round trip, taken as the echo round trip plus four mean
-// deviations; never shorter than asked. Without an echo round trip the
-// sample is as asked, with no slack.
+// deviations; never shorter than asked. Without an echo round trip (not
+// one of 0 ms, which is a round trip) the sample is as asked, with no
+// slack.
 func iperfTiming(rttMs, jitterMs Field[float64], asked time.Duration) (iperf.ClientOptions, string) {
 	var largest time.Duration
-	if rttMs.Known() {
+	echoed := rttMs.Known()
+	if echoed {
 		largest = time.Duration(rttMs.Value * float64(time.Millisecond))
 		if jitterMs.Known() {
 			largest += time.Duration(4 * jitterMs.Value * float64(time.Millisecond))
 		}
 	}
-	d, w, slack := iperf.RealPathTiming(largest)
+	d, w, slack := iperf.RealPathTiming(largest, echoed)
 	o := iperf.ClientOptions{Duration: max(asked, d), Omit: w, PathSlack: slack}
-	if largest == 0 {
+	if !echoed {
 		return o, fmt.Sprintf("%v after a %v warm-up (no echo round trip to size it by)", o.Duration, o.Omit)
 	}
 	return o, fmt.Sprintf("%v after a %v warm-up (sized by the %.0f ms echo round trip; window check allows %v more, or the largest round trip of echoes during the sample)", o.Duration, o.Omit, rttMs.Value, o.PathSlack.Round(time.Millisecond))

@@ -58,6 +58,9 @@ type Spec struct {
 	// may run (iperf.ClientOptions.PathSlack); Run sets it from the
 	// echoes when 0.
 	PathSlack time.Duration
+	// echoed: the echoes that sized the samples answered (a round trip
+	// of 0 ms too, whose slack is 0), so each sample sends its own.
+	echoed bool
 	// Cipher is the data cipher the overhead model assumes ("" is
 	// AES-256-GCM, OpenVPN 2.6's first default).
 	Cipher string
@@ -82,6 +85,7 @@ const minDuration = 5 * time.Second
 // did in words, for the report and the progress.
 func sizeSamples(ctx context.Context, spec *Spec) string {
 	var largest time.Duration
+	var echoed bool
 	var failed []string
 	for _, a := range []netip.Addr{spec.Host, spec.Tunnel} {
 		_, hi, err := pathprobe.RoundTrips(ctx, a, 5, 200*time.Millisecond)
@@ -89,14 +93,15 @@ func sizeSamples(ctx context.Context, spec *Spec) string {
 			failed = append(failed, fmt.Sprintf("%s: %s", a, oneLine(err)))
 			continue
 		}
-		largest = max(largest, hi)
+		largest, echoed = max(largest, hi), true
 	}
-	return sizeByEcho(spec, largest, failed)
+	return sizeByEcho(spec, largest, echoed, failed)
 }
 
-// sizeByEcho sizes spec's samples by the largest echo round trip (0: no
-// echo answered, failed says why) where spec leaves them to the path.
-func sizeByEcho(spec *Spec, largest time.Duration, failed []string) string {
+// sizeByEcho sizes spec's samples by the largest echo round trip where
+// spec leaves them to the path; echoed false: no echo answered (failed
+// says why), and largest means nothing.
+func sizeByEcho(spec *Spec, largest time.Duration, echoed bool, failed []string) string {
 	var given []string
 	if spec.Duration > 0 {
 		given = append(given, "--time")
@@ -105,7 +110,8 @@ func sizeByEcho(spec *Spec, largest time.Duration, failed []string) string {
 		given = append(given, "--omit")
 	}
 	var how string
-	d, w, slack := iperf.RealPathTiming(largest)
+	d, w, slack := iperf.RealPathTiming(largest, echoed)
+	spec.echoed = echoed
 	spec.Duration = cmp.Or(spec.Duration, max(minDuration, d))
 	if spec.Omit < 0 {
 		spec.Omit = w
@@ -113,7 +119,7 @@ func sizeByEcho(spec *Spec, largest time.Duration, failed []string) string {
 	if spec.PathSlack == 0 {
 		spec.PathSlack = slack
 	}
-	if largest == 0 {
+	if !echoed {
 		how = fmt.Sprintf("no ICMP echo answered (%s): not sized by the path; a window check without slack may refuse samples on a path longer than about %v", strings.Join(failed, "; "), time.Duration(float64(spec.Duration)*iperf.WindowTolerance).Round(time.Millisecond))
 	} else {
 		how = fmt.Sprintf("largest echo round trip %v (5 ICMP echoes each outside and inside the tunnel); window check allows %v more, or the largest round trip of echoes sent during the sample (5 a second) where longer, and the receiver above its sender by the bytes its own rate carries in that time", largest.Round(100*time.Microsecond), spec.PathSlack.Round(time.Millisecond))
@@ -125,7 +131,7 @@ func sizeByEcho(spec *Spec, largest time.Duration, failed []string) string {
 	case 1:
 		src = given[0] + " as given, the rest sized by the path's round trip"
 	}
-	if largest == 0 && len(given) < 2 {
+	if !echoed && len(given) < 2 {
 		src = "defaults"
 	}
 	return fmt.Sprintf("iperf3 -t %v -O %v (%s); %s", spec.Duration, spec.Omit, src, how)
@@ -405,7 +411,7 @@ func (c *captured) summary(rep *measure.Report, rp *measure.RealPath, f overhead
 func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string, s subject, d string, doCapture bool) (res *iperf.Result, loaded time.Duration, ctr measure.OpenVPNCounters, cr *captured, err error) {
 	opts := iperf.ClientOptions{Server: s.addr, Port: spec.Port, Duration: spec.Duration, Omit: spec.Omit, Reverse: d == measure.DirectionDown,
 		PathSlack: spec.PathSlack, RateUnknown: true}
-	if spec.PathSlack > 0 {
+	if spec.PathSlack > 0 || spec.echoed {
 		// The echoes before the samples saw an idle path; these see the
 		// queue the sample itself fills.
 		wait := pathprobe.EchoDuring(ctx, s.addr, spec.Omit+spec.Duration+spec.PathSlack)

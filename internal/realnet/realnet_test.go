@@ -34,24 +34,25 @@ func TestPredict(t *testing.T) {
 }
 
 // measure sizes its samples by the same rule as probe
-// (iperf.RealPathTiming) at the largest echo round trip, keeps what was
-// given, and without an echo takes the defaults with no slack.
+// (iperf.RealPathTiming) at the largest echo round trip, 0 ms included,
+// keeps what was given, and without an echo takes the defaults with no
+// slack.
 func TestSizeByEcho(t *testing.T) {
-	for _, largest := range []time.Duration{300 * time.Microsecond, 20 * time.Millisecond, 190 * time.Millisecond, 620 * time.Millisecond, 2 * time.Second} {
+	for _, largest := range []time.Duration{0, 300 * time.Microsecond, 20 * time.Millisecond, 190 * time.Millisecond, 620 * time.Millisecond, 2 * time.Second} {
 		spec := Spec{Omit: -1}
-		how := sizeByEcho(&spec, largest, nil)
-		d, w, slack := iperf.RealPathTiming(largest)
-		if spec.Duration != max(minDuration, d) || spec.Omit != w || spec.PathSlack != slack || !strings.Contains(how, "sized by the path") {
+		how := sizeByEcho(&spec, largest, true, nil)
+		d, w, slack := iperf.RealPathTiming(largest, true)
+		if spec.Duration != max(minDuration, d) || spec.Omit != w || spec.PathSlack != slack || !spec.echoed || !strings.Contains(how, "sized by the path") || !strings.Contains(how, "largest echo round trip") {
 			t.Errorf("%v: -t %v -O %v slack %v (%s), the rule %v -O %v slack %v", largest, spec.Duration, spec.Omit, spec.PathSlack, how, d, w, slack)
 		}
 	}
 	spec := Spec{Duration: 3 * time.Second, Omit: 0}
-	if how := sizeByEcho(&spec, 620*time.Millisecond, nil); spec.Duration != 3*time.Second || spec.Omit != 0 || !strings.Contains(how, "as given") {
+	if how := sizeByEcho(&spec, 620*time.Millisecond, true, nil); spec.Duration != 3*time.Second || spec.Omit != 0 || !strings.Contains(how, "as given") {
 		t.Errorf("given: -t %v -O %v (%s)", spec.Duration, spec.Omit, how)
 	}
 	spec = Spec{Omit: -1}
-	how := sizeByEcho(&spec, 0, []string{"10.0.0.1: 100% packet loss"})
-	if spec.Duration != minDuration || spec.Omit != iperf.NoEchoWarmup || spec.PathSlack != 0 || !strings.Contains(how, "no ICMP echo") || !strings.Contains(how, "defaults") {
+	how := sizeByEcho(&spec, 0, false, []string{"10.0.0.1: 100% packet loss"})
+	if spec.Duration != minDuration || spec.Omit != iperf.NoEchoWarmup || spec.PathSlack != 0 || spec.echoed || !strings.Contains(how, "no ICMP echo") || !strings.Contains(how, "defaults") {
 		t.Errorf("no echo: -t %v -O %v slack %v (%s)", spec.Duration, spec.Omit, spec.PathSlack, how)
 	}
 }

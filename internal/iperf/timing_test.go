@@ -1,0 +1,30 @@
+package iperf
+
+import (
+	"testing"
+	"time"
+)
+
+// Whether an echo answered, not its round trip, decides between the echo
+// rule and the no-echo default: an echo of 0 ms (a LAN's round trip
+// rounded to nothing) is sized like any other short path, not given the
+// no-echo warm-up.
+func TestRealPathTiming(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		largest             time.Duration
+		echoed              bool
+		duration, omit, slk time.Duration
+	}{
+		{"no echo", 0, false, 0, NoEchoWarmup, 0},
+		{"no echo, round trip ignored", 600 * time.Millisecond, false, 0, NoEchoWarmup, 0},
+		{"0 ms echo", 0, true, 2 * time.Second, time.Second, 0},
+		{"300 µs echo", 300 * time.Microsecond, true, 2 * time.Second, time.Second, 600 * time.Microsecond},
+		{"620 ms echo", 620 * time.Millisecond, true, 13 * time.Second, 7 * time.Second, 1240 * time.Millisecond},
+	} {
+		d, w, slack := RealPathTiming(c.largest, c.echoed)
+		if d != c.duration || w != c.omit || slack != c.slk {
+			t.Errorf("%s: -t %v -O %v slack %v, want -t %v -O %v slack %v", c.name, d, w, slack, c.duration, c.omit, c.slk)
+		}
+	}
+}
