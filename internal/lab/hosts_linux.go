@@ -263,13 +263,24 @@ func NamespacesOf(name string) []string {
 		}
 	}
 	entries, _ := os.ReadDir(netns.Dir)
-	prefix := "ovpnperf-" + name + "-"
 	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		rest, ok := strings.CutPrefix(e.Name(), "ovpnperf-"+name+"-")
 		if !ok || CheckHostName(Node(rest)) != nil {
 			continue
 		}
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// ownNamespace reports whether ns is a name lab name gives its namespaces:
+// ovpnperf-NAME-NODE, NODE one of its nodes or a host. A host name has no
+// dash, so a name is one lab's only (ovpnperf-a-b-router is lab a-b's).
+func ownNamespace(name, ns string) bool {
+	rest, ok := strings.CutPrefix(ns, "ovpnperf-"+name+"-")
+	if !ok {
+		return false
+	}
+	n := Node(rest)
+	return n == Client || n == Router || n == Server || n == Wire || CheckHostName(n) == nil
 }

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -220,6 +219,9 @@ func Open(name string) (*Lab, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, usage.Errorf("no lab named %q (see `ovpnperf lab status`)", name)
 	}
+	if errors.Is(err, errCorrupt) {
+		return nil, fmt.Errorf("%w; remove the lab with `ovpnperf lab clean %s`", err, name)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +242,11 @@ func (l *Lab) Down() error {
 	if err != nil {
 		return err
 	}
-	runner.Terminate(cur.Owner.Pid, cur.Owner.StartTicks, 3*time.Second)
+	// The owner first, given time to stop its emulator; only if it is
+	// the lab's (teardownState says why not).
+	if ValidateName(cur.Name) == nil {
+		newOwnership(cur).stop(cur.Owner.Pid, cur.Owner.StartTicks, "owner", 3*time.Second)
+	}
 	return teardownState(cur)
 }
 

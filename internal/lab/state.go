@@ -23,7 +23,6 @@ const (
 	KindQdisc     = "qdisc"     // a qdisc (lives on a lab link)
 	KindIptables  = "iptables"  // a rule (lives in the router namespace)
 	KindProcess   = "process"   // a process started for the lab
-	KindFile      = "file"      // a file outside the lab directory
 	KindEmulation = "emulation" // the userspace emulator (runs in the owner)
 )
 
@@ -82,6 +81,9 @@ func labDir(name string) string { return filepath.Join(BaseDir, name) }
 
 func statePath(name string) string { return filepath.Join(labDir(name), "state.json") }
 
+// errCorrupt marks a state file that cannot be read as one.
+var errCorrupt = errors.New("corrupt state file")
+
 // readState loads a lab's state file.
 func readState(name string) (State, error) {
 	var st State
@@ -90,7 +92,11 @@ func readState(name string) (State, error) {
 		return st, err
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("lab %s: corrupt state file %s (%v)", name, statePath(name), err)
+		return st, fmt.Errorf("lab %s: %w %s (%v)", name, errCorrupt, statePath(name), err)
+	}
+	if st.Name != name {
+		// Its teardown would act on another lab's name (or a path).
+		return State{}, fmt.Errorf("lab %s: %w %s (it names lab %q)", name, errCorrupt, statePath(name), st.Name)
 	}
 	return st, nil
 }
@@ -180,8 +186,6 @@ func List() ([]State, error) {
 		}
 		if err != nil {
 			st = State{Name: e.Name(), Corrupt: err.Error()}
-		} else if st.Name != e.Name() {
-			st = State{Name: e.Name(), Corrupt: fmt.Sprintf("state file %s names lab %q", statePath(e.Name()), st.Name)}
 		}
 		out = append(out, st)
 	}

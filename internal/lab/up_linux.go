@@ -660,27 +660,29 @@ func (l *Lab) veth(node Node, name string, peerNode Node, peer string, mtu int) 
 // is already gone is not an error. The calling process is never killed.
 func (l *Lab) teardown() error { return teardownState(l.state.snapshot()) }
 
+// teardownState removes what st lists that is the lab's own: namespaces
+// named as the lab names its own (ovpnperf-NAME-NODE), and processes
+// running in one of them. A state file is trusted for nothing else: one
+// that names another namespace, or a process outside the lab's namespaces
+// (pid 1, another lab's), is damaged or forged, and what it names is left
+// alone and reported.
 func teardownState(st State) error {
-	var errs []error
-	me := os.Getpid()
+	if err := ValidateName(st.Name); err != nil {
+		return fmt.Errorf("state file names lab %q; nothing removed", st.Name)
+	}
+	o := newOwnership(st)
 	// Processes first: a namespace with processes in it outlives its name.
 	for i := len(st.Resources) - 1; i >= 0; i-- {
-		r := st.Resources[i]
-		if r.Kind == KindProcess && r.Pid != me {
-			runner.Terminate(r.Pid, r.StartTicks, 2*time.Second)
+		if r := st.Resources[i]; r.Kind == KindProcess {
+			o.stop(r.Pid, r.StartTicks, r.Name, 2*time.Second)
 		}
 	}
-	if st.Owner.Pid != me {
-		runner.Terminate(st.Owner.Pid, st.Owner.StartTicks, 2*time.Second)
-	}
+	o.stop(st.Owner.Pid, st.Owner.StartTicks, "owner", 2*time.Second)
 	// Anything else still running in the lab's namespaces was started in
 	// them by ovpnperf (lab exec, or a child of a recorded process).
-	for _, r := range st.Resources {
-		if r.Kind != KindNetns {
-			continue
-		}
-		for _, pid := range pidsInNetns(r.Name) {
-			if pid == me {
+	for _, ns := range o.namespaces {
+		for _, pid := range pidsInNetns(ns) {
+			if pid == o.me {
 				continue
 			}
 			t, err := startTicks(pid)
@@ -689,23 +691,75 @@ func teardownState(st State) error {
 			}
 		}
 	}
+	var errs []error
 	for i := len(st.Resources) - 1; i >= 0; i-- {
 		r := st.Resources[i]
-		switch r.Kind {
-		case KindNetns:
+		if r.Kind == KindNetns && ownNamespace(st.Name, r.Name) {
 			if err := netns.Delete(r.Name); err != nil {
-				errs = append(errs, err)
-			}
-		case KindFile:
-			if err := os.Remove(r.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
 		}
 	}
 	if len(errs) == 0 {
+		// What the lab made is gone; what a damaged state file names
+		// besides is not the lab's and keeps no directory alive.
 		if err := os.RemoveAll(labDir(st.Name)); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	if len(o.foreign) > 0 {
+		errs = append(errs, fmt.Errorf("its state file lists what the lab did not make, left alone: %s", strings.Join(o.foreign, "; ")))
+	}
 	return errors.Join(errs...)
+}
+
+// ownership tells a lab's own processes from the others a state file may
+// name: a process is the lab's while it runs in one of the lab's
+// namespaces (every process a lab starts, its owner too, is started in one
+// with `ip netns exec`).
+type ownership struct {
+	me         int
+	namespaces []string        // the lab's own namespaces the state lists
+	inodes     map[uint64]bool // theirs, as in /proc/PID/ns/net
+	foreign    []string        // what was left alone, for the error
+}
+
+func newOwnership(st State) *ownership {
+	o := &ownership{me: os.Getpid(), inodes: map[uint64]bool{}}
+	for _, r := range st.Resources {
+		if r.Kind != KindNetns {
+			continue
+		}
+		if !ownNamespace(st.Name, r.Name) {
+			o.foreign = append(o.foreign, fmt.Sprintf("namespace %q", r.Name))
+			continue
+		}
+		o.namespaces = append(o.namespaces, r.Name)
+		if ino, ok := netns.Inode(r.Name); ok {
+			o.inodes[ino] = true
+		}
+	}
+	return o
+}
+
+// stop terminates process pid (ticks: its start time, 0 for any) if it
+// still runs and is the lab's; one that runs elsewhere is noted in foreign.
+func (o *ownership) stop(pid int, ticks uint64, what string, grace time.Duration) {
+	if pid <= 0 || pid == o.me || !alive(pid, ticks) {
+		return
+	}
+	if ticks == 0 {
+		// Pin the process now checked, not whichever reuses its pid.
+		t, err := startTicks(pid)
+		if err != nil {
+			return
+		}
+		ticks = t
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil || !o.inodes[st.Ino] {
+		o.foreign = append(o.foreign, fmt.Sprintf("process %d (%q), which runs outside the lab's namespaces", pid, what))
+		return
+	}
+	runner.Terminate(pid, ticks, grace)
 }
