@@ -116,7 +116,7 @@ func runLabCalibrate(ctx context.Context, w, errw io.Writer, o labCalibrateOptio
 		_, err := w.Write(append(b, '\n'))
 		return err
 	}
-	r := emulate.ReportCeiling(o.record, c.Backend, c.Kernel, c.CPUs, "")
+	r := emulate.ReportCeiling(c, nil, c.Backend, c.Kernel, c.CPUs, "")
 	fmt.Fprintln(w, r.Summary)
 	fmt.Fprintf(w, "load %.2f before, %.2f after (1 minute; the calibration's own load is in the second)\n", c.LoadBefore[0], c.LoadAfter[0])
 	fmt.Fprintf(w, "recorded in %s\n", o.record)

@@ -267,13 +267,9 @@ func (c Ceiling) senderLimited() bool {
 	return n > 0 && !c.Steps[n-1].Carried && strings.Contains(c.Steps[n-1].Why, sentShort)
 }
 
-// ReadCeiling reads a record (`lab calibrate` writes it).
-func ReadCeiling(path string) (Ceiling, error) {
+// ParseCeiling parses b, the record at path (`lab calibrate` writes it).
+func ParseCeiling(path string, b []byte) (Ceiling, error) {
 	var c Ceiling
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return c, err
-	}
 	if err := json.Unmarshal(b, &c); err != nil {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
@@ -306,13 +302,13 @@ const (
 	CeilingNotMeasured = "not measured"
 )
 
-// ReportCeiling judges the record at path for backend on a host running
-// kernel with cpus processors. how is the command that measures it, for
-// the summary of a missing or stale record.
-func ReportCeiling(path, backend, kernel string, cpus int, how string) CeilingReport {
+// ReportCeiling judges record c for backend on a host running kernel with
+// cpus processors; err is the error of reading or parsing the record
+// (os.ErrNotExist: there is none). how is the command that measures it,
+// for the summary of a missing or stale record.
+func ReportCeiling(c Ceiling, err error, backend, kernel string, cpus int, how string) CeilingReport {
 	r := CeilingReport{Backend: backend, Status: CeilingNotMeasured,
 		Summary: fmt.Sprintf("emulator: %s, ceiling not measured on this host: %s", backend, how)}
-	c, err := ReadCeiling(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return r
 	}

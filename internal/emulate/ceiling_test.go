@@ -67,7 +67,7 @@ func TestOutcomeFromDelays(t *testing.T) {
 func TestCeilingRecordAndReport(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ceiling.json")
 	how := "`ovpnperf lab calibrate` measures it (about 60 s)"
-	r := ReportCeiling(path, "nfqueue", "6.18.0", 2, how)
+	r := reportCeiling(path, "nfqueue", "6.18.0", 2, how)
 	if r.Status != CeilingNotMeasured || r.Record != nil || r.Summary != "emulator: nfqueue, ceiling not measured on this host: "+how {
 		t.Errorf("no record: %+v", r)
 	}
@@ -79,7 +79,7 @@ func TestCeilingRecordAndReport(t *testing.T) {
 		t.Fatalf("summarize: held %v carried %v", c.HeldPPS, c.CarriedPPS)
 	}
 	writeCeiling(t, path, c)
-	r = ReportCeiling(path, "nfqueue", "6.18.0", 2, how)
+	r = reportCeiling(path, "nfqueue", "6.18.0", 2, how)
 	want := "emulator: nfqueue, held 20 000 pps/direction (1400 B, 20ms), at most 1 % late up to 25 000 pps, measured 2026-11-28 at load 0.40"
 	if r.Status != CeilingMeasured || r.Busy || r.Summary != want || r.Record == nil || r.Record.HeldPPS != 20000 {
 		t.Errorf("measured:\n got %+v\nwant %q", r, want)
@@ -93,7 +93,7 @@ func TestCeilingRecordAndReport(t *testing.T) {
 		{"nfqueue", "6.18.0", 4, "stale (measured on kernel 6.18.0 with 2 CPUs, this host runs 6.18.0 with 4)"},
 		{"netem", "6.18.0", 2, "emulator: netem, ceiling not measured for it (the record is of nfqueue)"},
 	} {
-		r := ReportCeiling(path, c.backend, c.kernel, c.cpus, how)
+		r := reportCeiling(path, c.backend, c.kernel, c.cpus, how)
 		if r.Status != CeilingStale || !strings.Contains(r.Summary, c.want) || !strings.HasSuffix(r.Summary, how) || strings.Contains(r.Summary, "held") {
 			t.Errorf("%+v: %q, want %q", c, r.Summary, c.want)
 		}
@@ -102,7 +102,7 @@ func TestCeilingRecordAndReport(t *testing.T) {
 	c.Steps[2].Why = "up: sender reached 28000 pps"
 	c.Summarize()
 	writeCeiling(t, path, c)
-	r = ReportCeiling(path, "nfqueue", "6.18.0", 2, how)
+	r = reportCeiling(path, "nfqueue", "6.18.0", 2, how)
 	if !c.SenderLimited || !strings.Contains(r.Summary, "up to 25 000 pps (above it the load generator fell short, not the emulator), measured") {
 		t.Errorf("sender-limited: %+v", r)
 	}
@@ -110,14 +110,14 @@ func TestCeilingRecordAndReport(t *testing.T) {
 	c.Summarize()
 	c.LoadBefore[0] = 1.2
 	writeCeiling(t, path, c)
-	r = ReportCeiling(path, "nfqueue", "6.18.0", 2, how)
+	r = reportCeiling(path, "nfqueue", "6.18.0", 2, how)
 	if !r.Busy || !strings.Contains(r.Summary, "held none of the rates tried (1400 B, 20ms), none with at most 1 % late, measured") || !strings.Contains(r.Summary, "at load 1.20 on 2 CPUs: a busy host") {
 		t.Errorf("busy: %+v", r)
 	}
 	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := ReportCeiling(path, "nfqueue", "6.18.0", 2, how); r.Status != CeilingNotMeasured || !strings.Contains(r.Summary, "unreadable") {
+	if r := reportCeiling(path, "nfqueue", "6.18.0", 2, how); r.Status != CeilingNotMeasured || !strings.Contains(r.Summary, "unreadable") {
 		t.Errorf("corrupt record: %+v", r)
 	}
 }
@@ -153,4 +153,15 @@ func TestOutcomeFromStatsSince(t *testing.T) {
 	if o := OutcomeFromStats(f, after); o.Released != 31000 || o.Late != 52 || o.Drops != 3 {
 		t.Errorf("from the start: %+v", o)
 	}
+}
+
+// reportCeiling is ReportCeiling of the record at path, read as tests
+// read it (the commands read it with lab.ReadCeiling).
+func reportCeiling(path, backend, kernel string, cpus int, how string) CeilingReport {
+	b, err := os.ReadFile(path)
+	var c Ceiling
+	if err == nil {
+		c, err = ParseCeiling(path, b)
+	}
+	return ReportCeiling(c, err, backend, kernel, cpus, how)
 }

@@ -333,13 +333,9 @@ func (q *QueueStats) setBehind() {
 		q.Truncated > 0 || q.VerdictErrors > 0
 }
 
-// ReadStats reads a stats file written by Run.
-func ReadStats(path string) (Stats, error) {
+// ParseStats parses b, the stats file at path written by Run.
+func ParseStats(path string, b []byte) (Stats, error) {
 	var s Stats
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return s, fmt.Errorf("reading emulator stats: %w", err)
-	}
 	if err := json.Unmarshal(b, &s); err != nil {
 		return s, fmt.Errorf("parsing emulator stats %s: %w", path, err)
 	}

@@ -86,7 +86,7 @@ func TestDelayRoundTrip(t *testing.T) {
 	}
 	t.Logf("RTT min/avg/max %v/%v/%v", r.min, r.avg, r.max)
 	time.Sleep(2 * StatsInterval)
-	s, err := ReadStats(statsPath)
+	s, err := readStats(statsPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,7 +135,7 @@ func (p *emulatorProcess) stop() processResult {
 	}
 	if !p.killedByTest {
 		var err error
-		if p.final.Stats, err = ReadStats(p.statsPath); err != nil {
+		if p.final.Stats, err = readStats(p.statsPath); err != nil {
 			tb.Error(err)
 		}
 	}

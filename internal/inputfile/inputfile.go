@@ -85,6 +85,33 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Reason is what was wrong with the file, without its name or advice:
+// "a FIFO (named pipe), not a regular file", "larger than 16 MiB", "no
+// such file or directory"; for a file ovpnperf itself keeps (a state
+// file), whose message names it in its own words.
+func (e *Error) Reason() string {
+	switch {
+	case errors.Is(e.Err, ErrNotRegular):
+		return e.Detail + ", not a regular file"
+	case errors.Is(e.Err, ErrTooLarge):
+		return "larger than " + size(e.Kind.Max)
+	}
+	var pe *fs.PathError
+	if errors.As(e.Err, &pe) {
+		return pe.Err.Error()
+	}
+	return e.Err.Error()
+}
+
+// Reason is err's Reason if it is an Error, and err's message otherwise.
+func Reason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason()
+	}
+	return err.Error()
+}
+
 func size(n int64) string {
 	switch {
 	case n >= 1<<30 && n%(1<<30) == 0:

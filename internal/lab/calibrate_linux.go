@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 )
 
 // Calibration: the packet rate this host's lab emulation holds, measured by
@@ -301,6 +303,21 @@ func EmulationCeiling(backend string) *emulate.CeilingReport {
 		return nil
 	}
 	how := fmt.Sprintf("`ovpnperf lab calibrate` measures it (up to %.0f s)", CalibrationTime(CalibrateOptions{}).Seconds())
-	r := emulate.ReportCeiling(emulate.CeilingPath, backend, emulate.HostKernel(), emulate.HostCPUs(), how)
+	c, err := ReadCeiling(emulate.CeilingPath)
+	r := emulate.ReportCeiling(c, err, backend, emulate.HostKernel(), emulate.HostCPUs(), how)
 	return &r
+}
+
+// ReadCeiling reads the ceiling record at path as any input is read (a
+// regular file, capped): a FIFO or a device there must not hang `lab
+// status` and every `lab run`.
+func ReadCeiling(path string) (emulate.Ceiling, error) {
+	b, err := inputfile.ReadFile(context.Background(), path, ceilingKind)
+	if errors.Is(err, os.ErrNotExist) {
+		return emulate.Ceiling{}, err
+	}
+	if err != nil {
+		return emulate.Ceiling{}, fmt.Errorf("%s: %s", path, inputfile.Reason(err))
+	}
+	return emulate.ParseCeiling(path, b)
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 )
 
@@ -82,5 +83,10 @@ func queueLen(p Path, l Link) uint32 {
 // Stats returns the userspace emulator's counters for this lab. Labs that
 // use netem or no emulation have none; Backend says which.
 func (l *Lab) Stats() (emulate.Stats, error) {
-	return emulate.ReadStats(filepath.Join(l.Dir(), "stats.json"))
+	path := filepath.Join(l.Dir(), "stats.json")
+	b, err := inputfile.ReadFile(context.Background(), path, statsKind)
+	if err != nil {
+		return emulate.Stats{}, fmt.Errorf("reading emulator stats %s: %s", path, inputfile.Reason(err))
+	}
+	return emulate.ParseStats(path, b)
 }

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 )
 
 // BaseDir holds one directory per lab: its state file, emulator statistics,
@@ -81,15 +84,29 @@ func labDir(name string) string { return filepath.Join(BaseDir, name) }
 
 func statePath(name string) string { return filepath.Join(labDir(name), "state.json") }
 
+// The files a lab keeps, read back; far larger than any real one.
+var (
+	stateKind = inputfile.Kind{What: "lab state file", Max: 16 << 20}
+	statsKind = inputfile.Kind{What: "emulator statistics file", Max: 16 << 20}
+	// ceilingKind is the host's `lab calibrate` record.
+	ceilingKind = inputfile.Kind{What: "emulator ceiling record", Max: 16 << 20}
+)
+
 // errCorrupt marks a state file that cannot be read as one.
 var errCorrupt = errors.New("corrupt state file")
 
 // readState loads a lab's state file.
 func readState(name string) (State, error) {
 	var st State
-	b, err := os.ReadFile(statePath(name))
-	if err != nil {
+	// Read as any input is: a FIFO or a device in its place (a damaged
+	// or forged directory) must not hang or exhaust every command that
+	// lists the labs.
+	b, err := inputfile.ReadFile(context.Background(), statePath(name), stateKind)
+	if errors.Is(err, os.ErrNotExist) {
 		return st, err
+	}
+	if err != nil {
+		return st, fmt.Errorf("lab %s: %w %s (%s)", name, errCorrupt, statePath(name), inputfile.Reason(err))
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
 		return st, fmt.Errorf("lab %s: %w %s (%v)", name, errCorrupt, statePath(name), err)

@@ -6,8 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/emulate"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
@@ -130,4 +133,84 @@ func TestDownTouchesOnlyItsOwn(t *testing.T) {
 	if !runner.Alive(pid, ticks) {
 		t.Error("lab clean killed a process outside the lab's namespaces")
 	}
+}
+
+// returnsWhileFIFOSilent runs read, which reads fifo, and fails the test if
+// it is still blocked after 10 s (a blocking open of a FIFO waits for a
+// writer forever); it then opens the FIFO for writing to release it.
+func returnsWhileFIFOSilent(t *testing.T, fifo string, read func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { read(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("reading %s: still blocked after 10 s", fifo)
+		// Release each blocked open in turn until read is done.
+		for {
+			if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// The files a lab keeps, and the host's ceiling record, replaced by a FIFO
+// (a device would do the same with memory): every command listing the labs
+// would hang on it. Each is refused at once as unreadable.
+func TestLabFilesAreRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	oldBase, oldCeiling := lab.BaseDir, emulate.CeilingPath
+	lab.BaseDir, emulate.CeilingPath = filepath.Join(dir, "labs"), filepath.Join(dir, "ceiling.json")
+	t.Cleanup(func() { lab.BaseDir, emulate.CeilingPath = oldBase, oldCeiling })
+	mkfifo := func(p string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	name := "h" + lab.NewName()
+	state := filepath.Join(lab.BaseDir, name, "state.json")
+	mkfifo(state)
+	returnsWhileFIFOSilent(t, state, func() {
+		states, err := lab.List()
+		if err != nil || len(states) != 1 || !strings.Contains(states[0].Corrupt, "FIFO") || strings.Contains(states[0].Corrupt, "\n") {
+			t.Errorf("list with a FIFO as state file: want the lab corrupt, one line naming the FIFO, got %+v, %v", states, err)
+		}
+		if _, err := lab.Open(name); err == nil || !strings.Contains(err.Error(), "corrupt state file") {
+			t.Errorf("open with a FIFO as state file: %v", err)
+		}
+	})
+
+	name2 := "h" + lab.NewName()
+	writeState(t, name2, map[string]any{"name": name2, "emulation_backend": "nfqueue"})
+	stats := filepath.Join(lab.BaseDir, name2, "stats.json")
+	mkfifo(stats)
+	returnsWhileFIFOSilent(t, stats, func() {
+		l, err := lab.Open(name2)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := l.Stats(); err == nil || !strings.Contains(err.Error(), "FIFO") {
+			t.Errorf("stats from a FIFO: %v", err)
+		}
+	})
+
+	mkfifo(emulate.CeilingPath)
+	returnsWhileFIFOSilent(t, emulate.CeilingPath, func() {
+		r := lab.EmulationCeiling("nfqueue")
+		if r == nil || r.Status != emulate.CeilingNotMeasured || !strings.Contains(r.Summary, "unreadable") || !strings.Contains(r.Summary, "FIFO") {
+			t.Errorf("ceiling record that is a FIFO: %+v", r)
+		}
+	})
 }
