@@ -123,6 +123,8 @@ func badFileFixtures(t *testing.T) string {
 	write("pmtu-rtt.json", `{"schema":"ovpnperf/pmtu/v1","path_mtu":1500,"blackhole":false,"explanation":"x","rtt_ms":1e308}`)
 	write("pmtu-neg.json", `{"schema":"ovpnperf/pmtu/v1","path_mtu":1500,"blackhole":false,"explanation":"x","elapsed_seconds":-3}`)
 	write("pps-neg.json", `{"schema":"ovpnperf/pps/v1","pps_median":-1,"series":[],"flows":1}`)
+	write("pmtu-mtu.json", `{"schema":"ovpnperf/pmtu/v1","path_mtu":-1400,"blackhole":false,"explanation":"x","elapsed_seconds":3}`)
+	write("pps-size.json", `{"schema":"ovpnperf/pps/v1","pps_median":1000,"series":[],"flows":-1,"size_bytes":-18}`)
 	write("tune-inf.json", `{"schema":"ovpnperf.tune/2","budget_seconds":1e300}`)
 	write("cluster-neg.json", `{"id":"ab12","instances":[{"name":"i0","view_age_seconds":-5}]}`)
 	probe := `{"schema":"ovpnperf/probe/v1","host":"198.51.100.2","time":"2026-11-23T10:00:00Z","path":{"rtt_ms":{"value":RTT,"source":"measured"},"path_rate_bps":{"value":RATE,"source":"measured"},"loss_percent":{"value":LOSS,"source":"measured"}}}`
@@ -203,6 +205,8 @@ func TestBadFilesRefused(t *testing.T) {
 		{[]string{"report", in("pmtu-rtt.json")}, "rtt_ms = 1e308"},
 		{[]string{"report", in("pmtu-neg.json")}, "elapsed_seconds = -3"},
 		{[]string{"report", in("pps-neg.json")}, "pps_median = -1"},
+		{[]string{"report", in("pmtu-mtu.json")}, "path_mtu = -1400"},
+		{[]string{"report", in("pps-size.json")}, "want a"},
 		{[]string{"report", in("tune-inf.json")}, "budget_seconds = 1e300"},
 		{[]string{"report", in("cluster-neg.json")}, "view_age_seconds = -5"},
 		{[]string{"compare", in("negative.json"), good}, "median_bps = -500e6"},

@@ -18,6 +18,8 @@ const (
 	MaxRate = 1e15
 	// MaxSeconds is the largest time read (about 3 years), in seconds.
 	MaxSeconds = 1e8
+	// MaxBytes is the largest size or byte count read (1 PB).
+	MaxBytes = 1e15
 )
 
 // Keys carry their unit (the JSON contract of every ovpnperf document):
@@ -27,6 +29,13 @@ var (
 	rateKey = regexp.MustCompile(`(^|_)(bps|pps|per_sec|per_second)(_|$)|^pps_|_per_sec_|bits_per_s|bytes_per_s`)
 	lossKey = regexp.MustCompile(`(^|_)(loss|lost)(_.*)?_percent$`)
 	timeKey = regexp.MustCompile(`(_s|_ms|_us|_ns|seconds|^rtt|_rtt)(_|$)|seconds_per_`)
+	// Sizes end in bytes or mtu; an overhead is left out, since a
+	// measured one (datagram minus payload) is below 0 when a tunnel
+	// compresses.
+	sizeKey     = regexp.MustCompile(`(^|_)(bytes|mtu)(_|$)`)
+	overheadKey = regexp.MustCompile(`overhead`)
+	// Counts a run was made of.
+	countKey = regexp.MustCompile(`^(rounds|probes|flows|repeat|parallel|tries|cpus)$`)
 )
 
 // timeScale is how many of the key's unit make a second.
@@ -43,9 +52,10 @@ func timeScale(key string) float64 {
 }
 
 // CheckFigures refuses a JSON document holding a figure no measurement
-// gives: a number that does not fit a float64 (1e400), a negative rate or
-// time, a rate above MaxRate or a time above MaxSeconds. Rates and times
-// are recognised by their keys' units, in any document of any schema, so
+// gives: a number that does not fit a float64 (1e400), a negative rate,
+// time, size or count, a rate above MaxRate, a time above MaxSeconds or a
+// size above MaxBytes. Rates, times and sizes are recognised by their
+// keys' units, counts by their names, in any document of any schema, so
 // every document reader applies the same rule. The error names the figure
 // by its path in the document, e.g. rows[2].median_bps.
 func CheckFigures(data []byte) error {
@@ -101,6 +111,14 @@ func checkValue(path, key string, v any) error {
 		case lossKey.MatchString(k):
 			if f < 0 || f > 100 {
 				return fmt.Errorf("%s = %s: want a loss from 0 to 100 %%", path, x)
+			}
+		case sizeKey.MatchString(k) && !overheadKey.MatchString(k):
+			if f < 0 || f > MaxBytes {
+				return fmt.Errorf("%s = %s: want a size from 0 to %g bytes", path, x, float64(MaxBytes))
+			}
+		case countKey.MatchString(k):
+			if f < 0 {
+				return fmt.Errorf("%s = %s: want a count of 0 or more", path, x)
 			}
 		}
 	}
