@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // The ceiling: the highest packet rate the emulation backend carries on a
@@ -276,7 +277,42 @@ func ParseCeiling(path string, b []byte) (Ceiling, error) {
 	if c.Schema != CeilingSchema {
 		return c, fmt.Errorf("%s: schema %q, want %s", path, c.Schema, CeilingSchema)
 	}
+	if why := c.check(); why != "" {
+		return Ceiling{}, fmt.Errorf("%s: %s: not a record lab calibrate writes", path, why)
+	}
 	return c, nil
+}
+
+// check says what in a record read from disk no calibration writes: a
+// name with control characters (it reaches the line lab status prints),
+// a negative or absurd count, rate, size, load or duration.
+func (c Ceiling) check() string {
+	for _, f := range []struct{ name, v string }{{"backend", c.Backend}, {"kernel", c.Kernel}, {"ovpnperf_version", c.Version}} {
+		if len(f.v) > 256 || strings.IndexFunc(f.v, unicode.IsControl) >= 0 {
+			return fmt.Sprintf("%s %.40q", f.name, f.v)
+		}
+	}
+	if c.CPUs < 0 || c.CPUs > 1<<16 || c.PacketBytes < 0 || c.PacketBytes > 1<<16 {
+		return fmt.Sprintf("cpus %d, packet_bytes %d", c.CPUs, c.PacketBytes)
+	}
+	if c.Delay < 0 || c.Tolerance < 0 || c.StepDuration < 0 {
+		return fmt.Sprintf("delay %v, tolerance %v, step duration %v", c.Delay, c.Tolerance, c.StepDuration)
+	}
+	pps := []float64{c.HeldPPS, c.CarriedPPS}
+	for _, st := range c.Steps {
+		pps = append(pps, st.RatePPS)
+	}
+	for _, v := range pps {
+		if v < 0 || v > 1e9 {
+			return fmt.Sprintf("a rate of %g pps", v)
+		}
+	}
+	for _, v := range append(c.LoadBefore[:], c.LoadAfter[:]...) {
+		if v < 0 || v > 1e6 {
+			return fmt.Sprintf("a load average of %g", v)
+		}
+	}
+	return ""
 }
 
 // CeilingReport is what `lab status` and the documents measured across a

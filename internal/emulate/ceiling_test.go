@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +165,39 @@ func reportCeiling(path, backend, kernel string, cpus int, how string) CeilingRe
 		c, err = ParseCeiling(path, b)
 	}
 	return ReportCeiling(c, err, backend, kernel, cpus, how)
+}
+
+// A record on disk is read only if lab calibrate could have written it: a
+// newline in the kernel would start a line of its own in lab status, a
+// negative rate would be printed as measured.
+func TestParseCeilingRefusesWhatNoCalibrationWrites(t *testing.T) {
+	good := Ceiling{Schema: CeilingSchema, Backend: "nfqueue", Kernel: "6.18.0", CPUs: 2, PacketBytes: 1400,
+		Delay: 20 * time.Millisecond, HeldPPS: 20000, CarriedPPS: 25000, LoadBefore: [3]float64{0.4, 0.3, 0.2},
+		Steps: []CeilingStep{{RatePPS: 20000, Held: true, Carried: true}}}
+	for _, c := range []struct {
+		name string
+		edit func(*Ceiling)
+		want string // "" = read
+	}{
+		{"as written", func(*Ceiling) {}, ""},
+		{"newline in the kernel", func(c *Ceiling) { c.Kernel = "6.18.0\nemulator: afxdp, held 1 000 000 pps" }, "kernel"},
+		{"escape in the backend", func(c *Ceiling) { c.Backend = "nfqueue\x1b[2J" }, "backend"},
+		{"negative held rate", func(c *Ceiling) { c.HeldPPS = -5 }, "a rate of -5 pps"},
+		{"absurd step rate", func(c *Ceiling) { c.Steps[0].RatePPS = 1e300 }, "a rate of 1e+300 pps"},
+		{"negative CPUs", func(c *Ceiling) { c.CPUs = -2 }, "cpus -2"},
+		{"negative delay", func(c *Ceiling) { c.Delay = -time.Second }, "delay -1s"},
+		{"negative load", func(c *Ceiling) { c.LoadAfter[1] = -1 }, "a load average of -1"},
+	} {
+		rec := good
+		rec.Steps = slices.Clone(good.Steps)
+		c.edit(&rec)
+		b, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ParseCeiling("rec.json", b)
+		if (c.want == "") != (err == nil) || (err != nil && (!strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n"))) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
 }
