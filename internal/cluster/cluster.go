@@ -446,7 +446,7 @@ func (c *Cluster) Stop() error {
 	st := c.state.get()
 	var errs []error
 	for i := len(st.Resources) - 1; i >= 0; i-- {
-		if err := removeResource(context.Background(), st.Resources[i]); err != nil {
+		if err := removeResource(context.Background(), c.id, c.dir, st.Resources[i]); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -175,7 +175,7 @@ func undoConnect(ctx context.Context, st ConnectState) error {
 		if r.Kind != KindProcess && !ok {
 			continue
 		}
-		if err := removeResource(ctx, r); err != nil {
+		if err := removeResource(ctx, st.ID, ConnectRunDir(st.ID), r); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -199,7 +201,7 @@ func Clean(ctx context.Context, id string) error {
 		}
 	}
 	for i := len(st.Resources) - 1; i >= 0; i-- {
-		if err := removeResource(ctx, st.Resources[i]); err != nil {
+		if err := removeResource(ctx, id, Dir(id), st.Resources[i]); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -218,7 +220,10 @@ func servePidTicks(st State) (uint64, bool) {
 	return 0, st.ServePid > 0
 }
 
-func removeResource(ctx context.Context, r Resource) error {
+func removeResource(ctx context.Context, id, dir string, r Resource) error {
+	if why := notOurs(id, dir, r); why != "" {
+		return fmt.Errorf("state file of %s names %s, which it does not make; left alone", id, why)
+	}
 	if r.Kind != KindProcess && r.Netns != "" && !netns.Exists(r.Netns) {
 		// The namespace went with its rules and sysctls (a lab torn
 		// down); a process may outlive it and is still checked.
@@ -226,7 +231,7 @@ func removeResource(ctx context.Context, r Resource) error {
 	}
 	switch r.Kind {
 	case KindProcess:
-		if r.Name != "serve" && alive(r.Pid, r.StartTicks) {
+		if r.Name != "serve" && alive(r.Pid, r.StartTicks) && runsFrom(r.Pid, dir) {
 			runner.Terminate(r.Pid, r.StartTicks, 3*time.Second)
 		}
 	case KindChain:
@@ -241,6 +246,46 @@ func removeResource(ctx context.Context, r Resource) error {
 		return removeLink(ctx, r)
 	}
 	return nil
+}
+
+// ownSysctls are the sysctls a cluster or connect run changes (and so
+// restores); their values are small integers.
+var ownSysctls = append([]string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"}, MultipathHashSysctls...)
+
+var sysctlValueRE = regexp.MustCompile(`^[0-9]{1,3}$`)
+
+// notOurs says what r, read from the state file of cluster or connect run
+// id (directory dir), names that the run does not make, "" if it could
+// have made it: a state file damaged or written by someone else must not
+// make clean write any sysctl, delete another's chain or device, or stop
+// a process that is not one of the run's openvpns.
+func notOurs(id, dir string, r Resource) string {
+	switch r.Kind {
+	case KindProcess:
+		if r.Name != "serve" && (r.Pid <= 0 || r.StartTicks == 0) {
+			return fmt.Sprintf("process %d without its start time", r.Pid)
+		}
+	case KindChain:
+		if !strings.HasPrefix(r.Name, "ovpnperf-"+id+"-") {
+			return fmt.Sprintf("iptables chain %q", r.Name)
+		}
+	case KindSysctl:
+		if !slices.Contains(ownSysctls, r.Name) || !sysctlValueRE.MatchString(r.Detail) {
+			return fmt.Sprintf("sysctl %.60q = %.20q", r.Name, r.Detail)
+		}
+	case KindLink:
+		if !strings.HasPrefix(r.Name, "ovpnperf"+id+"t") {
+			return fmt.Sprintf("link %q", r.Name)
+		}
+	}
+	return ""
+}
+
+// runsFrom reports whether process pid's command line names a file in dir
+// (a cluster instance's --config, a connect tunnel's --management socket).
+func runsFrom(pid int, dir string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(b), dir+"/")
 }
 
 // sysctl path of key (net.ipv4.ip_forward → /proc/sys/net/ipv4/ip_forward).
