@@ -33,7 +33,7 @@ func checkGoneRun(t *testing.T, name string) {
 // minStealShare is the share of the CPUs' time (%) the hypervisor must have
 // taken during a sample for a test to accept the sample's refusal as the
 // host's doing rather than ovpnperf's: a row refused for late releases
-// passes when its reason (experiment.HostDuring) shows at least this much
+// passes when its reason (experiment.JudgeEmulator) shows at least this much
 // steal. This machine's steal is under 1 % when its neighbours are quiet
 // (0.76 % over 10 s, 15:21 UTC); the CI run whose AF_PACKET rows were
 // refused at 40 ms saw 10.7–13.3 % during each refused sample.

@@ -44,6 +44,24 @@ func TestJudgeSample(t *testing.T) {
 			t.Errorf("%s: reason does not read as an invalid sample", c.name)
 		}
 	}
+	// With /proc/stat read beside both snapshots, a refusal ends with the
+	// host's shares in between; a valid sample says nothing of them.
+	a := cpuacct.SystemTimes{User: time.Second, Idle: 10 * time.Second}
+	b := a
+	b.User += 700 * time.Millisecond
+	b.Steal += 30 * time.Millisecond
+	b.Idle += 270 * time.Millisecond
+	withHost := func(e Emulator, h cpuacct.SystemTimes) Emulator { e.host = h; return e }
+	late := after(10000, 101, 0, 0, 101*3*ms)
+	if got := JudgeEmulator(withHost(base, a), withHost(late, b)); !strings.HasSuffix(got, "figure not valid; "+hostDuring(a, b)) {
+		t.Errorf("refusal with the host read: %q", got)
+	}
+	if got := JudgeEmulator(withHost(base, a), withHost(after(10000, 0, 0, 0, 0), b)); got != "" {
+		t.Errorf("valid sample with the host read: %q", got)
+	}
+	if got := JudgeEmulator(base, withHost(late, b)); strings.Contains(got, "busy") {
+		t.Errorf("refusal without the host read before it: %q", got)
+	}
 }
 
 // A refused sample's reason gives the host's busy and steal shares.
@@ -53,7 +71,7 @@ func TestHostDuring(t *testing.T) {
 	b.User += 700 * time.Millisecond
 	b.Steal += 30 * time.Millisecond
 	b.Idle += 270 * time.Millisecond
-	if got, want := HostDuring(a, b), "the host's CPUs were 73 % busy during it, 3.0 % of their time taken by the hypervisor (steal)"; got != want {
-		t.Errorf("HostDuring = %q, want %q", got, want)
+	if got, want := hostDuring(a, b), "the host's CPUs were 73 % busy during it, 3.0 % of their time taken by the hypervisor (steal)"; got != want {
+		t.Errorf("hostDuring = %q, want %q", got, want)
 	}
 }

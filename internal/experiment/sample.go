@@ -82,7 +82,6 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, di
 	if err != nil {
 		return nil, nil, err
 	}
-	sysBefore, sysErr := cpuacct.ReadSystem()
 	res, err := RunIperf(ctx, client, opts)
 	drained := false
 	if err != nil {
@@ -100,9 +99,6 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, di
 		return nil, nil, err
 	}
 	if why := JudgeEmulator(emuBefore, emuAfter); why != "" {
-		if sysAfter, err := cpuacct.ReadSystem(); err == nil && sysErr == nil {
-			why += "; " + HostDuring(sysBefore, sysAfter)
-		}
 		return nil, nil, invalidSample(why)
 	}
 	delta, err := cpuacct.Delta(before, after)
@@ -181,6 +177,10 @@ func RunIperf(ctx context.Context, client iperf.CommandFunc, opts iperf.ClientOp
 type Emulator struct {
 	emulate.Lateness
 	Lost uint64
+	// host is /proc/stat when the counters were read (zero if it could
+	// not be read): a refusal gives the host's busy and steal shares
+	// between the two reads (hostDuring).
+	host cpuacct.SystemTimes
 }
 
 // ReadEmulator returns the lab's emulator counters, zero with netem or no
@@ -194,7 +194,9 @@ func ReadEmulator(l *lab.Lab) (Emulator, error) {
 	if err != nil {
 		return Emulator{}, err
 	}
-	return Counters(st), nil
+	c := Counters(st)
+	c.host, _ = cpuacct.ReadSystem()
+	return c, nil
 }
 
 // Counters sums the emulator's queues.
@@ -209,20 +211,26 @@ func Counters(st emulate.Stats) Emulator {
 // JudgeEmulator returns why a sample is invalid, from the emulator's
 // counters before and after it, or "" if the emulator carried the path: no
 // packet lost, no stall, at most emulate.MaxLateShare released late
-// (docs/emulator.md, "When a measurement is not trusted").
+// (docs/emulator.md, "When a measurement is not trusted"). A refusal ends
+// with the host's busy and steal shares in between, when both reads had
+// them.
 func JudgeEmulator(before, after Emulator) string {
+	why := after.Lateness.Since(before.Lateness).Judge()
 	if lost := after.Lost - before.Lost; lost > 0 {
-		return fmt.Sprintf("the link emulator lost %d packets it could not handle during the sample: figure not valid", lost)
+		why = fmt.Sprintf("the link emulator lost %d packets it could not handle during the sample: figure not valid", lost)
 	}
-	return after.Lateness.Since(before.Lateness).Judge()
+	if why != "" && before.host.Total() > 0 && after.host.Total() > 0 {
+		why += "; " + hostDuring(before.host, after.host)
+	}
+	return why
 }
 
-// HostDuring says how busy the host was between a and b, for the reason
+// hostDuring says how busy the host was between a and b, for the reason
 // of a sample the emulator did not carry: the share of all CPUs' time that
 // was busy (steal included) and the share the hypervisor gave to others
 // (steal), so that a reader can tell a loaded host from one whose vCPUs
 // were taken away.
-func HostDuring(a, b cpuacct.SystemTimes) string {
+func hostDuring(a, b cpuacct.SystemTimes) string {
 	return fmt.Sprintf("the host's CPUs were %.0f %% busy during it, %.1f %% of their time taken by the hypervisor (steal)",
 		100*b.BusyShareSince(a), 100*b.StealShareSince(a))
 }

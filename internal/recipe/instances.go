@@ -396,7 +396,7 @@ func instMeasureOnce(ctx context.Context, l *lab.Lab, cfg *instConfig, dir strin
 	// (no sch_netem here); a sample during which it fell behind measured
 	// the emulator, as in `lab run`.
 	if why := experiment.JudgeEmulator(emuBefore, emuAfter); why != "" {
-		return instSample{}, errors.New(why + "; " + experiment.HostDuring(statBefore, statAfter))
+		return instSample{}, errors.New(why)
 	}
 	delta, err := cpuacct.Delta(before, after)
 	if err != nil {

@@ -304,9 +304,6 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 		return err
 	}
 	if why := experiment.JudgeEmulator(emu0, emu1); why != "" {
-		if busyErr == nil && busyErr1 == nil {
-			why += "; " + experiment.HostDuring(busy0, busy1)
-		}
 		return errors.New(why)
 	}
 	if res.Received == 0 || res.SendSeconds <= 0 {
