@@ -206,7 +206,7 @@ func (o DirectionOutcome) Carried(rate float64) (ok bool, why string) {
 	if o.Stalled > 0 {
 		return false, fmt.Sprintf("%d releases stalled (over %v late)", o.Stalled, StallLateness)
 	}
-	if (Lateness{Released: o.Released, Late: o.Late, LateDelay: o.LateDelay}).TooLate() {
+	if (Lateness{Released: o.Released, Late: o.Late}).TooLate() {
 		return false, fmt.Sprintf("%.2f %% late", 100*o.LateShare())
 	}
 	return true, ""
