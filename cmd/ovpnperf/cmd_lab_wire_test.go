@@ -241,6 +241,7 @@ func TestLabWireAFPacketReceiveThreads(t *testing.T) {
 // refused while the hypervisor took the CPUs (refusedForSteal) is logged,
 // not failed.
 func TestLabRunAFPacket(t *testing.T) {
+	testenv.Exclusive(t)
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "r" + lab.NewName()

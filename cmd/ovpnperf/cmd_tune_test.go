@@ -33,6 +33,7 @@ func checkGoneTune(t *testing.T, name string) {
 // Must show 3: with a small budget tune stops on time (within the budget
 // plus one sample and the teardown, generously) and reports what it has.
 func TestTuneBudget(t *testing.T) {
+	testenv.Exclusive(t)
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "tb" + lab.NewName()[:6]
