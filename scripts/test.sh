@@ -73,7 +73,7 @@ export bins logs
 all=$(go list "${pkgs[@]}")
 first=() rest=()
 for p in $all; do
-  case "$unit" in *" $(basename "$p") "*) first+=("$p") ;; *) rest+=("$p") ;; esac
+  case " $(echo $unit) " in *" $(basename "$p") "*) first+=("$p") ;; *) rest+=("$p") ;; esac
 done
 # The longest packages first, so that the two lanes end together.
 order="cmd/ovpnperf internal/recipe internal/cluster internal/pps internal/emulate"

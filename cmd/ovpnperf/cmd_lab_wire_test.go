@@ -304,10 +304,10 @@ func TestLabEmulatorBadInput(t *testing.T) {
 // lab calibrate --emulator afpacket measures the AF_PACKET wire: the
 // record names it and its lateness comes from that emulator's counters.
 func TestLabCalibrateAFPacket(t *testing.T) {
-	labtest.Require(t)
 	// It judges the record's backend and counters, not a ceiling: it
 	// overlaps the other tests that judge no rate.
 	t.Parallel()
+	labtest.Require(t)
 	record := filepath.Join(t.TempDir(), "ceiling.json")
 	r := ovpnperf(t, "lab", "calibrate", "--emulator", "afpacket", "--rates", "1000", "--duration", "1s", "--record", record, "--json").mustSucceed(t)
 	var c emulate.Ceiling

@@ -147,11 +147,11 @@ func TestLabRunRefusesBadVariants(t *testing.T) {
 
 // Ctrl-C in the middle of a run tears everything down.
 func TestLabRunInterrupted(t *testing.T) {
-	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	// It judges the exit status, the message and what its own run left,
 	// not a rate: it overlaps the other tests that judge none.
 	t.Parallel()
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "r" + lab.NewName()
 	procsBefore := labProcesses(name)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
