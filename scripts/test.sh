@@ -39,7 +39,6 @@ chmod 755 "$bins" # some tests run the command as an unprivileged user
 # again when it runs it), and the command the tests run as a user would.
 go test -c -o "$bins/" "${pkgs[@]}"
 go build -buildvcs=auto -o "$bins/ovpnperf" ./cmd/ovpnperf
-export OVPNPERF_TEST_BINARY=$bins/ovpnperf
 
 # Packages whose tests build no lab and measure nothing (parsers, golden
 # files, rules, HTML): nothing of theirs is a measurement another package's
@@ -54,6 +53,11 @@ run_pkg() {
   dir=$(go list -f '{{.Dir}}' "$pkg")
   bin=$bins/$(basename "$pkg").test # go test -c -o DIR/ names it so
   [ -x "$bin" ] || { printf '?   \t%s\t[no test files]\n' "$pkg"; return 0; }
+  # A copy of the command per package: some tests look for processes of
+  # their own binary, and the other lane's labs must not be theirs.
+  mkdir -p "$bins/cmd-$(basename "$pkg")"
+  cp "$bins/ovpnperf" "$bins/cmd-$(basename "$pkg")/ovpnperf"
+  export OVPNPERF_TEST_BINARY=$bins/cmd-$(basename "$pkg")/ovpnperf
   log=$logs/$(echo "$pkg" | tr / _).log
   start=$(date +%s%N)
   (cd "$dir" && "$bin" -test.count=1 -test.timeout=20m -test.v) > "$log" 2>&1 || rc=$?
