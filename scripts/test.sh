@@ -4,12 +4,10 @@
 # (root).
 #
 # Each package's test binary is linked once (go test -c), then run from its
-# package directory. The packages whose tests build no lab and measure
-# nothing run first, two at a time. The others run two at a time as well,
-# and the host test lock keeps their measurements apart: a test that
-# judges a rate, a sample's validity or a time holds it exclusively, every
-# other lab test shared (internal/testenv/hostlock.go). docs/testing.md
-# says more.
+# package directory, in two phases. First every package, three at a time,
+# with the measuring tests (those that judge a rate, a sample's validity
+# or a time: testenv.Exclusive) deferred; then the measuring tests, one at
+# a time with nothing else running. docs/testing.md says more.
 #
 #   ./scripts/test.sh                  everything
 #   ./scripts/test.sh ./internal/lab   only these packages
@@ -40,67 +38,75 @@ chmod 755 "$bins" # some tests run the command as an unprivileged user
 go test -c -o "$bins/" "${pkgs[@]}"
 go build -buildvcs=auto -o "$bins/ovpnperf" ./cmd/ovpnperf
 
-# Packages whose tests build no lab and measure nothing (parsers, golden
-# files, rules, HTML): nothing of theirs is a measurement another package's
-# load could spoil, and they hold no host lock, so they run before the rest.
-unit=" advise capture certs dco inputfile measure netns outputfile printable
-realnet report rules runner shellquote syncbuf tune usage verdict vpnproc "
-
-# run_pkg IMPORTPATH: runs the package's test binary in its directory and
-# prints one line, as go test does; the verbose log stays in $logs.
+# run_pkg IMPORTPATH [PHASE RUN]: runs the package's test binary in its
+# directory and prints one line, as go test does; the verbose log stays in
+# $logs. PHASE "measure" runs only the tests named by the -test.run pattern
+# RUN; otherwise the measuring tests are deferred (testenv.Exclusive).
 run_pkg() {
-  local pkg=$1 dir bin log start rc=0 took
+  local pkg=$1 phase=${2:-} run=${3:-} dir bin log start rc=0 took args
   dir=$(go list -f '{{.Dir}}' "$pkg")
   bin=$bins/$(basename "$pkg").test # go test -c -o DIR/ names it so
-  [ -x "$bin" ] || { printf '?   \t%s\t[no test files]\n' "$pkg"; return 0; }
+  [ -x "$bin" ] || { [ -n "$phase" ] || printf '?   \t%s\t[no test files]\n' "$pkg"; return 0; }
   # A copy of the command per package: some tests look for processes of
-  # their own binary, and the other lane's labs must not be theirs.
+  # their own binary, and another package's labs must not be theirs.
   mkdir -p "$bins/cmd-$(basename "$pkg")"
   cp "$bins/ovpnperf" "$bins/cmd-$(basename "$pkg")/ovpnperf"
   export OVPNPERF_TEST_BINARY=$bins/cmd-$(basename "$pkg")/ovpnperf
+  export OVPNPERF_TEST_PACKAGE=$pkg
+  args=(-test.count=1 -test.timeout=20m -test.v)
   log=$logs/$(echo "$pkg" | tr / _).log
+  if [ "$phase" = measure ]; then
+    args+=(-test.run "^($run)\$")
+    log=${log%.log}.measure.log
+    unset OVPNPERF_TEST_DEFER_EXCLUSIVE
+  fi
   start=$(date +%s%N)
-  (cd "$dir" && "$bin" -test.count=1 -test.timeout=20m -test.v) > "$log" 2>&1 || rc=$?
+  (cd "$dir" && "$bin" "${args[@]}") > "$log" 2>&1 || rc=$?
   took=$(( ($(date +%s%N) - start) / 100000000 ))
   took=$((took / 10)).$((took % 10))
   if [ $rc -eq 0 ]; then
-    printf 'ok  \t%s\t%ss\n' "$pkg" "$took"
+    printf 'ok  \t%s\t%ss%s\n' "$pkg" "$took" "${phase:+ (measuring tests)}"
   else
-    grep -E '^(=== RUN|--- FAIL|\s+--- FAIL|panic:|FAIL)' "$log" | grep -v '^=== RUN' | head -40 || true
-    printf 'FAIL\t%s\t%ss (log: %s)\n' "$pkg" "$took" "$log"
+    grep -E '^(\s*--- FAIL|panic:|FAIL)' "$log" | head -40 || true
+    printf 'FAIL\t%s\t%ss%s (log: %s)\n' "$pkg" "$took" "${phase:+ (measuring tests)}" "$log"
   fi
   return $rc
 }
 export -f run_pkg
 export bins logs
 
+# The longest packages first, so that the lanes end together.
 all=$(go list "${pkgs[@]}")
-first=() rest=()
-for p in $all; do
-  case " $(echo $unit) " in *" $(basename "$p") "*) first+=("$p") ;; *) rest+=("$p") ;; esac
-done
-# The longest packages first, so that the two lanes end together.
-order="cmd/ovpnperf internal/recipe internal/cluster internal/pps internal/emulate"
+order="cmd/ovpnperf internal/recipe internal/cluster internal/pps internal/emulate internal/lab internal/iperf"
 sorted=()
 for o in $order; do
-  for p in "${rest[@]}"; do [[ $p == */$o ]] && sorted+=("$p"); done
+  for p in $all; do [[ $p == */$o ]] && sorted+=("$p"); done
 done
-for p in "${rest[@]}"; do
+for p in $all; do
   case " ${sorted[*]} " in *" $p "*) ;; *) sorted+=("$p") ;; esac
 done
 
 status=0
-if [ ${#first[@]} -gt 0 ]; then
-  printf '%s\n' "${first[@]}" | xargs -P 2 -I{} bash -c 'run_pkg {}' || status=1
-fi
-if [ ${#sorted[@]} -gt 0 ]; then
-  printf '%s\n' "${sorted[@]}" | xargs -P 2 -I{} bash -c 'run_pkg {}' || status=1
-fi
+# Phase 1: every test but the measuring ones, three packages at a time
+# (their tests wait on round trips and timers more than they use the
+# CPUs, and none of them judges a rate or a time).
+deferred=$logs/deferred.txt
+: > "$deferred"
+export OVPNPERF_TEST_DEFER_EXCLUSIVE=$deferred
+printf '%s\n' "${sorted[@]}" | xargs -P 3 -I{} bash -c 'run_pkg {}' || status=1
+# Phase 2: the measuring tests, one at a time, with nothing else running.
+for p in "${sorted[@]}"; do
+  run=$(awk -F'\t' -v p="$p" '$1 == p { print $2 }' "$deferred" | sort -u | paste -sd'|')
+  [ -n "$run" ] || continue
+  run_pkg "$p" measure "$run" || status=1
+done
 
-# Top-level tests only: subtests are counted with their test.
-passed=$(cat "$logs"/*.log | grep -cE '^--- PASS' || true)
-failed=$(cat "$logs"/*.log | grep -cE '^--- FAIL' || true)
-skipped=$(cat "$logs"/*.log | grep -cE '^--- SKIP' || true)
+# Top-level tests only: subtests are counted with their test. A test
+# deferred to phase 2 is not a skip.
+count() { cat "$logs"/*.log | grep -cE "$1" || true; }
+passed=$(count '^--- PASS')
+failed=$(count '^--- FAIL')
+skipped=$(( $(count '^--- SKIP') - $(count "^    [^ ]+\.go:[0-9]+: deferred to the measuring phase") ))
 echo "logs: $logs"
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 if [ $status -ne 0 ] && [ "$failed" -eq 0 ]; then

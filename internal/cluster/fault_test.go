@@ -49,6 +49,7 @@ func stateOf(c *cluster.Cluster, name string) cluster.InstanceStatus {
 // other engineers' load on the shared cores does not pass for an effect
 // of the kills; a dip shows A was disturbed.
 func TestKillUnderLoad(t *testing.T) {
+	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	l := labtest.New(t, lab.Path{})
 	c, pki := startCluster(t, l, cluster.Options{Instances: 2, Protos: []string{"udp"}, PortBase: 1195, CPUs: []int{0, 1}})

@@ -321,6 +321,7 @@ func (c *regClient) assignments() ([]lab.Node, int) {
 //     dispatch role's are refused; a garbage entry is logged and ignored.
 //  5. Nothing is left (the cleanup registered by startRegLab).
 func TestRegistryAcrossHosts(t *testing.T) {
+	testenv.Exclusive(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	start := time.Now()

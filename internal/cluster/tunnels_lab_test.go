@@ -152,6 +152,7 @@ type iperfStreams struct {
 // chance (about 7 % of runs by the binomial; more if the flows' rates
 // differ): a failure of that check alone says so.
 func TestTunnelsMultipath(t *testing.T) {
+	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3", "tcpdump")
 	l := labtest.New(t, lab.Path{})
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)

@@ -4,19 +4,22 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 )
 
-// The host lock lets the test packages run side by side (scripts/test.sh
-// runs two test binaries at a time) without spoiling a measurement: a test
-// that judges a rate, a sample's validity or a time bound holds it
-// exclusively (Exclusive), every other test that builds a lab or runs
-// OpenVPN holds it shared (labtest.Require calls Shared). So labs that only
-// check structure, exit statuses and clean-up overlap one another, and a
-// measuring test runs with no other ovpnperf test's lab on the machine,
-// whichever package, checkout or worktree it comes from.
+// The host lock keeps measurements apart when test binaries run side by
+// side (`go test -p 2 ./...`, two checkouts, two engineers on one
+// machine): a test that judges a rate, a sample's validity or a time bound
+// holds it exclusively (Exclusive), every other test that builds a lab or
+// runs OpenVPN holds it shared (labtest.Require and RequireRoot call
+// Shared). So a measuring test runs with no other ovpnperf test's lab on
+// the machine, whichever package, checkout or worktree it comes from.
+// scripts/test.sh goes further and runs the measuring tests in a phase of
+// their own (DeferEnv), after the others, so that no test waits for the
+// lock there.
 //
 // It is two flock(2)ed files. Exclusive-takers and shared-takers both pass
 // through a turnstile (held exclusively only while the main lock is
@@ -32,6 +35,44 @@ import (
 // LockDirEnv names the directory of the lock files (default: the
 // temporary directory), for a developer who keeps test runs apart.
 const LockDirEnv = "OVPNPERF_TEST_LOCK_DIR"
+
+// DeferEnv, when set to a file name, makes Exclusive skip its test and
+// append the test's top-level name to that file (one line: the package's
+// import path, a tab, the name) instead of running it. scripts/test.sh
+// runs every package so, several at a time, then the tests named in the
+// file one package at a time: the measuring tests run with nothing else
+// on the machine, the others overlap without waiting for one another.
+const DeferEnv = "OVPNPERF_TEST_DEFER_EXCLUSIVE"
+
+// deferredMessage starts the skip message of a deferred test; the test
+// runner does not count such a skip as one.
+const deferredMessage = "deferred to the measuring phase"
+
+// deferExclusive records tb for the measuring phase and skips it, if
+// DeferEnv asks for that.
+func deferExclusive(tb testing.TB) {
+	tb.Helper()
+	file := os.Getenv(DeferEnv)
+	if file == "" {
+		return
+	}
+	pkg := os.Getenv("OVPNPERF_TEST_PACKAGE")
+	top, _, _ := strings.Cut(tb.Name(), "/")
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		tb.Fatalf("%s: %v", DeferEnv, err)
+	}
+	// One write of one short line: appends from several test binaries
+	// do not interleave.
+	_, err = fmt.Fprintf(f, "%s\t%s\n", pkg, top)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		tb.Fatalf("%s: %v", DeferEnv, err)
+	}
+	tb.Skip(deferredMessage + " (scripts/test.sh runs it alone)")
+}
 
 var host struct {
 	mu        sync.Mutex
@@ -81,6 +122,7 @@ func take(how int) (*os.File, error) {
 // a sample's validity, a time bound), before it builds a lab.
 func Exclusive(tb testing.TB) {
 	tb.Helper()
+	deferExclusive(tb)
 	host.mu.Lock()
 	defer host.mu.Unlock()
 	switch {
