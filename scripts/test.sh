@@ -7,7 +7,8 @@
 # package directory, in two phases. First every package, three at a time,
 # with the measuring tests (those that judge a rate, a sample's validity
 # or a time: testenv.Exclusive) deferred; then the measuring tests, one at
-# a time with nothing else running. docs/testing.md says more.
+# a time, with only the tolerant tests (testenv.Tolerant) beside them.
+# docs/testing.md says more.
 #
 #   ./scripts/test.sh                  everything
 #   ./scripts/test.sh ./internal/lab   only these packages
@@ -55,20 +56,23 @@ run_pkg() {
   export OVPNPERF_TEST_PACKAGE=$pkg
   args=(-test.count=1 -test.timeout=20m -test.v)
   log=$logs/$(echo "$pkg" | tr / _).log
-  if [ "$phase" = measure ]; then
-    args+=(-test.run "^($run)\$")
-    log=${log%.log}.measure.log
+  if [ -n "$phase" ]; then
+    args+=(-test.run "^($run)\$" -test.parallel 8)
+    log=${log%.log}.$phase.log
     unset OVPNPERF_TEST_DEFER_EXCLUSIVE
   fi
+  # The tolerant tests take no host lock: they run beside the measuring
+  # tests on purpose.
+  if [ "$phase" = tolerant ]; then export OVPNPERF_TEST_NO_HOST_LOCK=1; fi
   start=$(date +%s%N)
   (cd "$dir" && "$bin" "${args[@]}") > "$log" 2>&1 || rc=$?
   took=$(( ($(date +%s%N) - start) / 100000000 ))
   took=$((took / 10)).$((took % 10))
   if [ $rc -eq 0 ]; then
-    printf 'ok  \t%s\t%ss%s\n' "$pkg" "$took" "${phase:+ (measuring tests)}"
+    printf 'ok  \t%s\t%ss%s\n' "$pkg" "$took" "${phase:+ ($phase tests)}"
   else
     grep -E '^(\s*--- FAIL|panic:|FAIL)' "$log" | head -40 || true
-    printf 'FAIL\t%s\t%ss%s (log: %s)\n' "$pkg" "$took" "${phase:+ (measuring tests)}" "$log"
+    printf 'FAIL\t%s\t%ss%s (log: %s)\n' "$pkg" "$took" "${phase:+ ($phase tests)}" "$log"
   fi
   return $rc
 }
@@ -94,12 +98,23 @@ deferred=$logs/deferred.txt
 : > "$deferred"
 export OVPNPERF_TEST_DEFER_EXCLUSIVE=$deferred
 printf '%s\n' "${sorted[@]}" | xargs -P 3 -I{} bash -c 'run_pkg {}' || status=1
-# Phase 2: the measuring tests, one at a time, with nothing else running.
+# Phase 2: the measuring tests, one at a time, and beside them the
+# tolerant tests (testenv.Tolerant: slow, long paths whose tolerances far
+# exceed what the measuring tests' load does, and whose own load is small).
+names() { awk -F'\t' -v p="$1" -v k="$2" '$1 == p && $3 == k { print $2 }' "$deferred" | sort -u | paste -sd'|'; }
+tolerant=()
 for p in "${sorted[@]}"; do
-  run=$(awk -F'\t' -v p="$p" '$1 == p { print $2 }' "$deferred" | sort -u | paste -sd'|')
+  run=$(names "$p" tolerant)
+  [ -n "$run" ] || continue
+  run_pkg "$p" tolerant "$run" &
+  tolerant+=($!)
+done
+for p in "${sorted[@]}"; do
+  run=$(names "$p" exclusive)
   [ -n "$run" ] || continue
   run_pkg "$p" measure "$run" || status=1
 done
+for pid in "${tolerant[@]}"; do wait "$pid" || status=1; done
 
 # Top-level tests only: subtests are counted with their test. A test
 # deferred to phase 2 is not a skip.

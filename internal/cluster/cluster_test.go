@@ -192,7 +192,6 @@ func serverAddr(c *cluster.Cluster, name string) netip.Addr {
 // one port, UDP: all pass traffic, split 3–5 (the counter backend gives
 // 4/4), every client stays on its instance.
 func TestOnePortEightClients(t *testing.T) {
-	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "openvpn", "iptables", "ping")
 	for _, tc := range []struct {
 		proto, spread string
