@@ -297,9 +297,7 @@ func TestOutputDoesNotFollowLinks(t *testing.T) {
 // config is read, and leaves the directory as it was. Run as nobody (root
 // may write anywhere).
 func TestLintFixUnwritableDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run the binary as nobody")
-	}
+	testenv.RequireRoot(t) // to run the binary as nobody
 	dir, err := os.MkdirTemp("", "ovpnperf-fixro-")
 	if err != nil {
 		t.Fatal(err)

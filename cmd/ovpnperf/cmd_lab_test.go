@@ -234,7 +234,10 @@ func TestLabCommandHostsAndEtcd(t *testing.T) {
 	}
 	ovpnperf(t, "lab", "down", name).mustSucceed(t)
 	labtest.CheckGone(t, name)
-	out, _ := exec.Command("ps", "-eo", "args").Output()
+	out, err := exec.Command("ps", "-eo", "args").Output()
+	if err != nil {
+		t.Fatalf("ps: %v", err)
+	}
 	if strings.Contains(string(out), "ovpnperf-"+name+"-etcd") {
 		t.Errorf("etcd of lab %s runs after lab down", name)
 	}

@@ -197,7 +197,9 @@ func TestLintPipeline(t *testing.T) {
 	}
 	r = ovpnperf(t, "lint", "--json", a)
 	rep = lintReport{}
-	_ = json.Unmarshal([]byte(r.stdout), &rep)
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("lint --json: %v\n%s", err, r.stdout)
+	}
 	if want, _ := dco.NormTarget(v); rep.Target != want || rep.TargetFrom != "installed OpenVPN "+v {
 		t.Errorf("default target %q from %q; installed %s", rep.Target, rep.TargetFrom, v)
 	}

@@ -119,7 +119,7 @@ func TestCompareOneSample(t *testing.T) {
 		r.Rows = append([]measure.Row(nil), rep.Rows...)
 		for i := range r.Rows {
 			r.Rows[i].SamplesBps = []float64{scale * r.Rows[i].MedianBps}
-			r.Rows[i].Valid, r.Rows[i].Error = true, ""
+			r.Rows[i].Valid, r.Rows[i].Error, r.Rows[i].Refusal = true, "", nil
 			r.Rows[i].Samples = nil
 			r.Rows[i].Summarize()
 		}

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 )
 
 // Every schema id the code writes or reads is documented in
@@ -53,6 +55,38 @@ func TestSchemasDocumented(t *testing.T) {
 		}
 		if !style.MatchString(s) && !strings.Contains(legacy, "`"+s+"`") {
 			t.Errorf("%s (in %s) is not of the form ovpnperf/NAME/vN and not listed as a legacy name", s, where)
+		}
+	}
+}
+
+// Every refusal kind and figure key a run document's rows may carry is in
+// docs/schemas.md's table of refusals, and the table names no other kind.
+func TestRefusalsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "schemas.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "## Refusals in run documents")
+	section, _, _ = strings.Cut(section, "\n## ")
+	kinds := map[string]bool{}
+	for _, k := range measure.RefusalKinds {
+		kinds[k] = true
+		if !strings.Contains(section, "| `"+k+"` |") {
+			t.Errorf("refusal kind %s has no row in docs/schemas.md", k)
+		}
+	}
+	for _, k := range measure.RefusalFigureKeys {
+		if !strings.Contains(section, "`"+k+"`") {
+			t.Errorf("refusal figure %s is not in docs/schemas.md", k)
+		}
+	}
+	rows := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\|").FindAllStringSubmatch(section, -1)
+	if len(rows) != len(measure.RefusalKinds) {
+		t.Errorf("docs/schemas.md lists %d refusal kinds, the code %d", len(rows), len(measure.RefusalKinds))
+	}
+	for _, m := range rows {
+		if !kinds[m[1]] {
+			t.Errorf("docs/schemas.md lists refusal kind %s, which the code does not have", m[1])
 		}
 	}
 }

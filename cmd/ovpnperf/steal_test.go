@@ -1,23 +1,47 @@
 package main
 
-import "testing"
+import (
+	"testing"
 
-// refusedForSteal accepts the emulator's refusal only with the host's
-// steal at 2 % or more; the reasons are as lab run wrote them.
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+)
+
+// refusedForSteal takes the emulator's late or stall refusal for the
+// host's doing only with the host's steal at 2 % or more, from the row's
+// typed refusal (never its sentence).
 func TestRefusedForSteal(t *testing.T) {
+	refused := func(kind string, figs measure.Figures) measure.Row {
+		r := measure.NewRow("wan", "default", measure.PathTunnel, measure.DirectionUp, "udp")
+		r.Refuse(measure.Refusal{Kind: kind, Figures: figs, Tries: 3, Sample: 1, Samples: 1})
+		return r
+	}
+	late := measure.Figures{measure.FigureReleasedPackets: 5966, measure.FigureLatePackets: 66, measure.FigureLatePercent: 1.1, measure.FigureLateMeanSeconds: 0.00275}
+	host := func(f measure.Figures, busy, steal float64) measure.Figures {
+		g := measure.Figures{measure.FigureHostBusyPercent: busy, measure.FigureHostStealPercent: steal}
+		for k, v := range f {
+			g[k] = v
+		}
+		return g
+	}
+	stall := measure.Figures{measure.FigureStalledPackets: 1, measure.FigureStallSeconds: 0.05}
+	valid := measure.NewRow("wan", "default", measure.PathTunnel, measure.DirectionUp, "udp")
+	valid.Refusal = &measure.Refusal{Kind: measure.RefusalEmulatorLate, Figures: host(late, 30, 13.3)} // a valid row is never refused
 	for _, c := range []struct {
-		reason string
-		want   bool
+		name string
+		row  measure.Row
+		want bool
 	}{
-		{"the link emulator fell behind during the sample (66 of 5966 packets released late, 2.75ms on average): figure not valid; the host's CPUs were 30 % busy during it, 13.3 % of their time taken by the hypervisor (steal) (all 3 tries of sample 1 of 1 invalid)", true},
-		{"the link emulator stalled during the sample (1 packets released more than 50ms late): figure not valid; the host's CPUs were 91 % busy during it, 2.0 % of their time taken by the hypervisor (steal)", true},
-		{"the link emulator fell behind during the sample (66 of 5966 packets released late, 2.75ms on average): figure not valid; the host's CPUs were 97 % busy during it, 0.4 % of their time taken by the hypervisor (steal)", false},
-		{"the link emulator fell behind during the sample (66 of 5966 packets released late, 2.75ms on average): figure not valid", false},
-		{"the link emulator lost 3 packets it could not handle during the sample: figure not valid; the host's CPUs were 30 % busy during it, 13.3 % of their time taken by the hypervisor (steal)", false},
-		{"iperf3: unable to connect; the host's CPUs were 30 % busy during it, 13.3 % of their time taken by the hypervisor (steal)", false},
+		{"late, 13.3 % steal", refused(measure.RefusalEmulatorLate, host(late, 30, 13.3)), true},
+		{"stall, 2.0 % steal", refused(measure.RefusalEmulatorStall, host(stall, 91, 2.0)), true},
+		{"late, 0.4 % steal", refused(measure.RefusalEmulatorLate, host(late, 97, 0.4)), false},
+		{"late, host not read", refused(measure.RefusalEmulatorLate, late), false},
+		{"lost, 13.3 % steal", refused(measure.RefusalEmulatorLost, host(measure.Figures{measure.FigureLostPackets: 3}, 30, 13.3)), false},
+		{"iperf3's error", refused(measure.RefusalIperfError, nil), false},
+		{"a row written before refusals were typed", measure.Row{Error: "the link emulator fell behind during the sample; the host's CPUs were 30 % busy during it, 13.3 % of their time taken by the hypervisor (steal)"}, false},
+		{"valid", valid, false},
 	} {
-		if got := refusedForSteal(c.reason); got != c.want {
-			t.Errorf("refusedForSteal(%.60q…) = %v, want %v", c.reason, got, c.want)
+		if got := refusedForSteal(c.row); got != c.want {
+			t.Errorf("%s: refusedForSteal = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

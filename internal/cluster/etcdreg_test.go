@@ -230,11 +230,18 @@ func TestEtcdRegistry(t *testing.T) {
 	// Draining: published before it stops; never assigned.
 	hosts["h2"].set("u0", cluster.StateDraining)
 	waitFor(t, 5*time.Second, "views do not show h2/u0 draining", func() bool {
+		// Each view must show it, draining: a view without it has not
+		// seen the change (the assignments below would then prove
+		// nothing).
 		for _, v := range views {
+			draining := false
 			for _, e := range v.Instances() {
-				if e.Name == "h2/u0" && e.State != cluster.StateDraining {
-					return false
+				if e.Name == "h2/u0" {
+					draining = e.State == cluster.StateDraining
 				}
+			}
+			if !draining {
+				return false
 			}
 		}
 		return true

@@ -1,9 +1,6 @@
 package emulate
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // MaxLateShare is the share of a lab sample's releases that may be late
 // (beyond the tolerance) before the sample is invalid: 1 %. The one rule
@@ -42,6 +39,9 @@ func (l Lateness) Since(before Lateness) Lateness {
 }
 
 // TooLate reports whether more than MaxLateShare of the releases were late.
+// A sample is refused for that, or for one stalled release (a flow stalled
+// that long sends little, so the late share can miss it): the judgement
+// and its figures are experiment.JudgeEmulator's.
 func (l Lateness) TooLate() bool {
 	return l.Released > 0 && float64(l.Late) > MaxLateShare*float64(l.Released)
 }
@@ -52,19 +52,4 @@ func (l Lateness) MeanLate() time.Duration {
 		return 0
 	}
 	return l.LateDelay / time.Duration(l.Late)
-}
-
-// Judge returns why the releases l are not the path a sample asked for,
-// or "" if they are: one stalled release is enough (a flow stalled that
-// long sends little, so the late share can miss it), or too many late
-// ones (TooLate).
-func (l Lateness) Judge() string {
-	if l.Stalled > 0 {
-		return fmt.Sprintf("the link emulator stalled during the sample (%d packets released more than %v late): figure not valid", l.Stalled, StallLateness)
-	}
-	if l.TooLate() {
-		return fmt.Sprintf("the link emulator fell behind during the sample (%d of %d packets released late, %v on average): figure not valid",
-			l.Late, l.Released, l.MeanLate().Round(10*time.Microsecond))
-	}
-	return ""
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // The netlink headers are in host byte order; the golden bytes below are
@@ -14,7 +16,7 @@ import (
 func requireLittleEndian(t *testing.T) {
 	t.Helper()
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
-		t.Skip("golden bytes are little-endian")
+		testenv.SkipOrFail(t, "golden bytes are little-endian")
 	}
 }
 
@@ -252,9 +254,11 @@ func TestParseError(t *testing.T) {
 }
 
 func FuzzParsePacket(f *testing.F) {
-	if raw, err := os.ReadFile("testdata/packet-ipv4-ping.bin"); err == nil {
-		f.Add(raw)
+	raw, err := os.ReadFile("testdata/packet-ipv4-ping.bin")
+	if err != nil {
+		f.Fatalf("seed: %v", err)
 	}
+	f.Add(raw)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for len(b) > 0 {
 			m, rest, err := nextMessage(b)

@@ -494,14 +494,10 @@ func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjec
 					// spend (Repeat-rep-1)×(1+Retries) more samples on
 					// it, and say so.
 					gaveUp[i] = true
-					left := spec.Repeat - rep - 1
-					why := fmt.Sprintf("%v (all %d tries of sample %d of %d invalid", err, tries, rep+1, spec.Repeat)
-					if left > 0 {
-						why += fmt.Sprintf("; the row's %d later samples were not measured", left)
-					}
-					why += ")"
-					rows[i].Invalidate(why)
-					prog.Logf("%s %s %s: gave up: %s", n.Name, s.name, d, why)
+					rf := RefusalOf(err)
+					rf.Tries, rf.Sample, rf.Samples, rf.NotMeasured = tries, rep+1, spec.Repeat, spec.Repeat-rep-1
+					rows[i].Refuse(rf)
+					prog.Logf("%s %s %s: gave up: %s", n.Name, s.name, d, rf.Text())
 					continue
 				}
 				rows[i].AddSample(res.ReceivedBitsPerSec)

@@ -21,7 +21,8 @@ func TestRowGivenUpAfterItsRetries(t *testing.T) {
 	takeSample = func(_ context.Context, _ *lab.Lab, _ Spec, _ Network, s subject, d string, _ *iperfServers, _ iperf.CommandFunc) (*sampleResult, map[string]float64, error) {
 		calls[s.name+"/"+d]++
 		if s.name == "bad" {
-			return nil, nil, fmt.Errorf("running iperf3: %w: the receiver measured over 3s of the 2s asked", iperf.ErrInconsistent)
+			return nil, nil, fmt.Errorf("running iperf3: %w", &iperf.InconsistentError{Rule: iperf.RuleWindowLong, Side: "receiver",
+				Window: 3 * time.Second, Requested: 2 * time.Second, Limit: 2150 * time.Millisecond, TolerancePercent: 7.5})
 		}
 		return &sampleResult{Result: &iperf.Result{ReceivedBitsPerSec: 10e6}}, map[string]float64{}, nil
 	}
@@ -43,9 +44,15 @@ func TestRowGivenUpAfterItsRetries(t *testing.T) {
 		t.Errorf("the valid row was sampled %d times, want %d", got, spec.Repeat)
 	}
 	bad := rows[index[[2]string{"bad", measure.DirectionUp}]]
+	rf := bad.Refusal
+	if bad.Valid || rf == nil || rf.Kind != measure.RefusalWindowLong || rf.Side != "receiver" || rf.Figures[measure.FigureWindowSeconds] != 3 ||
+		rf.Figures[measure.FigureLimitSeconds] != 2.15 || rf.Tries != 3 || rf.Sample != 1 || rf.Samples != 3 || rf.NotMeasured != 2 {
+		t.Errorf("given-up row: valid %v, refusal %+v; want window-long of the receiver, 3 s of 2.15 s allowed, 3 tries of sample 1 of 3, 2 not measured", bad.Valid, rf)
+	}
+	// Its sentence is the refusal's.
 	for _, want := range []string{"the receiver measured over 3s", "all 3 tries of sample 1 of 3 invalid", "2 later samples were not measured"} {
-		if bad.Valid || !strings.Contains(bad.Error, want) {
-			t.Errorf("given-up row: valid %v, error %q, want it to say %q", bad.Valid, bad.Error, want)
+		if !strings.Contains(bad.Error, want) {
+			t.Errorf("given-up row: error %q, want it to say %q", bad.Error, want)
 		}
 	}
 	if !strings.Contains(log.String(), "gave up") {

@@ -98,8 +98,8 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, di
 	if err != nil {
 		return nil, nil, err
 	}
-	if why := JudgeEmulator(emuBefore, emuAfter); why != "" {
-		return nil, nil, invalidSample(why)
+	if rf := JudgeEmulator(emuBefore, emuAfter); rf != nil {
+		return nil, nil, &RefusalError{Refusal: *rf}
 	}
 	delta, err := cpuacct.Delta(before, after)
 	if err != nil {
@@ -179,7 +179,7 @@ type Emulator struct {
 	Lost uint64
 	// host is /proc/stat when the counters were read (zero if it could
 	// not be read): a refusal gives the host's busy and steal shares
-	// between the two reads (hostDuring).
+	// between the two reads.
 	host cpuacct.SystemTimes
 }
 
@@ -209,38 +209,93 @@ func Counters(st emulate.Stats) Emulator {
 }
 
 // JudgeEmulator returns why a sample is invalid, from the emulator's
-// counters before and after it, or "" if the emulator carried the path: no
-// packet lost, no stall, at most emulate.MaxLateShare released late
-// (docs/emulator.md, "When a measurement is not trusted"). A refusal ends
-// with the host's busy and steal shares in between, when both reads had
-// them.
-func JudgeEmulator(before, after Emulator) string {
-	why := after.Lateness.Since(before.Lateness).Judge()
-	if lost := after.Lost - before.Lost; lost > 0 {
-		why = fmt.Sprintf("the link emulator lost %d packets it could not handle during the sample: figure not valid", lost)
+// counters before and after it, or nil if the emulator carried the path:
+// no packet lost, no stall, at most emulate.MaxLateShare released late
+// (docs/emulator.md, "When a measurement is not trusted"). A refusal
+// carries the host's busy and steal shares in between, when both reads
+// had them.
+func JudgeEmulator(before, after Emulator) *measure.Refusal {
+	l := after.Lateness.Since(before.Lateness)
+	var rf measure.Refusal
+	switch {
+	case after.Lost-before.Lost > 0:
+		rf = measure.Refusal{Kind: measure.RefusalEmulatorLost, Figures: measure.Figures{measure.FigureLostPackets: float64(after.Lost - before.Lost)}}
+	case l.Stalled > 0:
+		rf = measure.Refusal{Kind: measure.RefusalEmulatorStall, Figures: measure.Figures{
+			measure.FigureStalledPackets: float64(l.Stalled), measure.FigureStallSeconds: emulate.StallLateness.Seconds()}}
+	case l.TooLate():
+		rf = measure.Refusal{Kind: measure.RefusalEmulatorLate, Figures: measure.Figures{
+			measure.FigureReleasedPackets: float64(l.Released), measure.FigureLatePackets: float64(l.Late),
+			measure.FigureLatePercent: 100 * float64(l.Late) / float64(l.Released), measure.FigureLateMeanSeconds: l.MeanLate().Seconds()}}
+	default:
+		return nil
 	}
-	if why != "" && before.host.Total() > 0 && after.host.Total() > 0 {
-		why += "; " + hostDuring(before.host, after.host)
+	if before.host.Total() > 0 && after.host.Total() > 0 {
+		rf.Figures[measure.FigureHostBusyPercent] = 100 * after.host.BusyShareSince(before.host)
+		rf.Figures[measure.FigureHostStealPercent] = 100 * after.host.StealShareSince(before.host)
 	}
-	return why
-}
-
-// hostDuring says how busy the host was between a and b, for the reason
-// of a sample the emulator did not carry: the share of all CPUs' time that
-// was busy (steal included) and the share the hypervisor gave to others
-// (steal), so that a reader can tell a loaded host from one whose vCPUs
-// were taken away.
-func hostDuring(a, b cpuacct.SystemTimes) string {
-	return fmt.Sprintf("the host's CPUs were %.0f %% busy during it, %.1f %% of their time taken by the hypervisor (steal)",
-		100*b.BusyShareSince(a), 100*b.StealShareSince(a))
+	return &rf
 }
 
 // ErrInvalidSample marks a sample the emulator did not carry faithfully
 // (errors.Is); the message says why.
 var ErrInvalidSample = errors.New("invalid sample")
 
-// invalidSample is a sample error that reads as its reason alone.
-type invalidSample string
+// RefusalError is a sample refused by a judgement of its own (the
+// emulator's counters): it reads as the refusal's sentence, errors.Is
+// ErrInvalidSample, and RefusalOf gives the refusal back.
+type RefusalError struct{ Refusal measure.Refusal }
 
-func (e invalidSample) Error() string        { return string(e) }
-func (e invalidSample) Is(target error) bool { return target == ErrInvalidSample }
+func (e *RefusalError) Error() string        { return e.Refusal.Text() }
+func (e *RefusalError) Is(target error) bool { return target == ErrInvalidSample }
+
+// RefusalOf is why err refused a sample, as data: the emulator's judgement
+// (RefusalError), iperf3's consistency rules (iperf.InconsistentError)
+// with their figures, a payload file that ran out, iperf3's own error, or
+// any other failure (kind "error"); Detail is the message of every kind
+// whose sentence is not measure's to write.
+func RefusalOf(err error) measure.Refusal {
+	var re *RefusalError
+	var ie *iperf.InconsistentError
+	var pe *iperf.PayloadShortError
+	var te *iperf.TestError
+	switch {
+	case errors.As(err, &re):
+		return re.Refusal
+	case errors.As(err, &ie):
+		rf := measure.Refusal{Kind: ie.Rule, Side: ie.Side, Detail: err.Error(), Figures: measure.Figures{
+			measure.FigureRequestedSeconds: ie.Requested.Seconds(), measure.FigurePathSlackSeconds: ie.PathSlack.Seconds(),
+			measure.FigureTolerancePercent: ie.TolerancePercent}}
+		if ie.Rule == iperf.RuleReceiverAboveSender {
+			for k, v := range map[string]float64{
+				measure.FigureReceivedBps: ie.ReceivedBitsPerSec, measure.FigureReceivedBytes: float64(ie.ReceivedBytes), measure.FigureReceivedSeconds: ie.ReceivedDuration.Seconds(),
+				measure.FigureSentBps: ie.SentBitsPerSec, measure.FigureSentBytes: float64(ie.SentBytes), measure.FigureSentSeconds: ie.SentDuration.Seconds(),
+				measure.FigureAbovePercent: ie.AbovePercent(),
+			} {
+				rf.Figures[k] = v
+			}
+		} else {
+			rf.Figures[measure.FigureWindowSeconds] = ie.Window.Seconds()
+			if ie.Limit > 0 {
+				rf.Figures[measure.FigureLimitSeconds] = ie.Limit.Seconds()
+			}
+		}
+		if ie.CPUs > 0 {
+			rf.Figures[measure.FigureLoad1m], rf.Figures[measure.FigureLoad5m], rf.Figures[measure.FigureLoad15m] = ie.Load[0], ie.Load[1], ie.Load[2]
+			rf.Figures[measure.FigureCPUs] = float64(ie.CPUs)
+		}
+		return rf
+	case errors.As(err, &pe):
+		rf := measure.Refusal{Kind: measure.RefusalPayloadShort, Detail: err.Error(), Figures: measure.Figures{}}
+		if pe.WantBytes > 0 {
+			rf.Figures[measure.FigureSentBytes], rf.Figures[measure.FigureRequestedBytes] = float64(pe.SentBytes), float64(pe.WantBytes)
+		} else {
+			rf.Figures[measure.FigureReceivedBytes], rf.Figures[measure.FigureReceivedSeconds] = float64(pe.ReceivedBytes), pe.Received.Seconds()
+			rf.Figures[measure.FigureRequestedSeconds] = pe.Requested.Seconds()
+		}
+		return rf
+	case errors.As(err, &te):
+		return measure.Refusal{Kind: measure.RefusalIperfError, Detail: err.Error()}
+	}
+	return measure.Refusal{Kind: measure.RefusalError, Detail: err.Error()}
+}

@@ -233,15 +233,47 @@ func (opts ClientOptions) checkBounds(res *Result) (slack time.Duration, rateBit
 	return slack, rateBitsPerSec
 }
 
-// loadAverage describes the machine's load as /proc/loadavg had it, for
-// the reason of a refused sample: the figure, not a guess at the cause.
-func loadAverage() string {
+// readLoad returns the load average (1, 5, 15 min) as /proc/loadavg had
+// it, for the reason of a refused sample: the figure, not a guess at the
+// cause; ok is false when it could not be read.
+func readLoad() (load [3]float64, ok bool) {
 	b, err := os.ReadFile("/proc/loadavg")
 	f := strings.Fields(string(b))
 	if err != nil || len(f) < 3 {
+		return load, false
+	}
+	for i := range load {
+		if load[i], err = strconv.ParseFloat(f[i], 64); err != nil {
+			return load, false
+		}
+	}
+	return load, true
+}
+
+// loadText describes the load average e was refused at.
+func (e *InconsistentError) loadText() string {
+	if e.CPUs == 0 {
 		return "load average not readable"
 	}
-	return fmt.Sprintf("load average %s %s %s (1, 5, 15 min) on %d CPUs", f[0], f[1], f[2], runtime.NumCPU())
+	return fmt.Sprintf("load average %.2f %.2f %.2f (1, 5, 15 min) on %d CPUs", e.Load[0], e.Load[1], e.Load[2], e.CPUs)
+}
+
+// PayloadShortError is a test whose payload file (-F) ran out before the
+// requested size (Bytes > 0) or duration.
+type PayloadShortError struct {
+	Command, File string
+	// SentBytes of WantBytes (a test of a fixed size), or ReceivedBytes
+	// in Received of Requested (a timed test).
+	SentBytes, WantBytes, ReceivedBytes uint64
+	Received, Requested                 time.Duration
+}
+
+func (e *PayloadShortError) Error() string {
+	if e.WantBytes > 0 {
+		return fmt.Sprintf("running %q: the payload file %s ran out after %d of %d bytes: write a larger one", e.Command, e.File, e.SentBytes, e.WantBytes)
+	}
+	return fmt.Sprintf("running %q: the payload file %s ran out after %v of %v (%d bytes): write a larger one",
+		e.Command, e.File, e.Received.Round(time.Millisecond), e.Requested, e.ReceivedBytes)
 }
 
 func runOnce(ctx context.Context, command CommandFunc, opts ClientOptions, argv []string) (*Result, error) {
@@ -284,16 +316,21 @@ func runOnce(ctx context.Context, command CommandFunc, opts ClientOptions, argv 
 		return res, fmt.Errorf("running %q: %w\n%s", cmdline, runErr, bytes.TrimSpace(stderr.Bytes()))
 	}
 	if opts.FilePath != "" && opts.Bytes > 0 && res.SentBytes < opts.Bytes {
-		return res, fmt.Errorf("running %q: the payload file %s ran out after %d of %d bytes: write a larger one",
-			cmdline, opts.FilePath, res.SentBytes, opts.Bytes)
+		return res, &PayloadShortError{Command: cmdline, File: opts.FilePath, SentBytes: res.SentBytes, WantBytes: opts.Bytes}
 	}
 	if short := time.Duration(float64(dur) * (1 - windowTolerance)); opts.FilePath != "" && opts.Bytes == 0 &&
 		(res.SentDuration < short || res.ReceivedDuration < short) {
-		return res, fmt.Errorf("running %q: the payload file %s ran out after %v of %v (%d bytes): write a larger one",
-			cmdline, opts.FilePath, res.ReceivedDuration.Round(time.Millisecond), dur, res.ReceivedBytes)
+		return res, &PayloadShortError{Command: cmdline, File: opts.FilePath, ReceivedBytes: res.ReceivedBytes, Received: res.ReceivedDuration, Requested: dur}
 	}
 	if err := res.Check(opts.checkBounds(res)); err != nil {
-		return res, fmt.Errorf("running %q: %w; %s", cmdline, err, loadAverage())
+		var ie *InconsistentError
+		if errors.As(err, &ie) {
+			if load, ok := readLoad(); ok {
+				ie.Load, ie.CPUs = load, runtime.NumCPU()
+			}
+			return res, fmt.Errorf("running %q: %w; %s", cmdline, err, ie.loadText())
+		}
+		return res, fmt.Errorf("running %q: %w", cmdline, err)
 	}
 	return res, nil
 }

@@ -207,26 +207,90 @@ func (r *Result) Check(pathSlack time.Duration, pathRateBitsPerSec uint64) error
 			if w.d <= 0 {
 				continue
 			}
+			e := &InconsistentError{Side: w.side, Window: w.d, Requested: r.Requested, PathSlack: pathSlack, TolerancePercent: 100 * windowTolerance}
 			if off := float64(w.d-r.Requested) / float64(r.Requested); off < -0.5 {
-				return fmt.Errorf("%w: the %s measured over %v of the %v asked: the test ended early (a -F payload file too short?)",
-					ErrInconsistent, w.side, w.d.Round(time.Millisecond), r.Requested)
+				e.Rule = RuleWindowEndedEarly
+				return e
 			}
 			if w.d < r.Requested-tol {
-				return fmt.Errorf("%w: the %s measured over %v of the %v asked, shorter than the %v the timers allow (%.1f %% off)",
-					ErrInconsistent, w.side, w.d.Round(time.Millisecond), r.Requested, (r.Requested - tol).Round(time.Millisecond), 100*windowTolerance)
+				e.Rule, e.Limit = RuleWindowShort, r.Requested-tol
+				return e
 			}
 			if limit := r.Requested + pathSlack + tol; w.d > limit {
-				return fmt.Errorf("%w: the %s measured over %v of the %v asked, longer than the %v allowed (the path's slack for its round trip with full queues, %v, plus %.1f %% for timers)",
-					ErrInconsistent, w.side, w.d.Round(time.Millisecond), r.Requested, limit.Round(time.Millisecond), pathSlack.Round(time.Millisecond), 100*windowTolerance)
+				e.Rule, e.Limit = RuleWindowLong, limit
+				return e
 			}
 		}
 	}
 	if r.SentBitsPerSec > 0 && r.ReceivedBitsPerSec > r.SentBitsPerSec*(1+receiveTolerance) && !r.inFlight(pathSlack, pathRateBitsPerSec) {
-		return fmt.Errorf("%w: the receiver counted %.2f Mbit/s (%d bytes in %v), %.0f %% above the sender's %.2f (%d bytes in %v; the rule allows %.0f %%): the two ends' counts of one transfer disagree, so one of them counted bytes of the -O warm-up or missed some",
-			ErrInconsistent, r.ReceivedBitsPerSec/1e6, r.ReceivedBytes, r.ReceivedDuration.Round(time.Millisecond), 100*(r.ReceivedBitsPerSec/r.SentBitsPerSec-1),
-			r.SentBitsPerSec/1e6, r.SentBytes, r.SentDuration.Round(time.Millisecond), 100*receiveTolerance)
+		return &InconsistentError{Rule: RuleReceiverAboveSender, Requested: r.Requested, PathSlack: pathSlack, TolerancePercent: 100 * receiveTolerance,
+			ReceivedBitsPerSec: r.ReceivedBitsPerSec, ReceivedBytes: r.ReceivedBytes, ReceivedDuration: r.ReceivedDuration,
+			SentBitsPerSec: r.SentBitsPerSec, SentBytes: r.SentBytes, SentDuration: r.SentDuration}
 	}
 	return nil
+}
+
+// Rules of Check (InconsistentError.Rule); internal/measure names its
+// refusal kinds alike.
+const (
+	RuleWindowEndedEarly    = "window-ended-early"
+	RuleWindowShort         = "window-short"
+	RuleWindowLong          = "window-long"
+	RuleReceiverAboveSender = "receiver-above-sender"
+)
+
+// InconsistentError is a sample Check refused (errors.Is ErrInconsistent):
+// the rule it broke and the figures that broke it. Its message is the one
+// place the sentence is written; the run document keeps it beside the
+// figures.
+type InconsistentError struct {
+	// Rule is one of the Rule* constants.
+	Rule string
+	// Side is the end whose window broke a window rule.
+	Side string
+	// Window is that side's measuring window; Limit the least or the
+	// most allowed (0 for an early end).
+	Window, Requested, Limit, PathSlack time.Duration
+	// TolerancePercent is the rule's allowance.
+	TolerancePercent float64
+	// The two ends' accounts (RuleReceiverAboveSender).
+	ReceivedBitsPerSec, SentBitsPerSec float64
+	ReceivedBytes, SentBytes           uint64
+	ReceivedDuration, SentDuration     time.Duration
+	// Load is the load average (1, 5, 15 min) and CPUs the machine's CPUs
+	// when Run refused the sample; CPUs is 0 when not read.
+	Load [3]float64
+	CPUs int
+}
+
+func (e *InconsistentError) Is(target error) bool { return target == ErrInconsistent }
+
+func (e *InconsistentError) Error() string {
+	var s string
+	switch e.Rule {
+	case RuleWindowEndedEarly:
+		s = fmt.Sprintf("the %s measured over %v of the %v asked: the test ended early (a -F payload file too short?)",
+			e.Side, e.Window.Round(time.Millisecond), e.Requested)
+	case RuleWindowShort:
+		s = fmt.Sprintf("the %s measured over %v of the %v asked, shorter than the %v the timers allow (%.1f %% off)",
+			e.Side, e.Window.Round(time.Millisecond), e.Requested, e.Limit.Round(time.Millisecond), e.TolerancePercent)
+	case RuleWindowLong:
+		s = fmt.Sprintf("the %s measured over %v of the %v asked, longer than the %v allowed (the path's slack for its round trip with full queues, %v, plus %.1f %% for timers)",
+			e.Side, e.Window.Round(time.Millisecond), e.Requested, e.Limit.Round(time.Millisecond), e.PathSlack.Round(time.Millisecond), e.TolerancePercent)
+	default:
+		s = fmt.Sprintf("the receiver counted %.2f Mbit/s (%d bytes in %v), %.0f %% above the sender's %.2f (%d bytes in %v; the rule allows %.0f %%): the two ends' counts of one transfer disagree, so one of them counted bytes of the -O warm-up or missed some",
+			e.ReceivedBitsPerSec/1e6, e.ReceivedBytes, e.ReceivedDuration.Round(time.Millisecond), e.AbovePercent(),
+			e.SentBitsPerSec/1e6, e.SentBytes, e.SentDuration.Round(time.Millisecond), e.TolerancePercent)
+	}
+	return ErrInconsistent.Error() + ": " + s
+}
+
+// AbovePercent is how far the receiver's rate was above the sender's.
+func (e *InconsistentError) AbovePercent() float64 {
+	if e.SentBitsPerSec <= 0 {
+		return 0
+	}
+	return 100 * (e.ReceivedBitsPerSec/e.SentBitsPerSec - 1)
 }
 
 // heldRoundTrips is how many round trips of data, at the path's rate, the

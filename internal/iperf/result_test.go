@@ -366,6 +366,12 @@ func TestCheck(t *testing.T) {
 		{"short window whatever the path", Result{Requested: 2 * time.Second, SentDuration: 1800 * time.Millisecond, ReceivedDuration: 2 * time.Second,
 			SentBitsPerSec: 19.1e6, ReceivedBitsPerSec: 18.6e6}, 400 * time.Millisecond, 0, "sender measured over 1.8s of the 2s asked, shorter than the 1.85s"},
 	} {
+		rules := map[string]string{
+			"late omit timer": RuleWindowShort, "long receiver window": RuleWindowLong, "backlog across omit": RuleReceiverAboveSender,
+			"receiver 9 % above": RuleReceiverAboveSender, "ended early": RuleWindowEndedEarly, "600 ms path, no rate known": RuleReceiverAboveSender,
+			"200 ms path, receiver above the link": RuleReceiverAboveSender, "200 ms path, window beyond the round trip": RuleWindowLong,
+			"short window whatever the path": RuleWindowShort,
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.r.Check(tc.slack, tc.rate)
 			if err != nil && strings.Contains(err.Error(), "busy") {
@@ -379,6 +385,11 @@ func TestCheck(t *testing.T) {
 			}
 			if !errors.Is(err, ErrInconsistent) || !strings.Contains(err.Error(), tc.wantSubstr) {
 				t.Errorf("Check() = %v, want ErrInconsistent with %q", err, tc.wantSubstr)
+			}
+			// The rule broken, as data: the run document's refusal kind.
+			var ie *InconsistentError
+			if !errors.As(err, &ie) || ie.Rule != rules[tc.name] {
+				t.Errorf("Check() = %#v, want rule %q", err, rules[tc.name])
 			}
 		})
 	}

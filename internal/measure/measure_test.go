@@ -180,8 +180,8 @@ func sampleReport() *Report {
 	bad := Row{Network: "wan", Variant: "default", Path: PathTunnel, Direction: DirectionDown, Proto: "udp",
 		Cipher: "AES-256-GCM", CPUSecondsPerGB: map[string]float64{"server": 3.3, "client": 3.0}}
 	bad.AddSample(45.2e6)
-	bad.Invalidate("emulator fell behind: 1204 packets queued late\nsecond line")
-	bad.Invalidate("later reason")
+	bad.Refuse(Refusal{Kind: RefusalError, Detail: "emulator fell behind: 1204 packets queued late\nsecond line"})
+	bad.Refuse(Refusal{Kind: RefusalError, Detail: "later reason"})
 	rep.Rows = append(rep.Rows, bad)
 	add(Row{Network: "lan", Variant: "routed", Path: PathRouted, Direction: DirectionUp, Proto: "tcp"}, 9.1e9, 9.4e9, 8.8e9)
 	add(Row{Network: "lan", Variant: "jumbo", Path: PathTunnel, Direction: DirectionUp, Proto: "udp",
@@ -234,11 +234,11 @@ func TestFillRatiosPrefersSameProto(t *testing.T) {
 	}
 }
 
-func TestInvalidateKeepsFirstReason(t *testing.T) {
+func TestRefuseKeepsFirstReason(t *testing.T) {
 	r := Row{Valid: true}
-	r.Invalidate("first")
-	r.Invalidate("second")
-	if r.Valid || r.Error != "first" {
+	r.Refuse(Refusal{Kind: RefusalError, Detail: "first"})
+	r.Refuse(Refusal{Kind: RefusalNoValidSample})
+	if r.Valid || r.Error != "first" || r.Refusal == nil || r.Refusal.Kind != RefusalError {
 		t.Errorf("%+v", r)
 	}
 }
@@ -399,7 +399,7 @@ func TestReportJSONGolden(t *testing.T) {
 	rep.Finished = rep.Started.Add(90 * time.Second)
 	rep.Rows[1].CPUSecondsPerGB = map[string]float64{"server": 2.5, "client": 2.25, "iperf3": 0.5}
 	rep.Rows[1].Cipher, rep.Rows[1].SocketBuffers = "AES-256-GCM", "R=[212992->212992] S=[212992->212992]"
-	rep.Rows[2].Invalidate("iperf3: the server has terminated")
+	rep.Rows[2].Refuse(Refusal{Kind: RefusalIperfError, Detail: "iperf3: the server has terminated"})
 	rep.Rows[2].Extra = map[string]any{"retransmits": 12}
 	rep.Rows[1].Samples = []Sample{{Bps: 410e6, Intervals: []Interval{
 		{StartSeconds: 0, EndSeconds: 1, Bps: 300e6, Retransmits: 4, Omitted: true},

@@ -28,15 +28,24 @@ func TestProgressPlain(t *testing.T) {
 	}
 }
 
+// With a nil writer (--json on stdout) the display shows nothing, yet
+// counts its steps; a nil *Progress does nothing and does not panic.
 func TestProgressSilent(t *testing.T) {
 	p := NewProgress(2, nil)
 	p.Step("a")
 	p.Logf("x")
+	p.Step("b")
 	p.Done()
+	if p.plain != nil || p.mp != nil || p.bar != nil {
+		t.Errorf("a display without a writer has an output: plain %v, bar %v", p.plain, p.bar)
+	}
+	if p.started != 2 || p.label != "b" || !p.done {
+		t.Errorf("silent display: %d steps begun, label %q, done %v; want 2, \"b\", true", p.started, p.label, p.done)
+	}
 	var nilP *Progress
 	nilP.Step("a")
 	nilP.Logf("b")
-	nilP.Done()
+	nilP.Done() // a panic fails the test
 }
 
 // TestProgressBar drives the mpb bar into a buffer (forced on: a buffer is

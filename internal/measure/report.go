@@ -1,8 +1,10 @@
 // Package measure holds what ovpnperf's measuring commands (`lab run`, the
 // recipes) report: the versioned JSON document (Report, Schema), the host
 // it was measured on (HostInfo, CollectHost), the statistics over repeated
-// samples (Median, Percentile, Summarize), the text table people read
-// (RenderTable) and the progress display shown while measuring.
+// samples (Median, Percentile, Summarize), why a sample or a row was
+// refused (Refusal: a kind and figures, and its sentence), the text table
+// people read (RenderTable) and the progress display shown while
+// measuring.
 //
 // JSON is the contract; its keys are documented on the types and never
 // change meaning within one Schema version. Rates are bits per second,
@@ -24,7 +26,8 @@ import (
 // removed key needs a new version; added keys do not.
 //
 // v2 added rows[].samples (each sample's rate and its iperf3 intervals)
-// and scenario.argv (the command line);
+// and scenario.argv (the command line), and later rows[].refusal (why a
+// row is not valid, as data; readers take its absence for "not given");
 // every v1 key kept its meaning, so ReadJSON reads v1 documents too (their
 // rows have no samples[]).
 const Schema = "ovpnperf/run/v2"
@@ -139,9 +142,12 @@ type Row struct {
 	SocketBuffers string `json:"socket_buffers,omitempty"`
 
 	// Valid is false when a sample failed or the emulator fell behind;
-	// Error says why.
-	Valid bool   `json:"valid"`
-	Error string `json:"error,omitempty"`
+	// Refusal says why as data (kind and figures, added within v2: absent
+	// in documents written before it) and Error in a sentence
+	// (Refusal.Text).
+	Valid   bool     `json:"valid"`
+	Error   string   `json:"error,omitempty"`
+	Refusal *Refusal `json:"refusal,omitempty"`
 	// NotTested says why this row was not measured at all (a DCO variant
 	// on a kernel without the driver): it has no samples and no number.
 	NotTested string `json:"not_tested,omitempty"`
@@ -239,14 +245,6 @@ func (r *Row) AddSample(bps float64) {
 func (r *Row) Summarize() {
 	s := Summarize(r.SamplesBps)
 	r.MedianBps, r.MinBps, r.MaxBps = s.Median, s.Min, s.Max
-}
-
-// Invalidate marks the row invalid, keeping the first reason given.
-func (r *Row) Invalidate(reason string) {
-	r.Valid = false
-	if r.Error == "" {
-		r.Error = reason
-	}
 }
 
 // FillRatios sets RatioToRouted on every tunnel row: its median over the

@@ -133,9 +133,11 @@ func FuzzParseConfigText(f *testing.F) {
 		f.Add(s)
 	}
 	for _, p := range []string{"../lint/testdata/rules/server.conf", "../lint/testdata/debian/loopback-client"} {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(string(b))
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatalf("seed: %v", err)
 		}
+		f.Add(string(b))
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		cf, err := ParseConfigText("f", []byte(s))
@@ -167,9 +169,11 @@ func FuzzParseConfigText(f *testing.F) {
 // input.
 func FuzzScanLog(f *testing.F) {
 	for _, p := range []string{"testdata/logs/lint-capped-mismatch-server.log", "testdata/logs/lint-capped-mismatch-client.log"} {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(string(b))
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatalf("seed: %v", err)
 		}
+		f.Add(string(b))
 	}
 	f.Add("Nov 23 10:26:28 vpn ovpn-server[1]: Socket Buffers: R=[1->2] S=[3->4]\n")
 	f.Fuzz(func(t *testing.T, s string) {

@@ -266,7 +266,9 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 					if errors.Is(err, vpnproc.ErrGone) {
 						return finish(rep, rp, spec, proc, capRes), fmt.Errorf("OpenVPN (pid %d) ended during the measurement", proc.Pid)
 					}
-					rep.Rows[i].Invalidate(oneLine(err))
+					rf := experiment.RefusalOf(err)
+					rf.Detail = oneLine(err)
+					rep.Rows[i].Refuse(rf)
 					prog.Logf("%s %s: sample failed: %s", s.variant, d, oneLine(err))
 					continue
 				}
@@ -290,7 +292,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 			rep.Rows[i].CPUSecondsPerGB["openvpn"] = cpuacct.PerGB(cpuSum[i], bytesSum[i])
 		}
 		if len(rep.Rows[i].SamplesBps) == 0 {
-			rep.Rows[i].Invalidate("no valid sample")
+			rep.Rows[i].Refuse(measure.Refusal{Kind: measure.RefusalNoValidSample})
 		}
 	}
 	return finish(rep, rp, spec, proc, capRes), nil

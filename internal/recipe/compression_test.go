@@ -141,8 +141,8 @@ func TestCompressionRecipe(t *testing.T) {
 	rows := map[string]int{}
 	for _, r := range rep.Rows {
 		rows[r.Network+"/"+r.Variant]++
-		if len(r.SamplesBps) == 0 && r.Error == "" {
-			t.Errorf("%s: no samples and no reason", r.Key())
+		if len(r.SamplesBps) == 0 && r.Refusal == nil {
+			t.Errorf("%s: no samples and no refusal (error %q)", r.Key(), r.Error)
 		}
 		if insecure := r.Extra["insecure"] != nil; insecure != (r.Variant != "off") {
 			t.Errorf("%s: insecure mark %v", r.Key(), r.Extra["insecure"])

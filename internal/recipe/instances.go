@@ -198,7 +198,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 
 	type key struct{ cfg, dir string }
 	samples := map[key][]instSample{}
-	errs := map[key]string{}
+	errs := map[key]*measure.Refusal{}
 	for r := 0; r < repeat; r++ {
 		order := []*instConfig{&cfgOne, &cfgTwo}
 		if r%2 == 1 {
@@ -213,8 +213,9 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 				}
 				k := key{cfg.name, d}
 				if err != nil {
-					if errs[k] == "" {
-						errs[k] = err.Error()
+					if errs[k] == nil {
+						rf := experiment.RefusalOf(err)
+						errs[k] = &rf
 					}
 					prog.Logf("%s %s: sample failed: %v", cfg.name, d, err)
 					continue
@@ -228,8 +229,8 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 		for _, d := range dirs {
 			k := key{cfg.name, d}
 			row := instRow(network, cfg, d, samples[k])
-			if e := errs[k]; e != "" {
-				row.Invalidate(e)
+			if rf := errs[k]; rf != nil {
+				row.Refuse(*rf)
 			}
 			rep.Rows = append(rep.Rows, row)
 		}
@@ -395,8 +396,8 @@ func instMeasureOnce(ctx context.Context, l *lab.Lab, cfg *instConfig, dir strin
 	// A path with delay or loss runs through the userspace emulator
 	// (no sch_netem here); a sample during which it fell behind measured
 	// the emulator, as in `lab run`.
-	if why := experiment.JudgeEmulator(emuBefore, emuAfter); why != "" {
-		return instSample{}, errors.New(why)
+	if rf := experiment.JudgeEmulator(emuBefore, emuAfter); rf != nil {
+		return instSample{}, &experiment.RefusalError{Refusal: *rf}
 	}
 	delta, err := cpuacct.Delta(before, after)
 	if err != nil {
@@ -480,7 +481,7 @@ func instRow(network string, cfg *instConfig, dir string, ss []instSample) measu
 		r.Extra["published"] = fmt.Sprintf("three pinned processes %g–%g MB/s (%g–%g Mbit/s), %s; no figure for two", instPubThreeLow, instPubThreeHigh, instPubThreeLow*8, instPubThreeHigh*8, "BF-CBC+SHA1 on a 4-core Xeon")
 	}
 	if len(ss) == 0 {
-		r.Invalidate("no valid sample")
+		r.Refuse(measure.Refusal{Kind: measure.RefusalNoValidSample})
 	}
 	return r
 }

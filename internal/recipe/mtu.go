@@ -576,7 +576,7 @@ func (m *mtuResult) rows() []measure.Row {
 	}
 	for _, t := range m.TCP {
 		if t.Error != "" {
-			dflt.Invalidate("TCP through the tunnel failed: " + t.Error)
+			dflt.Refuse(measure.Refusal{Kind: measure.RefusalError, Detail: "TCP through the tunnel failed: " + t.Error})
 			continue
 		}
 		dflt.AddSample(t.Bps)
@@ -587,7 +587,7 @@ func (m *mtuResult) rows() []measure.Row {
 	invalidate := func(r *measure.Row, xs []int) {
 		for _, v := range xs {
 			if v == 0 {
-				r.Invalidate("a path MTU search failed")
+				r.Refuse(measure.Refusal{Kind: measure.RefusalError, Detail: "a path MTU search failed"})
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package recipe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -202,7 +201,7 @@ func ppsRounds(ctx context.Context, l *lab.Lab, port int, subs []ppsSubject, rep
 					return ctx.Err()
 				}
 				if err != nil {
-					rep.Rows[i].Invalidate(err.Error())
+					rep.Rows[i].Refuse(experiment.RefusalOf(err))
 					prog.Logf("pps: %s %s: %v", ppsNetwork(size), s.name, err)
 				}
 				select {
@@ -303,11 +302,11 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 	if err != nil {
 		return err
 	}
-	if why := experiment.JudgeEmulator(emu0, emu1); why != "" {
-		return errors.New(why)
+	if rf := experiment.JudgeEmulator(emu0, emu1); rf != nil {
+		return &experiment.RefusalError{Refusal: *rf}
 	}
 	if res.Received == 0 || res.SendSeconds <= 0 {
-		return fmt.Errorf("no echo came back (sent %d probes)", res.Sent)
+		return &experiment.RefusalError{Refusal: measure.Refusal{Kind: measure.RefusalNoEcho, Figures: measure.Figures{measure.FigureSentProbePackets: float64(res.Sent)}}}
 	}
 	delta, err := cpuacct.Delta(before, after)
 	if err != nil {
@@ -406,7 +405,7 @@ func ppsFill(r *measure.Row, acc *ppsAcc) {
 	}
 	r.Summarize()
 	if len(acc.rate) == 0 {
-		r.Invalidate("no valid sample")
+		r.Refuse(measure.Refusal{Kind: measure.RefusalNoValidSample})
 		return
 	}
 	sp := measure.Summarize(acc.rate)

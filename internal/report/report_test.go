@@ -189,7 +189,7 @@ func TestCompareRule(t *testing.T) {
 		row("lan", "gone", "up", 100),
 		row("lan", "bad", "up", 100),
 	}}
-	old.Rows[6].Invalidate("emulator fell behind")
+	old.Rows[6].Refuse(measure.Refusal{Kind: measure.RefusalError, Detail: "emulator fell behind"})
 	new := &measure.Report{Rows: []measure.Row{
 		row("lan", "a", "up", 115, 125, 130),     // overlaps a's 100–120, ×0.96–×1.30
 		row("lan", "tight", "up", 101, 102, 103), // overlaps, ×0.99–×1.03
