@@ -143,9 +143,13 @@ func take(how int) (*os.File, error) {
 
 // Exclusive makes the calling test the only ovpnperf test with a lab on
 // this host until it ends: call it first in a test that measures (a rate,
-// a sample's validity, a time bound), before it builds a lab.
+// a sample's validity, a time bound), before it builds a lab. With -short
+// it skips the test: the inner loop measures nothing.
 func Exclusive(tb testing.TB) {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("measures: not run with -short")
+	}
 	deferExclusive(tb)
 	host.mu.Lock()
 	defer host.mu.Unlock()
@@ -173,7 +177,8 @@ func Exclusive(tb testing.TB) {
 // other tests may run beside this one, a measuring test's may not.
 func Shared(tb testing.TB) {
 	tb.Helper()
-	if os.Getenv(NoLockEnv) != "" {
+	if os.Getenv(NoLockEnv) != "" || testing.Short() {
+		// With -short no test builds a lab or measures.
 		return
 	}
 	host.mu.Lock()
