@@ -34,6 +34,21 @@ func hangingPrograms(t *testing.T) ([]string, string) {
 			env = append(env, kv)
 		}
 	}
+	// Whatever the test's end, no fake program or sleep of its outlives it.
+	t.Cleanup(func() {
+		for _, pid := range sleepsWith(marker) {
+			if b, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil {
+				var ppid int
+				if f := strings.Fields(string(b)); len(f) > 3 {
+					fmt.Sscan(f[3], &ppid)
+				}
+				if c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid)); strings.Contains(string(c), dir) {
+					syscall.Kill(ppid, syscall.SIGKILL)
+				}
+			}
+			exec.Command("kill", pid).Run()
+		}
+	})
 	return append(env, "PATH="+dir+":"+os.Getenv("PATH")), marker
 }
 
