@@ -1,14 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // outputCases are every output a command writes, as a function of the
@@ -178,3 +184,53 @@ func TestOutputSpecialFilesRefused(t *testing.T) {
 
 // measureArgs is a measure command line that is refused or runs.
 func measureArgs() []string { return []string{"measure", "198.51.100.2", "--tunnel", "10.8.0.1"} }
+
+// An output in a directory on a read-only mount is refused up front
+// (root passes every permission check there, and the write failed at the
+// end with status 1). The mount is made in a mount namespace of the
+// command's own (unshare -m), so the host never sees it.
+func TestOutputReadOnlyMountRefused(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequirePrograms(t, "unshare", "mount")
+	dir := t.TempDir()
+	fixtures := badFileFixtures(t)
+	good := filepath.Join(fixtures, "good.json")
+	for _, args := range [][]string{
+		{"report", good, "-o", filepath.Join(dir, "r.html")},
+		{"compare", good, good, "--html", filepath.Join(dir, "c.html")},
+		{"tune", "--out", filepath.Join(dir, "t.json")},
+		{"cluster", "client-config", "abcd", "--host", "h", "--base", filepath.Join(fixtures, "client.conf"), "-o", filepath.Join(dir, "c.ovpn")},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			script := `mount -t tmpfs -o ro,size=1m tmpfs "$0" && exec "$@"`
+			r, _ := runLimitedArgv(t, 10*time.Second, append([]string{"unshare", "-m", "--propagation", "private", "sh", "-c", script, dir, binary}, args...)...)
+			r.mustBeUsageError(t, "read-only file system")
+		})
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("files made in the host's view of %s: %v", dir, ents)
+	}
+}
+
+// runLimitedArgv runs any command line (argv[0] a program) as runLimited
+// runs the binary.
+func runLimitedArgv(t *testing.T, limit time.Duration, argv ...string) (result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	r := result{stdout: so.String(), stderr: se.String()}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("%v: still running after %v", argv, limit)
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("%v: %v", argv, err)
+	}
+	return r, nil
+}
