@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	mrand "math/rand/v2"
 	"os"
@@ -69,10 +70,20 @@ func TestClusterCleanLeavesForgedServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A process whose command line says `cluster serve` without an id.
+	noID := exec.Command("sh", "-c", "sleep 300; :", "sh", "cluster", "serve", "--lab", "x")
+	if err := noID.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = noID.Process.Kill(); _ = noID.Wait() })
+	noIDTicks, err := runner.StartTicks(noID.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		st   func(id string) (cluster.State, *exec.Cmd)
-		want string
+		want string // "": a serve of this cluster, stopped
 	}{
 		{"serve_pid alone", func(id string) (cluster.State, *exec.Cmd) {
 			p, _ := sleeper()
@@ -89,6 +100,29 @@ func TestClusterCleanLeavesForgedServe(t *testing.T) {
 		{"another cluster's serve", func(id string) (cluster.State, *exec.Cmd) {
 			return cluster.State{ID: id, ServePid: other.Process.Pid, Resources: []cluster.Resource{{Kind: cluster.KindProcess, Name: "serve", Pid: other.Process.Pid, StartTicks: otherTicks}}}, other
 		}, "does not run `ovpnperf cluster serve`"},
+		{"a serve without --id and without the control socket", func(id string) (cluster.State, *exec.Cmd) {
+			return cluster.State{ID: id, ServePid: noID.Process.Pid, Resources: []cluster.Resource{{Kind: cluster.KindProcess, Name: "serve", Pid: noID.Process.Pid, StartTicks: noIDTicks}}}, noID
+		}, "does not run `ovpnperf cluster serve`"},
+		// The control: a process that looks like this cluster's serve
+		// (its command line, its control socket held) is stopped.
+		{"a serve without --id holding the control socket", func(id string) (cluster.State, *exec.Cmd) {
+			if err := os.MkdirAll(filepath.Dir(cluster.ControlPath(id)), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			p := exec.Command("python3", "-c", "import socket,sys,time\ns=socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen()\nprint('ready', flush=True)\ntime.sleep(300)",
+				cluster.ControlPath(id), "cluster", "serve", "--lab", "x")
+			out, _ := p.StdoutPipe()
+			if err := p.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Process.Kill(); _ = p.Wait() })
+			buf := make([]byte, 6)
+			if _, err := io.ReadFull(out, buf); err != nil {
+				t.Fatalf("the fake serve did not listen: %v", err)
+			}
+			ticks, _ := runner.StartTicks(p.Process.Pid)
+			return cluster.State{ID: id, ServePid: p.Process.Pid, Resources: []cluster.Resource{{Kind: cluster.KindProcess, Name: "serve", Pid: p.Process.Pid, StartTicks: ticks}}}, p
+		}, ""},
 		{"serve entry of another pid", func(id string) (cluster.State, *exec.Cmd) {
 			p, ticks := sleeper()
 			q, _ := sleeper()
@@ -97,22 +131,31 @@ func TestClusterCleanLeavesForgedServe(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			id := freeClusterID(t)
-			st, victim := c.st(id)
 			if err := os.MkdirAll(cluster.Dir(id), 0o700); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { os.RemoveAll(cluster.Dir(id)) })
+			st, victim := c.st(id)
 			b, _ := json.Marshal(st)
 			if err := os.WriteFile(filepath.Join(cluster.Dir(id), "state.json"), b, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			r := ovpnperfWithin(t, 30*time.Second, "cluster", "clean", id)
-			if r.code == 0 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, c.want) || !strings.Contains(r.stderr, "left alone") {
-				t.Errorf("exit %d, stderr %q; want one line saying %q and left alone", r.code, r.stderr, c.want)
-			}
-			time.Sleep(100 * time.Millisecond)
-			if _, err := runner.StartTicks(victim.Process.Pid); err != nil || victim.ProcessState != nil {
-				t.Errorf("process %d was stopped", victim.Process.Pid)
+			if c.want == "" {
+				r.mustSucceed(t)
+				if _, err := runner.StartTicks(victim.Process.Pid); err == nil {
+					if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", victim.Process.Pid)); !strings.Contains(string(b), ") Z ") {
+						t.Errorf("this cluster's serve (process %d) was not stopped", victim.Process.Pid)
+					}
+				}
+			} else {
+				if r.code == 0 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, c.want) || !strings.Contains(r.stderr, "left alone") {
+					t.Errorf("exit %d, stderr %q; want one line saying %q and left alone", r.code, r.stderr, c.want)
+				}
+				time.Sleep(100 * time.Millisecond)
+				if _, err := runner.StartTicks(victim.Process.Pid); err != nil || victim.ProcessState != nil {
+					t.Errorf("process %d was stopped", victim.Process.Pid)
+				}
 			}
 			if _, err := os.Stat(cluster.Dir(id)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the cluster's directory is left: %v", err)

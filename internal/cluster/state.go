@@ -246,7 +246,8 @@ func serveProcess(id string, st State) (ticks uint64, why string) {
 }
 
 // runsServe reports whether process pid's command line is `… cluster
-// serve …`, with --id id when it gives an id.
+// serve …`, with --id id when it gives an id; a serve that chose its id
+// (no --id) must hold the cluster's control socket.
 func runsServe(pid int, id string) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
@@ -257,17 +258,42 @@ func runsServe(pid int, id string) bool {
 	if i < 1 || argv[i-1] != "cluster" {
 		return false
 	}
-	for j := i + 1; j < len(argv); j++ {
+	for j := i + 1; j < len(argv) && argv[j] != "--"; j++ {
 		switch {
-		case argv[j] == "--":
-			return true
 		case argv[j] == "--id" && j+1 < len(argv):
 			return argv[j+1] == id
 		case strings.HasPrefix(argv[j], "--id="):
 			return strings.TrimPrefix(argv[j], "--id=") == id
 		}
 	}
-	return true
+	return holdsSocket(pid, ControlPath(id))
+}
+
+// holdsSocket reports whether process pid has the unix socket bound at
+// path open: /proc/PID/net/unix names the socket's inode, and one of the
+// process's descriptors links to socket:[inode].
+func holdsSocket(pid int, path string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/unix", pid))
+	if err != nil {
+		return false
+	}
+	inodes := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		// Num RefCount Protocol Flags Type St Inode Path
+		if f := strings.Fields(line); len(f) == 8 && f[7] == path {
+			inodes["socket:["+f[6]+"]"] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return false
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && inodes[l] {
+			return true
+		}
+	}
+	return false
 }
 
 func servePidTicks(st State) (uint64, bool) {
