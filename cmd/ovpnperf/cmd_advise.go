@@ -70,7 +70,7 @@ accepts as it is, so the advice can be tested in a lab.`,
 	f.BoolVar(&o.blackhole, "blackhole", false, "ICMP \"too big\" errors are lost on the path")
 	f.StringVar(&o.proto, "proto", "", "OpenVPN transport: udp or tcp (default udp)")
 	f.BoolVar(&o.outer6, "outer-ipv6", false, "the tunnel runs over IPv6")
-	f.IntVar(&o.clients, "clients", 0, "concurrent clients (default 1)")
+	intFlag(f, &o.clients, "clients", "", 0, 1, 1<<20, "concurrent clients (default 1)")
 	f.StringVar(&o.openvpn, "openvpn", "", "OpenVPN version: 2.5 or 2.6 (default: the probe's, else 2.6)")
 	f.StringVar(&o.dco, "dco", "", "data-channel offload on the server: yes or no")
 	f.StringVar(&o.clientOS, "client-os", "", "linux, windows, macos or android (default linux)")

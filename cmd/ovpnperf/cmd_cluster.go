@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,10 +161,63 @@ Everything connect changes is first recorded in /run/ovpnperf/connect/ID
 	c.Flags().StringVar(&o.proto, "proto", "udp", "udp or tcp")
 	c.Flags().StringSliceVar(&o.dispatchers, "dispatcher", nil, "another dispatcher ADDR:PORT (repeatable), tried after those before --")
 	c.Flags().BoolVar(&o.reconnect, "reconnect", false, "stay openvpn's parent: when it gives up on a server, ask the dispatchers again")
-	c.Flags().IntVar(&o.tunnels, "tunnels", 1, "open this many tunnels to distinct instances, one multipath route over them")
+	intFlag(c.Flags(), &o.tunnels, "tunnels", "", 1, 1, 16, "open this many tunnels to distinct instances, one multipath route over them (1–16)")
 	c.Flags().StringVar(&o.onePort, "one-port", "", "HOST:PORT, the one-port address of a cluster (serve --one-port): open the --tunnels there instead of asking a dispatcher, each from its own source port; a tunnel that reached an instance another one has reconnects")
 	c.Flags().StringArrayVar(&o.routes, "route", nil, "a network CIDR of the server side routed over the tunnels (repeatable; default with --tunnels N>1: the networks the server pushes; with --tunnels 1 runs one tunnel the same way)")
 	return c
+}
+
+// hostPort splits an address a client connects to, HOST:PORT, and refuses
+// what names no host: a malformed IPv4 address (999.1.1.1, which the
+// resolver would look up as a name and not find, and connect would then
+// fall back to the config's remotes as if no dispatcher answered), a
+// name that is not a DNS name, a port that is not 1–65535 in decimal.
+func hostPort(addr string) (string, uint16, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, errors.New("not HOST:PORT")
+	}
+	if !decimalRE.MatchString(port) {
+		return "", 0, fmt.Errorf("port %q is not a decimal number", port)
+	}
+	pn, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || pn == 0 {
+		return "", 0, fmt.Errorf("port %s is not 1–65535", port)
+	}
+	if err := checkHostName(host); err != nil {
+		return "", 0, err
+	}
+	return host, uint16(pn), nil
+}
+
+// dnsLabelRE is one label of a host name (RFC 1123).
+var dnsLabelRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+
+// checkHostName refuses a host that is neither an IP address nor a DNS
+// name; a name of digits and dots only must be an IPv4 address.
+func checkHostName(h string) error {
+	if h == "" {
+		return errors.New("no host")
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return nil
+	}
+	if strings.Contains(h, ":") {
+		return fmt.Errorf("%q is not an IPv6 address", h)
+	}
+	if strings.Trim(h, "0123456789.") == "" {
+		return fmt.Errorf("%q is not an IPv4 address", h)
+	}
+	name := strings.TrimSuffix(h, ".")
+	if len(name) > 253 {
+		return errors.New("host name longer than 253 characters")
+	}
+	for _, l := range strings.Split(name, ".") {
+		if !dnsLabelRE.MatchString(l) {
+			return fmt.Errorf("%q is not a host name or address", h)
+		}
+	}
+	return nil
 }
 
 // connectArgv returns openvpn's argv for a reply (nil: fall back).
@@ -203,8 +258,8 @@ func runClusterConnect(ctx context.Context, stderr io.Writer, disp []string, ext
 		return usage.Errorf("give a dispatcher ADDR:PORT (before -- or with --dispatcher)")
 	}
 	for _, d := range disp {
-		if _, _, err := net.SplitHostPort(d); err != nil {
-			return usage.Errorf("dispatcher %q: use ADDR:PORT", d)
+		if _, _, err := hostPort(d); err != nil {
+			return usage.Errorf("dispatcher %q: %v; use ADDR:PORT", d, err)
 		}
 	}
 	if o.proto != openvpn.UDP && o.proto != openvpn.TCP {
@@ -289,9 +344,8 @@ func connectRoutes(rs []string) ([]netip.Prefix, error) {
 // address: the one-port rules spread new flows over the instances, and
 // RunTunnels keeps in the route only tunnels that reached distinct ones.
 func runClusterOnePortTunnels(ctx context.Context, stderr io.Writer, disp, extra []string, o clusterConnectOptions) error {
-	host, port, err := net.SplitHostPort(o.onePort)
-	pn, perr := strconv.ParseUint(port, 10, 16)
-	if err != nil || perr != nil || pn == 0 || !cluster.ValidHost(host) {
+	host, pn, err := hostPort(o.onePort)
+	if err != nil || !cluster.ValidHost(host) {
 		return usage.Errorf("--one-port %q: use HOST:PORT of the cluster's one-port address", o.onePort)
 	}
 	if len(disp) > 0 {
@@ -312,7 +366,7 @@ func runClusterOnePortTunnels(ctx context.Context, stderr io.Writer, disp, extra
 	}
 	var got []cluster.Reply
 	for range o.tunnels {
-		got = append(got, cluster.Reply{Instance: "one-port", Remote: host, Port: uint16(pn), Proto: o.proto})
+		got = append(got, cluster.Reply{Instance: "one-port", Remote: host, Port: pn, Proto: o.proto})
 	}
 	return cluster.RunTunnels(ctx, cluster.TunnelsOptions{Assigned: got, Routes: routes, Extra: extra, Log: stderr, Distinct: true})
 }

@@ -78,15 +78,15 @@ func newClusterServe() (*cobra.Command, *clusterServeOptions) {
 	f.StringVar(&o.labName, "lab", "", "run in this lab's server namespace (the instances, --dispatcher and --metrics all listen there)")
 	f.StringVar(&o.netns, "netns", "", "run in this named network namespace (the instances, --dispatcher and --metrics all listen there)")
 	f.StringVar(&o.instances, "instances", "auto", "instances per protocol: N, or auto (one per usable CPU minus --reserve-cpus)")
-	f.IntVar(&o.reserve, "reserve-cpus", 0, "CPUs left out by --instances auto")
+	intFlag(f, &o.reserve, "reserve-cpus", "", 0, 0, 1024, "CPUs left out by --instances auto (0: none)")
 	f.StringVar(&o.proto, "proto", "udp", "udp, tcp or udp,tcp (one instance of each per CPU)")
-	f.Uint16Var(&o.portBase, "port-base", 1195, "port of the first instance; instance i listens on port-base+i")
-	f.Uint16Var(&o.onePort, "one-port", 0, "spread clients arriving at this port over the instances (iptables in the namespace)")
+	portFlag(f, &o.portBase, "port-base", 1195, "port of the first instance; instance i listens on port-base+i (1–65535)")
+	portFlag(f, &o.onePort, "one-port", 0, "spread clients arriving at this port (1–65535) over the instances (iptables in the namespace)")
 	f.StringVar(&o.spread, "spread", cluster.SpreadCounter, "one-port spreading: counter (new flows in turn) or hash (source address and port, HMARK)")
 	f.StringVar(&o.pool, "pool", "", "IPv4 address pool split between the instances (default: the config's server network)")
 	f.StringVar(&o.pool6, "pool6", "", "IPv6 pool (default: the config's server-ipv6)")
 	f.StringVar(&o.cpus, "cpus", "", "CPUs to pin instances to, e.g. 0-3 (default: the CPUs this process may use)")
-	f.IntVar(&o.nice, "nice", 0, "nice value of the instances (-20..19)")
+	intFlag(f, &o.nice, "nice", "", 0, -20, 19, "nice value of the instances (-20..19)")
 	f.StringVar(&o.dispatcher, "dispatcher", "", "serve assignments over TLS on ADDR:PORT (callers need a client certificate of the cluster's CA)")
 	f.StringVar(&o.public, "public", "", "host name or address the dispatcher hands out (default: the lab's server address)")
 	f.StringVar(&o.strategy, "strategy", cluster.LeastLoaded, "dispatcher strategy: round-robin or least-loaded")
@@ -101,9 +101,16 @@ func newClusterServe() (*cobra.Command, *clusterServeOptions) {
 	f.StringVar(&o.advertise, "advertise", "", "with --registry: the address clients reach this host's instances at (default: --public)")
 	f.StringVar(&o.regHost, "registry-host", "", "with --registry: this host's name in the registry (default: the host name)")
 	f.DurationVar(&o.regTTL, "registry-ttl", 10*time.Second, "with --registry: lease TTL; a host that stops renewing it leaves the registry this long after")
+	// The flags are guarded here, not only by the root: systemd-unit
+	// parses serve's flags with this flag set, and what serve refuses
+	// (a control character in --config, 0x10 for a port) it must refuse.
+	guardCommands(c)
 	return c, o
 }
 
+// toOptions checks every serve flag that can be checked without the host
+// (files, labs, namespaces and ports are runClusterServe's) and returns
+// the cluster's options; serve and systemd-unit both call it.
 func (o clusterServeOptions) toOptions() (cluster.Options, error) {
 	co := cluster.Options{ID: o.id, Netns: o.netns, Nice: o.nice, PortBase: o.portBase, OnePort: o.onePort, Spread: o.spread, PerClient: o.perClient, Drain: o.drain,
 		IRQ: o.irq, NICs: o.nics}
@@ -184,7 +191,7 @@ func (o clusterServeOptions) toOptions() (cluster.Options, error) {
 		}
 		co.CPUs = co.CPUs[:len(co.CPUs)-o.reserve]
 		co.Instances = len(co.CPUs)
-	} else if co.Instances, err = strconv.Atoi(o.instances); err != nil || co.Instances < 1 || co.Instances > 64 {
+	} else if co.Instances, err = strconv.Atoi(o.instances); err != nil || !decimalRE.MatchString(o.instances) || co.Instances < 1 || co.Instances > 64 {
 		return co, usage.Errorf("--instances %q: use 1-64 or auto", o.instances)
 	}
 	if o.pool != "" {
@@ -215,6 +222,15 @@ func (o clusterServeOptions) toOptions() (cluster.Options, error) {
 		if o.advertise != "" && !cluster.ValidHost(o.advertise) {
 			return co, usage.Errorf("--advertise %q: give the host name or address clients reach the instances at", o.advertise)
 		}
+	}
+	if o.public == "" && o.labName != "" {
+		o.public = lab.ServerV4.String()
+	}
+	if o.dispatcher != "" && o.public == "" {
+		return co, usage.Errorf("--dispatcher needs --public HOST: the address clients reach the instances at")
+	}
+	if err := o.checkServeRegistry(); err != nil {
+		return co, err
 	}
 	return co, nil
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // checkServeArgs parses the flags a unit would pass to `cluster serve`
-// with serve's own flag set and checks them as serve would, so that a unit
+// with serve's own flag set (guarded as every flag is) and checks them
+// with serve's own toOptions, so that a unit
 // is written only for a serve that would start: unknown flags, arguments,
 // bad values and a second --id (the unit's clean lines name its own id)
 // are refused now, not at the service's start.
@@ -20,7 +21,7 @@ func checkServeArgs(id string, a []string) error {
 	serve, o := newClusterServe()
 	f := serve.Flags()
 	if err := f.Parse(a); err != nil {
-		return usage.Errorf("serve flags after --: %v", err)
+		return usage.Errorf("serve flags after --: %v", flagError(err))
 	}
 	if rest := f.Args(); len(rest) > 0 {
 		return usage.Errorf("serve flags after --: %q is not a flag; cluster serve takes no arguments", rest[0])

@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"github.com/ovpnperf/ovpnperf/internal/outputfile"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra/doc"
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -34,6 +35,24 @@ func newGendocCommand() *cobra.Command {
 			if !filepath.IsAbs(exe) {
 				return usage.Errorf("--exe %q: give the absolute path the binary is installed at", exe)
 			}
+			// Every file with a fixed name is checked before any is
+			// written (the man pages' names come from the commands).
+			outs := []struct{ flag, dir, name string }{{"--completion", completionDir, "ovpnperf.bash"}, {"--completion", completionDir, "_ovpnperf"},
+				{"--systemd", unitDir, "ovpnperf-cluster@.service"}}
+			for _, o := range outs {
+				if o.dir == "" {
+					continue
+				}
+				if err := existingDir(o.dir, o.flag); err != nil {
+					return err
+				}
+				if err := checkOutPath(o.flag, filepath.Join(o.dir, o.name)); err != nil {
+					return err
+				}
+			}
+			if err := checkOutPath("--markdown", markdown); err != nil {
+				return err
+			}
 			root := cmd.Root()
 			if markdown != "" {
 				text, err := commandsMarkdown(root)
@@ -54,7 +73,7 @@ func newGendocCommand() *cobra.Command {
 				root.DisableAutoGenTag = true
 				defer func() { root.DisableAutoGenTag = zero }()
 				hdr := &doc.GenManHeader{Title: "OVPNPERF", Section: "1", Source: "ovpnperf " + buildVersion().Version, Manual: "ovpnperf manual"}
-				if err := doc.GenManTree(root, hdr, manDir); err != nil {
+				if err := writeManPages(root, hdr, manDir); err != nil {
 					return fmt.Errorf("writing man pages to %s: %w", manDir, err)
 				}
 			}
@@ -62,10 +81,14 @@ func newGendocCommand() *cobra.Command {
 				if err := existingDir(completionDir, "--completion"); err != nil {
 					return err
 				}
-				if err := root.GenBashCompletionFileV2(filepath.Join(completionDir, "ovpnperf.bash"), true); err != nil {
+				// Through outputfile, as every file ovpnperf writes
+				// (cobra's *File helpers open the name and follow links).
+				if err := outputfile.Write(filepath.Join(completionDir, "ovpnperf.bash"), 0o644, func(w io.Writer) error {
+					return root.GenBashCompletionV2(w, true)
+				}); err != nil {
 					return err
 				}
-				if err := root.GenZshCompletionFile(filepath.Join(completionDir, "_ovpnperf")); err != nil {
+				if err := outputfile.Write(filepath.Join(completionDir, "_ovpnperf"), 0o644, root.GenZshCompletion); err != nil {
 					return err
 				}
 			}
@@ -87,6 +110,23 @@ func newGendocCommand() *cobra.Command {
 	c.Flags().StringVar(&exe, "exe", "/usr/bin/ovpnperf", "the installed binary's path, for the unit's Exec lines")
 	c.Flags().StringVar(&completionDir, "completion", "", "directory to write ovpnperf.bash and _ovpnperf (zsh) into")
 	return c
+}
+
+// writeManPages writes the page of cmd and of each command below it, named
+// as cobra's GenManTree names them (ovpnperf-lab-up.1), each through
+// outputfile.
+func writeManPages(cmd *cobra.Command, hdr *doc.GenManHeader, dir string) error {
+	for _, c := range cmd.Commands() {
+		if !c.IsAvailableCommand() || c.IsAdditionalHelpTopicCommand() {
+			continue
+		}
+		if err := writeManPages(c, hdr, dir); err != nil {
+			return err
+		}
+	}
+	name := strings.ReplaceAll(cmd.CommandPath(), " ", "-") + "." + hdr.Section
+	h := *hdr
+	return outputfile.Write(filepath.Join(dir, name), 0o644, func(w io.Writer) error { return doc.GenMan(cmd, &h, w) })
 }
 
 func existingDir(dir, flag string) error {

@@ -78,9 +78,10 @@ func runLabCalibrate(ctx context.Context, w, errw io.Writer, o labCalibrateOptio
 		}
 		rates = append(rates, float64(r))
 	}
-	// The default record's directory is made when the record is written;
-	// any other path is checked now, before anything is built.
-	if o.record != emulate.CeilingPath {
+	// The default record's directory is made when the record is written
+	// (and the record checked now if the directory exists); any other
+	// path is checked now, before anything is built.
+	if _, err := os.Stat(filepath.Dir(o.record)); err == nil || o.record != emulate.CeilingPath {
 		if err := checkOutPath("--record", o.record); err != nil {
 			return err
 		}

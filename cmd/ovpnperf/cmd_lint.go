@@ -167,7 +167,7 @@ func lintConfigs(args []string) ([]string, error) {
 }
 
 func installedOpenVPN() (string, error) {
-	out, err := runner.Command(context.Background(), "openvpn", "--version").CombinedOutput()
+	out, err := runner.RunBounded(context.Background(), runner.VersionTimeout, "openvpn", "--version")
 	v := openvpn.ParseVersion(string(out))
 	if v.Version == "" {
 		if err == nil {

@@ -158,6 +158,14 @@ func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o
 	if err := checkOutPath("--html", o.html); err != nil {
 		return err
 	}
+	pcap := ""
+	if o.capture && o.out != "" {
+		// The capture kept beside --out is an output like it.
+		pcap = strings.TrimSuffix(o.out, ".json") + ".pcap"
+		if err := checkOutPath("--capture (beside --out)", pcap); err != nil {
+			return err
+		}
+	}
 	need := []string{"iperf3"}
 	if o.capture {
 		need = append(need, "tcpdump")
@@ -170,9 +178,7 @@ func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o
 	}
 	spec := realnet.Spec{Host: host, Tunnel: tun, Pid: o.pid, Port: o.port, Repeat: o.repeat,
 		Duration: o.duration, Omit: o.omit, Cipher: o.cipher, Capture: o.capture, Directions: dirs}
-	if o.capture && o.out != "" {
-		spec.CaptureFile = strings.TrimSuffix(o.out, ".json") + ".pcap"
-	}
+	spec.CaptureFile = pcap
 	if !o.json {
 		spec.Progress = stderr
 	}

@@ -410,12 +410,29 @@ func measureBeforeAfterCompare(t *testing.T, b *measureBench) {
 
 // Must show 2 (fragmentation) and 4: tun-mtu 1500 over a path MTU of 1400
 // (ICMP passes): the finding names fragmentation, the capture shows outer
-// fragments, and analyze reads the kept capture alike.
+// fragments, and analyze reads the kept capture alike. A symbolic link
+// placed where the capture goes (frag.pcap) is replaced, not followed:
+// tcpdump wrote through it, over a root-owned 0600 file it then gave to
+// its own user.
 func TestMeasureFragmentation(t *testing.T) {
 	b := newMeasureBench(t, lab.Path{MTU: 1400}, true, nil)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "frag.json")
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, "frag.pcap")); err != nil {
+		t.Fatal(err)
+	}
 	rep, _ := b.measureDoc(t, lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "1s", "--omit", "0s", "--direction", "up", "--capture", "--out", out)
+	var vst syscall.Stat_t
+	if got, err := os.ReadFile(victim); err != nil || string(got) != "precious\n" || syscall.Stat(victim, &vst) != nil || vst.Uid != 0 || vst.Mode&0o777 != 0o600 {
+		t.Errorf("the capture went through the link: victim %q (%v), owner %d, mode %o", got, err, vst.Uid, vst.Mode&0o777)
+	}
+	if li, err := os.Lstat(filepath.Join(dir, "frag.pcap")); err != nil || !li.Mode().IsRegular() {
+		t.Errorf("frag.pcap is not a regular file: %v %v", li, err)
+	}
 	f := findingsWith(rep, "fragmentation:")
 	if len(f) != 1 || !strings.Contains(f[0], "path MTU 1400") || !strings.Contains(f[0], "mssfix 1400 mtu") {
 		t.Fatalf("no fragmentation finding with the MTU advice:\n%s", strings.Join(measure.Findings(rep), "\n"))

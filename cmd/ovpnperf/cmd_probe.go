@@ -77,10 +77,10 @@ why). Needs root (or CAP_NET_RAW) for the path-MTU probes.`,
 		},
 	}
 	f := c.Flags()
-	f.IntVar(&o.pings, "pings", 300, "echoes for RTT, jitter and loss (10–10000), 10 ms apart")
+	intFlag(f, &o.pings, "pings", "", 300, 10, 10000, "echoes for RTT, jitter and loss (10–10000), 10 ms apart")
 	intFlag(f, &o.ppsPort, "pps-port", "", defaultPPSPort, 0, 65535, "UDP port of an ovpnperf pps server on HOST for the echoes (0: ICMP only)")
 	stringFlag(f, &o.ppsKeyFile, "pps-key-file", "", "", "a file only its owner can read (mode 0600)", "shared key to sign the pps hello, as pps client --key-file")
-	f.IntVar(&o.iperf3Port, "iperf3", 0, "measure throughput against an iperf3 server on this `PORT` of HOST")
+	intFlag(f, &o.iperf3Port, "iperf3", "", 0, 1, 65535, "measure throughput against an iperf3 server on this `PORT` of HOST")
 	f.DurationVar(&o.iperf3Time, "iperf3-time", 5*time.Second, "length of the iperf3 test (1s–60s); a long path lengthens it to ten times twice the echo round trip, at most a minute, with a warm-up for slow start")
 	f.BoolVar(&o.noCrypto, "no-crypto", false, "skip the local cipher speed test")
 	f.StringVar(&o.config, "config", "", "an OpenVPN config `FILE`: say whether DCO would be used for it here, and every reason not")

@@ -86,7 +86,7 @@ prints the best so far.`,
 	f.StringArrayVar(&o.fix, "fix", nil, "pin a parameter (repeatable): proto=udp|tcp, cipher=CIPHER|default, mtu='DIRECTIVES'|default, buffers=BYTES|default, txqueuelen=N|default, fast-io=on|off")
 	f.BoolVar(&o.allowTCP, "allow-tcp", false, "let the search try OpenVPN over TCP")
 	f.StringVar(&o.start, "start", "", "a starting variant of your own (NAME=DIRECTIVES…), used in place of advise's")
-	f.IntVar(&o.repeat, "repeat", 3, "samples per candidate and round, interleaved (3–20; 3 are needed to call a difference beyond the spread)")
+	intFlag(f, &o.repeat, "repeat", "", 3, tune.MinSamples, 20, "samples per candidate and round, interleaved (3–20; 3 are needed to call a difference beyond the spread)")
 	f.DurationVar(&o.duration, "time", 2*time.Second, "length of each iperf3 sample (whole seconds, 1s–60s)")
 	f.DurationVar(&o.omit, "omit", time.Second, "warm-up left out of each sample (iperf3 -O; whole seconds)")
 	f.Lookup("time").DefValue = timeRule

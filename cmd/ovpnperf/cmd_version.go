@@ -34,7 +34,8 @@ type versionInfo struct {
 	GoVersion string `json:"go_version"`
 	Platform  string `json:"platform"`
 	// OpenVPN and Iperf3 are the first lines of `openvpn --version` and
-	// `iperf3 --version`; empty when the program is not installed.
+	// `iperf3 --version`; empty when the program is not installed,
+	// "unknown (…)" when it does not answer within a few seconds.
 	OpenVPN string `json:"openvpn"`
 	Iperf3  string `json:"iperf3"`
 	Kernel  string `json:"kernel"`

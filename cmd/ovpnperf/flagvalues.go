@@ -80,12 +80,30 @@ func intFlag(fs *pflag.FlagSet, dst *int, name, short string, def, lo, hi int, h
 	}, help)
 }
 
+// portFlag registers a port flag accepting 1..65535; def 0 is a flag
+// not given (0 is never a port a user means).
+func portFlag(fs *pflag.FlagSet, dst *uint16, name string, def uint16, help string) {
+	*dst = def
+	addValue(fs, dst, name, "", "port", strconv.Itoa(int(def)), func(flag, s string) (uint16, error) {
+		n, err := parseInt(flag, s, 1, 65535)
+		return uint16(n), err
+	}, help)
+}
+
+// decimalRE is a whole number as people write it: no base prefix (0x,
+// 0o, 0b), no leading zero (010 is octal 8 to strconv's base 0 and ten to
+// a person), no digit separators.
+var decimalRE = regexp.MustCompile(`^[+-]?(0|[1-9][0-9]*)$`)
+
 // parseInt reads a decimal whole number in lo..hi.
 func parseInt(flag, s string, lo, hi int64) (int64, error) {
 	form := fmt.Sprintf("a whole number from %d to %d", lo, hi)
 	t := strings.TrimSpace(s)
 	if t == "" {
 		return 0, usage.Errorf("%s: empty value; want %s", flag, form)
+	}
+	if !decimalRE.MatchString(t) {
+		return 0, usage.Errorf("%s %q: not a decimal whole number; want %s", flag, s, form)
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
 	if err != nil {
@@ -294,11 +312,17 @@ func checkFlagText(flag, typ, s string, emptyOK bool) error {
 		switch {
 		case errors.As(err, &ne) && ne.Err == strconv.ErrRange, err == nil && (math.IsInf(v, 0) || math.IsNaN(v)):
 			return usage.Errorf("%s %s: not a finite number; want a plain number such as 2.5", flag, quoteArg(s))
-		case err != nil:
+		case err != nil, strings.ContainsAny(t, "xX_"):
+			// Hexadecimal floats (0x1p4) too: not a plain number.
 			return usage.Errorf("%s %s: not a number; want a plain number such as 2.5", flag, quoteArg(s))
 		}
-	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "count":
-		if _, err := strconv.ParseInt(t, 0, 64); err != nil {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "count", "port":
+		// Decimal only: pflag's own integers read 0x10, 0o7, 010 (as
+		// 8) and 1_000, which nobody means on a command line.
+		if !decimalRE.MatchString(t) {
+			return usage.Errorf("%s %s: not a decimal whole number", flag, quoteArg(s))
+		}
+		if _, err := strconv.ParseInt(t, 10, 64); err != nil {
 			var ne *strconv.NumError
 			if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
 				return usage.Errorf("%s %s: out of range", flag, quoteArg(s))

@@ -10,10 +10,12 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"github.com/ovpnperf/ovpnperf/internal/printable"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -51,6 +53,7 @@ and iperf3 across them. Most commands need root.`,
 	}
 	refuseUnknownSubcommands(root)
 	guardCommands(root)
+	markQuickExit(root)
 	return root
 }
 
@@ -78,8 +81,43 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 	}
 }
 
+// quickExitCommands make nothing on the host but the files they name
+// (written through outputfile) and start no program: on SIGINT or SIGTERM
+// they exit at once, wherever they are (reading, checking or rendering a
+// document of tens of MiB takes seconds that no context check interrupts).
+var quickExitCommands = []string{"ovpnperf report", "ovpnperf compare", "ovpnperf analyze", "ovpnperf advise"}
+
+// quickExit is set when one of quickExitCommands starts running.
+var quickExit atomic.Bool
+
+// markQuickExit makes quickExitCommands set quickExit as they start.
+func markQuickExit(root *cobra.Command) {
+	for _, path := range quickExitCommands {
+		c, _, err := root.Find(strings.Fields(path)[1:])
+		if err != nil || c.CommandPath() != path || c.RunE == nil {
+			panic("quickExitCommands: no command " + path)
+		}
+		run := c.RunE
+		c.RunE = func(cmd *cobra.Command, a []string) error {
+			quickExit.Store(true)
+			return run(cmd, a)
+		}
+	}
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		for range sigs {
+			if quickExit.Load() {
+				outputfile.RemovePending()
+				fmt.Fprintln(os.Stderr, "ovpnperf: interrupted")
+				os.Exit(130)
+			}
+		}
+	}()
 	root := newRootCommand()
 	// Every text output goes through one filter that prints control
 	// characters escaped: a config line or a document's name cannot

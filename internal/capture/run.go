@@ -40,20 +40,24 @@ func (t *Tcpdump) output() string {
 }
 
 // Start captures the first 128 bytes of every packet on dev that matches
-// filter (a pcap-filter expression) into file, and returns once tcpdump
-// listens. Immediate mode hands each packet to tcpdump at once: without it
-// libpcap holds packets until a block fills, and a capture of a few
-// seconds may end up empty. Stop ends it.
+// filter (a pcap-filter expression) into out, and returns once tcpdump
+// listens. tcpdump writes to its standard output, which is out: it opens
+// no file by name, so it follows no link and changes no file's owner
+// (it drops root for its own user); the caller makes out where it chooses
+// (realnet: in a private directory). Immediate mode hands each packet to
+// tcpdump at once: without it libpcap holds packets until a block fills,
+// and a capture of a few seconds may end up empty. Stop ends it.
 //
-// Equivalent to: tcpdump -i DEV -n -s 128 --immediate-mode -U -w FILE FILTER
-func Start(ctx context.Context, dev, file, filter string) (*Tcpdump, error) {
+// Equivalent to: tcpdump -i DEV -n -s 128 --immediate-mode -U -w - FILTER >FILE
+func Start(ctx context.Context, dev string, out *os.File, filter string) (*Tcpdump, error) {
 	if err := runner.Require("tcpdump"); err != nil {
 		return nil, err
 	}
-	argv := append([]string{"tcpdump", "-i", dev, "-n", "-s", "128", "--immediate-mode", "-U", "-w", file}, strings.Fields(filter)...)
-	t := &Tcpdump{File: file, done: make(chan struct{})}
+	argv := append([]string{"tcpdump", "-i", dev, "-n", "-s", "128", "--immediate-mode", "-U", "-w", "-"}, strings.Fields(filter)...)
+	t := &Tcpdump{File: out.Name(), done: make(chan struct{})}
 	// Not bound to ctx: Stop ends it with SIGTERM so that it flushes.
 	t.cmd = runner.Command(context.Background(), argv...)
+	t.cmd.Stdout = out
 	t.cmd.Stderr = lockedWriter{t}
 	t.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := t.cmd.Start(); err != nil {
@@ -67,15 +71,12 @@ func Start(ctx context.Context, dev, file, filter string) (*Tcpdump, error) {
 	for !strings.Contains(t.output(), "listening on") {
 		select {
 		case <-t.done:
-			_ = os.Remove(file)
 			return nil, fmt.Errorf("running %q: tcpdump exited: %s (capturing needs root or CAP_NET_RAW)", strings.Join(argv, " "), t.output())
 		case <-deadline.C:
 			t.Stop()
-			_ = os.Remove(file)
 			return nil, fmt.Errorf("running %q: tcpdump did not start listening within 10 s: %s", strings.Join(argv, " "), t.output())
 		case <-ctx.Done():
 			t.Stop()
-			_ = os.Remove(file)
 			return nil, ctx.Err()
 		case <-tick.C:
 		}

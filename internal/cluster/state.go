@@ -196,7 +196,9 @@ func Clean(ctx context.Context, id string) error {
 	}
 	var errs []error
 	if st.ServePid > 0 && st.ServePid != os.Getpid() {
-		if t, ok := servePidTicks(st); ok && alive(st.ServePid, t) {
+		if t, why := serveProcess(id, st); why != "" {
+			errs = append(errs, fmt.Errorf("state file of %s names %s as its serve; left alone", id, why))
+		} else if t != 0 {
 			runner.Terminate(st.ServePid, t, 5*time.Second)
 		}
 	}
@@ -209,6 +211,89 @@ func Clean(ctx context.Context, id string) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// serveProcess returns the start time of cluster id's serve process when
+// it still runs (0: it has ended), or says why the state file's serve_pid
+// names no serve of this cluster: a serve is stopped only when its pid,
+// its start time (recorded with it) and its command line (`cluster serve`,
+// with this id if it names one) all agree. A damaged or forged state file
+// must not make clean stop any process.
+func serveProcess(id string, st State) (ticks uint64, why string) {
+	pid := st.ServePid
+	var rec *Resource
+	for i, r := range st.Resources {
+		if r.Kind == KindProcess && r.Name == "serve" {
+			rec = &st.Resources[i]
+		}
+	}
+	switch {
+	case rec == nil || rec.StartTicks == 0:
+		if _, err := startTicks(pid); err != nil {
+			return 0, ""
+		}
+		return 0, fmt.Sprintf("process %d without its start time", pid)
+	case rec.Pid != pid:
+		return 0, fmt.Sprintf("process %d, but its serve entry process %d", pid, rec.Pid)
+	}
+	if !alive(pid, rec.StartTicks) {
+		return 0, ""
+	}
+	if !runsServe(pid, id) {
+		return 0, fmt.Sprintf("process %d, which does not run `ovpnperf cluster serve` of %s", pid, id)
+	}
+	return rec.StartTicks, ""
+}
+
+// runsServe reports whether process pid's command line is `… cluster
+// serve …`, with --id id when it gives an id; a serve that chose its id
+// (no --id) must hold the cluster's control socket.
+func runsServe(pid int, id string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	argv := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	i := slices.Index(argv, "serve")
+	if i < 1 || argv[i-1] != "cluster" {
+		return false
+	}
+	for j := i + 1; j < len(argv) && argv[j] != "--"; j++ {
+		switch {
+		case argv[j] == "--id" && j+1 < len(argv):
+			return argv[j+1] == id
+		case strings.HasPrefix(argv[j], "--id="):
+			return strings.TrimPrefix(argv[j], "--id=") == id
+		}
+	}
+	return holdsSocket(pid, ControlPath(id))
+}
+
+// holdsSocket reports whether process pid has the unix socket bound at
+// path open: /proc/PID/net/unix names the socket's inode, and one of the
+// process's descriptors links to socket:[inode].
+func holdsSocket(pid int, path string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/unix", pid))
+	if err != nil {
+		return false
+	}
+	inodes := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		// Num RefCount Protocol Flags Type St Inode Path
+		if f := strings.Fields(line); len(f) == 8 && f[7] == path {
+			inodes["socket:["+f[6]+"]"] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return false
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && inodes[l] {
+			return true
+		}
+	}
+	return false
 }
 
 func servePidTicks(st State) (uint64, bool) {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
 // KernelModule is what this host says about one DCO kernel module.
@@ -133,13 +134,13 @@ func ProbeHost(ctx context.Context) Host {
 	for _, name := range []string{"ovpn", "ovpn-dco-v2"} {
 		h.Modules = append(h.Modules, probeModule(ctx, h.KernelRelease, name))
 	}
-	out, err := exec.CommandContext(ctx, "openvpn", "--version").CombinedOutput()
+	out, err := runner.RunBounded(ctx, runner.VersionTimeout, "openvpn", "--version")
 	v := openvpn.ParseVersion(string(out))
 	switch {
 	case v.Version != "":
 		h.OpenVPN = &v
 	case err != nil:
-		h.OpenVPNErr = err.Error()
+		h.OpenVPNErr, _, _ = strings.Cut(err.Error(), "\n")
 	default:
 		h.OpenVPNErr = "openvpn --version printed no version"
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -29,7 +30,8 @@ type HostInfo struct {
 	// arm64 "aes" feature), which decides the cost of AES-GCM and -CBC.
 	AESNI bool `json:"aes_ni"`
 	// OpenVPNVersion and Iperf3Version are the first lines of
-	// `openvpn --version` and `iperf3 --version`, empty when not installed.
+	// `openvpn --version` and `iperf3 --version`, empty when not installed,
+	// "unknown (…)" when the program did not answer within a few seconds.
 	OpenVPNVersion string `json:"openvpn_version"`
 	Iperf3Version  string `json:"iperf3_version"`
 	// EmulationBackend is how the lab emulated delay and loss ("netem",
@@ -63,19 +65,28 @@ func CollectHost(ctx context.Context) (HostInfo, error) {
 	if h.CPUs == 0 {
 		h.CPUs = runtime.NumCPU()
 	}
+	// Both asked at once: two programs that hang cost one time limit.
+	iperf3 := make(chan string, 1)
+	go func() { iperf3 <- firstLineOf(ctx, "iperf3", "--version") }()
 	h.OpenVPNVersion = firstLineOf(ctx, "openvpn", "--version")
-	h.Iperf3Version = firstLineOf(ctx, "iperf3", "--version")
+	h.Iperf3Version = <-iperf3
 	return h, nil
 }
 
 // firstLineOf runs argv and returns the first line of its output, or ""
-// if the program is missing or prints nothing. openvpn --version exits
-// with status 1 on some releases, so the status is not looked at.
+// if the program is missing or prints nothing, or says it is unknown when
+// the program does not answer within runner.VersionTimeout. openvpn
+// --version exits with status 1 on some releases, so the status is not
+// looked at.
 func firstLineOf(ctx context.Context, argv ...string) string {
 	if runner.Require(argv[0]) != nil {
 		return ""
 	}
-	out, _ := runner.Run(ctx, argv...)
+	out, err := runner.RunBounded(ctx, runner.VersionTimeout, argv...)
+	var te *runner.TimeoutError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("unknown (`%s` did not answer within %v)", strings.Join(argv, " "), te.Limit)
+	}
 	line, _, _ := strings.Cut(string(out), "\n")
 	return strings.TrimSpace(line)
 }

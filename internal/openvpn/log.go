@@ -239,8 +239,7 @@ func InstalledVersion(ctx context.Context) (Version, error) {
 	if err := runner.Require("openvpn"); err != nil {
 		return Version{}, err
 	}
-	cmd := runner.Command(ctx, "openvpn", "--version")
-	out, err := cmd.CombinedOutput()
+	out, err := runner.RunBounded(ctx, runner.VersionTimeout, "openvpn", "--version")
 	v := ParseVersion(string(out))
 	if v.Version == "" {
 		if err == nil {

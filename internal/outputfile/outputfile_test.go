@@ -90,3 +90,40 @@ func TestCheck(t *testing.T) {
 		t.Errorf("Check created files: %v", ents)
 	}
 }
+
+// A FIFO put at the name after Check (while the command worked) is not
+// replaced by Write either: the file there keeps its kind, and no
+// temporary file is left. Names that fit the directory but not with the
+// temporary file's additions are written (the temporary name is cut).
+func TestWriteRefusesSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "out.html")
+	if err := Check("-o", fifo); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBytes(fifo, 0o644, []byte("page")); err == nil || !strings.Contains(err.Error(), "FIFO") {
+		t.Errorf("Write over a FIFO: %v", err)
+	}
+	if err := Check("-o", fifo); err == nil || !strings.Contains(err.Error(), "is a FIFO") {
+		t.Errorf("Check of a FIFO: %v", err)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO is now %v (%v)", fi, err)
+	}
+	long := filepath.Join(dir, strings.Repeat("n", 255))
+	if err := Check("-o", long); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBytes(long, 0o644, []byte("x")); err != nil {
+		t.Errorf("a 255-byte name: %v", err)
+	}
+	if err := Check("-o", long+"n"); err == nil || !strings.Contains(err.Error(), "256 bytes") {
+		t.Errorf("a 256-byte name: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("files left: %v", ents)
+	}
+}

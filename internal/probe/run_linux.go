@@ -442,13 +442,14 @@ func cryptoSpeed(ctx context.Context, cipher string) Field[float64] {
 }
 
 func openvpnVersion(ctx context.Context) Field[string] {
-	out, err := runner.Command(ctx, "openvpn", "--version").CombinedOutput()
+	out, err := runner.RunBounded(ctx, runner.VersionTimeout, "openvpn", "--version")
 	f := strings.Fields(string(out))
 	if len(f) >= 2 && f[0] == "OpenVPN" {
 		return read(f[1], "openvpn --version")
 	}
 	if err != nil {
-		return missing[string](fmt.Sprintf("openvpn --version: %v (Debian package openvpn)", err))
+		line, _, _ := strings.Cut(err.Error(), "\n")
+		return missing[string](line + " (Debian package openvpn)")
 	}
 	return missing[string]("openvpn --version printed no version")
 }

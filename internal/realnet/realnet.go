@@ -31,6 +31,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	pathprobe "github.com/ovpnperf/ovpnperf/internal/probe"
@@ -65,8 +66,9 @@ type Spec struct {
 	// AES-256-GCM, OpenVPN 2.6's first default).
 	Cipher string
 	// Capture records the outer packets of one tunnel sample with
-	// tcpdump; CaptureFile keeps the file there ("" removes it after the
-	// analysis), CaptureDir is where a file to be removed is written.
+	// tcpdump into a private temporary directory; CaptureFile keeps the
+	// file there afterwards ("" removes it after the analysis); the
+	// caller checks it before the run (outputfile.Check).
 	Capture     bool
 	CaptureFile string
 	// Directions to measure (default both).
@@ -428,24 +430,26 @@ func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string
 	}
 	var td *capture.Tcpdump
 	if doCapture {
-		file := spec.CaptureFile
-		var dir string
-		if file == "" {
-			if dir, err = os.MkdirTemp("", "ovpnperf-capture-"); err != nil {
-				return nil, loaded, measure.OpenVPNCounters{}, nil, err
-			}
-			defer os.RemoveAll(dir)
-			file = filepath.Join(dir, "outer.pcap")
+		// tcpdump writes into a file ovpnperf makes in a directory
+		// only root can enter; a kept capture is put in place from
+		// there as every output is (outputfile: never through a link,
+		// never over a device).
+		dir, err := os.MkdirTemp("", "ovpnperf-capture-")
+		if err != nil {
+			return nil, loaded, measure.OpenVPNCounters{}, nil, err
 		}
+		defer os.RemoveAll(dir)
+		f, err := os.OpenFile(filepath.Join(dir, "outer.pcap"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, loaded, measure.OpenVPNCounters{}, nil, err
+		}
+		defer f.Close()
 		filter := "host " + spec.Host.String()
-		if td, err = capture.Start(ctx, outDev, file, filter); err != nil {
+		if td, err = capture.Start(ctx, outDev, f, filter); err != nil {
 			return nil, loaded, measure.OpenVPNCounters{}, nil, err
 		}
 		defer td.Stop()
 		cr = &captured{}
-		if spec.CaptureFile != "" {
-			cr.file = spec.CaptureFile
-		}
 	}
 	res, err = experiment.RunIperf(ctx, iperf.Local, opts)
 	if err != nil {
@@ -470,12 +474,31 @@ func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string
 		if a == nil {
 			a = &capture.Analysis{Sizes: map[int]int{}}
 		}
+		if spec.CaptureFile != "" {
+			if err := keepCapture(ctx, td.File, spec.CaptureFile); err != nil {
+				return nil, loaded, ctr, nil, err
+			}
+			cr.file = spec.CaptureFile
+		}
 		cr.analysis, cr.tunPackets, cr.tunBytes = a, ctr.TunPackets, ctr.TunBytes
 		// Fragments of the port's datagrams never exceed the path MTU;
 		// the largest one is the path MTU or just below (8-byte units).
 		cr.maxFragment = a.MaxFragmentBytes
 	}
 	return res, loaded, ctr, cr, nil
+}
+
+// keepCapture puts the capture made at tmp in place at path.
+func keepCapture(ctx context.Context, tmp, path string) error {
+	src, err := inputfile.Open(ctx, tmp, inputfile.Capture)
+	if err != nil {
+		return fmt.Errorf("reading the capture: %w", err)
+	}
+	defer src.Close()
+	return outputfile.Write(path, 0o644, func(w io.Writer) error {
+		_, err := io.Copy(w, src)
+		return err
+	})
 }
 
 // ProbeTimeout bounds the connection to each iperf3 server before the

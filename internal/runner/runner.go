@@ -6,10 +6,13 @@ package runner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Env is the environment given to every program: the caller's, with the
@@ -60,6 +63,40 @@ func Output(cmd *exec.Cmd) ([]byte, error) {
 		return buf.Bytes(), fmt.Errorf("running %q: %w\n%s", strings.Join(cmd.Args, " "), err, bytes.TrimSpace(buf.Bytes()))
 	}
 	return buf.Bytes(), nil
+}
+
+// VersionTimeout bounds the runs of `PROGRAM --version` that collect this
+// host's facts: a program on PATH that hangs makes the fact unknown, never
+// the command wait.
+const VersionTimeout = 5 * time.Second
+
+// TimeoutError is a program that did not finish within its limit.
+type TimeoutError struct {
+	Argv  []string
+	Limit time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("running %q: did not finish within %v; stopped", strings.Join(e.Argv, " "), e.Limit)
+}
+
+// RunBounded is Run with a time limit: past it the program, and every
+// process it started (it runs in its own process group), is killed and
+// the error is a *TimeoutError. For short questions to programs
+// (`openvpn --version`) whose answer is not worth waiting for.
+func RunBounded(ctx context.Context, limit time.Duration, argv ...string) ([]byte, error) {
+	tctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cmd := Command(tctx, argv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A child that keeps the output pipe open does not hold Wait.
+	cmd.WaitDelay = time.Second
+	out, err := Output(cmd)
+	if err != nil && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
+		return out, &TimeoutError{Argv: argv, Limit: limit}
+	}
+	return out, err
 }
 
 // MissingProgramError says which Debian package provides a program that is
