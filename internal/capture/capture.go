@@ -97,7 +97,7 @@ type Analysis struct {
 	// an entry takes a few bytes, not the addresses' 40.
 	seed      maphash.Seed
 	fragments map[uint64]struct{}
-	segments  map[segKey]struct{}
+	segments  map[uint64]struct{}
 	// tooLarge names the table that passed its bound.
 	tooLarge string
 }
@@ -114,7 +114,7 @@ type flowKey struct {
 }
 
 type segKey struct {
-	flow uint64
+	flow flowKey
 	seq  uint32
 }
 
@@ -161,7 +161,7 @@ func Analyze(r io.Reader, port uint16) (*Analysis, error) {
 		return nil, fmt.Errorf("%w: it starts with %x", ErrNotCapture, magic)
 	}
 	a := &Analysis{Schema: Schema, Sizes: map[int]int{}, Port: port,
-		seed: maphash.MakeSeed(), fragments: map[uint64]struct{}{}, segments: map[segKey]struct{}{}}
+		seed: maphash.MakeSeed(), fragments: map[uint64]struct{}{}, segments: map[uint64]struct{}{}}
 	for {
 		rec, err := rr.next()
 		if err == io.EOF {
@@ -310,7 +310,7 @@ func (a *Analysis) add(pkt gopacket.Packet) {
 		}
 		a.TCPSegments++
 		a.TCPPayloadBytes += uint64(len(tcp.Payload))
-		seg := segKey{maphash.Comparable(a.seed, flowKey{src, dst, uint16(tcp.SrcPort), uint16(tcp.DstPort)}), tcp.Seq}
+		seg := maphash.Comparable(a.seed, segKey{flowKey{src, dst, uint16(tcp.SrcPort), uint16(tcp.DstPort)}, tcp.Seq})
 		if _, seen := a.segments[seg]; seen {
 			a.TCPRetransmitted++
 			return
