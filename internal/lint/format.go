@@ -223,8 +223,9 @@ var suppressRE = regexp.MustCompile(`[#;]\s*ovpnperf-lint:\s*(disable|disable-fi
 
 // Suppressed splits fs into the findings to report and those a
 // suppression comment in their file removes (a comment as OpenVPN sees
-// one: `setenv X "# ovpnperf-lint: disable-file=all"` suppresses nothing). lines maps a file name to
-// its lines (as read, 1-based by index+1).
+// one: `setenv X "# ovpnperf-lint: disable-file=all"` suppresses
+// nothing). lines maps a file name to its lines (as read, 1-based by
+// index+1).
 func Suppressed(fs []Finding, lines map[string][]string) (keep, dropped []Finding) {
 	type key struct {
 		file string
