@@ -21,6 +21,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // runLimited runs the binary with stdin and a limit; past the limit it is
@@ -146,6 +147,7 @@ func badFileFixtures(t *testing.T) string {
 // caught by a 10 s wall-clock limit: the machines tests run on are
 // shared, and a start of the binary alone has taken over 2 s there.
 func TestBadFilesRefused(t *testing.T) {
+	testenv.Exclusive(t)
 	dir := badFileFixtures(t)
 	in := func(name string) string { return filepath.Join(dir, name) }
 	good := in("good.json")

@@ -143,6 +143,7 @@ var badInputClasses = map[string][]badCase{
 // behind. The slowest case of each class is logged (the issue asks for
 // under 2 s; timing is not asserted on this shared machine).
 func TestBadInputClasses(t *testing.T) {
+	testenv.Exclusive(t)
 	labsBefore := labsOfBinary()
 	clustersBefore := clusterDirs("")
 	for class, cases := range badInputClasses {
@@ -216,6 +217,7 @@ func clusterDirs(ns string) []string {
 // line with OpenVPN's reason and exit 2, not a restart loop; nothing is
 // left behind.
 func TestClusterServeRefusesBeforeStarting(t *testing.T) {
+	testenv.Exclusive(t)
 	testenv.RequireRoot(t)
 	testenv.RequirePrograms(t, "openvpn", "ip")
 	ns := "ovpnperf-badin-" + lab.NewName()[:6]

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // badInputs are mistakes for every command: each must exit 2 with one line
@@ -100,6 +101,7 @@ var badInputs = []struct {
 // was typed, and creates nothing: no lab state or namespace owned by this
 // binary, no process of it left running.
 func TestBadInputCreatesNothing(t *testing.T) {
+	testenv.Exclusive(t)
 	key := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(key, []byte("0123456789abcdef0123\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // dialFrom connects to addr from inside the named namespace; the socket
@@ -33,6 +34,7 @@ func dialFrom(ns, addr string) (net.Conn, error) {
 // namespace, where the lab's address does not exist, so the help's own
 // example failed with "cannot assign requested address".)
 func TestClusterServeListenersInLab(t *testing.T) {
+	testenv.Exclusive(t)
 	labtest.Require(t)
 	name := "c" + lab.NewName()
 	t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })

@@ -14,6 +14,7 @@ import (
 
 // Bad input: one line, exit 2, no cluster directory made.
 func TestClusterUsageErrors(t *testing.T) {
+	testenv.Exclusive(t)
 	dir := t.TempDir()
 	bridge := filepath.Join(dir, "bridge.conf")
 	if err := os.WriteFile(bridge, []byte("dev tap0\nserver-bridge 10.8.0.4 255.255.255.0 10.8.0.128 10.8.0.254\n"), 0o600); err != nil {

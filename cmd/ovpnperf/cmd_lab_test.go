@@ -155,6 +155,7 @@ func TestLabOwnerIsACommand(t *testing.T) {
 
 // Bad input: one line naming the flag, exit 2, nothing created.
 func TestLabCommandBadInput(t *testing.T) {
+	testenv.Exclusive(t)
 	labtest.Require(t)
 	// Only labs of this binary count: others' labs come and go on a
 	// shared host.

@@ -241,6 +241,7 @@ func TestLabWireAFPacketReceiveThreads(t *testing.T) {
 // refused while the hypervisor took the CPUs (refusedForSteal) is logged,
 // not failed.
 func TestLabRunAFPacket(t *testing.T) {
+	testenv.Exclusive(t)
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "r" + lab.NewName()
@@ -303,10 +304,10 @@ func TestLabEmulatorBadInput(t *testing.T) {
 // lab calibrate --emulator afpacket measures the AF_PACKET wire: the
 // record names it and its lateness comes from that emulator's counters.
 func TestLabCalibrateAFPacket(t *testing.T) {
-	labtest.Require(t)
 	// It judges the record's backend and counters, not a ceiling: it
 	// overlaps the other tests that judge no rate.
 	t.Parallel()
+	labtest.Require(t)
 	record := filepath.Join(t.TempDir(), "ceiling.json")
 	r := ovpnperf(t, "lab", "calibrate", "--emulator", "afpacket", "--rates", "1000", "--duration", "1s", "--record", record, "--json").mustSucceed(t)
 	var c emulate.Ceiling

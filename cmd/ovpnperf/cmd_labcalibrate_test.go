@@ -154,6 +154,7 @@ func calibrationLabs(t *testing.T) string {
 // lab; interrupted (Ctrl-C), it exits 130, takes its lab down and writes
 // no record.
 func TestLabCalibrateCommand(t *testing.T) {
+	testenv.Exclusive(t)
 	labtest.Require(t)
 	dir := t.TempDir()
 	record := filepath.Join(dir, "ceiling.json")

@@ -66,6 +66,7 @@ func refusedForSteal(reason string) bool {
 // machine's stalls rather than ovpnperf. A row refused while the
 // hypervisor took the CPUs (refusedForSteal) is logged, not failed.
 func TestLabRunWAN(t *testing.T) {
+	testenv.Exclusive(t)
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "r" + lab.NewName()
@@ -146,11 +147,11 @@ func TestLabRunRefusesBadVariants(t *testing.T) {
 
 // Ctrl-C in the middle of a run tears everything down.
 func TestLabRunInterrupted(t *testing.T) {
-	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	// It judges the exit status, the message and what its own run left,
 	// not a rate: it overlaps the other tests that judge none.
 	t.Parallel()
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "r" + lab.NewName()
 	procsBefore := labProcesses(name)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -207,7 +208,11 @@ func labProcesses(prefix string) map[int]bool {
 // too (32 s): its sample length (4 s after 2 s) is TestSampleTiming's
 // radio row in internal/experiment, and every check below is the same on
 // it, with the 600 ms path the harder case of the window rule.
+//
+// Like TestMeasureSatellitePath it runs in parallel with the tests that
+// judge no rate: the path is slow and its tolerance for late releases wide.
 func TestLabRunLongPaths(t *testing.T) {
+	t.Parallel()
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	for _, c := range []struct {

@@ -33,6 +33,7 @@ func checkGoneTune(t *testing.T, name string) {
 // Must show 3: with a small budget tune stops on time (within the budget
 // plus one sample and the teardown, generously) and reports what it has.
 func TestTuneBudget(t *testing.T) {
+	testenv.Exclusive(t)
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "tb" + lab.NewName()[:6]
@@ -85,11 +86,11 @@ func TestTuneBudget(t *testing.T) {
 // Must show 4: Ctrl-C stops the search, prints the best so far and leaves
 // no lab, process or file.
 func TestTuneInterrupted(t *testing.T) {
-	labtest.Require(t)
-	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	// It judges the exit status, the report and what its own run (NAME-r…)
 	// left, not a rate: it overlaps the other tests that judge none.
 	t.Parallel()
+	labtest.Require(t)
+	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	name := "ti" + lab.NewName()[:6]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -398,12 +398,12 @@ func (env *exampleEnv) makeFile(dir, name string) {
 // machine, in a lab where it names one; exampleRules says why the others
 // are not run. An example that fails is a failing test.
 func TestEveryExample(t *testing.T) {
-	labtest.Require(t)
 	// Each example is judged by its exit status alone, which another
 	// lab's load does not change (a lab run exits 0 with invalid rows),
 	// and its labs are its own: it overlaps the other tests that judge no
 	// rate (see docs/testing.md).
 	t.Parallel()
+	labtest.Require(t)
 	env := &exampleEnv{t: t, names: map[string]string{}}
 	t.Cleanup(func() {
 		for _, n := range env.made {

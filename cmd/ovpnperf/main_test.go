@@ -14,6 +14,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // binary is ovpnperf built once for the command-line tests, which run it as
@@ -45,9 +46,12 @@ func ovpnperf(t *testing.T, args ...string) result {
 	return ovpnperfWithin(t, 2*time.Minute, args...)
 }
 
-// ovpnperfWithin runs the built binary with args and the given limit.
+// ovpnperfWithin runs the built binary with args and the given limit,
+// holding the host test lock shared (testenv.Shared): a command run here
+// loads the CPUs, so no other package's measuring test runs meanwhile.
 func ovpnperfWithin(t *testing.T, limit time.Duration, args ...string) result {
 	t.Helper()
+	testenv.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := runner.Command(ctx, append([]string{binary}, args...)...)

@@ -74,10 +74,10 @@ func TestVersion(t *testing.T) {
 // man page for every command, completions and the template unit; the man
 // page renders, the packaged binary runs, and systemd accepts the unit.
 func TestDebianPackage(t *testing.T) {
-	testenv.RequirePrograms(t, "dpkg-deb", "man", "systemd-analyze", "git")
 	// It builds no lab and judges files: it overlaps the other tests that
 	// judge no rate.
 	t.Parallel()
+	testenv.RequirePrograms(t, "dpkg-deb", "man", "systemd-analyze", "git")
 	root := moduleRoot(t)
 	out := t.TempDir()
 	cmd := exec.Command(filepath.Join(root, "scripts", "build-deb.sh"), out)

@@ -72,6 +72,8 @@ func runCommands(tb testing.TB, cmds [][]string) {
 
 func newTestNet(tb testing.TB) *testNet {
 	tb.Helper()
+	// Every test on these namespaces judges delays or rates.
+	testenv.Exclusive(tb)
 	testenv.RequireRoot(tb)
 	testenv.RequirePrograms(tb, "ip", "iptables", "ip6tables", "sysctl")
 	n := &testNet{}

@@ -49,6 +49,8 @@ const (
 
 func newWireNet(tb testing.TB) *wireNet {
 	tb.Helper()
+	// Every test on these namespaces judges delays or rates.
+	testenv.Exclusive(tb)
 	testenv.RequireRoot(tb)
 	testenv.RequirePrograms(tb, "ip", "sysctl")
 	n := &wireNet{}

@@ -24,6 +24,7 @@ func in(l *lab.Lab, n lab.Node) CommandFunc {
 // with a server of this package and one started by lab.Start, the two ways
 // ovpnperf runs iperf3 servers.
 func TestLab(t *testing.T) {
+	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "iperf3")
 	const rate = 20e6
 	l := labtest.New(t, lab.Path{Up: lab.Link{RateBitsPerSec: rate}, Down: lab.Link{RateBitsPerSec: rate}})

@@ -75,6 +75,7 @@ func startLoopbackServer(t *testing.T, opts ServerOptions) *Server {
 // TestLoopback runs real iperf3 tests of one second against one server on
 // the host's loopback: the sequence a measurement series uses.
 func TestLoopback(t *testing.T) {
+	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "iperf3")
 	log := &syncbuf.Buffer{}
 	srv := startLoopbackServer(t, ServerOptions{Log: log})

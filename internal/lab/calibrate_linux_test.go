@@ -11,6 +11,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // A short real calibration: two low rates, a second each, through real
@@ -18,6 +19,7 @@ import (
 // machine is shared), only that the record is consistent with itself and
 // with this host, and that nothing is left.
 func TestCalibrate(t *testing.T) {
+	testenv.Exclusive(t)
 	labtest.Require(t)
 	name := "cal-" + lab.NewName()
 	t.Cleanup(func() { labtest.CheckGone(t, name) })
@@ -108,6 +110,7 @@ func TestCalibrate(t *testing.T) {
 // Interrupted (Ctrl-C) during a step, the calibration takes its lab down
 // and says so.
 func TestCalibrateInterrupted(t *testing.T) {
+	testenv.Exclusive(t)
 	labtest.Require(t)
 	name := "cal-" + lab.NewName()
 	ctx, cancel := context.WithCancel(context.Background())

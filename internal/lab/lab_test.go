@@ -71,6 +71,7 @@ func iperfTCP(t *testing.T, l *lab.Lab, seconds int) float64 {
 
 // Must show 1: rate and RTT, and nothing left after down (labtest checks).
 func TestRateAndRTT(t *testing.T) {
+	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "ping", "iperf3")
 	l := labtest.New(t, lab.Path{
 		Up:   lab.Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond},
@@ -152,6 +153,7 @@ func floodLoss(t *testing.T, l *lab.Lab, count int) float64 {
 
 // Must show 4: loss applies to each direction it is set on.
 func TestLossPerDirection(t *testing.T) {
+	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "ping")
 	t.Run("both", func(t *testing.T) {
 		l := labtest.New(t, lab.Path{Up: lab.Link{LossPercent: 10}, Down: lab.Link{LossPercent: 10}})
@@ -436,6 +438,7 @@ func BenchmarkUpDown(b *testing.B) {
 // The first packet of a fresh lab does not wait for neighbour discovery
 // (it used to wait for the 1 s IPv6 solicitation retransmit).
 func TestFirstPacketNotDelayed(t *testing.T) {
+	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "ping")
 	l := labtest.New(t, lab.Path{})
 	for _, a := range []string{lab.ServerV6.String(), lab.ServerV4.String()} {

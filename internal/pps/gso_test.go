@@ -11,6 +11,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 func TestGSOBatch(t *testing.T) {
@@ -54,6 +55,7 @@ func TestFillGSOSegments(t *testing.T) {
 // Over loopback (which takes GSO packets and segments them at the
 // receiving socket) every probe of a GSO run arrives as its own datagram.
 func TestLoopbackGSO(t *testing.T) {
+	testenv.Exclusive(t)
 	leakCheck(t)
 	addr, _ := startServer(t, DefaultLimits)
 	for _, oneWay := range []bool{false, true} {

@@ -12,6 +12,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 func TestMain(m *testing.M) { labtest.Main(m) }
@@ -74,6 +75,7 @@ func checkEmulator(t *testing.T, l *lab.Lab) (droppedOnPurpose uint64) {
 // "--loss 5% must show 5 ± 1.5 %" holds for one lossy direction
 // (--up-loss 5%); the symmetric case is checked against 9.75 ± 2 %.
 func TestLabLoss(t *testing.T) {
+	testenv.Exclusive(t)
 	for _, tc := range []struct {
 		name     string
 		up, down float64

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // leakCheck fails the test if goroutines started during it outlive it (the
@@ -60,6 +62,7 @@ func serveForTest(t testing.TB, s *Server) net.Addr {
 }
 
 func TestLoopbackNoLossAtModestRate(t *testing.T) {
+	testenv.Exclusive(t)
 	leakCheck(t)
 	addr, events := startServer(t, DefaultLimits)
 	var lines []Interval

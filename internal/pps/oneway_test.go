@@ -9,6 +9,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 // checkOneWay checks the invariants of a one-way result: the server counted
@@ -48,6 +49,7 @@ func checkOneWay(t *testing.T, res *Result) {
 }
 
 func TestLoopbackOneWay(t *testing.T) {
+	testenv.Exclusive(t)
 	leakCheck(t)
 	addr, _ := startServer(t, DefaultLimits)
 	var lines []Interval
@@ -155,6 +157,7 @@ func TestOneWayAgainstOldServer(t *testing.T) {
 
 // TestLabOneWayLoss: one-way loss is the loss of the way up alone.
 func TestLabOneWayLoss(t *testing.T) {
+	testenv.Exclusive(t)
 	l := labtest.New(t, lab.Path{Up: lab.Link{LossPercent: 5}, Down: lab.Link{LossPercent: 5}})
 	port := labServer(t, l, lab.ServerV4)
 	p := Params{RatePPS: 2000, Size: MinSize, Duration: 5 * time.Second, Flows: 2, Timeout: time.Second, OneWay: true}

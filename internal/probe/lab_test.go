@@ -19,6 +19,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 func TestMain(m *testing.M) { labtest.Main(m) }
@@ -93,6 +94,7 @@ func binomialBound(p float64, n int) float64 {
 // measures over the pps echo (with a signed hello), puts the loss on the way
 // up, none on the way back, and the round trip near 5 %.
 func TestLabPPSEchoLossOneDirection(t *testing.T) {
+	testenv.Exclusive(t)
 	l := labtest.New(t, lab.Path{Up: lab.Link{LossPercent: 5}})
 	const key = "probe-test-key-0123456789abcdef"
 	port, authed := ppsServer(t, l, []byte(key))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -110,6 +111,7 @@ func TestCipherVerdictsEvidence(t *testing.T) {
 }
 
 func TestCiphersRecipe(t *testing.T) {
+	testenv.Exclusive(t)
 	rep := runForTest(t, runCiphers, Options{Repeat: 1, Duration: time.Second}, "iperf3")
 	variants := map[string]int{}
 	for _, r := range rep.Rows {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -110,6 +111,7 @@ func abs(x float64) float64 {
 }
 
 func TestInstancesRecipe(t *testing.T) {
+	testenv.Exclusive(t)
 	rep := runForTest(t, runInstances, Options{Repeat: 1, Duration: 2 * time.Second}, "iperf3")
 	if len(rep.Rows) != 4 {
 		t.Fatalf("%d rows, want 4", len(rep.Rows))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -120,6 +121,7 @@ func TestMTUVerdicts(t *testing.T) {
 }
 
 func TestMTURecipe(t *testing.T) {
+	testenv.Exclusive(t)
 	rep := runForTest(t, runMTU, Options{Repeat: 1, Duration: time.Second}, "iperf3")
 	if len(rep.Rows) != 8 {
 		t.Fatalf("%d rows, want 4 per network", len(rep.Rows))

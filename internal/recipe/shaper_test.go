@@ -8,6 +8,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -170,6 +171,7 @@ func TestShaperPrediction(t *testing.T) {
 }
 
 func TestShaperRecipe(t *testing.T) {
+	testenv.Exclusive(t)
 	rep := runForTest(t, runShaper, Options{Repeat: 1, Duration: 3 * time.Second}, "iperf3")
 	if len(rep.Rows) != 6 {
 		t.Errorf("%d rows, want 6", len(rep.Rows))

@@ -22,12 +22,21 @@ func SkipOrFail(tb testing.TB, format string, a ...any) {
 	tb.Skipf(format, a...)
 }
 
-// RequireRoot skips (or fails) unless the test runs as root.
+// RequireRoot skips (or fails) unless the test runs as root, and holds
+// the host test lock shared until the test ends. With -short (a
+// developer's inner loop: no root, no lab) it skips, also in CI, which
+// never passes -short.
 func RequireRoot(tb testing.TB) {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs root: not run with -short")
+	}
 	if os.Geteuid() != 0 {
 		SkipOrFail(tb, "needs root")
 	}
+	// What needs root here builds namespaces or runs OpenVPN: it holds
+	// the host test lock shared (hostlock.go).
+	Shared(tb)
 }
 
 // RequirePrograms skips (or fails) unless each program is in PATH.
@@ -39,7 +48,3 @@ func RequirePrograms(tb testing.TB, programs ...string) {
 		}
 	}
 }
-
-// Short reports whether the run asked for short tests; integration tests
-// still run in -short mode but use their shortest settings.
-func Short() bool { return testing.Short() }

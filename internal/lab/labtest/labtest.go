@@ -109,7 +109,9 @@ func buildDir() (string, error) {
 	return dir, nil
 }
 
-// Require skips (or, in CI, fails) unless labs can be built here.
+// Require skips (or, in CI, fails) unless labs can be built here, and
+// holds the host test lock shared until the test ends (testenv.Shared):
+// a measuring test elsewhere waits for this one's lab to go.
 func Require(tb testing.TB) {
 	tb.Helper()
 	testenv.RequireRoot(tb)
@@ -117,6 +119,7 @@ func Require(tb testing.TB) {
 	if err := lab.Preflight(); err != nil {
 		testenv.SkipOrFail(tb, "%v", err)
 	}
+	testenv.Shared(tb)
 }
 
 // New builds an ephemeral lab with a random name for the test and tears it
