@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -361,26 +363,67 @@ func TestContradictingSamplesRefused(t *testing.T) {
 }
 
 // Samples of 0 bit/s are judged for what they are: a verdict that needs a
-// ratio to a baseline of zeros says so, not that it has too few samples.
+// ratio to a baseline of zeros says no ratio can be taken, not that it has
+// too few samples, and quotes no ratio (×0.00) where there is none. Every
+// recorded recipe result, with every rate set to 0.
 func TestJudgeZeroSamples(t *testing.T) {
-	p := mutateRows(t, func(i int, row map[string]any) {
-		s := row["samples_bps"].([]any)
-		for j := range s {
-			s[j] = 0.0
-		}
-		row["median_bps"], row["min_bps"], row["max_bps"] = 0.0, 0.0, 0.0
-		delete(row, "ratio_to_routed")
-	})
-	r := ovpnperf(t, "recipe", "judge", p)
-	if r.code == 2 {
-		t.Fatalf("refused: %s", r.stderr)
+	files, _ := filepath.Glob(filepath.Join("..", "..", "internal", "recipe", "testdata", "recorded", "*.json"))
+	if len(files) == 0 {
+		t.Fatal("no recorded results")
 	}
-	out := r.stdout + r.stderr
-	if strings.Contains(out, "valid samples, a verdict needs") {
-		t.Errorf("says it has too few samples where every sample is 0 bit/s:\n%s", out)
-	}
-	if !strings.Contains(out, "0 bit/s") {
-		t.Errorf("does not say the samples are 0 bit/s:\n%s", out)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v any
+			if err := json.Unmarshal(b, &v); err != nil {
+				t.Fatal(err)
+			}
+			docs, ok := v.([]any)
+			if !ok {
+				docs = []any{v}
+			}
+			for _, d := range docs {
+				for _, r := range d.(map[string]any)["rows"].([]any) {
+					row := r.(map[string]any)
+					s := row["samples_bps"].([]any)
+					for j := range s {
+						s[j] = 0.0
+					}
+					delete(row, "samples")
+					row["median_bps"], row["min_bps"], row["max_bps"] = 0.0, 0.0, 0.0
+					delete(row, "ratio_to_routed")
+				}
+			}
+			out, _ := json.Marshal(v)
+			p := filepath.Join(t.TempDir(), "zero.json")
+			if err := os.WriteFile(p, out, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := ovpnperf(t, "recipe", "judge", p)
+			if r.code == 2 {
+				t.Fatalf("refused: %s", r.stderr)
+			}
+			// "3 valid samples, a verdict needs 3", or a ratio quoted
+			// between two sides of 0 bit/s (0 against a bound above 0 is a
+			// ratio: ×0.00).
+			enough := regexp.MustCompile(`(\d+) valid samples, a verdict needs (\d+)`)
+			for _, line := range strings.Split(r.stdout, "\n") {
+				if m := enough.FindStringSubmatch(line); m != nil {
+					if n, _ := strconv.Atoi(m[1]); n >= 3 {
+						t.Errorf("enough samples called too few: %s", line)
+					}
+				}
+				if strings.Count(line, "0 Mbit/s (0–0)") >= 2 && strings.Contains(line, "×0.0") {
+					t.Errorf("a ratio of 0 bit/s to 0 bit/s: %s", line)
+				}
+			}
+			if strings.Contains(f, "ciphers") && !strings.Contains(r.stdout, "samples are 0 bit/s") {
+				t.Errorf("does not say the samples are 0 bit/s:\n%s", r.stdout)
+			}
+		})
 	}
 }
 
