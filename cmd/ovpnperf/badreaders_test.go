@@ -308,3 +308,16 @@ func TestAnalyzeJumbogram(t *testing.T) {
 		t.Errorf("%v datagrams of port 1194, want 1 (UDP after the hop-by-hop header)", doc["datagrams"])
 	}
 }
+
+// An IPv4 packet whose total length is 0 is a segmentation-offload
+// super-packet captured on its sender: it counts at the length the record
+// gives (after the link header), not at the bytes captured of it (128
+// with tcpdump -s 128).
+func TestAnalyzeOffloadLength(t *testing.T) {
+	frame := ether(ipv4UDP(200))[:128]
+	frame[14+2], frame[14+3] = 0, 0
+	doc := analyzeJSON(t, join(pcapFile(128, 1), pcapRecord(128, 14+30000, frame)))
+	if doc["max_ip_bytes"] != float64(30000) || doc["ip_bytes"] != float64(30000) {
+		t.Errorf("largest %v bytes, IP bytes %v; want 30000", doc["max_ip_bytes"], doc["ip_bytes"])
+	}
+}

@@ -177,7 +177,7 @@ func Analyze(r io.Reader, port uint16) (*Analysis, error) {
 			return nil, err
 		}
 		a.Packets++
-		a.add(gopacket.NewPacket(rec.data, rec.linkType, gopacket.DecodeOptions{Lazy: true, NoCopy: true}))
+		a.add(gopacket.NewPacket(rec.data, rec.linkType, gopacket.DecodeOptions{Lazy: true, NoCopy: true}), rec)
 		if a.tooLarge != "" {
 			return nil, fmt.Errorf("%w: after %d packets, more than %d %s; analyze keeps at most that many: split the capture", ErrTooLarge, a.Packets, maxTableEntries, a.tooLarge)
 		}
@@ -199,7 +199,7 @@ func (a *Analysis) finish(lts []layers.LinkType) {
 	}
 }
 
-func (a *Analysis) add(pkt gopacket.Packet) {
+func (a *Analysis) add(pkt gopacket.Packet, rec record) {
 	var (
 		proto   layers.IPProtocol
 		payload []byte
@@ -215,6 +215,13 @@ func (a *Analysis) add(pkt gopacket.Packet) {
 	case pkt.Layer(layers.LayerTypeIPv4) != nil:
 		ip := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 		length, proto, payload = int(ip.Length), ip.Protocol, ip.Payload
+		if len(ip.Contents) >= 4 && ip.Contents[2] == 0 && ip.Contents[3] == 0 {
+			// Total length 0: a segmentation-offload super-packet
+			// captured on its sender (up to 64 KiB and more). Its length
+			// is the record's packet length after the link header, not
+			// the bytes captured of it.
+			length = rec.origLen - (len(rec.data) - len(ip.Contents) - len(ip.Payload))
+		}
 		copy(src[:], ip.SrcIP.To16())
 		copy(dst[:], ip.DstIP.To16())
 		id = uint32(ip.Id)

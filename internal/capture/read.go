@@ -29,6 +29,7 @@ var ErrCorrupt = errors.New("the capture is damaged")
 type record struct {
 	data     []byte // the captured bytes (valid until the next read)
 	linkType layers.LinkType
+	origLen  int // the packet's length on the wire
 }
 
 // recordReader reads the packet records of one capture format; io.EOF at
@@ -117,7 +118,7 @@ func (p *pcapReader) next() (record, error) {
 		return record{}, err
 	}
 	p.n++
-	return record{data: data, linkType: p.lt}, nil
+	return record{data: data, linkType: p.lt, origLen: int(origLen)}, nil
 }
 
 // checkLengths refuses a record (number n) whose captured length passes
@@ -338,7 +339,7 @@ func (g *ngReader) next() (record, error) {
 				return record{}, fmt.Errorf("%w: packet %d claims %d captured bytes in a block of %d", ErrCorrupt, g.n+1, capLen, len(body)+12)
 			}
 			g.n++
-			return record{data: body[20 : 20+capLen], linkType: iface.linkType}, nil
+			return record{data: body[20 : 20+capLen], linkType: iface.linkType, origLen: int(origLen)}, nil
 		case ngSPB:
 			if len(body) < 4 {
 				return record{}, fmt.Errorf("%w: block %d, a packet, is %d bytes long", ErrCorrupt, g.blocks, len(body)+12)
@@ -359,7 +360,7 @@ func (g *ngReader) next() (record, error) {
 				return record{}, fmt.Errorf("%w: packet %d claims %d captured bytes in a block of %d", ErrCorrupt, g.n+1, capLen, len(body)+12)
 			}
 			g.n++
-			return record{data: body[4 : 4+capLen], linkType: iface.linkType}, nil
+			return record{data: body[4 : 4+capLen], linkType: iface.linkType, origLen: int(origLen)}, nil
 		}
 	}
 }
