@@ -106,8 +106,10 @@ func badFileFixtures(t *testing.T) string {
 	run := func(rows string) string {
 		return `{"schema":"ovpnperf/run/v2","scenario":{"command":"recipe mtu","networks":[{"name":"lan"}]},"rows":[` + rows + `]}`
 	}
+	// samples are in ascending order: min and max are the first and last.
 	row := func(variant, proto, samples, median string) string {
-		return `{"network":"lan","variant":"` + variant + `","path":"tunnel","direction":"up","proto":"` + proto + `","samples_bps":[` + samples + `],"median_bps":` + median + `,"min_bps":1,"max_bps":3,"valid":true}`
+		s := strings.Split(samples, ",")
+		return `{"network":"lan","variant":"` + variant + `","path":"tunnel","direction":"up","proto":"` + proto + `","samples_bps":[` + samples + `],"median_bps":` + median + `,"min_bps":` + s[0] + `,"max_bps":` + s[len(s)-1] + `,"valid":true}`
 	}
 	write("good.json", run(row("a", "udp", "1,2,3", "2")))
 	write("negative.json", run(row("a", "udp", "1,2,3", "-500e6")))

@@ -82,8 +82,10 @@ scanning reads it); --json is --format json.
 
 Suppress a finding with a comment on its line or the line before:
   fragment 1300  # ovpnperf-lint: disable=dco-off
-or for the whole file: # ovpnperf-lint: disable-file=RULE[,RULE]. The rule IDs
-are stable and listed, with what each checks, in docs/lint.md.
+or for the whole file: # ovpnperf-lint: disable-file=RULE[,RULE]. Only a
+comment as OpenVPN reads the file counts: the same text in a quoted parameter
+or an inline block suppresses nothing. The rule IDs are stable and listed,
+with what each checks, in docs/lint.md.
 
 --fix writes a corrected copy next to each CONFIG as CONFIG` + lint.FixSuffix + ` (mode
 0600, never in place), with every fix that needs no decision of yours applied

@@ -275,7 +275,12 @@ packets between the two ends of a tunnel and prints the IP packet sizes (a
 histogram and the most frequent sizes), the IP fragments and the datagrams
 they belong to, and for --port (OpenVPN's port) its UDP datagrams and data
 packets, or for a TCP transport its segments and retransmissions.
-A file that is not a capture, or is cut short, is refused (exit status 2).`,
+A file that is not a capture, is cut short or damaged (a record longer than
+its packet, than the snap length or than libpcap's maximum of 262144 bytes, a
+packet of an interface the file does not describe, a second pcapng section),
+or holds more than 4194304 distinct fragmented datagrams, TCP segments or
+packet sizes, is refused (exit status 2). A pcapng capture of interfaces with
+different link types is read packet by packet with each one's link type.`,
 		Example: `  tcpdump -i eth0 -n -s 128 -w outer.pcap host 198.51.100.7
   ovpnperf analyze outer.pcap --port 1194
   ovpnperf analyze outer.pcap --json`,
@@ -297,7 +302,8 @@ func runAnalyze(ctx context.Context, stdout io.Writer, file string, o analyzeOpt
 	defer f.Close()
 	a, err := capture.Analyze(f, uint16(o.port))
 	if err != nil {
-		if errors.Is(err, capture.ErrNotCapture) || errors.Is(err, capture.ErrTruncated) {
+		if errors.Is(err, capture.ErrNotCapture) || errors.Is(err, capture.ErrTruncated) ||
+			errors.Is(err, capture.ErrCorrupt) || errors.Is(err, capture.ErrTooLarge) {
 			return usage.Errorf("%s: %v", file, err)
 		}
 		return fmt.Errorf("%s: %w", file, err)

@@ -91,4 +91,5 @@ func (r result) mustBeUsageError(t *testing.T, want string) {
 	if !strings.Contains(r.stderr, want) {
 		t.Errorf("error %q does not mention %q", r.stderr, want)
 	}
+	checkWording(t, r.stderr)
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/outputfile"
@@ -14,8 +15,26 @@ import (
 
 // checkTarget refuses an address no probe can be aimed at: the
 // unspecified address, limited broadcast and multicast (they would reach
-// no single host, or many), and returns it unmapped.
+// no single host, or many), a zone on an address that is not link-local
+// or naming no interface here, and returns it unmapped (a numeric zone
+// as its interface's name).
 func checkTarget(what string, a netip.Addr) (netip.Addr, error) {
+	if z := a.Zone(); z != "" {
+		// A zone picks the interface of a link-local address; the route
+		// lookups and the probes use it (ip route get ADDR oif ZONE).
+		// Checked before Unmap, which drops it from ::ffff:192.0.2.1%lo.
+		if !a.IsLinkLocalUnicast() || a.Is4In6() {
+			return a, usage.Errorf("%s %s: a zone (%%%s) only names the interface of a link-local address (fe80::/10); give the address without it", what, a, z)
+		}
+		ifi, err := net.InterfaceByName(z)
+		if n, nerr := strconv.Atoi(z); err != nil && nerr == nil {
+			ifi, err = net.InterfaceByIndex(n)
+		}
+		if err != nil {
+			return a, usage.Errorf("%s %s: no interface %q on this host (ip link show)", what, a, z)
+		}
+		a = a.WithZone(ifi.Name)
+	}
 	a = a.Unmap()
 	switch {
 	case a.IsUnspecified():

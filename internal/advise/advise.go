@@ -420,6 +420,9 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 		fig := fmt.Sprintf("window %.0f bytes / %v", win, in.RTT)
 		bps := win * 8 / in.RTT.Seconds()
 		switch {
+		case in.LossPercent >= 100:
+			// Nothing gets through: no model of TCP gives a rate here.
+			bps, name, fig = 0, "loss (every packet is lost)", "loss 100%: no packet reaches the far end"
 		case in.LossPercent > 0 && in.TCPGoodputBitsPerSec > 0:
 			// A plain TCP flow measured on this lossy path, scaled by
 			// the tunnel's payload per wire byte against plain TCP's
@@ -438,8 +441,11 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 			}
 		}
 		t := Term{Name: name, BitsPerSec: bps, Figure: fig}
-		if name == "window/RTT" {
+		switch {
+		case name == "window/RTT":
 			t.Assumed = "assumed, not read from the endpoints: stock Linux autotunes the TCP receive window up to 6 MiB (net.ipv4.tcp_rmem maximum)"
+		case name == "loss (window/RTT, Mathis)" && in.LossPercent > MathisMaxLossPercent:
+			t.Assumed = fmt.Sprintf("an upper bound: Mathis's formula holds for loss up to about %g%%; at %.3g%% retransmission timeouts dominate and TCP gets less", MathisMaxLossPercent, in.LossPercent)
 		}
 		terms = append(terms, t)
 	}
@@ -470,6 +476,12 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 }
 
 func mbit(bps float64) string { return fmt.Sprintf("%.1f Mbit/s", bps/1e6) }
+
+// MathisMaxLossPercent is the loss up to which Mathis et al.'s
+// MSS/RTT × 1.22/√p describes a TCP flow (their paper: below a few
+// percent; above, retransmission timeouts, which it leaves out, dominate):
+// a ceiling it gives above that is printed as an upper bound.
+const MathisMaxLossPercent = 5.0
 
 // DCOCostAssumption is how advise prices DCO's per-packet cost: nothing
 // measured it here (this project's kernels lack the ovpn driver).

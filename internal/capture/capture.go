@@ -15,12 +15,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 )
 
 // Schema names the JSON document of `ovpnperf analyze --json`.
@@ -41,13 +42,16 @@ type Bucket struct {
 }
 
 // bucketEdges are the histogram's upper bounds: 100-byte steps up to the
-// usual MTU, then jumbo.
-var bucketEdges = []int{99, 199, 299, 399, 499, 599, 699, 799, 899, 999, 1099, 1199, 1299, 1399, 1499, 1500, 9000, 65535}
+// usual MTU, then jumbo frames, the largest IP packet, and IPv6
+// jumbograms (RFC 2675: up to 2^32-1 bytes of payload after the header).
+var bucketEdges = []int{99, 199, 299, 399, 499, 599, 699, 799, 899, 999, 1099, 1199, 1299, 1399, 1499, 1500, 9000, 65535, 40 + 1<<32 - 1}
 
 // Analysis is what a capture shows.
 type Analysis struct {
 	Schema string `json:"schema"`
-	// LinkType is the capture's link layer, e.g. "Ethernet".
+	// LinkType is the capture's link layer, e.g. "Ethernet"; a pcapng
+	// capture of interfaces with different link layers names each,
+	// separated by ", " (every packet is read with its interface's).
 	LinkType string `json:"link_type"`
 	// Packets is every record; IPPackets those with IPv4 or IPv6.
 	Packets   int `json:"packets"`
@@ -83,98 +87,127 @@ type Analysis struct {
 	ICMPFragNeeded int `json:"icmp_frag_needed"`
 	// TCPSegments with payload from or to Port, and the retransmitted ones
 	// (a payload sequence range seen before on the same connection).
-	TCPSegments       int    `json:"tcp_segments"`
-	TCPRetransmitted  int    `json:"tcp_retransmitted"`
-	TCPPayloadBytes   uint64 `json:"tcp_payload_bytes"`
-	firstSeenFragment map[fragKey]bool
-	seenSeq           map[flowKey]map[uint32]bool
+	TCPSegments      int    `json:"tcp_segments"`
+	TCPRetransmitted int    `json:"tcp_retransmitted"`
+	TCPPayloadBytes  uint64 `json:"tcp_payload_bytes"`
+	// The tables, bounded by maxTableEntries: the fragmented datagrams
+	// seen and the TCP segments seen (by connection and sequence number),
+	// each kept as a 64-bit hash of its key (seeded per analysis: two keys
+	// share one with a chance of about n²/2⁶⁵, 5·10⁻⁷ at the bound) so that
+	// an entry takes a few bytes, not the addresses' 40.
+	seed      maphash.Seed
+	fragments map[uint64]struct{}
+	segments  map[uint64]struct{}
+	// tooLarge names the table that passed its bound.
+	tooLarge string
 }
 
 type fragKey struct {
-	src, dst string
+	src, dst [16]byte
 	id       uint32
 }
 
 type flowKey struct {
-	src, dst string
+	src, dst [16]byte
 	sport    uint16
 	dport    uint16
 }
 
+type segKey struct {
+	flow flowKey
+	seq  uint32
+}
+
+// MaxTableEntries bounds each table Analyze keeps while it reads (the
+// distinct fragmented datagrams, the distinct TCP segments of the port's
+// connections, the distinct packet sizes): a capture that needs more is
+// refused with ErrTooLarge instead of taking memory in proportion to it.
+const MaxTableEntries = 1 << 22
+
+// maxTableEntries is MaxTableEntries, smaller in tests.
+var maxTableEntries = MaxTableEntries
+
+// ErrTooLarge: the capture holds more distinct datagrams, segments or
+// sizes than Analyze keeps track of (MaxTableEntries).
+var ErrTooLarge = errors.New("the capture is too large to analyse")
+
 // Analyze reads a pcap or pcapng capture. port, when not 0, selects the
 // OpenVPN traffic for the datagram, data-packet and TCP figures.
+// A capture that ends inside a packet returns what was read before it
+// with an error wrapping ErrTruncated; a damaged one (ErrCorrupt), one
+// that is not a capture (ErrNotCapture) or one past the tables' bounds
+// (ErrTooLarge) returns no analysis.
 func Analyze(r io.Reader, port uint16) (*Analysis, error) {
 	br := bufio.NewReader(r)
 	magic, err := br.Peek(4)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %d bytes", ErrNotCapture, len(magic))
 	}
-	type reader interface {
-		ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
-	}
-	var pr reader
-	var lt layers.LinkType
-	if binary.BigEndian.Uint32(magic) == 0x0a0d0d0a {
-		ng, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
+	var rr recordReader
+	switch m := binary.BigEndian.Uint32(magic); m {
+	case ngSHB:
+		ng, err := newNgReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNotCapture, err)
+			return nil, err
 		}
-		pr, lt = ng, ng.LinkType()
-	} else {
-		switch binary.BigEndian.Uint32(magic) {
-		case 0xa1b2c3d4, 0xd4c3b2a1, 0xa1b23c4d, 0x4d3cb2a1: // µs and ns pcap, either byte order
-		default:
-			return nil, fmt.Errorf("%w: it starts with %x", ErrNotCapture, magic)
-		}
-		p, err := pcapgo.NewReader(br)
+		rr = ng
+	case 0xa1b2c3d4, 0xd4c3b2a1, 0xa1b23c4d, 0x4d3cb2a1: // µs and ns pcap, either byte order
+		p, err := newPcapReader(br)
 		if err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("%w: the file header is cut short", ErrTruncated)
-			}
-			return nil, fmt.Errorf("%w: %v", ErrNotCapture, err)
+			return nil, err
 		}
-		pr, lt = p, p.LinkType()
+		rr = p
+	default:
+		return nil, fmt.Errorf("%w: it starts with %x", ErrNotCapture, magic)
 	}
-	a := &Analysis{Schema: Schema, LinkType: lt.String(), Sizes: map[int]int{}, Port: port,
-		firstSeenFragment: map[fragKey]bool{}, seenSeq: map[flowKey]map[uint32]bool{}}
+	a := &Analysis{Schema: Schema, Sizes: map[int]int{}, Port: port,
+		seed: maphash.MakeSeed(), fragments: map[uint64]struct{}{}, segments: map[uint64]struct{}{}}
 	for {
-		data, ci, err := pr.ReadPacketData()
+		rec, err := rr.next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
+			if errors.Is(err, ErrTruncated) {
 				// What was read so far comes back too: a capture stopped
 				// while writing keeps what it has for callers that want it.
-				a.finish()
-				return a, fmt.Errorf("%w: after %d packets", ErrTruncated, a.Packets)
+				a.finish(rr.linkTypes())
+				return a, err
 			}
-			return nil, fmt.Errorf("reading packet %d: %v", a.Packets+1, err)
+			return nil, err
 		}
 		a.Packets++
-		a.add(gopacket.NewPacket(data, lt, gopacket.DecodeOptions{Lazy: true, NoCopy: true}), ci)
+		a.add(gopacket.NewPacket(rec.data, rec.linkType, gopacket.DecodeOptions{Lazy: true, NoCopy: true}), rec)
+		if a.tooLarge != "" {
+			return nil, fmt.Errorf("%w: after %d packets, more than %d %s; analyze keeps at most that many: split the capture", ErrTooLarge, a.Packets, maxTableEntries, a.tooLarge)
+		}
 	}
-	a.finish()
+	a.finish(rr.linkTypes())
 	return a, nil
 }
 
-func (a *Analysis) finish() {
-	a.FragmentedDatagrams = len(a.firstSeenFragment)
+func (a *Analysis) finish(lts []layers.LinkType) {
+	var names []string
+	for _, lt := range lts {
+		names = append(names, lt.String())
+	}
+	a.LinkType = strings.Join(names, ", ")
+	a.FragmentedDatagrams = len(a.fragments)
 	a.Histogram = histogram(a.Sizes)
 	for s := range a.Sizes {
 		a.MaxIPBytes = max(a.MaxIPBytes, s)
 	}
 }
 
-func (a *Analysis) add(pkt gopacket.Packet, ci gopacket.CaptureInfo) {
+func (a *Analysis) add(pkt gopacket.Packet, rec record) {
 	var (
 		proto   layers.IPProtocol
 		payload []byte
 		length  int
 		first   = true
 		frag    bool
-		src     string
-		dst     string
+		src     [16]byte
+		dst     [16]byte
 		extra   int // bytes a reassembly would not keep (a later fragment's IP header)
 		id      uint32
 	)
@@ -182,7 +215,16 @@ func (a *Analysis) add(pkt gopacket.Packet, ci gopacket.CaptureInfo) {
 	case pkt.Layer(layers.LayerTypeIPv4) != nil:
 		ip := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 		length, proto, payload = int(ip.Length), ip.Protocol, ip.Payload
-		src, dst, id = ip.SrcIP.String(), ip.DstIP.String(), uint32(ip.Id)
+		if len(ip.Contents) >= 4 && ip.Contents[2] == 0 && ip.Contents[3] == 0 {
+			// Total length 0: a segmentation-offload super-packet
+			// captured on its sender (up to 64 KiB and more). Its length
+			// is the record's packet length after the link header, not
+			// the bytes captured of it.
+			length = rec.origLen - (len(rec.data) - len(ip.Contents) - len(ip.Payload))
+		}
+		copy(src[:], ip.SrcIP.To16())
+		copy(dst[:], ip.DstIP.To16())
+		id = uint32(ip.Id)
 		frag = ip.Flags&layers.IPv4MoreFragments != 0 || ip.FragOffset > 0
 		if ip.Flags&layers.IPv4MoreFragments != 0 {
 			a.MaxFragmentBytes = max(a.MaxFragmentBytes, length)
@@ -192,7 +234,16 @@ func (a *Analysis) add(pkt gopacket.Packet, ci gopacket.CaptureInfo) {
 	case pkt.Layer(layers.LayerTypeIPv6) != nil:
 		ip := pkt.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
 		length, proto, payload = 40+int(ip.Length), ip.NextHeader, ip.Payload
-		src, dst = ip.SrcIP.String(), ip.DstIP.String()
+		if ip.Length == 0 {
+			// A jumbogram (RFC 2675): its length is in the hop-by-hop
+			// header's jumbo payload option.
+			length = 40 + jumboLength(ip)
+		}
+		copy(src[:], ip.SrcIP.To16())
+		copy(dst[:], ip.DstIP.To16())
+		if ip.HopByHop != nil {
+			proto = ip.HopByHop.NextHeader
+		}
 		extra = 40
 		if f, ok := pkt.Layer(layers.LayerTypeIPv6Fragment).(*layers.IPv6Fragment); ok {
 			frag, first, id = true, f.FragmentOffset == 0, f.Identification
@@ -211,10 +262,19 @@ func (a *Analysis) add(pkt gopacket.Packet, ci gopacket.CaptureInfo) {
 		proto == layers.IPProtocolICMPv6 && payload[0] == layers.ICMPv6TypePacketTooBig) {
 		a.ICMPFragNeeded++
 	}
+	if _, ok := a.Sizes[length]; !ok && len(a.Sizes) >= maxTableEntries {
+		a.tooLarge = "distinct packet sizes"
+		return
+	}
 	a.Sizes[length]++
 	if frag {
 		a.Fragments++
-		a.firstSeenFragment[fragKey{src, dst, id}] = true
+		k := maphash.Comparable(a.seed, fragKey{src, dst, id})
+		if _, ok := a.fragments[k]; !ok && len(a.fragments) >= maxTableEntries {
+			a.tooLarge = "fragmented datagrams"
+			return
+		}
+		a.fragments[k] = struct{}{}
 	}
 	if a.Port == 0 && !first {
 		return
@@ -257,17 +317,31 @@ func (a *Analysis) add(pkt gopacket.Packet, ci gopacket.CaptureInfo) {
 		}
 		a.TCPSegments++
 		a.TCPPayloadBytes += uint64(len(tcp.Payload))
-		k := flowKey{src, dst, uint16(tcp.SrcPort), uint16(tcp.DstPort)}
-		m := a.seenSeq[k]
-		if m == nil {
-			m = map[uint32]bool{}
-			a.seenSeq[k] = m
-		}
-		if m[tcp.Seq] {
+		seg := maphash.Comparable(a.seed, segKey{flowKey{src, dst, uint16(tcp.SrcPort), uint16(tcp.DstPort)}, tcp.Seq})
+		if _, seen := a.segments[seg]; seen {
 			a.TCPRetransmitted++
+			return
 		}
-		m[tcp.Seq] = true
+		if len(a.segments) >= maxTableEntries {
+			a.tooLarge = "distinct TCP segments"
+			return
+		}
+		a.segments[seg] = struct{}{}
 	}
+}
+
+// jumboLength is the payload length a jumbogram's hop-by-hop header
+// gives (0 without a jumbo payload option).
+func jumboLength(ip *layers.IPv6) int {
+	if ip.HopByHop == nil {
+		return 0
+	}
+	for _, o := range ip.HopByHop.Options {
+		if o.OptionType == layers.IPv6HopByHopOptionJumbogram && len(o.OptionData) == 4 {
+			return int(binary.BigEndian.Uint32(o.OptionData))
+		}
+	}
+	return 0
 }
 
 func histogram(sizes map[int]int) []Bucket {

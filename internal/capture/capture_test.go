@@ -2,8 +2,11 @@ package capture
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,13 +126,121 @@ func TestAnalyzeRefusesBadFiles(t *testing.T) {
 	}
 }
 
+// ngBlock is a little-endian pcapng block of typ around body (padded).
+func ngBlock(typ uint32, body []byte) []byte {
+	for len(body)%4 != 0 {
+		body = append(body, 0)
+	}
+	n := uint32(12 + len(body))
+	b := binary.LittleEndian.AppendUint32(nil, typ)
+	b = binary.LittleEndian.AppendUint32(b, n)
+	b = append(b, body...)
+	return binary.LittleEndian.AppendUint32(b, n)
+}
+
+// sampleNg is sample's packets in pcapng: a section, an Ethernet
+// interface of snap length 128 and a raw-IP one, each packet in an
+// enhanced packet block of the Ethernet interface, and a name
+// resolution block between them.
+func sampleNg(t testing.TB) []byte {
+	shb := binary.LittleEndian.AppendUint32(nil, 0x1a2b3c4d)
+	shb = binary.LittleEndian.AppendUint32(shb, 1) // version 1.0
+	shb = binary.LittleEndian.AppendUint64(shb, ^uint64(0))
+	out := ngBlock(0x0a0d0d0a, shb)
+	out = append(out, ngBlock(1, []byte{1, 0, 0, 0, 128, 0, 0, 0})...)
+	out = append(out, ngBlock(1, []byte{101, 0, 0, 0, 0, 0, 0, 0})...)
+	r := bytes.NewReader(sample(t)[24:])
+	for i := 0; ; i++ {
+		var h [16]byte
+		if _, err := io.ReadFull(r, h[:]); err != nil {
+			break
+		}
+		data := make([]byte, binary.LittleEndian.Uint32(h[8:]))
+		io.ReadFull(r, data)
+		body := binary.LittleEndian.AppendUint32(nil, 0)
+		body = append(body, h[:8]...)
+		body = append(body, h[8:16]...)
+		out = append(out, ngBlock(6, append(body, data...))...)
+		if i == 1 {
+			out = append(out, ngBlock(4, make([]byte, 4))...)
+		}
+	}
+	return out
+}
+
+// Every error Analyze returns is one of its kinds (what analyze exits 2
+// for): a damaged file is never an unexplained failure.
+func classified(err error) bool {
+	for _, k := range []error{ErrNotCapture, ErrTruncated, ErrCorrupt, ErrTooLarge} {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestAnalyzePcapng(t *testing.T) {
+	want, err := Analyze(bytes.NewReader(sample(t)), 1194)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Analyze(bytes.NewReader(sampleNg(t)), 1194)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Packets != want.Packets || a.IPPackets != want.IPPackets || a.Fragments != want.Fragments || a.Datagrams != want.Datagrams ||
+		a.TCPRetransmitted != want.TCPRetransmitted || a.LinkType != "Ethernet, Raw" {
+		t.Errorf("pcapng: %+v\npcap: %+v", a, want)
+	}
+}
+
+// The tables are bounded: past maxTableEntries distinct sizes, fragmented
+// datagrams or TCP segments the capture is refused, not held in memory.
+func TestAnalyzeTablesBounded(t *testing.T) {
+	defer func(n int) { maxTableEntries = n }(maxTableEntries)
+	maxTableEntries = 3
+	_, err := Analyze(bytes.NewReader(sample(t)), 1194) // 4 sizes
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "distinct packet sizes") {
+		t.Errorf("error %v, want ErrTooLarge for the sizes", err)
+	}
+	maxTableEntries = 4
+	if _, err := Analyze(bytes.NewReader(sample(t)), 1194); err != nil {
+		t.Errorf("at the bound: %v", err)
+	}
+}
+
 func FuzzAnalyze(f *testing.F) {
 	f.Add(sample(f))
 	f.Add([]byte{0xd4, 0xc3, 0xb2, 0xa1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := Analyze(bytes.NewReader(b), 1194)
-		if err == nil && a.Fragments > a.IPPackets {
-			t.Errorf("%d fragments of %d packets", a.Fragments, a.IPPackets)
+		if err != nil && !classified(err) {
+			t.Errorf("unclassified error %v", err)
+		}
+		if err == nil && (a.Fragments > a.IPPackets || a.IPPackets > a.Packets) {
+			t.Errorf("%d fragments of %d IP packets of %d", a.Fragments, a.IPPackets, a.Packets)
+		}
+	})
+}
+
+// FuzzAnalyzePcapng fuzzes the pcapng reader: the seeds are pcapng files,
+// and an input that lost its section header gets one back, so that the
+// fuzzer spends its time in the blocks.
+func FuzzAnalyzePcapng(f *testing.F) {
+	ng := sampleNg(f)
+	f.Add(ng)
+	f.Add(ng[:len(ng)-7])
+	f.Add(ng[28:])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) < 4 || binary.BigEndian.Uint32(b) != 0x0a0d0d0a {
+			b = append(append([]byte(nil), ng[:28]...), b...)
+		}
+		a, err := Analyze(bytes.NewReader(b), 1194)
+		if err != nil && !classified(err) {
+			t.Errorf("unclassified error %v", err)
+		}
+		if err == nil && (a.Fragments > a.IPPackets || a.IPPackets > a.Packets) {
+			t.Errorf("%d fragments of %d IP packets of %d", a.Fragments, a.IPPackets, a.Packets)
 		}
 	})
 }

@@ -131,6 +131,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 		rep.Host.EmulationCeiling = lab.EmulationCeiling(rep.Host.EmulationBackend)
 		rep.Rows = append(rep.Rows, rows...)
 		if err != nil {
+			rep.InvalidateUnsampled("no sample: the run ended before this row was measured")
 			return rep, err
 		}
 	}

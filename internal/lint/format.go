@@ -3,9 +3,12 @@ package lint
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 )
 
 // RuleDoc documents one rule ID. IDs are stable: a rule is never renamed,
@@ -197,20 +200,32 @@ func SARIF(fs []Finding, version string) ([]byte, error) {
 			msg += " " + f.Reason
 		}
 		run.Results = append(run.Results, sarifResult{RuleID: f.Rule, RuleIndex: index[f.Rule], Level: sarifLevel(f.Severity), Message: sarifText{msg},
-			Locations: []sarifLocation{{sarifPhysical{sarifArtifact{f.File}, sarifRegion{max(f.Line, 1)}}}}})
+			Locations: []sarifLocation{{sarifPhysical{sarifArtifact{fileURI(f.File)}, sarifRegion{max(f.Line, 1)}}}}})
 	}
 	return json.MarshalIndent(sarifLog{Schema: "https://json.schemastore.org/sarif-2.1.0.json", Version: "2.1.0", Runs: []sarifRun{run}}, "", "  ")
+}
+
+// fileURI is a file name as the URI reference SARIF's artifactLocation.uri
+// is: percent-encoded (a space, '#', '%', '?', control and non-ASCII
+// bytes), and a relative name whose first segment holds a ':' prefixed
+// with "./" so that it does not read as a scheme.
+func fileURI(name string) string {
+	return (&url.URL{Path: name}).String()
 }
 
 // suppressRE matches an inline suppression comment:
 // `# ovpnperf-lint: disable=RULE[,RULE…]` (this line or the next) or
 // `# ovpnperf-lint: disable-file=RULE[,RULE…]` (the whole file); `;`
-// starts a comment too.
+// starts a comment too. It counts only in a comment as OpenVPN reads the
+// file (openvpn.Comments): not in a quoted parameter, in the middle of a
+// word, or in an inline block's data.
 var suppressRE = regexp.MustCompile(`[#;]\s*ovpnperf-lint:\s*(disable|disable-file)=([a-z0-9,-]+|all)`)
 
 // Suppressed splits fs into the findings to report and those a
-// suppression comment in their file removes. lines maps a file name to
-// its lines (as read, 1-based by index+1).
+// suppression comment in their file removes (a comment as OpenVPN sees
+// one: `setenv X "# ovpnperf-lint: disable-file=all"` suppresses
+// nothing). lines maps a file name to its lines (as read, 1-based by
+// index+1).
 func Suppressed(fs []Finding, lines map[string][]string) (keep, dropped []Finding) {
 	type key struct {
 		file string
@@ -219,7 +234,8 @@ func Suppressed(fs []Finding, lines map[string][]string) (keep, dropped []Findin
 	byLine := map[key]map[string]bool{}
 	byFile := map[string]map[string]bool{}
 	for file, ls := range lines {
-		for i, l := range ls {
+		comments, code := openvpn.Comments(ls)
+		for i, l := range comments {
 			for _, m := range suppressRE.FindAllStringSubmatch(l, -1) {
 				set := map[string]bool{}
 				for _, r := range strings.Split(m[2], ",") {
@@ -237,7 +253,7 @@ func Suppressed(fs []Finding, lines map[string][]string) (keep, dropped []Findin
 				// A trailing comment covers its own line; a comment line
 				// covers the line after it.
 				n := i + 1
-				if t := strings.TrimSpace(l); strings.HasPrefix(t, "#") || strings.HasPrefix(t, ";") {
+				if !code[i] {
 					n = i + 2
 				}
 				{

@@ -127,15 +127,46 @@ func checkValue(path, key string, v any) error {
 
 // CheckRows refuses a run document whose rows cannot be told apart: two
 // rows of the same network, variant, direction and transport (a reader
-// would have to pick one silently).
+// would have to pick one silently); and a row whose figures contradict
+// each other: the per-sample series (samples[].bps) and samples_bps
+// holding different rates, or median_bps, min_bps and max_bps that are
+// not those of samples_bps (a table drawn from one and a verdict from the
+// other would disagree).
 func (r *Report) CheckRows() error {
 	seen := map[string]bool{}
 	for i := range r.Rows {
-		k := r.Rows[i].Key()
+		row := &r.Rows[i]
+		k := row.Key()
 		if seen[k] {
 			return fmt.Errorf("rows[%d]: a second row for %s", i, k)
 		}
 		seen[k] = true
+		if len(row.Samples) > 0 && len(row.Samples) != len(row.SamplesBps) {
+			return fmt.Errorf("rows[%d] (%s): %d samples and %d samples_bps: the two lists of the same samples disagree", i, k, len(row.Samples), len(row.SamplesBps))
+		}
+		for j := range row.Samples {
+			if !sameFigure(row.Samples[j].Bps, row.SamplesBps[j]) {
+				return fmt.Errorf("rows[%d] (%s): samples[%d].bps = %g but samples_bps[%d] = %g: the two lists of the same samples disagree", i, k, j, row.Samples[j].Bps, j, row.SamplesBps[j])
+			}
+		}
+		if len(row.SamplesBps) == 0 {
+			continue
+		}
+		st := Summarize(row.SamplesBps)
+		for _, f := range []struct {
+			key       string
+			doc, want float64
+		}{{"median_bps", row.MedianBps, st.Median}, {"min_bps", row.MinBps, st.Min}, {"max_bps", row.MaxBps, st.Max}} {
+			if !sameFigure(f.doc, f.want) {
+				return fmt.Errorf("rows[%d] (%s): %s = %g but its samples_bps give %g", i, k, f.key, f.doc, f.want)
+			}
+		}
 	}
 	return nil
+}
+
+// sameFigure reports whether two rates are equal up to the rounding a
+// JSON round trip or a sum in another order may leave.
+func sameFigure(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
 }

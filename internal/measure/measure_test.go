@@ -427,3 +427,30 @@ func TestReadJSONVersions(t *testing.T) {
 		}
 	}
 }
+
+// A run cut short marks the rows it never sampled invalid (an
+// interrupted measure printed them as "ok"), and leaves the others and
+// the rows marked not tested alone.
+func TestInvalidateUnsampled(t *testing.T) {
+	rep := &Report{Schema: Schema}
+	done := NewRow("lan", "routed", PathRouted, DirectionUp, "tcp")
+	for _, v := range []float64{1e8, 1.1e8, 0.9e8} {
+		done.AddSample(v)
+	}
+	skipped := NewRow("lan", "dco", PathTunnel, DirectionUp, "udp")
+	skipped.NotTested = "no DCO here"
+	rep.Rows = []Row{done, NewRow("lan", "default", PathTunnel, DirectionUp, "udp"), skipped}
+	rep.InvalidateUnsampled("no sample: interrupted")
+	if !rep.Rows[0].Valid || rep.Rows[1].Valid || rep.Rows[1].Error != "no sample: interrupted" || !rep.Rows[2].Valid {
+		t.Errorf("%+v", rep.Rows)
+	}
+	var b strings.Builder
+	if err := RenderTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.Contains(line, "default") && !strings.Contains(line, "INVALID: no sample") {
+			t.Errorf("row without samples: %s", line)
+		}
+	}
+}

@@ -75,6 +75,9 @@ const (
 	RefusalNoEcho = "no-echo"
 	// A row ended without a valid sample and without another refusal.
 	RefusalNoValidSample = "no-valid-sample"
+	// The run ended (interrupted, or by an error) before the row had a
+	// sample: Detail says how.
+	RefusalNotMeasured = "not-measured"
 	// Any other failure of a sample (a process died, a probe failed):
 	// Detail says what.
 	RefusalError = "error"
@@ -85,7 +88,7 @@ const (
 var RefusalKinds = []string{
 	RefusalEmulatorLate, RefusalEmulatorStall, RefusalEmulatorLost,
 	RefusalWindowEndedEarly, RefusalWindowShort, RefusalWindowLong, RefusalReceiverAboveSender,
-	RefusalPayloadShort, RefusalIperfError, RefusalNoEcho, RefusalNoValidSample, RefusalError,
+	RefusalPayloadShort, RefusalIperfError, RefusalNoEcho, RefusalNoValidSample, RefusalNotMeasured, RefusalError,
 }
 
 // Figure keys of a refusal (Refusal.Figures).

@@ -283,6 +283,18 @@ func (rep *Report) baseline(r *Row) *Row {
 	return first
 }
 
+// InvalidateUnsampled marks every throughput row that has no sample (and
+// is not marked not tested) invalid, with reason: what a run cut short
+// (interrupted, or ended by an error) leaves of the rows it had not
+// reached yet, which are no measurement.
+func (rep *Report) InvalidateUnsampled(reason string) {
+	for i := range rep.Rows {
+		if r := &rep.Rows[i]; r.NotTested == "" && len(r.SamplesBps) == 0 {
+			r.Refuse(Refusal{Kind: RefusalNotMeasured, Detail: reason})
+		}
+	}
+}
+
 // Finish stamps the end time and fills the ratios.
 func (rep *Report) Finish() {
 	rep.Finished = time.Now().UTC()

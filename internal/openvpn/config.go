@@ -343,6 +343,44 @@ func (e *colError) Error() string { return e.msg }
 // parseLine splits one line into tokens following OpenVPN 2.6's
 // parse_line state machine (options.c).
 func parseLine(line string) ([]string, error) {
+	toks, _, err := scanLine(line)
+	return toks, err
+}
+
+// Comments gives, for each line of a config file (as Parse reads it),
+// the comment OpenVPN sees on it: the text from the '#' or ';' that
+// starts it to the end of the line, "" for none; code reports whether
+// an option comes before it on that line. Lines inside an inline block
+// (<ca>…</ca>) and lines OpenVPN would refuse have no comment: what
+// looks like one there is data.
+func Comments(lines []string) (comments []string, code []bool) {
+	comments, code = make([]string, len(lines)), make([]bool, len(lines))
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimSuffix(lines[i], "\r")
+		if i == 0 {
+			line = strings.TrimPrefix(line, "\xef\xbb\xbf")
+		}
+		toks, at, err := scanLine(line)
+		if err != nil {
+			continue
+		}
+		if at >= 0 {
+			comments[i], code[i] = line[at:], len(toks) > 0
+		}
+		if len(toks) == 1 && len(toks[0]) >= 2 && toks[0][0] == '<' && toks[0][len(toks[0])-1] == '>' && toks[0][1] != '/' {
+			closeTag := "</" + toks[0][1:]
+			for i+1 < len(lines) && !strings.HasPrefix(strings.TrimLeft(lines[i+1], " \t\v\f\r"), closeTag) {
+				i++
+			}
+			i++ // the end tag's line
+		}
+	}
+	return comments, code
+}
+
+// scanLine is parseLine that also gives where the line's comment starts
+// (-1 without one).
+func scanLine(line string) ([]string, int, error) {
 	const (
 		initial = iota
 		quoted
@@ -369,7 +407,7 @@ func parseLine(line string) ([]string, error) {
 		case initial:
 			if !space(in) {
 				if in == ';' || in == '#' {
-					return toks, nil
+					return toks, i, nil
 				}
 				switch {
 				case !backslash && in == '"':
@@ -406,25 +444,25 @@ func parseLine(line string) ([]string, error) {
 			state = initial
 		}
 		if backslash && out != 0 && !(out == '\\' || out == '"' || space(out)) {
-			return nil, &colError{i, "bad backslash: only \\\\, \\\" and \\ followed by white space are allowed"}
+			return nil, -1, &colError{i, "bad backslash: only \\\\, \\\" and \\ followed by white space are allowed"}
 		}
 		backslash = false
 		if out != 0 {
 			if parm.Len() >= MaxTokenLen {
-				return nil, &colError{i + 1, fmt.Sprintf("parameter is too long (%d characters max)", MaxTokenLen)}
+				return nil, -1, &colError{i + 1, fmt.Sprintf("parameter is too long (%d characters max)", MaxTokenLen)}
 			}
 			parm.WriteByte(out)
 		}
 	}
 	switch state {
 	case quoted:
-		return nil, &colError{len(line) + 1, `no closing quotation (")`}
+		return nil, -1, &colError{len(line) + 1, `no closing quotation (")`}
 	case squoted:
-		return nil, &colError{len(line) + 1, `no closing single quotation (')`}
+		return nil, -1, &colError{len(line) + 1, `no closing single quotation (')`}
 	case unquoted:
 		// A backslash before the terminator leaves the token open, as in
 		// OpenVPN ("residual parse state").
-		return nil, &colError{len(line), "line ends in a backslash"}
+		return nil, -1, &colError{len(line), "line ends in a backslash"}
 	}
-	return toks, nil
+	return toks, -1, nil
 }

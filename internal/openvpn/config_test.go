@@ -257,3 +257,28 @@ func FuzzRenderDirective(f *testing.F) {
 		}
 	})
 }
+
+// Comments finds what OpenVPN takes for a comment: not text in quotes,
+// in a word or in an inline block.
+func TestComments(t *testing.T) {
+	lines := []string{
+		"# a comment line",
+		"verb 3 ; trailing",
+		`setenv X "# quoted"`,
+		"setenv X a#word",
+		"<ca>",
+		"# pem data",
+		"</ca>",
+		"  ;indented",
+		`x \#after-backslash`,
+		`bad "unclosed # quote`,
+	}
+	wantC := []string{"# a comment line", "; trailing", "", "", "", "", "", ";indented", "#after-backslash", ""}
+	wantCode := []bool{false, true, false, false, false, false, false, false, true, false}
+	c, code := Comments(lines)
+	for i := range lines {
+		if c[i] != wantC[i] || code[i] != wantCode[i] {
+			t.Errorf("line %q: comment %q after code %v, want %q, %v", lines[i], c[i], code[i], wantC[i], wantCode[i])
+		}
+	}
+}

@@ -29,11 +29,11 @@ type Route struct {
 }
 
 // RouteTo asks the kernel (in the caller's network namespace) how it would
-// send to dst.
+// send to dst; a zone (fe80::1%eth1) names the interface.
 //
-// Equivalent to: ip route get DST; ip link show DEV
+// Equivalent to: ip route get DST [oif ZONE]; ip link show DEV
 func RouteTo(dst netip.Addr) (Route, error) {
-	routes, err := netlink.RouteGet(dst.AsSlice())
+	routes, err := netlink.RouteGetWithOptions(dst.AsSlice(), &netlink.RouteGetOptions{Oif: dst.Zone()})
 	if err != nil {
 		if errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH) {
 			return Route{}, fmt.Errorf("no route to %s: network unreachable (check `ip route get %s`)", dst, dst)
@@ -174,7 +174,7 @@ func (p *rawProber) Round(ctx context.Context, sizes []int, w Wait) ([]Answer, e
 	}()
 
 	pending := 0
-	dst := &net.IPAddr{IP: p.dst.AsSlice()}
+	dst := &net.IPAddr{IP: p.dst.AsSlice(), Zone: p.dst.Zone()}
 	for i, size := range sizes {
 		answers[i] = Answer{Size: size, Outcome: Lost}
 		msg := p.echo(seqs[i], size)

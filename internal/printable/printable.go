@@ -13,10 +13,15 @@ import (
 	"unicode/utf8"
 )
 
-// isControl reports whether r steers a terminal: C0 controls other than
-// newline and tab, DEL, and C1 controls (U+0080–U+009F, CSI among them).
+// isControl reports whether r steers a terminal or the reader: C0
+// controls other than newline and tab, DEL, C1 controls (U+0080–U+009F,
+// CSI among them), and the bidirectional formatting characters (U+061C,
+// U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which reorder the text
+// around them on screen and in a browser (U+202E makes "fdp.exe" read
+// "exe.pdf").
 func isControl(r rune) bool {
-	return (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0)
+	return (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) ||
+		r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // escape is one control character as Go would quote it, without quotes.

@@ -7,12 +7,15 @@ import (
 
 func TestString(t *testing.T) {
 	for in, want := range map[string]string{
-		"plain text, tabs\tand\nnewlines": "plain text, tabs\tand\nnewlines",
-		"\x1b]0;owned\x07title":           `\x1b]0;owned\atitle`,
-		"\x1b[2J\x1b[H":                   `\x1b[2J\x1b[H`,
-		"csi \u009b31m":                   `csi \u009b31m`,
-		"del \x7f, bell \a, cr \r":        `del \x7f, bell \a, cr \r`,
-		"ünïcödé → ok":                    "ünïcödé → ok",
+		"plain text, tabs\tand\nnewlines":        "plain text, tabs\tand\nnewlines",
+		"\x1b]0;owned\x07title":                  `\x1b]0;owned\atitle`,
+		"\x1b[2J\x1b[H":                          `\x1b[2J\x1b[H`,
+		"csi \u009b31m":                          `csi \u009b31m`,
+		"del \x7f, bell \a, cr \r":               `del \x7f, bell \a, cr \r`,
+		"ünïcödé → ok":                           "ünïcödé → ok",
+		"exe.\u202efdp":                          `exe.\u202efdp`,
+		"\u2066isolate\u2069 \u200e\u200f\u061c": `\u2066isolate\u2069 \u200e\u200f\u061c`,
+		"עברית and العربية stay":                 "עברית and العربية stay",
 	} {
 		if got := String(in); got != want {
 			t.Errorf("String(%q) = %q, want %q", in, got, want)

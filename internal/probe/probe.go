@@ -160,7 +160,8 @@ func Decode(r io.Reader) (*Report, error) {
 		return nil, fmt.Errorf("no \"schema\" field: not an ovpnperf probe (want %s)", Schema)
 	case *head.Schema != Schema:
 		return nil, fmt.Errorf("schema %q, want %s", *head.Schema, Schema)
-	case len(head.Path) == 0:
+	case len(head.Path) == 0 || string(head.Path) == "null":
+		// "path": null is no path either: both are refused alike.
 		return nil, fmt.Errorf("no \"path\" object")
 	}
 	if err := measure.CheckFigures(head.Path); err != nil {

@@ -179,7 +179,8 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 			dev = tunRoute.Dev
 		}
 		if proc, err = vpnproc.Open(spec.Pid, dev, spec.Host); err != nil {
-			return nil, usage.Errorf("--pid %d: %v", spec.Pid, err)
+			// Open's errors name the pid.
+			return nil, usage.Errorf("--pid: %v", err)
 		}
 	} else if proc, err = vpnproc.FindByTunnel(spec.Tunnel, spec.Host); err != nil {
 		if errors.Is(err, vpnproc.ErrNotTun) {
@@ -259,6 +260,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 					res, loaded, ctr, cr, err = sample(ctx, spec, proc, outRoute.Dev, s, d, doCapture)
 				}
 				if ctx.Err() != nil {
+					rep.InvalidateUnsampled("no sample: the run was interrupted before this row was measured")
 					return finish(rep, rp, spec, proc, capRes), ctx.Err()
 				}
 				if err != nil {
@@ -266,6 +268,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 						return nil, noServerError(spec, s.addr, err)
 					}
 					if errors.Is(err, vpnproc.ErrGone) {
+						rep.InvalidateUnsampled("no sample: OpenVPN ended before this row was measured")
 						return finish(rep, rp, spec, proc, capRes), fmt.Errorf("OpenVPN (pid %d) ended during the measurement", proc.Pid)
 					}
 					rf := experiment.RefusalOf(err)

@@ -453,7 +453,7 @@ func bufferVerdicts(rep *measure.Report) []measure.Verdict {
 			def, small := rowOf("200ms", "osdefault-"+proto), rowOf("200ms", "buf64k-"+proto)
 			o, ratio := compareRates(def, small, 1.5)
 			out = append(out, newVerdict("OpenVPN 2.6's OS-default buffers beat the 64 KiB that 2.3 forced, at 200 ms RTT"+tag, o,
-				"OS default %s vs 64 KiB %s: ×%.2f", mbps(def), mbps(small), ratio))
+				"OS default %s vs 64 KiB %s: %s", mbps(def), mbps(small), ratioText(ratio, small)))
 		}
 	}
 	out = append(out, pushVerdict(rep, host))

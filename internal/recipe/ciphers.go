@@ -89,7 +89,7 @@ func cipherVerdicts(rep *measure.Report) []measure.Verdict {
 
 		claim := fmt.Sprintf("AES-256-GCM is faster than AES-256-CBC (published 859 vs 610 Mbit/s) [%s]", dir)
 		outcome, ratio := compareRates(gcm, cbc, 1.05)
-		out = append(out, newVerdict(claim, outcome, "GCM %s vs CBC+SHA256 %s: ×%.2f", mbps(gcm), mbps(cbc), ratio))
+		out = append(out, newVerdict(claim, outcome, "GCM %s vs CBC+SHA256 %s: %s", mbps(gcm), mbps(cbc), ratioText(ratio, cbc)))
 
 		claim = fmt.Sprintf("cipher none is barely faster than AES-256-GCM (published 874 vs 859: +2%%) [%s]", dir)
 		j := verdict.Within(samples(none), samples(gcm), cipherBarely)

@@ -209,7 +209,7 @@ func compressionVerdicts(rep *measure.Report, logs map[string][]string) []measur
 				a, b := row(rep, payload, v, d), row(rep, payload, "off", d)
 				o, ratio := compressionGain(a, b)
 				outcomes = append(outcomes, o)
-				reasons = append(reasons, fmt.Sprintf("%s: %s vs off %s, ×%.2f (%s)", d, mbps(a), mbps(b), ratio, o))
+				reasons = append(reasons, fmt.Sprintf("%s: %s vs off %s, %s (%s)", d, mbps(a), mbps(b), ratioText(ratio, b), o))
 			}
 			o := compressionBoth(outcomes[0], outcomes[1])
 			gain[payload+"/"+v] = o
@@ -270,7 +270,7 @@ func compressionVerdicts(rep *measure.Report, logs map[string][]string) []measur
 				o = Confirmed
 			}
 			outcomes = append(outcomes, o)
-			reasons = append(reasons, fmt.Sprintf("%s: comp-lzo yes without allow-compression %s vs off %s, ×%.2f", d, mbps(a), mbps(b), ratio))
+			reasons = append(reasons, fmt.Sprintf("%s: comp-lzo yes without allow-compression %s vs off %s, %s", d, mbps(a), mbps(b), ratioText(ratio, b)))
 		}
 		if line := compressionLogLine(logs["lzo-noallow/server"], "not compressed"); line != "" {
 			reasons = append(reasons, fmt.Sprintf("OpenVPN said: %q", openvpn.StripTimestamp(line)))

@@ -539,8 +539,8 @@ func instVerdicts(rep *measure.Report) []measure.Verdict {
 			}
 		}
 		sort.Strings(utils)
-		reason := few + fmt.Sprintf("two pinned %s vs one %s: ×%.2f; pinned servers (share of a core): %s; host CPUs %s busy (one: %s). ",
-			mbps(two), mbps(one), ratio, strings.Join(utils, ", "), instBusy(two), instBusy(one))
+		reason := few + fmt.Sprintf("two pinned %s vs one %s: %s; pinned servers (share of a core): %s; host CPUs %s busy (one: %s). ",
+			mbps(two), mbps(one), ratioText(ratio, one), strings.Join(utils, ", "), instBusy(two), instBusy(one))
 		if b := instMedianBusy(two); b >= instSaturatedHost {
 			reason += fmt.Sprintf("All %d CPUs were saturated (two servers, two clients, four iperf3 and whatever else runs on the host): the machine, not one OpenVPN thread, bounds the aggregate, so this shows whether one process was the bottleneck but not how a server with dedicated cores scales", cpus)
 		} else {

@@ -394,8 +394,13 @@ func ipv6Verdicts(rep *measure.Report, path lab.Path, probes map[string]ipv6MSSP
 		med, lo, hi, n := interleavedRatios(r6, r4, ipv6Starved)
 		r6.Extra["measured_ratio_to_ipv4"] = med
 		r6.Extra["line_bound_pairs"] = n
-		figures := fmt.Sprintf("IPv6 %s vs IPv4 %s: ×%.3f (range %.3f–%.3f over %d of %d samples, leaving out any below 90 %% of its row's best); arithmetic ×%.3f (%d vs %d payload bytes per %d-byte packet)",
-			mbps(r6), mbps(r4), med, lo, hi, n, min(len(r4.SamplesBps), len(r6.SamplesBps)), predicted, b6.Payload(), b4.Payload(), b4.Wire())
+		measured := fmt.Sprintf("×%.3f (range %.3f–%.3f over %d of %d samples, leaving out any below 90 %% of its row's best)", med, lo, hi, n, min(len(r4.SamplesBps), len(r6.SamplesBps)))
+		if n == 0 {
+			// No pair is left to take a ratio of: quote none.
+			measured = fmt.Sprintf("no ratio: no pair of the %d samples is left (each must be within 90 %% of its row's best, the IPv4 one above 0 bit/s)", min(len(r4.SamplesBps), len(r6.SamplesBps)))
+		}
+		figures := fmt.Sprintf("IPv6 %s vs IPv4 %s: %s; arithmetic ×%.3f (%d vs %d payload bytes per %d-byte packet)",
+			mbps(r6), mbps(r4), measured, predicted, b6.Payload(), b4.Payload(), b4.Wire())
 		if link > 0 {
 			figures += fmt.Sprintf("; predicted at the %s line: %s vs %s", measure.FormatRate(float64(link)),
 				measure.FormatRate(b6.Goodput(float64(link))), measure.FormatRate(b4.Goodput(float64(link))))

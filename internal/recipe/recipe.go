@@ -161,6 +161,16 @@ func compareRates(a, b *measure.Row, minRatio float64) (verdict.Outcome, float64
 	return verdict.Faster(a.SamplesBps, b.SamplesBps, minRatio)
 }
 
+// ratioText is "×1.23", a ratio compareRates gave against base, or says
+// that there is none: a baseline whose median is 0 bit/s gives no ratio
+// (compareRates returns 0 for it, which is no measured figure).
+func ratioText(ratio float64, base *measure.Row) string {
+	if base == nil || base.MedianBps == 0 {
+		return "no ratio (the baseline's median is 0 bit/s)"
+	}
+	return fmt.Sprintf("×%.2f", ratio)
+}
+
 // samples returns a row's samples (none for a nil row).
 func samples(r *measure.Row) []float64 {
 	if r == nil {

@@ -129,7 +129,7 @@ func tcpVerdicts(rep *measure.Report) []measure.Verdict {
 		tag := fmt.Sprintf(" [%s, %s]", base, dir)
 		o, ratio := compareRates(udp, tcp, 1.05)
 		out = append(out, newVerdict("TCP transport is slower than UDP (published 115 vs 147 Mbit/s)"+tag, o,
-			"UDP %s vs TCP %s: UDP ×%.2f", mbps(udp), mbps(tcp), ratio))
+			"UDP %s vs TCP %s: UDP %s", mbps(udp), mbps(tcp), ratioText(ratio, tcp)))
 		out = append(out, noDelayVerdict(udp, tcp, nd, tag))
 	}
 	if nets["clean"] && nets["lossy"] {
@@ -149,7 +149,7 @@ func tcpVerdicts(rep *measure.Report) []measure.Verdict {
 func noDelayVerdict(udp, tcp, nd *measure.Row, tag string) measure.Verdict {
 	claim := "tcp-nodelay recovers TCP transport's loss (published 146 vs 115 Mbit/s, UDP 147)" + tag
 	o, ratio := compareRates(nd, tcp, 1.05)
-	why := fmt.Sprintf("TCP + tcp-nodelay %s vs TCP %s: ×%.2f", mbps(nd), mbps(tcp), ratio)
+	why := fmt.Sprintf("TCP + tcp-nodelay %s vs TCP %s: %s", mbps(nd), mbps(tcp), ratioText(ratio, tcp))
 	if udp != nil && nd != nil && udp.MedianBps > 0 {
 		why += fmt.Sprintf("; %.0f%% of UDP %s", 100*nd.MedianBps/udp.MedianBps, mbps(udp))
 	}
@@ -178,7 +178,7 @@ func meltdownVerdict(rep *measure.Report, udp, tcp, nd *measure.Row, dir string)
 		best = nd
 	}
 	o, ratio := compareRates(udp, best, 1.10)
-	why := fmt.Sprintf("UDP %s vs best TCP (%s) %s: UDP ×%.2f", mbps(udp), tcpVariantName(best), mbps(best), ratio)
+	why := fmt.Sprintf("UDP %s vs best TCP (%s) %s: UDP %s", mbps(udp), tcpVariantName(best), mbps(best), ratioText(ratio, best))
 	if routed := row(rep, "lossy", experiment.Routed, dir); routed != nil {
 		why += fmt.Sprintf("; bare path (TCP) %s", mbps(routed))
 	}

@@ -39,6 +39,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"github.com/ovpnperf/ovpnperf/internal/outputfile"
+	"github.com/ovpnperf/ovpnperf/internal/printable"
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster/clusterdoc"
 	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
@@ -449,8 +450,12 @@ func (p *page) finish() (string, error) {
 	if len(p.toc) > 1 {
 		v.TOC = p.toc
 	}
-	out := p.render(pageT, v)
-	return string(out), p.err
+	// The page goes through the filter every text output does: a control
+	// or text-direction character from a document is escaped (\x1b,
+	// \u202e) in a file as on a terminal; html/template escapes markup,
+	// not these.
+	out := printable.String(string(p.render(pageT, v)))
+	return out, p.err
 }
 
 // sortedKeys returns a map's keys in order.

@@ -141,8 +141,12 @@ func Ratios(a, b []float64) Ratio {
 // Enough reports whether the ratio rests on MinSamples pairs.
 func (r Ratio) Enough() bool { return r.N >= MinSamples }
 
-// String is "×1.02 (0.98–1.05, 5 pairs)".
+// String is "×1.02 (0.98–1.05, 5 pairs)", or "no ratio" without a pair
+// (a baseline of 0 bit/s).
 func (r Ratio) String() string {
+	if r.N == 0 {
+		return "no ratio"
+	}
 	kind := "samples"
 	if r.Paired {
 		kind = "pairs"
@@ -211,8 +215,11 @@ func Within(x, baseline []float64, w Window) Judgement {
 	if len(baseline) < MinSamples {
 		return Judgement{Outcome: Noise, Ratio: r, Why: fmt.Sprintf("the baseline has %d valid samples, a comparison needs %d", len(baseline), MinSamples)}
 	}
-	if len(x) < MinSamples || !r.Enough() {
+	if len(x) < MinSamples {
 		return Judgement{Outcome: Noise, Ratio: r, Why: fmt.Sprintf("%d valid samples, a verdict needs %d", len(x), MinSamples)}
+	}
+	if !r.Enough() {
+		return Judgement{Outcome: Noise, Ratio: r, Why: ratioShortfall(baseline, r)}
 	}
 	switch {
 	case r.Lo >= w.Lo && r.Hi <= w.Hi:
@@ -223,6 +230,22 @@ func Within(x, baseline []float64, w Window) Judgement {
 		return Judgement{Outcome: Changed, Ratio: r, Above: true}
 	}
 	return Judgement{Outcome: Noise, Ratio: r, Why: fmt.Sprintf("the ratios spread %.2f–%.2f across the claimed window %s, too wide to resolve it", r.Lo, r.Hi, w)}
+}
+
+// ratioShortfall says why r, taken against baseline, rests on fewer than
+// MinSamples pairs although both sides have enough samples: a ratio to a
+// baseline sample of 0 bit/s is no figure.
+func ratioShortfall(baseline []float64, r Ratio) string {
+	zero := 0
+	for _, b := range baseline {
+		if b <= 0 {
+			zero++
+		}
+	}
+	if zero > 0 {
+		return fmt.Sprintf("%d of the baseline's %d samples are 0 bit/s, and no ratio can be taken to 0: %d ratios, a verdict needs %d", zero, len(baseline), r.N, MinSamples)
+	}
+	return fmt.Sprintf("%d ratios, a verdict needs %d", r.N, MinSamples)
 }
 
 // String is "×0.90–×1.10" or "≥×0.90".

@@ -37,11 +37,11 @@ type Route struct {
 	TxQueueLen int
 }
 
-// RouteTo asks the kernel (`ip route get ADDR`) which device reaches addr.
-// No route is an error.
+// RouteTo asks the kernel (`ip route get ADDR`) which device reaches addr;
+// a zone (fe80::1%eth1) names the device. No route is an error.
 func RouteTo(addr netip.Addr) (Route, error) {
-	// Equivalent to: ip route get ADDR
-	rs, err := netlink.RouteGet(addr.AsSlice())
+	// Equivalent to: ip route get ADDR [oif ZONE]
+	rs, err := netlink.RouteGetWithOptions(addr.AsSlice(), &netlink.RouteGetOptions{Oif: addr.Zone()})
 	if err != nil || len(rs) == 0 {
 		return Route{}, fmt.Errorf("no route to %s: %v", addr, err)
 	}
@@ -61,6 +61,18 @@ func RouteTo(addr netip.Addr) (Route, error) {
 		rt.Kind = "tun"
 	}
 	return rt, nil
+}
+
+// kindName names a link kind as netlink gives it for people: "device" is
+// netlink's word for a link of no particular kind (lo, a physical NIC).
+func kindName(kind string) string {
+	switch kind {
+	case "", "device":
+		return "a network device, not a tun device"
+	case "tuntap":
+		return "a tap device"
+	}
+	return "a " + kind + " device"
 }
 
 // Process is the OpenVPN process that carries a tunnel.
@@ -84,7 +96,7 @@ func FindByTunnel(tunnelAddr, peer netip.Addr) (*Process, error) {
 		return nil, err
 	}
 	if rt.Kind != "tun" {
-		return nil, fmt.Errorf("%s is reached through %s (a %s device): %w", tunnelAddr, rt.Dev, rt.Kind, ErrNotTun)
+		return nil, fmt.Errorf("%s is reached through %s (%s): %w", tunnelAddr, rt.Dev, kindName(rt.Kind), ErrNotTun)
 	}
 	pid, err := tunOwner(rt.Dev)
 	if err != nil {
@@ -151,7 +163,7 @@ func holdsTun(pid int, dev string) bool {
 func Open(pid int, dev string, peer netip.Addr) (*Process, error) {
 	t, err := cpuacct.Read(pid)
 	if err != nil {
-		return nil, fmt.Errorf("--pid %d: no such process", pid)
+		return nil, fmt.Errorf("pid %d: no such process", pid)
 	}
 	p := &Process{Pid: pid, Comm: t.Comm, Tun: dev, startTicks: t.StartTicks}
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
