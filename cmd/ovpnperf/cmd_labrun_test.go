@@ -270,8 +270,15 @@ func TestLabRunLongPaths(t *testing.T) {
 			if !strings.HasPrefix(rep.Host.EmulationBackendWhy, "auto: ") || !strings.Contains(r.stderr, "emulator "+rep.Host.EmulationBackend+" (auto: ") {
 				t.Errorf("backend %s: why %q; stderr:\n%s", rep.Host.EmulationBackend, rep.Host.EmulationBackendWhy, r.stderr)
 			}
+			// Routed and default, up and down.
+			if len(rep.Rows) != 4 {
+				t.Fatalf("%d rows, want routed and default, up and down", len(rep.Rows))
+			}
 			for _, row := range rep.Rows {
 				t.Logf("%s %s: median %.2f Mbit/s samples %v valid %v %s", row.Variant, row.Direction, row.MedianBps/1e6, row.SamplesBps, row.Valid, row.Error)
+				if len(row.Samples) != rep.Scenario.Repeat {
+					t.Errorf("%s %s: %d samples with intervals, want %d", row.Variant, row.Direction, len(row.Samples), rep.Scenario.Repeat)
+				}
 				if !row.Valid || len(row.SamplesBps) != rep.Scenario.Repeat {
 					t.Errorf("%s %s: valid %v with %d of %d samples: %s", row.Variant, row.Direction, row.Valid, len(row.SamplesBps), rep.Scenario.Repeat, row.Error)
 					continue

@@ -241,6 +241,9 @@ func TestMeasureSatellitePath(t *testing.T) {
 		t.Fatalf("%d rows, want outside and tunnel, up and down", len(rep.Rows))
 	}
 	for _, r := range rep.Rows {
+		if len(r.Samples) != 1 {
+			t.Errorf("%s %s: %d samples with intervals and echoes, want 1", r.Variant, r.Direction, len(r.Samples))
+		}
 		if !r.Valid || len(r.SamplesBps) != 1 {
 			t.Errorf("%s %s: valid %v, %d samples: %s (%s)", r.Variant, r.Direction, r.Valid, len(r.SamplesBps), r.Error, timing)
 		}
@@ -399,7 +402,11 @@ func measureBeforeAfterCompare(t *testing.T, b *measureBench) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range append(measure.Findings(rep), measure.Findings(rep2)...) {
+	findings := append(measure.Findings(rep), measure.Findings(rep2)...)
+	if len(findings) == 0 {
+		t.Errorf("no finding in either document: the page has nothing to show")
+	}
+	for _, f := range findings {
 		head, _, _ := strings.Cut(f, ":")
 		if !strings.Contains(string(html), head) && !strings.Contains(string(html), stdhtml.EscapeString(head)) {
 			t.Errorf("the report page lacks the finding %q", head)

@@ -469,6 +469,12 @@ func TestEveryExample(t *testing.T) {
 	}
 	sort.Strings(skipped)
 	t.Logf("ran %d examples; not run (%d):\n  %s", len(done), len(skipped), strings.Join(skipped, "\n  "))
+	// Every rule that does not skip names an example the help or the
+	// docs have (TestExampleRulesComplete checks the other way): each
+	// of them ran.
+	if want := len(exampleRules) - len(skipped); len(done) != want {
+		t.Errorf("ran %d examples, the rules name %d to run", len(done), want)
+	}
 }
 
 // runExample runs one example line with sh in dir, with a 2-minute limit.
