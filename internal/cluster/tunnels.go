@@ -53,6 +53,11 @@ type TunnelsOptions struct {
 	// instances (`cluster serve --one-port`); a tunnel is in the route only
 	// once it reached an instance no other tunnel in the route has.
 	Distinct bool
+	// NoHostNAT leaves out the source NAT of the packets this host
+	// sends itself (hostnat.go): then they work only on the tunnel whose
+	// address they carry, and the namespace has no connection tracking
+	// of connect's.
+	NoHostNAT bool
 	// Program is the ovpnperf binary OpenVPN runs as its route-up hook
 	// when Routes is empty (default: this process's executable).
 	Program string
@@ -147,6 +152,26 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 		devs = append(devs, t.dev)
 		if err := st.record(Resource{Kind: KindLink, Name: t.dev}); err != nil {
 			return err
+		}
+	}
+	// Source NAT of this host's own packets (hostnat.go), a chain per
+	// family, each recorded before it is made.
+	var nat *hostNAT
+	natErr := "" // the last error of nat.sync, said once
+	if !o.NoHostNAT {
+		nat = &hostNAT{chain: hostNATChain(id), cur: map[string]string{}, run: inNs}
+		for _, f := range natFamilies {
+			if err := ProbeNAT(ctx, "", f.tool); err != nil {
+				fmt.Fprintf(o.Log, "ovpnperf: no %s source NAT here (%v): the %s packets this host sends itself get through only on the tunnel whose address they carry; a site's packets are not affected\n",
+					f.tool, strings.ReplaceAll(err.Error(), "\n", " "), f.family)
+				continue
+			}
+			if err := st.record(Resource{Kind: KindNATChain, Name: nat.chain, Detail: f.family}); err != nil {
+				return err
+			}
+			if err := nat.create(ctx, f.tool); err != nil {
+				return err
+			}
 		}
 	}
 	// One multipath route per address family (a route takes nexthops of
@@ -279,6 +304,19 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 		if pushed && mps == nil {
 			if err := installPushed(ctx, o.Log, tuns, install); err != nil {
 				return err
+			}
+		}
+		if nat != nil {
+			// Before the route takes a tunnel, its rules are in place.
+			a4, a6 := tunAddrs(devs)
+			if changed, err := nat.sync(ctx, devs, a4, a6); err != nil {
+				if err.Error() != natErr {
+					fmt.Fprintf(o.Log, "ovpnperf: host nat: %v\n", err)
+				}
+				natErr = err.Error()
+			} else if changed {
+				natErr = ""
+				fmt.Fprintf(o.Log, "ovpnperf: host nat (%s): [%s]\n", nat.chain, nat.describe())
 			}
 		}
 		for _, mp := range mps {
