@@ -404,7 +404,10 @@ func checkRoutesFree(ctx context.Context, ps []netip.Prefix) error {
 // next instance in turn, or another hash). Of two tunnels on one instance
 // the one that came up first is ended: the instance (without duplicate-cn)
 // dropped its session when the second one, with the same certificate,
-// connected, though its client still says CONNECTED.
+// connected, though its client still says CONNECTED. Two seen up in the
+// same check (TunnelInterval) are both ended: which one the instance kept
+// is not known here, and keeping the dropped one would leave a tunnel in
+// the route that carries nothing until its keepalive gives up.
 //
 // Equivalent to: ip -o -4 addr show dev TUN
 func distinctInstances(ctx context.Context, log io.Writer, tuns []*tunnel) {
@@ -425,15 +428,31 @@ func distinctInstances(ctx context.Context, log io.Writer, tuns []*tunnel) {
 			}
 		}
 	}
+	end := func(t *tunnel) {
+		t.up, t.subnet = false, netip.Prefix{}
+		_ = t.cmd.Process.Signal(syscall.SIGTERM)
+	}
 	for _, t := range tuns {
 		for _, o := range tuns {
-			if o == t || !t.up || !o.up || !t.subnet.IsValid() || o.subnet != t.subnet || t.upSince.After(o.upSince) {
+			if o == t || !t.up || !o.up || !t.subnet.IsValid() || o.subnet != t.subnet {
 				continue
 			}
-			// t came up first (or at the same time as o): end it.
-			fmt.Fprintf(log, "ovpnperf: tunnels t%d and t%d reached one instance (pool slice %s): t%d reconnects from another source port\n", t.i, o.i, t.subnet, t.i)
-			t.up, t.subnet = false, netip.Prefix{}
-			_ = t.cmd.Process.Signal(syscall.SIGTERM)
+			switch d := o.upSince.Sub(t.upSince); {
+			case d > TunnelInterval:
+				// t came up a check or more before o: the instance
+				// dropped t's session when o's arrived. End it.
+				fmt.Fprintf(log, "ovpnperf: tunnels t%d and t%d reached one instance (pool slice %s): t%d reconnects from another source port\n", t.i, o.i, t.subnet, t.i)
+				end(t)
+			case d >= -TunnelInterval:
+				// Both were seen up in one check: which session the
+				// instance kept (the later one) is not known here, and
+				// ending the wrong one would leave a tunnel in the route
+				// whose session the instance dropped, until its
+				// keepalive gives up. Both reconnect.
+				fmt.Fprintf(log, "ovpnperf: tunnels t%d and t%d reached one instance (pool slice %s) within one check: both reconnect from other source ports\n", t.i, o.i, t.subnet)
+				end(t)
+				end(o)
+			}
 		}
 	}
 }
