@@ -213,7 +213,7 @@ func TestConnectEveryFlow(t *testing.T) {
 	for _, dev := range devs {
 		p := filepath.Join(tl.dir, dev+".pcap")
 		pcaps[dev] = p
-		cp, err := l.Start(ctx, lab.Client, p+".log", "tcpdump", "-i", dev, "-n", "-s", "96", "-U", "-w", p, "udp", "port", "7")
+		cp, err := l.Start(ctx, lab.Client, p+".log", "tcpdump", "-i", dev, "-n", "-s", "96", "--immediate-mode", "-U", "-w", p, "udp", "port", "7")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +269,8 @@ func TestConnectEveryFlow(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
+	// The last datagrams reach the files before tcpdump stops.
+	time.Sleep(1500 * time.Millisecond)
 	for _, cp := range caps {
 		_ = cp.Stop()
 	}
