@@ -404,9 +404,10 @@ func TestConnectPushedRoutes(t *testing.T) {
 // by hand it happened 5 times: twice connect reconnected the older tunnel
 // and both then worked; once both tunnels were seen up in the same check,
 // connect ended the session the instance had kept, and a ping through the
-// other tunnel failed (both are reconnected now); twice the instance
-// dropped one tunnel's session before that tunnel was CONNECTED, and it
-// waited for a push reply until OpenVPN gave up (60 s).
+// other tunnel failed (both are reconnected now; in 8 more runs no ping
+// failed); twice the instance dropped one tunnel's session before that
+// tunnel was CONNECTED, and it waited for a push reply until OpenVPN gave
+// up (60 s), which still happens (docs/cluster.md).
 func TestConnectOnePortTunnels(t *testing.T) {
 	testenv.RequirePrograms(t, "openvpn")
 	tl := newTunnelsLab(t, cluster.Options{Instances: 2, Protos: []string{"udp"}, PortBase: 1195, CPUs: []int{0, 1}, OnePort: 1194})
