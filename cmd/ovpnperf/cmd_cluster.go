@@ -108,6 +108,7 @@ type clusterConnectOptions struct {
 	tunnels              int
 	routes               []string
 	onePort              string
+	hostNAT              bool
 }
 
 func newClusterConnectCommand() *cobra.Command {
@@ -138,6 +139,13 @@ lets your config's scripts run) and installs none itself. A network this host
 routes already is not taken over. A tunnel whose keepalive gives up leaves the
 route and comes back when it reconnects. The server routes the client's own
 networks back with ` + "`cluster serve --site CIDR=CN`" + `.
+The packets this host sends itself carry one tunnel's address whichever
+tunnel the hash picks, and an instance drops a source it did not give out:
+connect rewrites, on each tunnel, the source of those that carry another
+tunnel's address to its own (iptables and ip6tables nat, chain
+ovpnperf-ID-hostnat; a site's addresses are never rewritten). That brings
+connection tracking into the namespace; --host-nat=false leaves it out, and
+then only the site's flows work on every tunnel.
 
 Everything connect changes is first recorded in /run/ovpnperf/connect/ID
 (0600) and undone on exit, Ctrl-C or SIGTERM; after a crash or SIGKILL,
@@ -163,6 +171,7 @@ Everything connect changes is first recorded in /run/ovpnperf/connect/ID
 	c.Flags().BoolVar(&o.reconnect, "reconnect", false, "stay openvpn's parent: when it gives up on a server, ask the dispatchers again")
 	intFlag(c.Flags(), &o.tunnels, "tunnels", "", 1, 1, 16, "open this many tunnels to distinct instances, one multipath route over them (1–16)")
 	c.Flags().StringVar(&o.onePort, "one-port", "", "HOST:PORT, the one-port address of a cluster (serve --one-port): open the --tunnels there instead of asking a dispatcher, each from its own source port; a tunnel that reached an instance another one has reconnects")
+	c.Flags().BoolVar(&o.hostNAT, "host-nat", true, "with --tunnels: rewrite the source of the packets this host sends through a tunnel with another tunnel's address (iptables/ip6tables nat); false: only a site's flows work on every tunnel")
 	c.Flags().StringArrayVar(&o.routes, "route", nil, "a network CIDR of the server side routed over the tunnels (repeatable; default with --tunnels N>1: the networks the server pushes; with --tunnels 1 runs one tunnel the same way)")
 	return c
 }
@@ -368,7 +377,7 @@ func runClusterOnePortTunnels(ctx context.Context, stderr io.Writer, disp, extra
 	for range o.tunnels {
 		got = append(got, cluster.Reply{Instance: "one-port", Remote: host, Port: pn, Proto: o.proto})
 	}
-	return cluster.RunTunnels(ctx, cluster.TunnelsOptions{Assigned: got, Routes: routes, Extra: extra, Log: stderr, Distinct: true})
+	return cluster.RunTunnels(ctx, cluster.TunnelsOptions{Assigned: got, Routes: routes, Extra: extra, Log: stderr, Distinct: true, NoHostNAT: !o.hostNAT})
 }
 
 // runClusterTunnels asks for o.tunnels distinct instances (each request
@@ -403,5 +412,5 @@ func runClusterTunnels(ctx context.Context, stderr io.Writer, disp, extra []stri
 		got = append(got, r)
 		names = append(names, r.Instance)
 	}
-	return cluster.RunTunnels(ctx, cluster.TunnelsOptions{Assigned: got, Routes: routes, Extra: extra, Log: stderr})
+	return cluster.RunTunnels(ctx, cluster.TunnelsOptions{Assigned: got, Routes: routes, Extra: extra, Log: stderr, NoHostNAT: !o.hostNAT})
 }

@@ -61,6 +61,8 @@ func TestCleanLeavesWhatItDidNotMake(t *testing.T) {
 		{Kind: cluster.KindSysctl, Name: "net.ipv4.ip_forward", Detail: forward},
 		{Kind: cluster.KindChain, Name: "ovpnperf-ffff-udp", Detail: "udp 1194"},
 		{Kind: cluster.KindLink, Name: "lo"},
+		{Kind: cluster.KindNATChain, Name: "ovpnperf-ffff-hostnat", Detail: "ipv4"},
+		{Kind: cluster.KindNATChain, Name: "ovpnperf-" + id + "-hostnat", Detail: "-t filter"},
 	}}
 	if err := os.MkdirAll(cluster.Dir(id), 0o700); err != nil {
 		t.Fatal(err)
@@ -74,7 +76,8 @@ func TestCleanLeavesWhatItDidNotMake(t *testing.T) {
 		t.Fatal("clean of a forged state file: no error")
 	}
 	for _, want := range []string{"process " + strconv.Itoa(untimed) + " without its start time", `sysctl "kernel.core_pattern"`,
-		`sysctl "net.ipv4.ip_forward" = "1\nkernel.core_patter"`, `iptables chain "ovpnperf-ffff-udp"`, `link "lo"`} {
+		`sysctl "net.ipv4.ip_forward" = "1\nkernel.core_patter"`, `iptables chain "ovpnperf-ffff-udp"`, `link "lo"`,
+		`nat chain "ovpnperf-ffff-hostnat"`, `nat chain "ovpnperf-` + id + `-hostnat" ("-t filter")`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("clean's error does not name %s:\n%v", want, err)
 		}

@@ -103,8 +103,8 @@ func checkRestored(t *testing.T, l *lab.Lab, before map[string]string, how strin
 }
 
 // clientSnapshot is what of the client namespace connect may change: its
-// routes (both families, every table), nexthops, devices and the multipath
-// hash sysctls.
+// routes (both families, every table), nexthops, devices, the multipath
+// hash sysctls and the nat rules of both families.
 func clientSnapshot(t *testing.T, l *lab.Lab) map[string]string {
 	ctx := context.Background()
 	links := strings.Split(nsOut(t, ctx, l, lab.Client, "ip", "-o", "link", "show"), "\n")
@@ -121,6 +121,8 @@ func clientSnapshot(t *testing.T, l *lab.Lab) map[string]string {
 		"nexthops": nsOut(t, ctx, l, lab.Client, "ip", "nexthop", "show"),
 		"links":    strings.Join(names, " "),
 		"sysctls":  nsOut(t, ctx, l, lab.Client, "sysctl", "-n", cluster.MultipathHashSysctls[0], cluster.MultipathHashSysctls[1]),
+		"nat":      nsOut(t, ctx, l, lab.Client, "iptables", "-w", "-t", "nat", "-S"),
+		"nat6":     nsOut(t, ctx, l, lab.Client, "ip6tables", "-w", "-t", "nat", "-S"),
 	}
 }
 
@@ -201,8 +203,8 @@ func TestConnectKilledClean(t *testing.T) {
 			ovpns = append(ovpns, r)
 		}
 	}
-	if len(ovpns) != 2 || kinds[cluster.KindLink] != 2 || kinds[cluster.KindMultipath] != 1 || kinds[cluster.KindSysctl] != 2 {
-		t.Fatalf("state file lists %v, want 2 processes, 2 links, 1 multipath, 2 sysctls: %+v", kinds, st.Resources)
+	if len(ovpns) != 2 || kinds[cluster.KindLink] != 2 || kinds[cluster.KindMultipath] != 1 || kinds[cluster.KindSysctl] != 2 || kinds[cluster.KindNATChain] != 2 {
+		t.Fatalf("state file lists %v, want 2 processes, 2 links, 1 multipath, 2 sysctls, 2 nat chains: %+v", kinds, st.Resources)
 	}
 	for _, r := range ovpns {
 		if !runner.Alive(r.Pid, r.StartTicks) {
@@ -229,6 +231,11 @@ func TestConnectKilledClean(t *testing.T) {
 	}
 	if left["nexthops"] == before["nexthops"] {
 		t.Errorf("after SIGKILL: no nexthop of connect's left:\n%s", left["nexthops"])
+	}
+	for _, k := range []string{"nat", "nat6"} {
+		if !strings.Contains(left[k], "-j ovpnperf-"+st.ID+"-hostnat") {
+			t.Errorf("after SIGKILL: %s: no jump to connect's chain left:\n%s", k, left[k])
+		}
 	}
 	if left["sysctls"] == before["sysctls"] || left["sysctls"] != "1\n1" {
 		t.Errorf("after SIGKILL: sysctls %q, want 1 and 1 (were %q)", left["sysctls"], before["sysctls"])
@@ -309,7 +316,8 @@ func TestConnectKilledClean(t *testing.T) {
 
 // TestConnectPushedRoutes: without --route, `cluster connect --tunnels 2`
 // spreads the networks the server pushes (an IPv4 route and an IPv6 one)
-// over both tunnels; pings to the server's site reach it both ways; Ctrl-C
+// over both tunnels; pings from the client host to the server's site reach
+// it in both families under three explicit multipath hash seeds; Ctrl-C
 // leaves the client namespace as it was.
 func TestConnectPushedRoutes(t *testing.T) {
 	testenv.RequirePrograms(t, "openvpn")
@@ -367,9 +375,16 @@ func TestConnectPushedRoutes(t *testing.T) {
 	if !strings.Contains(connLog(), "routes pushed to t") {
 		t.Errorf("connect did not say which routes were pushed:\n%s", connLog())
 	}
-	for _, dst := range []string{serverHost, host6} {
-		if out, err := l.Command(ctx, lab.Client, "ping", "-c", "2", "-W", "2", dst).CombinedOutput(); err != nil {
-			t.Errorf("ping %s over the pushed route: %v\n%s", dst, err, out)
+	// Under several explicit hash seeds (the boot's own one is random),
+	// so that the tunnel a ping takes differs from the one whose address
+	// it carries at least once, whatever this machine's hash.
+	for _, seed := range []uint32{1, 0x5eed, 0xdeadbeef} {
+		setHashSeed(t, ctx, l, lab.Client, seed)
+		for _, dst := range []string{serverHost, host6} {
+			rg, _ := l.Command(ctx, lab.Client, "ip", "route", "get", dst).CombinedOutput()
+			if out, err := l.Command(ctx, lab.Client, "ping", "-c", "2", "-i", "0.2", "-W", "2", dst).CombinedOutput(); err != nil {
+				t.Errorf("seed %#x: ping %s over the pushed route (%s): %v\n%s", seed, dst, strings.TrimSpace(string(rg)), err, out)
+			}
 		}
 	}
 	interruptConnect(t, conn, connLog)
@@ -383,11 +398,16 @@ func TestConnectPushedRoutes(t *testing.T) {
 // the server's site, and SIGTERM leaves the client namespace as it was.
 //
 // Not here: hash spreading (--spread hash), where two source ports land on
-// one instance in about half the runs and connect reconnects one tunnel
-// from another port. In 14 runs the tunnels ended on distinct instances
-// every time, but in 1 of the (at least 5) runs with a reconnection a ping
-// through one tunnel then failed; the cause is not found yet, so the case
-// is not a test.
+// one instance in about half the runs and connect reconnects a tunnel from
+// another port. Whether they collide depends on random source ports and a
+// random HMARK seed, so no test can make it happen on demand. In 10 runs
+// by hand it happened 5 times: twice connect reconnected the older tunnel
+// and both then worked; once both tunnels were seen up in the same check,
+// connect ended the session the instance had kept, and a ping through the
+// other tunnel failed (both are reconnected now; in 8 more runs no ping
+// failed); twice the instance dropped one tunnel's session before that
+// tunnel was CONNECTED, and it waited for a push reply until OpenVPN gave
+// up (60 s), which still happens (docs/cluster.md).
 func TestConnectOnePortTunnels(t *testing.T) {
 	testenv.RequirePrograms(t, "openvpn")
 	tl := newTunnelsLab(t, cluster.Options{Instances: 2, Protos: []string{"udp"}, PortBase: 1195, CPUs: []int{0, 1}, OnePort: 1194})
@@ -428,6 +448,15 @@ func TestConnectOnePortTunnels(t *testing.T) {
 		}
 		if out, err := l.Command(ctx, lab.Client, "ping", "-c", "2", "-W", "2", "-I", dev, serverHost).CombinedOutput(); err != nil {
 			t.Errorf("ping %s through %s: %v\n%s\nconnect:\n%s", serverHost, dev, err, out, grepOvpnperf(connLog()))
+		}
+	}
+	// Pings from the client host that the multipath route sends, under
+	// explicit hash seeds: whichever tunnel the hash picks, they get
+	// through (connect rewrites the other tunnel's source address).
+	for _, seed := range []uint32{1, 0x5eed, 0xdeadbeef} {
+		setHashSeed(t, ctx, l, lab.Client, seed)
+		if out, err := l.Command(ctx, lab.Client, "ping", "-c", "2", "-i", "0.2", "-W", "2", serverHost).CombinedOutput(); err != nil {
+			t.Errorf("seed %#x: ping %s over the route: %v\n%s\nconnect:\n%s", seed, serverHost, err, out, grepOvpnperf(connLog()))
 		}
 	}
 	t.Logf("tunnels %v on pool slices %v", devs, subnets)

@@ -6,6 +6,7 @@ package cluster
 //
 //	sysctl   fib_multipath_hash_policy (IPv4, IPv6) and the value before
 //	link     each tun device ovpnperf<ID>t<i>        (before its openvpn starts)
+//	nat-chain the nat chain ovpnperf-ID-hostnat of each family (hostnat.go)
 //	multipath the nexthop group, its members and the routes over it
 //	process  each openvpn (pid and start time, once it runs)
 //
@@ -13,7 +14,8 @@ package cluster
 // One that was killed (SIGKILL, a crash) leaves it to `cluster clean`, which
 // stops only the processes whose pid and start time still match, deletes
 // only the devices, nexthops and routes listed (a route only where it still
-// points at the run's nexthop group), and writes back the old sysctl values.
+// points at the run's nexthop group) and the run's own nat chains with
+// their jumps, and writes back the old sysctl values.
 //
 // The run also records the network namespace it ran in (connect is usually
 // started with `ip netns exec`): its name under /run/netns and its inode, so

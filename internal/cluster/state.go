@@ -329,6 +329,8 @@ func removeResource(ctx context.Context, id, dir string, r Resource) error {
 		return removeMultipathResource(ctx, r)
 	case KindLink:
 		return removeLink(ctx, r)
+	case KindNATChain:
+		return deleteNATChain(ctx, r)
 	}
 	return nil
 }
@@ -361,6 +363,10 @@ func notOurs(id, dir string, r Resource) string {
 	case KindLink:
 		if !strings.HasPrefix(r.Name, "ovpnperf"+id+"t") {
 			return fmt.Sprintf("link %q", r.Name)
+		}
+	case KindNATChain:
+		if _, ok := natTool(r.Detail); !ok || r.Name != hostNATChain(id) {
+			return fmt.Sprintf("nat chain %q (%.20q)", r.Name, r.Detail)
 		}
 	}
 	return ""

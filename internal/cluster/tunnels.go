@@ -53,6 +53,11 @@ type TunnelsOptions struct {
 	// instances (`cluster serve --one-port`); a tunnel is in the route only
 	// once it reached an instance no other tunnel in the route has.
 	Distinct bool
+	// NoHostNAT leaves out the source NAT of the packets this host
+	// sends itself (hostnat.go): then they work only on the tunnel whose
+	// address they carry, and the namespace has no connection tracking
+	// of connect's.
+	NoHostNAT bool
 	// Program is the ovpnperf binary OpenVPN runs as its route-up hook
 	// when Routes is empty (default: this process's executable).
 	Program string
@@ -147,6 +152,26 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 		devs = append(devs, t.dev)
 		if err := st.record(Resource{Kind: KindLink, Name: t.dev}); err != nil {
 			return err
+		}
+	}
+	// Source NAT of this host's own packets (hostnat.go), a chain per
+	// family, each recorded before it is made.
+	var nat *hostNAT
+	natErr := "" // the last error of nat.sync, said once
+	if !o.NoHostNAT {
+		nat = &hostNAT{chain: hostNATChain(id), cur: map[string]string{}, run: inNs}
+		for _, f := range natFamilies {
+			if err := ProbeNAT(ctx, "", f.tool); err != nil {
+				fmt.Fprintf(o.Log, "ovpnperf: no %s source NAT here (%v): the %s packets this host sends itself get through only on the tunnel whose address they carry; a site's packets are not affected\n",
+					f.tool, strings.ReplaceAll(err.Error(), "\n", " "), f.family)
+				continue
+			}
+			if err := st.record(Resource{Kind: KindNATChain, Name: nat.chain, Detail: f.family}); err != nil {
+				return err
+			}
+			if err := nat.create(ctx, f.tool); err != nil {
+				return err
+			}
 		}
 	}
 	// One multipath route per address family (a route takes nexthops of
@@ -281,6 +306,19 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 				return err
 			}
 		}
+		if nat != nil {
+			// Before the route takes a tunnel, its rules are in place.
+			a4, a6 := tunAddrs(devs)
+			if changed, err := nat.sync(ctx, devs, a4, a6); err != nil {
+				if err.Error() != natErr {
+					fmt.Fprintf(o.Log, "ovpnperf: host nat: %v\n", err)
+				}
+				natErr = err.Error()
+			} else if changed {
+				natErr = ""
+				fmt.Fprintf(o.Log, "ovpnperf: host nat (%s): [%s]\n", nat.chain, nat.describe())
+			}
+		}
 		for _, mp := range mps {
 			if changed, err := mp.Set(ctx, up); err != nil {
 				fmt.Fprintf(o.Log, "ovpnperf: route: %v\n", err)
@@ -366,7 +404,10 @@ func checkRoutesFree(ctx context.Context, ps []netip.Prefix) error {
 // next instance in turn, or another hash). Of two tunnels on one instance
 // the one that came up first is ended: the instance (without duplicate-cn)
 // dropped its session when the second one, with the same certificate,
-// connected, though its client still says CONNECTED.
+// connected, though its client still says CONNECTED. Two seen up in the
+// same check (TunnelInterval) are both ended: which one the instance kept
+// is not known here, and keeping the dropped one would leave a tunnel in
+// the route that carries nothing until its keepalive gives up.
 //
 // Equivalent to: ip -o -4 addr show dev TUN
 func distinctInstances(ctx context.Context, log io.Writer, tuns []*tunnel) {
@@ -387,15 +428,31 @@ func distinctInstances(ctx context.Context, log io.Writer, tuns []*tunnel) {
 			}
 		}
 	}
+	end := func(t *tunnel) {
+		t.up, t.subnet = false, netip.Prefix{}
+		_ = t.cmd.Process.Signal(syscall.SIGTERM)
+	}
 	for _, t := range tuns {
 		for _, o := range tuns {
-			if o == t || !t.up || !o.up || !t.subnet.IsValid() || o.subnet != t.subnet || t.upSince.After(o.upSince) {
+			if o == t || !t.up || !o.up || !t.subnet.IsValid() || o.subnet != t.subnet {
 				continue
 			}
-			// t came up first (or at the same time as o): end it.
-			fmt.Fprintf(log, "ovpnperf: tunnels t%d and t%d reached one instance (pool slice %s): t%d reconnects from another source port\n", t.i, o.i, t.subnet, t.i)
-			t.up, t.subnet = false, netip.Prefix{}
-			_ = t.cmd.Process.Signal(syscall.SIGTERM)
+			switch d := o.upSince.Sub(t.upSince); {
+			case d > TunnelInterval:
+				// t came up a check or more before o: the instance
+				// dropped t's session when o's arrived. End it.
+				fmt.Fprintf(log, "ovpnperf: tunnels t%d and t%d reached one instance (pool slice %s): t%d reconnects from another source port\n", t.i, o.i, t.subnet, t.i)
+				end(t)
+			case d >= -TunnelInterval:
+				// Both were seen up in one check: which session the
+				// instance kept (the later one) is not known here, and
+				// ending the wrong one would leave a tunnel in the route
+				// whose session the instance dropped, until its
+				// keepalive gives up. Both reconnect.
+				fmt.Fprintf(log, "ovpnperf: tunnels t%d and t%d reached one instance (pool slice %s) within one check: both reconnect from other source ports\n", t.i, o.i, t.subnet)
+				end(t)
+				end(o)
+			}
 		}
 	}
 }

@@ -23,6 +23,8 @@ import (
 var (
 	benchTunnels = flag.String("cluster.tunnels", "1,2", "tunnel counts of one client to compare (BenchmarkTunnels)")
 	benchFlows   = flag.Int("cluster.flows", 8, "parallel iperf3 TCP flows (BenchmarkTunnels)")
+	benchHostNAT = flag.String("cluster.hostnat", "on", "connect's source NAT of the host's own packets: on, off, or both in one run (on,off) (BenchmarkTunnels)")
+	benchFrom    = flag.String("cluster.from", "site", "where the flows start: site (a site address on the client, bound), host (the address the kernel picks), or both (site,host) (BenchmarkTunnels)")
 )
 
 // BenchmarkTunnels is must-show 3 of multi-tunnel clients: one client
@@ -43,13 +45,25 @@ func BenchmarkTunnels(b *testing.B) {
 		if err != nil || n < 1 {
 			b.Fatalf("-cluster.tunnels %q", *benchTunnels)
 		}
-		b.Run(fmt.Sprintf("tunnels=%d/flows=%d", n, *benchFlows), func(b *testing.B) {
-			for range b.N {
-				mbit, cpuPerGB := tunnelsOnce(b, n, *benchFlows, *benchSeconds)
-				b.ReportMetric(mbit, "Mbit/s")
-				b.ReportMetric(cpuPerGB, "CPU-s/GB")
+		for _, nat := range strings.Split(*benchHostNAT, ",") {
+			for _, from := range strings.Split(*benchFrom, ",") {
+				if (nat != "on" && nat != "off") || (from != "site" && from != "host") {
+					b.Fatalf("-cluster.hostnat %q -cluster.from %q", *benchHostNAT, *benchFrom)
+				}
+				if nat == "off" && from == "host" && n > 1 {
+					// Without it, the host's flows that the hash sends
+					// down another tunnel than their address's are dropped.
+					continue
+				}
+				b.Run(fmt.Sprintf("tunnels=%d/flows=%d/hostnat=%s/from=%s", n, *benchFlows, nat, from), func(b *testing.B) {
+					for range b.N {
+						mbit, cpuPerGB := tunnelsOnce(b, n, *benchFlows, *benchSeconds, nat == "on", from == "host")
+						b.ReportMetric(mbit, "Mbit/s")
+						b.ReportMetric(cpuPerGB, "CPU-s/GB")
+					}
+				})
 			}
-		})
+		}
 	}
 }
 
@@ -96,7 +110,12 @@ func clientOpenVPNs() map[string]int {
 	return out
 }
 
-func tunnelsOnce(b *testing.B, tunnels, flows, seconds int) (mbit, cpuPerGB float64) {
+// tunnelsOnce runs one client over tunnels tunnels; hostNAT is connect's
+// --host-nat, fromHost makes the flows the host's own (no -B). The flows'
+// ports are fixed (--cport) and the client's hash seed is one that puts
+// as many of the site's flows on each tunnel (balancedSeed), so that runs
+// compare the same split.
+func tunnelsOnce(b *testing.B, tunnels, flows, seconds int, hostNAT, fromHost bool) (mbit, cpuPerGB float64) {
 	b.Logf("load average before: %s", loadavg())
 	l := labtest.New(b, lab.Path{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds+120)*time.Second)
@@ -127,7 +146,8 @@ func tunnelsOnce(b *testing.B, tunnels, flows, seconds int) (mbit, cpuPerGB floa
 		b.Fatal(err)
 	}
 	conn, err := l.Start(ctx, lab.Client, filepath.Join(dir, "connect.log"), os.Getenv("OVPNPERF_TEST_BINARY"), "cluster", "connect", dl.Addr().String(),
-		"--ca", pki.CACert(), "--cert", pki.ClientCert(), "--key", pki.ClientKey(), "--tunnels", strconv.Itoa(tunnels), "--route", serverSite.String(), "--", "--config", conf)
+		"--ca", pki.CACert(), "--cert", pki.ClientCert(), "--key", pki.ClientKey(), "--tunnels", strconv.Itoa(tunnels), "--route", serverSite.String(),
+		"--host-nat="+strconv.FormatBool(hostNAT), "--", "--config", conf)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -141,6 +161,13 @@ func tunnelsOnce(b *testing.B, tunnels, flows, seconds int) (mbit, cpuPerGB floa
 			b.Fatalf("%d tunnels not up", tunnels)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	const cport = 42000
+	if tunnels == 2 && flows%2 == 0 {
+		seed, _ := balancedSeedN(b, ctx, l, lab.Client, []int{cport}, flows, func(port int) string {
+			return routeDev(b, ctx, l, lab.Client, clientHost, serverHost, port, 5201)
+		})
+		b.Logf("client hash seed %d: the site's flows %d/%d over the tunnels", seed, flows/2, flows/2)
 	}
 	srv, err := l.Start(ctx, lab.Server, "", "iperf3", "-s", "-1", "-B", serverHost)
 	if err != nil {
@@ -156,7 +183,16 @@ func tunnelsOnce(b *testing.B, tunnels, flows, seconds int) (mbit, cpuPerGB floa
 	for dev, pid := range clients {
 		cpu0[dev] = procCPU(pid)
 	}
-	out, err := l.Command(ctx, lab.Client, "iperf3", "-c", serverHost, "-B", clientHost, "-P", strconv.Itoa(flows), "-t", strconv.Itoa(seconds), "-J").Output()
+	argv := []string{"iperf3", "-c", serverHost, "-P", strconv.Itoa(flows), "-t", strconv.Itoa(seconds), "--cport", strconv.Itoa(cport), "-J"}
+	if !fromHost {
+		argv = append(argv, "-B", clientHost)
+	}
+	devs := tunDevs(b, ctx, l)
+	tx0 := map[string]int64{}
+	for _, dev := range devs {
+		tx0[dev] = devBytes(b, ctx, l, dev, "tx_bytes")
+	}
+	out, err := l.Command(ctx, lab.Client, argv...).Output()
 	if err != nil {
 		b.Fatalf("iperf3: %v\n%s", err, out)
 	}
@@ -174,6 +210,11 @@ func tunnelsOnce(b *testing.B, tunnels, flows, seconds int) (mbit, cpuPerGB floa
 	if err := json.Unmarshal(out, &j); err != nil {
 		b.Fatal(err)
 	}
+	var txSplit []string
+	for _, dev := range devs {
+		txSplit = append(txSplit, fmt.Sprintf("%s %d MB", dev[len(dev)-2:], (devBytes(b, ctx, l, dev, "tx_bytes")-tx0[dev])/1e6))
+	}
+	b.Logf("bytes sent per tunnel: %s", strings.Join(txSplit, ", "))
 	time.Sleep(2 * cluster.DefaultTiming().PollInterval)
 	var split []string
 	total := 0.0
@@ -193,8 +234,8 @@ func tunnelsOnce(b *testing.B, tunnels, flows, seconds int) (mbit, cpuPerGB floa
 	bytes := j.End.SumReceived.Bytes
 	mbit = bytes * 8 / float64(seconds) / 1e6
 	cpuPerGB = total / (bytes / 1e9)
-	b.Logf("%d tunnels, %d flows, %d s: %.0f Mbit/s aggregate, %.1f CPU-s/GB of the OpenVPN processes (%.1f s); CPU split over %d s on %s CPUs: %s",
-		tunnels, flows, seconds, mbit, cpuPerGB, total, seconds, strings.TrimSpace(readFile("/sys/devices/system/cpu/online")), strings.Join(split, ", "))
+	b.Logf("host nat %v, flows from the host %v: %d tunnels, %d flows, %d s: %.0f Mbit/s aggregate, %.1f CPU-s/GB of the OpenVPN processes (%.1f s); CPU split over %d s on %s CPUs: %s",
+		hostNAT, fromHost, tunnels, flows, seconds, mbit, cpuPerGB, total, seconds, strings.TrimSpace(readFile("/sys/devices/system/cpu/online")), strings.Join(split, ", "))
 	b.Logf("load average after: %s", loadavg())
 	return mbit, cpuPerGB
 }

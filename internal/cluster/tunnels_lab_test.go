@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -139,8 +140,9 @@ type iperfStreams struct {
 // `cluster connect --tunnels 2 --route` in the client namespace.
 //   - iperf3 -P 8 from the client's site to the server's and back (-R):
 //     each tunnel carries ≥ 20 % of the bytes in each direction; each flow's
-//     packets of one direction cross one tunnel only (captures on both tun
-//     devices); ping through each tunnel reaches the server's site.
+//     packets of one direction cross one tunnel only, the one the kernel's
+//     hash names (captures on both tun devices); ping through each tunnel
+//     reaches the server's site.
 //   - kill -9 of instance u1 during a run: the flows on the other tunnel
 //     have no 1-s interval below half their median; the dead tunnel leaves
 //     the client's route within its keepalive timeout (ping-restart 4 s
@@ -148,9 +150,11 @@ type iperfStreams struct {
 //   - after connect ends and the cluster stops: no tun device, nexthop or
 //     route left; the multipath sysctls are as before in both namespaces.
 //
-// With 8 flows hashed over 2 tunnels, a split worse than 20/80 happens by
-// chance (about 7 % of runs by the binomial; more if the flows' rates
-// differ): a failure of that check alone says so.
+// The flows' ports are fixed and each namespace's multipath hash seed is
+// chosen (the first from 1 up) so that the kernel's own answer (ip route
+// get) puts 4 of the 8 flows of each run on each tunnel; every flow must
+// then cross the tunnel the kernel named. Nothing depends on the boot's
+// random seed or on ephemeral ports.
 func TestTunnelsMultipath(t *testing.T) {
 	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3", "tcpdump")
@@ -264,81 +268,98 @@ func TestTunnelsMultipath(t *testing.T) {
 		return r
 	}
 
+	// Which tunnel each flow takes is the kernel's hash of its addresses
+	// and ports: the flows' ports are fixed (--cport, one port per
+	// stream), and each namespace's hash seed is the first from 1 up
+	// under which the kernel itself (ip route get) puts half of each
+	// run's flows on each tunnel, the client's for the flows to the
+	// server, the server's for those back. The split is then the same on
+	// every machine and boot, and the test checks that every flow took
+	// the tunnel the kernel named.
+	const fwdPort, revPort, killPort = 41000, 41100, 41200
+	serverDev := map[string]string{} // server tun → client tun of the same instance
+	for _, dev := range devs {
+		for _, f := range strings.Fields(nsOut(t, ctx, l, lab.Client, "ip", "-o", "-4", "addr", "show", "dev", dev)) {
+			if p, err := netip.ParsePrefix(f); err == nil {
+				for _, sp := range c.Specs() {
+					if sp.Subnet.Contains(p.Addr()) {
+						serverDev[sp.Dev] = dev
+					}
+				}
+			}
+		}
+	}
+	if len(serverDev) != 2 {
+		t.Fatalf("client tunnels %v on instances %v, want one each", devs, serverDev)
+	}
+	clientSeed, fwdTun := balancedSeed(t, ctx, l, lab.Client, []int{fwdPort, killPort}, func(port int) string {
+		return routeDev(t, ctx, l, lab.Client, clientHost, serverHost, port, 5201)
+	})
+	serverSeed, revTun := balancedSeed(t, ctx, l, lab.Server, []int{revPort}, func(port int) string {
+		return serverDev[routeDev(t, ctx, l, lab.Server, serverHost, clientHost, 5201, port)]
+	})
+	t.Logf("hash seeds: client %d, server %d; flows to the server by port %v, back %v", clientSeed, serverSeed, fwdTun, revTun)
+
 	t.Run("both-tunnels-both-directions", func(t *testing.T) {
 		for _, dir2 := range []struct {
-			name, counter string
-			args          []string
-		}{{"client→server", "tx_bytes", nil}, {"server→client", "rx_bytes", []string{"-R"}}} {
-			// One measurement: captures on both tun devices around a
-			// 3 s iperf3 -P 8, and the bytes each device carried.
-			measure := func(try int) (map[string]string, map[string]int64, int64) {
-				pcaps := map[string]string{}
-				var caps []*lab.Process
-				for _, dev := range devs {
-					p := filepath.Join(dir, fmt.Sprintf("%s%s-%d.pcap", dev, dir2.counter, try))
-					pcaps[dev] = p
-					cp, err := l.Start(ctx, lab.Client, p+".log", "tcpdump", "-i", dev, "-n", "-s", "64", "-U", "-w", p, "tcp", "port", "5201")
-					if err != nil {
-						t.Fatal(err)
-					}
-					caps = append(caps, cp)
+			name, counter, flowDir string
+			port                   int
+			args                   []string
+		}{{"client→server", "tx_bytes", "out", fwdPort, nil}, {"server→client", "rx_bytes", "in", revPort, []string{"-R"}}} {
+			// Captures on both tun devices around a 3 s iperf3 -P 8,
+			// and the bytes each device carried.
+			pcaps := map[string]string{}
+			var caps []*lab.Process
+			for _, dev := range devs {
+				p := filepath.Join(dir, fmt.Sprintf("%s%s.pcap", dev, dir2.counter))
+				pcaps[dev] = p
+				cp, err := l.Start(ctx, lab.Client, p+".log", "tcpdump", "-i", dev, "-n", "-s", "64", "-U", "-w", p, "tcp", "port", "5201")
+				if err != nil {
+					t.Fatal(err)
 				}
-				time.Sleep(time.Second) // tcpdump opens its socket
-				b0 := map[string]int64{}
-				for _, dev := range devs {
-					b0[dev] = devBytes(t, ctx, l, dev, dir2.counter)
-				}
-				iperf(append([]string{"-t", "3"}, dir2.args...)...)
-				var total int64
-				per := map[string]int64{}
-				for _, dev := range devs {
-					per[dev] = devBytes(t, ctx, l, dev, dir2.counter) - b0[dev]
-					total += per[dev]
-				}
-				time.Sleep(300 * time.Millisecond)
-				for _, cp := range caps {
-					_ = cp.Stop()
-				}
-				return pcaps, per, total
+				caps = append(caps, cp)
 			}
-			// 8 flows hashed over 2 tunnels put 7 or all 8 on one of
-			// them in about 7 % of runs, and then one tunnel can carry
-			// under 20 % of the bytes with nothing wrong. New flows get
-			// new source ports and so a new hash: an unlucky split is
-			// measured again, at most twice; a tunnel the route never
-			// uses stays under 20 % every time.
-			var pcaps map[string]string
-			for try := 0; ; try++ {
-				var per map[string]int64
-				var total int64
-				pcaps, per, total = measure(try)
-				low := false
-				for _, dev := range devs {
-					share := float64(per[dev]) / float64(total)
-					t.Logf("%s, try %d: %s carried %d of %d bytes (%.0f %%)", dir2.name, try+1, dev, per[dev], total, 100*share)
-					low = low || share < 0.2
+			time.Sleep(time.Second) // tcpdump opens its socket
+			b0 := map[string]int64{}
+			for _, dev := range devs {
+				b0[dev] = devBytes(t, ctx, l, dev, dir2.counter)
+			}
+			iperf(append([]string{"-t", "3", "--cport", strconv.Itoa(dir2.port)}, dir2.args...)...)
+			var total int64
+			per := map[string]int64{}
+			for _, dev := range devs {
+				per[dev] = devBytes(t, ctx, l, dev, dir2.counter) - b0[dev]
+				total += per[dev]
+			}
+			time.Sleep(300 * time.Millisecond)
+			for _, cp := range caps {
+				_ = cp.Stop()
+			}
+			// 4 flows on each tunnel (the seed's choice): each carries
+			// a good share unless a tunnel is slow or unused.
+			for _, dev := range devs {
+				share := float64(per[dev]) / float64(total)
+				t.Logf("%s: %s carried %d of %d bytes (%.0f %%)", dir2.name, dev, per[dev], total, 100*share)
+				if share < 0.2 {
+					t.Errorf("%s: %s carried %.0f %% of the bytes with 4 of the 8 flows hashed onto it, want ≥ 20 %%", dir2.name, dev, 100*share)
 				}
-				if !low {
-					break
-				}
-				if try == 2 {
-					for _, dev := range devs {
-						if share := float64(per[dev]) / float64(total); share < 0.2 {
-							t.Errorf("%s: %s carried %.0f %% of the bytes in 3 runs of 8 new flows each, want ≥ 20 %% (an unlucky hash explains one run in about 14, not three)", dir2.name, dev, 100*share)
-						}
-					}
-					break
-				}
-				t.Logf("%s: a tunnel under 20 %%: an unlucky hash or a fault; measuring again with new flows", dir2.name)
 			}
 			flows := flowTunnels(t, pcaps)
-			n := 0
+			want := fwdTun
+			if dir2.flowDir == "in" {
+				want = revTun
+			}
 			for dir3, m := range flows {
 				for port, tuns := range m {
-					n++
 					if len(tuns) != 1 {
 						t.Errorf("%s: flow from client port %d (%s) crossed tunnels %v", dir2.name, port, dir3, tuns)
 					}
+				}
+			}
+			for k := range 8 {
+				port := dir2.port + k
+				if got := flows[dir2.flowDir][uint16(port)]; !slices.Equal(got, []string{want[port]}) {
+					t.Errorf("%s: flow of client port %d (%s) on tunnels %v, the kernel's hash named %s", dir2.name, port, dir2.flowDir, got, want[port])
 				}
 			}
 			if len(flows["out"]) < 9 || len(flows["in"]) < 9 {
@@ -366,7 +387,9 @@ func TestTunnelsMultipath(t *testing.T) {
 		// Paced well below what a tunnel carries here (8 × 4 Mbit/s), so
 		// that a dip is the kill's doing, not the shared cores' (the
 		// flows of the dead tunnel move onto t0 and must fit beside).
-		go func() { done <- iperf("-t", "14", "-i", "1", "-b", "4M", "--fq-rate", "4M") }()
+		go func() {
+			done <- iperf("-t", "14", "-i", "1", "-b", "4M", "--fq-rate", "4M", "--cport", strconv.Itoa(killPort))
+		}()
 		time.Sleep(4 * time.Second)
 		killedAt := time.Now()
 		if _, err := c.Kill("u1"); err != nil {
@@ -459,4 +482,50 @@ func mbits(b []float64) string {
 		s = append(s, fmt.Sprintf("%.0f", x/1e6))
 	}
 	return strings.Join(s, " ")
+}
+
+// routeDev is the device node n's kernel routes a TCP flow from src:sport
+// to dst:dport through (src an address of n).
+// Equivalent to: ip route get DST from SRC ipproto tcp sport SPORT dport DPORT
+func routeDev(t testing.TB, ctx context.Context, l *lab.Lab, n lab.Node, src, dst string, sport, dport int) string {
+	t.Helper()
+	f := strings.Fields(nsOut(t, ctx, l, n, "ip", "route", "get", dst, "from", src, "ipproto", "tcp", "sport", strconv.Itoa(sport), "dport", strconv.Itoa(dport)))
+	for i := range f {
+		if f[i] == "dev" && i+1 < len(f) {
+			return f[i+1]
+		}
+	}
+	return ""
+}
+
+// balancedSeed sets, in node n, the first multipath hash seed from 1 up
+// under which tunnel(port) puts 4 of the 8 ports from each base on each of
+// two tunnels, and returns it with each port's tunnel (the kernel's hash
+// seed is per namespace; a lab's namespace is the test's own).
+func balancedSeed(t testing.TB, ctx context.Context, l *lab.Lab, n lab.Node, bases []int, tunnel func(port int) string) (uint32, map[int]string) {
+	t.Helper()
+	return balancedSeedN(t, ctx, l, n, bases, 8, tunnel)
+}
+
+// balancedSeedN is balancedSeed for flows ports from each base.
+func balancedSeedN(t testing.TB, ctx context.Context, l *lab.Lab, n lab.Node, bases []int, flows int, tunnel func(port int) string) (uint32, map[int]string) {
+	t.Helper()
+	for seed := uint32(1); seed <= 200; seed++ {
+		setHashSeed(t, ctx, l, n, seed)
+		got := map[int]string{}
+		ok := true
+		for _, b := range bases {
+			per := map[string]int{}
+			for k := range flows {
+				got[b+k] = tunnel(b + k)
+				per[got[b+k]]++
+			}
+			ok = ok && len(per) == 2 && !slices.Contains(slices.Collect(maps.Keys(per)), "") && per[got[b]] == flows/2
+		}
+		if ok {
+			return seed, got
+		}
+	}
+	t.Fatalf("%s: no hash seed in 1-200 splits the flows in halves", n)
+	return 0, nil
 }
