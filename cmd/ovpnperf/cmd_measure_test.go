@@ -422,6 +422,9 @@ func measureBeforeAfterCompare(t *testing.T, b *measureBench) {
 // tcpdump wrote through it, over a root-owned 0600 file it then gave to
 // its own user.
 func TestMeasureFragmentation(t *testing.T) {
+	// It judges counts of fragments, not a rate: it overlaps the other
+	// tests that judge none.
+	t.Parallel()
 	b := newMeasureBench(t, lab.Path{MTU: 1400}, true, nil)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "frag.json")

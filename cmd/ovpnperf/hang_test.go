@@ -70,6 +70,9 @@ func sleepsWith(marker string) []string {
 // after a few seconds the fact is unknown, said so, and the programs and
 // what they started are gone. version waited forever.
 func TestVersionDoesNotWaitForHangingPrograms(t *testing.T) {
+	// It waits on the commands' 5 s time-outs, bounded at 40 s: it
+	// overlaps the other tests that judge no rate.
+	t.Parallel()
 	env, marker := hangingPrograms(t)
 	conf := filepath.Join(t.TempDir(), "c.conf")
 	if err := os.WriteFile(conf, []byte("client\ndev tun\nremote 192.0.2.1 1194\n"), 0o600); err != nil {
