@@ -85,14 +85,14 @@ func routeDevs(ctx context.Context, l *lab.Lab) []string {
 //
 // Why not every packet: the client site's address is on the client
 // itself, so these are connections the client makes, and the kernel does
-// not always route a connection's first packets as it routes the rest.
-// Seen here (2026-11-29, with and without connect's host nat): every SYN
-// of one run left by the nexthop group's first member, or a flow's first
-// packets by one tunnel and the rest by the tunnel the hash named (ip
-// route get with the flow's ports), in some runs of three and none in
-// others. Why the socket's first route differs was not traced. The claim
-// checked is that each flow's traffic follows the hash, not its first
-// packets.
+// not always route every packet of such a connection as the hash does.
+// Seen here, with and without connect's host nat, in some runs of three
+// and none in others: every SYN of one run left by the nexthop group's
+// first member and the rest of each flow by the tunnel the hash named (ip
+// route get with the flow's ports); in another a few hundred of a flow's
+// 40 000 packets left by the other tunnel (docs/cluster.md). Why the
+// socket's route differs at times was not traced. The claim checked is
+// that each flow's traffic follows the hash, not every packet of it.
 func flowTunnels(t *testing.T, pcaps map[string]string) map[string]map[uint16][]string {
 	type key struct {
 		dir  string
