@@ -58,6 +58,10 @@ func newWireNet(tb testing.TB) *wireNet {
 	cmds := [][]string{
 		// Before the ports exist, so that they never get an IPv6 address.
 		{"ip", "netns", "exec", n.W, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"},
+		// Forwarding off, as the lab sets it in its wire namespace: a new
+		// namespace takes the host's IPv4 settings (ip_forward on a
+		// router host), and the emulator refuses a wire that forwards.
+		{"ip", "netns", "exec", n.W, "sysctl", "-q", "-w", "net.ipv4.ip_forward=0"},
 		{"ip", "-n", n.W, "link", "add", wirePortA, "type", "veth", "peer", "name", "a0", "netns", n.A},
 		{"ip", "-n", n.W, "link", "add", wirePortB, "type", "veth", "peer", "name", "b0", "netns", n.B},
 		{"ip", "-n", n.A, "addr", "add", wireAddrA + "/24", "dev", "a0"},
