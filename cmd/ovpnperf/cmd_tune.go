@@ -371,7 +371,7 @@ func printTune(w io.Writer, res *tune.Result, pathArgs string) {
 		fmt.Fprintln(w)
 	}
 	for _, f := range res.Findings {
-		fmt.Fprintln(w, f)
+		fmt.Fprintln(w, f.Text)
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintln(w, "note:", n)

@@ -46,10 +46,19 @@ const (
 	// Counters a finding needs could not be read: those findings are not
 	// tested here.
 	NotRead Kind = "not-read"
+	// tune: the search's best configuration is faster than OpenVPN's
+	// defaults in a direction, by the rule over rounds.
+	TunedFaster Kind = "tuned-faster"
+	// tune: no configuration the search measured beat OpenVPN's defaults.
+	NoFasterSetting Kind = "no-faster-setting"
+	// tune: advise's variant is slower than the search's best in a
+	// direction.
+	AdviseShort Kind = "advise-short"
 )
 
 // Kinds lists every kind, in the order documents list them.
-var Kinds = []Kind{PathBound, BelowPath, CPUBound, SocketDrops, Fragmentation, WindowBound, Loss, CipherCost, TunDrops, LimitUnknown, NotRead}
+var Kinds = []Kind{PathBound, BelowPath, CPUBound, SocketDrops, Fragmentation, WindowBound, Loss, CipherCost, TunDrops, LimitUnknown, NotRead,
+	TunedFaster, NoFasterSetting, AdviseShort}
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool {

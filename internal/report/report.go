@@ -87,28 +87,24 @@ var kinds = []kind{
 		d.Crypto = &cryptobench.Report{}
 		return json.Unmarshal(b, d.Crypto)
 	}},
-	{tunedoc.Schema, func(b []byte, d *Document, _ Reader) error {
-		d.Tune = &tunedoc.Result{}
-		return json.Unmarshal(b, d.Tune)
-	}},
-	{tunedoc.SchemaV2Legacy, func(b []byte, d *Document, _ Reader) error {
-		d.Tune = &tunedoc.Result{}
-		if err := json.Unmarshal(b, d.Tune); err != nil {
-			return err
-		}
-		d.Tune.Schema = tunedoc.Schema
-		return nil
-	}},
-	// Version 1 pooled the rounds; its rounds are judged again.
-	{tunedoc.SchemaV1, func(b []byte, d *Document, r Reader) error {
-		d.Tune = &tunedoc.Result{}
-		if err := json.Unmarshal(b, d.Tune); err != nil {
-			return err
-		}
-		return tunedoc.UpgradeV1(d.Tune, r.RejudgeTune)
-	}},
+	// Version 2 wrote findings as sentences: they are judged again from
+	// its verdict and comparisons. Version 1 pooled the rounds; its
+	// rounds are judged again.
+	{tunedoc.Schema, decodeTune},
+	{tunedoc.SchemaV2, decodeTune},
+	{tunedoc.SchemaV2Legacy, decodeTune},
+	{tunedoc.SchemaV1, decodeTune},
 	{ClusterSchema, decodeCluster},
 	{clusterdoc.LegacyStatusSchema, decodeCluster},
+}
+
+func decodeTune(b []byte, d *Document, r Reader) error {
+	res, err := tunedoc.Read(b, r.RejudgeTune)
+	if err != nil {
+		return err
+	}
+	d.Tune = res
+	return nil
 }
 
 func decodeCluster(b []byte, d *Document, _ Reader) error {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 )
@@ -135,8 +136,8 @@ func (p *page) tune(d *Document) {
 		Ratio                      float64
 	}
 	type vsAdvise struct {
-		Dir, Best, Advise, Beyond, Closed, Finding string
-		Ratio                                      float64
+		Dir, Best, Advise, Beyond, Closed string
+		Ratio                             float64
 	}
 	var defs []vsDefault
 	var gaps []vsAdvise
@@ -154,7 +155,7 @@ func (p *page) tune(d *Document) {
 		if len(g.ClosedBy) > 0 {
 			closed = strings.Join(g.ClosedBy, ", ")
 		}
-		gaps = append(gaps, vsAdvise{dir, spreadMbit(g.Best), spreadMbit(g.Other), beyond(g.BeyondSpread), closed, g.Finding, g.Ratio})
+		gaps = append(gaps, vsAdvise{dir, spreadMbit(g.Best), spreadMbit(g.Other), beyond(g.BeyondSpread), closed, g.Ratio})
 	}
 	noAdvise := ""
 	if !r.Advise.Available {
@@ -163,14 +164,15 @@ func (p *page) tune(d *Document) {
 	p.h(`<h3>Best against the default and advise</h3><ul class="findings">`+
 		`{{range .Defaults}}<li>{{.Dir}}: best {{.Best}} vs default {{.Default}} Mbit/s (×{{f2 .Ratio}}, {{.Beyond}})</li>{{end}}`+
 		`{{if not .Available}}<li>advise's gap: not tested here ({{.Note}})</li>{{end}}`+
-		`{{range .Gaps}}<li class="gap">{{.Dir}}: advise's gap ×{{f2 .Ratio}}: best {{.Best}} vs advise {{.Advise}} Mbit/s ({{.Beyond}}); axes where the best differs from advise: {{.Closed}}{{with .Finding}}. {{.}}{{end}}</li>{{end}}`+
-		`{{range .Findings}}<li>{{.}}</li>{{end}}{{range .Notes}}<li class="muted">note: {{.}}</li>{{end}}</ul>`,
+		`{{range .Gaps}}<li class="gap">{{.Dir}}: advise's gap ×{{f2 .Ratio}}: best {{.Best}} vs advise {{.Advise}} Mbit/s ({{.Beyond}}); axes where the best differs from advise: {{.Closed}}</li>{{end}}`+
+		`{{range .Findings}}<li class="finding" data-kind="{{.Kind}}" data-outcome="{{.Outcome}}">{{.Text}}</li>{{end}}{{range .Notes}}<li class="muted">note: {{.}}</li>{{end}}</ul>`,
 		struct {
-			Defaults        []vsDefault
-			Available       bool
-			Note            string
-			Gaps            []vsAdvise
-			Findings, Notes []string
+			Defaults  []vsDefault
+			Available bool
+			Note      string
+			Gaps      []vsAdvise
+			Findings  []finding.Finding
+			Notes     []string
 		}{defs, r.Advise.Available, noAdvise, gaps, r.Findings, r.Notes})
 }
 

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 var both = []string{"up", "down"}
@@ -128,13 +131,11 @@ func TestJudgeSavedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res Result
-	if err := json.Unmarshal(b, &res); err != nil {
+	doc, err := tunedoc.Read(b, Rejudge)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := UpgradeV1(&res); err != nil {
-		t.Fatal(err)
-	}
+	res := *doc
 	if res.Schema != Schema || res.Verdict.Candidate != "advise" {
 		t.Errorf("upgraded: schema %q, candidate %q", res.Schema, res.Verdict.Candidate)
 	}
@@ -149,6 +150,23 @@ func TestJudgeSavedRun(t *testing.T) {
 	// The stalled default's 0 bit/s pairs give no ratio.
 	if r := res.VsDefault["up"]; r.Ratio != 0 || r.Pairs != 0 {
 		t.Errorf("ratio over 0 bit/s: %+v", r)
+	}
+	// Its findings are records: advise's variant is faster up, and only
+	// up (down was not judged).
+	var faster []string
+	for _, f := range res.Findings {
+		if err := f.Check(); err != nil {
+			t.Error(err)
+		}
+		if f.Kind == finding.TunedFaster {
+			faster = append(faster, f.Subject.Direction)
+			if f.Outcome != verdict.Confirmed || f.Settings["best"] != "advise" || f.Figures["judged_rounds"] != 3 || f.Figures["faster_rounds"] != 3 {
+				t.Errorf("tuned-faster: %+v", f)
+			}
+		}
+	}
+	if len(faster) != 1 || faster[0] != "up" {
+		t.Errorf("tuned-faster in %v, want up alone: %+v", faster, res.Findings)
 	}
 }
 
@@ -173,8 +191,14 @@ func TestRejudgeReproducesRun(t *testing.T) {
 		if string(got) != string(want) {
 			t.Errorf("%s: judged again differs:\nrun   %s\nagain %s", name, want, got)
 		}
-		if name == "advise gap" && (len(res.Findings) == 0 || !strings.Contains(res.Findings[0], "faster beyond the spread in every one of")) {
-			t.Errorf("advise gap: findings %q", res.Findings)
+		short := 0
+		for _, f := range res.Findings {
+			if f.Kind == finding.AdviseShort && f.Outcome == verdict.Confirmed && f.Figures["short_percent"] > 5 && f.Settings["differs_in"] != "" {
+				short++
+			}
+		}
+		if name == "advise gap" && short == 0 {
+			t.Errorf("advise gap: no confirmed advise-short finding in %+v", res.Findings)
 		}
 	}
 }

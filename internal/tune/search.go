@@ -3,6 +3,7 @@ package tune
 import (
 	"context"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"strings"
 	"time"
 
@@ -61,7 +62,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	s := &searcher{o: o, names: map[string]string{}, cands: map[string]Candidate{}, start: time.Now(), incumbent: "default"}
 	s.res = &Result{Schema: Schema, Path: o.Path, PathDescription: o.PathDescription, Directions: o.Directions,
-		BudgetSeconds: o.Budget.Seconds(), Findings: []string{}}
+		BudgetSeconds: o.Budget.Seconds(), Findings: []finding.Finding{}}
 	s.plan()
 
 	runCtx, cancel := context.WithCancel(ctx)

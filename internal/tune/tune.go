@@ -102,7 +102,6 @@ func Rejudge(res *Result, best string) error {
 	if advName == "" && res.Advise.Available {
 		advName = "default"
 	}
-	res.Findings = []string{}
 	judgeResult(res, best, advName, cands)
 	return nil
 }
@@ -135,9 +134,9 @@ func judgeResult(res *Result, best, advName string, cands map[string]Candidate) 
 	for _, d := range dirs {
 		res.VsDefault[d] = compareRounds(pairs, d)
 	}
+	defer func() { res.Findings = tunedoc.Findings(res) }()
 	if advName == "" {
 		res.VsAdvise = nil
-		res.Findings = append(res.Findings, "advise's gap not measured: "+res.Advise.Note)
 		return
 	}
 	res.VsAdvise = map[string]Gap{}
@@ -149,9 +148,6 @@ func judgeResult(res *Result, best, advName string, cands map[string]Candidate) 
 		case g.Ratio > 1.05 && g.BeyondSpread:
 			g.Finding = fmt.Sprintf("advise is %.0f%% short of the best on %s (%s; best/advise ×%.2f over %d pairs, faster beyond the spread in every one of %d judged rounds); the best differs from advise's variant in %s",
 				100*(g.Ratio-1), res.PathDescription, d, g.Ratio, g.Pairs, g.Record.Judged(), strings.Join(g.ClosedBy, ", "))
-			res.Findings = append(res.Findings, "finding about advise: "+g.Finding)
-		case g.Ratio > 1.05:
-			res.Findings = append(res.Findings, fmt.Sprintf("%s: best/advise ×%.2f, but not faster beyond the spread in every round (%s): not a finding", d, g.Ratio, g.Record))
 		}
 		res.VsAdvise[d] = g
 	}

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // fakePath is path (b) of the advise issue: a 1400-byte bottleneck whose
@@ -120,8 +122,15 @@ func TestAdviseGapFinding(t *testing.T) {
 	if !g.BeyondSpread || g.Ratio < 1.2 || len(g.ClosedBy) == 0 || g.ClosedBy[0] != AxisMTU {
 		t.Fatalf("gap %+v", g)
 	}
-	if len(res.Findings) == 0 || !strings.Contains(res.Findings[0], "100 Mbit/s black hole") || !strings.Contains(res.Findings[0], "mtu") {
-		t.Errorf("findings %q", res.Findings)
+	var short *finding.Finding
+	for i, f := range res.Findings {
+		if f.Kind == finding.AdviseShort && f.Subject.Direction == "up" {
+			short = &res.Findings[i]
+		}
+	}
+	if short == nil || short.Outcome != verdict.Confirmed || short.Settings["path"] != "100 Mbit/s black hole" ||
+		!strings.HasPrefix(short.Settings["differs_in"], AxisMTU) || short.Figures["best_over_advise_ratio"] != g.Ratio {
+		t.Errorf("advise-short up: %+v in %+v", short, res.Findings)
 	}
 }
 

@@ -1,15 +1,17 @@
 // Package tunedoc holds the document of `ovpnperf tune` (Result, schema
-// ovpnperf/tune/v2): the search's rounds, the verdict and the comparisons,
-// with the reader of older versions. Readers of the document (report)
+// ovpnperf/tune/v3): the search's rounds, the verdict, the comparisons and
+// the findings, with the reader of older versions. Readers of the document (report)
 // import it instead of internal/tune, which runs the search; internal/tune
 // names these types too and judges the rounds.
 package tunedoc
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -17,14 +19,20 @@ import (
 
 // Schema names the JSON document a tune run (tune.Run) is written as.
 //
+// Version 3: findings are records (finding.Finding: kind, subject,
+// outcome, figures), judged by Findings; in version 2 they were sentences.
 // Version 2: the verdict and the comparisons are judged round by round
 // (ratio: median of pairs of samples of the same round; beyond_spread:
 // faster in every round that judged it); in version 1 they pooled the
 // samples of all rounds.
-const Schema = "ovpnperf/tune/v2"
+const Schema = "ovpnperf/tune/v3"
+
+// SchemaV2 names version 2, whose findings were sentences; ReadV2 reads it
+// and judges its findings again (Findings).
+const SchemaV2 = "ovpnperf/tune/v2"
 
 // SchemaV2Legacy is version 2's first name, in the style the other
-// documents did not use; readers accept it as Schema.
+// documents did not use; readers accept it as SchemaV2.
 const SchemaV2Legacy = "ovpnperf.tune/2"
 
 // StepCandidate is one candidate's figures in one round.
@@ -93,8 +101,10 @@ type Result struct {
 	Verdict         Verdict               `json:"verdict"`
 	VsDefault       map[string]Comparison `json:"vs_default"`
 	VsAdvise        map[string]Gap        `json:"vs_advise,omitempty"`
-	Findings        []string              `json:"findings"`
-	Notes           []string              `json:"notes,omitempty"`
+	// Findings are the judgements of the verdict and the comparisons
+	// (Findings), for scripts; their Text is what people read.
+	Findings []finding.Finding `json:"findings"`
+	Notes    []string          `json:"notes,omitempty"`
 }
 
 // AdviseInfo says whether advise's variant took part.
@@ -261,4 +271,39 @@ func UpgradeV1(res *Result, rejudge Rejudger) error {
 	res.Schema = Schema
 	res.Notes = append(res.Notes, "judged again by the round-by-round rules of "+Schema+" (recorded as "+SchemaV1+", which pooled the rounds)")
 	return rejudge(res, best)
+}
+
+// Read reads a tune document of any version as a Schema document:
+// version 2's findings (sentences) are judged again from its verdict and
+// comparisons by Findings; version 1 is judged again from its rounds by
+// rejudge (UpgradeV1).
+func Read(data []byte, rejudge Rejudger) (*Result, error) {
+	var doc struct {
+		Result
+		// The sentences of versions 1 and 2, shadowing Result's
+		// records; not read from version 3.
+		Findings json.RawMessage `json:"findings"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	res := doc.Result
+	switch res.Schema {
+	case Schema:
+		if len(doc.Findings) > 0 {
+			if err := json.Unmarshal(doc.Findings, &res.Findings); err != nil {
+				return nil, fmt.Errorf("findings: %w", err)
+			}
+		}
+	case SchemaV2, SchemaV2Legacy:
+		res.Schema = Schema
+		res.Findings = Findings(&res)
+	case SchemaV1:
+		if err := UpgradeV1(&res, rejudge); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("schema %q is not a tune document (%s, %s, %s or %s)", res.Schema, Schema, SchemaV2, SchemaV2Legacy, SchemaV1)
+	}
+	return &res, nil
 }
