@@ -140,6 +140,9 @@ func runProbe(ctx context.Context, o probeOptions) error {
 		}
 		fmt.Fprintf(o.out, "  %-42s %-24s %-13s %s\n", k, v, f["source"], note)
 	}
+	for _, f := range rep.Findings {
+		fmt.Fprintf(o.out, "%s: %s\n", f.Kind, f.Text)
+	}
 	if r := rep.Path.DCOOffReasons; r.Known() && len(r.Value) > 0 {
 		fmt.Fprintf(o.out, "DCO would not be used with %s here, because:\n", o.config)
 		for _, w := range r.Value {

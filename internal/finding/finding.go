@@ -54,11 +54,18 @@ const (
 	// tune: advise's variant is slower than the search's best in a
 	// direction.
 	AdviseShort Kind = "advise-short"
+	// probe: packets above the path MTU vanish without an ICMP "too big"
+	// (a black hole): tun-mtu or mssfix must keep OpenVPN's packets under
+	// it, path MTU discovery cannot find it.
+	PMTUBlackhole Kind = "pmtu-blackhole"
+	// probe: OpenVPN would not use data channel offload here (the host,
+	// or the given config), with every reason.
+	DCOOff Kind = "dco-off"
 )
 
 // Kinds lists every kind, in the order documents list them.
 var Kinds = []Kind{PathBound, BelowPath, CPUBound, SocketDrops, Fragmentation, WindowBound, Loss, CipherCost, TunDrops, LimitUnknown, NotRead,
-	TunedFaster, NoFasterSetting, AdviseShort}
+	TunedFaster, NoFasterSetting, AdviseShort, PMTUBlackhole, DCOOff}
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/advise"
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 )
 
 // Schema names the JSON format.
@@ -120,6 +121,10 @@ type Report struct {
 	Host   string    `json:"host"`
 	Time   time.Time `json:"time"`
 	Path   Path      `json:"path"`
+	// Findings are what the fields show, judged by Findings: loss,
+	// black holes, DCO off. Documents written before them are judged
+	// on reading (Decode).
+	Findings []finding.Finding `json:"findings"`
 }
 
 // LoadError is a probe file that cannot be used: the user's mistake.
@@ -146,6 +151,7 @@ func Decode(r io.Reader) (*Report, error) {
 	var head struct {
 		Schema *string         `json:"schema"`
 		Host   string          `json:"host"`
+		Time   time.Time       `json:"time"`
 		Path   json.RawMessage `json:"path"`
 	}
 	dec := json.NewDecoder(r)
@@ -167,7 +173,7 @@ func Decode(r io.Reader) (*Report, error) {
 	if err := measure.CheckFigures(head.Path); err != nil {
 		return nil, fmt.Errorf("path.%w", err)
 	}
-	rep := &Report{Schema: Schema, Host: head.Host}
+	rep := &Report{Schema: Schema, Host: head.Host, Time: head.Time}
 	if err := json.Unmarshal(head.Path, &rep.Path); err != nil {
 		return nil, fmt.Errorf("path: %v", err)
 	}
@@ -178,6 +184,9 @@ func Decode(r io.Reader) (*Report, error) {
 			return nil, fmt.Errorf("path.%s: source %q (measured, read or not available)", name, src)
 		}
 	}
+	// The findings are judged again from the fields, also where the
+	// document carries them: they are a function of the fields.
+	rep.Findings = Findings(rep)
 	return rep, nil
 }
 

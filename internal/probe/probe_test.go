@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 const goodProbe = `{"schema":"ovpnperf/probe/v1","host":"198.51.100.2","time":"2026-11-23T10:00:00Z","path":{
@@ -189,5 +191,49 @@ func TestPPSFields(t *testing.T) {
 	_, _, loss, up, down = PPSFields(r)
 	if !loss.Known() || up.Known() || down.Known() || !strings.Contains(up.Note, "round trip") {
 		t.Errorf("without the server's report: loss %+v up %+v down %+v", loss, up, down)
+	}
+}
+
+// A probe's judgements are records, also for a document written without
+// them: the black-holed IPv4 path and the host without DCO of goodProbe;
+// with loss measured, a confirmed loss finding carrying the figure; with
+// loss not available, one not tested.
+func TestFindings(t *testing.T) {
+	r, err := Load(write(t, goodProbe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := func(fs []finding.Finding) map[string]finding.Finding {
+		m := map[string]finding.Finding{}
+		for _, f := range fs {
+			if err := f.Check(); err != nil {
+				t.Error(err)
+			}
+			m[string(f.Kind)+"/"+f.Subject.Variant] = f
+		}
+		return m
+	}
+	got := kinds(r.Findings)
+	if f, ok := got["pmtu-blackhole/ipv4"]; !ok || f.Outcome != verdict.Confirmed || f.Figures["path_mtu_bytes"] != 1400 || f.Settings["host"] != "198.51.100.2" {
+		t.Errorf("pmtu-blackhole ipv4: %+v", f)
+	}
+	if f, ok := got["dco-off/host"]; !ok || f.Outcome != verdict.Confirmed {
+		t.Errorf("dco-off host: %+v", f)
+	}
+	if _, ok := got["loss/"]; ok || len(got) != 2 {
+		t.Errorf("findings %+v, want the black hole and DCO off alone (no loss was measured)", r.Findings)
+	}
+	r.Path.LossPercent = measured(2.5, "ICMP echo, 195 of 200 answered").by(MethodICMPEcho)
+	r.Path.DCO = read(true, "x")
+	got = kinds(Findings(&Report{Host: r.Host, Path: r.Path}))
+	if f := got["loss/"]; f.Outcome != verdict.Confirmed || f.Figures["loss_percent"] != 2.5 || f.Settings["method"] != MethodICMPEcho {
+		t.Errorf("loss: %+v", f)
+	}
+	if _, ok := got["dco-off/host"]; ok {
+		t.Errorf("dco-off with DCO available: %+v", got)
+	}
+	r.Path.LossPercent = missing[float64]("no echo came back")
+	if f := kinds(Findings(&Report{Host: r.Host, Path: r.Path}))["loss/"]; f.Outcome != verdict.NotTested || f.Decide == "" {
+		t.Errorf("loss not available: %+v", f)
 	}
 }

@@ -134,6 +134,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		p.InterfaceMTU = read(r.MTU, "ip link")
 		p.Offloads = offloads(r.Dev)
 	}
+	rep.Findings = Findings(rep)
 	return rep, nil
 }
 

@@ -46,6 +46,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
+	"github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 )
@@ -63,6 +64,7 @@ type Document struct {
 	PMTU   *pmtu.Document
 	Crypto *cryptobench.Report
 	Tune   *tunedoc.Result
+	Probe  *probe.Report
 	// Cluster is `cluster status --json`.
 	Cluster *clusterdoc.Status
 }
@@ -94,6 +96,11 @@ var kinds = []kind{
 	{tunedoc.SchemaV2, decodeTune},
 	{tunedoc.SchemaV2Legacy, decodeTune},
 	{tunedoc.SchemaV1, decodeTune},
+	{probe.Schema, func(b []byte, d *Document, _ Reader) error {
+		rep, err := probe.Decode(bytes.NewReader(b))
+		d.Probe = rep
+		return err
+	}},
 	{ClusterSchema, decodeCluster},
 	{clusterdoc.LegacyStatusSchema, decodeCluster},
 }
@@ -372,6 +379,8 @@ func (p *page) document(d *Document) {
 		p.crypto(d)
 	case d.Tune != nil:
 		p.tune(d)
+	case d.Probe != nil:
+		p.probeDoc(d)
 	case d.Cluster != nil:
 		p.clusterDoc(d)
 	}
