@@ -39,8 +39,16 @@ lies within ±--threshold, so that a change of that size would have shown;
 otherwise "cannot tell", with the range the samples allow. The rules are
 explained in docs/evidence.md.
 
-Exit status 1 when any row got worse beyond its spread, so a script can gate a
-configuration change on it; 0 otherwise; 2 on bad input.
+compare also matches the two documents' findings by kind and subject
+(network, variant, direction; a document written without findings is judged
+from its rows) and lists those that changed: a limit that moved (path-bound →
+cpu-bound …), a finding that appeared or went, one whose outcome changed.
+
+Exit status 1 when any row got worse beyond its spread, or a finding got worse:
+a confirmed socket-drops, fragmentation, tun-drops or loss finding appeared,
+or a limit moved from the path to another (path-bound → cpu-bound,
+below-path, window-bound, loss); so a script can gate a configuration change
+on it; 0 otherwise; 2 on bad input. The reverse changes are better.
 --old-variant and --new-variant compare two variants, also of the same file
 (e.g. default against jumbo measured in one run).`,
 		Example: `  ovpnperf compare before.json after.json
@@ -115,7 +123,7 @@ func runCompare(stdout io.Writer, oldFile, newFile string, o compareOptions) err
 	}
 	if cmp.Worse {
 		if !o.json {
-			fmt.Fprintln(stdout, "worse beyond the spread: exit status 1")
+			fmt.Fprintln(stdout, "worse (a row beyond the spread, or a finding): exit status 1")
 		}
 		return exitCode(1)
 	}

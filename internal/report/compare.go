@@ -69,9 +69,13 @@ type Comparison struct {
 	Old       string  `json:"old"`
 	New       string  `json:"new"`
 	Threshold float64 `json:"threshold"`
-	// Worse is true when any row got worse beyond its spread (exit 1).
+	// Worse is true when any row got worse beyond its spread, or any
+	// finding change is worse (exit 1).
 	Worse   bool     `json:"worse"`
 	Changes []Change `json:"changes"`
+	// FindingChanges are the findings that differ between the documents
+	// (CompareFindings): [] when none does.
+	FindingChanges []FindingChange `json:"finding_changes"`
 }
 
 // CompareSchema names the document of `ovpnperf compare --json`.
@@ -205,13 +209,22 @@ func CheckComparable(rep *measure.Report, only string) error {
 	return nil
 }
 
-// NewComparison compares two documents and names them.
+// NewComparison compares two documents and names them: their rows
+// (Compare) and their findings (CompareFindings; a document written
+// without findings is judged from its rows, as report does).
 func NewComparison(oldFile string, old *measure.Report, newFile string, new *measure.Report, opts CompareOptions) Comparison {
 	if opts.Threshold <= 0 {
 		opts.Threshold = DefaultThreshold
 	}
-	c := Comparison{Schema: CompareSchema, Old: oldFile, New: newFile, Threshold: opts.Threshold, Changes: Compare(old, new, opts)}
+	c := Comparison{Schema: CompareSchema, Old: oldFile, New: newFile, Threshold: opts.Threshold, Changes: Compare(old, new, opts),
+		FindingChanges: CompareFindings(old.Judge(), new.Judge(), opts)}
+	if c.FindingChanges == nil {
+		c.FindingChanges = []FindingChange{}
+	}
 	for _, ch := range c.Changes {
+		c.Worse = c.Worse || ch.Verdict == Worse
+	}
+	for _, ch := range c.FindingChanges {
 		c.Worse = c.Worse || ch.Verdict == Worse
 	}
 	return c
@@ -239,6 +252,12 @@ func (cmp Comparison) WriteTable(w io.Writer) error {
 		t.AppendRow(table.Row{c.Network, c.label(), c.Direction, measure.FormatMbpsSpread(c.Old), measure.FormatMbpsSpread(c.New), change, c.Verdict, c.Reason})
 	}
 	t.Render()
+	if len(cmp.FindingChanges) > 0 {
+		fmt.Fprintln(w, "findings that changed:")
+		for _, c := range cmp.FindingChanges {
+			fmt.Fprintln(w, "  "+c.line())
+		}
+	}
 	_, err := fmt.Fprintf(w, "old %s, new %s; with fewer than %d samples a side: not enough samples to judge; no change = every ratio the samples allow within ±%.0f%%, cannot tell = wider (docs/evidence.md)\n", cmp.Old, cmp.New, verdict.MinSamples, 100*cmp.Threshold)
 	return err
 }
@@ -317,6 +336,14 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 		p.h(`<table class="compare"><thead><tr><th>Variant</th><th>Direction</th><th class="num">Old (Mbit/s)</th><th class="num">New (Mbit/s)</th><th class="num">Change</th><th>Verdict</th><th>Because</th></tr></thead><tbody>`+
 			`{{range .}}<tr><td>{{.Variant}}</td><td>{{.Direction}}</td><td class="num">{{.Old}}</td><td class="num">{{.New}}</td><td class="num">{{.Change}}</td><td class="verdict v-{{.Class}}">{{.Verdict}}</td><td>{{.Reason}}</td></tr>{{end}}`+
 			`</tbody></table>`, rows)
+	}
+	if len(cmp.FindingChanges) > 0 {
+		type fc struct{ Change, Kind, Verdict, Line string }
+		var items []fc
+		for _, c := range cmp.FindingChanges {
+			items = append(items, fc{c.Change, string(c.Kind), c.Verdict, c.line()})
+		}
+		p.h(`<h3>Findings that changed</h3><ul class="findings">{{range .}}<li data-change="{{.Change}}" data-kind="{{.Kind}}" data-verdict="{{.Verdict}}">{{.Line}}</li>{{end}}</ul>`, items)
 	}
 	p.h(`</section>`, nil)
 	page, err := p.finish()

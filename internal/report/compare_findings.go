@@ -139,11 +139,11 @@ func CompareFindings(old, new []finding.Finding, opts CompareOptions) []FindingC
 		c.Subject.Rows = nil
 		switch {
 		case o.Kind == finding.PathBound:
-			c.Verdict, c.Reason = Worse, fmt.Sprintf("the limit moved from the path to %s: the tunnel no longer keeps up with the path", n.Kind)
+			c.Verdict, c.Reason = Worse, "the tunnel no longer keeps up with the path"
 		case n.Kind == finding.PathBound:
-			c.Verdict, c.Reason = Better, fmt.Sprintf("the limit moved from %s to the path: the tunnel keeps up with the path now", o.Kind)
+			c.Verdict, c.Reason = Better, "the tunnel keeps up with the path now"
 		default:
-			c.Reason = fmt.Sprintf("the limit moved from %s to %s", o.Kind, n.Kind)
+			c.Reason = "another limit than the path's, before and after"
 		}
 		absorbed[o.Key()], absorbed[n.Key()] = true, true
 		out = append(out, c)
@@ -178,13 +178,13 @@ func CompareFindings(old, new []finding.Finding, opts CompareOptions) []FindingC
 			continue
 		case okO && okN:
 			c = FindingChange{Change: FindingOutcome, Subject: n.Subject, Kind: n.Kind, OldOutcome: o.Outcome, NewOutcome: n.Outcome, Old: ref(o), New: ref(n)}
-			c.Reason = fmt.Sprintf("%s: %s, was %s", n.Kind, n.Outcome, o.Outcome)
+			c.Reason = fmt.Sprintf("%s, was %s", n.Outcome, o.Outcome)
 		case okN:
 			c = FindingChange{Change: FindingAppeared, Subject: n.Subject, Kind: n.Kind, NewOutcome: n.Outcome, New: ref(n)}
-			c.Reason = fmt.Sprintf("%s (%s) is new", n.Kind, n.Outcome)
+			c.Reason = fmt.Sprintf("new, %s", n.Outcome)
 		default:
 			c = FindingChange{Change: FindingGone, Subject: o.Subject, Kind: o.Kind, OldOutcome: o.Outcome, Old: ref(o)}
-			c.Reason = fmt.Sprintf("%s (%s) is no longer found", o.Kind, o.Outcome)
+			c.Reason = fmt.Sprintf("no longer found (was %s)", o.Outcome)
 		}
 		c.Subject.Rows = nil
 		if isOneOf(c.Kind, problemKinds) {
@@ -192,7 +192,7 @@ func CompareFindings(old, new []finding.Finding, opts CompareOptions) []FindingC
 			switch {
 			case is && !was:
 				c.Verdict = Worse
-				c.Reason += ": a confirmed " + string(c.Kind) + " finding the old document did not have"
+				c.Reason += ": a confirmed " + string(c.Kind) + " finding the old document did not have confirmed"
 			case was && !is:
 				c.Verdict = Better
 				c.Reason += ": the old document's confirmed " + string(c.Kind) + " finding is gone"
