@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -256,17 +256,8 @@ func (opts ClientOptions) checkBounds(res *Result) (slack time.Duration, rateBit
 // it, for the reason of a refused sample: the figure, not a guess at the
 // cause; ok is false when it could not be read.
 func readLoad() (load [3]float64, ok bool) {
-	b, err := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if err != nil || len(f) < 3 {
-		return load, false
-	}
-	for i := range load {
-		if load[i], err = strconv.ParseFloat(f[i], 64); err != nil {
-			return load, false
-		}
-	}
-	return load, true
+	load, err := hostinfo.LoadAvg()
+	return load, err == nil
 }
 
 // loadText describes the load average e was refused at.
