@@ -17,7 +17,8 @@ case "${1:-}" in
 esac
 
 # program -> Debian package (chromium: the report tests render HTML in it headless;
-# nftables: the advise test applies its nft TCPMSS lines in a throw-away namespace)
+# nftables: the advise test applies its nft TCPMSS lines in a throw-away namespace;
+# jq: the CI-gate examples of docs/schemas.md pipe compare --json into it)
 need=(
   "ip:iproute2" "tc:iproute2" "iptables:iptables" "ip6tables-restore:iptables"
   "openvpn:openvpn" "iperf3:iperf3" "openssl:openssl" "tcpdump:tcpdump"
@@ -25,6 +26,7 @@ need=(
   "sysctl:procps" "gcc:gcc" "git:git" "chromium:chromium"
   "systemd-analyze:systemd" "man:man-db" "dpkg-deb:dpkg"
   "etcd:etcd-server" "etcdctl:etcd-client" "nft:nftables"
+  "jq:jq"
 )
 missing=()
 for pair in "${need[@]}"; do

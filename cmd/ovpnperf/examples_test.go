@@ -93,6 +93,12 @@ var exampleRules = map[string]exampleRule{
 	"ovpnperf compare lan.json lan.json --old-variant default --new-variant jumbo": {files: []string{"lan.json"}},
 	"ovpnperf compare before.json after.json --json":                               {files: []string{"before.json", "after.json"}},
 	"ovpnperf compare before.json after.json --html compare.html":                  {files: []string{"before.json", "after.json"}},
+	// Gate a change in CI (docs/schemas.md): the recorded run edited so
+	// that the WAN's limit moved from the path to OpenVPN's CPU; the first
+	// gate fails on it (TestGateExamples checks what each prints).
+	gateWorse:      {files: []string{"main.json", "branch.json"}, exit: 1},
+	gateKind:       {files: []string{"main.json", "branch.json"}},
+	gateLimitMoved: {files: []string{"main.json", "branch.json"}},
 
 	// analyze: a capture recorded by the fragment recipe stands for the
 	// user's.
@@ -367,6 +373,10 @@ func (env *exampleEnv) makeFile(dir, name string) {
 		b = copyRecorded("labrun-wan-2.json")
 	case "lan.json":
 		b = copyRecorded("labrun-lan-jumbo.json")
+	case "main.json":
+		b = copyRecorded("compare-path-bound.json")
+	case "branch.json":
+		b = copyRecorded("compare-cpu-bound.json")
 	case "recipes.json":
 		b = copyRecorded("recipe-all.json")
 	case "client.ovpn":
