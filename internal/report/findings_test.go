@@ -74,7 +74,10 @@ func TestTuneAndProbeFindings(t *testing.T) {
 			fs = d.Probe.Findings
 		}
 		for _, f := range fs {
-			if li := fmt.Sprintf(`<li class="finding" data-kind="%s" data-outcome="%s">%s</li>`, f.Kind, f.Outcome, html.EscapeString(f.Text)); !strings.Contains(page, li) {
+			if li := fmt.Sprintf(`<li data-kind="%s" data-outcome="%s" data-key="%s" data-figures="`, f.Kind, f.Outcome, html.EscapeString(f.Key())); !strings.Contains(page, li) {
+				t.Errorf("%s: page lacks %s", d.File, li)
+			}
+			if li := fmt.Sprintf(`">%s</li>`, html.EscapeString(f.Text)); !strings.Contains(page, li) {
 				t.Errorf("%s: page lacks %s", d.File, li)
 			}
 		}

@@ -38,11 +38,25 @@ func (p *page) probeDoc(d *Document) {
 	p.findings(r.Findings)
 }
 
-// findings writes finding records as a list, each its sentence, with its
-// kind and outcome as data attributes for scripts reading the page.
+// findings writes the findings of a tune or probe document as a list:
+// each record's sentence, rendered by the package that judged it, with its
+// kind, outcome, key and figures as data-* attributes (as a run's).
 func (p *page) findings(fs []finding.Finding) {
 	if len(fs) == 0 {
 		return
 	}
-	p.h(`<h3>Findings</h3><ul class="findings">{{range .}}<li class="finding" data-kind="{{.Kind}}" data-outcome="{{.Outcome}}">{{.Text}}</li>{{end}}</ul>`, fs)
+	p.h(`<h3>Findings</h3><ul class="findings">{{range .}}<li data-kind="{{.Kind}}" data-outcome="{{.Outcome}}" data-key="{{.Key}}" data-figures="{{.Figures}}">{{.Text}}</li>{{end}}</ul>`, recordFindings(fs))
+}
+
+// recordFindings are findings as the page shows them, each with the
+// sentence its record carries (measure.FindingText renders a run's kinds
+// only).
+func recordFindings(fs []finding.Finding) []pageFinding {
+	var out []pageFinding
+	for _, f := range fs {
+		pf := newPageFinding(f)
+		pf.Text = f.Text
+		out = append(out, pf)
+	}
+	return out
 }

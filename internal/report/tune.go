@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 )
@@ -165,15 +164,15 @@ func (p *page) tune(d *Document) {
 		`{{range .Defaults}}<li>{{.Dir}}: best {{.Best}} vs default {{.Default}} Mbit/s (×{{f2 .Ratio}}, {{.Beyond}})</li>{{end}}`+
 		`{{if not .Available}}<li>advise's gap: not tested here ({{.Note}})</li>{{end}}`+
 		`{{range .Gaps}}<li class="gap">{{.Dir}}: advise's gap ×{{f2 .Ratio}}: best {{.Best}} vs advise {{.Advise}} Mbit/s ({{.Beyond}}); axes where the best differs from advise: {{.Closed}}</li>{{end}}`+
-		`{{range .Findings}}<li class="finding" data-kind="{{.Kind}}" data-outcome="{{.Outcome}}">{{.Text}}</li>{{end}}{{range .Notes}}<li class="muted">note: {{.}}</li>{{end}}</ul>`,
+		`{{range .Findings}}<li data-kind="{{.Kind}}" data-outcome="{{.Outcome}}" data-key="{{.Key}}" data-figures="{{.Figures}}">{{.Text}}</li>{{end}}{{range .Notes}}<li class="muted">note: {{.}}</li>{{end}}</ul>`,
 		struct {
 			Defaults  []vsDefault
 			Available bool
 			Note      string
 			Gaps      []vsAdvise
-			Findings  []finding.Finding
+			Findings  []pageFinding
 			Notes     []string
-		}{defs, r.Advise.Available, noAdvise, gaps, r.Findings, r.Notes})
+		}{defs, r.Advise.Available, noAdvise, gaps, recordFindings(r.Findings), r.Notes})
 }
 
 // tuneClass says what a candidate is to the search: the best (which may
