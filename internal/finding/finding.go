@@ -63,9 +63,13 @@ const (
 	DCOOff Kind = "dco-off"
 )
 
-// Kinds lists every kind, in the order documents list them.
-var Kinds = []Kind{PathBound, BelowPath, CPUBound, SocketDrops, Fragmentation, WindowBound, Loss, CipherCost, TunDrops, LimitUnknown, NotRead,
-	TunedFaster, NoFasterSetting, AdviseShort, PMTUBlackhole, DCOOff}
+// RunKinds are the kinds of run documents (lab run, measure): what
+// measure judges from rows.
+var RunKinds = []Kind{PathBound, BelowPath, CPUBound, SocketDrops, Fragmentation, WindowBound, Loss, CipherCost, TunDrops, LimitUnknown, NotRead}
+
+// Kinds lists every kind, in the order documents list them: the run
+// kinds, then those of tune and probe documents.
+var Kinds = append(append([]Kind{}, RunKinds...), TunedFaster, NoFasterSetting, AdviseShort, PMTUBlackhole, DCOOff)
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool {
@@ -112,7 +116,7 @@ type Finding struct {
 	Decide    string `json:"decide,omitempty"`
 	RefutedBy string `json:"refuted_by,omitempty"`
 	// Cites are the documents the rule comes from, as repository paths
-	// with anchors (docs/evidence.md#…, docs/openvpn-facts.md#…).
+	// with anchors (docs/evidence.md#…, docs/openvpn-facts.md#mssfix …).
 	Cites []string `json:"cites,omitempty"`
 	// Text is the sentence people read, rendered from the fields above by
 	// the package that judged it (its one renderer); readers of the data

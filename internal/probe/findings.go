@@ -6,6 +6,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -57,7 +58,7 @@ func Findings(rep *Report) []finding.Finding {
 			Figures: finding.Figures{"path_mtu_bytes": float64(fam.f.Value.Bytes)}, Settings: host,
 			Advice:    "keep OpenVPN's packets under the path MTU with tun-mtu or mssfix: ovpnperf advise --probe gives the lines",
 			RefutedBy: "an ICMP too-big answer to a packet above the path MTU",
-			Cites:     []string{"docs/openvpn-facts.md"},
+			Cites:     []string{openvpn.Fact("mssfix")},
 			Text: fmt.Sprintf("%s path MTU black hole: packets above %d bytes to %s vanish without an ICMP too-big answer, so path MTU discovery cannot find the limit; OpenVPN's packets must stay under it (tun-mtu or mssfix, as advise --probe says).",
 				fam.name, fam.f.Value.Bytes, rep.Host)})
 	}

@@ -18,7 +18,8 @@ const Network = "twin"
 // difference of samples on a shared machine).
 const shortRatio = 1.05
 
-const citeRounds = "docs/evidence.md"
+// citeRounds is the rule over rounds the tune findings apply.
+const citeRounds = "docs/evidence.md#tunes-search-and-verdict"
 
 // Findings judges a tune document's verdict and comparisons as records:
 // tuned-faster for each direction in which the reported best beat the
