@@ -2,12 +2,14 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"html"
 	"strings"
 	"testing"
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
+	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -81,5 +83,23 @@ func TestTuneAndProbeFindings(t *testing.T) {
 				t.Errorf("%s: page lacks %s", d.File, li)
 			}
 		}
+	}
+}
+
+// A tune document of today's schema keeps its findings through writing
+// and reading; one whose finding is not well formed is refused.
+func TestTuneV3Findings(t *testing.T) {
+	d := load(t, "tune-blackhole.json")[0]
+	b, err := json.Marshal(d.Tune)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse("v3.json", b)
+	if err != nil || again[0].Schema != tunedoc.Schema || len(again[0].Tune.Findings) != len(d.Tune.Findings) || again[0].Tune.Findings[0].Kind != finding.TunedFaster {
+		t.Fatalf("read back: %v %+v", err, again)
+	}
+	bad := strings.Replace(string(b), `"kind":"tuned-faster"`, `"kind":"faster"`, 1)
+	if _, err := Parse("bad.json", []byte(bad)); err == nil || !strings.Contains(err.Error(), "faster") {
+		t.Errorf("a finding of no known kind: %v", err)
 	}
 }

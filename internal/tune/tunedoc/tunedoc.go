@@ -290,9 +290,16 @@ func Read(data []byte, rejudge Rejudger) (*Result, error) {
 	res := doc.Result
 	switch res.Schema {
 	case Schema:
-		if len(doc.Findings) > 0 {
+		if len(doc.Findings) > 0 && string(doc.Findings) != "null" {
 			if err := json.Unmarshal(doc.Findings, &res.Findings); err != nil {
 				return nil, fmt.Errorf("findings: %w", err)
+			}
+		} else {
+			res.Findings = Findings(&res)
+		}
+		for i, f := range res.Findings {
+			if err := f.Check(); err != nil {
+				return nil, fmt.Errorf("findings[%d]: %w", i, err)
 			}
 		}
 	case SchemaV2, SchemaV2Legacy:
