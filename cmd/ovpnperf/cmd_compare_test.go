@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
@@ -58,5 +60,59 @@ func TestCompareFindingsMoved(t *testing.T) {
 	// The same document twice: no finding changed, exit 0.
 	if cmp := run(cpuBound, cpuBound, 0, 0); len(cmp.FindingChanges) != 0 {
 		t.Errorf("a document against itself: %+v", cmp.FindingChanges)
+	}
+}
+
+// A measure document whose OpenVPN socket dropped datagrams against the
+// same document without the drops (findingsDocs' constructed figures):
+// the socket-drops finding that appeared is worse, exit 1, with no row
+// worse; the reverse is better, exit 0.
+func TestCompareSocketDrops(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, drops uint64) string {
+		t.Helper()
+		rep := findingsDocs()[1]
+		for i := range rep.Rows {
+			for j := range rep.Rows[i].OpenVPN {
+				if rep.Rows[i].OpenVPN[j].SocketDrops > 0 {
+					rep.Rows[i].OpenVPN[j].SocketDrops = drops
+				}
+			}
+		}
+		p := filepath.Join(dir, name)
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := rep.WriteJSON(f); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	without, with := write("without.json", 0), write("with.json", 10)
+	for _, tc := range []struct {
+		old, new string
+		code     int
+		change   string
+		verdict  string
+	}{{without, with, 1, report.FindingAppeared, report.Worse}, {with, without, 0, report.FindingGone, report.Better}} {
+		r := ovpnperf(t, "compare", tc.old, tc.new, "--json")
+		var cmp report.Comparison
+		if err := json.Unmarshal([]byte(r.stdout), &cmp); err != nil {
+			t.Fatalf("%v\n%s%s", err, r.stdout, r.stderr)
+		}
+		for _, c := range cmp.Changes {
+			if c.Verdict == report.Worse {
+				t.Errorf("row %s %s %s worse", c.Network, c.Variant, c.Direction)
+			}
+		}
+		if r.code != tc.code || len(cmp.FindingChanges) != 1 {
+			t.Fatalf("exit %d, finding changes %+v; want exit %d and one change", r.code, cmp.FindingChanges, tc.code)
+		}
+		c := cmp.FindingChanges[0]
+		if c.Kind != finding.SocketDrops || c.Change != tc.change || c.Verdict != tc.verdict || c.Subject.Network != "real" || c.Subject.Direction != "down" {
+			t.Errorf("change %+v, want socket-drops %s, %s", c, tc.change, tc.verdict)
+		}
 	}
 }
