@@ -142,14 +142,7 @@ func judgeResult(res *Result, best, advName string, cands map[string]Candidate) 
 	res.VsAdvise = map[string]Gap{}
 	pairs = pairsOf(res.Steps, best, advName)
 	for _, d := range dirs {
-		g := Gap{Comparison: compareRounds(pairs, d), ClosedBy: differs(c, cands[advName])}
-		switch {
-		case best == advName:
-		case g.Ratio > 1.05 && g.BeyondSpread:
-			g.Finding = fmt.Sprintf("advise is %.0f%% short of the best on %s (%s; best/advise ×%.2f over %d pairs, faster beyond the spread in every one of %d judged rounds); the best differs from advise's variant in %s",
-				100*(g.Ratio-1), res.PathDescription, d, g.Ratio, g.Pairs, g.Record.Judged(), strings.Join(g.ClosedBy, ", "))
-		}
-		res.VsAdvise[d] = g
+		res.VsAdvise[d] = Gap{Comparison: compareRounds(pairs, d), ClosedBy: differs(c, cands[advName])}
 	}
 }
 

@@ -20,14 +20,16 @@ import (
 // Schema names the JSON document a tune run (tune.Run) is written as.
 //
 // Version 3: findings are records (finding.Finding: kind, subject,
-// outcome, figures), judged by Findings; in version 2 they were sentences.
+// outcome, figures), judged by Findings; in version 2 they were sentences,
+// and vs_advise held advise's gap as a sentence too ("finding", now the
+// advise-short record).
 // Version 2: the verdict and the comparisons are judged round by round
 // (ratio: median of pairs of samples of the same round; beyond_spread:
 // faster in every round that judged it); in version 1 they pooled the
 // samples of all rounds.
 const Schema = "ovpnperf/tune/v3"
 
-// SchemaV2 names version 2, whose findings were sentences; ReadV2 reads it
+// SchemaV2 names version 2, whose findings were sentences; Read reads it
 // and judges its findings again (Findings).
 const SchemaV2 = "ovpnperf/tune/v2"
 
@@ -67,7 +69,6 @@ type Gap struct {
 	Comparison
 	// ClosedBy lists the axes where the best differs from advise's variant.
 	ClosedBy []string `json:"closed_by"`
-	Finding  string   `json:"finding,omitempty"`
 }
 
 // Best is the search's result.
