@@ -63,6 +63,14 @@ func Findings(res *Result) []finding.Finding {
 				d, res.Best.Name, f.Outcome, measure.FormatMbpsSpread(c.Best), measure.FormatMbpsSpread(c.Other), ratio, c.Record)
 			out = append(out, f)
 		}
+		if len(out) == 0 {
+			// The verdict and the comparisons are judged by one rule
+			// (DirRecord.Won); a document whose comparisons do not
+			// show the win still says what its verdict found.
+			out = append(out, finding.Finding{Kind: finding.TunedFaster, Subject: finding.Subject{Network: Network}, Outcome: verdict.Confirmed,
+				Settings: with(map[string]string{"best": res.Best.Name, "variant": res.Best.Variant, "proto": res.Best.Proto}),
+				Cites:    []string{citeRounds}, Text: res.Verdict.Message + "."})
+		}
 	} else {
 		out = append(out, noFaster(res, with(map[string]string{"candidate": res.Verdict.Candidate})))
 	}
