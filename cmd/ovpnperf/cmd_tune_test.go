@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
@@ -65,6 +66,20 @@ func TestTuneBudget(t *testing.T) {
 	}
 	if n := len(res.Steps[0].Candidates[0].Samples["up"]); n == 0 {
 		t.Errorf("no sample recorded in round 1: %+v", res.Steps[0])
+	}
+	// The verdict is a record too: tuned-faster in a direction when a
+	// best was found, no-faster-setting otherwise.
+	verdicts := 0
+	for _, f := range res.Findings {
+		if err := f.Check(); err != nil {
+			t.Error(err)
+		}
+		if f.Kind == finding.TunedFaster && res.Verdict.Found || f.Kind == finding.NoFasterSetting && !res.Verdict.Found {
+			verdicts++
+		}
+	}
+	if verdicts == 0 {
+		t.Errorf("found %v, but no finding of the verdict: %+v", res.Verdict.Found, res.Findings)
 	}
 	// --html wrote the report page of this run: the search path charted,
 	// a bar per candidate of round 1.
