@@ -3,6 +3,8 @@ package probe
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"net"
 	"os"
@@ -15,11 +17,13 @@ import (
 
 	"github.com/safchain/ethtool"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 func TestMain(m *testing.M) { labtest.Main(m) }
@@ -67,9 +71,18 @@ func runProbe(t *testing.T, l *lab.Lab, args ...string) *Report {
 		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, stderr.String())
 	}
 	t.Logf("probe took %v:\n%s", time.Since(start).Round(time.Millisecond), stderr.String())
+	written := stdout.Bytes()
 	rep, err := Decode(&stdout)
 	if err != nil {
-		t.Fatalf("probe output: %v\n%s", err, stdout.String())
+		t.Fatalf("probe output: %v\n%s", err, written)
+	}
+	// The findings the command wrote are those its fields give on reading.
+	var doc struct{ Findings []finding.Finding }
+	if err := json.Unmarshal(written, &doc); err != nil || doc.Findings == nil {
+		t.Fatalf("probe wrote no findings: %v\n%s", err, written)
+	}
+	if w, r := fmt.Sprint(doc.Findings), fmt.Sprint(rep.Findings); w != r {
+		t.Errorf("findings written:\n%s\njudged on reading:\n%s", w, r)
 	}
 	return rep
 }
@@ -122,6 +135,18 @@ func TestLabPPSEchoLossOneDirection(t *testing.T) {
 	}
 	if !authed() {
 		t.Error("the pps server accepted no signed hello: --pps-key-file was not used")
+	}
+	loss := 0
+	for _, f := range rep.Findings {
+		if f.Kind == finding.Loss {
+			loss++
+			if f.Outcome != verdict.Confirmed || f.Figures["loss_up_percent"] != p.LossUpPercent.Value || f.Figures["loss_percent"] != p.LossPercent.Value || f.Settings["method"] != MethodPPSEcho {
+				t.Errorf("loss finding %+v", f)
+			}
+		}
+	}
+	if loss != 1 {
+		t.Errorf("%d loss findings, want 1: %+v", loss, rep.Findings)
 	}
 }
 
