@@ -260,6 +260,7 @@ func TestLabRunLongPaths(t *testing.T) {
 			if err != nil {
 				t.Fatalf("lab run --json: %v\n%s", err, r.stdout)
 			}
+			checkSchema(t, "lab run --json", r.stdout, false)
 			if rep.Scenario.DurationSeconds != c.time {
 				t.Errorf("sample length %v s, want %v s from the path", rep.Scenario.DurationSeconds, c.time)
 			}
