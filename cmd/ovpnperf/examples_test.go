@@ -189,6 +189,12 @@ var exampleRules = map[string]exampleRule{
 	"ovpnperf cluster dispatch --registry etcd://10.0.0.11:2379,10.0.0.12:2379,10.0.0.13:2379 --registry-cluster vpn --registry-ca etcd-ca.crt --registry-cert d1-dispatch.crt --registry-key d1-dispatch.key --listen 0.0.0.0:8443 --ca ovpn-ca.crt --cert d1.crt --key d1.key --strategy least-loaded --metrics 127.0.0.1:9188":                                                             {skip: outsideHost},
 	"ovpnperf cluster status --registry etcd://10.0.0.11:2379 --registry-cluster vpn --registry-ca etcd-ca.crt --registry-cert d1-dispatch.crt --registry-key d1-dispatch.key":                                                                                                                                                                                                                {skip: outsideHost},
 
+	// schema: recorded lab runs, and a document made here.
+	"ovpnperf schema check before.json after.json":      {files: []string{"before.json", "after.json"}},
+	"ovpnperf version --json | ovpnperf schema check -": {},
+	"ovpnperf schema list":                              {},
+	"ovpnperf schema show ovpnperf/run/v2":              {},
+
 	// version
 	"ovpnperf version":        {},
 	"ovpnperf version --json": {},

@@ -322,3 +322,45 @@ func TestRecordedDocumentsFollowSchemas(t *testing.T) {
 		}
 	}
 }
+
+// schema check: the schema of each document that follows it and exit 0;
+// exit 1 naming the field for one that does not; one line and exit 2 for
+// a schema ovpnperf has no file for and for what is not JSON.
+func TestSchemaCheckCommand(t *testing.T) {
+	dir := t.TempDir()
+	good, list := recorded("labrun-wan-1.json"), recorded("recipe-all.json")
+	r := ovpnperf(t, "schema", "check", good, list).mustSucceed(t)
+	if !strings.Contains(r.stdout, good+": follows "+measure.Schema+"\n") || !strings.Contains(r.stdout, list+": follows 10 documents of "+measure.Schema+"\n") {
+		t.Errorf("schema check printed:\n%s", r.stdout)
+	}
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["rows"].([]any)[0].(map[string]any)["undocumented_bps"] = 1
+	bad := filepath.Join(dir, "bad.json")
+	b, _ = json.Marshal(doc)
+	if err := os.WriteFile(bad, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = ovpnperf(t, "schema", "check", good, bad)
+	if r.code != 1 || !strings.Contains(r.stderr, bad+": does not follow "+measure.Schema) || !strings.Contains(r.stderr, "undocumented_bps") {
+		t.Errorf("a document with an undocumented field: exit %d\n%s", r.code, r.stderr)
+	}
+	ovpnperf(t, "schema", "check", recorded("tune-lossy.json")).mustBeUsageError(t, `no schema for "ovpnperf.tune/2"`)
+	notJSON := filepath.Join(dir, "x.json")
+	if err := os.WriteFile(notJSON, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ovpnperf(t, "schema", "check", notJSON).mustBeUsageError(t, "not one JSON value")
+	// show prints the file that check uses.
+	r = ovpnperf(t, "schema", "show", measure.Schema).mustSucceed(t)
+	want, err := schemas.Text(measure.Schema)
+	if err != nil || r.stdout != string(want) {
+		t.Errorf("schema show %s: %v, printed %d bytes of %d", measure.Schema, err, len(r.stdout), len(want))
+	}
+}

@@ -105,6 +105,9 @@ func Schemas() (map[string]*jsonschema.Schema, error) {
 // ErrNoSchema is a document without a "schema" key ovpnperf has a file for.
 var ErrNoSchema = errors.New("no schema")
 
+// ErrNotJSON is input that is not one JSON value.
+var ErrNotJSON = errors.New("not one JSON value")
+
 // Check validates one JSON document, or a list of documents (`recipe all
 // --json`, `lab status --json`), against the schema each one's "schema"
 // key names, and returns the ids in document order. A document whose
@@ -116,7 +119,7 @@ func Check(b []byte) ([]string, error) {
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("not one JSON value: %w", err)
+		return nil, fmt.Errorf("%w: %v", ErrNotJSON, err)
 	}
 	docs := []any{v}
 	list, isList := v.([]any)
@@ -136,10 +139,16 @@ func Check(b []byte) ([]string, error) {
 			if id == "" {
 				return ids, fmt.Errorf("%s%w: the document has no \"schema\" key", where, ErrNoSchema)
 			}
-			return ids, fmt.Errorf("%s%w: %q is not one of %s", where, ErrNoSchema, id, strings.Join(IDs(), ", "))
+			return ids, fmt.Errorf("%s%w for %q (`ovpnperf schema list` names those there are)", where, ErrNoSchema, id)
 		}
 		if err := s.Validate(d); err != nil {
-			return ids, fmt.Errorf("%sdoes not follow %s (%s): %w", where, id, path.Join("docs/schemas", File(id)), err)
+			// The first line names the schema by the URL it was compiled
+			// as; the lines below say what failed, where.
+			msg := err.Error()
+			if _, rest, ok := strings.Cut(msg, "\n"); ok {
+				msg = rest
+			}
+			return ids, fmt.Errorf("%sdoes not follow %s (%s):\n%s", where, id, path.Join("docs/schemas", File(id)), msg)
 		}
 		ids = append(ids, id)
 	}
