@@ -129,9 +129,11 @@ func TestSchemaFilesConventions(t *testing.T) {
 						t.Errorf("%s %s: an object says neither its properties nor what its values are", schemas.File(id), path)
 					}
 				}
-				if (hasType(v, "number") || hasType(v, "integer")) && strings.Contains(path, "/properties/") && v["description"] == nil &&
+				if (hasType(v, "number") || hasType(v, "integer")) && strings.Contains(path, "/properties/") &&
 					!strings.HasSuffix(path, "/items") && !strings.HasSuffix(path, "/additionalProperties") {
-					t.Errorf("%s %s: a number without a description (its unit)", schemas.File(id), path)
+					if d, _ := v["description"].(string); !unitWords.MatchString(d) {
+						t.Errorf("%s %s: a number whose description does not say its unit: %q", schemas.File(id), path, d)
+					}
 				}
 				for k, c := range v {
 					walk(path+"/"+k, c)
@@ -145,6 +147,9 @@ func TestSchemaFilesConventions(t *testing.T) {
 		walk("#", s)
 	}
 }
+
+// unitWords are what a number's description says its unit with.
+var unitWords = regexp.MustCompile(`(?i)bit|byte|second|percent|%|packet|count|number|\bids?\b|ticks|fraction|ratio|version|revision|status|index|\bper\b|cores|CPU|segments|datagrams|retransmits|streams|how many|how often|\bunit\b`)
 
 func hasType(v map[string]any, want string) bool {
 	switch ty := v["type"].(type) {
