@@ -51,19 +51,23 @@ a usage error (exit status 2).`,
 }
 
 func runSchemaCheck(cmd *cobra.Command, files []string) error {
-	failed := false
-	for _, f := range files {
-		var b []byte
+	// Every file is read before any is checked: one that cannot be read
+	// is refused with one line, whatever the others hold.
+	docs := make([][]byte, len(files))
+	for i, f := range files {
 		var err error
 		if f == "-" {
-			b, err = io.ReadAll(inputfile.Stream(cmd.Context(), cmd.InOrStdin(), "standard input", inputfile.Document))
+			docs[i], err = io.ReadAll(inputfile.Stream(cmd.Context(), cmd.InOrStdin(), "standard input", inputfile.Document))
 		} else {
-			b, err = inputfile.ReadFile(cmd.Context(), f, inputfile.Document)
+			docs[i], err = inputfile.ReadFile(cmd.Context(), f, inputfile.Document)
 		}
 		if err != nil {
 			return usage.Errorf("%v", err)
 		}
-		ids, err := schemas.Check(b)
+	}
+	failed := false
+	for i, f := range files {
+		ids, err := schemas.Check(docs[i])
 		switch {
 		case errors.Is(err, schemas.ErrNoSchema) || errors.Is(err, schemas.ErrNotJSON):
 			return usage.Errorf("%s: %v", f, err)
