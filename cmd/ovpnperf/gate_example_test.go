@@ -46,7 +46,7 @@ func TestGateExamples(t *testing.T) {
 		if r := exampleRules[tc.line]; r.exit != tc.exit {
 			t.Errorf("exampleRules gives %q exit %d, want %d", tc.line, r.exit, tc.exit)
 		}
-		code, out := runExample(dir, env.rewrite(tc.line))
+		code, out, _ := runExample(dir, env.rewrite(tc.line))
 		if code != tc.exit || strings.TrimSpace(out) != tc.out {
 			t.Errorf("%s\n  in %s: exit %d, printed %q; want exit %d, %q", tc.line, filepath.Base(dir), code, out, tc.exit, tc.out)
 		}
