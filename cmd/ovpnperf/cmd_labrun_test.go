@@ -96,7 +96,7 @@ func labRunText(t *testing.T, args func(name string) []string) (*measure.Report,
 		if err != nil {
 			t.Fatalf("lab run --json: %v\n%s", err, doc)
 		}
-		checkSchema(t, "lab run --json", r.stdout, false)
+		checkSchema(t, "lab run --json", doc, false)
 		again := false
 		for _, row := range rep.Rows {
 			if refusedForSteal(row) {

@@ -212,6 +212,9 @@ func TestReportFindingsEveryKind(t *testing.T) {
 		if err := os.WriteFile(oldFile, oldJSON, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		// Both follow the schema: findings are documented in it.
+		checkSchema(t, "a run document with findings", b.String(), false)
+		checkSchema(t, "a run document without findings", string(oldJSON), false)
 		fresh, old2 := readRunDoc(t, newFile), readRunDoc(t, oldFile)
 		if fresh.JudgedOnReading || !old2.JudgedOnReading {
 			t.Errorf("judged on reading: %v for a document with findings, %v for one without", fresh.JudgedOnReading, old2.JudgedOnReading)
