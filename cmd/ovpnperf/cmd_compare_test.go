@@ -25,6 +25,7 @@ func TestCompareFindingsMoved(t *testing.T) {
 	run := func(old, new string, code int, worseRows int) report.Comparison {
 		t.Helper()
 		r := ovpnperf(t, "compare", old, new, "--json")
+		checkSchema(t, "compare --json", r.stdout, false)
 		var cmp report.Comparison
 		if err := json.Unmarshal([]byte(r.stdout), &cmp); err != nil {
 			t.Fatalf("%v\n%s%s", err, r.stdout, r.stderr)
@@ -98,6 +99,7 @@ func TestCompareSocketDrops(t *testing.T) {
 		verdict  string
 	}{{without, with, 1, report.FindingAppeared, report.Worse}, {with, without, 0, report.FindingGone, report.Better}} {
 		r := ovpnperf(t, "compare", tc.old, tc.new, "--json")
+		checkSchema(t, "compare --json", r.stdout, false)
 		var cmp report.Comparison
 		if err := json.Unmarshal([]byte(r.stdout), &cmp); err != nil {
 			t.Fatalf("%v\n%s%s", err, r.stdout, r.stderr)
