@@ -423,16 +423,6 @@ func (q *queue) run(stopfd int) error {
 	}
 }
 
-// maxIdleSleep caps a sleep with nothing held. The runtime stops a
-// goroutine in a raw system call by signalling it (EINTR); should signals
-// be off (GODEBUG=asyncpreemptoff=1), the cap still bounds how long a GC
-// waits for an idle queue thread.
-const maxIdleSleep = int64(100 * time.Millisecond)
-
-// maxLazy caps the lazy window: the socket buffer must hold everything that
-// arrives meanwhile (2 ms at 100 000 packets/s is 200 messages).
-const maxLazy = int64(2 * time.Millisecond)
-
 // lazyWindow is how long the thread may leave the socket unread. A packet
 // not yet read arrived after lastRead, so it cannot fall due before
 // lastRead + Delay − Jitter; reading within half of that keeps every
