@@ -402,8 +402,8 @@ func (p *pipe) receive() (readResult, error) {
 		// read: every frame of a block the kernel has handed over was
 		// stamped before this reading, but a block handed over while
 		// the read goes on holds frames stamped after an earlier one,
-		// which the check below would take for a clock step (50–80 of
-		// 250 000 frames at 50 000 pps were, with one reading per read).
+		// which the check below would take for a clock step
+		// (docs/measurements.md#one-clock-reading-per-ring-block).
 		t := time.Now()
 		now = int64(t.Sub(epoch))
 		offset = now - t.UnixNano()

@@ -371,16 +371,17 @@ func (q *queue) close() error {
 	return nil
 }
 
-// rawPpoll is ppoll(2) as the queue thread calls it. The queue thread's
-// own system calls (ppoll, recvmmsg, the verdict write) bypass the Go runtime's syscall bookkeeping: to the runtime the
-// goroutine is running, not in a system call. Through syscall.Syscall the
-// thread would spend nearly all its time "in a system call", and since Go
-// 1.26 sysmon then, on each of its ticks, takes the goroutine's scan bit
-// to inspect it and retakes the P of a goroutine that has not been
-// rescheduled for 10 ms (a queue goroutine never is). That kept sysmon
-// polling every 20 µs (a quarter of a CPU at 100 Mbit/s here), made every
-// wake-up go through exitsyscall's slow path, and a wake-up that found the
-// scan bit taken spun in sched_yield (see rtprocess_linux.go). A raw call
+// rawPpoll is ppoll(2) as the lane threads call it. Their own system
+// calls (ppoll, recvmmsg, the verdict write, the wire sends) bypass the Go
+// runtime's syscall bookkeeping: to the runtime the goroutine is running,
+// not in a system call. Through syscall.Syscall the thread would spend
+// nearly all its time "in a system call", and since Go 1.26 sysmon then,
+// on each of its ticks, takes the goroutine's scan bit to inspect it and
+// retakes the P of a goroutine that has not been rescheduled for 10 ms (a
+// lane goroutine never is). That kept sysmon polling, made every wake-up
+// go through exitsyscall's slow path, and a wake-up that found the scan
+// bit taken spun in sched_yield (see rtprocess_linux.go;
+// docs/measurements.md#raw-system-calls-and-sysmon). A raw call
 // costs the runtime nothing it relies on: a goroutine the runtime wants
 // stopped (GC, sysmon's 10 ms preemption) gets SIGURG, which interrupts
 // ppoll with EINTR, and stops at its next function call.

@@ -32,8 +32,7 @@ import (
 // returns it to the ingress fill ring. The up lane owns socket A's RX and
 // fill rings and socket B's TX and completion rings, the down lane the
 // other four, so no ring has two users, and no frame is copied in user
-// space (a copy from one UMEM into another was 9 % of the emulator's CPU
-// at 50 000 frames/s each way, perf, before this layout).
+// space (docs/measurements.md#af_xdp-one-umem-no-copy).
 
 const (
 	// xskFrameSize is one UMEM chunk. XDP_PACKET_HEADROOM (256) of it is
@@ -43,11 +42,10 @@ const (
 	xskMaxFrame = xskFrameSize - unix.XDP_PACKET_HEADROOM
 	// xskMaxRxFrames caps the frames a direction holds (128 MiB of UMEM).
 	xskMaxRxFrames = 1 << 16
-	// xskMinRxFrames is the least (32 MiB). 4096, what the lab gives its
-	// NFQUEUE queues at least, ran out at 50 000 frames/s through 20 ms
-	// here (fill ring empty, a few hundred frames per 200 000) when a
-	// sender, descheduled on a loaded host, caught up in one burst: the
-	// frames of the burst wait in the RX ring on top of those held.
+	// xskMinRxFrames is the least (32 MiB): when a sender descheduled on
+	// a loaded host catches up in one burst, the burst waits in the RX
+	// ring on top of the frames held, and 4096 ran out
+	// (docs/measurements.md#af_xdp-frames-per-direction).
 	xskMinRxFrames = 1 << 14
 	// xskReadBatch bounds how many frames one receive hands to the
 	// scheduler before due releases go out.
