@@ -300,7 +300,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 					}
 					if errors.Is(err, vpnproc.ErrGone) {
 						rep.InvalidateUnsampled("no sample: OpenVPN ended before this row was measured")
-						return finish(rep, rp, spec, proc, capRes), fmt.Errorf("OpenVPN (pid %d) ended during the measurement", proc.Pid)
+						return finish(rep, rp, spec, proc, capRes), fmt.Errorf("OpenVPN (pid %d) ended during the measurement: %w", proc.Pid, vpnproc.ErrGone)
 					}
 					rf := experiment.RefusalOf(err)
 					rf.Detail = oneLine(err)
