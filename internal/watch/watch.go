@@ -53,8 +53,6 @@ type Options struct {
 	// the tunnel counts as busy and a round is skipped (0:
 	// DefaultSkipShare).
 	SkipShare float64
-	// History, when not nil, receives each round's record.
-	History *History
 	// Log receives one line per round and what goes wrong meanwhile.
 	Log io.Writer
 	// Argv is the command line, kept in each round's run document.
@@ -92,6 +90,7 @@ type Watcher struct {
 	// measured them (0: none yet).
 	lastUp, lastDown float64
 	seq              int
+	history          *History
 }
 
 // New finds the tunnel's OpenVPN process (a wrong HOST or --tunnel is the
@@ -117,6 +116,9 @@ func New(opts Options) (*Watcher, error) {
 		rtts: map[string][]time.Duration{}, lost: map[string]int{}}
 	return w, nil
 }
+
+// SetHistory makes each round's record go to h too; before Run.
+func (w *Watcher) SetHistory(h *History) { w.history = h }
 
 // Pid is the OpenVPN process watched (0 when it is not found now).
 func (w *Watcher) Pid() int {
@@ -487,8 +489,8 @@ func (w *Watcher) record(rec watchdoc.Round) {
 		line += ": " + rec.Detail
 	}
 	fmt.Fprintln(w.opts.Log, line)
-	if w.opts.History != nil {
-		if err := w.opts.History.Append(rec); err != nil {
+	if w.history != nil {
+		if err := w.history.Append(rec); err != nil {
 			fmt.Fprintf(w.opts.Log, "history: %v\n", err)
 		}
 	}
