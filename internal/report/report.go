@@ -48,6 +48,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
+	"github.com/ovpnperf/ovpnperf/internal/watch/watchdoc"
 )
 
 // Document is one JSON document read from a file.
@@ -65,6 +66,10 @@ type Document struct {
 	Tune   *tunedoc.Result
 	// Cluster is `cluster status --json`.
 	Cluster *clusterdoc.Status
+	// Watch is the history `ovpnperf watch --history` keeps (JSON
+	// lines, one round a line); WatchCut says its last line was cut.
+	Watch    []watchdoc.Round
+	WatchCut bool
 }
 
 // kind is one schema the report knows: how to decode a document of it.
@@ -108,6 +113,7 @@ var kinds = []kind{
 		return tunedoc.UpgradeV1(d.Tune, r.RejudgeTune)
 	}},
 	{ClusterSchema, decodeCluster},
+	{watchdoc.Schema, decodeHistory},
 	{clusterdoc.LegacyStatusSchema, decodeCluster},
 }
 
@@ -172,6 +178,14 @@ func (r Reader) Load(path string) ([]Document, error) {
 // Parse is Load on data already read; file names it in messages.
 func (r Reader) Parse(file string, data []byte) ([]Document, error) {
 	trimmed := bytes.TrimSpace(data)
+	if isHistory(trimmed) {
+		// JSON lines, not one document (watch.go).
+		d := Document{File: file, Schema: watchdoc.Schema}
+		if err := decodeHistory(trimmed, &d, r); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		return []Document{d}, nil
+	}
 	var raws []json.RawMessage
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		if err := json.Unmarshal(trimmed, &raws); err != nil {
@@ -378,6 +392,8 @@ func (p *page) document(d *Document) {
 		p.tune(d)
 	case d.Cluster != nil:
 		p.clusterDoc(d)
+	case d.Watch != nil:
+		p.watch(d)
 	}
 	p.h(`</section>`, nil)
 }
@@ -502,6 +518,7 @@ circle.s0{fill:var(--c0)}circle.s1{fill:var(--c1)}circle.s2{fill:var(--c2)}circl
 path.ceil,line.ceil{stroke-dasharray:6 4;stroke-width:1.5}
 circle.hollow{fill:var(--bg);stroke-width:1.3}circle.hollow.s0{stroke:var(--c0)}circle.hollow.s1{stroke:var(--c1)}circle.hollow.s2{stroke:var(--c2)}
 .verdict{font-weight:600}.v-confirmed,.v-better{color:var(--ok)}.v-refuted,.v-worse{color:var(--bad)}.v-changed,.v-noise,.v-cannot-tell{color:var(--warn)}
+rect.muted-band{fill:var(--grid)}
 .findings li{margin:.2rem 0}.invalid{color:var(--bad)}.muted{color:var(--muted)}
 nav ol{columns:2;font-size:.92rem}
 details summary{cursor:pointer;color:var(--muted)}

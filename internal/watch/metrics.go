@@ -67,8 +67,8 @@ func newMetrics() *metrics {
 		Help: "When the last round (of any result) started, Unix time."})
 	m.lastDur = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ovpnperf_watch_round_last_duration_seconds",
 		Help: "How long the last round that ran took."})
-	m.rate = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ovpnperf_watch_rate_bits_per_second",
-		Help: "Median TCP rate of the last round that measured the row, inside the tunnel or outside it, up (this host to the far end) or down."}, []string{"path", "direction"})
+	m.rate = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ovpnperf_watch_rate_bytes_per_second",
+		Help: "Median TCP goodput (bytes a second, the base unit: bits are 8 times it) of the last round that measured the row, inside the tunnel or outside it, up (this host to the far end) or down."}, []string{"path", "direction"})
 	m.finding = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ovpnperf_watch_finding",
 		Help: "1 when the last measured round made this finding with this outcome, else 0."}, []string{"kind", "direction", "outcome"})
 	m.load = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ovpnperf_watch_tunnel_load_ratio",

@@ -466,7 +466,7 @@ func (w *Watcher) record(rec watchdoc.Round) {
 					down = r.MedianBps
 				}
 			}
-			m.rate.WithLabelValues(path, r.Direction).Set(r.MedianBps)
+			m.rate.WithLabelValues(path, r.Direction).Set(r.MedianBps / 8)
 		}
 		m.setFindings(rec.Findings)
 		w.mu.Lock()
