@@ -320,7 +320,7 @@ func measureAndShow(ctx context.Context, stdout io.Writer, spec experiment.Spec,
 		if terr := measure.RenderTable(stdout, rep); terr != nil {
 			return terr
 		}
-		for _, line := range measure.Findings(rep) {
+		for _, line := range measure.FindingLines(rep) {
 			fmt.Fprintln(stdout, line)
 		}
 		if h := rep.Host; h.EmulationBackendWhy != "" {

@@ -255,7 +255,7 @@ func writeRealText(w io.Writer, rep *measure.Report) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
-	for _, line := range measure.Findings(rep) {
+	for _, line := range measure.FindingLines(rep) {
 		fmt.Fprintln(w, line)
 	}
 }

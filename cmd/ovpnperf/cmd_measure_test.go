@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	stdhtml "html"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
@@ -21,6 +21,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // measureBench is a lab standing in for a user's network: a real OpenVPN
@@ -69,6 +70,21 @@ func (b *measureBench) measure(t *testing.T, args ...string) result {
 	return ovpnperfWithin(t, 5*time.Minute, append([]string{"lab", "exec", b.lab.Name(), "client", "--", binary, "measure"}, args...)...)
 }
 
+// readRunDoc reads a run document a command wrote to file.
+func readRunDoc(t *testing.T, file string) *measure.Report {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := measure.ReadJSON(f)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return rep
+}
+
 // measureDoc runs measure with --json and reads the document.
 func (b *measureBench) measureDoc(t *testing.T, args ...string) (*measure.Report, result) {
 	t.Helper()
@@ -81,16 +97,6 @@ func (b *measureBench) measureDoc(t *testing.T, args ...string) (*measure.Report
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
 	return rep, r
-}
-
-func findingsWith(rep *measure.Report, s string) []string {
-	var out []string
-	for _, f := range measure.Findings(rep) {
-		if strings.Contains(f, s) {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // Must show 1: on a 50 Mbit/s, 40 ms path the tunnel carries the outside
@@ -146,10 +152,16 @@ func TestMeasurePathBound(t *testing.T) {
 			}
 		}
 	}
-	if f := findingsWith(rep, "path-bound:"); len(f) != 2 {
-		t.Errorf("want path-bound in both directions, findings:\n%s", strings.Join(measure.Findings(rep), "\n"))
+	pb := findingsOf(t, rep, finding.PathBound)
+	if len(pb) != 2 || pb[0].Subject.Direction == pb[1].Subject.Direction {
+		t.Errorf("want path-bound in both directions, findings:\n%s", findingKeys(rep.Findings))
 	}
-	t.Logf("findings:\n%s", strings.Join(measure.Findings(rep), "\n"))
+	for _, f := range pb {
+		if f.Outcome != verdict.Confirmed || f.Figures[measure.FigPredictedRatio] != rp.PredictedRatio || f.Figures[measure.FigPairs] < 3 {
+			t.Errorf("path-bound %s: %+v", f.Subject.Direction, f)
+		}
+	}
+	t.Logf("findings:\n%s", findingKeys(rep.Findings))
 	b.checkNothingLeft(t)
 }
 
@@ -301,17 +313,19 @@ func measureSocketDrops(t *testing.T, b *measureBench) {
 	if rcv != 2*16384 {
 		t.Errorf("the kernel gave %d bytes, want 2 × 16384", rcv)
 	}
-	f := findingsWith(rep, "socket drops:")
-	if len(f) != 1 || !strings.Contains(f[0], "receive buffer of 32768 bytes") || !strings.Contains(f[0], "rcvbuf 4194304") {
-		t.Fatalf("finding does not name the buffer and what to set:\n%s", strings.Join(measure.Findings(rep), "\n"))
+	f := findingsOf(t, rep, finding.SocketDrops)
+	// The advice is the config line to set, as the document carries it.
+	if len(f) != 1 || f[0].Figures[measure.FigRcvbufBytes] != 32768 || f[0].Figures[measure.FigDroppedDatagrams] != float64(drops) ||
+		f[0].Advice != rep.Scenario.Real.BufferAdvice || !strings.Contains(f[0].Advice, "rcvbuf 4194304") {
+		t.Fatalf("finding does not name the buffer and what to set:\n%+v", rep.Findings)
 	}
-	t.Logf("before: %s", f[0])
+	t.Logf("before: %s", f[0].Text)
 	// The change the finding advises.
 	b.restart(t, func(s, c *openvpn.Config) { c.Add("rcvbuf", "4194304") })
 	rep2, _ := b.measureDoc(t, args...)
 	r2 := tunnelRow(t, rep2, "down")
-	if drops2, rcv2 := socketDrops(r2); drops2 != 0 || len(findingsWith(rep2, "socket drops:")) != 0 {
-		t.Errorf("with rcvbuf 4194304 (kernel: %d) still %d drops:\n%s", rcv2, drops2, strings.Join(measure.Findings(rep2), "\n"))
+	if drops2, rcv2 := socketDrops(r2); drops2 != 0 || len(findingsOf(t, rep2, finding.SocketDrops)) != 0 {
+		t.Errorf("with rcvbuf 4194304 (kernel: %d) still %d drops:\n%s", rcv2, drops2, findingKeys(rep2.Findings))
 	}
 	t.Logf("tunnel down before %v, after %v bit/s", r.SamplesBps, r2.SamplesBps)
 	b.checkNothingLeft(t)
@@ -396,22 +410,11 @@ func measureBeforeAfterCompare(t *testing.T, b *measureBench) {
 		t.Errorf("compare after before: exit %d, want 1\n%s", back.code, back.stdout)
 	}
 	// report draws both documents, with their findings.
-	page := filepath.Join(dir, "page.html")
-	ovpnperf(t, "report", before, after, "-o", page).mustSucceed(t)
-	html, err := os.ReadFile(page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	findings := append(measure.Findings(rep), measure.Findings(rep2)...)
-	if len(findings) == 0 {
+	if len(rep.Findings)+len(rep2.Findings) == 0 {
 		t.Errorf("no finding in either document: the page has nothing to show")
 	}
-	for _, f := range findings {
-		head, _, _ := strings.Cut(f, ":")
-		if !strings.Contains(string(html), head) && !strings.Contains(string(html), stdhtml.EscapeString(head)) {
-			t.Errorf("the report page lacks the finding %q", head)
-		}
-	}
+	checkFindingsShown(t, rep, "", reportPage(t, before))
+	checkFindingsShown(t, rep2, "", reportPage(t, after))
 	b.checkNothingLeft(t)
 }
 
@@ -435,7 +438,13 @@ func TestMeasureFragmentation(t *testing.T) {
 	if err := os.Symlink(victim, filepath.Join(dir, "frag.pcap")); err != nil {
 		t.Fatal(err)
 	}
-	rep, _ := b.measureDoc(t, lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "1s", "--omit", "0s", "--direction", "up", "--capture", "--out", out)
+	// Text on stdout, the document in --out: one run gives both.
+	mr := b.measure(t, lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "1s", "--omit", "0s", "--direction", "up", "--capture", "--out", out)
+	if mr.code != 0 {
+		t.Fatalf("measure: exit %d\nstdout:\n%s\nstderr:\n%s", mr.code, mr.stdout, mr.stderr)
+	}
+	text := mr.stdout
+	rep := readRunDoc(t, out)
 	var vst syscall.Stat_t
 	if got, err := os.ReadFile(victim); err != nil || string(got) != "precious\n" || syscall.Stat(victim, &vst) != nil || vst.Uid != 0 || vst.Mode&0o777 != 0o600 {
 		t.Errorf("the capture went through the link: victim %q (%v), owner %d, mode %o", got, err, vst.Uid, vst.Mode&0o777)
@@ -443,11 +452,28 @@ func TestMeasureFragmentation(t *testing.T) {
 	if li, err := os.Lstat(filepath.Join(dir, "frag.pcap")); err != nil || !li.Mode().IsRegular() {
 		t.Errorf("frag.pcap is not a regular file: %v %v", li, err)
 	}
-	f := findingsWith(rep, "fragmentation:")
-	if len(f) != 1 || !strings.Contains(f[0], "path MTU 1400") || !strings.Contains(f[0], "mssfix 1400 mtu") {
-		t.Fatalf("no fragmentation finding with the MTU advice:\n%s", strings.Join(measure.Findings(rep), "\n"))
+	f := findingsOf(t, rep, finding.Fragmentation)
+	// The advice is the config line to set, as the document carries it.
+	if len(f) != 1 || f[0].Outcome != verdict.Confirmed || f[0].Figures[measure.FigPathMTUBytes] != 1400 || f[0].Figures[measure.FigFragmentsMadePackets]+f[0].Figures[measure.FigFragmentsReassembledPackets] == 0 ||
+		!strings.Contains(f[0].Advice, "mssfix 1400 mtu") {
+		t.Fatalf("no fragmentation finding with the MTU advice:\n%+v", rep.Findings)
 	}
-	t.Logf("%s", f[0])
+	t.Logf("%s", f[0].Text)
+	// The limit finding of the direction measured: its kind is one of
+	// the three the path-bound rule gives, with the tunnel's rate and the
+	// model's prediction it rests on.
+	var limits []finding.Finding
+	for _, k := range []finding.Kind{finding.PathBound, finding.BelowPath, finding.LimitUnknown} {
+		limits = append(limits, findingsOf(t, rep, k)...)
+	}
+	tr := tunnelRow(t, rep, "up")
+	if len(limits) != 1 || limits[0].Subject.Direction != "up" || !limits[0].Outcome.Valid() ||
+		limits[0].Figures[measure.FigTunnelMedianBps] != tr.MedianBps || limits[0].Figures[measure.FigPredictedRatio] != rep.Scenario.Real.PredictedRatio {
+		t.Errorf("want one limit finding for up with the tunnel's rate and the prediction:\n%+v", limits)
+	}
+	// The text output and report's page show the document's findings,
+	// each the renderer's sentence for its record.
+	checkFindingsShown(t, rep, text, reportPage(t, out))
 	c := rep.Scenario.Real.Capture
 	if c == nil || c.Fragments == 0 || c.FragmentedDatagrams == 0 || c.File == "" {
 		t.Fatalf("capture shows no outer fragments: %+v", c)

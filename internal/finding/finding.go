@@ -89,9 +89,10 @@ type Finding struct {
 	// Advice is the change the finding recommends, as a sentence, when
 	// there is one.
 	Advice string `json:"advice,omitempty"`
-	// Decide says what would decide a finding whose outcome is noise or
-	// not tested; RefutedBy what observation would show a confirmed one
-	// wrong.
+	// Why says why a finding whose outcome is noise or not tested could
+	// not be decided; Decide what would decide it; RefutedBy what
+	// observation would show a confirmed one wrong.
+	Why       string `json:"why,omitempty"`
 	Decide    string `json:"decide,omitempty"`
 	RefutedBy string `json:"refuted_by,omitempty"`
 	// Cites are the documents the rule comes from, as repository paths

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -119,35 +120,39 @@ const (
 	LossShare = 0.01
 )
 
-// realFindings judges an `ovpnperf measure` document: each line names a
+// realFindings judges an `ovpnperf measure` document: each finding names a
 // limit, the figures that show it, and what would show it wrong.
-func realFindings(rep *Report) []string {
+func realFindings(rep *Report) []finding.Finding {
 	rp := rep.Scenario.Real
 	if rp == nil {
 		return nil
 	}
-	row := func(variant, dir string) *Row {
+	row := func(variant, dir string) int {
 		for i := range rep.Rows {
 			r := &rep.Rows[i]
 			if r.Variant == variant && r.Direction == dir {
-				return r
+				return i
 			}
 		}
-		return nil
+		return -1
 	}
-	var out []string
+	var out []finding.Finding
 	for _, dir := range []string{DirectionUp, DirectionDown} {
-		t, o := row(VariantTunnel, dir), row(VariantOutside, dir)
-		if t == nil || o == nil {
+		ti, oi := row(VariantTunnel, dir), row(VariantOutside, dir)
+		if ti < 0 || oi < 0 {
 			continue
 		}
-		out = append(out, directionFindings(rp, dir, t, o)...)
+		out = append(out, directionFindings(rp, rep.Scenario.Repeat, dir, [2]int{ti, oi}, &rep.Rows[ti], &rep.Rows[oi])...)
 	}
 	var unread []string
+	var rows []int
 	seen := map[string]bool{}
-	for _, r := range rep.Rows {
+	for i, r := range rep.Rows {
 		for _, c := range r.OpenVPN {
 			for _, u := range c.Unread {
+				if len(rows) == 0 || rows[len(rows)-1] != i {
+					rows = append(rows, i)
+				}
 				if !seen[u] {
 					seen[u] = true
 					unread = append(unread, u)
@@ -156,18 +161,47 @@ func realFindings(rep *Report) []string {
 		}
 	}
 	if len(unread) > 0 {
-		out = append(out, NetworkReal+": not read (findings that need these are not tested here): "+strings.Join(unread, "; "))
+		out = append(out, rendered(finding.Finding{Kind: finding.NotRead, Outcome: verdict.NotTested,
+			Subject:  finding.Subject{Network: NetworkReal, Rows: rows},
+			Settings: map[string]string{SettingBaseline: BaselineOutside, SettingUnread: strings.Join(unread, "; ")},
+			Why:      "counters the findings need could not be read: " + strings.Join(unread, "; "),
+			Decide:   "a run as root in OpenVPN's network namespace, where the counters can be read",
+			Cites:    []string{citeMeasureFindings}}))
 	}
 	return out
 }
 
-func directionFindings(rp *RealPath, dir string, t, o *Row) []string {
-	var out []string
-	name := dir
-	if dir == DirectionUp {
-		name = NetworkReal + " up (this host → " + rp.Host + ")"
-	} else {
-		name = NetworkReal + " down (" + rp.Host + " → this host)"
+// realName is how a real finding names its direction: "real up (this
+// host → HOST)".
+func realName(f finding.Finding) string {
+	if f.Subject.Direction == DirectionUp {
+		return NetworkReal + " up (this host → " + f.Settings[SettingHost] + ")"
+	}
+	return NetworkReal + " down (" + f.Settings[SettingHost] + " → this host)"
+}
+
+func directionFindings(rp *RealPath, repeat int, dir string, rows [2]int, t, o *Row) []finding.Finding {
+	var out []finding.Finding
+	// add completes a finding about this direction (subject, baseline,
+	// host, its sentence) and keeps it.
+	add := func(f finding.Finding) {
+		if f.Subject.Variant == "" {
+			f.Subject.Variant = VariantTunnel
+		}
+		if f.Subject.Rows == nil {
+			f.Subject.Rows = []int{rows[0]}
+		}
+		f.Subject.Network, f.Subject.Direction = NetworkReal, dir
+		if f.Settings == nil {
+			f.Settings = map[string]string{}
+		}
+		f.Settings[SettingBaseline] = BaselineOutside
+		f.Settings[SettingHost] = rp.Host
+		if f.Outcome == "" {
+			f.Outcome = verdict.Confirmed
+		}
+		f.Cites = append(f.Cites, citeMeasureFindings)
+		out = append(out, rendered(f))
 	}
 	n := len(t.OpenVPN)
 	// CPU-bound: the busiest thread near a whole core in every sample.
@@ -181,23 +215,39 @@ func directionFindings(rp *RealPath, dir string, t, o *Row) []string {
 	if rp.PredictedRatio > 0 {
 		w := verdict.Window{Lo: rp.PredictedRatio * (1 - PathBoundTolerance), Hi: rp.PredictedRatio * (1 + PathBoundTolerance)}
 		j := verdict.Within(t.SamplesBps, o.SamplesBps, w)
+		f := finding.Finding{Outcome: j.Outcome, Subject: finding.Subject{Rows: rows[:]},
+			Figures:  finding.Figures{FigTunnelMedianBps: t.MedianBps, FigBaselineMedianBps: o.MedianBps, FigPredictedRatio: rp.PredictedRatio},
+			Settings: map[string]string{SettingPredictionBasis: rp.PredictionBasis},
+			Cites:    []string{citeRuleWithin, citeOverhead}}
+		ratioFigures(f.Figures, j.Ratio, w)
 		switch {
 		case j.Outcome == verdict.Confirmed:
-			out = append(out, fmt.Sprintf("%s: path-bound: the tunnel carries %s of the outside rate, within ±%.0f %% of the %.3f the overhead model predicts (%s); OpenVPN is not what limits this direction. Shown wrong by: a tunnel/outside ratio outside %s in any sample pair.",
-				name, j.Ratio, 100*PathBoundTolerance, rp.PredictedRatio, rp.PredictionBasis, w))
+			f.Kind = finding.PathBound
+			f.RefutedBy = fmt.Sprintf("a tunnel/outside ratio outside %s in any sample pair", w)
 		case j.Below:
-			out = append(out, fmt.Sprintf("%s: not path-bound: the tunnel carries %s of the outside rate, below the %.3f the overhead model predicts (%s) in every sample pair; something in or around OpenVPN costs the difference (see the other findings).",
-				name, j.Ratio, rp.PredictedRatio, rp.PredictionBasis))
+			f.Kind, f.Outcome = finding.BelowPath, verdict.Confirmed
+			f.RefutedBy = fmt.Sprintf("a tunnel/outside ratio of %.3f or more in any sample pair", w.Lo)
 		case j.Above:
-			out = append(out, fmt.Sprintf("%s: the tunnel carries %s of the outside rate, above the %.3f the model predicts: the outside flow is held by something the tunnel avoids (its own window or loss), so the path's rate is not known from it.",
-				name, j.Ratio, rp.PredictedRatio))
+			f.Kind, f.Outcome = finding.LimitUnknown, verdict.NotTested
+			f.Why = fmt.Sprintf("the tunnel carries %s of the outside rate, above the %.3f the model predicts: the outside flow is held by something the tunnel avoids (its own window or loss), so the path's rate is not known from it", j.Ratio, rp.PredictedRatio)
+			f.Decide = "an outside flow that reaches the path's rate (more streams, --parallel)"
 		default:
-			out = append(out, fmt.Sprintf("%s: path-bound or not cannot be told (%s): %s.", name, j.Outcome, j.Why))
+			f.Kind = finding.LimitUnknown
+			f.Why = j.Why
+			f.Decide = resolution(j, repeat, min(len(t.SamplesBps), len(o.SamplesBps)))
+			if j.Outcome == verdict.NotTested {
+				f.Decide = "an outside sample to compare with"
+			}
+			f.Cites = append(f.Cites, citeRuleSamples)
 		}
+		add(f)
 	}
 	if cpuBound {
-		out = append(out, fmt.Sprintf("%s: CPU-bound: OpenVPN's busiest thread used at least %.0f %% of a core in every tunnel sample (%d samples); one OpenVPN process uses one core, so this is its ceiling at %.1f CPU-s per GB. Shown wrong by: a sample below %.0f %%.",
-			name, 100*minShare, n, t.CPUSecondsPerGB["openvpn"], 100*CPUBoundShare))
+		add(finding.Finding{Kind: finding.CPUBound,
+			Figures: finding.Figures{FigBusiestThreadMinPercent: 100 * minShare, FigTunnelSamples: float64(n),
+				FigOpenVPNCPUSecondsPerGB: t.CPUSecondsPerGB["openvpn"], FigCPUBoundPercent: 100 * CPUBoundShare},
+			RefutedBy: fmt.Sprintf("a sample below %.0f %%", 100*CPUBoundShare),
+			Cites:     []string{citeOneCore}})
 	}
 	// Socket drops.
 	var drops uint64
@@ -211,8 +261,12 @@ func directionFindings(rp *RealPath, dir string, t, o *Row) []string {
 		rcv = max(rcv, c.RcvbufBytes)
 	}
 	if drops > 0 && rp.Proto == "udp" {
-		out = append(out, fmt.Sprintf("%s: socket drops: OpenVPN's UDP socket dropped %d datagrams in %d of %d tunnel samples; the kernel gave it a receive buffer of %d bytes (SO_RCVBUF), too small for the datagrams that arrive while OpenVPN is not running (busy, or waiting for a CPU). %s Shown wrong by: drops that stay when the receive buffer is larger.",
-			name, drops, withDrops, n, rcv, rp.BufferAdvice))
+		add(finding.Finding{Kind: finding.SocketDrops,
+			Figures: finding.Figures{FigDroppedDatagrams: float64(drops), FigShownSamples: float64(withDrops),
+				FigTunnelSamples: float64(n), FigRcvbufBytes: float64(rcv)},
+			Advice:    rp.BufferAdvice,
+			RefutedBy: "drops that stay when the receive buffer is larger",
+			Cites:     []string{citeSocketBuffers}})
 	}
 	// Fragmentation.
 	var frags, reasm, fails uint64
@@ -230,29 +284,38 @@ func directionFindings(rp *RealPath, dir string, t, o *Row) []string {
 		outsideFrags += c.FragCreates + c.ReasmReqds
 	}
 	if frags+reasm > 0 && fragSamples >= min(n, verdict.MinSamples) {
-		line := fmt.Sprintf("%s: fragmentation: this host made %d IP fragments and received %d for reassembly during %d of %d tunnel samples (%d outside), %d failed; OpenVPN's outer packets are larger than the path MTU (tun-mtu %d, path MTU %d%s).",
-			name, frags, reasm, fragSamples, n, outsideFrags, fails, rp.TunMTU, rp.PathMTU, map[bool]string{true: " learnt from the path", false: ", not learnt: the device's"}[rp.PathMTULearnt])
+		advice := ""
 		if rp.MTUAdvice != "" {
-			line += " " + rp.MTUAdvice + "."
+			advice = rp.MTUAdvice + "."
 		}
-		line += " Shown wrong by: no fragments in tunnel samples (counters of /proc/net/snmp, host-wide)."
-		out = append(out, line)
+		add(finding.Finding{Kind: finding.Fragmentation, Subject: finding.Subject{Rows: rows[:]},
+			Figures: finding.Figures{FigFragmentsMadePackets: float64(frags), FigFragmentsReassembledPackets: float64(reasm),
+				FigShownSamples: float64(fragSamples), FigTunnelSamples: float64(n), FigOutsideFragmentsPackets: float64(outsideFrags),
+				FigFragmentFailuresPackets: float64(fails), FigTunMTUBytes: float64(rp.TunMTU), FigPathMTUBytes: float64(rp.PathMTU)},
+			Settings:  map[string]string{SettingPathMTULearnt: fmt.Sprint(rp.PathMTULearnt)},
+			Advice:    advice,
+			RefutedBy: "no fragments in tunnel samples (counters of /proc/net/snmp, host-wide)",
+			Cites:     []string{citeMTU, citeMssfix}})
 	}
 	// Window-bound: one TCP flow whose rate is its window over the RTT.
-	if wb := windowFinding(name, t); wb != "" {
-		out = append(out, wb)
+	if wb, ok := windowFinding(t); ok {
+		add(wb)
 	}
 	// Loss on the path itself: outside TCP retransmitting in every sample.
-	if lf := lossFinding(name, o); lf != "" {
-		out = append(out, lf)
+	if lf, ok := lossFinding(o); ok {
+		lf.Subject = finding.Subject{Variant: VariantOutside, Rows: []int{rows[1]}}
+		add(lf)
 	}
 	var tunDrops uint64
 	for _, c := range t.OpenVPN {
 		tunDrops += c.TunTxDropped
 	}
 	if tunDrops > 0 {
-		out = append(out, fmt.Sprintf("%s: the tun device %s dropped %d packets before OpenVPN read them (txqueuelen %d): OpenVPN did not keep up with what was sent into the tunnel.",
-			name, rp.TunDevice, tunDrops, t.OpenVPN[len(t.OpenVPN)-1].TxQueueLen))
+		add(finding.Finding{Kind: finding.TunDrops,
+			Figures:   finding.Figures{FigTunDroppedPackets: float64(tunDrops), FigTxQueueLenPackets: float64(t.OpenVPN[len(t.OpenVPN)-1].TxQueueLen)},
+			Settings:  map[string]string{SettingTunDevice: rp.TunDevice},
+			RefutedBy: "no tun drops with a longer txqueuelen",
+			Cites:     []string{citeTxqueuelen}})
 	}
 	return out
 }
@@ -260,31 +323,35 @@ func directionFindings(rp *RealPath, dir string, t, o *Row) []string {
 // windowFinding: iperf3's sender reports its window and RTT (up samples
 // only: the client sends); a rate within 15 % of window/RTT in every
 // sample means the window, not the path, held the flow.
-func windowFinding(name string, t *Row) string {
+func windowFinding(t *Row) (finding.Finding, bool) {
 	if len(t.Samples) < verdict.MinSamples {
-		return ""
+		return finding.Finding{}, false
 	}
 	var caps []float64
 	for _, s := range t.Samples {
 		if s.SenderMeanRTTMicros <= 0 || s.SenderMaxSndWndBytes <= 0 {
-			return ""
+			return finding.Finding{}, false
 		}
 		capBps := float64(s.SenderMaxSndWndBytes) * 8 / (float64(s.SenderMeanRTTMicros) / 1e6)
 		if s.Bps < 0.85*capBps || s.Bps > 1.15*capBps {
-			return ""
+			return finding.Finding{}, false
 		}
 		caps = append(caps, capBps)
 	}
 	s := t.Samples[0]
-	return fmt.Sprintf("%s: window-bound: one TCP flow moved at its receiver's window over the RTT in every sample (window %d bytes, RTT %.1f ms: at most %s); a larger receive window (net.ipv4.tcp_rmem on the receiver) or more flows would go faster. Shown wrong by: a rate away from window/RTT by more than 15 %%.",
-		name, s.SenderMaxSndWndBytes, float64(s.SenderMeanRTTMicros)/1e3, FormatRate(Median(caps)))
+	return finding.Finding{Kind: finding.WindowBound,
+		Figures: finding.Figures{FigWindowBytes: float64(s.SenderMaxSndWndBytes), FigRTTSeconds: float64(s.SenderMeanRTTMicros) / 1e6,
+			FigWindowBps: Median(caps), FigTunnelSamples: float64(len(t.Samples))},
+		Advice:    "a larger receive window (net.ipv4.tcp_rmem on the receiver) or more flows would go faster",
+		RefutedBy: "a rate away from window/RTT by more than 15 %",
+		Cites:     []string{citeBufferRTT}}, true
 }
 
 // lossFinding: outside TCP flows retransmitting more than LossShare of
 // their segments in every sample show a lossy path.
-func lossFinding(name string, o *Row) string {
+func lossFinding(o *Row) (finding.Finding, bool) {
 	if len(o.Samples) < verdict.MinSamples {
-		return ""
+		return finding.Finding{}, false
 	}
 	lo := 1.0
 	for _, s := range o.Samples {
@@ -292,20 +359,21 @@ func lossFinding(name string, o *Row) string {
 		var bytes float64
 		for _, iv := range s.Intervals {
 			if iv.Retransmits < 0 {
-				return "" // not reported (reverse tests)
+				return finding.Finding{}, false // not reported (reverse tests)
 			}
 			retr += iv.Retransmits
 			bytes += iv.Bps / 8 * (iv.EndSeconds - iv.StartSeconds)
 		}
 		if bytes <= 0 {
-			return ""
+			return finding.Finding{}, false
 		}
 		share := float64(retr) / (bytes / 1448)
 		if share <= LossShare {
-			return ""
+			return finding.Finding{}, false
 		}
 		lo = min(lo, share)
 	}
-	return fmt.Sprintf("%s: loss: TCP outside the tunnel retransmitted at least %.1f %% of its segments in every sample: the path loses packets, and a TCP flow through it (inside the tunnel too) is held by its congestion control, not by OpenVPN. Shown wrong by: an outside sample retransmitting under %.0f %%.",
-		name, 100*lo, 100*LossShare)
+	return finding.Finding{Kind: finding.Loss,
+		Figures:   finding.Figures{FigRetransmitMinPercent: 100 * lo, FigLossRulePercent: 100 * LossShare},
+		RefutedBy: fmt.Sprintf("an outside sample retransmitting under %.0f %%", 100*LossShare)}, true
 }

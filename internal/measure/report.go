@@ -19,6 +19,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -55,6 +56,15 @@ type Report struct {
 	Rows     []Row    `json:"rows"`
 	// Verdicts are a recipe's conclusions, computed from the rows.
 	Verdicts []Verdict `json:"verdicts,omitempty"`
+	// Findings are what the rows show (Findings), as data: every document
+	// written carries the key, [] when there is nothing to say (a
+	// recipe's document: its verdicts judge it). Added within v2: a
+	// document written before has no "findings", and ReadJSON judges it
+	// on reading and sets JudgedOnReading.
+	Findings []finding.Finding `json:"findings"`
+	// JudgedOnReading says the findings were not in the document read but
+	// judged by ReadJSON from its rows; not part of the JSON document.
+	JudgedOnReading bool `json:"-"`
 	// Columns are extra columns of the text table (RenderTable), after
 	// the standard ones; not part of the JSON document.
 	Columns  []Column  `json:"-"`
@@ -213,6 +223,24 @@ type Verdict struct {
 	Reason string `json:"reason"`
 }
 
+// MarshalJSON writes the document with its findings, judging the rows
+// first when they were not judged yet (Judge does not run on rep: a value
+// being encoded is not changed).
+func (rep Report) MarshalJSON() ([]byte, error) {
+	type plain Report
+	p := plain(rep)
+	if p.Findings == nil {
+		p.Findings = Findings(&rep)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
 // MarshalJSON writes absent samples and CPU figures as [] and {} rather
 // than null, so that every row has the same shape.
 func (r Row) MarshalJSON() ([]byte, error) {
@@ -344,6 +372,13 @@ func ReadJSON(r io.Reader) (*Report, error) {
 	}
 	if rep.Schema != Schema && rep.Schema != SchemaV1 {
 		return nil, fmt.Errorf("report schema %q, this ovpnperf reads %q and %q", rep.Schema, Schema, SchemaV1)
+	}
+	if err := rep.checkFindings(); err != nil {
+		return nil, err
+	}
+	if rep.Findings == nil {
+		rep.Findings = Findings(&rep)
+		rep.JudgedOnReading = true
 	}
 	return &rep, nil
 }

@@ -1,11 +1,13 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"math"
 	"strings"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 )
 
@@ -57,9 +59,9 @@ func (p *page) run(d *Document) {
 	if chart := recipeCharts[sc.Command]; chart != nil {
 		chart(p, rep)
 	}
-	var findings []string
-	if len(rep.Verdicts) == 0 {
-		findings = measure.Findings(rep)
+	findings := rep.Judge()
+	if rep.JudgedOnReading && len(findings) > 0 {
+		p.h(`<p class="muted" data-findings="judged-on-reading">Findings judged on reading: this document was written before run documents carried their findings, so they are judged from its rows by this version of ovpnperf.</p>`, nil)
 	}
 	for _, n := range networksOf(rep) {
 		p.network(rep, n, findings)
@@ -102,7 +104,7 @@ func dirLabel(d string) string {
 }
 
 // network writes one network's charts, table, findings and series.
-func (p *page) network(rep *measure.Report, n measure.Network, findings []string) {
+func (p *page) network(rep *measure.Report, n measure.Network, findings []finding.Finding) {
 	var rows []measure.Row
 	for _, r := range rep.Rows {
 		if r.Network == n.Name {
@@ -205,14 +207,14 @@ func (p *page) network(rep *measure.Report, n measure.Network, findings []string
 		p.h(`<p class="muted">No reference line: {{.}}.</p>`, strings.Join(offScale, "; "))
 	}
 	p.rowTable(rows)
-	var mine []string
+	var mine []pageFinding
 	for _, f := range findings {
-		if strings.HasPrefix(f, n.Name+":") || strings.HasPrefix(f, n.Name+" ") {
-			mine = append(mine, f)
+		if f.Subject.Network == n.Name {
+			mine = append(mine, newPageFinding(f))
 		}
 	}
 	if len(mine) > 0 {
-		p.h(`<h4>Findings</h4><ul class="findings">{{range .}}<li>{{.}}</li>{{end}}</ul>`, mine)
+		p.h(`<h4>Findings</h4><ul class="findings">{{range .}}<li data-kind="{{.Kind}}" data-outcome="{{.Outcome}}" data-key="{{.Key}}" data-figures="{{.Figures}}">{{.Text}}</li>{{end}}</ul>`, mine)
 	}
 	p.intervalSeries(n.Name, rows)
 }
@@ -385,4 +387,19 @@ func ppsBars(rows []measure.Row) []bar {
 			Class: "s2", Note: fmt.Sprintf("%.0f pps", med), Data: map[string]string{"variant": r.Variant, "direction": r.Direction, "unit": "pps"}})
 	}
 	return bars
+}
+
+// pageFinding is a finding as the page shows it: its sentence, and its
+// kind, outcome, key and figures (JSON) as data-* attributes of its item,
+// for tests and tools that read the page.
+type pageFinding struct {
+	Kind, Outcome, Key, Figures, Text string
+}
+
+func newPageFinding(f finding.Finding) pageFinding {
+	figs, err := json.Marshal(f.Figures)
+	if err != nil {
+		figs = []byte("{}") // finite figures, checked when read, always marshal
+	}
+	return pageFinding{Kind: string(f.Kind), Outcome: string(f.Outcome), Key: f.Key(), Figures: string(figs), Text: measure.FindingText(f)}
 }
