@@ -518,7 +518,6 @@ circle.s0{fill:var(--c0)}circle.s1{fill:var(--c1)}circle.s2{fill:var(--c2)}circl
 path.ceil,line.ceil{stroke-dasharray:6 4;stroke-width:1.5}
 circle.hollow{fill:var(--bg);stroke-width:1.3}circle.hollow.s0{stroke:var(--c0)}circle.hollow.s1{stroke:var(--c1)}circle.hollow.s2{stroke:var(--c2)}
 .verdict{font-weight:600}.v-confirmed,.v-better{color:var(--ok)}.v-refuted,.v-worse{color:var(--bad)}.v-changed,.v-noise,.v-cannot-tell{color:var(--warn)}
-rect.muted-band{fill:var(--grid)}
 .findings li{margin:.2rem 0}.invalid{color:var(--bad)}.muted{color:var(--muted)}
 nav ol{columns:2;font-size:.92rem}
 details summary{cursor:pointer;color:var(--muted)}

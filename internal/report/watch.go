@@ -49,8 +49,11 @@ var limitClass = map[finding.Kind]string{finding.CPUBound: "s4", finding.SocketD
 // bindingLimit is the limit the round's confirmed findings name for dir
 // ("" when none is confirmed).
 func bindingLimit(r *watchdoc.Round, dir string) finding.Kind {
+	if r.Run == nil {
+		return ""
+	}
 	for _, k := range limitOrder {
-		for _, f := range r.Findings {
+		for _, f := range r.Run.Findings {
 			if f.Kind == k && f.Outcome == verdict.Confirmed && f.Subject.Direction == dir {
 				return k
 			}
@@ -204,7 +207,7 @@ func (p *page) limitBands(rounds []watchdoc.Round, x func(*watchdoc.Round) float
 				end = x(&rounds[i+1])
 			}
 			k := bindingLimit(r, dir)
-			cls, name := "muted-band", "not judged"
+			cls, name := "", "not judged"
 			if k != "" {
 				cls, name = limitClass[k], string(k)
 				seen[k] = true
@@ -228,7 +231,7 @@ func (p *page) limitBands(rounds []watchdoc.Round, x func(*watchdoc.Round) float
 			add(limitClass[k], string(k))
 		}
 	}
-	add("muted-band", "not judged")
+	add("", "not judged")
 	h := top + 2*(bandH+6) + 48
 	v := struct {
 		ID, Title, Desc, XAxis string
@@ -243,9 +246,9 @@ func (p *page) limitBands(rounds []watchdoc.Round, x func(*watchdoc.Round) float
 
 var bandsT = fragment(`<svg class="chart" role="img" aria-labelledby="{{.ID}}-t {{.ID}}-d" viewBox="0 0 {{.W}} {{.H}}" width="{{.W}}" height="{{.H}}" xmlns="http://www.w3.org/2000/svg">` +
 	`<title id="{{.ID}}-t">{{.Title}}</title><desc id="{{.ID}}-d">{{.Desc}}</desc><text class="ctitle" x="0" y="16">{{.Title}}</text>` +
-	`{{range .Legend}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="12" height="12"/><text class="legend" x="{{.TX}}" y="{{.TY}}">{{.Name}}</text>{{end}}` +
+	`{{range .Legend}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="12" height="12"{{if not .Class}} fill="currentColor" fill-opacity="0.15"{{end}}/><text class="legend" x="{{.TX}}" y="{{.TY}}">{{.Name}}</text>{{end}}` +
 	`{{range .Labels}}<text class="tick" x="4" y="{{.Y}}">{{.Text}}</text>{{end}}` +
-	`{{range .Bands}}<rect class="band {{.Class}}" data-round="{{.Seq}}" data-direction="{{.Dir}}" data-limit="{{.Kind}}" x="{{f1 .X}}" y="{{.Y}}" width="{{f1 .W}}" height="22"><title>{{.Title}}</title></rect>{{end}}` +
+	`{{range .Bands}}<rect class="band {{.Class}}"{{if not .Class}} fill="currentColor" fill-opacity="0.15"{{end}} data-round="{{.Seq}}" data-direction="{{.Dir}}" data-limit="{{.Kind}}" x="{{f1 .X}}" y="{{.Y}}" width="{{f1 .W}}" height="22"><title>{{.Title}}</title></rect>{{end}}` +
 	`<text class="axislabel" x="{{.AX}}" y="{{.AY}}" text-anchor="middle">{{.XAxis}}</text></svg>`)
 
 // watchTable lists the rounds.

@@ -371,7 +371,6 @@ func (w *Watcher) round(ctx context.Context) watchdoc.Round {
 	if rep == nil {
 		return rec
 	}
-	rec.Findings = findingsOf(rep)
 	valid := 0
 	for _, r := range rep.Rows {
 		if r.Valid && len(r.SamplesBps) > 0 {
@@ -400,9 +399,13 @@ func (w *Watcher) round(ctx context.Context) watchdoc.Round {
 	return rec
 }
 
-// findingsOf returns the judgements of a round's run document.
+// findingsOf returns the judgements of a round's run document, judging
+// its rows when the document carries none yet.
 func findingsOf(rep *measure.Report) []finding.Finding {
-	return nil
+	if rep.Findings == nil {
+		rep.Findings = measure.Findings(rep)
+	}
+	return rep.Findings
 }
 
 func (w *Watcher) setRunning(on bool) {
@@ -468,7 +471,7 @@ func (w *Watcher) record(rec watchdoc.Round) {
 			}
 			m.rate.WithLabelValues(path, r.Direction).Set(r.MedianBps / 8)
 		}
-		m.setFindings(rec.Findings)
+		m.setFindings(findingsOf(rep))
 		w.mu.Lock()
 		if up > 0 {
 			w.lastUp = up

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 )
 
@@ -85,10 +84,9 @@ type Round struct {
 	// Echoes are the light round-trip probes since the round before, one
 	// per path.
 	Echoes []Echoes `json:"echoes,omitempty"`
-	// Findings are the round's judgements (those of its run document).
-	Findings []finding.Finding `json:"findings,omitempty"`
 	// Run is the round's run document (as `ovpnperf measure --json`
-	// writes it); absent when skipped or failed before measuring.
+	// writes it, its findings in "findings"); absent when skipped or
+	// failed before measuring.
 	Run *measure.Report `json:"run,omitempty"`
 }
 
@@ -138,14 +136,14 @@ func (r *Round) Check() error {
 	if !okResult {
 		return fmt.Errorf("round %d: result %q is not one of %v", r.Seq, r.Result, Results)
 	}
-	for _, f := range r.Findings {
-		if err := f.Check(); err != nil {
-			return fmt.Errorf("round %d: %w", r.Seq, err)
-		}
-	}
 	if r.Run != nil {
 		if err := r.Run.CheckRows(); err != nil {
 			return fmt.Errorf("round %d: %w", r.Seq, err)
+		}
+		for _, f := range r.Run.Findings {
+			if err := f.Check(); err != nil {
+				return fmt.Errorf("round %d: %w", r.Seq, err)
+			}
 		}
 	}
 	return nil
