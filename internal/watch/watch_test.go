@@ -1,7 +1,9 @@
 package watch
 
 import (
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 	"github.com/ovpnperf/ovpnperf/internal/vpnproc"
 	"github.com/ovpnperf/ovpnperf/internal/watch/watchdoc"
@@ -191,5 +194,34 @@ func TestFindingSeries(t *testing.T) {
 	}
 	if len(ones) != 2 || !ones["path-bound/up/confirmed"] || !ones["not-read/all/not tested here"] {
 		t.Errorf("series at 1: %v", ones)
+	}
+}
+
+// Every metric the watcher can export, with counters read and a round's
+// findings set, passes `promtool check metrics` (Prometheus's naming and
+// type conventions). The lab test pipes a real scrape through it too.
+func TestMetricsPromtool(t *testing.T) {
+	testenv.RequirePrograms(t, "promtool")
+	m := newMetrics()
+	for _, proto := range []string{"udp", "tcp"} {
+		c := &vpnproc.Counters{Taken: time.Now(), CPU: 3 * time.Second, SocketDrops: 7, TCPRetrans: 2, RcvbufBytes: 212992, SndbufBytes: 212992,
+			TunTxBytes: 1e6, TunRxBytes: 2e6, TunTxDropped: 1}
+		m.setCounters(c, proto, 0.4, true)
+		m.setFindings([]finding.Finding{{Kind: finding.CPUBound, Subject: finding.Subject{Network: measure.NetworkReal, Direction: measure.DirectionDown}, Outcome: verdict.Confirmed}})
+		m.rate.WithLabelValues(watchdoc.PathInside, measure.DirectionUp).Set(1e6)
+		m.rtt.WithLabelValues(watchdoc.PathInside).Observe(0.012)
+		rec := httptest.NewRecorder()
+		(&Watcher{m: m}).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		text := rec.Body.String()
+		for _, name := range []string{"ovpnperf_watch_openvpn_cpu_seconds_total", "ovpnperf_watch_tun_bytes_total", "ovpnperf_watch_echo_rtt_seconds_bucket", "ovpnperf_watch_finding"} {
+			if !strings.Contains(text, name) {
+				t.Errorf("%s: no %s in the scrape", proto, name)
+			}
+		}
+		cmd := exec.Command("promtool", "check", "metrics")
+		cmd.Stdin = strings.NewReader(text)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s: promtool check metrics: %v\n%s", proto, err, out)
+		}
 	}
 }
