@@ -1,6 +1,8 @@
 package measure
 
 import (
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
+
 	"fmt"
 	"strings"
 
@@ -367,7 +369,7 @@ func lossFinding(o *Row) (finding.Finding, bool) {
 		if bytes <= 0 {
 			return finding.Finding{}, false
 		}
-		share := float64(retr) / (bytes / 1448)
+		share := float64(retr) / (bytes / overhead.TCPSegmentBytes)
 		if share <= LossShare {
 			return finding.Finding{}, false
 		}
