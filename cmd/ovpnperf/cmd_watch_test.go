@@ -157,13 +157,14 @@ func watchArgs(b *measureBench, listen, every string, more ...string) []string {
 		"--time", "1s", "--omit", "0s", "--repeat", "1"}, more...)
 }
 
-// iperf3In reports whether an iperf3 client runs in namespace ns.
-func iperf3In(ns string) bool {
+// runningIn reports whether a process named name (pgrep -x) runs in
+// namespace ns.
+func runningIn(ns, name string) bool {
 	var st syscall.Stat_t
 	if syscall.Stat(filepath.Join(netns.Dir, ns), &st) != nil {
 		return false
 	}
-	out, _ := exec.Command("pgrep", "-x", "iperf3").Output()
+	out, _ := exec.Command("pgrep", "-x", name).Output()
 	for _, pid := range strings.Fields(string(out)) {
 		var p syscall.Stat_t
 		if syscall.Stat("/proc/"+pid+"/ns/net", &p) == nil && p.Ino == st.Ino && p.Dev == st.Dev {
@@ -224,7 +225,7 @@ func TestWatchRoundAndInterrupt(t *testing.T) {
 	}
 	// The second round: SIGTERM while its iperf3 runs.
 	deadline := time.Now().Add(40 * time.Second)
-	for !iperf3In(ns) {
+	for !runningIn(ns, "iperf3") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no iperf3 of a second round:\n%s", w.output())
 		}
@@ -234,6 +235,9 @@ func TestWatchRoundAndInterrupt(t *testing.T) {
 		t.Errorf("after SIGTERM during a round: exit %d, want 130:\n%s", code, w.output())
 	}
 	b.checkNothingLeft(t)
+	if runningIn(ns, "ping") {
+		t.Error("a ping of watch still runs")
+	}
 	data, err := os.ReadFile(hist)
 	if err != nil {
 		t.Fatal(err)
@@ -295,6 +299,9 @@ func TestWatchNoServer(t *testing.T) {
 		t.Errorf("after SIGINT: exit %d, want 130:\n%s", code, w.output())
 	}
 	b.checkNothingLeft(t)
+	if runningIn(ns, "ping") {
+		t.Error("a ping of watch still runs")
+	}
 	t.Logf("lab time %v", time.Since(start).Round(time.Second))
 }
 
