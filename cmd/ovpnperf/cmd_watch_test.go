@@ -176,9 +176,10 @@ func runningIn(ns, name string) bool {
 
 // watch on a real tunnel: one active round measures inside and outside the
 // tunnel and its figures, findings, echo histograms and counters are
-// scraped (and pass promtool); the history holds the round with its run
-// document; SIGTERM during the second round ends watch with 130 and leaves
-// no iperf3 behind.
+// scraped (and pass promtool); a flow of the user's through the tunnel
+// makes the next round a skipped one (busy); the history holds both, the
+// first with its run document; SIGTERM during the third round ends watch
+// with 130 and leaves no iperf3 behind.
 func TestWatchRoundAndInterrupt(t *testing.T) {
 	testenv.Exclusive(t)
 	start := time.Now()
@@ -223,11 +224,31 @@ func TestWatchRoundAndInterrupt(t *testing.T) {
 	if v := one(t, ss, "ovpnperf_watch_tun_bytes_total", "direction", "up"); v <= 0 {
 		t.Errorf("tun bytes up %v after a round", v)
 	}
-	// The second round: SIGTERM while its iperf3 runs.
+	// The skip rule: a user's flow through the tunnel (one iperf3 flow
+	// up, the tunnel's whole rate) makes the second round a skipped one.
+	load := b.lab.Command(context.Background(), lab.Client, "iperf3", "-c", b.tun.ServerAddr.String(), "-t", "40")
+	if err := load.Start(); err != nil {
+		t.Fatal(err)
+	}
+	loadDone := make(chan struct{})
+	go func() { load.Wait(); close(loadDone) }()
+	defer func() { load.Process.Kill(); <-loadDone }()
+	ss = waitScrape(t, w, ns, listen, 30*time.Second, "a skipped round", func(ss []sample) bool {
+		return one(t, ss, "ovpnperf_watch_rounds_skipped_total", "reason", watchdoc.SkipBusy) >= 1
+	})
+	if v := one(t, ss, "ovpnperf_watch_tunnel_load_ratio"); v < 0.2 {
+		t.Errorf("skipped as busy at a load of %v of the last rate, the rule's share is 0.2", v)
+	}
+	if v := one(t, ss, "ovpnperf_watch_rounds_total", "result", "ok"); v != 1 {
+		t.Errorf("rounds ok %v while the tunnel was busy, want still 1", v)
+	}
+	load.Process.Kill()
+	<-loadDone
+	// The third round: SIGTERM while its iperf3 runs.
 	deadline := time.Now().Add(40 * time.Second)
 	for !runningIn(ns, "iperf3") {
 		if time.Now().After(deadline) {
-			t.Fatalf("no iperf3 of a second round:\n%s", w.output())
+			t.Fatalf("no iperf3 of a third round:\n%s", w.output())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -243,8 +264,8 @@ func TestWatchRoundAndInterrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	rounds, cut, err := watchdoc.Read(data)
-	if err != nil || cut || len(rounds) != 1 {
-		t.Fatalf("history: %d rounds (cut %v): %v\n%s", len(rounds), cut, err, data)
+	if err != nil || cut || len(rounds) != 2 || rounds[1].Result != watchdoc.ResultSkipped || rounds[1].Reason != watchdoc.SkipBusy || rounds[1].Load == nil {
+		t.Fatalf("history: %d rounds (cut %v), want one measured and one skipped as busy: %v\n%s", len(rounds), cut, err, data)
 	}
 	r := rounds[0]
 	if r.Result != watchdoc.ResultOK || r.Run == nil || len(r.Run.Rows) != 4 || r.Run.Scenario.Real == nil || len(r.Echoes) != 2 {
@@ -261,8 +282,8 @@ func TestWatchRoundAndInterrupt(t *testing.T) {
 	if n := strings.Count(string(html), `data-round="1"`); n != 2 {
 		t.Errorf("%d bands of round 1 on the page, want 2 (up, down)", n)
 	}
-	if n := strings.Count(string(html), `<tr data-result="ok">`); n != 1 {
-		t.Errorf("%d ok rows in the rounds table, want 1", n)
+	if n := strings.Count(string(html), `<tr data-result="`); n != 2 {
+		t.Errorf("%d rows in the rounds table, want 2", n)
 	}
 	t.Logf("lab time %v", time.Since(start).Round(time.Second))
 }
