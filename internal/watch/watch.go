@@ -170,8 +170,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 }
 
 // Jitter is how long a round's start is put off: a random time up to a
-// tenth of every, so that watchers started together (one Prometheus
-// scraping many) drift apart instead of loading a shared path at once.
+// tenth of every, drawn again for each round, so that watchers started
+// together (one Prometheus scraping many) seldom load a shared path at
+// the same moment.
 func Jitter(every time.Duration) time.Duration {
 	n := int64(every / 10)
 	if n <= 0 {
