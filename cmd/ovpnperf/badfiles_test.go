@@ -118,6 +118,11 @@ func badFileFixtures(t *testing.T) string {
 	write("neg-interval.json", run(`{"network":"lan","variant":"a","path":"tunnel","direction":"up","proto":"udp","samples_bps":[1],"samples":[{"bps":1,"intervals":[{"start_s":-1,"end_s":1,"bps":1}]}],"median_bps":1,"min_bps":1,"max_bps":1,"valid":true}`))
 	write("dup.json", run(row("a", "udp", "1,2,3", "2")+","+row("a", "udp", "4,5,6", "5")))
 	write("dup-proto.json", run(row("a", "udp", "1,2,3", "2")+","+row("a", "tcp", "4,5,6", "5")))
+	withFinding := func(f string) string {
+		return strings.TrimSuffix(run(row("a", "udp", "1,2,3", "2")), "}") + `,"findings":[` + f + `]}`
+	}
+	write("finding-kind.json", withFinding(`{"kind":"slow","subject":{"network":"lan"},"outcome":"confirmed","text":"x"}`))
+	write("finding-row.json", withFinding(`{"kind":"path-bound","subject":{"network":"lan","rows":[5]},"outcome":"confirmed","text":"x"}`))
 	write("null-list.json", "[null]")
 	write("empty-list.json", "[]")
 	write("null.json", "null")
@@ -222,6 +227,9 @@ func TestBadFilesRefused(t *testing.T) {
 		{[]string{"advise", "--probe", in("probe-rtt.json")}, "rtt_ms.value = 1e308"},
 		{[]string{"advise", "--probe", in("probe-rate.json")}, "path_rate_bps.value = -1"},
 		{[]string{"advise", "--probe", in("probe-loss.json")}, "loss_percent.value = 150"},
+		// Findings that are not well formed.
+		{[]string{"report", in("finding-kind.json")}, `findings[0]: finding kind "slow" is not one of`},
+		{[]string{"compare", good, in("finding-row.json")}, "findings[0] (path-bound): row 5: the document has 1 rows"},
 		// Duplicate rows, wrong or no schema, missing arguments.
 		{[]string{"report", in("dup.json")}, "a second row for lan/a/up/udp"},
 		{[]string{"compare", in("dup.json"), good}, "a second row"},

@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // checkGoneRun fails if anything of the labs a run named NAME made is left:
@@ -59,24 +61,42 @@ func refusedForSteal(row measure.Row) bool {
 	return ok && steal >= minStealShare
 }
 
-// labRunMeasured runs `lab run --json` with the arguments args gives for a
-// fresh lab name, checks that nothing of its labs is left, and returns
-// the report and the name. While a row is refused for steal
+// labRunMeasured runs `lab run` with the arguments args gives for a
+// fresh lab name (with --json, or --out FILE: then the document is read
+// from FILE and stdout holds the text), checks that nothing of its labs is
+// left, and returns the report and the name (labRunText: and the text). While a row is refused for steal
 // (refusedForSteal) it runs again, measureTries times in all; if every run
 // had such a row it fails the test with their refusals: a test that
 // judges figures never passes without them.
 func labRunMeasured(t *testing.T, args func(name string) []string) (*measure.Report, string) {
 	t.Helper()
+	rep, name, _ := labRunText(t, args)
+	return rep, name
+}
+
+func labRunText(t *testing.T, args func(name string) []string) (*measure.Report, string, string) {
+	t.Helper()
 	var refused []string
 	for try := 1; try <= measureTries; try++ {
 		name := "r" + lab.NewName()
-		r := ovpnperf(t, args(name)...).mustSucceed(t)
+		a := args(name)
+		r := ovpnperf(t, a...).mustSucceed(t)
 		checkGoneRun(t, name)
-		rep, err := measure.ReadJSON(strings.NewReader(r.stdout))
-		if err != nil {
-			t.Fatalf("lab run --json: %v\n%s", err, r.stdout)
+		doc := r.stdout
+		for i := range a[:len(a)-1] {
+			if a[i] == "--out" {
+				b, err := os.ReadFile(a[i+1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				doc = string(b)
+			}
 		}
-		checkSchema(t, "lab run --json", r.stdout, false)
+		rep, err := measure.ReadJSON(strings.NewReader(doc))
+		if err != nil {
+			t.Fatalf("lab run --json: %v\n%s", err, doc)
+		}
+		checkSchema(t, "lab run --json", doc, false)
 		again := false
 		for _, row := range rep.Rows {
 			if refusedForSteal(row) {
@@ -86,12 +106,12 @@ func labRunMeasured(t *testing.T, args func(name string) []string) (*measure.Rep
 			}
 		}
 		if !again {
-			return rep, name
+			return rep, name, r.stdout
 		}
 	}
 	t.Fatalf("every one of %d runs had a row refused while the hypervisor took the CPUs (steal ≥ %.0f %%): nothing to judge\n%s",
 		measureTries, minStealShare, strings.Join(refused, "\n"))
-	return nil, ""
+	return nil, "", ""
 }
 
 // Must show 1: on a 50 Mbit/s, 40 ms path the routed baseline reaches 45–50
@@ -110,14 +130,25 @@ func TestLabRunWAN(t *testing.T) {
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
 	page := filepath.Join(t.TempDir(), "run.html")
-	rep, _ := labRunMeasured(t, func(name string) []string {
-		return []string{"lab", "run", "--name", name, "--rate", "50mbit", "--rtt", "40ms", "--variant", "default", "--repeat", "3", "--json", "--html", page}
+	doc := filepath.Join(t.TempDir(), "run.json")
+	// The text on stdout, the document (what --json prints) in --out: one
+	// run gives both.
+	rep, _, text := labRunText(t, func(name string) []string {
+		return []string{"lab", "run", "--name", name, "--rate", "50mbit", "--rtt", "40ms", "--variant", "default", "--repeat", "3", "--out", doc, "--html", page}
 	})
 	// --html writes the report page of the same run; schema v2 keeps each
 	// sample's intervals and the command line.
-	if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), "Throughput on path") || !strings.Contains(string(html), "--variant default --repeat 3 --json --html") {
+	html, err := os.ReadFile(page)
+	if err != nil || !strings.Contains(string(html), "Throughput on path") || !strings.Contains(string(html), "--variant default --repeat 3 --out ") {
 		t.Errorf("lab run --html: %v", err)
 	}
+	// The limit finding of each direction is in the document, with the
+	// rows' figures; the text output, the --html page and report's page
+	// of the document show the same findings, each the renderer's
+	// sentence for its record.
+	checkLimitFindings(t, rep)
+	checkFindingsShown(t, rep, text, string(html))
+	checkFindingsShown(t, rep, text, reportPage(t, doc))
 	if rep.Schema != measure.Schema || rep.Host.OpenVPNVersion == "" || rep.Host.EmulationBackend == "" || len(rep.Scenario.Networks) != 1 {
 		t.Errorf("report header incomplete: schema %q host %+v networks %d", rep.Schema, rep.Host, len(rep.Scenario.Networks))
 	}
@@ -154,6 +185,50 @@ func TestLabRunWAN(t *testing.T) {
 	}
 	if seen[measure.PathRouted] != 2 || seen[measure.PathTunnel] != 2 {
 		t.Errorf("measured rows %v, want routed and tunnel in both directions", seen)
+	}
+}
+
+// checkLimitFindings checks that each tunnel row of a lab run on a path
+// where the tunnel keeps 90 % of the routed rate has one limit finding
+// (path-bound, or limit-unknown when a pair fell below), resting on that
+// row and the routed row of its direction, with their medians.
+func checkLimitFindings(t *testing.T, rep *measure.Report) {
+	t.Helper()
+	for i, row := range rep.Rows {
+		if row.Path != measure.PathTunnel {
+			continue
+		}
+		var limits []finding.Finding
+		for _, k := range []finding.Kind{finding.PathBound, finding.BelowPath, finding.CPUBound, finding.LimitUnknown} {
+			for _, f := range findingsOf(t, rep, k) {
+				if f.Subject.Variant == row.Variant && f.Subject.Direction == row.Direction {
+					limits = append(limits, f)
+				}
+			}
+		}
+		if len(limits) != 1 {
+			t.Errorf("%s %s: %d limit findings, want 1:\n%s", row.Variant, row.Direction, len(limits), findingKeys(rep.Findings))
+			continue
+		}
+		f := limits[0]
+		t.Logf("%s (%s): %v", f.Key(), f.Outcome, f.Figures)
+		rows := f.Subject.Rows
+		if len(rows) != 2 || rows[0] != i || rep.Rows[rows[1]].Path != measure.PathRouted || rep.Rows[rows[1]].Direction != row.Direction ||
+			f.Figures[measure.FigTunnelMedianBps] != row.MedianBps || f.Figures[measure.FigBaselineMedianBps] != rep.Rows[rows[1]].MedianBps {
+			t.Errorf("%s: rows %v, figures %v: not the tunnel row %d and its routed row", f.Key(), rows, f.Figures, i)
+		}
+		switch f.Kind {
+		case finding.PathBound:
+			if f.Outcome != verdict.Confirmed || f.Figures[measure.FigLowRatio] < f.Figures[measure.FigWindowLowRatio] || f.Figures[measure.FigPairs] != 3 {
+				t.Errorf("%s: %+v", f.Key(), f)
+			}
+		case finding.LimitUnknown:
+			if f.Outcome != verdict.Noise || f.Figures[measure.FigLowRatio] >= f.Figures[measure.FigWindowLowRatio] {
+				t.Errorf("%s: %+v", f.Key(), f)
+			}
+		default:
+			t.Errorf("%s: the tunnel is at 90 %% of the routed path or more, yet %s", f.Key(), f.Kind)
+		}
 	}
 }
 

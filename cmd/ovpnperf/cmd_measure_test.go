@@ -446,6 +446,9 @@ func TestMeasureFragmentation(t *testing.T) {
 	}
 	text := mr.stdout
 	rep := readRunDoc(t, out)
+	if b, err := os.ReadFile(out); err == nil {
+		checkSchema(t, "measure --out", string(b), false)
+	}
 	var vst syscall.Stat_t
 	if got, err := os.ReadFile(victim); err != nil || string(got) != "precious\n" || syscall.Stat(victim, &vst) != nil || vst.Uid != 0 || vst.Mode&0o777 != 0o600 {
 		t.Errorf("the capture went through the link: victim %q (%v), owner %d, mode %o", got, err, vst.Uid, vst.Mode&0o777)

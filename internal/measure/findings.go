@@ -22,11 +22,13 @@ const pathLimitShare = 0.90
 // the tunnel was compared with, and the non-numeric facts a kind names.
 // docs/schemas.md lists them with the kinds.
 const (
-	// SettingBaseline is BaselineRouted (lab run, recipes) or
-	// BaselineOutside (measure).
+	// SettingBaseline is BaselineRouted (lab run, recipes),
+	// BaselineOutside (measure) or BaselineDefault (cipher-cost: cipher
+	// none against the default cipher).
 	SettingBaseline = "baseline"
 	BaselineRouted  = "routed"
 	BaselineOutside = "outside"
+	BaselineDefault = "default"
 	// SettingCost (cipher-cost) is CostPerPacket, CostEncryption or
 	// CostOther (cipher none slower than the defaults); absent when
 	// undecided.
@@ -189,7 +191,7 @@ func cipherFinding(network, dir string, rows [2]int, none, def []float64, repeat
 	f := finding.Finding{Kind: finding.CipherCost, Outcome: j.Outcome,
 		Subject:  finding.Subject{Network: network, Variant: "none", Direction: dir, Rows: rows[:]},
 		Figures:  finding.Figures{},
-		Settings: map[string]string{SettingBaseline: "default"},
+		Settings: map[string]string{SettingBaseline: BaselineDefault},
 		Cites:    []string{citeRuleWithin, citeCipherNone}}
 	ratioFigures(f.Figures, j.Ratio, w)
 	switch {

@@ -18,7 +18,7 @@ func FindingText(f finding.Finding) string {
 		s = labText(f)
 	case BaselineOutside:
 		s = realText(f)
-	case "default":
+	case BaselineDefault:
 		s = cipherText(f)
 	}
 	if s == "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -304,7 +305,12 @@ func TestInChromium(t *testing.T) {
 		if want == 0 || got.Series != want {
 			t.Errorf("%d sample lines drawn, the document has %d samples", got.Series, want)
 		}
-		for _, s := range []string{"Command: ovpnperf lab run --json", rep.Host.OpenVPNVersion, "routed", "Findings", "of the routed path"} {
+		shown := []string{"Command: ovpnperf lab run --json", rep.Host.OpenVPNVersion, "routed", "Findings"}
+		// Every finding of the document, in the renderer's sentence.
+		for _, f := range rep.Judge() {
+			shown = append(shown, measure.FindingText(f))
+		}
+		for _, s := range shown {
 			if !strings.Contains(got.Text, s) {
 				t.Errorf("the page does not show %q", s)
 			}
