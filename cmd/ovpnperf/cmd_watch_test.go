@@ -267,6 +267,7 @@ func TestWatchRoundAndInterrupt(t *testing.T) {
 	if err != nil || cut || len(rounds) != 2 || rounds[1].Result != watchdoc.ResultSkipped || rounds[1].Reason != watchdoc.SkipBusy || rounds[1].Load == nil {
 		t.Fatalf("history: %d rounds (cut %v), want one measured and one skipped as busy: %v\n%s", len(rounds), cut, err, data)
 	}
+	checkSchema(t, "the history", string(data), true)
 	r := rounds[0]
 	if r.Result != watchdoc.ResultOK || r.Run == nil || len(r.Run.Rows) != 4 || r.Run.Scenario.Real == nil || len(r.Echoes) != 2 {
 		t.Errorf("history round: %+v", r)
@@ -327,3 +328,23 @@ func TestWatchNoServer(t *testing.T) {
 }
 
 func netipPort(addr string, port int) string { return net.JoinHostPort(addr, strconv.Itoa(port)) }
+
+// The recorded history (internal/report/testdata, made by watch on a lab
+// tunnel) follows docs/schemas/watch-round.v1.json line by line, and so
+// does `schema check` of one of its lines; the lab test checks the history
+// it makes too.
+func TestWatchHistoryFollowsSchema(t *testing.T) {
+	b, err := os.ReadFile(recorded("watch-history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := checkSchema(t, "watch-history.jsonl", string(b), true)
+	if len(ids) < 2 {
+		t.Errorf("checked %v", ids)
+	}
+	for _, id := range ids {
+		if id != watchdoc.Schema {
+			t.Errorf("a line of schema %s", id)
+		}
+	}
+}
