@@ -50,7 +50,7 @@ const measureTries = 3
 // timing (late releases or a stall) during a sample in which the
 // hypervisor took at least minStealShare of the CPUs' time, read from the
 // row's typed refusal. Such a row is the tool being right about the host
-// (docs/emulator.md, "What late releases do to a figure"): the test
+// (docs/measurements.md#what-late-releases-do-to-a-figure): the test
 // measures again; any other refusal fails it.
 func refusedForSteal(row measure.Row) bool {
 	rf := row.Refusal
@@ -120,7 +120,7 @@ func labRunText(t *testing.T, args func(name string) []string) (*measure.Report,
 // 20: a lab's tolerance for late releases is a tenth of the delay, at
 // least 1 ms, and this test machine's vCPUs stall for 1–3 ms at times; on
 // 20 ms paths 0.1–2.1 % of releases counted late at a load of 1, on 40 ms
-// 0–0.4 % (docs/emulator.md, "What late releases do to a figure"). More
+// 0–0.4 % (docs/measurements.md#what-late-releases-do-to-a-figure). More
 // than 1 % refuses a sample, rightly: its test would then measure the
 // machine's stalls rather than ovpnperf. A run with a row refused while the
 // hypervisor took the CPUs is measured again (labRunMeasured); every row

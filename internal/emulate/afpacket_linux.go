@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -208,8 +207,6 @@ type pipe struct {
 	ringDrops, freez uint64 // PACKET_STATISTICS, summed (the kernel resets on read)
 
 	pub published
-	ts  unix.Timespec
-	fds [2]unix.PollFd
 }
 
 // retireTimeout is the TPACKET_V3 block retire timer: a block that has
@@ -323,7 +320,6 @@ func (p *pipe) openRX(in *net.Interface) error {
 	}
 	// Discard statistics of before the bind.
 	unix.GetsockoptTpacketStatsV3(fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
-	p.fds[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
 	return nil
 }
 
@@ -388,17 +384,17 @@ type tpacketBlock struct {
 	hdr             unix.TpacketHdrV1
 }
 
-// read takes every block the kernel has handed over, in ring order, copies
-// its frames into the hold buffer, gives the block back and hands the
-// frames to the scheduler. It returns how many blocks it read.
-func (p *pipe) read() int {
-	n := 0
+// receive takes every block the kernel has handed over, in ring order,
+// copies its frames into the hold buffer, gives the block back and hands
+// the frames to the scheduler. It reads the whole ring, so no batch is
+// ever full, and the loop reads it on every pass, never lazily.
+func (p *pipe) receive() (readResult, error) {
 	var now, offset int64
 	for {
 		b := p.ring[p.blk*ringBlockBytes : (p.blk+1)*ringBlockBytes]
 		bd := (*tpacketBlock)(unsafe.Pointer(&b[0]))
 		if atomic.LoadUint32(&bd.hdr.Block_status)&unix.TP_STATUS_USER == 0 {
-			return n
+			return readResult{}, nil
 		}
 		// One clock reading per block gives both clocks: now on the
 		// monotonic one, and the offset that maps the kernel's
@@ -406,8 +402,8 @@ func (p *pipe) read() int {
 		// read: every frame of a block the kernel has handed over was
 		// stamped before this reading, but a block handed over while
 		// the read goes on holds frames stamped after an earlier one,
-		// which the check below would take for a clock step (50–80 of
-		// 250 000 frames at 50 000 pps were, with one reading per read).
+		// which the check below would take for a clock step
+		// (docs/measurements.md#one-clock-reading-per-ring-block).
 		t := time.Now()
 		now = int64(t.Sub(epoch))
 		offset = now - t.UnixNano()
@@ -426,7 +422,6 @@ func (p *pipe) read() int {
 		}
 		atomic.StoreUint32(&bd.hdr.Block_status, unix.TP_STATUS_KERNEL)
 		p.blk = (p.blk + 1) % ringBlocks
-		n++
 	}
 }
 
@@ -573,13 +568,14 @@ func (p *pipe) kick() {
 }
 
 // flush sends what acceptThrough queued.
-func (p *pipe) flush() {
+func (p *pipe) flush() error {
 	if p.nout > 0 {
 		p.send()
 	}
 	if p.txMarked > 0 {
 		p.kick()
 	}
+	return nil
 }
 
 // publish copies the counters for readers.
@@ -587,41 +583,19 @@ func (p *pipe) publish() {
 	p.pub.store(p.sched, laneCounters{p.lateOnArrival, p.holdFull, p.sendErrors, p.truncated, p.kernelTimestamps})
 }
 
-// run is the direction's loop, the NFQUEUE queue thread's (queue.run) on
-// a ring: read what the kernel handed over, release what is due, sleep in
-// ppoll until a block is handed over, the head of the FIFO is due, or
-// stopfd becomes readable. Same thread setup, same raw system calls (see
-// rawPpoll and rtprocess_linux.go for why).
+// run is the direction's thread: the wake loop on the ring, read on
+// every pass; a receive socket that fails (its port gone) ends it.
 func (p *pipe) run(stopfd int) error {
-	runtime.LockOSThread()
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(timerSlack), 0, 0, 0)
-	attr := queueAttr()
-	p.pub.realtime.Store(unix.SchedSetAttr(0, &attr, 0) == nil)
-	p.fds[1] = unix.PollFd{Fd: int32(stopfd), Events: unix.POLLIN}
-	for {
-		p.read()
-		p.sched.release(monotime(), p)
-		p.flush()
-		p.publish()
-		d := maxIdleSleep
-		if due, ok := p.sched.wakeAt(); ok {
-			d = due - monotime()
-			if d <= 0 {
-				continue
-			}
-		}
-		p.ts = unix.NsecToTimespec(d)
-		p.fds[0].Revents, p.fds[1].Revents = 0, 0
-		if err := rawPpoll(p.fds[:], &p.ts); err != nil && err != unix.EINTR {
-			return fmt.Errorf("afpacket %s→%s: ppoll: %w", p.in, p.out, err)
-		}
-		if p.fds[1].Revents != 0 {
-			return nil
-		}
-		if p.fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
-			return fmt.Errorf("afpacket %s→%s: receive socket failed (port gone?)", p.in, p.out)
-		}
+	lockLaneThread(&p.pub)
+	l := wakeLoop{
+		name:          fmt.Sprintf("afpacket %s→%s", p.in, p.out),
+		sched:         p.sched,
+		io:            p,
+		w:             newPollWaiter(p.rxfd, stopfd),
+		readEveryPass: true,
+		inputErrors:   true,
 	}
+	return l.run()
 }
 
 // kernelStats adds the kernel's ring counters since the last call:

@@ -24,35 +24,15 @@
 // on the socket). Any such drop, or a release later than the tolerance, sets
 // Stats.Behind: a measurement taken across the lab is then not trustworthy.
 //
-// Timing: each queue thread sleeps in ppoll, whose timeout is a kernel
-// hrtimer (Go's own timers round to the millisecond on an idle process),
-// runs SCHED_FIFO with a 1 µs timer slack so that a busy host does not
-// delay releases, and in a process of its own (RunProcess) the process
-// has one spare Go P per queue so a waking queue thread never waits for a
-// busy goroutine. The thread's system calls are raw (the runtime sees a
-// running goroutine, not one in a system call), and in a process of its
-// own every thread runs at the queue threads' priority: both keep the Go
-// runtime's sysmon from making a waking queue thread spin (see
+// Timing: each direction has one OS thread running the wake loop
+// (wakeloop.go), real-time, sleeping in a raw ppoll (an hrtimer) until
+// its next release; in a process of its own (RunProcess) every thread is
+// real-time so that the Go runtime never keeps a waking one waiting (see
 // rawPpoll and rtprocess_linux.go). Lateness is then the host's own
-// wake-up latency; stalls of the whole machine (a loaded or
-// oversubscribed VM, a kernel without preemption) still show up as late
-// packets. BenchmarkHostWakeup measures both without the emulator.
-//
-// Arrival: the emulator keeps a socket with SO_TIMESTAMPNS open, which
-// makes the kernel stamp received packets (host-wide, as tcpdump does), so
-// NFQA_TIMESTAMP says when a packet reached the router and the delay counts
-// from then, not from when the emulator read it. While every packet carries
-// such a stamp and Delay − Jitter is at least 1 ms, the thread does not
-// wake for each arrival: no unread packet can fall due before the last
-// read + Delay − Jitter, so it reads the socket at the latest half of that
-// (at most 2 ms) later, together with the next release. Without stamps
-// (router-made packets, short delays) it wakes for every arrival.
-//
-// Costs per packet: a share of one recvmmsg (up to 64 messages per call)
-// and of one write (a batch verdict covers every packet due at that
-// moment), no allocation. Without loss the kernel hands GSO aggregates over
-// whole (NFQA_CFG_F_GSO); with loss every segment is its own packet, so
-// that loss hits packets, not 64 KiB aggregates.
+// wake-up latency, which BenchmarkHostWakeup measures without the
+// emulator. A packet's delay counts from the kernel's receive stamp where
+// there is one, and then the thread need not wake for each arrival (lazy
+// reads, wakeLoop.lazyWindow). docs/emulator.md has the design in full.
 //
 // A second backend (Config.XDP, xsk_linux.go) is a layer-2 bump in the
 // wire: an XDP program on each of two ports redirects every frame to an
@@ -112,9 +92,8 @@ const (
 	MinTolerance = time.Millisecond
 	// MaxGather caps how long after a held packet falls due its release
 	// may wait for the packets due right behind it, to let them go in one
-	// batch (one wake-up, one send or verdict). At 50 000 full-size
-	// packets a second each way it cut the emulator's CPU per packet
-	// by a quarter to a third (docs/emulator.md, "CPU per packet").
+	// batch (one wake-up, one send or verdict), which lowers the CPU per
+	// packet of a dense stream (docs/measurements.md#batched-releases).
 	MaxGather = 200 * time.Microsecond
 	// StatsInterval is how often Run rewrites the stats file.
 	StatsInterval = 250 * time.Millisecond

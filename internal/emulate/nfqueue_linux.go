@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 	"unsafe"
 
@@ -63,11 +62,9 @@ type queue struct {
 	enobufs, verdictErrors, truncated, kernelTimestamps uint64
 	lateOnArrival                                       uint64
 
-	// lazy receive: see lazyWindow
-	lastRead    int64 // monotime of the last read that emptied the socket
-	allStamped  bool  // every packet of the last read carried a kernel timestamp
-	readPackets int   // packets seen by the current read
-	readStamped int   // of which with a kernel timestamp
+	// for lazy reads (wakeLoop.lazyWindow)
+	readPackets int // packets seen by the current read
+	readStamped int // of which with a kernel timestamp
 
 	// the config request in flight, answered by an NLMSG_ERROR
 	waitSeq uint32
@@ -75,8 +72,6 @@ type queue struct {
 	ackErr  int32
 
 	pub published
-	ts  unix.Timespec
-	fds [2]unix.PollFd
 }
 
 // openQueue opens a netlink socket in the caller's network namespace, binds
@@ -126,7 +121,6 @@ func (q *queue) setup(rcvbuf int) error {
 	if err := unix.SetNonblock(q.fd, true); err != nil {
 		return fmt.Errorf("netlink socket: %w", err)
 	}
-	q.fds[0] = unix.PollFd{Fd: int32(q.fd), Events: unix.POLLIN}
 	p := queueParams{
 		CopyRange: copyRange,
 		MaxLen:    q.cfg.maxLen(),
@@ -162,17 +156,17 @@ func (q *queue) request(msg []byte, timeout time.Duration) error {
 		return err
 	}
 	deadline := time.Now().Add(timeout)
+	fds := []unix.PollFd{{Fd: int32(q.fd), Events: unix.POLLIN}}
 	for !q.acked {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return fmt.Errorf("no answer from the kernel within %v: %w", timeout, errNoAck)
 		}
 		ts := unix.NsecToTimespec(int64(left))
-		fds := q.fds[:1]
 		if _, err := unix.Ppoll(fds, &ts, nil); err != nil && err != unix.EINTR {
 			return fmt.Errorf("waiting for netlink answer: %w", err)
 		}
-		if _, err := q.recvBatch(); err != nil {
+		if _, err := q.receive(); err != nil {
 			return err
 		}
 		q.sched.release(monotime(), q)
@@ -237,10 +231,9 @@ func (q *queue) acceptThrough(id uint32) {
 	q.out = appendVerdict(q.out, q.cfg.Num, q.nextSeq(), true, nfAccept, id)
 }
 
-// recvBatch takes every datagram waiting on the socket, up to recvSlots,
-// without blocking, and hands them to the scheduler. It returns how many
-// datagrams it read.
-func (q *queue) recvBatch() (int, error) {
+// receive takes every datagram waiting on the socket, up to recvSlots,
+// without blocking, and hands them to the scheduler.
+func (q *queue) receive() (readResult, error) {
 	for {
 		for i := range q.msgs {
 			q.msgs[i].Hdr.Flags = 0
@@ -251,17 +244,16 @@ func (q *queue) recvBatch() (int, error) {
 		switch errno {
 		case 0:
 		case unix.EAGAIN:
-			q.lastRead = monotime()
-			return 0, nil
+			return readResult{emptied: true, emptiedAt: monotime()}, nil
 		case unix.EINTR:
-			return 0, nil
+			return readResult{}, nil
 		case unix.ENOBUFS:
 			// The socket overran: the kernel dropped packet messages (and
 			// the packets, counted as user_dropped). Keep reading.
 			q.enobufs++
 			continue
 		default:
-			return 0, fmt.Errorf("receiving from netfilter queue %d: %w", q.cfg.Num, errno)
+			return readResult{}, fmt.Errorf("receiving from netfilter queue %d: %w", q.cfg.Num, errno)
 		}
 		// One clock reading gives both clocks: now on the monotonic one,
 		// and the offset that maps the kernel's CLOCK_REALTIME receive
@@ -276,13 +268,11 @@ func (q *queue) recvBatch() (int, error) {
 			trunc := m.Hdr.Flags&unix.MSG_TRUNC != 0 || n > recvSlotBytes
 			q.datagram(q.rbuf[i*recvSlotBytes:i*recvSlotBytes+min(n, recvSlotBytes)], trunc, now, offset)
 		}
-		if q.readPackets > 0 {
-			q.allStamped = q.readStamped == q.readPackets
+		res := readResult{full: int(r) == len(q.msgs), packets: q.readPackets, stamped: q.readStamped}
+		if !res.full {
+			res.emptied, res.emptiedAt = true, now
 		}
-		if int(r) < len(q.msgs) {
-			q.lastRead = now
-		}
-		return int(r), nil
+		return res, nil
 	}
 }
 
@@ -350,105 +340,16 @@ func (q *queue) publish() {
 	q.pub.store(q.sched, laneCounters{q.lateOnArrival, q.enobufs, q.verdictErrors, q.truncated, q.kernelTimestamps})
 }
 
-// run is the queue's loop: receive what is waiting, release what is due,
-// then sleep in ppoll until the next packet arrives, the head of the FIFO
-// is due, or stopfd becomes readable.
-//
-// ppoll's timeout is an hrtimer, so the thread wakes within microseconds of
-// the due time (Go's own timers round to the millisecond when the process
-// is idle). The goroutine therefore keeps its OS thread locked and never
-// unlocks it: the thread, with its lowered timer slack, ends with the
-// goroutine instead of going back to the scheduler's pool.
+// run is the queue's thread: the wake loop on the netlink socket.
 func (q *queue) run(stopfd int) error {
-	runtime.LockOSThread()
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(timerSlack), 0, 0, 0)
-	// A link does not wait for the CPU: with the host busy (iperf3,
-	// openvpn, other tests) a normal thread wakes milliseconds late. The
-	// thread sleeps nearly all the time, and the kernel's RT throttling
-	// (sched_rt_runtime_us) bounds it if it ever does not.
-	attr := queueAttr()
-	q.pub.realtime.Store(unix.SchedSetAttr(0, &attr, 0) == nil)
-	q.fds[1] = unix.PollFd{Fd: int32(stopfd), Events: unix.POLLIN}
-	readable := true
-	for {
-		// A timer wake-up in eager mode skips the receive: nothing new
-		// arrived.
-		n := 0
-		if readable {
-			var err error
-			if n, err = q.recvBatch(); err != nil {
-				return err
-			}
-		}
-		q.sched.release(monotime(), q)
-		ferr := q.flush()
-		q.publish()
-		if ferr != nil {
-			return ferr
-		}
-		if n == recvSlots {
-			readable = true
-			continue // more may be waiting
-		}
-		// Sleep until the head of the FIFO is due. Eager mode also wakes
-		// for every arrival; lazy mode leaves the socket alone for a while
-		// and reads what piled up when it wakes.
-		fds := q.fds[:]
-		wake := int64(-1)
-		if due, ok := q.sched.wakeAt(); ok {
-			wake = due
-			if w := q.lazyWindow(); w > 0 {
-				wake = min(wake, q.lastRead+w)
-				fds = q.fds[1:]
-			}
-		}
-		lazy := len(fds) == 1
-		d := maxIdleSleep
-		if wake >= 0 {
-			d = wake - monotime()
-			if d <= 0 {
-				readable = lazy
-				continue
-			}
-		}
-		q.ts = unix.NsecToTimespec(d)
-		q.fds[0].Revents, q.fds[1].Revents = 0, 0
-		if err := rawPpoll(fds, &q.ts); err != nil && err != unix.EINTR {
-			return fmt.Errorf("netfilter queue %d: ppoll: %w", q.cfg.Num, err)
-		}
-		if q.fds[1].Revents != 0 {
-			return nil
-		}
-		readable = lazy || q.fds[0].Revents != 0
+	lockLaneThread(&q.pub)
+	l := wakeLoop{
+		name:  fmt.Sprintf("netfilter queue %d", q.cfg.Num),
+		sched: q.sched,
+		io:    q,
+		w:     newPollWaiter(q.fd, stopfd),
 	}
-}
-
-// maxIdleSleep caps a sleep with nothing held. The runtime stops a
-// goroutine in a raw system call by signalling it (EINTR); should signals
-// be off (GODEBUG=asyncpreemptoff=1), the cap still bounds how long a GC
-// waits for an idle queue thread.
-const maxIdleSleep = int64(100 * time.Millisecond)
-
-// maxLazy caps the lazy window: the socket buffer must hold everything that
-// arrives meanwhile (2 ms at 100 000 packets/s is 200 messages).
-const maxLazy = int64(2 * time.Millisecond)
-
-// lazyWindow is how long the thread may leave the socket unread. A packet
-// not yet read arrived after lastRead, so it cannot fall due before
-// lastRead + Delay − Jitter; reading within half of that keeps every
-// release on time, as long as arrivals are timed by the kernel's receive
-// stamp rather than by when we read them. Without stamps (none enabled,
-// router-made packets), or with too short a delay, the window is 0: the
-// thread wakes for every arrival.
-func (q *queue) lazyWindow() int64 {
-	if !q.allStamped {
-		return 0
-	}
-	minDelay := q.sched.delay - q.sched.jitter
-	if minDelay < int64(time.Millisecond) {
-		return 0
-	}
-	return min(minDelay/2, maxLazy)
+	return l.run()
 }
 
 // close unbinds the queue (the kernel drops what it still holds for us)
@@ -470,16 +371,17 @@ func (q *queue) close() error {
 	return nil
 }
 
-// rawPpoll is ppoll(2) as the queue thread calls it. The queue thread's
-// own system calls (ppoll, recvmmsg, the verdict write) bypass the Go runtime's syscall bookkeeping: to the runtime the
-// goroutine is running, not in a system call. Through syscall.Syscall the
-// thread would spend nearly all its time "in a system call", and since Go
-// 1.26 sysmon then, on each of its ticks, takes the goroutine's scan bit
-// to inspect it and retakes the P of a goroutine that has not been
-// rescheduled for 10 ms (a queue goroutine never is). That kept sysmon
-// polling every 20 µs (a quarter of a CPU at 100 Mbit/s here), made every
-// wake-up go through exitsyscall's slow path, and a wake-up that found the
-// scan bit taken spun in sched_yield (see rtprocess_linux.go). A raw call
+// rawPpoll is ppoll(2) as the lane threads call it. Their own system
+// calls (ppoll, recvmmsg, the verdict write, the wire sends) bypass the Go
+// runtime's syscall bookkeeping: to the runtime the goroutine is running,
+// not in a system call. Through syscall.Syscall the thread would spend
+// nearly all its time "in a system call", and since Go 1.26 sysmon then,
+// on each of its ticks, takes the goroutine's scan bit to inspect it and
+// retakes the P of a goroutine that has not been rescheduled for 10 ms (a
+// lane goroutine never is). That kept sysmon polling, made every wake-up
+// go through exitsyscall's slow path, and a wake-up that found the scan
+// bit taken spun in sched_yield (see rtprocess_linux.go;
+// docs/measurements.md#raw-system-calls-and-sysmon). A raw call
 // costs the runtime nothing it relies on: a goroutine the runtime wants
 // stopped (GC, sysmon's 10 ms preemption) gets SIGURG, which interrupts
 // ppoll with EINTR, and stops at its next function call.

@@ -141,23 +141,3 @@ func TestArrivalFromKernelStamp(t *testing.T) {
 		})
 	}
 }
-
-func TestLazyWindow(t *testing.T) {
-	for _, tc := range []struct {
-		delay, jitter time.Duration
-		stamped       bool
-		want          time.Duration
-	}{
-		{20 * time.Millisecond, 0, true, 2 * time.Millisecond},
-		{2 * time.Millisecond, 0, true, time.Millisecond},
-		{20 * time.Millisecond, 19500 * time.Microsecond, true, 0},
-		{500 * time.Microsecond, 0, true, 0},
-		{0, 0, true, 0},
-		{20 * time.Millisecond, 0, false, 0},
-	} {
-		q := &queue{sched: newScheduler(QueueConfig{Delay: tc.delay, Jitter: tc.jitter}, 1), allStamped: tc.stamped}
-		if got := time.Duration(q.lazyWindow()); got != tc.want {
-			t.Errorf("delay %v jitter %v stamped %v: window %v, want %v", tc.delay, tc.jitter, tc.stamped, got, tc.want)
-		}
-	}
-}

@@ -65,12 +65,10 @@ func reserveProcs(n int) (undo func()) {
 // a queue thread spinning in runtime.exitsyscall (sched_yield) on a scan
 // bit that a preempted normal-priority sysmon held, 10–50 ms at a time.
 //
-// Measured with raw calls on path (b) (docs/emulator.md, "Runtime findings"): late
-// 0.26 % and 0.34 % of packets with the whole process real-time, 0.37 %
-// and 0.48 % with only the queue threads (two runs each): a small gain
-// beside the raw calls' own. The rest of the process must be light (the
-// lab's owner process is: the emulator, a stats file and a timer),
-// because its threads are real-time too.
+// The gain beside the raw calls' own is small
+// (docs/measurements.md#the-real-time-process). The rest of the process
+// must be light (the lab's owner process is: the emulator, a stats file
+// and a timer), because its threads are real-time too.
 
 // rtThreads are the threads Run made real-time, with their previous
 // scheduling attributes, to restore when Run ends.

@@ -6,10 +6,8 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -34,8 +32,7 @@ import (
 // returns it to the ingress fill ring. The up lane owns socket A's RX and
 // fill rings and socket B's TX and completion rings, the down lane the
 // other four, so no ring has two users, and no frame is copied in user
-// space (a copy from one UMEM into another was 9 % of the emulator's CPU
-// at 50 000 frames/s each way, perf, before this layout).
+// space (docs/measurements.md#af_xdp-one-umem-no-copy).
 
 const (
 	// xskFrameSize is one UMEM chunk. XDP_PACKET_HEADROOM (256) of it is
@@ -45,11 +42,10 @@ const (
 	xskMaxFrame = xskFrameSize - unix.XDP_PACKET_HEADROOM
 	// xskMaxRxFrames caps the frames a direction holds (128 MiB of UMEM).
 	xskMaxRxFrames = 1 << 16
-	// xskMinRxFrames is the least (32 MiB). 4096, what the lab gives its
-	// NFQUEUE queues at least, ran out at 50 000 frames/s through 20 ms
-	// here (fill ring empty, a few hundred frames per 200 000) when a
-	// sender, descheduled on a loaded host, caught up in one burst: the
-	// frames of the burst wait in the RX ring on top of those held.
+	// xskMinRxFrames is the least (32 MiB): when a sender descheduled on
+	// a loaded host catches up in one burst, the burst waits in the RX
+	// ring on top of the frames held, and 4096 ran out
+	// (docs/measurements.md#af_xdp-frames-per-direction).
 	xskMinRxFrames = 1 << 14
 	// xskReadBatch bounds how many frames one receive hands to the
 	// scheduler before due releases go out.
@@ -347,13 +343,8 @@ type xskLane struct {
 	monoOffset int64  // monotime − CLOCK_MONOTONIC: maps the XDP stamps
 
 	stamped, lateOnArrival, txErrors uint64
-	lastReadAt                       int64
-	allStamped                       bool
-	readPackets, readStamped         int
 
 	pub published
-	ts  unix.Timespec
-	fds [2]unix.PollFd
 
 	// the ingress socket's XDP_STATISTICS at the last read; the last
 	// read is in close, so the final snapshot has them. sockMu orders
@@ -463,23 +454,20 @@ func (l *xskLane) reap() {
 	atomic.StoreUint32(l.in.fill.producer, l.in.fill.prod)
 }
 
-// receive hands up to xskReadBatch frames of the RX ring to the scheduler
-// and returns how many it took.
-func (l *xskLane) receive() int {
+// receive hands up to xskReadBatch frames of the RX ring to the scheduler.
+func (l *xskLane) receive() (readResult, error) {
 	rx := &l.in.rx
 	prod := atomic.LoadUint32(rx.producer)
 	n := min(int(prod-rx.cons), xskReadBatch)
 	if n == 0 {
-		l.lastReadAt = monotime()
-		return 0
+		return readResult{emptied: true, emptiedAt: monotime()}, nil
 	}
 	now := monotime()
-	l.readPackets, l.readStamped = 0, 0
+	res := readResult{packets: n, full: n == xskReadBatch}
 	for range n {
 		d := *rx.xdpDesc(rx.cons)
 		rx.cons++
 		arrival := now
-		l.readPackets++
 		if d.Addr >= stampBytes && d.Addr%xskFrameSize >= stampBytes {
 			st := (*uint64)(unsafe.Pointer(&l.umem[d.Addr-stampBytes]))
 			// A chunk's stamp is cleared once read, so a frame the program
@@ -487,7 +475,7 @@ func (l *xskLane) receive() int {
 			if v := int64(*st); v != 0 {
 				if a := v + l.monoOffset; a <= now && a > now-maxBackdate {
 					arrival = a
-					l.readStamped++
+					res.stamped++
 					l.stamped++
 				}
 				*st = 0
@@ -508,78 +496,30 @@ func (l *xskLane) receive() int {
 	}
 	atomic.StoreUint32(rx.consumer, rx.cons)
 	atomic.StoreUint32(l.in.fill.producer, l.in.fill.prod)
-	l.allStamped = l.readStamped == l.readPackets
-	if n < xskReadBatch {
-		l.lastReadAt = now
+	if !res.full {
+		res.emptied, res.emptiedAt = true, now
 	}
-	return n
+	return res, nil
 }
 
-// run is the lane's loop, the same as an NFQUEUE queue's (queue.run):
-// receive what is waiting, release what is due, sleep in a raw ppoll until
-// the next frame arrives, the head is due or stopfd becomes readable.
-// With every frame stamped by the XDP program the lane reads lazily (see
-// queue.lazyWindow).
+// flush gives the sent chunks back to the fill ring (acceptThrough has
+// sent the frames already).
+func (l *xskLane) flush() error {
+	l.reap()
+	return nil
+}
+
+// run is the lane's thread: the wake loop on the ingress socket. With
+// every frame stamped by the XDP program it reads lazily.
 func (l *xskLane) run(stopfd int) error {
-	runtime.LockOSThread()
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(timerSlack), 0, 0, 0)
-	attr := queueAttr()
-	l.pub.realtime.Store(unix.SchedSetAttr(0, &attr, 0) == nil)
-	l.fds[0] = unix.PollFd{Fd: int32(l.in.fd), Events: unix.POLLIN}
-	l.fds[1] = unix.PollFd{Fd: int32(stopfd), Events: unix.POLLIN}
-	readable := true
-	for {
-		n := 0
-		if readable {
-			n = l.receive()
-		}
-		l.sched.release(monotime(), l)
-		l.reap()
-		l.publish()
-		if n == xskReadBatch {
-			readable = true
-			continue
-		}
-		fds := l.fds[:]
-		wake := int64(-1)
-		if due, ok := l.sched.wakeAt(); ok {
-			wake = due
-			if w := l.lazyWindow(); w > 0 {
-				wake = min(wake, l.lastReadAt+w)
-				fds = l.fds[1:]
-			}
-		}
-		lazy := len(fds) == 1
-		d := maxIdleSleep
-		if wake >= 0 {
-			d = wake - monotime()
-			if d <= 0 {
-				readable = lazy
-				continue
-			}
-		}
-		l.ts = unix.NsecToTimespec(d)
-		l.fds[0].Revents, l.fds[1].Revents = 0, 0
-		if err := rawPpoll(fds, &l.ts); err != nil && err != unix.EINTR {
-			return fmt.Errorf("wire %s → %s: ppoll: %w", l.in.dev, l.out.dev, err)
-		}
-		if l.fds[1].Revents != 0 {
-			return nil
-		}
-		readable = lazy || l.fds[0].Revents != 0
+	lockLaneThread(&l.pub)
+	w := wakeLoop{
+		name:  fmt.Sprintf("wire %s → %s", l.in.dev, l.out.dev),
+		sched: l.sched,
+		io:    l,
+		w:     newPollWaiter(l.in.fd, stopfd),
 	}
-}
-
-// lazyWindow is queue.lazyWindow for the XDP program's stamps.
-func (l *xskLane) lazyWindow() int64 {
-	if !l.allStamped {
-		return 0
-	}
-	minDelay := l.sched.delay - l.sched.jitter
-	if minDelay < int64(time.Millisecond) {
-		return 0
-	}
-	return min(minDelay/2, maxLazy)
+	return w.run()
 }
 
 func (l *xskLane) publish() {

@@ -20,10 +20,10 @@ const tunQueueTxLen = 500
 // tunQueueDrain is how long a full tun device queue of full-size packets
 // takes to drain at the path's slower rate (0 unshaped): the tunnel has
 // this queue of its own, which the routed path and lab.Path.MaxRoundTrip
-// do not. A tunnel sample on a 10 Mbit/s 600 ms path was measured running
-// 2.03 s past its end where the path's full-queue round trip is 1.8 s, and
-// refused in all three tries (idle machine); which queue held the extra
-// was not traced. At 10 Mbit/s this adds 0.6 s, at 500 Mbit/s 12 ms.
+// do not. Without it a tunnel sample on a slow long path runs past what
+// the path's round trip allows and is refused every time
+// (docs/measurements.md#iperf3s-windows-and-counts); which queue held
+// the extra was not traced.
 func tunQueueDrain(p lab.Path) time.Duration {
 	rate := p.Up.RateBitsPerSec
 	if d := p.Down.RateBitsPerSec; d > 0 && (rate == 0 || d < rate) {

@@ -96,7 +96,7 @@ type Finding struct {
 	Decide    string `json:"decide,omitempty"`
 	RefutedBy string `json:"refuted_by,omitempty"`
 	// Cites are the documents the rule comes from, as repository paths
-	// with anchors (docs/evidence.md#…, docs/openvpn-facts.md#…).
+	// with a heading's anchor, in docs/evidence.md or docs/openvpn-facts.md.
 	Cites []string `json:"cites,omitempty"`
 	// Text is the sentence people read, rendered from the fields above by
 	// the package that judged it (its one renderer); readers of the data

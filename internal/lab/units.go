@@ -150,8 +150,8 @@ func (p Path) QueueBytesFor(rateBits uint64) (bytes uint32, clamped bool) {
 	rtt := p.Up.Delay + p.Down.Delay
 	bdp := float64(rateBits) / 8 * rtt.Seconds()
 	// The floor: 5 ms at the rate, at least 64 KiB. Veth hands the limiter
-	// 64 KiB GSO aggregates; at 1 Gbit/s a 64 KiB queue holds one of them
-	// and TCP collapsed to 300 Mbit/s.
+	// 64 KiB GSO aggregates, and a queue that holds only one of them cuts
+	// TCP short (docs/measurements.md#the-rate-limiters-queue-floor).
 	q := max(bdp, float64(rateBits)/8*0.005, 64<<10)
 	if q > MaxQueueBytes {
 		return MaxQueueBytes, true

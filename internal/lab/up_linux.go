@@ -392,9 +392,8 @@ func CheckEmulator(name string) error {
 // pseudo-header sum and be dropped. The offloads that depend on it (TSO
 // and friends) go with it. The AF_PACKET wire carries that note
 // (PACKET_VNET_HDR) and needs it only on a lossy path, where it must see
-// each packet rather than GSO aggregates (measured: through 1 % loss, a
-// 3 s TCP flow crossed in frames of 10 854 bytes on average and
-// retransmitted 789 segments, against 1 513 bytes and 264 with it).
+// each packet rather than GSO aggregates
+// (docs/measurements.md#loss-on-the-af_packet-wire).
 //
 // Equivalent to: ip netns exec NS ethtool -K IF tx off
 func (l *Lab) softwareChecksums() error {
@@ -429,17 +428,11 @@ func (l *Lab) setFeatures(node Node, ifname string, features map[string]bool) er
 }
 
 // wireReceive has the two ports the wire sends into, rc (up) and c0
-// (down), receive through their own NAPI thread with GRO, instead of in the
-// emulator's send: a send from the wire hands each frame to the veth peer
-// and, without NAPI there, the kernel runs the peer's whole receive (the
-// router's forwarding and tbf, or the client's TCP) inside that send, on
-// the emulator's real-time thread, frame by frame. With GRO on and NAPI
-// threaded on rc and c0, and the frame eligible for the peer's NAPI, the
-// send only queues the frame and the NAPI thread merges what it finds into
-// aggregates, as the NFQUEUE path sees them: one TCP flow up at 500 Mbit/s
-// through 20 ms across the AF_XDP wire left the router in aggregates of
-// 12–17 kB instead of single frames, and far fewer of the emulator's
-// releases were late (docs/emulator.md, "AF_XDP in a lab run").
+// (down), receive in their own NAPI thread with GRO. Without it the kernel
+// runs the peer's whole receive (the router's forwarding and tbf, or the
+// client's TCP) inside the emulator's send, frame by frame, on its
+// real-time thread, and releases come late
+// (docs/measurements.md#late-releases-on-the-wire).
 //
 // A veth hands a frame to its peer's NAPI only when the sending port could
 // not have segmented it itself, or when the frame comes from a local
@@ -448,11 +441,7 @@ func (l *Lab) setFeatures(node Node, ifname string, features map[string]bool) er
 // socket, so for afxdp the wire ports get TSO off. AF_PACKET's do (the
 // sending socket owns them), so for afpacket rc and c0 get UDP GRO
 // forwarding instead and the wire ports keep TSO, which lets GSO
-// aggregates cross whole: the AF_PACKET wire's jumbo up row, OpenVPN's
-// fragmented datagrams at tens of thousands of frames a second, had
-// 3.4–7.5 % of its releases late with the router's forwarding in the
-// emulator's sendmmsg (docs/emulator.md, "nfqueue against afpacket in a
-// lab run").
+// aggregates cross whole.
 //
 // Equivalent to (afxdp; afpacket instead: ethtool -K IF gro on
 // rx-udp-gro-forwarding on on c0 and rc, and the wire ports unchanged):

@@ -22,9 +22,9 @@ const batchLen = 64
 
 // sendBatchLen is the most probes per sendmmsg. Sending is what bounds the
 // generator (the kernel forwards each probe through a lab's namespaces in
-// the sender's system call); 256 instead of 64 measured 147k instead of
-// 135k pps (medians of 3 × 3 s, one flow, one-way, unshaped lab) on a
-// 2-core VM. The receive side keeps batchLen: its buffers are per message.
+// the sender's system call), so fewer, larger calls send faster
+// (docs/measurements.md#the-pps-sender-one-os-thread-256-probes-per-call).
+// The receive side keeps batchLen: its buffers are per message.
 const sendBatchLen = 256
 
 func newBatchConn(c *net.UDPConn) batchConn {

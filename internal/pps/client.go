@@ -471,11 +471,10 @@ func (f *flow) send(ctx context.Context, epoch time.Time, session uint32, size i
 		batch = int(min(max(rate/1000, 1), sendBatchLen))
 	}
 	if f.lockThread {
-		// Keeping the sender on one OS thread measured a median of 121k
-		// instead of 107k pps (one flow, one-way, unshaped lab, 5 × 3 s
-		// interleaved on a busy 2-core VM; iperf3 138k in the same
-		// runs): the goroutine no longer hops between threads around its
-		// long sendmmsg calls. It is no namespace switch; see Run for when.
+		// On one OS thread the goroutine no longer hops between threads
+		// around its long sendmmsg calls, which raises the rate
+		// (docs/measurements.md#the-pps-sender-one-os-thread-256-probes-per-call).
+		// It is no namespace switch; see Run for when.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 	}

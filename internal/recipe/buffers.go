@@ -119,9 +119,10 @@ func bufferRuns(o Options) []networkRun {
 // the server), so both directions test the same bound; measuring one keeps
 // the default run near three minutes. Up (client→server) is the one where
 // the pushed value matters to the bound: the client's send buffer holds
-// the window. iperf3's two sides also time an up test alike; in a down
-// test at 200 ms RTT the sending server measured 0.3–0.4 s longer than
-// asked, which the iperf package refuses as inconsistent.
+// the window. iperf3's two sides also time an up test alike; in a long
+// down test the sending server measures longer than asked, which the
+// iperf package refuses as inconsistent
+// (docs/measurements.md#recipe-paths-and-queues).
 var bufferDirections = []string{measure.DirectionUp}
 
 // coreSysctls are the net.core limits and defaults that decide what a

@@ -35,8 +35,9 @@ const publishedIPv6Ratio = 0.95
 
 // ipv6Path limits the line (20 Mbit/s each way, no delay, so no emulator
 // that could fall behind): both families are then limited by bytes on the
-// wire, and their ratio is the ratio of TCP payload per full packet. At
-// 50 Mbit/s a loaded 2-core machine starved OpenVPN in one sample of three.
+// wire, and their ratio is the ratio of TCP payload per full packet. A
+// faster line lets a loaded 2-core machine starve OpenVPN
+// (docs/measurements.md#recipe-paths-and-queues).
 var ipv6Path = lab.Path{Up: lab.Link{RateBitsPerSec: 20e6}, Down: lab.Link{RateBitsPerSec: 20e6}}
 
 // ipv6Variant is the tunnel measured with both families: OpenVPN 2.6's

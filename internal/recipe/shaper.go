@@ -47,11 +47,12 @@ var shaperPath = lab.Path{Up: lab.Link{RateBitsPerSec: 20e6}, Down: lab.Link{Rat
 // not hold it back): at 100 kB/s each 1500-byte packet queued is 15 ms of
 // delay, the default 500 packets 7.5 s. iperf3's end-of-test message waits
 // behind that queue, so its receiver measures over a longer window than
-// asked (seen: 3.44 s of 3 s): experiment's DrainOK accepts such samples,
+// asked: experiment's DrainOK accepts such samples,
 // whose receiver rate is the rate the shaper delivered. The shaper's
 // client gets a 50-packet tun queue (0.75 s at the limit) so that what is
 // left queued after an upload sample does not hold up the download sample
-// that follows on the same tunnel; 20 packets starved TCP (0.63 Mbit/s).
+// that follows on the same tunnel; fewer starve TCP
+// (docs/measurements.md#recipe-paths-and-queues).
 var shaperVariants = []string{"noshaper=", "shaper=client:txqueuelen " + strconv.Itoa(shaperTxQueueLen), "tc="}
 
 // shaperTxQueueLen is the client's tun queue in the shaper variant.

@@ -63,8 +63,8 @@ func tcpVariants() ([]openvpn.Variant, map[string]string, error) {
 // 1.8 Mbit/s for Reno; today's Linux TCP does far better). Loss is
 // symmetric, so one direction is measured, with longer samples: a lossy
 // TCP flow's rate swings. Up: the client's iperf3 times the sending
-// window itself; in a down test the sending server ran 1 s over a 5 s
-// sample at 80 ms RTT, which the iperf package refuses.
+// window itself; in a down test the sending server overruns the sample,
+// which the iperf package refuses (docs/measurements.md#iperf3s-windows-and-counts).
 func tcpRuns(o Options) []networkRun {
 	if o.Path != nil {
 		return []networkRun{{net: experiment.Network{Name: "path", Description: "the given path", Path: *o.Path}, duration: o.duration(3 * time.Second)}}
