@@ -26,6 +26,13 @@ var badInputs = []struct {
 	{[]string{"lab", "up", "--queue-bytes", "1", "--rate", "32gbit", "--rtt", "1s"}, "--queue-bytes 1"},
 	{[]string{"lab", "up", "--queue-bytes", "99999999999999"}, `--queue-bytes "99999999999999"`},
 	{[]string{"lab", "up", "--rtt", "99999999999999999999s"}, `--rtt "99999999999999999999s"`},
+	// watch: the interval, the history's bound, the listen address.
+	{[]string{"watch", "198.51.100.2", "--tunnel", "10.8.0.1", "--listen", "127.0.0.1:9477", "--every", "5s"}, `--every "5s"`},
+	{[]string{"watch", "198.51.100.2", "--tunnel", "10.8.0.1", "--listen", "127.0.0.1:9477", "--history-max", "1KiB"}, `--history-max "1KiB"`},
+	{[]string{"watch", "198.51.100.2", "--tunnel", "10.8.0.1", "--listen", "127.0.0.1:9477", "--history-max", "65MiB"}, `--history-max "65MiB"`},
+	{[]string{"watch", "198.51.100.2", "--tunnel", "10.8.0.1", "--listen", "9477"}, `--listen "9477"`},
+	{[]string{"watch", "198.51.100.2", "--tunnel", "10.8.0.1"}, "--listen is required"},
+	{[]string{"watch", "198.51.100.2", "--tunnel", "10.8.0.1", "--listen", "127.0.0.1:9477", "--every", "10s", "--probe-interval", "10s"}, "--probe-interval 10s"},
 	// The flag typed, not its symmetric sibling.
 	{[]string{"lab", "up", "--up-loss", "200"}, `--up-loss "200"`},
 	{[]string{"lab", "up", "--up-jitter", "5x"}, `--up-jitter "5x"`},

@@ -53,6 +53,9 @@ func outputCases(t *testing.T) []outputCase {
 		{"recipe --html", ".html", func(_, p string) []string { return []string{"recipe", "mtu", "--html", p} }, nil},
 		{"measure --out", ".json", func(_, p string) []string { return append(measureArgs(), "--out", p) }, nil},
 		{"measure --html", ".html", func(_, p string) []string { return append(measureArgs(), "--html", p) }, nil},
+		{"watch --history", ".jsonl", func(_, p string) []string {
+			return []string{"watch", "198.51.100.2", "--tunnel", "10.8.0.1", "--listen", "127.0.0.1:9477", "--history", p}
+		}, nil},
 		{"measure --capture", ".pcap", func(_, p string) []string {
 			return append(measureArgs(), "--capture", "--out", strings.TrimSuffix(p, ".pcap")+".json")
 		}, nil},

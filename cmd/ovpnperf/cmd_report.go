@@ -27,8 +27,9 @@ func newReportCommand() *cobra.Command {
 		Use:   "report FILE.json… [-o report.html]",
 		Short: "Turn ovpnperf JSON documents into one self-contained HTML page with charts",
 		Long: `report reads JSON documents written by ovpnperf (lab run, recipe, recipe all,
-pps client, pmtu, crypto, tune, cluster status; recognised by their "schema" key,
-or for cluster status by its keys) and writes one HTML
+pps client, pmtu, crypto, tune, cluster status, and the history of watch, whose
+rounds it draws over time; recognised by their "schema" key, or for cluster
+status by its keys) and writes one HTML
 page with nothing external: charts as SVG, the figures as tables beside them,
 the host and the exact command that produced each document. It opens from a
 file:// URL or an e-mail attachment, in dark and light mode, and prints.

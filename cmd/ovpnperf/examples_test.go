@@ -114,6 +114,12 @@ var exampleRules = map[string]exampleRule{
 	"ovpnperf measure 198.51.100.7 --tunnel 10.8.0.1 --repeat 5 --time 10s --json --out before.json": {skip: outsideHost},
 	"ovpnperf measure vpn.example.org --tunnel 10.8.0.1 --capture --out after.json":                  {skip: outsideHost},
 
+	// watch: the user's server and tunnel; TestWatchRoundAndInterrupt
+	// runs the same command through a lab tunnel.
+	"ovpnperf watch 198.51.100.7 --tunnel 10.8.0.1 --listen 127.0.0.1:9477":                                                    {skip: outsideHost},
+	"ovpnperf watch 198.51.100.7 --tunnel 10.8.0.1 --every 1h --listen 127.0.0.1:9477 --history /var/lib/ovpnperf/watch.jsonl": {skip: outsideHost},
+	"ovpnperf report watch.jsonl -o watch.html":                                                                                {files: []string{"watch.jsonl"}},
+
 	// crypto
 	// The first runs the whole default table; the others one table size
 	// (the packet size is always measured), as what they show (JSON, the
@@ -396,6 +402,8 @@ func (env *exampleEnv) makeFile(dir, name string) {
 		b = copyRecorded("../../recipe/testdata/fragment/frag1400-1400.pcap")
 	case "pps.key":
 		b, mode = bytes.Repeat([]byte("k"), 32), 0o600
+	case "watch.jsonl":
+		b = copyRecorded("watch-history.jsonl")
 	case "crypto.json":
 		b = []byte(ovpnperf(t, "crypto", "--json", "--seconds", "0.05", "--ciphers", "AES-256-GCM").mustSucceed(t).stdout)
 	case "pmtu.json":

@@ -140,6 +140,66 @@ func sizeByEcho(spec *Spec, largest time.Duration, echoed bool, failed []string)
 	return fmt.Sprintf("iperf3 -t %v -O %v (%s); %s", spec.Duration, spec.Omit, src, how)
 }
 
+// Located is where the tunnel of a Spec runs on this host: the route to
+// the far end outside the tunnel, the route to its address inside, and the
+// OpenVPN process that holds the tun device.
+type Located struct {
+	Outside, Inside vpnproc.Route
+	Proc            *vpnproc.Process
+}
+
+// Locate finds the routes to host (outside the tunnel) and tunnel (inside)
+// and the OpenVPN process of the tunnel (pid, or the one holding the tun
+// device when 0), and refuses addresses that are the wrong way round as
+// a user's mistake.
+func Locate(host, tunnel netip.Addr, pid int) (*Located, error) {
+	outRoute, err := vpnproc.RouteTo(host)
+	if err != nil {
+		return nil, usage.Errorf("HOST %s: %v: give the far end's address outside the tunnel", host, err)
+	}
+	if outRoute.Kind == "tun" {
+		return nil, usage.Errorf("HOST %s is reached through the tun device %s: give the far end's address outside the tunnel (the one OpenVPN connects to)", host, outRoute.Dev)
+	}
+	var proc *vpnproc.Process
+	tunRoute, err := vpnproc.RouteTo(tunnel)
+	if err != nil {
+		return nil, usage.Errorf("--tunnel %s: %v", tunnel, err)
+	}
+	if pid != 0 {
+		dev := ""
+		if tunRoute.Kind == "tun" {
+			dev = tunRoute.Dev
+		}
+		if proc, err = vpnproc.Open(pid, dev, host); err != nil {
+			// Open's errors name the pid.
+			return nil, usage.Errorf("--pid: %v", err)
+		}
+	} else if proc, err = vpnproc.FindByTunnel(tunnel, host); err != nil {
+		if errors.Is(err, vpnproc.ErrNotTun) {
+			return nil, usage.Errorf("--tunnel %s: %v: give the far end's address inside the tunnel", tunnel, err)
+		}
+		return nil, fmt.Errorf("--tunnel %s: %w", tunnel, err)
+	}
+	if tunRoute.Kind != "tun" || tunRoute.Dev != proc.Tun {
+		return nil, usage.Errorf("--tunnel %s is reached through %s, not through %s of OpenVPN pid %d", tunnel, tunRoute.Dev, proc.Tun, proc.Pid)
+	}
+	return &Located{Outside: outRoute, Inside: tunRoute, Proc: proc}, nil
+}
+
+// CheckServer opens one connection to the far end's iperf3 server outside
+// and inside the tunnel: a far end that does not answer is said at once
+// (ErrNoServer), not after iperf3's retries of every sample.
+func CheckServer(ctx context.Context, spec Spec) error {
+	port := cmp.Or(spec.Port, iperf.DefaultPort)
+	for _, a := range []netip.Addr{spec.Host, spec.Tunnel} {
+		if err := probe(ctx, netip.AddrPortFrom(a, uint16(port))); err != nil {
+			spec.Port = port
+			return noServerError(spec, a, err)
+		}
+	}
+	return nil
+}
+
 // Retries is how often a sample whose iperf3 figures contradict each other
 // (iperf.ErrInconsistent) is measured again, as `lab run` does.
 const Retries = iperf.Retries
@@ -162,42 +222,13 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	if spec.Port == 0 {
 		spec.Port = iperf.DefaultPort
 	}
-	outRoute, err := vpnproc.RouteTo(spec.Host)
+	loc, err := Locate(spec.Host, spec.Tunnel, spec.Pid)
 	if err != nil {
-		return nil, usage.Errorf("HOST %s: %v: give the far end's address outside the tunnel", spec.Host, err)
+		return nil, err
 	}
-	if outRoute.Kind == "tun" {
-		return nil, usage.Errorf("HOST %s is reached through the tun device %s: give the far end's address outside the tunnel (the one OpenVPN connects to)", spec.Host, outRoute.Dev)
-	}
-	var proc *vpnproc.Process
-	tunRoute, err := vpnproc.RouteTo(spec.Tunnel)
-	if err != nil {
-		return nil, usage.Errorf("--tunnel %s: %v", spec.Tunnel, err)
-	}
-	if spec.Pid != 0 {
-		dev := ""
-		if tunRoute.Kind == "tun" {
-			dev = tunRoute.Dev
-		}
-		if proc, err = vpnproc.Open(spec.Pid, dev, spec.Host); err != nil {
-			// Open's errors name the pid.
-			return nil, usage.Errorf("--pid: %v", err)
-		}
-	} else if proc, err = vpnproc.FindByTunnel(spec.Tunnel, spec.Host); err != nil {
-		if errors.Is(err, vpnproc.ErrNotTun) {
-			return nil, usage.Errorf("--tunnel %s: %v: give the far end's address inside the tunnel", spec.Tunnel, err)
-		}
-		return nil, fmt.Errorf("--tunnel %s: %w", spec.Tunnel, err)
-	}
-	if tunRoute.Kind != "tun" || tunRoute.Dev != proc.Tun {
-		return nil, usage.Errorf("--tunnel %s is reached through %s, not through %s of OpenVPN pid %d", spec.Tunnel, tunRoute.Dev, proc.Tun, proc.Pid)
-	}
-	// One connection to each iperf3 server first: a far end that does not
-	// answer is said at once, not after iperf3's retries of every sample.
-	for _, a := range []netip.Addr{spec.Host, spec.Tunnel} {
-		if err := probe(ctx, netip.AddrPortFrom(a, uint16(spec.Port))); err != nil {
-			return nil, noServerError(spec, a, err)
-		}
+	outRoute, tunRoute, proc := loc.Outside, loc.Inside, loc.Proc
+	if err := CheckServer(ctx, spec); err != nil {
+		return nil, err
 	}
 	timing := sizeSamples(ctx, &spec)
 	if spec.Progress != nil {
@@ -270,7 +301,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 					}
 					if errors.Is(err, vpnproc.ErrGone) {
 						rep.InvalidateUnsampled("no sample: OpenVPN ended before this row was measured")
-						return finish(rep, rp, spec, proc, capRes), fmt.Errorf("OpenVPN (pid %d) ended during the measurement", proc.Pid)
+						return finish(rep, rp, spec, proc, capRes), fmt.Errorf("OpenVPN (pid %d) ended during the measurement: %w", proc.Pid, vpnproc.ErrGone)
 					}
 					rf := experiment.RefusalOf(err)
 					rf.Detail = oneLine(err)

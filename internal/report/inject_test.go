@@ -104,6 +104,7 @@ func injectCases() []injectCase {
 		reportCase("bench", benchDocs), // crypto, pps, pmtu
 		reportCase("tune", func(t *testing.T) []Document { return parseFile(t, filepath.Join("testdata", "tune-lossy.json")) }),
 		reportCase("cluster", func(t *testing.T) []Document { return parseFile(t, filepath.Join("testdata", "cluster-status.json")) }),
+		reportCase("watch", func(t *testing.T) []Document { return parseFile(t, filepath.Join("testdata", "watch-history.jsonl")) }),
 		{"compare",
 			func(t *testing.T) any {
 				a := parseFile(t, filepath.Join("testdata", "labrun-wan-1.json"))[0].Run

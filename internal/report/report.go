@@ -49,6 +49,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
+	"github.com/ovpnperf/ovpnperf/internal/watch/watchdoc"
 )
 
 // Document is one JSON document read from a file.
@@ -67,6 +68,10 @@ type Document struct {
 	Probe  *probe.Report
 	// Cluster is `cluster status --json`.
 	Cluster *clusterdoc.Status
+	// Watch is the history `ovpnperf watch --history` keeps (JSON
+	// lines, one round a line); WatchCut says its last line was cut.
+	Watch    []watchdoc.Round
+	WatchCut bool
 }
 
 // kind is one schema the report knows: how to decode a document of it.
@@ -102,6 +107,7 @@ var kinds = []kind{
 		return err
 	}},
 	{ClusterSchema, decodeCluster},
+	{watchdoc.Schema, decodeHistory},
 	{clusterdoc.LegacyStatusSchema, decodeCluster},
 }
 
@@ -175,6 +181,14 @@ func (r Reader) Load(path string) ([]Document, error) {
 // Parse is Load on data already read; file names it in messages.
 func (r Reader) Parse(file string, data []byte) ([]Document, error) {
 	trimmed := bytes.TrimSpace(data)
+	if isHistory(trimmed) {
+		// JSON lines, not one document (watch.go).
+		d := Document{File: file, Schema: watchdoc.Schema}
+		if err := decodeHistory(trimmed, &d, r); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		return []Document{d}, nil
+	}
 	var raws []json.RawMessage
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		if err := json.Unmarshal(trimmed, &raws); err != nil {
@@ -383,6 +397,8 @@ func (p *page) document(d *Document) {
 		p.probeDoc(d)
 	case d.Cluster != nil:
 		p.clusterDoc(d)
+	case d.Watch != nil:
+		p.watch(d)
 	}
 	p.h(`</section>`, nil)
 }
