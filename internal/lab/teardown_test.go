@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/journal"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
@@ -213,4 +214,53 @@ func TestLabFilesAreRegularFiles(t *testing.T) {
 			t.Errorf("ceiling record that is a FIFO: %+v", r)
 		}
 	})
+}
+
+// A lab journal naming a live process by its pid and start time with
+// another command line (a forged entry, or a damaged one): lab down leaves
+// the process alone and says so; the lab's own entries are still undone.
+func TestDownChecksCommandLine(t *testing.T) {
+	testenv.RequireRoot(t)
+	old := lab.BaseDir
+	lab.BaseDir = filepath.Join(t.TempDir(), "labs")
+	t.Cleanup(func() { lab.BaseDir = old })
+	sleep := exec.Command("sleep", "600")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleep.Process.Kill(); _ = sleep.Wait() })
+	pid := sleep.Process.Pid
+	ticks, err := runner.StartTicks(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "h" + lab.NewName()
+	j, err := journal.Create(filepath.Join(lab.BaseDir, name), name, lab.State{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []journal.Entry{
+		{Kind: lab.KindDir, Name: filepath.Join(lab.BaseDir, name)},
+		{Kind: lab.KindNetns, Name: "ovpnperf-" + name + "-router"},
+		{Kind: lab.KindProcess, Name: "iperf3", Pid: pid, StartTicks: ticks, Argv: []string{"ip", "netns", "exec", "ovpnperf-" + name + "-router", "iperf3", "-s"}},
+	} {
+		if _, err := j.Record(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.Close()
+	l, err := lab.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = l.Down()
+	if err == nil || !strings.Contains(err.Error(), "left alone") || !strings.Contains(err.Error(), `which runs "sleep 600"`) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("lab down of a journal naming another command: want one line saying what was left alone, got %v", err)
+	}
+	if !runner.Alive(pid, ticks) {
+		t.Error("lab down killed a process whose command line is not the recorded one")
+	}
+	if _, err := os.Stat(filepath.Join(lab.BaseDir, name)); !os.IsNotExist(err) {
+		t.Errorf("lab down left the lab's own directory: %v", err)
+	}
 }
