@@ -721,6 +721,7 @@ func undoActions(st State) map[string]journal.Action {
 					runner.Terminate(pid, t, time.Second)
 				}
 			}
+			// Equivalent to: ip netns del NS
 			return netns.Delete(e.Name)
 		},
 		KindDir: journal.Nothing, KindLink: journal.Nothing, KindQdisc: journal.Nothing,
