@@ -264,3 +264,72 @@ func TestDownChecksCommandLine(t *testing.T) {
 		t.Errorf("lab down left the lab's own directory: %v", err)
 	}
 }
+
+// A lab journal cut short: `lab status` says where it breaks off, `lab
+// clean` leaves it, `lab clean NAME` undoes the entries before the damage
+// (here a process of the lab) and nothing the cut line began to name.
+func TestCleanActsOnlyOnWhatParsed(t *testing.T) {
+	testenv.RequireRoot(t)
+	old := lab.BaseDir
+	lab.BaseDir = filepath.Join(t.TempDir(), "labs")
+	t.Cleanup(func() { lab.BaseDir = old })
+	sleeper := func() (*exec.Cmd, uint64) {
+		t.Helper()
+		cmd := exec.Command("sleep", "600")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		ticks, err := runner.StartTicks(cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd, ticks
+	}
+	before, beforeTicks := sleeper()
+	after, afterTicks := sleeper()
+	name := "h" + lab.NewName()
+	dir := filepath.Join(lab.BaseDir, name)
+	j, err := journal.Create(dir, name, lab.State{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*exec.Cmd{before, after} {
+		ticks := beforeTicks
+		if c == after {
+			ticks = afterTicks
+		}
+		if _, err := j.Record(journal.Entry{Kind: lab.KindProcess, Name: "sleep", Pid: c.Process.Pid, StartTicks: ticks, Argv: c.Args}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.Close()
+	path := filepath.Join(dir, journal.File)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last line loses its end, as a write cut by a crash would.
+	if err := os.WriteFile(path, b[:len(b)-20], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	states, err := lab.List()
+	if err != nil || len(states) != 1 || !strings.Contains(states[0].Corrupt, "line 4 is cut short") || strings.Contains(states[0].Corrupt, "\n") {
+		t.Errorf("status of a journal cut short: want one line saying where, got %+v, %v", states, err)
+	}
+	if cleaned, err := lab.Clean(); len(cleaned) != 0 || err == nil || !strings.Contains(err.Error(), "left alone") {
+		t.Errorf("lab clean with a journal cut short: cleaned %v, %v; want it left alone and said", cleaned, err)
+	}
+	if _, err := lab.Clean(name); err != nil {
+		t.Errorf("lab clean %s: %v", name, err)
+	}
+	if runner.Alive(before.Process.Pid, beforeTicks) {
+		t.Error("the process listed before the damage still runs")
+	}
+	if !runner.Alive(after.Process.Pid, afterTicks) {
+		t.Error("lab clean stopped the process named only in the line cut short")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("lab clean left the lab's directory: %v", err)
+	}
+}
