@@ -207,7 +207,7 @@ lab_up $LAB1
 lab_up $LAB2
 pkill -KILL -f "lab owner $LAB1\$"
 while pgrep -f "lab owner $LAB1\$" >/dev/null; do sleep 0.01; done
-f=/run/ovpnperf/labs/$LAB2/state.json
+f=/run/ovpnperf/labs/$LAB2/journal.jsonl
 head -c 100 $f >$f.half && mv $f.half $f
 "$OVPNPERF" lab status >/tmp/ovpnperf-st.$$
 grep -q "$LAB1.*DEAD" /tmp/ovpnperf-st.$$ || { echo "status:"; cat /tmp/ovpnperf-st.$$; }

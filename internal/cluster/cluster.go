@@ -184,8 +184,10 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	ticks, _ := startTicks(os.Getpid())
-	c.state = newStateFile(State{ID: o.ID, Netns: o.Netns, ServePid: os.Getpid(), Control: ControlPath(o.ID)})
-	if err := c.state.record(Resource{Kind: KindProcess, Name: "serve", Pid: os.Getpid(), StartTicks: ticks}); err != nil {
+	if c.state, err = newStateFile(State{ID: o.ID, Netns: o.Netns, ServePid: os.Getpid(), Control: ControlPath(o.ID)}); err == nil {
+		err = c.state.record(Resource{Kind: KindProcess, Name: "serve", Pid: os.Getpid(), StartTicks: ticks, Argv: os.Args})
+	}
+	if err != nil {
 		os.RemoveAll(c.dir)
 		return nil, err
 	}
@@ -227,7 +229,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 				return nil, err
 			}
 			if old != "1" {
-				if err := c.state.record(Resource{Kind: KindSysctl, Name: key, Netns: o.Netns, Detail: old}); err != nil {
+				if err := c.state.record(Resource{Kind: KindSysctl, Name: key, Netns: o.Netns, Detail: old, Set: "1"}); err != nil {
 					return nil, err
 				}
 				if err := writeSysctl(ctx, o.Netns, key, "1"); err != nil {
@@ -443,13 +445,8 @@ func (c *Cluster) Stop() error {
 		c.cancel()
 	}
 	c.wg.Wait()
-	st := c.state.get()
-	var errs []error
-	for i := len(st.Resources) - 1; i >= 0; i-- {
-		if err := removeResource(context.Background(), c.id, c.dir, st.Resources[i]); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs := undoErrors(c.id, c.state.j.Undo(context.Background(), undoActions(c.id, c.dir)))
+	c.state.j.Close()
 	if err := os.RemoveAll(c.dir); err != nil {
 		errs = append(errs, err)
 	}

@@ -188,7 +188,7 @@ func TestConnectKilledClean(t *testing.T) {
 		t.Fatalf("no state file of connect (pid %d) in %s (runs %v)\nconnect:\n%s", conn.Pid(), cluster.ConnectDir, ids, connLog())
 	}
 	t.Cleanup(func() { _ = cluster.CleanConnect(context.Background(), st.ID) })
-	statePath := filepath.Join(cluster.ConnectRunDir(st.ID), "state.json")
+	statePath := filepath.Join(cluster.ConnectRunDir(st.ID), "journal.jsonl")
 	if fi, err := os.Stat(statePath); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("state file %s: %v, mode %v, want 0600", statePath, err, fi.Mode().Perm())
 	}

@@ -1,8 +1,8 @@
 package cluster
 
-// The state of a `cluster connect --tunnels` run: ConnectDir/ID/state.json
-// (0600, in a 0700 directory) lists everything the run changed, each entry
-// written before the change it names:
+// The state of a `cluster connect --tunnels` run: its journal,
+// ConnectDir/ID/journal.jsonl (0600, in a 0700 directory), lists everything
+// the run changed, each entry written before the change it names:
 //
 //	sysctl   fib_multipath_hash_policy (IPv4, IPv6) and the value before
 //	link     each tun device ovpnperf<ID>t<i>        (before its openvpn starts)
@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/journal"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -42,7 +43,8 @@ import (
 // devices): Name is the device.
 const KindLink = "link"
 
-// ConnectState is the state file of a `cluster connect --tunnels` run.
+// ConnectState is the state of a `cluster connect --tunnels` run: its
+// journal's document and the entries not yet undone.
 type ConnectState struct {
 	ID         string `json:"id"`
 	Pid        int    `json:"pid"`
@@ -59,11 +61,8 @@ type ConnectState struct {
 // ConnectRunDir is connect run id's directory.
 func ConnectRunDir(id string) string { return filepath.Join(ConnectDir, id) }
 
-func connectStatePath(id string) string { return filepath.Join(ConnectRunDir(id), "state.json") }
-
-// connectStateFile is a connect run's state file, written through on every
-// change.
-type connectStateFile struct{ lockedState[ConnectState] }
+// connectStateFile is a connect run's journal.
+type connectStateFile = runJournal[ConnectState]
 
 // newConnectRun claims a fresh id (one no cluster and no other connect run
 // has), makes its directory and writes the first state: the owner and its
@@ -92,11 +91,8 @@ func newConnectRun() (*connectStateFile, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &connectStateFile{lockedState[ConnectState]{
-			st:   ConnectState{ID: id, Pid: os.Getpid(), StartTicks: ticks, Netns: name, NetnsInode: ino, HostNetns: host},
-			path: connectStatePath(id),
-		}}
-		if err := s.update(func(*ConnectState) {}); err != nil {
+		s, err := createJournal(ConnectRunDir(id), id, ConnectState{ID: id, Pid: os.Getpid(), StartTicks: ticks, Netns: name, NetnsInode: ino, HostNetns: host})
+		if err != nil {
 			os.RemoveAll(ConnectRunDir(id))
 			return nil, err
 		}
@@ -104,38 +100,35 @@ func newConnectRun() (*connectStateFile, error) {
 	}
 }
 
-// record appends r (its namespace set to the run's) and writes the file;
-// call it before making r.
-func (s *connectStateFile) record(r Resource) error {
-	return s.update(func(st *ConnectState) {
-		r.Netns = st.Netns
-		st.Resources = append(st.Resources, r)
-	})
+// recordHere records r in the namespace the run runs in; call it before
+// making r.
+func recordHere(s *connectStateFile, r Resource) error {
+	r.Netns = s.get().Netns
+	return s.record(r)
 }
 
-// forget drops r (a process that exited, and was waited for).
-func (s *connectStateFile) forget(r Resource) error {
-	return s.update(func(st *ConnectState) {
-		r.Netns = st.Netns
-		st.Resources = dropLast(st.Resources, r)
-	})
+// undoConnectRun undoes what the run's journal lists, newest first, and
+// removes the run's directory.
+func undoConnectRun(ctx context.Context, s *connectStateFile) error {
+	st := s.get()
+	st.Resources = s.entries()
+	err := undoConnect(ctx, st)
+	s.j.Close()
+	return err
 }
 
-// undo removes what the file lists, newest first, and the run's directory.
-func (s *connectStateFile) undo(ctx context.Context) error {
-	return undoConnect(ctx, s.get())
-}
-
-// ReadConnectState reads connect run id's state file.
+// ReadConnectState reads connect run id's state.
 func ReadConnectState(id string) (ConnectState, error) {
 	var st ConnectState
-	if err := readStateJSON(connectStatePath(id), &st); err != nil {
-		return st, err
-	}
+	rs, err := loadState(ConnectRunDir(id), id, &st)
+	st.Resources = rs
 	if st.ID != id {
-		return st, fmt.Errorf("%s: names run %q", connectStatePath(id), st.ID)
+		if err == nil {
+			err = &journal.DamagedError{Path: ConnectRunDir(id), Why: fmt.Sprintf("it names run %q", st.ID)}
+		}
+		return ConnectState{ID: id}, err
 	}
-	return st, nil
+	return st, err
 }
 
 // ListConnects returns the ids of the connect runs with a directory.
@@ -172,15 +165,16 @@ func undoConnect(ctx context.Context, st ConnectState) error {
 	if reachErr != nil {
 		errs = append(errs, reachErr)
 	}
-	for i := len(st.Resources) - 1; i >= 0; i-- {
-		r := st.Resources[i]
-		if r.Kind != KindProcess && !ok {
-			continue
-		}
-		if err := removeResource(ctx, st.ID, ConnectRunDir(st.ID), r); err != nil {
-			errs = append(errs, err)
+	actions := undoActions(st.ID, ConnectRunDir(st.ID))
+	if !ok {
+		// Only the processes: the rest went with the namespace, or
+		// waits for a clean inside it.
+		actions = map[string]journal.Action{KindProcess: actions[KindProcess]}
+		for _, k := range []string{KindSysctl, KindLink, KindNATChain, KindMultipath, KindChain, KindSysfs} {
+			actions[k] = journal.Nothing
 		}
 	}
+	errs = append(errs, undoErrors(st.ID, journal.Undo(ctx, st.Resources, actions))...)
 	if reachErr != nil {
 		// What could not be undone stays listed, for a clean run in the
 		// right namespace.

@@ -574,7 +574,9 @@ func (c *Cluster) irqSetup(ctx context.Context) error {
 		}
 		if err := (sysfs{ch.Netns}).write(ctx, ch.Path, ch.New); err != nil {
 			// Nothing changed: nothing to put back.
-			_ = c.state.forgetResource(res)
+			_ = c.state.forget(func(r Resource) bool {
+				return r.Kind == res.Kind && r.Name == res.Name && r.Netns == res.Netns && r.Detail == res.Detail
+			})
 			return fmt.Errorf("--irq apply: %s: writing %q to %s: %w", ch.What, ch.New, ch.Path, err)
 		}
 		r.Applied++

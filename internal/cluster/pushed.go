@@ -115,7 +115,15 @@ func WriteRouteFile(path string, ps []netip.Prefix) error {
 	for _, p := range ps {
 		s = append(s, p.String())
 	}
-	return writeStateJSON(path, s)
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // readRouteFile reads a routes file; a missing one is (nil, nil).

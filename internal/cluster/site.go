@@ -128,7 +128,7 @@ func (c *Cluster) setSysctls(ctx context.Context, keys []string, value string) e
 		if old == value {
 			continue
 		}
-		if err := c.state.record(Resource{Kind: KindSysctl, Name: key, Netns: c.opts.Netns, Detail: old}); err != nil {
+		if err := c.state.record(Resource{Kind: KindSysctl, Name: key, Netns: c.opts.Netns, Detail: old, Set: value}); err != nil {
 			return err
 		}
 		if err := writeSysctl(ctx, c.opts.Netns, key, value); err != nil {

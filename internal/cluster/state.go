@@ -10,9 +10,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/journal"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -30,17 +30,12 @@ const (
 	// KindSysfs (irq.go): an IRQ affinity or RPS/XPS mask.
 )
 
-// Resource is one thing the cluster made.
-type Resource struct {
-	Kind       string `json:"kind"`
-	Name       string `json:"name"`
-	Netns      string `json:"netns,omitempty"`
-	Pid        int    `json:"pid,omitempty"`
-	StartTicks uint64 `json:"start_ticks,omitempty"`
-	Detail     string `json:"detail,omitempty"`
-}
+// Resource is one thing the cluster (or a connect run) made: an entry of
+// its journal, written before it is made.
+type Resource = journal.Entry
 
-// State is the cluster's state file.
+// State is the cluster's state: its journal's document and the entries not
+// yet undone.
 type State struct {
 	ID        string     `json:"id"`
 	Netns     string     `json:"netns,omitempty"`
@@ -52,107 +47,86 @@ type State struct {
 // Dir returns cluster id's directory.
 func Dir(id string) string { return filepath.Join(BaseDir, id) }
 
-func statePath(id string) string { return filepath.Join(Dir(id), "state.json") }
-
 // ControlPath is where serve listens for status and stop.
 func ControlPath(id string) string { return filepath.Join(Dir(id), "run", "control.sock") }
 
-// stateFile is the cluster's state file, written through on every change.
-type stateFile struct{ lockedState[State] }
-
-func newStateFile(st State) *stateFile {
-	return &stateFile{lockedState[State]{st: st, path: statePath(st.ID)}}
+// runJournal is the journal of a cluster (T State) or a connect run (T
+// ConnectState): the run's document, written once when the run starts,
+// beside the entries.
+type runJournal[T any] struct {
+	j    *journal.Journal
+	meta T
 }
 
-// record appends r and writes the file before the caller makes r.
-func (s *stateFile) record(r Resource) error {
-	return s.update(func(st *State) { st.Resources = append(st.Resources, r) })
-}
-
-// forget drops a resource that has been removed (a process that exited).
-func (s *stateFile) forget(kind, name string, pid int) error {
-	return s.update(func(st *State) {
-		out := st.Resources[:0]
-		for _, r := range st.Resources {
-			if r.Kind == kind && r.Name == name && r.Pid == pid {
-				continue
-			}
-			out = append(out, r)
-		}
-		st.Resources = out
-	})
-}
-
-// forgetResource drops r (one that was recorded but never made).
-func (s *stateFile) forgetResource(r Resource) error {
-	return s.update(func(st *State) { st.Resources = dropLast(st.Resources, r) })
-}
-
-// lockedState holds a state document (the cluster's State, a connect run's
-// ConnectState) under one lock and writes all of it to path after every
-// change, so that the file lists a resource before it is made.
-type lockedState[T any] struct {
-	mu   sync.Mutex
-	st   T
-	path string
-}
-
-// update changes the document with fn and writes the file.
-func (s *lockedState[T]) update(fn func(st *T)) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fn(&s.st)
-	return writeStateJSON(s.path, s.st)
-}
-
-// get returns a copy of the document as it stands.
-func (s *lockedState[T]) get() T {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.st
-}
-
-// dropLast removes the last resource equal to r, if any.
-func dropLast(rs []Resource, r Resource) []Resource {
-	for i := len(rs) - 1; i >= 0; i-- {
-		if rs[i] == r {
-			return append(rs[:i], rs[i+1:]...)
-		}
-	}
-	return rs
-}
-
-// writeStateJSON writes v to path (0600) through a rename, so that a
-// reader sees the old file or the new one, never half of one.
-func writeStateJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+// createJournal starts the journal of run id in dir with its document.
+func createJournal[T any](dir, id string, meta T) (*runJournal[T], error) {
+	j, err := journal.Create(dir, id, meta)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return &runJournal[T]{j: j, meta: meta}, nil
 }
 
-// readStateJSON reads the state file at path into v; a file that does not
-// parse is named in the error.
-func readStateJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+// record writes r to the journal; make r only once it returned nil.
+func (s *runJournal[T]) record(r Resource) error {
+	_, err := s.j.Record(r)
+	return err
+}
+
+// forget marks done the newest entry match accepts (a process that
+// exited, a change that failed and so changed nothing).
+func (s *runJournal[T]) forget(match func(Resource) bool) error {
+	es := s.j.Contents().Entries
+	for i := len(es) - 1; i >= 0; i-- {
+		if match(es[i]) {
+			return s.j.Done(es[i].Seq)
+		}
 	}
 	return nil
 }
 
-// ReadState reads cluster id's state file.
+// get returns the run's document.
+func (s *runJournal[T]) get() T { return s.meta }
+
+// entries returns the entries not yet undone, oldest first.
+func (s *runJournal[T]) entries() []Resource { return s.j.Contents().Entries }
+
+// stateFile is the cluster's journal.
+type stateFile = runJournal[State]
+
+func newStateFile(st State) (*stateFile, error) { return createJournal(Dir(st.ID), st.ID, st) }
+
+// forgetProcess marks the entry of a process that exited done.
+func (s *runJournal[T]) forgetProcess(name string, pid int) error {
+	return s.forget(func(r Resource) bool { return r.Kind == KindProcess && r.Name == name && r.Pid == pid })
+}
+
+// loadState reads run id's journal in dir into meta, with its entries. A
+// damaged journal is an error (one line); meta and the entries read before
+// the damage are returned with it.
+func loadState(dir, id string, meta any) ([]Resource, error) {
+	c, err := journal.Load(dir, id)
+	if len(c.Meta) > 0 {
+		if jerr := json.Unmarshal(c.Meta, meta); jerr != nil && err == nil {
+			err = &journal.DamagedError{Path: dir, Why: jerr.Error()}
+		}
+	}
+	return c.Entries, err
+}
+
+// ReadState reads cluster id's state.
 func ReadState(id string) (State, error) {
 	var st State
-	return st, readStateJSON(statePath(id), &st)
+	rs, err := loadState(Dir(id), id, &st)
+	st.Resources = rs
+	if st.ID != id {
+		// Its undo would act for another cluster.
+		if err == nil {
+			err = &journal.DamagedError{Path: Dir(id), Why: fmt.Sprintf("it names cluster %q", st.ID)}
+		}
+		return State{ID: id}, err
+	}
+	return st, err
 }
 
 // List returns the ids of the clusters with a state directory.
@@ -182,67 +156,145 @@ func alive(pid int, ticks uint64) bool {
 	return err == nil && (ticks == 0 || t == ticks)
 }
 
-// Clean removes everything cluster id's state file lists: it stops the
-// serve process and the instances (if still ours), deletes the iptables
-// chains, restores sysctls and removes the directory. Missing resources are
-// not errors (CNI DEL semantics).
+// Clean removes everything cluster id's journal lists: it stops the serve
+// process and the instances (if still ours), deletes the iptables chains,
+// restores sysctls and removes the directory. Missing resources are not
+// errors (CNI DEL semantics). A damaged journal is reported, and only the
+// entries read before the damage are undone.
 func Clean(ctx context.Context, id string) error {
 	if !idRE.MatchString(id) {
 		return usage.Errorf("cluster id %q: want 4 hex digits (see `ovpnperf cluster status`)", id)
 	}
 	st, err := ReadState(id)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
 	var errs []error
-	if st.ServePid > 0 && st.ServePid != os.Getpid() {
-		if t, why := serveProcess(id, st); why != "" {
-			errs = append(errs, fmt.Errorf("state file of %s names %s as its serve; left alone", id, why))
-		} else if t != 0 {
-			runner.Terminate(st.ServePid, t, 5*time.Second)
-		}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
 	}
-	for i := len(st.Resources) - 1; i >= 0; i-- {
-		if err := removeResource(ctx, id, Dir(id), st.Resources[i]); err != nil {
-			errs = append(errs, err)
-		}
+	serve, rest := splitServe(id, st)
+	if serve.why != "" {
+		errs = append(errs, fmt.Errorf("state file of %s names %s as its serve; left alone", id, serve.why))
 	}
+	// The serve first: it would restart the instances stopped below.
+	r := journal.Undo(ctx, serve.entries, undoActions(id, Dir(id)))
+	errs = append(errs, undoErrors(id, r)...)
+	r = journal.Undo(ctx, rest, undoActions(id, Dir(id)))
+	errs = append(errs, undoErrors(id, r)...)
 	if err := os.RemoveAll(Dir(id)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// serveProcess returns the start time of cluster id's serve process when
-// it still runs (0: it has ended), or says why the state file's serve_pid
-// names no serve of this cluster: a serve is stopped only when its pid,
-// its start time (recorded with it) and its command line (`cluster serve`,
-// with this id if it names one) all agree. A damaged or forged state file
-// must not make clean stop any process.
-func serveProcess(id string, st State) (ticks uint64, why string) {
-	pid := st.ServePid
+// undoErrors are the errors of an undo of run id: the failures, and each
+// entry left alone.
+func undoErrors(id string, r journal.Result) []error {
+	errs := r.Errs
+	for _, f := range r.Foreign {
+		errs = append(errs, fmt.Errorf("state file of %s names %s, which it does not make; left alone", id, f))
+	}
+	return errs
+}
+
+// serveEntries are a cluster's serve entries, to undo before the rest, or
+// why the state's serve_pid names no serve of the cluster.
+type serveEntries struct {
+	entries []Resource
+	why     string
+}
+
+// splitServe takes cluster id's serve entries out of st's. A serve is
+// stopped only when serve_pid is its entry's pid, and the entry's start
+// time and command line (an earlier version's entry: `cluster serve`, with
+// this id if it names one) are the process's; a damaged or forged state
+// file must not make clean stop any process. The serve entry of another
+// pid than serve_pid is left alone (said once, as the serve).
+func splitServe(id string, st State) (serveEntries, []Resource) {
+	var s serveEntries
+	var rest []Resource
 	var rec *Resource
-	for i, r := range st.Resources {
+	for _, r := range st.Resources {
 		if r.Kind == KindProcess && r.Name == "serve" {
-			rec = &st.Resources[i]
+			rec = &r
+			continue
 		}
+		rest = append(rest, r)
 	}
+	pid := st.ServePid
 	switch {
-	case rec == nil || rec.StartTicks == 0:
-		if _, err := startTicks(pid); err != nil {
-			return 0, ""
+	case pid <= 0 && rec == nil:
+	case rec == nil:
+		if _, err := startTicks(pid); err == nil {
+			s.why = fmt.Sprintf("process %d without its start time", pid)
 		}
-		return 0, fmt.Sprintf("process %d without its start time", pid)
-	case rec.Pid != pid:
-		return 0, fmt.Sprintf("process %d, but its serve entry process %d", pid, rec.Pid)
+	case rec.Pid != pid && pid > 0:
+		s.why = fmt.Sprintf("process %d, but its serve entry process %d", pid, rec.Pid)
+	default:
+		s.entries = []Resource{*rec}
 	}
-	if !alive(pid, rec.StartTicks) {
-		return 0, ""
+	return s, rest
+}
+
+// undoActions undo the entries of cluster or connect run id (directory
+// dir). Each first checks that the object is the run's: a state file
+// damaged or written by someone else must not make clean write any
+// sysctl, delete another's chain or device, or stop a process that is not
+// one of the run's.
+func undoActions(id, dir string) map[string]journal.Action {
+	procs := journal.Processes{
+		Terminate: func(pid int, ticks uint64) { runner.Terminate(pid, ticks, 5*time.Second) },
+		// An earlier version recorded no command line: its serve runs
+		// `cluster serve` of this id, the others a file in dir.
+		Legacy: func(e Resource, _ journal.Process) string {
+			if e.Name == "serve" && !runsServe(e.Pid, id) {
+				return fmt.Sprintf("process %d, which does not run `ovpnperf cluster serve` of %s", e.Pid, id)
+			}
+			if e.Name != "serve" && !runsFrom(e.Pid, dir) {
+				return fmt.Sprintf("process %d, which runs nothing of %s", e.Pid, dir)
+			}
+			return ""
+		},
+		// A serve stopping itself undoes the rest.
+		Skip: func(e Resource) bool { return e.Pid == os.Getpid() },
 	}
-	if !runsServe(pid, id) {
-		return 0, fmt.Sprintf("process %d, which does not run `ovpnperf cluster serve` of %s", pid, id)
+	sysctls := journal.Sysctls{Read: readSysctl, Write: writeSysctl, Allowed: func(key, value string) string {
+		if !slices.Contains(ownSysctls, key) || !sysctlValueRE.MatchString(value) {
+			return fmt.Sprintf("sysctl %.60q = %.20q", key, value)
+		}
+		return ""
+	}}
+	// inNetns: an object whose namespace is gone went with it (a lab torn
+	// down).
+	inNetns := func(owned func(Resource) string, undo journal.Action) journal.Action {
+		return func(ctx context.Context, r Resource) error {
+			if why := owned(r); why != "" {
+				return journal.Foreign("%s", why)
+			}
+			if r.Netns != "" && !netns.Exists(r.Netns) {
+				return nil
+			}
+			return undo(ctx, r)
+		}
 	}
-	return rec.StartTicks, ""
+	anyOf := func(Resource) string { return "" }
+	return map[string]journal.Action{
+		KindProcess:   procs.Undo,
+		KindChain:     inNetns(func(r Resource) string { return journal.ChainOwned(id, r.Name) }, hostIptables.deleteChain),
+		KindSysctl:    inNetns(func(r Resource) string { return sysctls.Allowed(r.Name, r.Detail) }, sysctls.Undo),
+		KindSysfs:     inNetns(anyOf, restoreSysfs), // restoreSysfs checks the path
+		KindMultipath: inNetns(anyOf, removeMultipathResource),
+		KindLink: inNetns(func(r Resource) string {
+			if !strings.HasPrefix(r.Name, "ovpnperf"+id+"t") {
+				return fmt.Sprintf("link %q", r.Name)
+			}
+			return ""
+		}, removeLink),
+		KindNATChain: inNetns(func(r Resource) string {
+			if _, ok := natTool(r.Detail); !ok || r.Name != hostNATChain(id) {
+				return fmt.Sprintf("nat chain %q (%.20q)", r.Name, r.Detail)
+			}
+			return ""
+		}, deleteNATChain),
+	}
 }
 
 // runsServe reports whether process pid's command line is `… cluster
@@ -305,72 +357,11 @@ func servePidTicks(st State) (uint64, bool) {
 	return 0, st.ServePid > 0
 }
 
-func removeResource(ctx context.Context, id, dir string, r Resource) error {
-	if why := notOurs(id, dir, r); why != "" {
-		return fmt.Errorf("state file of %s names %s, which it does not make; left alone", id, why)
-	}
-	if r.Kind != KindProcess && r.Netns != "" && !netns.Exists(r.Netns) {
-		// The namespace went with its rules and sysctls (a lab torn
-		// down); a process may outlive it and is still checked.
-		return nil
-	}
-	switch r.Kind {
-	case KindProcess:
-		if r.Name != "serve" && alive(r.Pid, r.StartTicks) && runsFrom(r.Pid, dir) {
-			runner.Terminate(r.Pid, r.StartTicks, 3*time.Second)
-		}
-	case KindChain:
-		return hostIptables.deleteChain(ctx, r)
-	case KindSysctl:
-		return writeSysctl(ctx, r.Netns, r.Name, r.Detail)
-	case KindSysfs:
-		return restoreSysfs(ctx, r)
-	case KindMultipath:
-		return removeMultipathResource(ctx, r)
-	case KindLink:
-		return removeLink(ctx, r)
-	case KindNATChain:
-		return deleteNATChain(ctx, r)
-	}
-	return nil
-}
-
 // ownSysctls are the sysctls a cluster or connect run changes (and so
 // restores); their values are small integers.
 var ownSysctls = append([]string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"}, MultipathHashSysctls...)
 
 var sysctlValueRE = regexp.MustCompile(`^[0-9]{1,3}$`)
-
-// notOurs says what r, read from the state file of cluster or connect run
-// id (directory dir), names that the run does not make, "" if it could
-// have made it: a state file damaged or written by someone else must not
-// make clean write any sysctl, delete another's chain or device, or stop
-// a process that is not one of the run's openvpns.
-func notOurs(id, dir string, r Resource) string {
-	switch r.Kind {
-	case KindProcess:
-		if r.Name != "serve" && (r.Pid <= 0 || r.StartTicks == 0) {
-			return fmt.Sprintf("process %d without its start time", r.Pid)
-		}
-	case KindChain:
-		if !strings.HasPrefix(r.Name, "ovpnperf-"+id+"-") {
-			return fmt.Sprintf("iptables chain %q", r.Name)
-		}
-	case KindSysctl:
-		if !slices.Contains(ownSysctls, r.Name) || !sysctlValueRE.MatchString(r.Detail) {
-			return fmt.Sprintf("sysctl %.60q = %.20q", r.Name, r.Detail)
-		}
-	case KindLink:
-		if !strings.HasPrefix(r.Name, "ovpnperf"+id+"t") {
-			return fmt.Sprintf("link %q", r.Name)
-		}
-	case KindNATChain:
-		if _, ok := natTool(r.Detail); !ok || r.Name != hostNATChain(id) {
-			return fmt.Sprintf("nat chain %q (%.20q)", r.Name, r.Detail)
-		}
-	}
-	return ""
-}
 
 // runsFrom reports whether process pid's command line names a file in dir
 // (a cluster instance's --config, a connect tunnel's --management socket).

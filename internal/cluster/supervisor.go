@@ -179,8 +179,8 @@ func (in *instance) once(ctx context.Context, exitAt time.Time) (string, error) 
 	}
 	pid := p.Pid()
 	ticks, _ := startTicks(pid)
-	_ = c.state.record(Resource{Kind: KindProcess, Name: in.spec.Name, Netns: c.opts.Netns, Pid: pid, StartTicks: ticks, Detail: "openvpn --config " + p.ConfigPath})
-	defer func() { _ = c.state.forget(KindProcess, in.spec.Name, pid) }()
+	_ = c.state.record(Resource{Kind: KindProcess, Name: in.spec.Name, Netns: c.opts.Netns, Pid: pid, StartTicks: ticks, Argv: []string{"openvpn", "--config", p.ConfigPath}})
+	defer func() { _ = c.state.forgetProcess(in.spec.Name, pid) }()
 	in.mu.Lock()
 	in.proc = p
 	in.st.Pid = pid

@@ -120,14 +120,14 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	id := st.st.ID
+	id := st.get().ID
 	dir := ConnectRunDir(id)
 	defer func() {
-		if uerr := st.undo(context.Background()); uerr != nil {
+		if uerr := undoConnectRun(context.Background(), st); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
 	}()
-	fmt.Fprintf(o.Log, "ovpnperf: connect run %s, state in %s\n", id, connectStatePath(id))
+	fmt.Fprintf(o.Log, "ovpnperf: connect run %s, state in %s\n", id, st.j.Path())
 	// L4 hashing, restored on the way out.
 	for _, key := range MultipathHashSysctls {
 		old, err := readSysctl(ctx, "", key)
@@ -135,7 +135,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 			return err
 		}
 		if old != "1" {
-			if err := st.record(Resource{Kind: KindSysctl, Name: key, Detail: old}); err != nil {
+			if err := recordHere(st, Resource{Kind: KindSysctl, Name: key, Detail: old, Set: "1"}); err != nil {
 				return err
 			}
 			if err := writeSysctl(ctx, "", key, "1"); err != nil {
@@ -150,7 +150,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 			routes: filepath.Join(dir, fmt.Sprintf("t%d.routes", i))}
 		tuns = append(tuns, t)
 		devs = append(devs, t.dev)
-		if err := st.record(Resource{Kind: KindLink, Name: t.dev}); err != nil {
+		if err := recordHere(st, Resource{Kind: KindLink, Name: t.dev}); err != nil {
 			return err
 		}
 	}
@@ -166,7 +166,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 					f.tool, strings.ReplaceAll(err.Error(), "\n", " "), f.family)
 				continue
 			}
-			if err := st.record(Resource{Kind: KindNATChain, Name: nat.chain, Detail: f.family}); err != nil {
+			if err := recordHere(st, Resource{Kind: KindNATChain, Name: nat.chain, Detail: f.family}); err != nil {
 				return err
 			}
 			if err := nat.create(ctx, f.tool); err != nil {
@@ -191,7 +191,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 				continue
 			}
 			mp := &Multipath{Prefixes: ps, Group: connectGroup(id) + uint32(k)*0x80, Devs: devs, V6: k == 1}
-			if err := st.record(mp.Resource()); err != nil {
+			if err := recordHere(st, mp.Resource()); err != nil {
 				return err
 			}
 			mps = append(mps, mp)
@@ -246,8 +246,8 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 		// Recorded once it runs (a pid exists only then); until then
 		// the device's record and Pdeathsig cover it.
 		ticks, _ := startTicks(cmd.Process.Pid)
-		t.rec = Resource{Kind: KindProcess, Name: fmt.Sprintf("openvpn t%d", t.i), Pid: cmd.Process.Pid, StartTicks: ticks}
-		recErr := st.record(t.rec)
+		t.rec = Resource{Kind: KindProcess, Name: fmt.Sprintf("openvpn t%d", t.i), Pid: cmd.Process.Pid, StartTicks: ticks, Argv: cmd.Args}
+		recErr := recordHere(st, t.rec)
 		t.cmd, t.done, t.m = cmd, make(chan struct{}), nil
 		wg.Add(2)
 		go func() {
@@ -261,7 +261,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 			defer wg.Done()
 			_ = cmd.Wait()
 			pw.Close()
-			_ = st.forget(rec)
+			_ = st.forgetProcess(rec.Name, rec.Pid)
 			close(done)
 		}(t.done, t.rec)
 		return recErr

@@ -134,8 +134,10 @@ func (l *Lab) AddHost(ctx context.Context, node Node) (_ netip.Addr, err error) 
 	if err := l.state.update(func(s *State) {
 		s.HostsAdded = i
 		s.Hosts = append(s.Hosts, h)
-		s.Resources = append(s.Resources, Resource{Kind: KindNetns, Name: ns, Detail: "host " + string(node)})
 	}); err != nil {
+		return netip.Addr{}, err
+	}
+	if err := l.state.record(Resource{Kind: KindNetns, Name: ns, Detail: "host " + string(node)}); err != nil {
 		return netip.Addr{}, err
 	}
 	defer func() {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/journal"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -69,7 +71,7 @@ func (l *Lab) startOwner(ctx context.Context) error {
 		return fmt.Errorf("starting lab owner: %w", err)
 	}
 	ticks, _ := startTicks(cmd.Process.Pid)
-	if err := l.state.record(Resource{Kind: KindProcess, Name: "owner", Netns: l.Namespace(Router), Pid: cmd.Process.Pid, StartTicks: ticks}); err != nil {
+	if err := l.state.record(Resource{Kind: KindProcess, Name: "owner", Netns: l.Namespace(Router), Pid: cmd.Process.Pid, StartTicks: ticks, Argv: cmd.Args}); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return err
@@ -219,13 +221,13 @@ func Open(name string) (*Lab, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, usage.Errorf("no lab named %q (see `ovpnperf lab status`)", name)
 	}
-	if errors.Is(err, errCorrupt) {
+	if corrupt(err) {
 		return nil, fmt.Errorf("%w; remove the lab with `ovpnperf lab clean %s`", err, name)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Lab{name: name, state: &stateFile{path: statePath(name), st: st}}, nil
+	return &Lab{name: name, state: &stateFile{name: name, st: st}}, nil
 }
 
 // OwnerAlive reports whether the lab's owner process still runs.
@@ -235,6 +237,7 @@ func (s State) OwnerAlive() bool { return alive(s.Owner.Pid, s.Owner.StartTicks)
 // (with the links, qdiscs and rules inside them) and removes its directory.
 // Resources already gone are not errors; calling Down twice is harmless.
 func (l *Lab) Down() error {
+	l.state.close()
 	cur, err := readState(l.name)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -245,7 +248,12 @@ func (l *Lab) Down() error {
 	// The owner first, given time to stop its emulator; only if it is
 	// the lab's (teardownState says why not).
 	if ValidateName(cur.Name) == nil {
-		newOwnership(cur).stop(cur.Owner.Pid, cur.Owner.StartTicks, "owner", 3*time.Second)
+		for _, r := range cur.Resources {
+			if r.Kind == KindProcess && r.Name == "owner" {
+				procs := journal.Processes{Terminate: func(pid int, ticks uint64) { runner.Terminate(pid, ticks, 3*time.Second) }, Legacy: newOwnership(cur).legacy}
+				_ = procs.Undo(context.Background(), r)
+			}
+		}
 	}
 	return teardownState(cur)
 }
@@ -283,7 +291,9 @@ func Clean(names ...string) ([]string, error) {
 			errs = append(errs, fmt.Errorf("%s; left alone: remove it with `ovpnperf lab clean %s`", st.Corrupt, st.Name))
 			continue
 		case st.Corrupt != "":
-			st = State{Name: st.Name}
+			// What was read before the damage, and the lab's
+			// namespaces found by their names.
+			st, _ = readState(st.Name)
 			for _, ns := range NamespacesOf(st.Name) {
 				st.Resources = append(st.Resources, Resource{Kind: KindNetns, Name: ns})
 			}
@@ -308,7 +318,7 @@ func Clean(names ...string) ([]string, error) {
 			continue
 		}
 		dir := filepath.Join(BaseDir, e.Name())
-		if _, err := os.Stat(filepath.Join(dir, "state.json")); !errors.Is(err, os.ErrNotExist) {
+		if journal.Exists(dir) {
 			continue
 		}
 		seen[e.Name()] = true

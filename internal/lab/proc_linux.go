@@ -135,7 +135,7 @@ func (l *Lab) start(ctx context.Context, node Node, logPath string, detached boo
 		}
 		close(p.done)
 	}()
-	if err := l.state.record(Resource{Kind: KindProcess, Name: filepath.Base(argv[0]), Netns: l.Namespace(node), Pid: cmd.Process.Pid, StartTicks: ticks, Detail: strings.Join(argv, " ")}); err != nil {
+	if err := l.state.record(Resource{Kind: KindProcess, Name: filepath.Base(argv[0]), Netns: l.Namespace(node), Pid: cmd.Process.Pid, StartTicks: ticks, Argv: cmd.Args}); err != nil {
 		_ = p.Stop()
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/journal"
 )
 
 // BaseDir holds one directory per lab: its state file, emulator statistics,
@@ -29,20 +29,9 @@ const (
 	KindEmulation = "emulation" // the userspace emulator (runs in the owner)
 )
 
-// Resource is one thing a lab created. It is written to the state file
+// Resource is one thing a lab created: an entry of its journal, written
 // before it is created, so that teardown after a crash knows about it.
-type Resource struct {
-	Kind string `json:"kind"`
-	Name string `json:"name"`
-	// Netns is the namespace the resource lives in, if any; deleting that
-	// namespace removes the resource with it.
-	Netns string `json:"netns,omitempty"`
-	// Pid and StartTicks identify a process; the start time guards against
-	// a recycled pid.
-	Pid        int    `json:"pid,omitempty"`
-	StartTicks uint64 `json:"start_ticks,omitempty"`
-	Detail     string `json:"detail,omitempty"`
-}
+type Resource = journal.Entry
 
 // Owner identifies the process that keeps a lab alive. When it is gone the
 // lab is orphaned and `ovpnperf lab clean` removes it.
@@ -58,11 +47,13 @@ type State struct {
 	Path    Path      `json:"path"`
 	Backend string    `json:"emulation_backend"`
 	// BackendWhy says why (EmulationChoice): asked for, or what auto found.
-	BackendWhy string     `json:"emulation_backend_why,omitempty"`
-	Ephemeral  bool       `json:"ephemeral"`
-	Owner      Owner      `json:"owner"`
-	Ready      bool       `json:"ready"`
-	Resources  []Resource `json:"resources"`
+	BackendWhy string `json:"emulation_backend_why,omitempty"`
+	Ephemeral  bool   `json:"ephemeral"`
+	Owner      Owner  `json:"owner"`
+	Ready      bool   `json:"ready"`
+	// Resources are the journal's entries not yet undone, oldest first
+	// (kept in the journal beside this document, not in it).
+	Resources []Resource `json:"resources"`
 	// Hosts are the extra hosts behind the router (AddHost), in the order
 	// they were added; HostsAdded counts them and numbers their segments.
 	Hosts      []Host `json:"hosts,omitempty"`
@@ -73,112 +64,124 @@ type State struct {
 	Corrupt string `json:"corrupt,omitempty"`
 }
 
-// stateFile guards the on-disk state of one lab.
+// stateFile is a lab's journal: its entries and, beside them, the lab's
+// document (State without Resources). A lab opened from disk (Open) opens
+// the journal for writing only when it changes something.
 type stateFile struct {
 	mu   sync.Mutex
-	path string
+	name string
+	j    *journal.Journal
 	st   State
 }
 
 func labDir(name string) string { return filepath.Join(BaseDir, name) }
 
-func statePath(name string) string { return filepath.Join(labDir(name), "state.json") }
-
 // The files a lab keeps, read back; far larger than any real one.
 var (
-	stateKind = inputfile.Kind{What: "lab state file", Max: 16 << 20}
 	statsKind = inputfile.Kind{What: "emulator statistics file", Max: 16 << 20}
 	// ceilingKind is the host's `lab calibrate` record.
 	ceilingKind = inputfile.Kind{What: "emulator ceiling record", Max: 16 << 20}
 )
 
-// errCorrupt marks a state file that cannot be read as one.
-var errCorrupt = errors.New("corrupt state file")
-
-// readState loads a lab's state file.
-func readState(name string) (State, error) {
-	var st State
-	// Read as any input is: a FIFO or a device in its place (a damaged
-	// or forged directory) must not hang or exhaust every command that
-	// lists the labs.
-	b, err := inputfile.ReadFile(context.Background(), statePath(name), stateKind)
-	if errors.Is(err, os.ErrNotExist) {
-		return st, err
-	}
+// newStateFile starts the journal of a new lab in its directory.
+func newStateFile(st State) (*stateFile, error) {
+	j, err := journal.Create(labDir(st.Name), st.Name, st)
 	if err != nil {
-		return st, fmt.Errorf("lab %s: %w %s (%s)", name, errCorrupt, statePath(name), inputfile.Reason(err))
+		return nil, fmt.Errorf("writing lab state: %w", err)
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("lab %s: %w %s (%v)", name, errCorrupt, statePath(name), err)
+	return &stateFile{name: st.Name, j: j, st: st}, nil
+}
+
+// readState loads a lab's journal (or the state file of an earlier
+// version). A damaged one is an error that satisfies errors.As with
+// *journal.DamagedError; the State returned with it holds the entries read
+// before the damage.
+func readState(name string) (State, error) {
+	c, err := journal.Load(labDir(name), name)
+	if errors.Is(err, os.ErrNotExist) {
+		return State{}, err
+	}
+	st := State{Name: name}
+	if len(c.Meta) > 0 {
+		if jerr := json.Unmarshal(c.Meta, &st); jerr != nil && err == nil {
+			err = &journal.DamagedError{Path: labDir(name), Why: jerr.Error()}
+		}
 	}
 	if st.Name != name {
 		// Its teardown would act on another lab's name (or a path).
-		return State{}, fmt.Errorf("lab %s: %w %s (it names lab %q)", name, errCorrupt, statePath(name), st.Name)
+		return State{Name: name}, fmt.Errorf("lab %s: %w", name, &journal.DamagedError{Path: labDir(name), Why: fmt.Sprintf("it names lab %q", st.Name)})
+	}
+	st.Resources = c.Entries
+	if err != nil {
+		return st, fmt.Errorf("lab %s: %w", name, err)
 	}
 	return st, nil
 }
 
-// record appends r to the state and writes the file before returning, so the
-// caller creates r only once it is on disk.
+// corrupt reports whether err is a damaged state file.
+func corrupt(err error) bool {
+	var d *journal.DamagedError
+	return errors.As(err, &d)
+}
+
+// open returns the journal for writing, opening it on first use.
+func (s *stateFile) open() (*journal.Journal, error) {
+	if s.j == nil {
+		j, err := journal.Append(labDir(s.name), s.name)
+		if err != nil {
+			return nil, fmt.Errorf("lab %s: %w", s.name, err)
+		}
+		s.j = j
+	}
+	return s.j, nil
+}
+
+// record writes r to the journal before returning, so the caller creates r
+// only once it is on disk.
 func (s *stateFile) record(r Resource) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.st.Resources = append(s.st.Resources, r)
-	return s.writeLocked()
+	j, err := s.open()
+	if err != nil {
+		return err
+	}
+	_, err = j.Record(r)
+	return err
 }
 
+// update changes the lab's document and writes it.
 func (s *stateFile) update(fn func(*State)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	j, err := s.open()
+	if err != nil {
+		return err
+	}
 	fn(&s.st)
-	return s.writeLocked()
+	s.st.Resources = nil
+	return j.SetMeta(s.st)
+}
+
+// close closes the journal's file (the journal stays on disk).
+func (s *stateFile) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.j != nil {
+		s.j.Close()
+		s.j = nil
+	}
 }
 
 func (s *stateFile) snapshot() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.st
-	st.Resources = append([]Resource(nil), s.st.Resources...)
+	if s.j != nil {
+		st.Resources = s.j.Contents().Entries
+	} else {
+		st.Resources = append([]Resource(nil), s.st.Resources...)
+	}
 	return st
-}
-
-// writeLocked replaces the state file atomically (write a temporary file,
-// fsync it, rename it over the state file, fsync the directory): a reader
-// sees the old state or the new one, never half of one.
-func (s *stateFile) writeLocked() error {
-	b, err := json.MarshalIndent(s.st, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := s.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("writing lab state: %w", err)
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("writing lab state: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("writing lab state: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing lab state: %w", err)
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
-		return fmt.Errorf("writing lab state: %w", err)
-	}
-	// The rename is durable only once the directory is on disk too.
-	d, err := os.Open(filepath.Dir(s.path))
-	if err != nil {
-		return fmt.Errorf("writing lab state: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("writing lab state: %w", err)
-	}
-	return nil
 }
 
 // List returns the state of every lab on this host, sorted by name. A lab

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/journal"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
@@ -213,4 +214,122 @@ func TestLabFilesAreRegularFiles(t *testing.T) {
 			t.Errorf("ceiling record that is a FIFO: %+v", r)
 		}
 	})
+}
+
+// A lab journal naming a live process by its pid and start time with
+// another command line (a forged entry, or a damaged one): lab down leaves
+// the process alone and says so; the lab's own entries are still undone.
+func TestDownChecksCommandLine(t *testing.T) {
+	testenv.RequireRoot(t)
+	old := lab.BaseDir
+	lab.BaseDir = filepath.Join(t.TempDir(), "labs")
+	t.Cleanup(func() { lab.BaseDir = old })
+	sleep := exec.Command("sleep", "600")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleep.Process.Kill(); _ = sleep.Wait() })
+	pid := sleep.Process.Pid
+	ticks, err := runner.StartTicks(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "h" + lab.NewName()
+	j, err := journal.Create(filepath.Join(lab.BaseDir, name), name, lab.State{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []journal.Entry{
+		{Kind: lab.KindDir, Name: filepath.Join(lab.BaseDir, name)},
+		{Kind: lab.KindNetns, Name: "ovpnperf-" + name + "-router"},
+		{Kind: lab.KindProcess, Name: "iperf3", Pid: pid, StartTicks: ticks, Argv: []string{"ip", "netns", "exec", "ovpnperf-" + name + "-router", "iperf3", "-s"}},
+	} {
+		if _, err := j.Record(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.Close()
+	l, err := lab.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = l.Down()
+	if err == nil || !strings.Contains(err.Error(), "left alone") || !strings.Contains(err.Error(), `which runs "sleep 600"`) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("lab down of a journal naming another command: want one line saying what was left alone, got %v", err)
+	}
+	if !runner.Alive(pid, ticks) {
+		t.Error("lab down killed a process whose command line is not the recorded one")
+	}
+	if _, err := os.Stat(filepath.Join(lab.BaseDir, name)); !os.IsNotExist(err) {
+		t.Errorf("lab down left the lab's own directory: %v", err)
+	}
+}
+
+// A lab journal cut short: `lab status` says where it breaks off, `lab
+// clean` leaves it, `lab clean NAME` undoes the entries before the damage
+// (here a process of the lab) and nothing the cut line began to name.
+func TestCleanActsOnlyOnWhatParsed(t *testing.T) {
+	testenv.RequireRoot(t)
+	old := lab.BaseDir
+	lab.BaseDir = filepath.Join(t.TempDir(), "labs")
+	t.Cleanup(func() { lab.BaseDir = old })
+	sleeper := func() (*exec.Cmd, uint64) {
+		t.Helper()
+		cmd := exec.Command("sleep", "600")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		ticks, err := runner.StartTicks(cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd, ticks
+	}
+	before, beforeTicks := sleeper()
+	after, afterTicks := sleeper()
+	name := "h" + lab.NewName()
+	dir := filepath.Join(lab.BaseDir, name)
+	j, err := journal.Create(dir, name, lab.State{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*exec.Cmd{before, after} {
+		ticks := beforeTicks
+		if c == after {
+			ticks = afterTicks
+		}
+		if _, err := j.Record(journal.Entry{Kind: lab.KindProcess, Name: "sleep", Pid: c.Process.Pid, StartTicks: ticks, Argv: c.Args}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.Close()
+	path := filepath.Join(dir, journal.File)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last line loses its end, as a write cut by a crash would.
+	if err := os.WriteFile(path, b[:len(b)-20], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	states, err := lab.List()
+	if err != nil || len(states) != 1 || !strings.Contains(states[0].Corrupt, "line 4 is cut short") || strings.Contains(states[0].Corrupt, "\n") {
+		t.Errorf("status of a journal cut short: want one line saying where, got %+v, %v", states, err)
+	}
+	if cleaned, err := lab.Clean(); len(cleaned) != 0 || err == nil || !strings.Contains(err.Error(), "left alone") {
+		t.Errorf("lab clean with a journal cut short: cleaned %v, %v; want it left alone and said", cleaned, err)
+	}
+	if _, err := lab.Clean(name); err != nil {
+		t.Errorf("lab clean %s: %v", name, err)
+	}
+	if runner.Alive(before.Process.Pid, beforeTicks) {
+		t.Error("the process listed before the damage still runs")
+	}
+	if !runner.Alive(after.Process.Pid, afterTicks) {
+		t.Error("lab clean stopped the process named only in the line cut short")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("lab clean left the lab's directory: %v", err)
+	}
 }

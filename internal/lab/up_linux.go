@@ -19,6 +19,7 @@ import (
 	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
 
+	"github.com/ovpnperf/ovpnperf/internal/journal"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -187,15 +188,18 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 		}
 		return nil, fmt.Errorf("creating lab directory: %w", err)
 	}
-	sf := &stateFile{path: statePath(opts.Name), st: State{
+	sf, err := newStateFile(State{
 		Name: opts.Name, Created: time.Now().UTC(), Path: opts.Path,
 		Ephemeral: opts.Ephemeral, Owner: self(), Backend: BackendNone, BackendWhy: why,
-	}}
-	l := &Lab{name: opts.Name, state: sf}
-	if err := sf.record(Resource{Kind: KindDir, Name: labDir(opts.Name)}); err != nil {
+	})
+	if err == nil {
+		err = sf.record(Resource{Kind: KindDir, Name: labDir(opts.Name)})
+	}
+	if err != nil {
 		os.RemoveAll(labDir(opts.Name))
 		return nil, err
 	}
+	l := &Lab{name: opts.Name, state: sf}
 	defer func() {
 		if err != nil {
 			_ = l.teardown()
@@ -647,48 +651,25 @@ func (l *Lab) veth(node Node, name string, peerNode Node, peer string, mtu int) 
 // teardown removes what the state lists, newest first. Links, qdiscs and
 // rules live inside the lab's namespaces and go with them. A resource that
 // is already gone is not an error. The calling process is never killed.
-func (l *Lab) teardown() error { return teardownState(l.state.snapshot()) }
+func (l *Lab) teardown() error {
+	st := l.state.snapshot()
+	l.state.close()
+	return teardownState(st)
+}
 
-// teardownState removes what st lists that is the lab's own: namespaces
-// named as the lab names its own (ovpnperf-NAME-NODE), and processes
-// running in one of them. A state file is trusted for nothing else: one
-// that names another namespace, or a process outside the lab's namespaces
-// (pid 1, another lab's), is damaged or forged, and what it names is left
-// alone and reported.
+// teardownState undoes st's journal entries, newest first, that are the
+// lab's own: namespaces named as the lab names its own (ovpnperf-NAME-NODE),
+// after stopping what runs in them, and processes whose pid, start time and
+// command line are the ones recorded. A state file is trusted for nothing
+// else: one that names another namespace, or a process that is not the
+// one it started (pid 1, another lab's), is damaged or forged, and what it
+// names is left alone and reported.
 func teardownState(st State) error {
 	if err := ValidateName(st.Name); err != nil {
 		return fmt.Errorf("state file names lab %q; nothing removed", st.Name)
 	}
-	o := newOwnership(st)
-	// Processes first: a namespace with processes in it outlives its name.
-	for i := len(st.Resources) - 1; i >= 0; i-- {
-		if r := st.Resources[i]; r.Kind == KindProcess {
-			o.stop(r.Pid, r.StartTicks, r.Name, 2*time.Second)
-		}
-	}
-	o.stop(st.Owner.Pid, st.Owner.StartTicks, "owner", 2*time.Second)
-	// Anything else still running in the lab's namespaces was started in
-	// them by ovpnperf (lab exec, or a child of a recorded process).
-	for _, ns := range o.namespaces {
-		for _, pid := range pidsInNetns(ns) {
-			if pid == o.me {
-				continue
-			}
-			t, err := startTicks(pid)
-			if err == nil {
-				runner.Terminate(pid, t, time.Second)
-			}
-		}
-	}
-	var errs []error
-	for i := len(st.Resources) - 1; i >= 0; i-- {
-		r := st.Resources[i]
-		if r.Kind == KindNetns && ownNamespace(st.Name, r.Name) {
-			if err := netns.Delete(r.Name); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
+	r := journal.Undo(context.Background(), st.Resources, undoActions(st))
+	errs := r.Errs
 	if len(errs) == 0 {
 		// What the lab made is gone; what a damaged state file names
 		// besides is not the lab's and keeps no directory alive.
@@ -696,59 +677,74 @@ func teardownState(st State) error {
 			errs = append(errs, err)
 		}
 	}
-	if len(o.foreign) > 0 {
-		errs = append(errs, fmt.Errorf("its state file lists what the lab did not make, left alone: %s", strings.Join(o.foreign, "; ")))
+	if len(r.Foreign) > 0 {
+		errs = append(errs, fmt.Errorf("its state file lists what the lab did not make, left alone: %s", strings.Join(r.Foreign, "; ")))
 	}
 	return errors.Join(errs...)
 }
 
-// ownership tells a lab's own processes from the others a state file may
-// name: a process is the lab's while it runs in one of the lab's
-// namespaces (every process a lab starts, its owner too, is started in one
-// with `ip netns exec`).
+// undoActions are the actions that undo lab st's entries. Links, qdiscs,
+// rules and the emulator live in the lab's namespaces and go with them;
+// the directory goes last, once the rest is undone.
+func undoActions(st State) map[string]journal.Action {
+	o := newOwnership(st)
+	procs := journal.Processes{
+		Terminate: func(pid int, ticks uint64) { runner.Terminate(pid, ticks, 2*time.Second) },
+		Legacy:    o.legacy,
+		Skip:      func(e Resource) bool { return e.Pid == o.me },
+	}
+	return map[string]journal.Action{
+		KindProcess: procs.Undo,
+		KindNetns: func(_ context.Context, e Resource) error {
+			if why := journal.NamespaceOwned("ovpnperf-"+st.Name+"-", e.Name); why != "" || !ownNamespace(st.Name, e.Name) {
+				return journal.Foreign("namespace %q", e.Name)
+			}
+			// Anything still running in it was started in it by
+			// ovpnperf (lab exec, or a child of a recorded process); a
+			// namespace with processes in it outlives its name.
+			for _, pid := range pidsInNetns(e.Name) {
+				if pid == o.me {
+					continue
+				}
+				if t, err := startTicks(pid); err == nil {
+					runner.Terminate(pid, t, time.Second)
+				}
+			}
+			// Equivalent to: ip netns del NS
+			return netns.Delete(e.Name)
+		},
+		KindDir: journal.Nothing, KindLink: journal.Nothing, KindQdisc: journal.Nothing,
+		KindIptables: journal.Nothing, KindEmulation: journal.Nothing,
+	}
+}
+
+// ownership tells a lab's own processes from the others in a state file
+// an earlier version wrote, which recorded no command line: such a process
+// is the lab's while it runs in one of the lab's namespaces (every process
+// a lab starts, its owner too, is started in one with `ip netns exec`).
 type ownership struct {
-	me         int
-	namespaces []string        // the lab's own namespaces the state lists
-	inodes     map[uint64]bool // theirs, as in /proc/PID/ns/net
-	foreign    []string        // what was left alone, for the error
+	me     int
+	inodes map[uint64]bool // the lab's namespaces, as in /proc/PID/ns/net
 }
 
 func newOwnership(st State) *ownership {
 	o := &ownership{me: os.Getpid(), inodes: map[uint64]bool{}}
 	for _, r := range st.Resources {
-		if r.Kind != KindNetns {
-			continue
-		}
-		if !ownNamespace(st.Name, r.Name) {
-			o.foreign = append(o.foreign, fmt.Sprintf("namespace %q", r.Name))
-			continue
-		}
-		o.namespaces = append(o.namespaces, r.Name)
-		if ino, ok := netns.Inode(r.Name); ok {
-			o.inodes[ino] = true
+		if r.Kind == KindNetns && ownNamespace(st.Name, r.Name) {
+			if ino, ok := netns.Inode(r.Name); ok {
+				o.inodes[ino] = true
+			}
 		}
 	}
 	return o
 }
 
-// stop terminates process pid (ticks: its start time, 0 for any) if it
-// still runs and is the lab's; one that runs elsewhere is noted in foreign.
-func (o *ownership) stop(pid int, ticks uint64, what string, grace time.Duration) {
-	if pid <= 0 || pid == o.me || !alive(pid, ticks) {
-		return
-	}
-	if ticks == 0 {
-		// Pin the process now checked, not whichever reuses its pid.
-		t, err := startTicks(pid)
-		if err != nil {
-			return
-		}
-		ticks = t
-	}
+// legacy says why process e (recorded without its command line) is not
+// the lab's: "" when it runs in one of the lab's namespaces.
+func (o *ownership) legacy(e Resource, _ journal.Process) string {
 	var st syscall.Stat_t
-	if err := syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil || !o.inodes[st.Ino] {
-		o.foreign = append(o.foreign, fmt.Sprintf("process %d (%q), which runs outside the lab's namespaces", pid, what))
-		return
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", e.Pid), &st); err != nil || !o.inodes[st.Ino] {
+		return fmt.Sprintf("process %d (%q), which runs outside the lab's namespaces", e.Pid, e.Name)
 	}
-	runner.Terminate(pid, ticks, grace)
+	return ""
 }
