@@ -33,7 +33,7 @@ type measureBench struct {
 	tun *tunnel.Tunnel
 }
 
-func newMeasureBench(t *testing.T, p lab.Path, iperfServer bool, configure func(s, c *openvpn.Config)) *measureBench {
+func newMeasureBench(t testing.TB, p lab.Path, iperfServer bool, configure func(s, c *openvpn.Config)) *measureBench {
 	t.Helper()
 	testenv.RequirePrograms(t, "openvpn", "iperf3", "tcpdump")
 	l := labtest.New(t, p)
