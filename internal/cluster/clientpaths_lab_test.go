@@ -84,12 +84,12 @@ func scrapeWith(t *testing.T, c *http.Client, url string) map[string]float64 {
 		if !strings.HasPrefix(line, "ovpnperf_cluster_instance_") {
 			continue
 		}
-		// name{cluster="…",instance="u0",port="1195",proto="udp"} 1
+		// name{cluster="…",openvpn_instance="u0",port="1195",proto="udp"} 1
 		name, rest, _ := strings.Cut(line, "{")
 		labels, val, _ := strings.Cut(rest, "} ")
 		inst := ""
 		for _, kv := range strings.Split(labels, ",") {
-			if k, v, _ := strings.Cut(kv, "="); k == "instance" {
+			if k, v, _ := strings.Cut(kv, "="); k == "openvpn_instance" {
 				inst = strings.Trim(v, `"`)
 			}
 		}

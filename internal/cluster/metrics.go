@@ -35,7 +35,9 @@ func newCollector(id string, status func() []InstanceStatus, perClient bool, max
 	if max == 0 {
 		max = DefaultPerClientMax
 	}
-	l := []string{"cluster", "instance", "proto", "port"}
+	// Not "instance": Prometheus sets that label on every scraped series
+	// (the target's address) and would rename this one exported_instance.
+	l := []string{"cluster", "openvpn_instance", "proto", "port"}
 	return &collector{id: id, status: status, perClient: perClient, max: max,
 		up:            prometheus.NewDesc("ovpnperf_cluster_instance_up", "1 if the instance is up (ready and management state CONNECTED).", l, nil),
 		clients:       prometheus.NewDesc("ovpnperf_cluster_instance_clients", "Connected clients (management load-stats).", l, nil),
@@ -152,8 +154,8 @@ func ServeDispatchMetrics(l net.Listener, d *Dispatcher, v *View) error {
 	reg.MustRegister(&dispatchCollector{d: d, v: v,
 		stale:     prometheus.NewDesc("ovpnperf_cluster_registry_stale", "1 while etcd does not answer and the dispatcher assigns from its last view.", nil, nil),
 		age:       prometheus.NewDesc("ovpnperf_cluster_registry_view_age_seconds", "Seconds since etcd last answered this dispatcher (-1: never).", nil, nil),
-		instances: prometheus.NewDesc("ovpnperf_cluster_registry_instance_up", "1 for an instance of the view that is up, by instance (host/name) and state.", []string{"instance", "state"}, nil),
-		load:      prometheus.NewDesc("ovpnperf_cluster_registry_instance_load", "Clients reported plus assignments recorded in the registry.", []string{"instance"}, nil),
+		instances: prometheus.NewDesc("ovpnperf_cluster_registry_instance_up", "1 for an instance of the view that is up, by instance (host/name) and state.", []string{"openvpn_instance", "state"}, nil),
+		load:      prometheus.NewDesc("ovpnperf_cluster_registry_instance_load", "Clients reported plus assignments recorded in the registry.", []string{"openvpn_instance"}, nil),
 		served:    prometheus.NewDesc("ovpnperf_cluster_dispatch_replies_total", "Dispatcher replies by result.", []string{"result"}, nil),
 	})
 	mux := http.NewServeMux()

@@ -51,7 +51,7 @@ func TestServeMetricsConventions(t *testing.T) {
 	}
 	got := map[string]float64{}
 	for _, m := range fams["ovpnperf_cluster_client_received_bytes_total"].GetMetric() {
-		got[promtest.Label(m, "instance")+"/"+promtest.Label(m, "common_name")] = m.GetCounter().GetValue()
+		got[promtest.Label(m, "openvpn_instance")+"/"+promtest.Label(m, "common_name")] = m.GetCounter().GetValue()
 	}
 	want := map[string]float64{"u0/bob": 1000, "u0/alice": 15, "u0/UNDEF": 2}
 	if len(got) != len(want) {
