@@ -1,4 +1,4 @@
-package exporter
+package exporter_test
 
 import (
 	"encoding/json"
