@@ -300,7 +300,7 @@ scrape_configs:
 				continue
 			}
 			m := metricName.FindString(lhs)
-			exists := len(api.query("count(" + m + ")")) > 0
+			exists := len(api.query("count("+m+")")) > 0
 			got := api.query(lhs)
 			switch {
 			case exists && len(got) == 0:
