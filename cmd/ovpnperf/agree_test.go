@@ -94,13 +94,13 @@ func agreeConfig(proto string, tun int, bufs bool) []string {
 
 func directiveName(l string) string { n, _, _ := strings.Cut(l, " "); return n }
 
-func lintJSON(t *testing.T, file string, path []string, fix bool) lintReport {
+func lintJSON(t *testing.T, file string, path []string, fix bool) lint.Report {
 	t.Helper()
 	args := append([]string{file, "--json"}, path...)
 	if fix {
 		args = append(args, "--fix")
 	}
-	var rep lintReport
+	var rep lint.Report
 	if err := json.Unmarshal([]byte(runInProcess(t, newLintCommand(), args...)), &rep); err != nil {
 		t.Fatal(err)
 	}

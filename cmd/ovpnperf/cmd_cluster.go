@@ -21,6 +21,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -300,9 +301,9 @@ func runClusterConnect(ctx context.Context, stderr io.Writer, disp []string, ext
 		// baseline for N). Without --route: the pushed routes.
 		return runClusterTunnels(ctx, stderr, disp, extra, cfg, routes, o)
 	}
-	path, err := exec.LookPath("openvpn")
+	path, err := runner.Path("openvpn")
 	if err != nil {
-		return fmt.Errorf("openvpn not found (Debian package openvpn): %w", err)
+		return err
 	}
 	if !o.reconnect {
 		argv := connectArgv(askDispatchers(ctx, stderr, disp, cfg, o.proto), extra)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -79,7 +80,7 @@ func TestLabStatusCeiling(t *testing.T) {
 	}
 
 	rec := emulate.Ceiling{Schema: emulate.CeilingSchema, Backend: lab.BackendNFQueue, Time: time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC),
-		Kernel: emulate.HostKernel(), CPUs: emulate.HostCPUs(), LoadBefore: [3]float64{0.4, 0.5, 0.6}, LoadAfter: [3]float64{1.5, 0.7, 0.6},
+		Kernel: hostinfo.KernelRelease(), CPUs: hostinfo.CPUCount(), LoadBefore: [3]float64{0.4, 0.5, 0.6}, LoadAfter: [3]float64{1.5, 0.7, 0.6},
 		PacketBytes: 1400, Delay: 20 * time.Millisecond, Tolerance: time.Millisecond, HeldPPS: 25000, CarriedPPS: 50000}
 	b, _ := json.Marshal(rec)
 	if err := os.WriteFile(emulate.CeilingPath, b, 0o644); err != nil {

@@ -3,23 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"runtime/debug"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lint"
-	"github.com/ovpnperf/ovpnperf/internal/openvpn"
-	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -121,72 +112,7 @@ never printed.`,
 	return c
 }
 
-// lintReport is the JSON contract of `ovpnperf lint --json`.
-type lintReport struct {
-	Schema string `json:"schema"`
-	// Config is the first (usually only) config; Configs all of them.
-	Config  string   `json:"config,omitempty"`
-	Configs []string `json:"configs,omitempty"`
-	Log     string   `json:"log,omitempty"`
-	// Target is the OpenVPN version checked for; TargetFrom says why.
-	Target     string         `json:"target"`
-	TargetFrom string         `json:"target_from"`
-	Findings   []lint.Finding `json:"findings"`
-	Suppressed int            `json:"suppressed,omitempty"`
-	Fixed      string         `json:"fixed,omitempty"`
-	FixApplied int            `json:"fix_applied,omitempty"`
-	ExitStatus int            `json:"exit_status"`
-}
-
-// lintConfigs expands directories into their *.conf and *.ovpn files.
-func lintConfigs(args []string) ([]string, error) {
-	var out []string
-	for _, a := range args {
-		st, err := os.Stat(a)
-		if err != nil {
-			return nil, usage.Errorf("lint: %v", err)
-		}
-		if !st.IsDir() {
-			out = append(out, a)
-			continue
-		}
-		ents, err := os.ReadDir(a)
-		if err != nil {
-			return nil, usage.Errorf("lint: %v", err)
-		}
-		n := 0
-		for _, e := range ents {
-			if e.Type().IsRegular() && (strings.HasSuffix(e.Name(), ".conf") || strings.HasSuffix(e.Name(), ".ovpn")) {
-				out = append(out, filepath.Join(a, e.Name()))
-				n++
-			}
-		}
-		if n == 0 {
-			return nil, usage.Errorf("lint: directory %s has no *.conf or *.ovpn files", a)
-		}
-	}
-	return out, nil
-}
-
-func installedOpenVPN() (string, error) {
-	out, err := runner.RunBounded(context.Background(), runner.VersionTimeout, "openvpn", "--version")
-	v := openvpn.ParseVersion(string(out))
-	if v.Version == "" {
-		if err == nil {
-			err = errors.New("openvpn --version printed no version")
-		}
-		return "", err
-	}
-	return v.Version, nil
-}
-
 func runLint(o lintOptions) error {
-	if len(o.configs) == 0 && o.log == "" {
-		return usage.Errorf("lint: give a CONFIG file (or directory), --log FILE, or both")
-	}
-	if o.fix && len(o.configs) == 0 {
-		return usage.Errorf("lint: --fix needs a CONFIG file")
-	}
 	if o.json {
 		if o.format != "text" && o.format != "json" {
 			return usage.Errorf("lint: --json and --format %s: choose one", o.format)
@@ -198,35 +124,6 @@ func runLint(o lintOptions) error {
 	default:
 		return usage.Errorf("--format %q: want text, gcc, json or sarif", o.format)
 	}
-	switch o.failOn {
-	case lint.Info, lint.Warning, lint.Error:
-	default:
-		return usage.Errorf("--fail-on %q: want info, warning or error", o.failOn)
-	}
-	rep := lintReport{Schema: "ovpnperf/lint/v1", Log: o.log, Findings: []lint.Finding{}}
-	if o.target != "" {
-		t, ok := dco.NormTarget(o.target)
-		if !ok {
-			return usage.Errorf("--target %q: want 2.6 or 2.7", o.target)
-		}
-		rep.Target, rep.TargetFrom = t, "--target"
-	} else {
-		get := o.installed
-		if get == nil {
-			get = installedOpenVPN
-		}
-		v, err := get()
-		t, ok := dco.NormTarget(v)
-		switch {
-		case err != nil:
-			rep.Target, rep.TargetFrom = dco.V26, fmt.Sprintf("default 2.6: no installed OpenVPN (%v)", err)
-		case !ok:
-			rep.Target, rep.TargetFrom = dco.V26, fmt.Sprintf("default 2.6: installed OpenVPN %s is neither 2.6 nor 2.7", v)
-		default:
-			rep.Target, rep.TargetFrom = t, "installed OpenVPN "+v
-		}
-	}
-	o.context.Target = rep.Target
 	if o.rtt != "" {
 		d, err := lab.ParseTime("--rtt", o.rtt)
 		if err != nil {
@@ -245,103 +142,19 @@ func runLint(o lintOptions) error {
 		return usage.Errorf("--pmtu %d: want a path MTU between 576 and 65535 bytes", o.pmtu)
 	}
 	o.context.PathMTU = o.pmtu
-	configs, err := lintConfigs(o.configs)
-	if err != nil {
-		return err
-	}
-	if o.fix {
-		for _, c := range configs {
-			if err := checkOutPath("--fix", c+lint.FixSuffix); err != nil {
-				return err
-			}
-		}
-	}
 	ctx := o.ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	rep.Configs = configs
-	if len(configs) > 0 {
-		rep.Config = configs[0]
+	rep, err := lint.Run(ctx, lint.Options{
+		Configs: o.configs, Log: o.log, Stdin: o.in,
+		Target: o.target, Installed: o.installed, Context: o.context,
+		Fix: o.fix, CheckFix: func(path string) error { return checkOutPath("--fix", path) },
+		FailOn: o.failOn,
+	})
+	if err != nil {
+		return err
 	}
-	if len(configs) < 2 {
-		rep.Configs = nil
-	}
-	lines := map[string][]string{}
-	var cfgs []*openvpn.ConfigFile
-	for _, path := range configs {
-		cfg, err := openvpn.ReadConfigFile(path)
-		var perr *openvpn.ParseError
-		switch {
-		case errors.As(err, &perr):
-			// OpenVPN would refuse the file: an error finding, not bad usage.
-			rep.Findings = append(rep.Findings, lint.Finding{Rule: "parse-error", Severity: lint.Error, Category: lint.Compatibility,
-				File: perr.File, Line: perr.Line, Problem: fmt.Sprintf("column %d: %s.", perr.Col, perr.Msg),
-				Reason: "OpenVPN 2.6's config reader (options.c parse_line/read_config_file) refuses this line, so nothing else was checked.", Decision: true})
-			if b, rerr := inputfile.ReadFile(ctx, perr.File, inputfile.Config); rerr == nil {
-				lines[perr.File] = strings.Split(string(b), "\n")
-			}
-			cfgs = append(cfgs, nil)
-		case err != nil:
-			return usage.Errorf("lint: %v", err)
-		default:
-			addLines(lines, cfg)
-			rep.Findings = append(rep.Findings, lint.CheckConfig(cfg, o.context)...)
-			cfgs = append(cfgs, cfg)
-		}
-	}
-	if o.log != "" {
-		name := "stdin"
-		var r io.Reader = inputfile.Stream(ctx, o.in, name, inputfile.Log)
-		if o.log != "-" {
-			f, err := inputfile.Open(ctx, o.log, inputfile.Log)
-			if err != nil {
-				return usage.Errorf("lint: --log %v", err)
-			}
-			defer f.Close()
-			r, name = f, o.log
-		}
-		lr, err := openvpn.ScanLog(r)
-		if err != nil {
-			if errors.Is(err, inputfile.ErrTooLarge) || ctx.Err() != nil {
-				return err
-			}
-			return fmt.Errorf("reading %s: %w", name, err)
-		}
-		var cfg *openvpn.ConfigFile
-		if len(cfgs) == 1 {
-			cfg = cfgs[0]
-		}
-		rep.Findings = append(rep.Findings, lint.CheckLog(lr, name, cfg, o.context)...)
-	}
-	kept, dropped := lint.Suppressed(rep.Findings, lines)
-	rep.Findings, rep.Suppressed = kept, len(dropped)
-	if rep.Findings == nil {
-		rep.Findings = []lint.Finding{}
-	}
-	if o.fix {
-		var fixed []string
-		for i, cfg := range cfgs {
-			if cfg == nil {
-				continue
-			}
-			text, n := lint.Fix(cfg, rep.Findings)
-			out, err := lint.WriteFix(configs[i], text)
-			if err != nil {
-				if errors.Is(err, fs.ErrPermission) {
-					return fmt.Errorf("writing the corrected copy next to %s: %w", configs[i], err)
-				}
-				return err
-			}
-			fixed = append(fixed, out)
-			rep.FixApplied += n
-		}
-		rep.Fixed = strings.Join(fixed, " ")
-	}
-	// Every output below (text, JSON, …) renders these findings: key
-	// material is taken out here, once, whatever rule made the finding.
-	rep.Findings = lint.Redact(rep.Findings, cfgs...)
-	rep.ExitStatus = lint.FailStatus(rep.Findings, o.failOn)
 	switch o.format {
 	case "json":
 		enc := json.NewEncoder(o.out)
@@ -373,15 +186,6 @@ func runLint(o lintOptions) error {
 		return exitCode(rep.ExitStatus)
 	}
 	return nil
-}
-
-// addLines records the lines of cfg and the files it includes, for
-// suppression comments.
-func addLines(m map[string][]string, cfg *openvpn.ConfigFile) {
-	m[cfg.Path] = cfg.Lines
-	for _, inc := range cfg.Includes {
-		addLines(m, inc)
-	}
 }
 
 // toolVersion is ovpnperf's module version as the Go toolchain stamped it

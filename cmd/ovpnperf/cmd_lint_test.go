@@ -44,7 +44,7 @@ func TestLintExitStatus(t *testing.T) {
 	if strings.Contains(r.stdout+r.stderr, "SUPERSECRET") {
 		t.Errorf("key printed in JSON:\n%s", r.stdout)
 	}
-	var rep lintReport
+	var rep lint.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("JSON: %v\n%s", err, r.stdout)
 	}
@@ -119,7 +119,7 @@ func TestLintLogStdin(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 3 {
 		t.Fatalf("exit %d (%v)\n%s", code, err, out)
 	}
-	var rep lintReport
+	var rep lint.Report
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestLintPipeline(t *testing.T) {
 	// A suppression comment removes exactly that finding.
 	a := writeConf(t, dir, "a.conf", "client\ndev tun\nremote vpn.example.net 1194\nremote-cert-tls server\nfragment 1300 # ovpnperf-lint: disable=dco-off\n")
 	r = ovpnperf(t, "lint", "--target", "2.7", "--json", a)
-	var rep lintReport
+	var rep lint.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -191,12 +191,12 @@ func TestLintPipeline(t *testing.T) {
 		t.Errorf("sarif (exit %d, %v):\n%s", r.code, err, r.stdout)
 	}
 	// The default target is the installed OpenVPN's version.
-	v, err := installedOpenVPN()
+	v, err := lint.InstalledOpenVPN()
 	if err != nil {
 		t.Fatalf("openvpn --version: %v (Debian package openvpn)", err)
 	}
 	r = ovpnperf(t, "lint", "--json", a)
-	rep = lintReport{}
+	rep = lint.Report{}
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("lint --json: %v\n%s", err, r.stdout)
 	}

@@ -363,7 +363,7 @@ func (b *builder) doNots(f overhead.Frame) {
 	} else if in.Blackhole {
 		b.doNot("fragment as the first fix", "mssfix + a lower tun-mtu keep packets whole without 4 bytes per packet and keep DCO possible", "black hole measured")
 	}
-	if in.LossPercent > 0.01 {
+	if !rules.FragmentsPass(in.LossPercent) {
 		b.doNot("tun-mtu 9000 (jumbo)", "a jumbo tunnel packet becomes 6–7 outer fragments; losing any one loses all of it, multiplying the loss rate", fmt.Sprintf("loss %.2f%% → ≈%.1f%% per 9000-byte packet", in.LossPercent, 100*(1-math.Pow(1-in.LossPercent/100, 7))))
 		b.doNot("proto tcp", "TCP over TCP: the outer connection retransmits and backs off on each loss, and the inner one does it again (meltdown)", fmt.Sprintf("loss %.2f%%", in.LossPercent))
 	}
@@ -426,11 +426,11 @@ func (b *builder) ceilings(f overhead.Frame) []Ceiling {
 		case in.LossPercent > 0 && in.TCPGoodputBitsPerSec > 0:
 			// A plain TCP flow measured on this lossy path, scaled by
 			// the tunnel's payload per wire byte against plain TCP's
-			// (1448 of 1514 with timestamps).
+			// (overhead.TCPGoodputShare).
 			tunEff := payload / float64(f.OuterSize(innerPkt)+14)
-			if v := in.TCPGoodputBitsPerSec * tunEff / (1448.0 / 1514); v < bps {
+			if v := in.TCPGoodputBitsPerSec * tunEff / overhead.TCPGoodputShare; v < bps {
 				bps, name = v, "loss (window/RTT, measured TCP flow)"
-				fig = fmt.Sprintf("plain TCP %s measured at %.2f%% loss × tunnel/plain header efficiency %.3f", mbit(in.TCPGoodputBitsPerSec), in.LossPercent, tunEff/(1448.0/1514))
+				fig = fmt.Sprintf("plain TCP %s measured at %.2f%% loss × tunnel/plain header efficiency %.3f", mbit(in.TCPGoodputBitsPerSec), in.LossPercent, tunEff/overhead.TCPGoodputShare)
 			}
 		case in.LossPercent > 0:
 			// Mathis et al.: MSS/RTT × 1.22/√p (Reno; a lower bound

@@ -99,9 +99,9 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 	if err := ProbeNexthops(ctx, ""); err != nil {
 		return err
 	}
-	path, err := exec.LookPath("openvpn")
+	path, err := runner.Path("openvpn")
 	if err != nil {
-		return fmt.Errorf("openvpn not found (Debian package openvpn): %w", err)
+		return err
 	}
 	if err := checkRoutesFree(ctx, o.Routes); err != nil {
 		return err

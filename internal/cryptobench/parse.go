@@ -205,37 +205,3 @@ func ProviderCiphers(list []byte) map[string]string {
 	}
 	return names
 }
-
-// CPUInfo is what /proc/cpuinfo says about the first processor.
-type CPUInfo struct {
-	Model string
-	Flags map[string]bool
-}
-
-// ParseCPUInfo reads the model name and flags of the first processor listed
-// in /proc/cpuinfo (x86 spells the key "flags", arm64 "Features").
-func ParseCPUInfo(b []byte) CPUInfo {
-	ci := CPUInfo{Flags: map[string]bool{}}
-	seenProcessor := 0
-	for _, line := range lines(b) {
-		key, val, found := strings.Cut(line, ":")
-		if !found {
-			continue
-		}
-		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
-		switch key {
-		case "processor":
-			seenProcessor++
-			if seenProcessor > 1 {
-				return ci
-			}
-		case "model name":
-			ci.Model = val
-		case "flags", "Features":
-			for _, f := range strings.Fields(val) {
-				ci.Flags[f] = true
-			}
-		}
-	}
-	return ci
-}

@@ -190,25 +190,6 @@ func TestProviderCiphers(t *testing.T) {
 	}
 }
 
-func TestParseCPUInfo(t *testing.T) {
-	ci := ParseCPUInfo(readTestdata(t, "cpuinfo-epyc.txt"))
-	if ci.Model != "AMD EPYC" {
-		t.Errorf("model %q", ci.Model)
-	}
-	for _, f := range []string{"aes", "pclmulqdq", "avx2"} {
-		if !ci.Flags[f] {
-			t.Errorf("flag %s missing", f)
-		}
-	}
-	if ci.Flags["processor"] || ci.Flags[":"] {
-		t.Error("junk in flags")
-	}
-	arm := ParseCPUInfo([]byte("processor\t: 0\nFeatures\t: fp asimd aes pmull sha1\n\nprocessor\t: 1\nFeatures\t: fp\n"))
-	if !arm.Flags["aes"] || arm.Flags["x"] {
-		t.Errorf("arm64 flags %v", arm.Flags)
-	}
-}
-
 func TestLegacyVerdict(t *testing.T) {
 	if why := legacyVerdict("BF-CBC", readTestdata(t, "list-ciphers-legacy.txt"), false); why != "" {
 		t.Errorf("legacy list: %q, want available", why)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
 )
@@ -158,7 +159,7 @@ type Noise struct {
 type Host struct {
 	Machine          *measure.HostInfo
 	OpenSSL          string
-	CPU              CPUInfo
+	CPU              hostinfo.CPU
 	Cores            int
 	OpenSSLSeesAESNI *bool
 	Notes            []string

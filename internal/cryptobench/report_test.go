@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/golden"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 )
 
 func parsed(t *testing.T, file string) SpeedResult {
@@ -36,7 +37,7 @@ func TestAnalyzeCaptured(t *testing.T) {
 	}
 	w, _, _ := ParseIA32Cap(readTestdata(t, "version-a.txt"))
 	sees := w&ia32capAESNI != 0
-	host := Host{CPU: ParseCPUInfo(readTestdata(t, "cpuinfo-epyc.txt")), Cores: 2, OpenSSLSeesAESNI: &sees}
+	host := Host{CPU: hostinfo.ParseCPUInfo(readTestdata(t, "cpuinfo-epyc.txt")), Cores: 2, OpenSSLSeesAESNI: &sees}
 	r := Analyze(opts, host, m, nil)
 
 	if r.AESNIUsed == nil || !*r.AESNIUsed {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
@@ -207,10 +208,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		sees := w&ia32capAESNI != 0
 		host.OpenSSLSeesAESNI = &sees
 	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		host.CPU = ParseCPUInfo(b)
-	} else {
-		host.CPU = CPUInfo{Flags: map[string]bool{}}
+	if host.CPU, err = hostinfo.ReadCPU(); err != nil {
 		host.Notes = append(host.Notes, fmt.Sprintf("cannot read CPU flags: %v", err))
 	}
 	if envSet {

@@ -13,8 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
@@ -126,10 +125,7 @@ func (h Host) Missing(target string) []string {
 // `openvpn --version`.
 func ProbeHost(ctx context.Context) Host {
 	var h Host
-	var u unix.Utsname
-	if err := unix.Uname(&u); err == nil {
-		h.KernelRelease = unix.ByteSliceToString(u.Release[:])
-	}
+	h.KernelRelease = hostinfo.KernelRelease()
 	h.KernelConfig, h.KernelConfigFrom = kernelConfig(h.KernelRelease, "CONFIG_OVPN")
 	for _, name := range []string{"ovpn", "ovpn-dco-v2"} {
 		h.Modules = append(h.Modules, probeModule(ctx, h.KernelRelease, name))

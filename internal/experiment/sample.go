@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
@@ -82,7 +81,7 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, di
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := RunIperf(ctx, client, opts)
+	res, err := iperf.Run(ctx, client, opts)
 	drained := false
 	if err != nil {
 		if !spec.DrainOK || !errors.Is(err, iperf.ErrInconsistent) || !receiverDrained(res, opts.PathSlack) {
@@ -144,30 +143,6 @@ func receiverDrained(res *iperf.Result, pathSlack time.Duration) bool {
 	tol := time.Duration(iperf.WindowTolerance * float64(res.Requested))
 	return res.SentDuration >= res.Requested-tol && res.SentDuration <= res.Requested+pathSlack+tol &&
 		res.ReceivedDuration > res.Requested && res.ReceivedBitsPerSec <= 1.08*res.SentBitsPerSec
-}
-
-// RunIperf runs one iperf3 client. iperf3 3.12's server sometimes refuses or
-// resets the control connection of a test that follows the previous one
-// closely; such a test never started, so it is tried again (twice at most).
-func RunIperf(ctx context.Context, client iperf.CommandFunc, opts iperf.ClientOptions) (*iperf.Result, error) {
-	var err error
-	for try := 0; try < 3; try++ {
-		var res *iperf.Result
-		res, err = iperf.Run(ctx, client, opts)
-		if err == nil {
-			return res, nil
-		}
-		msg := err.Error()
-		if !iperf.IsServerBusy(err) && !strings.Contains(msg, "unable to receive control message") && !strings.Contains(msg, "unable to connect") {
-			return res, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-	return nil, err
 }
 
 // Emulator are the userspace emulator's counters that judge a sample: its

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -165,8 +165,12 @@ func (o ClientOptions) Args() ([]string, error) {
 // Run runs one iperf3 client test through command and parses its result.
 //
 // A test refused while connecting (connection refused or reset, server
-// busy) is tried up to 3 times, 250 ms apart: a server between two tests
-// refuses connections for a few milliseconds. Server.Run avoids that gap.
+// busy) is tried up to connectAttempts times, the wait doubling from
+// 250 ms: a server between two tests refuses connections for a few
+// milliseconds (Server.Run avoids that gap), and iperf3 3.12's server at
+// times for longer. This is the one retry of a test that did not start;
+// callers retry only tests that ran and were refused. When every attempt
+// was refused the error wraps ErrNotStarted.
 //
 // It returns an error when iperf3 reports one (also as a *TestError, with
 // the partial Result), when the output is not iperf3 JSON, when the figures
@@ -185,23 +189,38 @@ func Run(ctx context.Context, command CommandFunc, opts ClientOptions) (*Result,
 	}
 	// A server between two tests refuses or resets connections for a few
 	// milliseconds (see Server.WaitIdle); try again before giving up.
+	delay := connectRetryDelay
 	for attempt := 1; ; attempt++ {
 		res, err := runOnce(ctx, command, opts, argv)
-		if attempt == connectAttempts || !refusedAtStart(res, err) || ctx.Err() != nil {
+		if !refusedAtStart(res, err) {
 			return res, err
 		}
+		if attempt == connectAttempts || ctx.Err() != nil {
+			return res, notStarted{err}
+		}
 		select {
-		case <-time.After(connectRetryDelay):
+		case <-time.After(delay):
+			delay *= 2
 		case <-ctx.Done():
-			return res, err
+			return res, notStarted{err}
 		}
 	}
 }
 
+// One policy for tests refused at the start: 5 attempts over 3.75 s.
 const (
-	connectAttempts   = 3
+	connectAttempts   = 5
 	connectRetryDelay = 250 * time.Millisecond
 )
+
+// ErrNotStarted is wrapped by Run's error when the test never started: the
+// server refused, reset or was busy at every attempt, or nothing listened.
+var ErrNotStarted = errors.New("iperf3 test did not start")
+
+// notStarted keeps iperf3's own message and is also ErrNotStarted.
+type notStarted struct{ error }
+
+func (e notStarted) Unwrap() []error { return []error{e.error, ErrNotStarted} }
 
 // refusedAtStart reports whether a test failed while connecting, before
 // any data moved: a refused or reset control connection, or a busy server.
@@ -237,17 +256,8 @@ func (opts ClientOptions) checkBounds(res *Result) (slack time.Duration, rateBit
 // it, for the reason of a refused sample: the figure, not a guess at the
 // cause; ok is false when it could not be read.
 func readLoad() (load [3]float64, ok bool) {
-	b, err := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if err != nil || len(f) < 3 {
-		return load, false
-	}
-	for i := range load {
-		if load[i], err = strconv.ParseFloat(f[i], 64); err != nil {
-			return load, false
-		}
-	}
-	return load, true
+	load, err := hostinfo.LoadAvg()
+	return load, err == nil
 }
 
 // loadText describes the load average e was refused at.

@@ -1,9 +1,12 @@
 package iperf
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -493,5 +496,52 @@ func TestRefusedAtStart(t *testing.T) {
 	reset := &TestError{Msg: "unable to receive control message: Connection reset by peer"}
 	if !refusedAtStart(&Result{Error: reset.Msg}, fmt.Errorf("running x: %w", reset)) {
 		t.Error("reset control connection not retried")
+	}
+}
+
+// Run is the one place that tries a test again when it did not start:
+// all attempts refused give an error that is ErrNotStarted and keeps
+// iperf3's message; a refusal then a result gives the result; a test that
+// moved data and failed is not tried again.
+func TestRunRetriesOnlyTestsThatDidNotStart(t *testing.T) {
+	abs := func(name string) string {
+		p, err := filepath.Abs(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name       string
+		outputs    []string // per attempt; the last repeats
+		attempts   int
+		notStarted bool
+		ok         bool
+	}{
+		{"always refused", []string{"refused.json"}, connectAttempts, true, false},
+		{"busy, then a result", []string{"busy.json", "tcp.json"}, 2, false, true},
+		{"data moved, then failed", []string{"killed.json"}, 1, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			fake := func(ctx context.Context, argv ...string) *exec.Cmd {
+				out := tc.outputs[min(calls, len(tc.outputs)-1)]
+				calls++
+				return exec.CommandContext(ctx, "sh", "-c", `cat "$1"; ! grep -q '"error"' "$1"`, "sh", abs(out))
+			}
+			_, err := Run(context.Background(), fake, ClientOptions{Server: netip.MustParseAddr("192.0.2.1"), Duration: 2 * time.Second})
+			if calls != tc.attempts {
+				t.Errorf("iperf3 started %d times, want %d", calls, tc.attempts)
+			}
+			if got := errors.Is(err, ErrNotStarted); got != tc.notStarted {
+				t.Errorf("errors.Is(err, ErrNotStarted) = %v, want %v (err %v)", got, tc.notStarted, err)
+			}
+			if tc.ok && err != nil {
+				t.Errorf("err = %v, want a result", err)
+			}
+			if !tc.ok && err == nil {
+				t.Error("no error")
+			}
+		})
 	}
 }

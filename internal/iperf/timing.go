@@ -3,6 +3,8 @@ package iperf
 import (
 	"math"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 )
 
 // The default sample of a path (the --time and --omit of lab run, tune,
@@ -34,7 +36,7 @@ import (
 // path's RealPathSlack); this rule only makes them measure the rate after
 // slow start.
 const (
-	initialWindowBytes = 10 * 1448
+	initialWindowBytes = 10 * overhead.TCPSegmentBytes
 	unshapedWindowCap  = 4 << 20
 	minSampleTime      = 2 * time.Second
 	minWarmup          = time.Second

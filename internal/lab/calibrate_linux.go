@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 )
 
@@ -114,7 +115,7 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (emulate.Ceiling, error)
 		return emulate.Ceiling{}, err
 	}
 	c := emulate.Ceiling{Schema: emulate.CeilingSchema, Backend: backend, Time: time.Now().UTC(),
-		Kernel: emulate.HostKernel(), CPUs: emulate.HostCPUs(), Version: o.Version, Argv: o.Argv,
+		Kernel: hostinfo.KernelRelease(), CPUs: hostinfo.CPUCount(), Version: o.Version, Argv: o.Argv,
 		PacketBytes: CalibrationPacketBytes, Delay: CalibrationDelay, Tolerance: CalibrationTolerance,
 		StepDuration: o.StepDuration}
 	for i, r := range o.Rates {
@@ -122,7 +123,7 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (emulate.Ceiling, error)
 			return c, fmt.Errorf("calibration rates %v: want positive rates, ascending", o.Rates)
 		}
 	}
-	if c.LoadBefore, err = emulate.LoadAvg(); err != nil {
+	if c.LoadBefore, err = hostinfo.LoadAvg(); err != nil {
 		return c, err
 	}
 	name := o.Name
@@ -160,7 +161,7 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (emulate.Ceiling, error)
 		}
 	}
 	c.Summarize()
-	if c.LoadAfter, err = emulate.LoadAvg(); err != nil {
+	if c.LoadAfter, err = hostinfo.LoadAvg(); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -304,7 +305,7 @@ func EmulationCeiling(backend string) *emulate.CeilingReport {
 	}
 	how := fmt.Sprintf("`ovpnperf lab calibrate` measures it (up to %.0f s)", CalibrationTime(CalibrateOptions{}).Seconds())
 	c, err := ReadCeiling(emulate.CeilingPath)
-	r := emulate.ReportCeiling(c, err, backend, emulate.HostKernel(), emulate.HostCPUs(), how)
+	r := emulate.ReportCeiling(c, err, backend, hostinfo.KernelRelease(), hostinfo.CPUCount(), how)
 	return &r
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -37,7 +38,7 @@ func TestCalibrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Schema != emulate.CeilingSchema || c.Backend != want || c.Backend == lab.BackendNone ||
-		c.Kernel != emulate.HostKernel() || c.CPUs != emulate.HostCPUs() || c.CPUs < 1 || c.Version != "test" || len(c.Argv) != 3 ||
+		c.Kernel != hostinfo.KernelRelease() || c.CPUs != hostinfo.CPUCount() || c.CPUs < 1 || c.Version != "test" || len(c.Argv) != 3 ||
 		c.PacketBytes != 1400 || c.Delay != 20*time.Millisecond || c.Tolerance != time.Millisecond || c.StepDuration != time.Second {
 		t.Errorf("record's settings: %+v", c)
 	}

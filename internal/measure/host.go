@@ -1,18 +1,14 @@
 package measure
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
@@ -51,17 +47,15 @@ type HostInfo struct {
 // unreadable /proc/cpuinfo or failing uname is an error.
 func CollectHost(ctx context.Context) (HostInfo, error) {
 	var h HostInfo
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return h, fmt.Errorf("uname: %w", err)
+	var err error
+	if h.Kernel, h.Arch, err = hostinfo.Kernel(); err != nil {
+		return h, err
 	}
-	h.Kernel = unix.ByteSliceToString(u.Release[:])
-	h.Arch = unix.ByteSliceToString(u.Machine[:])
-	b, err := os.ReadFile("/proc/cpuinfo")
+	cpu, err := hostinfo.ReadCPU()
 	if err != nil {
 		return h, err
 	}
-	h.CPUModel, h.CPUs, h.AESNI = ParseCPUInfo(b)
+	h.CPUModel, h.CPUs, h.AESNI = cpu.Model, cpu.Count, cpu.AES()
 	if h.CPUs == 0 {
 		h.CPUs = runtime.NumCPU()
 	}
@@ -89,47 +83,6 @@ func firstLineOf(ctx context.Context, argv ...string) string {
 	}
 	line, _, _ := strings.Cut(string(out), "\n")
 	return strings.TrimSpace(line)
-}
-
-// ParseCPUInfo reads /proc/cpuinfo: the first "model name" (x86) or
-// "Hardware"/"CPU part" fallback, the number of "processor" entries, and
-// whether the "flags" (x86) or "Features" (arm64) of the first processor
-// name aes.
-func ParseCPUInfo(b []byte) (model string, cpus int, aes bool) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	flagsSeen := false
-	var hardware string
-	for sc.Scan() {
-		key, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
-		switch key {
-		case "processor":
-			cpus++
-		case "model name":
-			if model == "" {
-				model = val
-			}
-		case "Hardware":
-			hardware = val
-		case "flags", "Features":
-			if !flagsSeen {
-				flagsSeen = true
-				for _, f := range strings.Fields(val) {
-					if f == "aes" {
-						aes = true
-					}
-				}
-			}
-		}
-	}
-	if model == "" {
-		model = hardware
-	}
-	return model, cpus, aes
 }
 
 // String is the one-line host description printed above tables.

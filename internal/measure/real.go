@@ -1,6 +1,8 @@
 package measure
 
 import (
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
+
 	"fmt"
 	"strings"
 
@@ -300,7 +302,7 @@ func lossFinding(name string, o *Row) string {
 		if bytes <= 0 {
 			return ""
 		}
-		share := float64(retr) / (bytes / 1448)
+		share := float64(retr) / (bytes / overhead.TCPSegmentBytes)
 		if share <= LossShare {
 			return ""
 		}

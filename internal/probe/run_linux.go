@@ -17,6 +17,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
@@ -109,7 +110,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	case !p.LossPercent.Known() || p.LossPercent.Value > 0:
 		p.PathRateBitsPerSec = missing[float64]("the path loses packets (or loss is unknown): TCP goodput is loss-bound, not the link rate; give advise --rate")
 	default:
-		p.PathRateBitsPerSec = measured(p.ThroughputBitsPerSec.Value*1514/1448, "iperf3 goodput × 1514/1448 (Ethernet+IP+TCP headers with timestamps)")
+		p.PathRateBitsPerSec = measured(p.ThroughputBitsPerSec.Value/overhead.TCPGoodputShare, fmt.Sprintf("iperf3 goodput × %d/%d (Ethernet+IP+TCP headers with timestamps)", overhead.TCPFrameBytes, overhead.TCPSegmentBytes))
 	}
 	if o.NoCrypto {
 		p.AESGCMBytesPerSec = missing[float64]("--no-crypto")

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/capture"
@@ -454,7 +455,7 @@ func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string
 		defer td.Stop()
 		cr = &captured{}
 	}
-	res, err = experiment.RunIperf(ctx, iperf.Local, opts)
+	res, err = iperf.Run(ctx, iperf.Local, opts)
 	if err != nil {
 		return res, loaded, measure.OpenVPNCounters{}, nil, err
 	}
@@ -526,11 +527,12 @@ func probe(ctx context.Context, ap netip.AddrPort) error {
 	return nil
 }
 
-// noServer reports whether a sample failed because nothing answered.
+// noServer reports whether a sample failed because nothing answered: the
+// test never started (iperf.Run tried it again already), or the probe's
+// connection was refused or found no route.
 func noServer(err error) bool {
-	m := err.Error()
-	for _, s := range []string{"unable to connect to server", "Connection refused", "No route to host", "Network is unreachable", "Connection timed out", "unable to receive control message"} {
-		if strings.Contains(m, s) {
+	for _, e := range []error{iperf.ErrNotStarted, syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ETIMEDOUT} {
+		if errors.Is(err, e) {
 			return true
 		}
 	}

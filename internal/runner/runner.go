@@ -131,13 +131,23 @@ var packages = map[string]string{
 // *MissingProgramError for the first one that is not.
 func Require(programs ...string) error {
 	for _, p := range programs {
-		if _, err := exec.LookPath(p); err != nil {
-			pkg := packages[p]
-			if pkg == "" {
-				pkg = p
-			}
-			return &MissingProgramError{Program: p, Package: pkg}
+		if _, err := Path(p); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// Path returns where program is in PATH, or a *MissingProgramError naming
+// the Debian package that installs it.
+func Path(program string) (string, error) {
+	path, err := exec.LookPath(program)
+	if err != nil {
+		pkg := packages[program]
+		if pkg == "" {
+			pkg = program
+		}
+		return "", &MissingProgramError{Program: program, Package: pkg}
+	}
+	return path, nil
 }

@@ -24,7 +24,7 @@ const MaxSlots = 16
 const BasePort = 1194
 
 // ReadyTimeout bounds the wait for "Initialization Sequence Completed".
-var ReadyTimeout = 20 * time.Second
+const ReadyTimeout = 20 * time.Second
 
 // Options describe one tunnel.
 type Options struct {
