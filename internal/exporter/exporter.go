@@ -347,7 +347,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			// No tun descriptor: with data channel offload the kernel's
 			// ovpn device carries the data channel, and its counters
 			// are the interface's statistics.
-			if l.Type() == "ovpn" {
+			if k := l.Type(); k == "ovpn" || k == "ovpn-dco" { // Linux 6.16's driver, OpenVPN 2.6's module
 				dco = "1"
 			}
 			if s := l.Attrs().Statistics; s != nil {

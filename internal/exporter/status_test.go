@@ -109,3 +109,25 @@ func TestParseCmdline(t *testing.T) {
 		t.Error("status-version 7: no error")
 	}
 }
+
+// FuzzParseStatus: a status file carries names clients chose (common
+// names); whatever it holds, the parser returns a status or an error and
+// every client row it returns has counts it read.
+func FuzzParseStatus(f *testing.F) {
+	for _, name := range []string{"status-v1.txt", "status-v2.txt", "status-v3.txt", "status-client.txt", "status-v2-partial.txt"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseStatus(b)
+		if err != nil {
+			return
+		}
+		if s.Version < 0 || s.Version > 3 {
+			t.Fatalf("version %d", s.Version)
+		}
+	})
+}
