@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,7 +58,11 @@ func runExporter(ctx context.Context, w io.Writer, o exporterOptions) error {
 	}
 	l, err := net.Listen("tcp", o.listen)
 	if err != nil {
-		return usage.Errorf("--listen %q: cannot listen: %v", o.listen, err)
+		var op *net.OpError
+		if errors.As(err, &op) {
+			err = op.Err // "address 99999: invalid port", "bind: address already in use"
+		}
+		return usage.Errorf("--listen %q: %v", o.listen, err)
 	}
 	defer l.Close()
 	e, err := exporter.New(exporter.Options{ClientLabels: o.clientLabels, MaxClients: o.maxClients,
