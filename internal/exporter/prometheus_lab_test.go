@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
 )
@@ -121,8 +123,9 @@ func conditionLHS(expr string) (string, bool) {
 }
 
 // TestExporterPrometheus runs Debian's Prometheus in a lab, scraping
-// `ovpnperf exporter` (with --client-labels) while a real OpenVPN tunnel
-// carries pings and a one-instance cluster's metrics, every second, with
+// `ovpnperf exporter` (with --client-labels) while two real OpenVPN tunnels
+// carry pings (status files of version 1 and 2; the cluster's instance
+// writes version 3) and a one-instance cluster's metrics, every second, with
 // the shipped rules loaded. After a few scrapes every panel query of the
 // shipped dashboard returns series, every alert rule was evaluated without
 // error, and each rule's metric side returns series wherever its metric
@@ -134,24 +137,30 @@ func TestExporterPrometheus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	// A tunnel in slot 15 (203.0.113.240/28) whose server writes a
-	// status-version 2 file every second; the cluster's pool is the
+	// Two tunnels, in slots 14 and 15 (203.0.113.224/27), whose servers
+	// write a status file every second, in status-version 1 and 2; the
+	// cluster's instance writes version 3. The cluster's pool is the
 	// lower half of the lab's tunnel network.
 	pki, err := openvpn.NewPKI(filepath.Join(l.Dir(), "pki"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	statusFile := filepath.Join(l.Dir(), "server.status")
-	tu, err := tunnel.Up(ctx, l, tunnel.Options{Variant: openvpn.Variant{Name: "default"}, PKI: pki, Slot: 15,
-		Configure: func(srv, _ *openvpn.Config) {
-			srv.Add("status", statusFile, "1")
-			srv.Add("status-version", "2")
-		}})
-	if err != nil {
-		t.Fatal(err)
+	var tunnels []*tunnel.Tunnel
+	srvDevs := map[int]string{} // by status-version
+	for _, v := range []int{1, 2} {
+		statusFile := filepath.Join(l.Dir(), fmt.Sprintf("server-v%d.status", v))
+		tu, err := tunnel.Up(ctx, l, tunnel.Options{Variant: openvpn.Variant{Name: "default"}, PKI: pki, Slot: 13 + v,
+			Configure: func(srv, _ *openvpn.Config) {
+				srv.Add("status", statusFile, "1")
+				srv.Add("status-version", strconv.Itoa(v))
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tu.Down()
+		tunnels = append(tunnels, tu)
+		srvDevs[v], _ = tu.Devs()
 	}
-	defer tu.Down()
-	srvDev, _ := tu.Devs()
 
 	c, err := cluster.Start(ctx, cluster.Options{Netns: ns, Instances: 1, Protos: []string{"udp"}, PortBase: 1300,
 		Pool: netip.MustParsePrefix("203.0.113.0/25"), CPUs: []int{0},
@@ -219,12 +228,16 @@ scrape_configs:
 		}
 	})
 
-	// Traffic through the tunnel while Prometheus scrapes.
-	var pingOut strings.Builder
-	ping := l.Command(ctx, lab.Client, "ping", "-c", "30", "-i", "0.2", tu.ServerAddr.String())
-	ping.Stdout, ping.Stderr = &pingOut, &pingOut
-	if err := ping.Start(); err != nil {
-		t.Fatal(err)
+	// Traffic through the tunnels while Prometheus scrapes.
+	var pings []*exec.Cmd
+	var pingOut syncbuf.Buffer
+	for _, tu := range tunnels {
+		ping := l.Command(ctx, lab.Client, "ping", "-c", "30", "-i", "0.2", tu.ServerAddr.String())
+		ping.Stdout, ping.Stderr = &pingOut, &pingOut
+		if err := ping.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pings = append(pings, ping)
 	}
 
 	api := newPromAPI(t, ns)
@@ -246,22 +259,32 @@ scrape_configs:
 		time.Sleep(500 * time.Millisecond)
 	}
 
-	if err := ping.Wait(); err != nil {
-		t.Fatalf("ping through the tunnel: %v\n%s", err, pingOut.String())
+	for _, ping := range pings {
+		if err := ping.Wait(); err != nil {
+			t.Fatalf("ping through a tunnel: %v\n%s", err, pingOut.String())
+		}
 	}
 
-	// The tunnel's server as the exporter saw it: one client, by name.
-	if got := api.query(fmt.Sprintf(`ovpnperf_openvpn_clients{dev=%q}`, srvDev)); len(got) != 1 || got[0].value() != 1 {
-		t.Errorf("ovpnperf_openvpn_clients of %s: %v, want 1", srvDev, got)
+	// Each tunnel's server as the exporter saw it, from a status file
+	// that the real OpenVPN wrote in version 1 and 2: one client, by
+	// name, and tun packets during the pings.
+	for v, dev := range srvDevs {
+		if got := api.query(fmt.Sprintf(`ovpnperf_openvpn_process_info{dev=%q, status_version="%d"}`, dev, v)); len(got) != 1 {
+			t.Errorf("process_info of %s, status-version %d: %v", dev, v, got)
+		}
+		if got := api.query(fmt.Sprintf(`ovpnperf_openvpn_clients{dev=%q}`, dev)); len(got) != 1 || got[0].value() != 1 {
+			t.Errorf("ovpnperf_openvpn_clients of %s: %v, want 1", dev, got)
+		}
+		if got := api.query(fmt.Sprintf(`ovpnperf_openvpn_client_received_bytes_total{dev=%q, common_name="ovpnperf client"} > 0`, dev)); len(got) != 1 {
+			t.Errorf("per-client bytes of %s's client: %v, want one series > 0", dev, got)
+		}
+		if got := api.query(fmt.Sprintf(`increase(ovpnperf_openvpn_tun_receive_packets_total{dev=%q}[1m]) > 0`, dev)); len(got) != 1 {
+			t.Errorf("tun packets of %s during the pings: %v, want one series > 0", dev, got)
+		}
 	}
-	if got := api.query(fmt.Sprintf(`ovpnperf_openvpn_client_received_bytes_total{dev=%q, common_name="ovpnperf client"} > 0`, srvDev)); len(got) != 1 {
-		t.Errorf("per-client bytes of the tunnel's client: %v, want one series > 0", got)
-	}
-	if got := api.query(fmt.Sprintf(`increase(ovpnperf_openvpn_tun_receive_packets_total{dev=%q}[1m]) > 0`, srvDev)); len(got) != 1 {
-		t.Errorf("tun packets of %s during the pings: %v, want one series > 0", srvDev, got)
-	}
-	if got := api.query(`ovpnperf_openvpn_process_info{status_version="2"}`); len(got) != 1 {
-		t.Errorf("process_info of the status-version 2 server: %v", got)
+	// The cluster's instance writes status-version 3 (no clients).
+	if got := api.query(`ovpnperf_openvpn_process_info{status_version="3"} and on(dev) ovpnperf_openvpn_clients == 0`); len(got) != 1 {
+		t.Errorf("the cluster instance's status-version 3 file: %v, want one process with 0 clients", got)
 	}
 
 	for title, exprs := range dashboardQueries(t) {
