@@ -167,6 +167,7 @@ func TestBadFilesRefused(t *testing.T) {
 		{[]string{"compare", good, "/dev/zero"}, "character device"},
 		{[]string{"recipe", "judge", "/dev/zero"}, "character device"},
 		{[]string{"advise", "--probe", "/dev/zero"}, "character device"},
+		{[]string{"schema", "check", good, "/dev/zero"}, "character device"},
 		{[]string{"cluster", "client-config", "abcd", "--host", "h", "--base", "/dev/zero"}, "--base"},
 		{[]string{"lint", in("huge.conf")}, "larger than 16 MiB"},
 		{[]string{"lint", in("bomb.conf.gz")}, "larger than 16 MiB"},
@@ -174,6 +175,7 @@ func TestBadFilesRefused(t *testing.T) {
 		{[]string{"recipe", "judge", in("huge.json")}, "larger than 64 MiB"},
 		{[]string{"compare", in("huge.json"), good}, "larger than 64 MiB"},
 		{[]string{"advise", "--probe", in("huge.json")}, "larger than 64 MiB"},
+		{[]string{"schema", "check", in("huge.json")}, "larger than 64 MiB"},
 		// Files that never answer, and other non-regular files.
 		{[]string{"lint", in("fifo")}, "FIFO"},
 		{[]string{"lint", in("inc-fifo.conf")}, "FIFO"},
@@ -186,6 +188,7 @@ func TestBadFilesRefused(t *testing.T) {
 		{[]string{"recipe", "judge", in("fifo")}, "FIFO"},
 		{[]string{"advise", "--probe", in("fifo")}, "FIFO"},
 		{[]string{"advise", "--probe", in("subdir")}, "directory"},
+		{[]string{"schema", "check", in("fifo")}, "FIFO"},
 		{[]string{"cluster", "client-config", "abcd", "--host", "h", "--base", in("fifo")}, "FIFO"},
 		{[]string{"pps", "server", "--key-file", in("fifo")}, "--key-file"},
 		// Output paths checked before any work.

@@ -34,6 +34,8 @@ var badInputs = []struct {
 	{[]string{"lab", "up", "--down-rate", "fast"}, `--down-rate "fast"`},
 	{[]string{"lab", "up", "--up-delay", "6s", "--down-delay", "6s"}, "--down-delay"},
 	{[]string{"lab", "down", "Bad_Name"}, `lab name "Bad_Name"`},
+	{[]string{"schema", "show", "run"}, `schema "run"`},
+	{[]string{"schema", "check", "no-such.json"}, "no-such.json"},
 	{[]string{"lab", "up", "--host", "Web-1"}, `--host "Web-1"`},
 	{[]string{"lab", "up", "--host", "server"}, `--host "server"`},
 	{[]string{"lab", "up", "--host", "web1", "--host", "web1"}, `--host "web1" given twice`},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -187,13 +188,21 @@ func runAdvise(cmd *cobra.Command, o adviseOptions) error {
 	case o.json:
 		enc := json.NewEncoder(o.out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(a)
+		return enc.Encode(adviceDoc{Schema: advise.Schema, Argv: os.Args, Advice: a})
 	case o.format == "conf":
 		writeAdviceConf(o.out, a)
 	default:
 		writeAdvice(o.out, a)
 	}
 	return nil
+}
+
+// adviceDoc is `advise --json`: the advice with its schema and the
+// command line that asked for it.
+type adviceDoc struct {
+	Schema string   `json:"schema"`
+	Argv   []string `json:"argv"`
+	advise.Advice
 }
 
 func writeAdvice(w io.Writer, a advise.Advice) {

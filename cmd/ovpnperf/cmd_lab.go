@@ -89,9 +89,14 @@ func newLabUpCommand() *cobra.Command {
 	return c
 }
 
+// labSchema names the document of one lab: `lab up --json` (labUpResult)
+// and each element of the list `lab status --json` prints (labStatus).
+const labSchema = "ovpnperf/lab/v1"
+
 // labUpResult is `lab up --json`: the lab's state and, with --etcd, where
 // its etcd answers and with which files.
 type labUpResult struct {
+	Schema string `json:"schema"`
 	lab.State
 	Etcd *labEtcd `json:"etcd,omitempty"`
 }
@@ -172,7 +177,7 @@ func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 	}
 	elapsed := time.Since(start)
 	if o.json {
-		return writeJSON(w, labUpResult{State: l.State(), Etcd: etcd})
+		return writeJSON(w, labUpResult{Schema: labSchema, State: l.State(), Etcd: etcd})
 	}
 	fmt.Fprintf(w, "lab %s up in %v (emulation: %s)\n", l.Name(), elapsed.Round(time.Millisecond), l.Backend())
 	fmt.Fprintf(w, "  %s\n", describePath(p))
@@ -256,6 +261,7 @@ func newLabDownCommand() *cobra.Command {
 
 // labStatus is one lab in `lab status --json`.
 type labStatus struct {
+	Schema string `json:"schema"`
 	lab.State
 	OwnerAlive bool `json:"owner_alive"`
 	Emulator   any  `json:"emulator,omitempty"`
@@ -276,7 +282,7 @@ func labStatuses(names []string) ([]labStatus, error) {
 		if len(names) == 1 && st.Name != names[0] {
 			continue
 		}
-		s := labStatus{State: st, OwnerAlive: st.Corrupt == "" && st.OwnerAlive()}
+		s := labStatus{Schema: labSchema, State: st, OwnerAlive: st.Corrupt == "" && st.OwnerAlive()}
 		if st.Corrupt == "" {
 			s.Ceiling = lab.EmulationCeiling(st.Backend)
 		}

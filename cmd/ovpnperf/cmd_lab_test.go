@@ -34,6 +34,7 @@ func TestLabCommandLifeCycle(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, r.stdout)
 	}
+	checkSchema(t, "lab status --json", r.stdout, false)
 	var mine *labStatus
 	for i := range st {
 		if st[i].Name == name {
@@ -83,6 +84,7 @@ func labUpJSON(t *testing.T, args ...string) lab.State {
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 		t.Fatalf("lab up --json: %v\n%s", err, r.stdout)
 	}
+	checkSchema(t, "lab up --json", r.stdout, false)
 	return st
 }
 
@@ -214,6 +216,7 @@ func TestLabCommandHostsAndEtcd(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &up); err != nil {
 		t.Fatalf("lab up --json: %v\n%s", err, r.stdout)
 	}
+	checkSchema(t, "lab up --etcd --json", r.stdout, false)
 	if up.Etcd == nil || up.Etcd.Endpoint != "https://198.18.2.2:2379" || up.Etcd.Registry != "etcd://198.18.2.2:2379" || len(up.Hosts) != 2 {
 		t.Fatalf("lab up --json: %s", r.stdout)
 	}

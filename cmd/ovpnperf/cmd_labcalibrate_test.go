@@ -165,6 +165,7 @@ func TestLabCalibrateCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &c); err != nil || c.Schema != emulate.CeilingSchema || len(c.Steps) != 1 || c.Steps[0].RatePPS != 1000 {
 		t.Fatalf("--json: %v\n%s", err, r.stdout)
 	}
+	checkSchema(t, "lab calibrate --json", r.stdout, false)
 	b, err := os.ReadFile(record)
 	if err != nil || string(b) != r.stdout {
 		t.Errorf("record %v:\n%s\nprinted:\n%s", err, b, r.stdout)

@@ -76,6 +76,7 @@ func labRunMeasured(t *testing.T, args func(name string) []string) (*measure.Rep
 		if err != nil {
 			t.Fatalf("lab run --json: %v\n%s", err, r.stdout)
 		}
+		checkSchema(t, "lab run --json", r.stdout, false)
 		again := false
 		for _, row := range rep.Rows {
 			if refusedForSteal(row) {
@@ -260,6 +261,7 @@ func TestLabRunLongPaths(t *testing.T) {
 			if err != nil {
 				t.Fatalf("lab run --json: %v\n%s", err, r.stdout)
 			}
+			checkSchema(t, "lab run --json", r.stdout, false)
 			if rep.Scenario.DurationSeconds != c.time {
 				t.Errorf("sample length %v s, want %v s from the path", rep.Scenario.DurationSeconds, c.time)
 			}

@@ -76,6 +76,7 @@ func (b *measureBench) measureDoc(t *testing.T, args ...string) (*measure.Report
 	if r.code != 0 {
 		t.Fatalf("measure: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
+	checkSchema(t, "measure --json", r.stdout, false)
 	rep, err := measure.ReadJSON(strings.NewReader(r.stdout))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)

@@ -125,6 +125,7 @@ func TestPMTUMustShow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			checkSchema(t, "pmtu --json", string(out), false)
 			var r pmtuJSON
 			if err := json.Unmarshal(out, &r); err != nil {
 				t.Fatalf("%v\n%s", err, out)

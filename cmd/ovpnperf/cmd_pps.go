@@ -122,7 +122,7 @@ func runPPSServer(ctx context.Context, opts ppsServerOptions) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if opts.json {
-				_ = enc.Encode(e)
+				_ = enc.Encode(ppsEventLine{Schema: pps.EventSchema, Event: e})
 				return
 			}
 			fmt.Fprintln(opts.out, formatServerEvent(e))
@@ -136,6 +136,12 @@ func runPPSServer(ctx context.Context, opts ppsServerOptions) error {
 		}
 	}()
 	return s.Serve(ctx)
+}
+
+// ppsEventLine is one line of `pps server --json`.
+type ppsEventLine struct {
+	Schema string `json:"schema"`
+	pps.Event
 }
 
 func formatServerEvent(e pps.Event) string {

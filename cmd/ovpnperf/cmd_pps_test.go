@@ -100,6 +100,7 @@ func TestPPSClientServer(t *testing.T) {
 		t.Fatalf("--json output is not JSON: %v\n%s", err, r.stdout)
 	}
 	checkReportable(t, r.stdout, "Packets per second (pps)")
+	checkSchema(t, "pps client --json", r.stdout, false)
 	for _, k := range []string{"sent", "received", "lost", "pps_median", "rtt_p50_us", "rtt_p99_us", "series", "cpu", "server_report", "loss_percent"} {
 		if _, ok := res[k]; !ok {
 			t.Errorf("JSON lacks key %q", k)
@@ -151,8 +152,10 @@ func TestPPSServerOnce(t *testing.T) {
 	done := make(chan error, 1)
 	lines := bufio.NewScanner(out)
 	var events []map[string]any
+	var raw strings.Builder
 	go func() {
 		for lines.Scan() {
+			raw.WriteString(lines.Text() + "\n")
 			var e map[string]any
 			if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
 				t.Errorf("server line %q is not JSON", lines.Text())
@@ -180,6 +183,9 @@ func TestPPSServerOnce(t *testing.T) {
 	}
 	if len(events) != 2 || events[0]["event"] != "accepted" || events[1]["event"] != "finished" {
 		t.Errorf("events %v", events)
+	}
+	if ids := checkSchema(t, "pps server --json", raw.String(), true); len(ids) != 2 {
+		t.Errorf("pps server --json: %d lines follow their schema, want 2", len(ids))
 	}
 }
 

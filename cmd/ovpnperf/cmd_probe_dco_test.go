@@ -50,6 +50,7 @@ func TestProbeDCO(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConf(t, dir, "server.conf", "dev tun\ntls-server\ndh none\nserver 10.8.0.0 255.255.255.0\ncompress lz4-v2\nfragment 1300\n")
 	r := ovpnperf(t, "probe", "127.0.0.1", "--pings", "10", "--no-crypto", "--pps-port", "0", "--config", cfg, "--json").mustSucceed(t)
+	checkSchema(t, "probe --json", r.stdout, false)
 	rep, err := probe.Decode(strings.NewReader(r.stdout))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)

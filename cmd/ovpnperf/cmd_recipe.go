@@ -223,18 +223,28 @@ func (o recipeOptions) recipeOptions() (recipe.Options, error) {
 	return opts, nil
 }
 
+// recipeListSchema names the document of `recipe list --json`.
+const recipeListSchema = "ovpnperf/recipe-list/v1"
+
+// recipeList is `recipe list --json`.
+type recipeList struct {
+	Schema  string       `json:"schema"`
+	Recipes []recipeItem `json:"recipes"`
+}
+
+type recipeItem struct {
+	Name    string `json:"name"`
+	Summary string `json:"summary"`
+	Source  string `json:"source"`
+}
+
 func listRecipes(w io.Writer, asJSON bool) error {
-	type item struct {
-		Name    string `json:"name"`
-		Summary string `json:"summary"`
-		Source  string `json:"source"`
-	}
-	var items []item
+	items := []recipeItem{}
 	for _, r := range recipe.All() {
-		items = append(items, item{r.Name, r.Summary, r.Source})
+		items = append(items, recipeItem{r.Name, r.Summary, r.Source})
 	}
 	if asJSON {
-		return writeJSON(w, items)
+		return writeJSON(w, recipeList{Schema: recipeListSchema, Recipes: items})
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, it := range items {

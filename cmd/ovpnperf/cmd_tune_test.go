@@ -56,6 +56,7 @@ func TestTuneBudget(t *testing.T) {
 	if took > budget+25*time.Second {
 		t.Errorf("tune with --budget %v took %v", budget, took)
 	}
+	checkSchema(t, "tune --json", stdout.String(), false)
 	var res tune.Result
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		t.Fatalf("JSON: %v\n%s", err, stdout.String())

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -20,6 +22,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
 )
 
 // An example is one command line shown to users: an `Examples:` line of a
@@ -190,6 +193,12 @@ var exampleRules = map[string]exampleRule{
 	"ovpnperf cluster serve --config /etc/openvpn/server.conf --instances auto --pool 10.8.0.0/20 --registry etcd://10.0.0.11:2379,10.0.0.12:2379,10.0.0.13:2379 --registry-cluster vpn --registry-ca /etc/ovpnperf/etcd-ca.crt --registry-cert /etc/ovpnperf/hostA-serve.crt --registry-key /etc/ovpnperf/hostA-serve.key --registry-host hostA --advertise 203.0.113.10 --registry-ttl 10s": {skip: outsideHost},
 	"ovpnperf cluster dispatch --registry etcd://10.0.0.11:2379,10.0.0.12:2379,10.0.0.13:2379 --registry-cluster vpn --registry-ca etcd-ca.crt --registry-cert d1-dispatch.crt --registry-key d1-dispatch.key --listen 0.0.0.0:8443 --ca ovpn-ca.crt --cert d1.crt --key d1.key --strategy least-loaded --metrics 127.0.0.1:9188":                                                             {skip: outsideHost},
 	"ovpnperf cluster status --registry etcd://10.0.0.11:2379 --registry-cluster vpn --registry-ca etcd-ca.crt --registry-cert d1-dispatch.crt --registry-key d1-dispatch.key":                                                                                                                                                                                                                {skip: outsideHost},
+
+	// schema: recorded lab runs, and a document made here.
+	"ovpnperf schema check before.json after.json":      {files: []string{"before.json", "after.json"}},
+	"ovpnperf version --json | ovpnperf schema check -": {},
+	"ovpnperf schema list":                              {},
+	"ovpnperf schema show ovpnperf/run/v2":              {},
 
 	// version
 	"ovpnperf version":        {},
@@ -394,6 +403,9 @@ func (env *exampleEnv) makeFile(dir, name string) {
 	if len(b) == 0 {
 		t.Fatalf("%s: empty", name)
 	}
+	if strings.HasSuffix(name, ".json") {
+		checkSchema(t, "example file "+name, string(b), false)
+	}
 	if err := os.WriteFile(filepath.Join(dir, name), b, mode); err != nil {
 		t.Fatal(err)
 	}
@@ -417,6 +429,8 @@ func TestEveryExample(t *testing.T) {
 		}
 	})
 	files := t.TempDir()
+	schemaChecked := map[string]int{}
+	t.Cleanup(func() { t.Logf("documents checked against their schema: %v", schemaChecked) })
 	examples := append(helpExamples(), docExamples(t)...)
 	done := map[string]bool{}
 	for _, e := range examples {
@@ -456,9 +470,29 @@ func TestEveryExample(t *testing.T) {
 				t.Errorf("%s: %s\n  ran %s\n  exit %d after SIGTERM, want %d:\n%s", e.where, e.text, cmd, code, r.exit, bg.output())
 			}
 		} else {
-			code, out := runExample(dir, cmd)
+			code, stdout, out := runExample(dir, cmd)
 			if code != r.exit {
 				t.Errorf("%s: %s\n  ran %s\n  exit %d, want %d:\n%s", e.where, e.text, cmd, code, r.exit, out)
+			} else if strings.Contains(e.text, " --json") && !strings.ContainsAny(e.text, ">|") {
+				// What it printed follows its schema (docs/schemas).
+				for _, id := range checkSchema(t, e.text, stdout, false) {
+					schemaChecked[id]++
+				}
+			}
+		}
+		// And every document it wrote (lab calibrate's --record).
+		if written, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(written) > 0 {
+			for _, f := range written {
+				if slices.Contains(r.files, filepath.Base(f)) {
+					continue
+				}
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, id := range checkSchema(t, e.text+": "+filepath.Base(f), string(b), false) {
+					schemaChecked[id]++
+				}
 			}
 		}
 		if with != nil {
@@ -482,19 +516,25 @@ func TestEveryExample(t *testing.T) {
 	}
 }
 
-// runExample runs one example line with sh in dir, with a 2-minute limit.
-func runExample(dir, line string) (int, string) {
+// runExample runs one example line with sh in dir, with a 2-minute limit,
+// and returns its exit status, its standard output, and both outputs.
+func runExample(dir, line string) (int, string, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := runner.Command(ctx, "sh", "-c", line)
 	c.Dir = dir
-	out, err := c.CombinedOutput()
+	// Both outputs go to one buffer, in the order they came, from the two
+	// goroutines exec copies them with.
+	var stdout bytes.Buffer
+	var both syncbuf.Buffer
+	c.Stdout, c.Stderr = io.MultiWriter(&stdout, &both), &both
+	err := c.Run()
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
-		return ee.ExitCode(), string(out)
+		return ee.ExitCode(), stdout.String(), both.String()
 	case err != nil:
-		return -1, err.Error() + "\n" + string(out)
+		return -1, stdout.String(), err.Error() + "\n" + both.String()
 	}
-	return 0, string(out)
+	return 0, stdout.String(), both.String()
 }

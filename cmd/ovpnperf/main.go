@@ -85,7 +85,7 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 // (written through outputfile) and start no program: on SIGINT or SIGTERM
 // they exit at once, wherever they are (reading, checking or rendering a
 // document of tens of MiB takes seconds that no context check interrupts).
-var quickExitCommands = []string{"ovpnperf report", "ovpnperf compare", "ovpnperf analyze", "ovpnperf advise"}
+var quickExitCommands = []string{"ovpnperf report", "ovpnperf compare", "ovpnperf analyze", "ovpnperf advise", "ovpnperf schema check"}
 
 // quickExit is set when one of quickExitCommands starts running.
 var quickExit atomic.Bool

@@ -19,6 +19,10 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/rules"
 )
 
+// Schema names the JSON document of `ovpnperf advise --json`: the Advice
+// with the schema and the command line (written by the command).
+const Schema = "ovpnperf/advise/v1"
+
 // Input describes the path and the machines. Zero means "not known" for
 // every numeric field; Validate refuses values that cannot be true.
 type Input struct {

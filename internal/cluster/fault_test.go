@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/docs/schemas"
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
@@ -220,6 +221,9 @@ func TestStopAndClean(t *testing.T) {
 					}
 				}
 				if up == 4 {
+					if _, err := schemas.Check(r); err != nil {
+						t.Errorf("cluster status --json: %v\n%s", err, r)
+					}
 					break
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -22,6 +23,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/ovpnperf/ovpnperf/docs/schemas"
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/etcdsrv"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
@@ -626,6 +628,20 @@ func TestRegistryAcrossHosts(t *testing.T) {
 	}
 	if rs.Schema != cluster.RegistryStatusSchema || len(rs.Hosts) != 2 {
 		t.Errorf("cluster status --registry: %s, want 2 hosts", out)
+	}
+	if _, err := schemas.Check(out); err != nil {
+		t.Errorf("cluster status --registry --json: %v", err)
+	}
+	// So does a dispatcher's /status.
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+r.mets[0]+"/status", nil)
+	if resp, err := r.httpClient().Do(req); err != nil {
+		t.Errorf("dispatcher /status: %v", err)
+	} else {
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if _, cerr := schemas.Check(b); err != nil || cerr != nil {
+			t.Errorf("dispatcher /status: %v %v\n%s", err, cerr, b)
+		}
 	}
 	text, err := r.l.Command(ctx, lab.Client, append([]string{r.bin, "cluster", "status"}, r.registryFlags(etcdsrv.UserDispatch)...)...).CombinedOutput()
 	if err != nil {

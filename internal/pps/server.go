@@ -48,6 +48,10 @@ type Server struct {
 	bound      chan net.Addr
 }
 
+// EventSchema names one line of `ovpnperf pps server --json`: an Event
+// with the schema (written by the command).
+const EventSchema = "ovpnperf/pps-event/v1"
+
 // Event is something that happened to a session.
 type Event struct {
 	Time time.Time `json:"time"`
