@@ -2,12 +2,9 @@ package exporter_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +19,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/promtest"
 	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
@@ -39,88 +37,6 @@ const (
 	clusterAddr    = "127.0.0.1:9235"
 	prometheusAddr = "127.0.0.1:9090"
 )
-
-// promAPI asks the Prometheus that listens in namespace ns.
-type promAPI struct {
-	t *testing.T
-	c *http.Client
-}
-
-func newPromAPI(t *testing.T, ns string) *promAPI {
-	return &promAPI{t: t, c: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
-			var conn net.Conn
-			err := netns.Do(ns, func() (err error) {
-				conn, err = net.DialTimeout(network, addr, 5*time.Second)
-				return err
-			})
-			return conn, err
-		}}}}
-}
-
-// get decodes the data of an API answer into v; an answer other than
-// "success" is an error.
-func (p *promAPI) get(path string, q url.Values, v any) error {
-	resp, err := p.c.Get("http://" + prometheusAddr + path + "?" + q.Encode())
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var a struct {
-		Status, Error string
-		Data          json.RawMessage
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
-		return fmt.Errorf("%s: %v", path, err)
-	}
-	if a.Status != "success" {
-		return fmt.Errorf("%s %v: %s %s", path, q, a.Status, a.Error)
-	}
-	return json.Unmarshal(a.Data, v)
-}
-
-type sample struct {
-	Metric map[string]string
-	Value  [2]any
-}
-
-func (s sample) value() float64 {
-	str, _ := s.Value[1].(string)
-	f, _ := strconv.ParseFloat(str, 64)
-	return f
-}
-
-// query evaluates expr now; a query Prometheus refuses fails the test.
-func (p *promAPI) query(expr string) []sample {
-	p.t.Helper()
-	var d struct {
-		ResultType string
-		Result     []sample
-	}
-	if err := p.get("/api/v1/query", url.Values{"query": {expr}}, &d); err != nil {
-		p.t.Fatalf("query %q: %v", expr, err)
-	}
-	if d.ResultType != "vector" {
-		p.t.Fatalf("query %q: result type %s, want vector", expr, d.ResultType)
-	}
-	return d.Result
-}
-
-// conditionLHS returns the expression an alert compares with a number
-// ("rate(x[5m]) > 0" → "rate(x[5m])"); the rules file keeps that form so
-// that its metric side can be evaluated on its own.
-func conditionLHS(expr string) (string, bool) {
-	for _, op := range []string{" > ", " >= ", " == ", " != ", " < ", " <= "} {
-		i := strings.LastIndex(expr, op)
-		if i < 0 {
-			continue
-		}
-		if _, err := strconv.ParseFloat(strings.TrimSpace(expr[i+len(op):]), 64); err == nil {
-			return strings.TrimSpace(expr[:i]), true
-		}
-	}
-	return "", false
-}
 
 // TestExporterPrometheus runs Debian's Prometheus in a lab, scraping
 // `ovpnperf exporter` (with --client-labels) while two real OpenVPN tunnels
@@ -195,40 +111,12 @@ func TestExporterPrometheus(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = exp.Stop() })
 
-	// Prometheus's files are its own (0644 and 0755, whatever the umask
-	// says for some): outside the lab directory, whose files must be
-	// private; t.TempDir removes them after Prometheus stopped.
-	dir := t.TempDir()
-	rules, err := filepath.Abs(rulesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s, scrape_timeout: 900ms}
-rule_files: [%q]
-scrape_configs:
-  - job_name: exporter
-    static_configs: [{targets: [%q]}]
-  - job_name: cluster
-    static_configs: [{targets: [%q]}]
-`, rules, exporterAddr, clusterAddr)
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	promLog := filepath.Join(dir, "prometheus.log")
-	prom, err := l.Start(ctx, lab.Server, promLog, "prometheus", "--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+prometheusAddr, "--log.level=warn")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = prom.Stop()
-		if t.Failed() {
-			b, _ := os.ReadFile(promLog)
-			t.Logf("prometheus log:\n%s", b)
-		}
-	})
+	api := labtest.Prometheus(t, l, lab.Server, prometheusAddr, map[string]string{"exporter": exporterAddr, "cluster": clusterAddr}, rulesFile)
 
-	// Traffic through the tunnels while Prometheus scrapes.
+	// Traffic through the tunnels while Prometheus scrapes: after its
+	// first scrape of both targets (it may take longer to start than the
+	// pings last on a busy machine).
+	api.WaitScraped(2, 1, 30*time.Second)
 	var pings []*exec.Cmd
 	var pingOut syncbuf.Buffer
 	for _, tu := range tunnels {
@@ -240,24 +128,8 @@ scrape_configs:
 		pings = append(pings, ping)
 	}
 
-	api := newPromAPI(t, ns)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// At least 4 scrapes of each target, all up, and every rule
-		// evaluated.
-		ready := 0
-		var ups []sample
-		if err := api.get("/api/v1/query", url.Values{"query": {`min_over_time(up[1m]) == 1 and count_over_time(up[1m]) >= 4`}}, &struct{ Result *[]sample }{&ups}); err == nil {
-			ready = len(ups)
-		}
-		if ready == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus did not scrape both targets 4 times in 30 s (%d ready)", ready)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	// At least 4 scrapes of each target, all up.
+	api.WaitScraped(2, 4, 30*time.Second)
 
 	for _, ping := range pings {
 		if err := ping.Wait(); err != nil {
@@ -269,71 +141,67 @@ scrape_configs:
 	// that the real OpenVPN wrote in version 1 and 2: one client, by
 	// name, and tun packets during the pings.
 	for v, dev := range srvDevs {
-		if got := api.query(fmt.Sprintf(`ovpnperf_openvpn_process_info{dev=%q, status_version="%d"}`, dev, v)); len(got) != 1 {
+		if got := api.Query(fmt.Sprintf(`ovpnperf_openvpn_process_info{dev=%q, status_version="%d"}`, dev, v)); len(got) != 1 {
 			t.Errorf("process_info of %s, status-version %d: %v", dev, v, got)
 		}
-		if got := api.query(fmt.Sprintf(`ovpnperf_openvpn_clients{dev=%q}`, dev)); len(got) != 1 || got[0].value() != 1 {
+		if got := api.Query(fmt.Sprintf(`ovpnperf_openvpn_clients{dev=%q}`, dev)); len(got) != 1 || got[0].Float() != 1 {
 			t.Errorf("ovpnperf_openvpn_clients of %s: %v, want 1", dev, got)
 		}
-		if got := api.query(fmt.Sprintf(`ovpnperf_openvpn_client_received_bytes_total{dev=%q, common_name="ovpnperf client"} > 0`, dev)); len(got) != 1 {
+		if got := api.Query(fmt.Sprintf(`ovpnperf_openvpn_client_received_bytes_total{dev=%q, common_name="ovpnperf client"} > 0`, dev)); len(got) != 1 {
 			t.Errorf("per-client bytes of %s's client: %v, want one series > 0", dev, got)
 		}
-		if got := api.query(fmt.Sprintf(`increase(ovpnperf_openvpn_tun_receive_packets_total{dev=%q}[1m]) > 0`, dev)); len(got) != 1 {
+		if got := api.Query(fmt.Sprintf(`increase(ovpnperf_openvpn_tun_receive_packets_total{dev=%q}[1m]) > 0`, dev)); len(got) != 1 {
 			t.Errorf("tun packets of %s during the pings: %v, want one series > 0", dev, got)
 		}
 	}
 	// The cluster's instance writes status-version 3 (no clients).
-	if got := api.query(`ovpnperf_openvpn_process_info{status_version="3"} and on(dev) ovpnperf_openvpn_clients == 0`); len(got) != 1 {
+	if got := api.Query(`ovpnperf_openvpn_process_info{status_version="3"} and on(dev) ovpnperf_openvpn_clients == 0`); len(got) != 1 {
 		t.Errorf("the cluster instance's status-version 3 file: %v, want one process with 0 clients", got)
 	}
 
 	for title, exprs := range dashboardQueries(t) {
 		for _, e := range exprs {
-			if got := api.query(e); len(got) == 0 {
+			if watchQuery(e) {
+				continue // watch's panels: its own test (cmd/ovpnperf) asks them
+			}
+			if got := api.Query(e); len(got) == 0 {
 				t.Errorf("dashboard panel %q: %s returns no series", title, e)
 			}
 		}
 	}
 
-	var rg struct {
-		Groups []struct {
-			Name  string
-			Rules []struct {
-				Name, Query, Health, LastError string
-				LastEvaluation                 time.Time
-			}
-		}
-	}
 	// Rules are evaluated every second; wait for one round after the
 	// scrapes.
 	time.Sleep(1500 * time.Millisecond)
-	if err := api.get("/api/v1/rules", url.Values{"type": {"alert"}}, &rg); err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, g := range rg.Groups {
-		for _, r := range g.Rules {
-			n++
-			if r.Health != "ok" || r.LastEvaluation.IsZero() {
-				t.Errorf("rule %s: health %q, last evaluation %v, error %q", r.Name, r.Health, r.LastEvaluation, r.LastError)
-			}
-			lhs, ok := conditionLHS(r.Query)
-			if !ok {
-				t.Errorf("rule %s: %q is not EXPR OP NUMBER", r.Name, r.Query)
-				continue
-			}
-			m := metricName.FindString(lhs)
-			exists := len(api.query("count("+m+")")) > 0
-			got := api.query(lhs)
-			switch {
-			case exists && len(got) == 0:
-				t.Errorf("rule %s: %s returns no series though %s exists", r.Name, lhs, m)
-			case !exists && !strings.HasPrefix(m, "ovpnperf_cluster_registry_"):
-				t.Errorf("rule %s: its metric %s has no series here", r.Name, m)
-			}
+	for _, r := range api.AlertRules() {
+		n++
+		if r.Health != "ok" || r.LastEvaluation.IsZero() {
+			t.Errorf("rule %s: health %q, last evaluation %v, error %q", r.Name, r.Health, r.LastEvaluation, r.LastError)
+		}
+		lhs, ok := promtest.ConditionLHS(r.Query)
+		if !ok {
+			t.Errorf("rule %s: %q is not EXPR OP NUMBER", r.Name, r.Query)
+			continue
+		}
+		if watchQuery(lhs) {
+			continue // the watch group's metrics: its own test
+		}
+		m := metricName.FindString(lhs)
+		exists := len(api.Query("count("+m+")")) > 0
+		got := api.Query(lhs)
+		switch {
+		case exists && len(got) == 0:
+			t.Errorf("rule %s: %s returns no series though %s exists", r.Name, lhs, m)
+		case !exists && !strings.HasPrefix(m, "ovpnperf_cluster_registry_"):
+			t.Errorf("rule %s: its metric %s has no series here", r.Name, m)
 		}
 	}
 	if n == 0 {
 		t.Fatal("Prometheus loaded no alert rules")
 	}
 }
+
+// watchQuery reports whether a query asks for metrics of `ovpnperf watch`,
+// which this test does not run (cmd/ovpnperf's TestWatchPrometheus does).
+func watchQuery(expr string) bool { return strings.Contains(expr, "ovpnperf_watch_") }
