@@ -121,6 +121,18 @@ type seen struct {
 	// Unlabelled counts SVG charts without a <title> and <desc>.
 	Unlabelled int    `json:"unlabelled"`
 	Background string `json:"background"`
+	// Bands are the watch page's limit bands, Rows its rounds table's
+	// rows, each as drawn.
+	Bands []struct {
+		Round     string  `json:"round"`
+		Direction string  `json:"direction"`
+		Limit     string  `json:"limit"`
+		Width     float64 `json:"width"`
+	} `json:"bands"`
+	Rows []struct {
+		Result string `json:"result"`
+		Cells  int    `json:"cells"`
+	} `json:"rows"`
 }
 
 // collect is run in the page: it reads what is drawn, not the source.
@@ -139,6 +151,8 @@ const collect = `(() => {
     text: document.body.innerText,
     unlabelled: [...document.querySelectorAll('svg.chart')].filter(s => !s.querySelector(':scope > title') || !s.querySelector(':scope > desc') || s.getAttribute('role') !== 'img').length,
     background: getComputedStyle(document.body).backgroundColor,
+    bands: [...document.querySelectorAll('svg.chart rect.band')].map(r => ({round: r.dataset.round || '', direction: r.dataset.direction || '', limit: r.dataset.limit || '', width: vis(r) ? r.getBoundingClientRect().width : 0})),
+    rows: [...document.querySelectorAll('table.watch-rounds tr[data-result]')].filter(vis).map(r => ({result: r.dataset.result, cells: r.querySelectorAll('td').length})),
   };
 })()`
 
@@ -446,6 +460,61 @@ func TestInChromium(t *testing.T) {
 		for _, s := range []string{"last: signal: killed", "4, 4 up", "ovpnperf cluster status"} {
 			if !strings.Contains(got.Text, s) {
 				t.Errorf("the page does not show %q", s)
+			}
+		}
+	})
+
+	t.Run("watch", func(t *testing.T) {
+		docs := load(t, "watch-history.jsonl")
+		got := open(t, b, writePage(t, "watch-history", docs), "report-watch")
+		rounds := docs[0].Watch
+		// A band with a width for each direction of every measured
+		// round, named by the limit its findings confirmed.
+		measured := 0
+		for i := range rounds {
+			r := &rounds[i]
+			if r.Run == nil {
+				continue
+			}
+			measured++
+			for _, dir := range []string{measure.DirectionUp, measure.DirectionDown} {
+				want := string(bindingLimit(r, dir))
+				if want == "" {
+					want = "not judged"
+				}
+				found := false
+				for _, band := range got.Bands {
+					found = found || band.Round == fmt.Sprint(r.Seq) && band.Direction == dir && band.Limit == want && band.Width >= 1
+				}
+				if !found {
+					t.Errorf("round %d %s: no visible band of limit %q", r.Seq, dir, want)
+				}
+			}
+		}
+		if measured == 0 || len(got.Bands) != 2*measured {
+			t.Errorf("%d bands drawn, want 2 for each of the %d measured rounds", len(got.Bands), measured)
+		}
+		// A visible table row per round, in order, with every column.
+		if len(got.Rows) != len(rounds) {
+			t.Fatalf("%d rows in the rounds table, want %d", len(got.Rows), len(rounds))
+		}
+		for i, row := range got.Rows {
+			if row.Result != rounds[i].Result || row.Cells != 11 {
+				t.Errorf("row %d: result %q with %d cells, want %q with 11", i+1, row.Result, row.Cells, rounds[i].Result)
+			}
+		}
+		for _, chart := range []string{"TCP rate inside and outside the tunnel", "Round trip between rounds", "Binding limit per round"} {
+			found := false
+			for _, title := range got.Titles {
+				found = found || title == chart
+			}
+			if !found {
+				t.Errorf("no chart %q among %q", chart, got.Titles)
+			}
+		}
+		for _, unit := range []string{"Mbit/s", "ms"} {
+			if !hasAxis(got, unit) {
+				t.Errorf("no axis labelled %q among %q", unit, got.Axes)
 			}
 		}
 	})
