@@ -13,7 +13,6 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
-	"github.com/ovpnperf/ovpnperf/internal/tunnel"
 )
 
 // BenchmarkWatchRecordedHour records what docs/watch.md shows: `watch
@@ -61,32 +60,13 @@ func BenchmarkWatchRecordedHour(b *testing.B) {
 		if err := w.Start(); err != nil {
 			b.Fatal(err)
 		}
-		port := strconv.Itoa(tunnel.BasePort)
-		// A packet-rate limit on the tunnel's datagrams only: 450 per
-		// second of about 1400 bytes each way, the rest dropped.
-		rules := [][]string{
-			{"-I", "FORWARD", "1", "-p", "udp", "--dport", port, "-m", "limit", "--limit", "450/sec", "--limit-burst", "50", "-j", "ACCEPT"},
-			{"-I", "FORWARD", "2", "-p", "udp", "--dport", port, "-j", "DROP"},
-			{"-I", "FORWARD", "3", "-p", "udp", "--sport", port, "-m", "limit", "--limit", "450/sec", "--limit-burst", "50", "-j", "ACCEPT"},
-			{"-I", "FORWARD", "4", "-p", "udp", "--sport", port, "-j", "DROP"},
-		}
-		iptables := func(args ...string) {
-			// Equivalent to: ip netns exec ovpnperf-NAME-router iptables …
-			c := mb.lab.Command(context.Background(), lab.Router, append([]string{"iptables", "-w"}, args...)...)
-			if o, err := c.CombinedOutput(); err != nil {
-				b.Fatalf("iptables %v: %v\n%s", args, err, o)
-			}
-		}
 		time.Sleep(limitFrom)
 		load, _ := hostinfo.LoadAvg()
 		fmt.Fprintf(out, "# %s: tunnel limited to 450 packets/s each way (load %.2f %.2f %.2f)\n", time.Now().UTC().Format(time.RFC3339), load[0], load[1], load[2])
-		for _, r := range rules {
-			iptables(r...)
-		}
+		// 450 datagrams a second of about 1400 bytes each way.
+		unlimit := limitTunnelPackets(b, mb.lab, 450)
 		time.Sleep(limitTo - limitFrom)
-		for i := len(rules) - 1; i >= 0; i-- {
-			iptables(append([]string{"-D", "FORWARD"}, rules[i][3:]...)...)
-		}
+		unlimit()
 		load, _ = hostinfo.LoadAvg()
 		fmt.Fprintf(out, "# %s: limit removed (load %.2f %.2f %.2f)\n", time.Now().UTC().Format(time.RFC3339), load[0], load[1], load[2])
 		time.Sleep(total - time.Since(start))
