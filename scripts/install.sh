@@ -27,8 +27,7 @@ need=(
   "sysctl:procps" "gcc:gcc" "git:git" "chromium:chromium"
   "systemd-analyze:systemd" "man:man-db" "dpkg-deb:dpkg"
   "etcd:etcd-server" "etcdctl:etcd-client" "nft:nftables"
-  "jq:jq"
-  "prometheus:prometheus" "promtool:prometheus"
+  "jq:jq" "prometheus:prometheus" "promtool:prometheus"
 )
 missing=()
 for pair in "${need[@]}"; do
