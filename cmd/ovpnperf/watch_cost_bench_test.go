@@ -40,9 +40,9 @@ const echoIPBytes = 84
 //	CPU   = 4 × (round CPU ÷ rounds) + 720 × (passive CPU ÷ passive probes)
 //	bytes = 4 × (round bytes ÷ rounds) + 720 × 2 echoes × 84 bytes
 //
-// up to the end of the last round the history holds, where a passive
-// probe is one second of passive time (one counter read
-// and two echoes at --probe-interval 1s) and a round's bytes are the
+// with the CPU counted up to the end of the last round the history holds;
+// a passive probe is one second of passive time (one counter read and two
+// echoes at --probe-interval 1s) and a round's bytes are the
 // iperf3 bytes of its run document (each interval's rate × its length,
 // the warm-up included), up (sent by this host) and down (sent to it).
 // No Prometheus scrapes it here.
