@@ -9,6 +9,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // ReportVersion is the version of the JSON layout of Report.
@@ -263,7 +264,7 @@ func figure(samples []SpeedResult) (Figure, bool) {
 		}
 	}
 	slices.Sort(v)
-	f.BytesPerSecond = measure.Median(v)
+	f.BytesPerSecond = verdict.Median(v)
 	f.MinBytesPerSecond, f.MaxBytesPerSecond = v[0], v[len(v)-1]
 	f.CPUSeconds = round(f.CPUSeconds, 2)
 	return f, true
@@ -510,7 +511,7 @@ func noise(opts Options, m Measurements) Noise {
 	}
 	slices.Sort(spreads)
 	n.Compared = len(spreads)
-	n.MedianSpreadPercent = round(measure.Median(spreads), 1)
+	n.MedianSpreadPercent = round(verdict.Median(spreads), 1)
 	n.MaxSpreadPercent = round(spreads[len(spreads)-1], 1)
 	return n
 }

@@ -17,71 +17,6 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
-func TestStats(t *testing.T) {
-	nan := math.NaN()
-	for _, tc := range []struct {
-		xs               []float64
-		median, min, max float64
-		p25, p90         float64
-		rel              float64
-	}{
-		{nil, nan, nan, nan, nan, nan, 0},
-		{[]float64{5}, 5, 5, 5, 5, 5, 0},
-		{[]float64{3, 1, 2}, 2, 1, 3, 1.5, 2.8, 1},
-		{[]float64{4, 1, 3, 2}, 2.5, 1, 4, 1.75, 3.7, 1.2},
-		{[]float64{48e6, 47e6, 49e6, 47.5e6, 48.5e6}, 48e6, 47e6, 49e6, 47.5e6, 48.8e6, 2.0 / 48},
-	} {
-		in := slices.Clone(tc.xs)
-		eq := func(name string, got, want float64) {
-			t.Helper()
-			if math.IsNaN(want) != math.IsNaN(got) || (!math.IsNaN(want) && math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want))) {
-				t.Errorf("%s(%v) = %v, want %v", name, tc.xs, got, want)
-			}
-		}
-		eq("Median", Median(tc.xs), tc.median)
-		eq("Min", Min(tc.xs), tc.min)
-		eq("Max", Max(tc.xs), tc.max)
-		eq("P25", Percentile(tc.xs, 25), tc.p25)
-		eq("P90", Percentile(tc.xs, 90), tc.p90)
-		s := Summarize(tc.xs)
-		if len(tc.xs) == 0 {
-			if s != (Spread{}) {
-				t.Errorf("Summarize(nil) = %+v", s)
-			}
-		} else {
-			eq("Summarize.Median", s.Median, tc.median)
-			eq("Summarize.RelRange", s.RelRange, tc.rel)
-			if s.N != len(tc.xs) {
-				t.Errorf("N = %d", s.N)
-			}
-		}
-		if !slices.Equal(in, tc.xs) {
-			t.Errorf("input reordered: %v → %v", in, tc.xs)
-		}
-	}
-	if !math.IsNaN(Percentile([]float64{1}, 101)) || !math.IsNaN(Percentile([]float64{1}, -1)) {
-		t.Error("percentile outside 0–100 not NaN")
-	}
-	if Percentile([]float64{1, 2, 3}, 0) != 1 || Percentile([]float64{1, 2, 3}, 100) != 3 {
-		t.Error("percentile ends")
-	}
-}
-
-func TestSpreadOverlaps(t *testing.T) {
-	a := Summarize([]float64{10, 12, 11})
-	b := Summarize([]float64{11.5, 13, 14})
-	c := Summarize([]float64{20, 21})
-	if !a.Overlaps(b) || !b.Overlaps(a) {
-		t.Error("a, b overlap")
-	}
-	if a.Overlaps(c) || c.Overlaps(a) {
-		t.Error("a, c do not overlap")
-	}
-	if a.Overlaps(Spread{}) {
-		t.Error("empty overlaps")
-	}
-}
-
 func TestFormat(t *testing.T) {
 	for _, tc := range []struct {
 		got, want string
@@ -94,9 +29,9 @@ func TestFormat(t *testing.T) {
 		{FormatMbps(2.345e9), "2345"},
 		{FormatMbps(math.NaN()), "-"},
 		{FormatRate(47.34e6), "47.3 Mbit/s"},
-		{FormatMbpsSpread(Summarize([]float64{47e6, 48e6, 49.01e6})), "48.0 (47.0–49.0)"},
-		{FormatMbpsSpread(Summarize([]float64{47e6})), "47.0"},
-		{FormatMbpsSpread(Spread{}), "-"},
+		{FormatMbpsSpread(verdict.Of([]float64{47e6, 48e6, 49.01e6})), "48.0 (47.0–49.0)"},
+		{FormatMbpsSpread(verdict.Of([]float64{47e6})), "47.0"},
+		{FormatMbpsSpread(verdict.Spread{}), "-"},
 		{FormatRatio(0.9612), "0.96"},
 		{FormatRatio(0), "-"},
 		{FormatCPUPerGB(map[string]float64{"iperf3": 0.4212, "client": 1.2, "server": 13.12, "emulator": 120.4}),

@@ -1,7 +1,7 @@
 // Package measure holds what ovpnperf's measuring commands (`lab run`, the
 // recipes) report: the versioned JSON document (Report, Schema), the host
-// it was measured on (HostInfo, CollectHost), the statistics over repeated
-// samples (Median, Percentile, Summarize), why a sample or a row was
+// it was measured on (HostInfo, CollectHost), the spread of each row's
+// samples (by internal/verdict, the one place statistics are taken), why a sample or a row was
 // refused (Refusal: a kind and figures, and its sentence), the text table
 // people read (RenderTable) and the progress display shown while
 // measuring.
@@ -271,7 +271,7 @@ func (r *Row) AddSample(bps float64) {
 // Summarize sets MedianBps, MinBps and MaxBps from SamplesBps (0 without
 // samples: a row without samples is not Valid).
 func (r *Row) Summarize() {
-	s := Summarize(r.SamplesBps)
+	s := verdict.Of(r.SamplesBps)
 	r.MedianBps, r.MinBps, r.MaxBps = s.Median, s.Min, s.Max
 }
 

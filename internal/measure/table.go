@@ -9,6 +9,7 @@ import (
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // maxErrorWidth keeps a long error from widening the table; the JSON has
@@ -117,7 +118,7 @@ func renderNetwork(g rowGroup, extra []Column) string {
 		if r.Path == PathRouted {
 			ratio = "baseline"
 		}
-		spread := FormatMbpsSpread(Summarize(r.SamplesBps))
+		spread := FormatMbpsSpread(verdict.Of(r.SamplesBps))
 		if r.NotTested != "" {
 			spread, ratio = "-", "-"
 		}

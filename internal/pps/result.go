@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // Interval is one line of the per-second series. Sent and lost count the
@@ -114,7 +115,7 @@ func (r *Result) summarize(h *histogram) {
 	if len(full) == 0 {
 		r.PPSMedian, r.PPSMin, r.PPSMax = r.PPSMean, r.PPSMean, r.PPSMean
 	} else {
-		r.PPSMedian = measure.Median(full)
+		r.PPSMedian = verdict.Median(full)
 		r.PPSMin, r.PPSMax = slices.Min(full), slices.Max(full)
 	}
 	if h.n > 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // The instances recipe: two clients load either one OpenVPN server process
@@ -534,7 +535,7 @@ func instVerdicts(rep *measure.Report) []measure.Verdict {
 		if two != nil {
 			if m, ok := extraAs[map[string][]float64](two.Extra["server_cpu_cores"]); ok {
 				for label := range m {
-					utils = append(utils, fmt.Sprintf("%s ran %.2f, waited %.2f", label, measure.Median(m[label]), instMedianExtra(two, "server_runqueue_wait", label)))
+					utils = append(utils, fmt.Sprintf("%s ran %.2f, waited %.2f", label, verdict.Median(m[label]), instMedianExtra(two, "server_runqueue_wait", label)))
 				}
 			}
 		}
@@ -560,7 +561,7 @@ func instMedianExtra(r *measure.Row, key, label string) float64 {
 	if !ok || len(m[label]) == 0 {
 		return -1
 	}
-	return measure.Median(m[label])
+	return verdict.Median(m[label])
 }
 
 func instMedianBusy(r *measure.Row) float64 {
@@ -571,7 +572,7 @@ func instMedianBusy(r *measure.Row) float64 {
 	if !ok || len(b) == 0 {
 		return -1
 	}
-	return measure.Median(b)
+	return verdict.Median(b)
 }
 
 func instBusy(r *measure.Row) string {

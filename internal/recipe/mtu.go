@@ -20,6 +20,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // The mtu recipe: on a path whose bottleneck has a 1492-byte MTU (a DSL
@@ -606,7 +607,7 @@ func mtuMedian(xs []int) int {
 	if len(f) == 0 {
 		return 0
 	}
-	return int(measure.Median(f))
+	return int(verdict.Median(f))
 }
 
 // mtuSame returns the common value of the successful searches (x > 0), how
@@ -758,7 +759,7 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 		rates = append(rates, t.Bps)
 		frags = append(frags, t.Fragments)
 	}
-	tcp := fmt.Sprintf("TCP %s Mbit/s with %v fragments", measure.FormatMbpsSpread(measure.Summarize(rates)), frags)
+	tcp := fmt.Sprintf("TCP %s Mbit/s with %v fragments", measure.FormatMbpsSpread(verdict.Of(rates)), frags)
 	if !m.Translation.DefaultMSSFixOK {
 		tcp += fmt.Sprintf("; for this path the translation recommends %s (inner MSS %d)", m.Translation.MSSFix, m.Translation.InnerMSS4)
 	}

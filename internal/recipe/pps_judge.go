@@ -44,32 +44,32 @@ var ppsColumns = []measure.Column{
 
 // ppsSpread is the spread of a row's echo rates, from its samples (payload
 // bit rates) and its payload size.
-func ppsSpread(r *measure.Row) (measure.Spread, bool) {
+func ppsSpread(r *measure.Row) (verdict.Spread, bool) {
 	if r == nil {
-		return measure.Spread{}, false
+		return verdict.Spread{}, false
 	}
 	size, ok := extraAs[int](r.Extra["size_bytes"])
 	if !ok || size <= 0 || len(r.SamplesBps) == 0 {
-		return measure.Spread{}, false
+		return verdict.Spread{}, false
 	}
 	v := make([]float64, len(r.SamplesBps))
 	for i, b := range r.SamplesBps {
 		v[i] = b / 8 / float64(size)
 	}
-	return measure.Summarize(v), true
+	return verdict.Of(v), true
 }
 
 // ppsRow finds the row of a variant at a size, with its pps spread.
-func ppsRow(rep *measure.Report, variant string, size int) (*measure.Row, measure.Spread, bool) {
+func ppsRow(rep *measure.Report, variant string, size int) (*measure.Row, verdict.Spread, bool) {
 	r := row(rep, ppsNetwork(size), variant, measure.DirectionUp)
 	if r == nil {
-		return nil, measure.Spread{}, false
+		return nil, verdict.Spread{}, false
 	}
 	sp, ok := ppsSpread(r)
 	return r, sp, ok && sp.Min > 0
 }
 
-func ppsText(sp measure.Spread, ok bool) string {
+func ppsText(sp verdict.Spread, ok bool) string {
 	if !ok {
 		return "no valid sample"
 	}
@@ -226,7 +226,7 @@ const ppsMinSamples = 3
 const ppsTooFew = "too few samples to tell a difference from noise (at least 3 per row: --repeat 3)"
 
 // ppsEnough reports whether every spread has ppsMinSamples samples.
-func ppsEnough(sps ...measure.Spread) bool {
+func ppsEnough(sps ...verdict.Spread) bool {
 	for _, sp := range sps {
 		if sp.N < ppsMinSamples {
 			return false
@@ -258,20 +258,20 @@ func ppsCPUSamples(r *measure.Row) ([]float64, bool) {
 		return nil, false
 	}
 	v, ok := extraAs[[]float64](r.Extra["cpu_s_per_mpkt_samples"])
-	return v, ok && len(v) > 0 && measure.Min(v) > 0
+	return v, ok && len(v) > 0 && verdict.Min(v) > 0
 }
 
 // ppsCPUSpread is the spread of a tunnel row's OpenVPN CPU-seconds per
 // million packets (= µs per packet), server and client together, per sample.
-func ppsCPUSpread(r *measure.Row) (measure.Spread, bool) {
+func ppsCPUSpread(r *measure.Row) (verdict.Spread, bool) {
 	if r == nil {
-		return measure.Spread{}, false
+		return verdict.Spread{}, false
 	}
 	v, ok := extraAs[[]float64](r.Extra["cpu_s_per_mpkt_samples"])
 	if !ok || len(v) == 0 {
-		return measure.Spread{}, false
+		return verdict.Spread{}, false
 	}
-	sp := measure.Summarize(v)
+	sp := verdict.Of(v)
 	return sp, sp.Min > 0
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // Fixed settings of every sample.
@@ -408,16 +409,16 @@ func ppsFill(r *measure.Row, acc *ppsAcc) {
 		r.Refuse(measure.Refusal{Kind: measure.RefusalNoValidSample})
 		return
 	}
-	sp := measure.Summarize(acc.rate)
+	sp := verdict.Of(acc.rate)
 	r.Extra["pps_samples"] = acc.rate
 	r.Extra["pps_median"], r.Extra["pps_min"], r.Extra["pps_max"] = sp.Median, sp.Min, sp.Max
-	r.Extra["sent_pps_median"] = measure.Median(acc.sentRate)
+	r.Extra["sent_pps_median"] = verdict.Median(acc.sentRate)
 	r.Extra["sent"], r.Extra["received"], r.Extra["lost"] = acc.sent, acc.received, acc.lost
 	r.Extra["loss_percent"] = 100 * float64(acc.lost) / float64(max(acc.sent, 1))
-	r.Extra["rtt_p50_us"] = measure.Median(acc.p50)
-	r.Extra["rtt_p99_us"] = measure.Median(acc.p99)
+	r.Extra["rtt_p50_us"] = verdict.Median(acc.p50)
+	r.Extra["rtt_p99_us"] = verdict.Median(acc.p99)
 	if len(acc.busy) > 0 {
-		r.Extra["host_cpu_busy_percent"] = measure.Median(acc.busy)
+		r.Extra["host_cpu_busy_percent"] = verdict.Median(acc.busy)
 	}
 	if r.Path == measure.PathTunnel && len(acc.cpu["server"]) > 0 {
 		// Per sample, both processes: what one packet cost OpenVPN.
@@ -429,12 +430,12 @@ func ppsFill(r *measure.Row, acc *ppsAcc) {
 		}
 		r.Extra["cpu_s_per_mpkt_samples"] = both
 		if len(acc.corePPS) > 0 {
-			r.Extra["openvpn_pps_per_core"] = measure.Median(acc.corePPS)
+			r.Extra["openvpn_pps_per_core"] = verdict.Median(acc.corePPS)
 		}
 		for _, side := range []string{"server", "client"} {
-			r.Extra["cpu_"+side+"_s_per_mpkt"] = measure.Median(acc.cpu[side])
+			r.Extra["cpu_"+side+"_s_per_mpkt"] = verdict.Median(acc.cpu[side])
 			if len(acc.cpuPct[side]) > 0 {
-				r.Extra["cpu_"+side+"_percent"] = measure.Median(acc.cpuPct[side])
+				r.Extra["cpu_"+side+"_percent"] = verdict.Median(acc.cpuPct[side])
 			}
 		}
 	}
