@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
@@ -39,7 +39,7 @@ type HostInfo struct {
 	// EmulationCeiling is what this host's `lab calibrate` record says
 	// about that backend's ceiling (measured, stale or not measured);
 	// absent without emulation. Set by the caller with the backend.
-	EmulationCeiling *emulate.CeilingReport `json:"emulation_ceiling,omitempty"`
+	EmulationCeiling *ceilingdoc.Report `json:"emulation_ceiling,omitempty"`
 }
 
 // CollectHost reads the kernel, CPU and program versions of this machine.
