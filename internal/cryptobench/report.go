@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
-	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
@@ -27,9 +26,9 @@ type Report struct {
 	// Argv is the command line, set by the command (absent in older documents).
 	Argv []string `json:"argv,omitempty"`
 	// Host is the machine, as every ovpnperf report describes it.
-	Host    *measure.HostInfo `json:"host,omitempty"`
-	OpenSSL string            `json:"openssl_version"`
-	CPU     CPUFacts          `json:"cpu"`
+	Host    *hostinfo.Host `json:"host,omitempty"`
+	OpenSSL string         `json:"openssl_version"`
+	CPU     CPUFacts       `json:"cpu"`
 	// AESNIUsed is derived from the measurements: AES-GCM runs at least
 	// SpeedupThreshold times faster as is than with AES-NI masked. Null when
 	// no AES-GCM cipher was measured.
@@ -158,7 +157,7 @@ type Noise struct {
 
 // Host describes the machine, gathered before measuring.
 type Host struct {
-	Machine          *measure.HostInfo
+	Machine          *hostinfo.Host
 	OpenSSL          string
 	CPU              hostinfo.CPU
 	Cores            int

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/golden"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -77,7 +78,7 @@ func TestRowJSONKeys(t *testing.T) {
 		}
 	}
 
-	rep := NewReport(HostInfo{}, Scenario{})
+	rep := NewReport(hostinfo.Host{}, Scenario{})
 	b, _ = json.Marshal(rep)
 	for _, k := range []string{`"schema":"ovpnperf/run/v2"`, `"host":{`, `"scenario":{`, `"rows":null`, `"started":`, `"finished":`} {
 		if !bytes.Contains(b, []byte(k)) {
@@ -89,7 +90,7 @@ func TestRowJSONKeys(t *testing.T) {
 func sampleReport() *Report {
 	rep := &Report{
 		Schema: Schema,
-		Host: HostInfo{Kernel: "6.18.44", Arch: "x86_64", CPUModel: "AMD EPYC", CPUs: 2, AESNI: true,
+		Host: hostinfo.Host{Kernel: "6.18.44", Arch: "x86_64", CPUModel: "AMD EPYC", CPUs: 2, AESNI: true,
 			OpenVPNVersion: "OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)]", Iperf3Version: "iperf 3.12 (cJSON 1.7.15)",
 			EmulationBackend: "nfqueue"},
 		Scenario: Scenario{Command: "lab run", DurationSeconds: 10, Repeat: 3, Parallel: 1, Networks: []Network{
@@ -237,7 +238,7 @@ func TestHostString(t *testing.T) {
 	if got := h.String(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if got := (HostInfo{CPUs: 1}).String(); got != "unknown CPU, 1 CPUs, no AES-NI; Linux" {
+	if got := (hostinfo.Host{CPUs: 1}).String(); got != "unknown CPU, 1 CPUs, no AES-NI; Linux" {
 		t.Errorf("empty host: %q", got)
 	}
 }
@@ -245,7 +246,7 @@ func TestHostString(t *testing.T) {
 // recipeReport has the shape of `ovpnperf recipe tcp`: published figures
 // beside measured ones, and a verdict. Figures invented, not measured.
 func recipeReport() *Report {
-	rep := &Report{Schema: Schema, Host: HostInfo{CPUModel: "AMD EPYC", CPUs: 2, Kernel: "6.18.44", Arch: "x86_64"},
+	rep := &Report{Schema: Schema, Host: hostinfo.Host{CPUModel: "AMD EPYC", CPUs: 2, Kernel: "6.18.44", Arch: "x86_64"},
 		Scenario: Scenario{Command: "recipe tcp", Networks: []Network{{Name: "lan", Description: "unshaped"}}}}
 	for _, v := range []struct {
 		name, proto string

@@ -1,6 +1,6 @@
 // Package measure holds what ovpnperf's measuring commands (`lab run`, the
 // recipes) report: the versioned JSON document (Report, Schema), the host
-// it was measured on (HostInfo, CollectHost), the spread of each row's
+// it was measured on (hostinfo.Host, CollectHost), the spread of each row's
 // samples (by internal/verdict, the one place statistics are taken), why a sample or a row was
 // refused (Refusal: a kind and figures, and its sentence), the text table
 // people read (RenderTable) and the progress display shown while
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -50,10 +51,10 @@ const (
 
 // Report is one run of a measuring command.
 type Report struct {
-	Schema   string   `json:"schema"`
-	Host     HostInfo `json:"host"`
-	Scenario Scenario `json:"scenario"`
-	Rows     []Row    `json:"rows"`
+	Schema   string        `json:"schema"`
+	Host     hostinfo.Host `json:"host"`
+	Scenario Scenario      `json:"scenario"`
+	Rows     []Row         `json:"rows"`
 	// Verdicts are a recipe's conclusions, computed from the rows.
 	Verdicts []Verdict `json:"verdicts,omitempty"`
 	// Findings are what the rows show (Findings), as data: every document
@@ -73,7 +74,7 @@ type Report struct {
 }
 
 // NewReport starts a report of the current schema.
-func NewReport(host HostInfo, sc Scenario) *Report {
+func NewReport(host hostinfo.Host, sc Scenario) *Report {
 	return &Report{Schema: Schema, Host: host, Scenario: sc, Started: time.Now().UTC()}
 }
 
