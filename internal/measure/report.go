@@ -1,6 +1,6 @@
 // Package measure holds what ovpnperf's measuring commands (`lab run`, the
 // recipes) report: the versioned JSON document (Report, Schema), the host
-// it was measured on (hostinfo.Host, CollectHost), the spread of each row's
+// it was measured on (hostinfo.Host, collected by internal/hostinfo/hostcollect), the spread of each row's
 // samples (by internal/verdict, the one place statistics are taken), why a sample or a row was
 // refused (Refusal: a kind and figures, and its sentence), the text table
 // people read (RenderTable) and the progress display shown while

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
@@ -161,7 +162,7 @@ type mtuTCP struct {
 func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
 	nets := mtuNetworks(o)
 	repeat := o.repeat(3)
-	host, err := measure.CollectHost(ctx)
+	host, err := hostcollect.Host(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -113,7 +114,7 @@ func ppsVariants() ([]openvpn.Variant, error) {
 // ppsNewReport is the empty report: host, scenario (one network per
 // payload size) and columns.
 func ppsNewReport(ctx context.Context, vs []openvpn.Variant, path lab.Path, repeat int, dur time.Duration) (*measure.Report, error) {
-	host, err := measure.CollectHost(ctx)
+	host, err := hostcollect.Host(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,9 @@
-package measure
+// Package hostcollect collects the description of this machine that
+// documents carry (hostinfo.Host): hostinfo's kernel and CPU facts and
+// the versions of openvpn and iperf3, each program asked with a time
+// limit (runner.RunBounded). It sits apart from hostinfo, which runs no
+// program, because running one needs internal/runner.
+package hostcollect
 
 import (
 	"context"
@@ -11,10 +16,10 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
-// CollectHost reads the kernel, CPU and program versions of this machine.
+// Host reads the kernel, CPU and program versions of this machine.
 // A program that is not installed leaves its version empty; only an
 // unreadable /proc/cpuinfo or failing uname is an error.
-func CollectHost(ctx context.Context) (hostinfo.Host, error) {
+func Host(ctx context.Context) (hostinfo.Host, error) {
 	var h hostinfo.Host
 	var err error
 	if h.Kernel, h.Arch, err = hostinfo.Kernel(); err != nil {
