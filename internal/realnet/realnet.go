@@ -28,6 +28,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 
 	"github.com/ovpnperf/ovpnperf/internal/capture"
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
@@ -276,7 +277,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 			rep.Rows = append(rep.Rows, r)
 		}
 	}
-	prog := measure.NewProgress(spec.Repeat*len(subjects)*len(dirs), spec.Progress)
+	prog := ui.NewProgress(spec.Repeat*len(subjects)*len(dirs), spec.Progress)
 	defer prog.Done()
 	cpuSum := make([]float64, len(rep.Rows))
 	bytesSum := make([]uint64, len(rep.Rows))

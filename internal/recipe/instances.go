@@ -24,6 +24,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -162,7 +163,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 		},
 	}
 	rep = measure.NewReport(host, sc)
-	prog := measure.NewProgress(repeat*2*len(dirs), o.Progress)
+	prog := ui.NewProgress(repeat*2*len(dirs), o.Progress)
 	defer prog.Done()
 
 	prog.Logf("%s: building lab (%s)", network, desc)
@@ -243,7 +244,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 
 // instUpOne starts the one-process configuration on the bench: one server
 // (slot 0) with its own client and a second client, one flow each.
-func instUpOne(ctx context.Context, b *experiment.Bench, network string, srvs [instFlows]*iperf.Server, prog *measure.Progress) (instConfig, error) {
+func instUpOne(ctx context.Context, b *experiment.Bench, network string, srvs [instFlows]*iperf.Server, prog *ui.Progress) (instConfig, error) {
 	// With --pki the second client's certificate is added to that
 	// directory (client-second.crt, .key) and reused by later runs.
 	if b.PKI.CheckClient(instSecondClient) != nil {
@@ -277,7 +278,7 @@ func instUpOne(ctx context.Context, b *experiment.Bench, network string, srvs [i
 
 // instUpTwoPinned starts the two-process configuration on the bench: two
 // servers (slots 1 and 2), each pinned to its own CPU, with a client each.
-func instUpTwoPinned(ctx context.Context, b *experiment.Bench, network string, cpus []int, srvs [instFlows]*iperf.Server, prog *measure.Progress) (instConfig, error) {
+func instUpTwoPinned(ctx context.Context, b *experiment.Bench, network string, cpus []int, srvs [instFlows]*iperf.Server, prog *ui.Progress) (instConfig, error) {
 	vs, err := builtinVariants("default")
 	if err != nil {
 		return instConfig{}, err

@@ -21,6 +21,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -173,7 +174,7 @@ func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
 		sc.Networks = append(sc.Networks, measure.Network{Name: n.name, Description: n.desc, Path: n.path})
 	}
 	rep := measure.NewReport(host, sc)
-	prog := measure.NewProgress(len(nets)*repeat*4, o.Progress)
+	prog := ui.NewProgress(len(nets)*repeat*4, o.Progress)
 	defer prog.Done()
 	if rep.Scenario.Extra == nil {
 		rep.Scenario.Extra = map[string]any{}
@@ -208,7 +209,7 @@ func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
 type mtuBench struct {
 	b    *experiment.Bench
 	n    mtuNet
-	prog *measure.Progress
+	prog *ui.Progress
 	// probers are the raw-socket probers by destination, each opened
 	// once (prober) and closed by close.
 	probers map[netip.Addr]pmtu.Prober
@@ -221,7 +222,7 @@ type mtuBench struct {
 	rec              int
 }
 
-func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat int, prog *measure.Progress) (res *mtuResult, backend string, err error) {
+func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat int, prog *ui.Progress) (res *mtuResult, backend string, err error) {
 	prog.Logf("%s: building lab (%s)", n.name, n.desc)
 	// The experiment framework's bench: the lab, its PKI, and the
 	// tunnels added below, all taken down on return.

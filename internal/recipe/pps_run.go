@@ -18,6 +18,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -63,7 +64,7 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	prog := measure.NewProgress(repeat*len(ppsSizes)*(1+len(vs)), o.Progress)
+	prog := ui.NewProgress(repeat*len(ppsSizes)*(1+len(vs)), o.Progress)
 	defer prog.Done()
 
 	b, subs, err := ppsUpBench(ctx, o, path, vs, prog)
@@ -141,7 +142,7 @@ func ppsNewReport(ctx context.Context, vs []openvpn.Variant, path lab.Path, repe
 // ppsUpBench builds the lab on the experiment framework's Bench with one
 // UDP tunnel per variant and returns the subjects: the routed path, then
 // the tunnels. On error nothing is left.
-func ppsUpBench(ctx context.Context, o Options, path lab.Path, vs []openvpn.Variant, prog *measure.Progress) (_ *experiment.Bench, _ []ppsSubject, err error) {
+func ppsUpBench(ctx context.Context, o Options, path lab.Path, vs []openvpn.Variant, prog *ui.Progress) (_ *experiment.Bench, _ []ppsSubject, err error) {
 	prog.Logf("pps: building lab")
 	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: o.LabName, PKIDir: o.PKIDir}, experiment.Network{Path: path})
 	if err != nil {
@@ -192,7 +193,7 @@ func ppsNewRows(rep *measure.Report, subs []ppsSubject) (index map[string]int, a
 // ppsRounds measures every size and subject once per round, repeat rounds,
 // with a pause between samples. A failed sample invalidates its row; only
 // cancellation ends the rounds early (ctx.Err()).
-func ppsRounds(ctx context.Context, l *lab.Lab, port int, subs []ppsSubject, repeat int, dur time.Duration, rep *measure.Report, index map[string]int, accs []*ppsAcc, prog *measure.Progress) error {
+func ppsRounds(ctx context.Context, l *lab.Lab, port int, subs []ppsSubject, repeat int, dur time.Duration, rep *measure.Report, index map[string]int, accs []*ppsAcc, prog *ui.Progress) error {
 	for k := 0; k < repeat; k++ {
 		for _, size := range ppsSizes {
 			for _, s := range subs {
