@@ -1,10 +1,11 @@
 // Package measure holds what ovpnperf's measuring commands (`lab run`, the
 // recipes) report: the versioned JSON document (Report, Schema), the host
-// it was measured on (hostinfo.Host, collected by internal/hostinfo/hostcollect), the spread of each row's
-// samples (by internal/verdict, the one place statistics are taken), why a sample or a row was
-// refused (Refusal: a kind and figures, and its sentence), the text table
-// people read (RenderTable) and the progress display shown while
-// measuring.
+// it was measured on (hostinfo.Host, collected by
+// internal/hostinfo/hostcollect), the spread of each row's samples (by
+// internal/verdict, where statistics are taken), why a sample or a row was
+// refused (Refusal: a kind and figures, and its sentence), and the
+// findings the rows show. People read it as the text table of internal/ui
+// (ui.RenderTable, with the extra Columns a command adds).
 //
 // JSON is the contract; its keys are documented on the types and never
 // change meaning within one Schema version. Rates are bits per second,
@@ -66,7 +67,7 @@ type Report struct {
 	// JudgedOnReading says the findings were not in the document read but
 	// judged by ReadJSON from its rows; not part of the JSON document.
 	JudgedOnReading bool `json:"-"`
-	// Columns are extra columns of the text table (RenderTable), after
+	// Columns are extra columns of the text table (ui.RenderTable), after
 	// the standard ones; not part of the JSON document.
 	Columns  []Column  `json:"-"`
 	Started  time.Time `json:"started"`

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -28,15 +29,15 @@ var ppsColumns = []measure.Column{
 		if _, ok := r.Extra["rtt_p50_us"]; !ok {
 			return "-"
 		}
-		return measure.FormatExtra(r.Extra["rtt_p50_us"]) + "/" + measure.FormatExtra(r.Extra["rtt_p99_us"])
+		return ui.FormatExtra(r.Extra["rtt_p50_us"]) + "/" + ui.FormatExtra(r.Extra["rtt_p99_us"])
 	}},
 	{Header: "OpenVPN µs/pkt (% core) srv cli", Format: func(r measure.Row) string {
 		if _, ok := r.Extra["cpu_server_s_per_mpkt"]; !ok {
 			return "-"
 		}
 		return fmt.Sprintf("%s (%s%%) %s (%s%%)",
-			measure.FormatExtra(r.Extra["cpu_server_s_per_mpkt"]), measure.FormatExtra(r.Extra["cpu_server_percent"]),
-			measure.FormatExtra(r.Extra["cpu_client_s_per_mpkt"]), measure.FormatExtra(r.Extra["cpu_client_percent"]))
+			ui.FormatExtra(r.Extra["cpu_server_s_per_mpkt"]), ui.FormatExtra(r.Extra["cpu_server_percent"]),
+			ui.FormatExtra(r.Extra["cpu_client_s_per_mpkt"]), ui.FormatExtra(r.Extra["cpu_client_percent"]))
 	}},
 	{Header: "OpenVPN pps/core", Key: "openvpn_pps_per_core"},
 	{Header: "published pps", Key: "published_pps"},
@@ -159,7 +160,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 	} else {
 		j := verdict.Within(cc, nc, ppsNoneWindow)
 		facts := fmt.Sprintf("at %d bytes AES-128-CBC %s vs none %s: %s; with a core of its own the busier OpenVPN process would carry %s pps with AES-128-CBC (published 12 000 on the PIII), %s with none",
-			ppsSmall, ppsCPUText(cr), ppsCPUText(nr), j.Ratio, measure.FormatExtra(cr.Extra["openvpn_pps_per_core"]), measure.FormatExtra(nr.Extra["openvpn_pps_per_core"]))
+			ppsSmall, ppsCPUText(cr), ppsCPUText(nr), j.Ratio, ui.FormatExtra(cr.Extra["openvpn_pps_per_core"]), ui.FormatExtra(nr.Extra["openvpn_pps_per_core"]))
 		switch {
 		case j.Outcome == Confirmed:
 			out = append(out, newVerdict(claim, Confirmed, "%s, inside %s: the crypto adds little to what a packet costs", facts, ppsNoneWindow))
