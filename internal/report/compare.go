@@ -54,8 +54,8 @@ type Change struct {
 	Direction  string `json:"direction"`
 	Path       string `json:"path"`
 	// Old and New are the rows' samples summarized, in bits per second.
-	Old measure.Spread `json:"old"`
-	New measure.Spread `json:"new"`
+	Old verdict.Spread `json:"old"`
+	New verdict.Spread `json:"new"`
 	// ChangePercent is (new median − old median) / old median × 100.
 	ChangePercent float64 `json:"change_percent"`
 	// Verdict is Better, Worse, NoChange or Incomparable; Reason says why.
@@ -139,7 +139,7 @@ func Compare(old, new *measure.Report, opts CompareOptions) []Change {
 		case okN:
 			c.Path = n.Path
 		}
-		c.Old, c.New = measure.Summarize(o.SamplesBps), measure.Summarize(n.SamplesBps)
+		c.Old, c.New = verdict.Of(o.SamplesBps), verdict.Of(n.SamplesBps)
 		switch {
 		case !okO:
 			c.Verdict, c.Reason = Incomparable, "only in the new document"
@@ -334,7 +334,7 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 				strings.ReplaceAll(c.Verdict, " ", "-"), c.Verdict, c.Reason})
 		}
 		p.h(`<table class="compare"><thead><tr><th>Variant</th><th>Direction</th><th class="num">Old (Mbit/s)</th><th class="num">New (Mbit/s)</th><th class="num">Change</th><th>Verdict</th><th>Because</th></tr></thead><tbody>`+
-			`{{range .}}<tr><td>{{.Variant}}</td><td>{{.Direction}}</td><td class="num">{{.Old}}</td><td class="num">{{.New}}</td><td class="num">{{.Change}}</td><td class="verdict v-{{.Class}}">{{.Verdict}}</td><td>{{.Reason}}</td></tr>{{end}}`+
+			`{{range .}}<tr data-verdict="{{.Verdict}}"><td>{{.Variant}}</td><td>{{.Direction}}</td><td class="num">{{.Old}}</td><td class="num">{{.New}}</td><td class="num">{{.Change}}</td><td class="verdict v-{{.Class}}">{{.Verdict}}</td><td>{{.Reason}}</td></tr>{{end}}`+
 			`</tbody></table>`, rows)
 	}
 	if len(cmp.FindingChanges) > 0 {

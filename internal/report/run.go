@@ -9,6 +9,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // run writes the section of a `lab run` or recipe document (schema
@@ -149,7 +150,7 @@ func (p *page) network(rep *measure.Report, n measure.Network, findings []findin
 				colour[r.Variant] = fmt.Sprintf("s%d", len(colour)%6)
 			}
 			label := r.Variant + " " + dirLabel(dir)
-			note := measure.FormatMbpsSpread(measure.Summarize(r.SamplesBps)) + " Mbit/s"
+			note := measure.FormatMbpsSpread(verdict.Of(r.SamplesBps)) + " Mbit/s"
 			if !r.Valid {
 				note += " (invalid)"
 			}
@@ -170,7 +171,7 @@ func (p *page) network(rep *measure.Report, n measure.Network, findings []findin
 		if len(bars) == first {
 			// Only the baseline was measured in this direction: show it as a bar.
 			bars = append(bars, bar{Label: "routed " + dirLabel(dir), Value: routed.MedianBps / 1e6, Min: routed.MinBps / 1e6, Max: routed.MaxBps / 1e6,
-				Class: "s5", Note: measure.FormatMbpsSpread(measure.Summarize(routed.SamplesBps)) + " Mbit/s", Gap: gi > 0,
+				Class: "s5", Note: measure.FormatMbpsSpread(verdict.Of(routed.SamplesBps)) + " Mbit/s", Gap: gi > 0,
 				Data: map[string]string{"variant": routed.Variant, "direction": dir}})
 			continue
 		}
@@ -183,7 +184,7 @@ func (p *page) network(rep *measure.Report, n measure.Network, findings []findin
 			refs = append(refs, refLine{Value: rv, From: first, To: len(bars) - 1, Label: "routed " + measure.FormatMbps(routed.MedianBps)})
 		} else {
 			offScale = append(offScale, fmt.Sprintf("the routed path %s made %s Mbit/s, ×%.0f the fastest tunnel, off this scale",
-				dirLabel(dir), measure.FormatMbpsSpread(measure.Summarize(routed.SamplesBps)), rv/maxTunnel))
+				dirLabel(dir), measure.FormatMbpsSpread(verdict.Of(routed.SamplesBps)), rv/maxTunnel))
 		}
 	}
 	p.h(`<div class="charts">`, nil)
@@ -257,7 +258,10 @@ func (p *page) rowTable(rows []measure.Row) {
 		Samples                                                         int
 		Invalid                                                         bool
 		Error                                                           string
-		Extras                                                          []string
+		// Refusal and RefusalFigures are the row's typed refusal (its
+		// kind and figures as JSON), data for scripts and tests.
+		Refusal, RefusalFigures string
+		Extras                  []string
 	}
 	var views []rowView
 	for _, r := range rows {
@@ -277,14 +281,22 @@ func (p *page) rowTable(rows []measure.Row) {
 				}
 			}
 		}
-		views = append(views, rowView{Variant: r.Variant, Direction: dirLabel(r.Direction), Proto: r.Proto,
+		v := rowView{Variant: r.Variant, Direction: dirLabel(r.Direction), Proto: r.Proto,
 			Median: measure.FormatMbps(r.MedianBps), Min: measure.FormatMbps(r.MinBps), Max: measure.FormatMbps(r.MaxBps),
 			Samples: len(r.SamplesBps), Ratio: ratio, CPU: measure.FormatCPUPerGB(r.CPUSecondsPerGB), Cipher: r.Cipher,
-			Invalid: !r.Valid, Error: r.Error, Extras: extras})
+			Invalid: !r.Valid, Error: r.Error, Extras: extras}
+		if rf := r.Refusal; rf != nil {
+			figs, err := json.Marshal(rf.Figures)
+			if err != nil {
+				figs = []byte("{}") // finite figures, checked when read, always marshal
+			}
+			v.Refusal, v.RefusalFigures = rf.Kind, string(figs)
+		}
+		views = append(views, v)
 	}
 	p.h(`<table class="rows"><caption class="muted">Figures of the charts above</caption><thead><tr><th>Variant</th><th>Direction</th><th>Proto</th><th class="num">Median (Mbit/s)</th><th class="num">Min–max (Mbit/s)</th><th class="num">Samples</th><th class="num">Of routed</th><th>CPU-s/GB</th><th>Cipher</th><th>Notes</th></tr></thead><tbody>`+
 		`{{range .}}<tr><td>{{.Variant}}</td><td>{{.Direction}}</td><td>{{.Proto}}</td><td class="num">{{.Median}}</td><td class="num">{{.Min}}–{{.Max}}</td><td class="num">{{.Samples}}</td><td class="num">{{.Ratio}}</td><td>{{.CPU}}</td><td>{{.Cipher}}</td>`+
-		`<td>{{if .Invalid}}<span class="invalid">invalid: {{.Error}}</span>{{end}}{{with .Extras}}<details><summary>{{len .}} more figures</summary>{{range $i, $e := .}}{{if $i}}<br>{{end}}{{$e}}{{end}}</details>{{end}}</td></tr>{{end}}`+
+		`<td>{{if .Invalid}}<span class="invalid"{{with .Refusal}} data-refusal="{{.}}"{{end}}{{with .RefusalFigures}} data-figures="{{.}}"{{end}}>invalid: {{.Error}}</span>{{end}}{{with .Extras}}<details><summary>{{len .}} more figures</summary>{{range $i, $e := .}}{{if $i}}<br>{{end}}{{$e}}{{end}}</details>{{end}}</td></tr>{{end}}`+
 		`</tbody></table>`, views)
 }
 
@@ -362,7 +374,7 @@ func (p *page) published(rep *measure.Report) {
 			continue
 		}
 		rows = append(rows, pubView{r.Network, r.Variant, dirLabel(r.Direction), measure.FormatMbps(r.PublishedBps),
-			measure.FormatMbpsSpread(measure.Summarize(r.SamplesBps)), r.MedianBps / r.PublishedBps})
+			measure.FormatMbpsSpread(verdict.Of(r.SamplesBps)), r.MedianBps / r.PublishedBps})
 	}
 	p.h(`<h3>Published and measured</h3><table class="published"><thead><tr><th>Network</th><th>Variant</th><th>Direction</th><th class="num">Published (Mbit/s)</th><th class="num">Measured median (min–max, Mbit/s)</th><th class="num">Measured / published</th></tr></thead><tbody>`+
 		`{{range .}}<tr><td>{{.Network}}</td><td>{{.Variant}}</td><td>{{.Direction}}</td><td class="num">{{.Published}}</td><td class="num">{{.Measured}}</td><td class="num">×{{f2 .Ratio}}</td></tr>{{end}}`+
