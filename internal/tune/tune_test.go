@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/docs/schemas"
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/rules"
+	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -64,10 +68,13 @@ func TestSearchFindsMSSFixOnBlackhole(t *testing.T) {
 	if !res.Steps[0].Moved {
 		t.Errorf("round 1 did not move: %+v", res.Steps[0])
 	}
+	if res.Steps[0].Kind != tunedoc.DecisionMoved {
+		t.Errorf("round 1's kind %q", res.Steps[0].Kind)
+	}
 	// Every later axis is noise or no better, and says so.
 	for _, st := range res.Steps[1:] {
-		if st.Moved || !strings.Contains(st.Decision, "stopped") {
-			t.Errorf("round %d (%s): %q", st.Round, st.Axis, st.Decision)
+		if st.Moved || st.Kind != tunedoc.DecisionStopped || st.Decision == "" {
+			t.Errorf("round %d (%s): %s: %q", st.Round, st.Axis, st.Kind, st.Decision)
 		}
 	}
 	if got := res.VsDefault["up"].Ratio; got < 80 {
@@ -91,13 +98,16 @@ func TestSearchNothingBeatsDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Verdict.Found || res.Best.Name != "default" || !strings.Contains(res.Verdict.Message, "nothing beats the default") {
+	if res.Verdict.Found || res.Best.Name != "default" || res.Verdict.ReasonKind == "" || res.Verdict.Reason == "" {
 		t.Fatalf("verdict %+v best %+v", res.Verdict, res.Best)
 	}
 	noise := 0
 	for _, st := range res.Steps {
 		if st.Noise {
 			noise++
+			if st.Kind != tunedoc.DecisionStopped {
+				t.Errorf("round %d: noise, but kind %q", st.Round, st.Kind)
+			}
 		}
 	}
 	if noise == 0 {
@@ -115,7 +125,7 @@ func TestAdviseGapFinding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Steps[0].Axis != "start" || res.Steps[0].Incumbent != "default" || !res.Steps[0].Moved {
+	if res.Steps[0].Axis != "start" || res.Steps[0].Incumbent != "default" || !res.Steps[0].Moved || res.Steps[0].Kind != tunedoc.DecisionMoved {
 		t.Errorf("round 0: %+v", res.Steps[0])
 	}
 	g := res.VsAdvise["up"]
@@ -221,6 +231,11 @@ func TestSearchSurvivesAFailedRound(t *testing.T) {
 	if !errors.Is(err, fail) || len(res.Steps) != 2 || !strings.HasPrefix(res.Stopped, "failed") {
 		t.Errorf("err %v, %d steps, stopped %q", err, len(res.Steps), res.Stopped)
 	}
+	for _, st := range res.Steps {
+		if st.Kind != tunedoc.DecisionFailed || st.Complete {
+			t.Errorf("failed round %d: kind %q, complete %v", st.Round, st.Kind, st.Complete)
+		}
+	}
 }
 
 // The MTU axis tries the jumbo tunnel whenever the path passes its outer
@@ -259,8 +274,14 @@ func TestSpaceJumbo(t *testing.T) {
 	lossy := fakePath
 	lossy.Up.LossPercent, lossy.Down.LossPercent = 2, 2
 	res, err = Run(context.Background(), Options{Path: lossy, Budget: time.Minute, Measure: fakeMeasure(blackhole, 0, &rounds)})
-	if err != nil || contains(res.Axes[0].Values, Jumbo) || !strings.Contains(strings.Join(res.Notes, "\n"), "tun-mtu 9000;mssfix 0 not tried: the path loses 2%") {
-		t.Errorf("lossy path: err %v, axes %+v, notes %q", err, res.Axes, res.Notes)
+	jumbo := tunedoc.NotTried{Axis: AxisMTU, Value: Jumbo, Reason: tunedoc.NotTriedPathLoss, LossPercent: 2, LimitPercent: rules.JumboMaxLossPercent}
+	if err != nil || contains(res.Axes[0].Values, Jumbo) || !slices.Contains(res.NotTried, jumbo) || !slices.Contains(res.Notes, jumbo.Text()) {
+		t.Errorf("lossy path: err %v, axes %+v, not tried %+v, notes %q", err, res.Axes, res.NotTried, res.Notes)
+	}
+	if b, _ := json.Marshal(res); true {
+		if _, err := schemas.Check(b); err != nil {
+			t.Errorf("tune document against its schema: %v", err)
+		}
 	}
 }
 
@@ -302,7 +323,7 @@ func TestSearchBestMustWinEveryRound(t *testing.T) {
 	if res.Verdict.Candidate == "default" || res.Verdict.Found || res.Best.Name != "default" || res.Best.Variant != "default" {
 		t.Fatalf("verdict %+v, best %+v", res.Verdict, res.Best)
 	}
-	if !strings.HasPrefix(res.Verdict.Message, "nothing beats the default") || !strings.Contains(res.Verdict.Reason, "down faster beyond the spread in") || !strings.Contains(res.Verdict.Reason, "slower in 1") {
+	if res.Verdict.ReasonKind != tunedoc.ReasonNotEveryRound || res.Verdict.Records["down"].Slower != 1 || res.Verdict.Records["down"].Faster == 0 || res.Verdict.Reason == "" {
 		t.Errorf("verdict %+v", res.Verdict)
 	}
 	lost := false
@@ -312,9 +333,23 @@ func TestSearchBestMustWinEveryRound(t *testing.T) {
 	if !lost {
 		t.Errorf("round 3's loss not in the verdict's rounds: %+v", res.Verdict.Rounds)
 	}
+	// The JSON carries the verdict and the rounds it was judged from,
+	// and follows the schema.
 	b, _ := json.Marshal(res)
-	if !strings.Contains(string(b), `"found":false`) || !strings.Contains(string(b), `"reason":"the search's best`) {
-		t.Errorf("JSON lacks the verdict: %s", b)
+	var doc struct {
+		Verdict struct {
+			Found      *bool                `json:"found"`
+			ReasonKind string               `json:"reason_kind"`
+			Reason     string               `json:"reason"`
+			Records    map[string]DirRecord `json:"records"`
+		} `json:"verdict"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Verdict.Found == nil || *doc.Verdict.Found || doc.Verdict.ReasonKind != tunedoc.ReasonNotEveryRound ||
+		doc.Verdict.Reason == "" || doc.Verdict.Records["down"].Slower != 1 {
+		t.Errorf("JSON lacks the verdict (%v): %s", err, b)
+	}
+	if _, err := schemas.Check(b); err != nil {
+		t.Errorf("tune document against its schema: %v", err)
 	}
 	// Without the lost round the same search reports jumbo; and a load
 	// that swings ±50 % between rounds (pooled ranges overlap) does not
@@ -348,11 +383,12 @@ func TestSearchConfirmsALateBest(t *testing.T) {
 		t.Fatalf("steps %+v", res.Steps)
 	}
 	for _, st := range res.Steps[n-2:] {
-		if st.Axis != "confirm" || !strings.Contains(st.Decision, "confirmation round") || st.Best != res.Verdict.Candidate {
+		if st.Axis != "confirm" || st.Kind != tunedoc.DecisionConfirm || st.Best != res.Verdict.Candidate {
 			t.Errorf("confirmation step %+v", st)
 		}
 	}
-	if !res.Verdict.Found || res.Best.Body != "fast-io" || !strings.Contains(res.Verdict.Message, "3 of 3 judged rounds (1 of them the round that chose it") {
+	// 3 of 3 judged rounds won, 1 of them the round that chose it.
+	if up := res.Verdict.Records["up"]; !res.Verdict.Found || res.Best.Body != "fast-io" || up.Faster != 3 || up.Judged() != 3 || up.Chose != 1 {
 		t.Errorf("verdict %+v best %+v", res.Verdict, res.Best)
 	}
 }
@@ -416,11 +452,14 @@ func TestEveryStepInJSON(t *testing.T) {
 			}
 		}
 	}
-	if !strings.HasPrefix(doc.Steps[1].Decision, "round failed") || len(res.Steps[1].Errors) != 2 || !strings.Contains(res.Steps[1].Errors[1], "round failed: openvpn c4: exited") {
+	if res.Steps[1].Kind != tunedoc.DecisionFailed || len(res.Steps[1].Errors) != 2 || res.Steps[1].Errors[1] != "round failed: openvpn c4: exited" {
 		t.Errorf("failed round 2: %+v", res.Steps[1])
 	}
-	if res.Steps[len(res.Steps)-1].Complete {
-		t.Errorf("the round the budget cut is marked complete")
+	if last := res.Steps[len(res.Steps)-1]; last.Complete || last.Kind != tunedoc.DecisionCut {
+		t.Errorf("the round the budget cut: complete %v, kind %q", last.Complete, last.Kind)
+	}
+	if _, err := schemas.Check(b); err != nil {
+		t.Errorf("tune document against its schema: %v", err)
 	}
 }
 
@@ -433,8 +472,15 @@ func TestFixedDefaultIsNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(res.Notes, "\n"), `"default" in this run is OpenVPN's defaults with the --fix settings: proto udp; data-ciphers AES-128-GCM`) {
-		t.Errorf("notes %q", res.Notes)
+	for _, st := range res.Steps {
+		for _, c := range st.Candidates {
+			if c.Name == "default" && c.Variant != "default=data-ciphers AES-128-GCM" {
+				t.Errorf("round %d: the default is %q", st.Round, c.Variant)
+			}
+		}
+	}
+	if ax := res.Axes[3]; ax.Name != AxisCipher || !ax.Fixed {
+		t.Errorf("cipher axis %+v", ax)
 	}
 }
 
@@ -465,8 +511,9 @@ func TestDCOAxis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(res.Notes, "\n"), "dco axis "+why) {
-		t.Errorf("notes %q", res.Notes)
+	dco := tunedoc.NotTried{Axis: AxisDCO, Reason: tunedoc.NotTriedHost, Detail: why}
+	if !slices.Contains(res.NotTried, dco) || !slices.Contains(res.Notes, dco.Text()) {
+		t.Errorf("not tried %+v, notes %q", res.NotTried, res.Notes)
 	}
 	for _, b := range tried {
 		if strings.Contains(b, "dco") {
