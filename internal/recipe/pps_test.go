@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,9 +160,12 @@ func TestPPSFragmentNote(t *testing.T) {
 		rep.Rows = append(rep.Rows, ppsTestRow(v, 18, []float64{5000}, nil), ppsTestRow(v, 1400, []float64{4900}, nil))
 	}
 	for _, v := range ppsVerdicts(rep, 1500) {
-		frag := strings.Contains(v.Reason, "fragmented")
+		frag := slices.Contains(v.Conditions, measure.VerdictConditionProbeFragmented)
 		if want := strings.HasSuffix(v.Claim, "["+ppsCBC+"]"); frag != want {
-			t.Errorf("%s: fragment note %v, want %v: %s", v.Claim, frag, want, v.Reason)
+			t.Errorf("%s: fragment condition %v, want %v: %+v", v.Claim, frag, want, v)
+		}
+		if frag && (v.Figures["path_mtu_bytes"] != 1500 || v.Figures["probe_bytes"] != ppsLarge || v.Figures["datagram_bytes"] <= 1500) {
+			t.Errorf("%s: fragment figures %v", v.Claim, v.Figures)
 		}
 	}
 }

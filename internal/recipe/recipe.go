@@ -13,6 +13,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -127,6 +128,30 @@ const (
 // verdict builds a measure.Verdict.
 func newVerdict(claim string, outcome verdict.Outcome, format string, a ...any) measure.Verdict {
 	return measure.Verdict{Claim: claim, Outcome: outcome, Reason: fmt.Sprintf(format, a...)}
+}
+
+// fewSamples records that v was decided by too few samples: n of need (or,
+// for the MTU recipe, successful searches).
+func fewSamples(v measure.Verdict, n, need int) measure.Verdict {
+	v.Basis = measure.VerdictBasisTooFew
+	return withFigures(v, finding.Figures{"samples": float64(n), "samples_needed": float64(need)})
+}
+
+// withCondition records a condition of v's measurement (measure.
+// VerdictCondition*) and its figures; v's reason says it in words.
+func withCondition(v measure.Verdict, kind string, figs finding.Figures) measure.Verdict {
+	v.Conditions = append(v.Conditions, kind)
+	return withFigures(v, figs)
+}
+
+func withFigures(v measure.Verdict, figs finding.Figures) measure.Verdict {
+	if v.Figures == nil {
+		v.Figures = finding.Figures{}
+	}
+	for k, x := range figs {
+		v.Figures[k] = x
+	}
+	return v
 }
 
 // row finds the row of a network, variant and direction (nil if absent or

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -104,7 +105,7 @@ func TestJudgeSavedRoundTrip(t *testing.T) {
 		t.Fatalf("%d verdicts replayed, %d in the run", len(replayed), len(rep.Verdicts))
 	}
 	for i := range replayed {
-		if replayed[i] != rep.Verdicts[i] {
+		if !reflect.DeepEqual(replayed[i], rep.Verdicts[i]) {
 			t.Errorf("verdict %d: run %+v, replay %+v", i, rep.Verdicts[i], replayed[i])
 		}
 	}

@@ -3,6 +3,7 @@ package recipe
 import (
 	"context"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"strconv"
 	"strings"
@@ -258,7 +259,7 @@ func shaperVerdicts(rep *measure.Report) []measure.Verdict {
 	if o == Refuted {
 		why += fmt.Sprintf(" (client log: %q)", clientLines)
 	}
-	out = append(out, newVerdict(claim, o, "%s: %s", why, figures))
+	out = append(out, withCondition(newVerdict(claim, o, "%s: %s", why, figures), measure.VerdictConditionTunQueueCut, finding.Figures{"txqueuelen_packets": shaperTxQueueLen}))
 
 	// 3. … and leaves the download alone, apart from its ACKs.
 	down, downBase := row(rep, "", "shaper", measure.DirectionDown), base(measure.DirectionDown)

@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,9 +119,9 @@ func TestShaperVerdicts(t *testing.T) {
 					t.Errorf("verdict %d %q: %s (%s), want %s", i, v.Claim, v.Outcome, v.Reason, tc.want[i])
 				}
 			}
-			// The upload verdict says the recipe changed the tun queue.
-			if !strings.Contains(vs[1].Reason, "tun queue") {
-				t.Errorf("upload verdict does not name the 50-packet tun queue: %s", vs[1].Reason)
+			// The upload verdict records that the recipe cut the tun queue.
+			if !slices.Contains(vs[1].Conditions, measure.VerdictConditionTunQueueCut) || vs[1].Figures["txqueuelen_packets"] != shaperTxQueueLen {
+				t.Errorf("upload verdict does not record the %d-packet tun queue: %+v", shaperTxQueueLen, vs[1])
 			}
 		})
 	}
