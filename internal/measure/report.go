@@ -235,11 +235,16 @@ type Verdict struct {
 // Kinds of a verdict's basis (Verdict.Basis).
 const (
 	// VerdictBasisTooFew: fewer samples (or successful searches) than a
-	// verdict needs; figures samples and samples_needed.
+	// verdict needs; figures samples_needed and samples (of the side
+	// judged), baseline_samples or ratios, whichever fell short.
 	VerdictBasisTooFew = "too-few-samples"
 	// VerdictBasisKernelCapped: the kernel capped a requested socket
 	// buffer at net.core.{r,w}mem_max.
 	VerdictBasisKernelCapped = "kernel-capped"
+	// VerdictBasisZeroBaseline: too few ratios because baseline samples
+	// are 0 bit/s, to which no ratio can be taken; figures ratios,
+	// zero_baseline_samples, baseline_samples and samples_needed.
+	VerdictBasisZeroBaseline = "zero-baseline"
 )
 
 // Kinds of a verdict's conditions (Verdict.Conditions).

@@ -546,7 +546,7 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 		case j.Below:
 			out = append(out, newVerdict(claim, Changed, "%s; rounds %s: faster with fragment 1400", why, j.Ratio))
 		default:
-			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", why, j.Why))
+			out = append(out, withShortfall(newVerdict(claim, j.Outcome, "%s: %s", why, j.Why), j.Short))
 		}
 		a = get(frag400, size)
 		ratio, above, below = fragRTTCompare(a, b)
@@ -588,7 +588,7 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 		case j.Above:
 			out = append(out, newVerdict(claim, Changed, "%s: faster by more than %.0f %% beyond the spread (no IP fragments of full-size packets on this %d-byte path)", why, 100*fragSameThroughput, path.EffectiveMTU()))
 		default:
-			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", why, j.Why))
+			out = append(out, withShortfall(newVerdict(claim, j.Outcome, "%s: %s", why, j.Why), j.Short))
 		}
 	}
 	out = append(out, fragCaptureVerdict(p, path))

@@ -145,7 +145,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		case j.Below:
 			out = append(out, newVerdict(claim, Refuted, "%s: none is slower than AES-128-CBC beyond the spread, which no per-packet model explains (load); %s", facts, cpu))
 		default:
-			out = append(out, newVerdict(claim, j.Outcome, "%s: %s; %s", facts, j.Why, cpu))
+			out = append(out, withShortfall(newVerdict(claim, j.Outcome, "%s: %s; %s", facts, j.Why, cpu), j.Short))
 		}
 	}
 
@@ -169,7 +169,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		case j.Below:
 			out = append(out, newVerdict(claim, Refuted, "%s: AES-128-CBC costs less CPU per packet than none beyond the spread", facts))
 		default:
-			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", facts, j.Why))
+			out = append(out, withShortfall(newVerdict(claim, j.Outcome, "%s: %s", facts, j.Why), j.Short))
 		}
 	}
 

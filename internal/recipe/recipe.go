@@ -133,8 +133,38 @@ func newVerdict(claim string, outcome verdict.Outcome, format string, a ...any) 
 // fewSamples records that v was decided by too few samples: n of need (or,
 // for the MTU recipe, successful searches).
 func fewSamples(v measure.Verdict, n, need int) measure.Verdict {
+	return withShortfall(v, &verdict.Shortfall{Kind: verdict.ShortSamples, N: n, Needed: need})
+}
+
+// withShortfall records s, when a judgement had too few samples, as v's
+// basis and figures: the one place a shortfall becomes verdict data.
+func withShortfall(v measure.Verdict, s *verdict.Shortfall) measure.Verdict {
+	if s == nil {
+		return v
+	}
 	v.Basis = measure.VerdictBasisTooFew
-	return withFigures(v, finding.Figures{"samples": float64(n), "samples_needed": float64(need)})
+	figs := finding.Figures{"samples_needed": float64(s.Needed)}
+	switch s.Kind {
+	case verdict.ShortBaseline:
+		figs["baseline_samples"] = float64(s.N)
+	case verdict.ShortRatios:
+		figs["ratios"] = float64(s.N)
+	case verdict.ShortZeroBaseline:
+		v.Basis = measure.VerdictBasisZeroBaseline
+		figs["ratios"], figs["zero_baseline_samples"], figs["baseline_samples"] = float64(s.N), float64(s.Zero), float64(s.Of)
+	default:
+		figs["samples"] = float64(s.N)
+	}
+	return withFigures(v, figs)
+}
+
+// limitShort is the shortfall behind a Noise of verdict.LimitedTo on
+// samples, else nil.
+func limitShort(o verdict.Outcome, samples []float64) *verdict.Shortfall {
+	if o != Noise {
+		return nil
+	}
+	return verdict.SamplesShort(samples)
 }
 
 // withCondition records a condition of v's measurement (measure.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/docs/schemas"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // A verdict's typed basis, figures and conditions are part of the run
@@ -42,7 +43,11 @@ func TestVerdictDataInSchema(t *testing.T) {
 	more := append(ppsVerdicts(pps, 1500), mtuVerdicts(&m)...)
 	capped := newVerdict("c", Changed, "capped")
 	capped.Basis = measure.VerdictBasisKernelCapped
-	rep.Verdicts = append(vs, append(more, capped)...)
+	more = append(more, capped)
+	for _, k := range []string{verdict.ShortSamples, verdict.ShortBaseline, verdict.ShortRatios, verdict.ShortZeroBaseline} {
+		more = append(more, withShortfall(newVerdict("c", Noise, "short"), &verdict.Shortfall{Kind: k, N: 1, Needed: 3, Zero: 2, Of: 3}))
+	}
+	rep.Verdicts = append(vs, more...)
 	kinds := map[string]bool{}
 	for _, v := range rep.Verdicts {
 		kinds[v.Basis] = true
@@ -50,7 +55,7 @@ func TestVerdictDataInSchema(t *testing.T) {
 			kinds[c] = true
 		}
 	}
-	for _, k := range []string{measure.VerdictBasisTooFew, measure.VerdictBasisKernelCapped, measure.VerdictConditionTunQueueCut, measure.VerdictConditionProbeFragmented} {
+	for _, k := range []string{measure.VerdictBasisTooFew, measure.VerdictBasisKernelCapped, measure.VerdictBasisZeroBaseline, measure.VerdictConditionTunQueueCut, measure.VerdictConditionProbeFragmented} {
 		if !kinds[k] {
 			t.Errorf("no verdict of kind %s to check", k)
 		}

@@ -160,3 +160,35 @@ func TestLimitedTo(t *testing.T) {
 		t.Errorf("no limit: %s", got)
 	}
 }
+
+// A judgement short of samples says so as data (Judgement.Short), and
+// its Why is the shortfall's sentence (Shortfall.String, the renderer,
+// whose sentences are checked here too).
+func TestShortfall(t *testing.T) {
+	w := Unchanged(0.1)
+	for _, c := range []struct {
+		name        string
+		x, baseline []float64
+		want        Shortfall
+		text        string
+	}{
+		{"two samples", []float64{1, 1}, []float64{1, 1, 1}, Shortfall{Kind: ShortSamples, N: 2, Needed: MinSamples}, "2 valid samples, a verdict needs 3"},
+		{"baseline of two", []float64{1, 1, 1}, []float64{1, 1}, Shortfall{Kind: ShortBaseline, N: 2, Needed: MinSamples}, "the baseline has 2 valid samples, a comparison needs 3"},
+		{"baseline of zeros", []float64{1, 1, 1}, []float64{0, 0, 0}, Shortfall{Kind: ShortZeroBaseline, N: 0, Needed: MinSamples, Zero: 3, Of: 3}, "3 of the baseline's 3 samples are 0 bit/s, and no ratio can be taken to 0: 0 ratios, a verdict needs 3"},
+	} {
+		j := Within(c.x, c.baseline, w)
+		if j.Outcome != Noise || j.Short == nil || *j.Short != c.want || j.Why != j.Short.String() {
+			t.Errorf("%s: %+v, want shortfall %+v", c.name, j, c.want)
+			continue
+		}
+		if got := c.want.String(); got != c.text {
+			t.Errorf("Shortfall.String(%+v) = %q, want %q", c.want, got, c.text)
+		}
+	}
+	if j := Within([]float64{1, 1, 1}, []float64{1, 1, 1}, w); j.Short != nil {
+		t.Errorf("enough samples, shortfall %+v", j.Short)
+	}
+	if s := SamplesShort([]float64{1, 1, 1}); s != nil {
+		t.Errorf("SamplesShort of 3: %+v", s)
+	}
+}
