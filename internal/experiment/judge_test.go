@@ -16,7 +16,8 @@ import (
 
 // JudgeEmulator decides whether a sample counts, from the emulator's
 // counters before and after it: a refusal's kind and figures, its sentence
-// rendered from them.
+// rendered from them (the sentences checked are measure.Refusal.Text's,
+// the renderer).
 func TestJudgeSample(t *testing.T) {
 	const ms = time.Millisecond
 	base := Emulator{Lateness: emulate.Lateness{Released: 1000, Late: 5, Stalled: 2, LateDelay: 10 * ms}, Lost: 1}

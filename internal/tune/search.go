@@ -96,7 +96,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	case runCtx.Err() != nil:
 		s.res.Stopped = StoppedBudget
 	case s.runErr != nil:
-		s.res.Stopped = "failed: " + s.runErr.Error()
+		s.res.Stopped = stoppedFailed(s.runErr)
 	default:
 		s.res.Stopped = StoppedDone
 	}

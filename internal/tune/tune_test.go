@@ -228,7 +228,7 @@ func TestSearchSurvivesAFailedRound(t *testing.T) {
 	}
 	always := func(context.Context, int, []Named) (map[string]Samples, []string, error) { return nil, nil, fail }
 	res, err = Run(context.Background(), Options{Path: fakePath, Budget: time.Minute, Measure: always})
-	if !errors.Is(err, fail) || len(res.Steps) != 2 || !strings.HasPrefix(res.Stopped, "failed") {
+	if !errors.Is(err, fail) || len(res.Steps) != 2 || res.Stopped != stoppedFailed(fail) {
 		t.Errorf("err %v, %d steps, stopped %q", err, len(res.Steps), res.Stopped)
 	}
 	for _, st := range res.Steps {
