@@ -56,7 +56,9 @@ func TestProtection(t *testing.T) {
 		}
 	}
 	for _, p := range Protection(Crypto{Mode: StaticKey, Cipher: "none"}) {
-		if !strings.Contains(p.Reason, "another layer that encrypts") {
+		// Protection's reason carries the one sentence, OuterLayer, on
+		// the setup where no encryption can be meant.
+		if !strings.Contains(p.Reason, OuterLayer) {
 			t.Errorf("reason does not name the outer layer: %s", p.Reason)
 		}
 	}
