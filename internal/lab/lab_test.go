@@ -242,7 +242,7 @@ func TestEphemeralOwnerTearsDownOrphan(t *testing.T) {
 	_ = cmd.Wait()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat(lab.BaseDir + "/" + name); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(lab.Env{}.Dir(name)); errors.Is(err, os.ErrNotExist) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -151,7 +151,7 @@ func CheckGone(tb testing.TB, name string) {
 	for _, ns := range lab.NamespacesOf(name) {
 		tb.Errorf("namespace %s still exists after teardown", ns)
 	}
-	if _, err := os.Stat(lab.BaseDir + "/" + name); err == nil {
+	if _, err := os.Stat(lab.Env{}.Dir(name)); err == nil {
 		tb.Errorf("lab directory of %s still exists after teardown", name)
 	}
 }
@@ -163,7 +163,7 @@ func CheckGonePrefix(tb testing.TB, prefix string) {
 	tb.Helper()
 	for _, dir := range []struct{ path, namePrefix string }{
 		{netns.Dir, "ovpnperf-" + prefix},
-		{lab.BaseDir, prefix},
+		{lab.DefaultBaseDir, prefix},
 	} {
 		entries, _ := os.ReadDir(dir.path)
 		for _, e := range entries {
@@ -196,7 +196,7 @@ func CheckPrivate(tb testing.TB, l *lab.Lab) int {
 		}
 	}
 	// The directories above the lab's.
-	for dir := filepath.Dir(l.Dir()); dir != filepath.Dir(filepath.Dir(lab.BaseDir)); dir = filepath.Dir(dir) {
+	for dir := filepath.Dir(l.Dir()); dir != filepath.Dir(filepath.Dir(filepath.Dir(l.Dir()))); dir = filepath.Dir(dir) {
 		if fi, err := os.Stat(dir); err == nil {
 			private(dir, fi)
 		} else {
