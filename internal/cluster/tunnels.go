@@ -35,9 +35,6 @@ import (
 // TunnelInterval is how often connect checks each tunnel's state.
 var TunnelInterval = 250 * time.Millisecond
 
-// ConnectDir holds one directory per `cluster connect --tunnels` run.
-var ConnectDir = "/run/ovpnperf/connect"
-
 // TunnelsOptions configure RunTunnels.
 type TunnelsOptions struct {
 	Assigned []Reply // one per tunnel, distinct instances
@@ -46,6 +43,9 @@ type TunnelsOptions struct {
 	Routes []netip.Prefix
 	Extra  []string // openvpn options (--config …)
 	Log    io.Writer
+	// Paths is where the run keeps its state; the zero value is the
+	// host's.
+	Paths Paths
 	// Ready, if set, is called once every tunnel was up at least once
 	// (and the routes are known).
 	Ready func(devs []string)
@@ -96,6 +96,7 @@ func connectGroup(id string) uint32 {
 // run's state file (connectstate.go), so that `cluster clean` undoes what a
 // killed run left.
 func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
+	p := o.Paths
 	if err := ProbeNexthops(ctx, ""); err != nil {
 		return err
 	}
@@ -112,18 +113,22 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 			return fmt.Errorf("finding own executable for the route-up hook: %w", err)
 		}
 	}
-	if pushed && strings.ContainsAny(o.Program+ConnectDir, " \t\n\"'\\") {
-		// OpenVPN splits --route-up's command at blanks.
-		return fmt.Errorf("the route-up hook %s %s: a path with blanks or quotes cannot be passed to OpenVPN; give --route CIDR", o.Program, ConnectDir)
+	if pushed && p.ConnectDir() != DefaultConnectDir {
+		// The hook runs as root and trusts no directory it is told.
+		return fmt.Errorf("the route-up hook writes only under %s, not %s: give --route CIDR", DefaultConnectDir, p.ConnectDir())
 	}
-	st, err := newConnectRun()
+	if pushed && strings.ContainsAny(o.Program+p.ConnectDir(), " \t\n\"'\\") {
+		// OpenVPN splits --route-up's command at blanks.
+		return fmt.Errorf("the route-up hook %s %s: a path with blanks or quotes cannot be passed to OpenVPN; give --route CIDR", o.Program, p.ConnectDir())
+	}
+	st, err := p.newConnectRun()
 	if err != nil {
 		return err
 	}
 	id := st.get().ID
-	dir := ConnectRunDir(id)
+	dir := p.ConnectRunDir(id)
 	defer func() {
-		if uerr := undoConnectRun(context.Background(), st); uerr != nil {
+		if uerr := p.undoConnectRun(context.Background(), st); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
 	}()

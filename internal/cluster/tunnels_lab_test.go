@@ -219,9 +219,9 @@ func TestTunnelsMultipath(t *testing.T) {
 		if out := nsOut(t, cctx, l, lab.Server, "ip", "route", "show", clientSite.String()); out != "" {
 			t.Errorf("server: route to %s left: %s", clientSite, out)
 		}
-		entries, _ := os.ReadDir(cluster.ConnectDir)
+		entries, _ := os.ReadDir(cluster.DefaultConnectDir)
 		for _, e := range entries {
-			t.Logf("note: %s/%s exists (another run's?)", cluster.ConnectDir, e.Name())
+			t.Logf("note: %s/%s exists (another run's?)", cluster.DefaultConnectDir, e.Name())
 		}
 	})
 	cn := "ovpnperf client"
