@@ -441,7 +441,7 @@ func TestTunnelsMultipath(t *testing.T) {
 		}
 		r := <-done
 		t.Logf("after kill -9 of u1: t1 out of the route after %v (keepalive timeout %v), back after %v", gone.Round(10*time.Millisecond), keepalive, back.Round(10*time.Millisecond))
-		// TunnelInterval and a management round trip on top of the timeout.
+		// DefaultTunnelInterval and a management round trip on top of the timeout.
 		if gone == 0 || gone > keepalive+1500*time.Millisecond {
 			t.Errorf("dead tunnel left the route after %v, want within the keepalive timeout %v (+1.5 s)\nconnect:\n%s", gone, keepalive, connLog())
 		}
