@@ -301,7 +301,7 @@ func (c *Cluster) onePort(ctx context.Context) error {
 		if err := c.state.record(Resource{Kind: KindChain, Name: ch, Netns: c.opts.Netns, Detail: fmt.Sprintf("%s %d", proto, c.opts.OnePort)}); err != nil {
 			return err
 		}
-		if err := hostIptables.addOnePort(ctx, c.opts.Netns, c.id, proto, c.opts.OnePort, ports, c.backend, rnd); err != nil {
+		if err := (iptables{run: inNs}).addOnePort(ctx, c.opts.Netns, c.id, proto, c.opts.OnePort, ports, c.backend, rnd); err != nil {
 			return fmt.Errorf("one-port rules (%s): %w", c.backend, err)
 		}
 	}

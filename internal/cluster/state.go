@@ -273,7 +273,7 @@ func (p Paths) undoActions(id, dir string) map[string]journal.Action {
 	anyOf := func(Resource) string { return "" }
 	return map[string]journal.Action{
 		KindProcess:   procs.Undo,
-		KindChain:     inNetns(func(r Resource) string { return journal.ChainOwned(id, r.Name) }, hostIptables.deleteChain),
+		KindChain:     inNetns(func(r Resource) string { return journal.ChainOwned(id, r.Name) }, iptables{run: inNs}.deleteChain),
 		KindSysctl:    inNetns(func(r Resource) string { return sysctls.Allowed(r.Name, r.Detail) }, sysctls.Undo),
 		KindSysfs:     inNetns(anyOf, restoreSysfs), // restoreSysfs checks the path
 		KindMultipath: inNetns(anyOf, removeMultipathResource),
