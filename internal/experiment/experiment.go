@@ -468,7 +468,7 @@ func newRows(spec Spec, n Network, subjects []subject) ([]measure.Row, map[[2]st
 // measureRounds takes spec.Repeat interleaved rounds of samples (every
 // subject and direction once per round) into rows, with CPU-seconds per
 // GB summed over the samples.
-func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjects []subject, rows []measure.Row, index map[[2]string]int, srvs *iperfServers, prog *measure.Progress) error {
+func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjects []subject, rows []measure.Row, index map[[2]string]int, srvs *iperfServers, prog *measure.Progress, takeSample sampleFunc) error {
 	cpuSum := make([]map[string]float64, len(rows))
 	bytesSum := make([]uint64, len(rows))
 	gaveUp := make([]bool, len(rows))
@@ -559,7 +559,7 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progres
 	}
 	subjects := benchSubjects(spec, b)
 	rows, index := newRows(spec, n, subjects)
-	if err := measureRounds(ctx, spec, n, b.Lab, subjects, rows, index, srvs, prog); err != nil {
+	if err := measureRounds(ctx, spec, n, b.Lab, subjects, rows, index, srvs, prog, sample); err != nil {
 		return rows, backend, why, err
 	}
 	return rows, backend, why, nil

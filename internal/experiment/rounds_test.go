@@ -17,8 +17,9 @@ import (
 // (1+Retries)×Repeat samples for nothing), the reason says how many tries
 // failed, and the other rows are measured as before.
 func TestRowGivenUpAfterItsRetries(t *testing.T) {
+	t.Parallel()
 	calls := map[string]int{}
-	takeSample = func(_ context.Context, _ *lab.Lab, _ Spec, _ Network, s subject, d string, _ *iperfServers, _ iperf.CommandFunc) (*sampleResult, map[string]float64, error) {
+	fake := func(_ context.Context, _ *lab.Lab, _ Spec, _ Network, s subject, d string, _ *iperfServers, _ iperf.CommandFunc) (*sampleResult, map[string]float64, error) {
 		calls[s.name+"/"+d]++
 		if s.name == "bad" {
 			return nil, nil, fmt.Errorf("running iperf3: %w", &iperf.InconsistentError{Rule: iperf.RuleWindowLong, Side: "receiver",
@@ -26,14 +27,13 @@ func TestRowGivenUpAfterItsRetries(t *testing.T) {
 		}
 		return &sampleResult{Result: &iperf.Result{ReceivedBitsPerSec: 10e6}}, map[string]float64{}, nil
 	}
-	t.Cleanup(func() { takeSample = sample })
 	spec := Spec{Repeat: 3, Retries: 2, Directions: []string{measure.DirectionUp}}
 	n := Network{Name: "path"}
 	subjects := []subject{{name: Routed}, {name: "bad"}}
 	rows, index := newRows(spec, n, subjects)
 	var log strings.Builder
 	prog := measure.NewProgress(len(rows)*spec.Repeat, &log)
-	if err := measureRounds(context.Background(), spec, n, nil, subjects, rows, index, &iperfServers{}, prog); err != nil {
+	if err := measureRounds(context.Background(), spec, n, nil, subjects, rows, index, &iperfServers{}, prog, fake); err != nil {
 		t.Fatal(err)
 	}
 	prog.Done()
