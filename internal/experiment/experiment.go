@@ -140,9 +140,6 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	return rep, nil
 }
 
-// probeDCOHost is the seam for tests that need a host with DCO.
-var probeDCOHost = dco.ProbeHost
-
 // dcoNotTested probes the host once when a variant allows DCO: the
 // variants it cannot run, with the reason, and (when it can) what the
 // host offers, for the rows.
@@ -155,7 +152,11 @@ func dcoNotTested(ctx context.Context, spec Spec) (map[string]string, string) {
 				continue
 			}
 			if h == nil {
-				x := probeDCOHost(ctx)
+				probe := spec.ProbeDCO
+				if probe == nil {
+					probe = dco.ProbeHost
+				}
+				x := probe(ctx)
 				h = &x
 			}
 			if why := h.Missing(""); len(why) > 0 {
