@@ -209,9 +209,10 @@ func TestFragmentRecipe(t *testing.T) {
 	t.Parallel() // judges no rate and no sample's validity: see runForTest
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3", "ping", "tcpdump")
+	var keep fragKeep
 	if os.Getenv("OVPNPERF_UPDATE_TESTDATA") == "1" {
 		// Keep this run's captures as the parser's test data.
-		fragCaptureHook = func(variant string, size int, path string) {
+		keep = func(variant string, size int, path string) {
 			b, err := os.ReadFile(path)
 			if err == nil {
 				err = os.WriteFile(filepath.Join("testdata", "fragment", fmt.Sprintf("%s-%d.pcap", variant, size)), b, 0o644)
@@ -220,10 +221,9 @@ func TestFragmentRecipe(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		defer func() { fragCaptureHook = nil }()
 	}
 	name := "t" + lab.NewName()
-	rep, err := runFragment(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name})
+	rep, err := runFragment(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name}, keep)
 	labtest.CheckGone(t, name)
 	if err != nil {
 		t.Fatal(err)
