@@ -148,19 +148,18 @@ func TestRestoreSysfsRefusesOtherPaths(t *testing.T) {
 }
 
 func TestIrqbalanceNote(t *testing.T) {
-	old := procRoot
-	t.Cleanup(func() { procRoot = old })
-	procRoot = t.TempDir()
-	if irqbalancePid() != 0 {
+	t.Parallel()
+	fs := sysfs{proc: t.TempDir()}
+	if fs.irqbalancePid() != 0 {
 		t.Fatal("irqbalance found in an empty /proc")
 	}
-	if err := os.MkdirAll(filepath.Join(procRoot, "4242"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(fs.proc, "4242"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(procRoot, "4242", "comm"), []byte("irqbalance\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(fs.proc, "4242", "comm"), []byte("irqbalance\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if pid := irqbalancePid(); pid != 4242 {
+	if pid := fs.irqbalancePid(); pid != 4242 {
 		t.Errorf("irqbalance pid %d, want 4242", pid)
 	}
 }
