@@ -21,6 +21,10 @@ type Env struct {
 	// Ceiling is the emulator-ceiling record that lab status and the
 	// documents read; empty means emulate.DefaultCeilingPath.
 	Ceiling string
+	// Owner is the ovpnperf binary that runs the labs' owners; empty
+	// means this executable (in a test binary, the one TestBinaryEnv
+	// names).
+	Owner string
 }
 
 // BaseDir is the directory of the labs.

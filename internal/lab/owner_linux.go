@@ -19,11 +19,32 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-// OwnerProgram is the ovpnperf binary that runs lab owners as `ovpnperf lab
-// owner NAME`. Empty means this process's own executable, which is ovpnperf
-// itself; a test binary is not, so tests set it to an ovpnperf they built
-// (labtest.Main does).
-var OwnerProgram string
+// TestBinaryEnv names the environment variable through which a test binary
+// (which is not ovpnperf, and cannot run a lab owner) learns the ovpnperf
+// that labtest built for its tests: labtest.Build sets it once, before the
+// tests run.
+const TestBinaryEnv = "OVPNPERF_TEST_BINARY"
+
+// ownerProgram is the ovpnperf binary that runs the lab's owner as
+// `ovpnperf lab owner NAME`: Env.Owner if set, else this process's own
+// executable, which is ovpnperf itself; in a test binary, the ovpnperf
+// labtest built (TestBinaryEnv).
+func (e Env) ownerProgram() (string, error) {
+	if e.Owner != "" {
+		return e.Owner, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding own executable for the lab owner: %w", err)
+	}
+	if strings.HasSuffix(exe, ".test") {
+		if bin := os.Getenv(TestBinaryEnv); bin != "" {
+			return bin, nil
+		}
+		return "", fmt.Errorf("lab owner: %s is a test binary; set lab.Env.Owner to an ovpnperf binary (labtest.Main builds one)", exe)
+	}
+	return exe, nil
+}
 
 // The owner process
 //
@@ -40,15 +61,9 @@ var OwnerProgram string
 // so `ps` shows which lab each owner holds.
 
 func (l *Lab) startOwner(ctx context.Context) error {
-	exe := OwnerProgram
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return fmt.Errorf("finding own executable for the lab owner: %w", err)
-		}
-		if strings.HasSuffix(exe, ".test") {
-			return fmt.Errorf("lab owner: %s is a test binary; set lab.OwnerProgram to an ovpnperf binary (labtest.Main builds one)", exe)
-		}
+	exe, err := l.env.ownerProgram()
+	if err != nil {
+		return err
 	}
 	argv := []string{"lab", "owner", l.name}
 	if l.env.BaseDir() != DefaultBaseDir {

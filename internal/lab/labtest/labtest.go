@@ -31,22 +31,26 @@ import (
 )
 
 // binaryEnv passes the ovpnperf built by Main to child test processes
-// (helpers that a test re-executes), so that they do not build it again.
-const binaryEnv = "OVPNPERF_TEST_BINARY"
+// (helpers that a test re-executes), so that they do not build it again,
+// and to package lab, which runs lab owners with it.
+const binaryEnv = lab.TestBinaryEnv
 
 // Main builds ovpnperf once for the test binary, makes it the program that
-// runs lab owners (lab.OwnerProgram), runs the tests and removes it.
+// runs lab owners (Build names it in lab.TestBinaryEnv), runs the tests and
+// removes it.
 func Main(m *testing.M) {
-	bin, cleanup, err := Build()
+	_, cleanup, err := Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	lab.OwnerProgram = bin
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
 }
+
+// Binary is the ovpnperf that Main built, to run as a user would.
+func Binary() string { return os.Getenv(binaryEnv) }
 
 // Build builds the ovpnperf command and returns its path and a function to
 // call when the tests are done. In a child of a test that built it already,
