@@ -80,6 +80,7 @@ func sample(t testing.TB) []byte {
 }
 
 func TestAnalyze(t *testing.T) {
+	t.Parallel()
 	a, err := Analyze(bytes.NewReader(sample(t)), 1194)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +107,7 @@ func TestAnalyze(t *testing.T) {
 }
 
 func TestAnalyzeRefusesBadFiles(t *testing.T) {
+	t.Parallel()
 	good := sample(t)
 	for _, c := range []struct {
 		name string
@@ -180,6 +182,7 @@ func classified(err error) bool {
 }
 
 func TestAnalyzePcapng(t *testing.T) {
+	t.Parallel()
 	want, err := Analyze(bytes.NewReader(sample(t)), 1194)
 	if err != nil {
 		t.Fatal(err)

@@ -88,6 +88,7 @@ func TestCleanDeadConnects(t *testing.T) {
 // (names and value forms of route.c setenv_route / setenv_route_ipv6) and
 // refuses what OpenVPN does not write.
 func TestRoutesFromEnv(t *testing.T) {
+	t.Parallel()
 	env := []string{"script_type=route-up", "dev=ovpnperf1a2bt0",
 		"route_network_1=10.98.0.0", "route_netmask_1=255.255.255.0", "route_gateway_1=203.0.113.1",
 		"route_network_2=203.0.113.0", "route_netmask_2=255.255.255.0",

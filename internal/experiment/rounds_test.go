@@ -65,6 +65,7 @@ func TestRowGivenUpAfterItsRetries(t *testing.T) {
 // start, a measured part of at least 2 s, 4 round trips and 10 loaded
 // round trips (one BDP of queue by default).
 func TestSampleTiming(t *testing.T) {
+	t.Parallel()
 	path := func(rate uint64, rtt time.Duration) lab.Path {
 		l := lab.Link{RateBitsPerSec: rate, Delay: rtt / 2}
 		return lab.Path{Up: l, Down: l}
@@ -97,6 +98,7 @@ func TestSampleTiming(t *testing.T) {
 // The window slack of a path: its round trip, jitter, and each rate
 // limiter's full queue (one BDP by default).
 func TestMaxRoundTrip(t *testing.T) {
+	t.Parallel()
 	l := lab.Link{RateBitsPerSec: 20e6, Delay: 100 * time.Millisecond}
 	p := lab.Path{Up: l, Down: l}
 	if got, want := p.MaxRoundTrip(), 600*time.Millisecond; got != want {

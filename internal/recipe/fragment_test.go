@@ -20,6 +20,7 @@ import (
 // Real iputils ping output (testdata/fragment/ping-*.txt): replies on
 // loopback, and a neighbour that never answers.
 func TestParsePing(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		file           string
 		sent, received int
@@ -61,6 +62,7 @@ func TestParsePing(t *testing.T) {
 // Captures from a real run of the recipe (testdata/fragment/*.pcap, router
 // port towards the 1450-byte segment, 10 pings each, OpenVPN port 1194+slot).
 func TestCountFragments(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		file string
 		port uint16
@@ -121,6 +123,7 @@ func FuzzCountFragments(f *testing.F) {
 }
 
 func TestFragVerdicts(t *testing.T) {
+	t.Parallel()
 	rtt := func(rounds ...float64) *fragRTT {
 		return &fragRTT{MeanMs: fragMean(rounds), SdMs: 0.01, MedianMs: measure.Median(rounds), RoundMediansMs: rounds, Sent: 100 * len(rounds), Received: 100 * len(rounds)}
 	}
@@ -188,6 +191,7 @@ func TestFragVerdicts(t *testing.T) {
 // A saved report (rows with ping and capture figures in Extra, through
 // JSON) is judged as the run judged it.
 func TestFragJudgeSaved(t *testing.T) {
+	t.Parallel()
 	rtt := &fragRTT{MedianMs: 0.2, RoundMediansMs: []float64{0.2, 0.21, 0.2}, Sent: 300, Received: 300}
 	rep := &measure.Report{Scenario: measure.Scenario{Command: "recipe fragment", Networks: []measure.Network{{Name: "lan", Path: fragPath}}}}
 	for _, v := range []string{fragNone, frag1400, frag400} {

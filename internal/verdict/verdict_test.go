@@ -6,6 +6,7 @@ import (
 )
 
 func TestOutcomeValid(t *testing.T) {
+	t.Parallel()
 	for _, o := range Outcomes {
 		if !o.Valid() {
 			t.Errorf("%q not valid", o)
@@ -19,6 +20,7 @@ func TestOutcomeValid(t *testing.T) {
 }
 
 func TestOf(t *testing.T) {
+	t.Parallel()
 	s := Of([]float64{3, 1, 2, 10})
 	if s != (Stats{N: 4, Median: 2.5, Min: 1, Max: 10}) {
 		t.Errorf("Of = %+v", s)
@@ -29,6 +31,7 @@ func TestOf(t *testing.T) {
 }
 
 func TestAboveNeedsSamples(t *testing.T) {
+	t.Parallel()
 	hi, lo := Of([]float64{10, 11, 12}), Of([]float64{1, 2, 3})
 	if !Above(hi, lo) || Above(lo, hi) {
 		t.Error("Above wrong on separated sets")
@@ -42,6 +45,7 @@ func TestAboveNeedsSamples(t *testing.T) {
 }
 
 func TestRatiosPairedAndUnpaired(t *testing.T) {
+	t.Parallel()
 	r := Ratios([]float64{10, 20, 30}, []float64{10, 20, 30})
 	if !r.Paired || r.Lo != 1 || r.Hi != 1 || r.N != 3 {
 		t.Errorf("paired: %+v", r)
