@@ -18,7 +18,8 @@ esac
 
 # program -> Debian package (chromium: the report tests render HTML in it headless;
 # nftables: the advise test applies its nft TCPMSS lines in a throw-away namespace;
-# jq: the CI-gate examples of docs/schemas.md pipe compare --json into it)
+# jq: the CI-gate examples of docs/schemas.md pipe compare --json into it;
+# prometheus: the metrics tests run promtool and a Prometheus in a lab namespace)
 need=(
   "ip:iproute2" "tc:iproute2" "iptables:iptables" "ip6tables-restore:iptables"
   "openvpn:openvpn" "iperf3:iperf3" "openssl:openssl" "tcpdump:tcpdump"
@@ -26,7 +27,7 @@ need=(
   "sysctl:procps" "gcc:gcc" "git:git" "chromium:chromium"
   "systemd-analyze:systemd" "man:man-db" "dpkg-deb:dpkg"
   "etcd:etcd-server" "etcdctl:etcd-client" "nft:nftables"
-  "jq:jq"
+  "jq:jq" "prometheus:prometheus" "promtool:prometheus"
 )
 missing=()
 for pair in "${need[@]}"; do
@@ -44,22 +45,28 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
   apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
 fi
-# Debian's openvpn, iperf3 and etcd-server packages may start system
-# services when this script installs them; ovpnperf runs its own processes
-# (etcd in a lab namespace, see internal/etcdsrv) and needs none of them.
+# Debian's openvpn, iperf3, etcd-server and prometheus packages may start
+# system services when this script installs them; ovpnperf runs its own
+# processes (etcd and Prometheus in lab namespaces, see internal/etcdsrv and
+# internal/exporter's tests) and needs none of them.
 # Only the services of packages installed just now are disabled: on a server
 # that already runs OpenVPN or etcd, those services are the admin's, not ours.
 # Without systemd as init, the package's init script may have started etcd
 # (as user etcd, with /run/etcd.pid): stop that one by its pid file, never by
-# name, since lab etcds of running tests are etcd processes too.
+# name, since lab etcds of running tests are etcd processes too. Prometheus
+# the same way (its init script keeps /run/prometheus/prometheus.pid).
 installed_now=" ${missing[*]:-} "
-for pair in "openvpn:openvpn" "iperf3:iperf3" "etcd-server:etcd"; do
+for pair in "openvpn:openvpn" "iperf3:iperf3" "etcd-server:etcd" "prometheus:prometheus"; do
   pkg=${pair%%:*} svc=${pair#*:}
   case "$installed_now" in *" $pkg "*) ;; *) continue ;; esac
   systemctl disable --now "$svc" >/dev/null 2>&1 || true
   if [ "$svc" = etcd ] && [ -x /etc/init.d/etcd ] && [ -f /run/etcd.pid ] && ! [ -d /run/systemd/system ]; then
     /etc/init.d/etcd stop >/dev/null 2>&1 || true
     update-rc.d etcd disable >/dev/null 2>&1 || true
+  fi
+  if [ "$svc" = prometheus ] && [ -x /etc/init.d/prometheus ] && ! [ -d /run/systemd/system ]; then
+    /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+    update-rc.d prometheus disable >/dev/null 2>&1 || true
   fi
 done
 

@@ -62,6 +62,8 @@ var badInputClasses = map[string][]badCase{
 		{[]string{"cluster", "client-config", "--host", ""}, "--host"},
 		{[]string{"cluster", "client-config", "-o", ""}, "-o/--output"},
 		{[]string{"cluster", "dispatch", "--listen", ""}, "--listen"},
+		{[]string{"exporter", "--listen", ""}, "--listen"},
+		{[]string{"exporter"}, "--listen"},
 		{[]string{"lab", "run", "--proto", ""}, "--proto"},
 		{[]string{"pmtu", "--cipher", "", "192.0.2.1"}, "--cipher"},
 		// Empty positional arguments too.
@@ -93,6 +95,11 @@ var badInputClasses = map[string][]badCase{
 		{[]string{"tune", "--budget", "-10m"}, `--budget "-10m"`},
 		{[]string{"probe", "--iperf3-time", "-1s", "127.0.0.1"}, `--iperf3-time "-1s"`},
 		{[]string{"probe", "--pings", "1e3", "127.0.0.1"}, `--pings "1e3"`},
+		{[]string{"exporter", "--listen", "127.0.0.1:9234", "--max-clients", "0"}, `--max-clients "0"`},
+		{[]string{"exporter", "--listen", "127.0.0.1:9234", "--max-clients", "-1"}, `--max-clients "-1"`},
+		{[]string{"exporter", "--listen", "127.0.0.1:99999"}, `--listen "127.0.0.1:99999"`},
+		{[]string{"exporter", "--listen", "nope"}, `--listen "nope"`},
+		{[]string{"cluster", "serve", "--per-client-max", "0"}, `--per-client-max "0"`},
 	},
 	// A control character in a value would reach a config line, a file
 	// name or the terminal.

@@ -42,6 +42,7 @@ type clusterServeOptions struct {
 	rate                       float64
 	metrics                    string
 	perClient                  bool
+	perClientMax               int
 	drain                      time.Duration
 	irq                        string
 	nics                       []string
@@ -92,7 +93,8 @@ func newClusterServe() (*cobra.Command, *clusterServeOptions) {
 	f.StringVar(&o.strategy, "strategy", cluster.LeastLoaded, "dispatcher strategy: round-robin or least-loaded")
 	floatFlag(f, &o.rate, "rate", 20, 0, 1e6, "dispatcher requests per second per source address (burst twice that; 0: no limit)")
 	f.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on ADDR:PORT/metrics")
-	f.BoolVar(&o.perClient, "per-client-metrics", false, "also export bytes per client, labelled by common name")
+	f.BoolVar(&o.perClient, "per-client-metrics", false, "also export bytes per client, labelled by common name (same names summed)")
+	intFlag(f, &o.perClientMax, "per-client-max", "", cluster.DefaultPerClientMax, 1, 100000, "with --per-client-metrics: export at most this many clients per scrape, the busiest (the rest are counted in ovpnperf_cluster_client_series_dropped)")
 	f.DurationVar(&o.drain, "drain", 2*time.Second, "on stop, how long instances keep running after the dispatcher stops assigning")
 	f.StringVar(&o.irq, "irq", cluster.IRQOff, "NIC interrupt and RPS/XPS placement: off, plan (print it) or apply (write it; stop and clean restore the old values)")
 	f.StringSliceVar(&o.nics, "nic", nil, "with --irq: the device(s) carrying the instances' traffic (default: the devices of the instances' routes)")
@@ -112,7 +114,7 @@ func newClusterServe() (*cobra.Command, *clusterServeOptions) {
 // (files, labs, namespaces and ports are runClusterServe's) and returns
 // the cluster's options; serve and systemd-unit both call it.
 func (o clusterServeOptions) toOptions() (cluster.Options, error) {
-	co := cluster.Options{ID: o.id, Netns: o.netns, Nice: o.nice, PortBase: o.portBase, OnePort: o.onePort, Spread: o.spread, PerClient: o.perClient, Drain: o.drain,
+	co := cluster.Options{ID: o.id, Netns: o.netns, Nice: o.nice, PortBase: o.portBase, OnePort: o.onePort, Spread: o.spread, PerClient: o.perClient, PerClientMax: o.perClientMax, Drain: o.drain,
 		IRQ: o.irq, NICs: o.nics}
 	var err error
 	switch o.irq {

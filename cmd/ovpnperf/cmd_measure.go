@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ovpnperf/ovpnperf/internal/measure"
-	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -114,31 +113,9 @@ func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o
 	if o.tunnel == "" {
 		return usage.Errorf("--tunnel is required: the far end's address inside the tunnel")
 	}
-	hosts, err := resolveTarget(ctx, "HOST", hostArg)
+	host, tun, err := tunnelEnds(ctx, hostArg, o.tunnel, o.cipher)
 	if err != nil {
 		return err
-	}
-	tun, literal, err := parseTarget("--tunnel", o.tunnel)
-	if err != nil {
-		return err
-	}
-	if !literal {
-		return usage.Errorf("--tunnel %q: want an IP address", o.tunnel)
-	}
-	host := hosts[0]
-	for _, h := range hosts {
-		if h.Is4() == tun.Is4() {
-			host = h
-			break
-		}
-	}
-	if host == tun {
-		return usage.Errorf("HOST and --tunnel are both %s: HOST is the address outside the tunnel, --tunnel the one inside", host)
-	}
-	if o.cipher != "" {
-		if _, err := overhead.New(overhead.DataChannel{Cipher: o.cipher}, overhead.Transport{Proto: "udp"}); err != nil {
-			return usage.Errorf("--cipher: %v", err)
-		}
 	}
 	var dirs []string
 	switch o.direction {

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -144,31 +143,9 @@ func runWatch(ctx context.Context, stderr io.Writer, hostArg string, o watchOpti
 	if _, _, err := net.SplitHostPort(o.listen); err != nil {
 		return usage.Errorf("--listen %q: use ADDR:PORT", o.listen)
 	}
-	hosts, err := resolveTarget(ctx, "HOST", hostArg)
+	host, tun, err := tunnelEnds(ctx, hostArg, o.tunnel, o.cipher)
 	if err != nil {
 		return err
-	}
-	tun, literal, err := parseTarget("--tunnel", o.tunnel)
-	if err != nil {
-		return err
-	}
-	if !literal {
-		return usage.Errorf("--tunnel %q: want an IP address", o.tunnel)
-	}
-	host := hosts[0]
-	for _, h := range hosts {
-		if h.Is4() == tun.Is4() {
-			host = h
-			break
-		}
-	}
-	if host == tun {
-		return usage.Errorf("HOST and --tunnel are both %s: HOST is the address outside the tunnel, --tunnel the one inside", host)
-	}
-	if o.cipher != "" {
-		if _, err := overhead.New(overhead.DataChannel{Cipher: o.cipher}, overhead.Transport{Proto: "udp"}); err != nil {
-			return usage.Errorf("--cipher: %v", err)
-		}
 	}
 	if o.probe >= o.every {
 		return usage.Errorf("--probe-interval %v is not shorter than --every %v", o.probe, o.every)

@@ -91,6 +91,11 @@ var exampleRules = map[string]exampleRule{
 	"ovpnperf cluster serve --config /etc/openvpn/server.conf --instances auto --one-port 1194 --port-base 1195":                                                                                                                                   {skip: usersConfig},
 	"ovpnperf cluster serve --lab mylab --instances 2 --one-port 1194 --dispatcher 198.51.100.2:8443":                                                                                                                                              {ready: "dispatcher on 198.51.100.2:8443"},
 
+	// exporter: serves until stopped, in the lab's server namespace (its
+	// port is the namespace's own); TestExporterPrometheus scrapes it.
+	"ovpnperf exporter --listen 127.0.0.1:9234":                                  {in: "server", ready: "serving metrics on"},
+	"ovpnperf exporter --listen 127.0.0.1:9234 --client-labels --max-clients 50": {in: "server", ready: "serving metrics on"},
+
 	// compare: two recorded lab runs.
 	"ovpnperf compare before.json after.json":                                      {files: []string{"before.json", "after.json"}},
 	"ovpnperf compare lan.json lan.json --old-variant default --new-variant jumbo": {files: []string{"lan.json"}},

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/outputfile"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -142,4 +143,39 @@ type savedElsewhereError struct {
 
 func (e *savedElsewhereError) Error() string {
 	return "writing --out " + e.path + ": " + e.err.Error() + "; the results are in " + e.tmp
+}
+
+// tunnelEnds reads the two addresses of a tunnel's far end that measure
+// and watch take: HOST outside the tunnel (a name or an address; of a
+// name's addresses the one of the tunnel address's family) and --tunnel
+// inside it (an address), which must differ; and checks --cipher, the
+// data cipher the overhead model predicts with, when given.
+func tunnelEnds(ctx context.Context, hostArg, tunnelFlag, cipher string) (host, tun netip.Addr, err error) {
+	hosts, err := resolveTarget(ctx, "HOST", hostArg)
+	if err != nil {
+		return host, tun, err
+	}
+	tun, literal, err := parseTarget("--tunnel", tunnelFlag)
+	if err != nil {
+		return host, tun, err
+	}
+	if !literal {
+		return host, tun, usage.Errorf("--tunnel %q: want an IP address", tunnelFlag)
+	}
+	host = hosts[0]
+	for _, h := range hosts {
+		if h.Is4() == tun.Is4() {
+			host = h
+			break
+		}
+	}
+	if host == tun {
+		return host, tun, usage.Errorf("HOST and --tunnel are both %s: HOST is the address outside the tunnel, --tunnel the one inside", host)
+	}
+	if cipher != "" {
+		if _, err := overhead.New(overhead.DataChannel{Cipher: cipher}, overhead.Transport{Proto: "udp"}); err != nil {
+			return host, tun, usage.Errorf("--cipher: %v", err)
+		}
+	}
+	return host, tun, nil
 }

@@ -2,8 +2,10 @@ package cluster_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -20,9 +22,10 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/promtest"
 )
 
-// scrape reads the cluster's metrics and returns each sample of the
+// scrape reads the cluster's metrics, checks them with promtool, and returns each sample of the
 // instance metrics as "name{instance}" → value.
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
@@ -68,19 +71,25 @@ func scrapeWith(t *testing.T, c *http.Client, url string) map[string]float64 {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("scraping %s: %s", url, resp.Status)
 	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("scraping %s: %v", url, err)
+	}
+	// Every scrape of a real cluster follows Prometheus's conventions.
+	promtest.CheckMetrics(t, body)
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, "ovpnperf_cluster_instance_") {
 			continue
 		}
-		// name{cluster="…",instance="u0",port="1195",proto="udp"} 1
+		// name{cluster="…",openvpn_instance="u0",port="1195",proto="udp"} 1
 		name, rest, _ := strings.Cut(line, "{")
 		labels, val, _ := strings.Cut(rest, "} ")
 		inst := ""
 		for _, kv := range strings.Split(labels, ",") {
-			if k, v, _ := strings.Cut(kv, "="); k == "instance" {
+			if k, v, _ := strings.Cut(kv, "="); k == "openvpn_instance" {
 				inst = strings.Trim(v, `"`)
 			}
 		}
@@ -168,7 +177,7 @@ func testClientPaths(t *testing.T, ctx context.Context, l *lab.Lab, c *cluster.C
 	checkMetrics(t, scrape(t, murl), map[string]float64{
 		"ovpnperf_cluster_instance_up{u0}": 1, "ovpnperf_cluster_instance_up{u1}": 1,
 		"ovpnperf_cluster_instance_clients{u0}": 4, "ovpnperf_cluster_instance_clients{u1}": 0,
-		"ovpnperf_cluster_instance_received_bytes{u0}": -1, "ovpnperf_cluster_instance_sent_bytes{u0}": -1,
+		"ovpnperf_cluster_instance_received_bytes_total{u0}": -1, "ovpnperf_cluster_instance_sent_bytes_total{u0}": -1,
 		"ovpnperf_cluster_instance_restarts_total{u0}": 0, "ovpnperf_cluster_instance_restarts_total{u1}": 0,
 	})
 

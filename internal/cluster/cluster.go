@@ -60,8 +60,11 @@ type Options struct {
 	Spread string
 	// Drain is how long SIGTERM/stop keeps instances running after the
 	// dispatcher stops assigning.
-	Drain     time.Duration
-	PerClient bool
+	Drain time.Duration
+	// PerClient exports bytes per client (by common name) in the metrics;
+	// PerClientMax caps those keys per scrape (0: DefaultPerClientMax).
+	PerClient    bool
+	PerClientMax int
 	// IRQ is IRQOff (or ""), IRQPlan or IRQApply: see irq.go. NICs names
 	// the devices to plan for (default: the instances' routed devices).
 	IRQ  string

@@ -9,63 +9,93 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ovpnperf/ovpnperf/internal/clientseries"
 )
 
+// DefaultPerClientMax is how many per-client keys (instance, common name)
+// a scrape exports when Options.PerClientMax is zero.
+const DefaultPerClientMax = 100
+
 // collector reads the supervisors' state at scrape time, so a metric is
-// never staler than the last management poll.
+// never staler than the last management poll. Names follow Prometheus's
+// conventions: base units, _total on counters, labels bounded by the
+// cluster's size except common_name, which is opt-in and capped.
 type collector struct {
-	c                                             *Cluster
+	id        string
+	status    func() []InstanceStatus
+	perClient bool
+	max       int
+
 	up, clients, bytesIn, bytesOut, restarts, cpu *prometheus.Desc
-	clientIn, clientOut                           *prometheus.Desc
+	clientIn, clientOut, clientDropped            *prometheus.Desc
 }
 
-func newCollector(c *Cluster) *collector {
-	l := []string{"cluster", "instance", "proto", "port"}
-	return &collector{c: c,
-		up:        prometheus.NewDesc("ovpnperf_cluster_instance_up", "1 if the instance is up (ready and management state CONNECTED).", l, nil),
-		clients:   prometheus.NewDesc("ovpnperf_cluster_instance_clients", "Connected clients (management load-stats).", l, nil),
-		bytesIn:   prometheus.NewDesc("ovpnperf_cluster_instance_received_bytes", "Bytes the current process read from its transport socket.", l, nil),
-		bytesOut:  prometheus.NewDesc("ovpnperf_cluster_instance_sent_bytes", "Bytes the current process wrote to its transport socket.", l, nil),
-		restarts:  prometheus.NewDesc("ovpnperf_cluster_instance_restarts_total", "Restarts by the supervisor.", l, nil),
-		cpu:       prometheus.NewDesc("ovpnperf_cluster_instance_cpu_seconds", "CPU seconds of the current process.", l, nil),
-		clientIn:  prometheus.NewDesc("ovpnperf_cluster_client_received_bytes", "Bytes received from a client, by common name.", append(l, "common_name"), nil),
-		clientOut: prometheus.NewDesc("ovpnperf_cluster_client_sent_bytes", "Bytes sent to a client, by common name.", append(l, "common_name"), nil),
+func newCollector(id string, status func() []InstanceStatus, perClient bool, max int) *collector {
+	if max == 0 {
+		max = DefaultPerClientMax
+	}
+	// Not "instance": Prometheus sets that label on every scraped series
+	// (the target's address) and would rename this one exported_instance.
+	l := []string{"cluster", "openvpn_instance", "proto", "port"}
+	return &collector{id: id, status: status, perClient: perClient, max: max,
+		up:            prometheus.NewDesc("ovpnperf_cluster_instance_up", "1 if the instance is up (ready and management state CONNECTED).", l, nil),
+		clients:       prometheus.NewDesc("ovpnperf_cluster_instance_clients", "Connected clients (management load-stats).", l, nil),
+		bytesIn:       prometheus.NewDesc("ovpnperf_cluster_instance_received_bytes_total", "Bytes the current process read from its transport socket (resets when the supervisor restarts it).", l, nil),
+		bytesOut:      prometheus.NewDesc("ovpnperf_cluster_instance_sent_bytes_total", "Bytes the current process wrote to its transport socket (resets when the supervisor restarts it).", l, nil),
+		restarts:      prometheus.NewDesc("ovpnperf_cluster_instance_restarts_total", "Restarts by the supervisor.", l, nil),
+		cpu:           prometheus.NewDesc("ovpnperf_cluster_instance_cpu_seconds_total", "CPU seconds of the current process, user and system (resets when the supervisor restarts it).", l, nil),
+		clientIn:      prometheus.NewDesc("ovpnperf_cluster_client_received_bytes_total", "Bytes received from a client, by common name (clients with the same name summed).", append(l, "common_name"), nil),
+		clientOut:     prometheus.NewDesc("ovpnperf_cluster_client_sent_bytes_total", "Bytes sent to a client, by common name (clients with the same name summed).", append(l, "common_name"), nil),
+		clientDropped: prometheus.NewDesc("ovpnperf_cluster_client_series_dropped", "Per-client keys (instance, common name) left out of this scrape by the cap (--per-client-max).", []string{"cluster"}, nil),
 	}
 }
 
 func (k *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{k.up, k.clients, k.bytesIn, k.bytesOut, k.restarts, k.cpu, k.clientIn, k.clientOut} {
+	for _, d := range []*prometheus.Desc{k.up, k.clients, k.bytesIn, k.bytesOut, k.restarts, k.cpu, k.clientIn, k.clientOut, k.clientDropped} {
 		ch <- d
 	}
 }
 
 func (k *collector) Collect(ch chan<- prometheus.Metric) {
-	for _, s := range k.c.Status() {
-		lv := []string{k.c.id, s.Name, s.Proto, strconv.Itoa(int(s.Port))}
+	var rows []clientseries.Row
+	labels := map[string][]string{}
+	for _, s := range k.status() {
+		lv := []string{k.id, s.Name, s.Proto, strconv.Itoa(int(s.Port))}
+		labels[s.Name] = lv
 		up := 0.0
 		if s.State == StateUp {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(k.up, prometheus.GaugeValue, up, lv...)
 		ch <- prometheus.MustNewConstMetric(k.clients, prometheus.GaugeValue, float64(s.Clients), lv...)
-		ch <- prometheus.MustNewConstMetric(k.bytesIn, prometheus.GaugeValue, float64(s.BytesIn), lv...)
-		ch <- prometheus.MustNewConstMetric(k.bytesOut, prometheus.GaugeValue, float64(s.BytesOut), lv...)
+		ch <- prometheus.MustNewConstMetric(k.bytesIn, prometheus.CounterValue, float64(s.BytesIn), lv...)
+		ch <- prometheus.MustNewConstMetric(k.bytesOut, prometheus.CounterValue, float64(s.BytesOut), lv...)
 		ch <- prometheus.MustNewConstMetric(k.restarts, prometheus.CounterValue, float64(s.Restarts), lv...)
-		ch <- prometheus.MustNewConstMetric(k.cpu, prometheus.GaugeValue, s.CPUSeconds, lv...)
-		if !k.c.opts.PerClient {
+		ch <- prometheus.MustNewConstMetric(k.cpu, prometheus.CounterValue, s.CPUSeconds, lv...)
+		if !k.perClient {
 			continue // read for --site only
 		}
 		for _, pc := range s.PerClient {
-			ch <- prometheus.MustNewConstMetric(k.clientIn, prometheus.GaugeValue, float64(pc.BytesIn), append(lv, pc.CommonName)...)
-			ch <- prometheus.MustNewConstMetric(k.clientOut, prometheus.GaugeValue, float64(pc.BytesOut), append(lv, pc.CommonName)...)
+			rows = append(rows, clientseries.Row{Group: s.Name, Name: pc.CommonName, Received: float64(pc.BytesIn), Sent: float64(pc.BytesOut)})
 		}
 	}
+	if !k.perClient {
+		return
+	}
+	res := clientseries.Aggregate(rows, k.max)
+	for _, r := range res.Rows {
+		lv := append(append([]string(nil), labels[r.Group]...), r.Name)
+		ch <- prometheus.MustNewConstMetric(k.clientIn, prometheus.CounterValue, r.Received, lv...)
+		ch <- prometheus.MustNewConstMetric(k.clientOut, prometheus.CounterValue, r.Sent, lv...)
+	}
+	ch <- prometheus.MustNewConstMetric(k.clientDropped, prometheus.GaugeValue, float64(res.Dropped), k.id)
 }
 
 // ServeMetrics serves /metrics on l until it is closed.
 func (c *Cluster) ServeMetrics(l net.Listener) error {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(c))
+	reg.MustRegister(newCollector(c.id, c.Status, c.opts.PerClient, c.opts.PerClientMax))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return (&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}).Serve(l)
@@ -124,8 +154,8 @@ func ServeDispatchMetrics(l net.Listener, d *Dispatcher, v *View) error {
 	reg.MustRegister(&dispatchCollector{d: d, v: v,
 		stale:     prometheus.NewDesc("ovpnperf_cluster_registry_stale", "1 while etcd does not answer and the dispatcher assigns from its last view.", nil, nil),
 		age:       prometheus.NewDesc("ovpnperf_cluster_registry_view_age_seconds", "Seconds since etcd last answered this dispatcher (-1: never).", nil, nil),
-		instances: prometheus.NewDesc("ovpnperf_cluster_registry_instance_up", "1 for an instance of the view that is up, by instance (host/name) and state.", []string{"instance", "state"}, nil),
-		load:      prometheus.NewDesc("ovpnperf_cluster_registry_instance_load", "Clients reported plus assignments recorded in the registry.", []string{"instance"}, nil),
+		instances: prometheus.NewDesc("ovpnperf_cluster_registry_instance_up", "1 for an instance of the view that is up, by instance (host/name) and state.", []string{"openvpn_instance", "state"}, nil),
+		load:      prometheus.NewDesc("ovpnperf_cluster_registry_instance_load", "Clients reported plus assignments recorded in the registry.", []string{"openvpn_instance"}, nil),
 		served:    prometheus.NewDesc("ovpnperf_cluster_dispatch_replies_total", "Dispatcher replies by result.", []string{"result"}, nil),
 	})
 	mux := http.NewServeMux()

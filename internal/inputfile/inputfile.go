@@ -51,6 +51,9 @@ var (
 	Document = Kind{"JSON document", 64 << 20}
 	// Capture is a pcap file, streamed.
 	Capture = Kind{"capture", 2 << 30}
+	// Status is an OpenVPN status file (--status), read whole at each
+	// scrape: a few hundred bytes per client.
+	Status = Kind{"status file", 64 << 20}
 )
 
 // ErrNotRegular marks a path that is not a regular file.

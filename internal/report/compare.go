@@ -334,7 +334,7 @@ func WriteCompareHTML(w io.Writer, cmp Comparison, old, new *measure.Report, opt
 				strings.ReplaceAll(c.Verdict, " ", "-"), c.Verdict, c.Reason})
 		}
 		p.h(`<table class="compare"><thead><tr><th>Variant</th><th>Direction</th><th class="num">Old (Mbit/s)</th><th class="num">New (Mbit/s)</th><th class="num">Change</th><th>Verdict</th><th>Because</th></tr></thead><tbody>`+
-			`{{range .}}<tr><td>{{.Variant}}</td><td>{{.Direction}}</td><td class="num">{{.Old}}</td><td class="num">{{.New}}</td><td class="num">{{.Change}}</td><td class="verdict v-{{.Class}}">{{.Verdict}}</td><td>{{.Reason}}</td></tr>{{end}}`+
+			`{{range .}}<tr data-verdict="{{.Verdict}}"><td>{{.Variant}}</td><td>{{.Direction}}</td><td class="num">{{.Old}}</td><td class="num">{{.New}}</td><td class="num">{{.Change}}</td><td class="verdict v-{{.Class}}">{{.Verdict}}</td><td>{{.Reason}}</td></tr>{{end}}`+
 			`</tbody></table>`, rows)
 	}
 	if len(cmp.FindingChanges) > 0 {

@@ -257,7 +257,10 @@ func (p *page) rowTable(rows []measure.Row) {
 		Samples                                                         int
 		Invalid                                                         bool
 		Error                                                           string
-		Extras                                                          []string
+		// Refusal and RefusalFigures are the row's typed refusal (its
+		// kind and figures as JSON), data for scripts and tests.
+		Refusal, RefusalFigures string
+		Extras                  []string
 	}
 	var views []rowView
 	for _, r := range rows {
@@ -277,14 +280,22 @@ func (p *page) rowTable(rows []measure.Row) {
 				}
 			}
 		}
-		views = append(views, rowView{Variant: r.Variant, Direction: dirLabel(r.Direction), Proto: r.Proto,
+		v := rowView{Variant: r.Variant, Direction: dirLabel(r.Direction), Proto: r.Proto,
 			Median: measure.FormatMbps(r.MedianBps), Min: measure.FormatMbps(r.MinBps), Max: measure.FormatMbps(r.MaxBps),
 			Samples: len(r.SamplesBps), Ratio: ratio, CPU: measure.FormatCPUPerGB(r.CPUSecondsPerGB), Cipher: r.Cipher,
-			Invalid: !r.Valid, Error: r.Error, Extras: extras})
+			Invalid: !r.Valid, Error: r.Error, Extras: extras}
+		if rf := r.Refusal; rf != nil {
+			figs, err := json.Marshal(rf.Figures)
+			if err != nil {
+				figs = []byte("{}") // finite figures, checked when read, always marshal
+			}
+			v.Refusal, v.RefusalFigures = rf.Kind, string(figs)
+		}
+		views = append(views, v)
 	}
 	p.h(`<table class="rows"><caption class="muted">Figures of the charts above</caption><thead><tr><th>Variant</th><th>Direction</th><th>Proto</th><th class="num">Median (Mbit/s)</th><th class="num">Min–max (Mbit/s)</th><th class="num">Samples</th><th class="num">Of routed</th><th>CPU-s/GB</th><th>Cipher</th><th>Notes</th></tr></thead><tbody>`+
 		`{{range .}}<tr><td>{{.Variant}}</td><td>{{.Direction}}</td><td>{{.Proto}}</td><td class="num">{{.Median}}</td><td class="num">{{.Min}}–{{.Max}}</td><td class="num">{{.Samples}}</td><td class="num">{{.Ratio}}</td><td>{{.CPU}}</td><td>{{.Cipher}}</td>`+
-		`<td>{{if .Invalid}}<span class="invalid">invalid: {{.Error}}</span>{{end}}{{with .Extras}}<details><summary>{{len .}} more figures</summary>{{range $i, $e := .}}{{if $i}}<br>{{end}}{{$e}}{{end}}</details>{{end}}</td></tr>{{end}}`+
+		`<td>{{if .Invalid}}<span class="invalid"{{with .Refusal}} data-refusal="{{.}}"{{end}}{{with .RefusalFigures}} data-figures="{{.}}"{{end}}>invalid: {{.Error}}</span>{{end}}{{with .Extras}}<details><summary>{{len .}} more figures</summary>{{range $i, $e := .}}{{if $i}}<br>{{end}}{{$e}}{{end}}</details>{{end}}</td></tr>{{end}}`+
 		`</tbody></table>`, views)
 }
 
