@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
-	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -121,13 +121,13 @@ func (o cryptoOptions) benchOptions() (cryptobench.Options, error) {
 	return n, nil
 }
 
-// cryptoProgress shows a Run's progress as a measure.Progress bar.
+// cryptoProgress shows a Run's progress as a ui.Progress bar.
 type cryptoProgress struct {
 	w io.Writer
-	p *measure.Progress
+	p *ui.Progress
 }
 
-func (c *cryptoProgress) Start(total int)   { c.p = measure.NewProgress(total, c.w) }
+func (c *cryptoProgress) Start(total int)   { c.p = ui.NewProgress(total, c.w) }
 func (c *cryptoProgress) Step(label string) { c.p.Step(label) }
 
 func (c *cryptoProgress) done() {

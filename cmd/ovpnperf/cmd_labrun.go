@@ -17,6 +17,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -317,7 +318,7 @@ func measureAndShow(ctx context.Context, stdout io.Writer, spec experiment.Spec,
 			return jerr
 		}
 	} else {
-		if terr := measure.RenderTable(stdout, rep); terr != nil {
+		if terr := ui.RenderTable(stdout, rep); terr != nil {
 			return terr
 		}
 		for _, line := range measure.FindingLines(rep) {

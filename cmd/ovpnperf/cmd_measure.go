@@ -14,6 +14,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -175,7 +176,7 @@ func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o
 			return jerr
 		}
 	} else {
-		if terr := measure.RenderTable(stdout, rep); terr != nil {
+		if terr := ui.RenderTable(stdout, rep); terr != nil {
 			return terr
 		}
 		writeRealText(stdout, rep)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -190,7 +190,7 @@ func runPMTU(ctx context.Context, o pmtuOptions) error {
 		return err
 	}
 	rep.Argv = os.Args
-	if h, herr := measure.CollectHost(ctx); herr == nil {
+	if h, herr := hostcollect.Host(ctx); herr == nil {
 		rep.Machine = &h
 	}
 	if o.json {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"math"
 	"net"
@@ -16,9 +15,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+
 	"github.com/spf13/cobra"
 
-	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -344,7 +345,7 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 	}
 	if opts.json {
 		res.Schema, res.Argv = pps.Schema, os.Args
-		if h, herr := measure.CollectHost(ctx); herr == nil {
+		if h, herr := hostcollect.Host(ctx); herr == nil {
 			res.Host = &h
 		}
 		enc := json.NewEncoder(w)

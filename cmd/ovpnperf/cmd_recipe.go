@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 
 	"github.com/spf13/cobra"
 
@@ -137,7 +139,7 @@ func runRecipe(ctx context.Context, stdout, stderr io.Writer, name string, o rec
 		if ctx.Err() != nil {
 			// Interrupted: show what was measured, then stop.
 			if rep != nil && !o.json {
-				_ = measure.RenderTable(stdout, rep)
+				_ = ui.RenderTable(stdout, rep)
 			}
 			return ctx.Err()
 		}
@@ -151,7 +153,7 @@ func runRecipe(ctx context.Context, stdout, stderr io.Writer, name string, o rec
 		rep.Scenario.Argv = os.Args
 		reports = append(reports, rep)
 		if !o.json {
-			if err := measure.RenderTable(stdout, rep); err != nil {
+			if err := ui.RenderTable(stdout, rep); err != nil {
 				return err
 			}
 		}
@@ -353,7 +355,7 @@ func judgeReports(stdout io.Writer, path string, reps []*measure.Report, list, a
 	}
 	for _, rep := range reps {
 		fmt.Fprintf(stdout, "\n== %s (measured %s, kernel %s, %d CPUs)\n", rep.Scenario.Command, rep.Started.Format("2006-01-02 15:04 MST"), rep.Host.Kernel, rep.Host.CPUs)
-		if err := measure.RenderTable(stdout, rep); err != nil {
+		if err := ui.RenderTable(stdout, rep); err != nil {
 			return err
 		}
 	}

@@ -8,9 +8,8 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/spf13/cobra"
-
-	"github.com/ovpnperf/ovpnperf/internal/measure"
 )
 
 func init() { register(newVersionCommand) }
@@ -68,9 +67,9 @@ func buildVersion() versionInfo {
 // collectVersion adds the versions of the programs ovpnperf drives.
 func collectVersion(ctx context.Context) versionInfo {
 	v := buildVersion()
-	// CollectHost fails only when uname or /proc/cpuinfo cannot be read;
+	// hostcollect.Host fails only when uname or /proc/cpuinfo cannot be read;
 	// what it found before that is still worth printing.
-	h, _ := measure.CollectHost(ctx)
+	h, _ := hostcollect.Host(ctx)
 	v.OpenVPN, v.Iperf3, v.Kernel = h.OpenVPNVersion, h.Iperf3Version, h.Kernel
 	return v
 }

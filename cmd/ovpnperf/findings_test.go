@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 )
 
@@ -137,7 +138,7 @@ func findingsRow(network, variant, path, dir string, cpu float64, mbps ...float6
 // kind of finding (the figures are constructed, not measured).
 func findingsDocs() []*measure.Report {
 	row := findingsRow
-	lab := measure.NewReport(measure.HostInfo{}, measure.Scenario{Command: "lab run", Repeat: 3,
+	lab := measure.NewReport(hostinfo.Host{}, measure.Scenario{Command: "lab run", Repeat: 3,
 		Networks: []measure.Network{{Name: "lan"}, {Name: "wan"}, {Name: "lossy"}, {Name: "one"}}})
 	lab.Rows = []measure.Row{
 		// A LAN where OpenVPN's CPU binds, and cipher none is no faster.
@@ -154,7 +155,7 @@ func findingsDocs() []*measure.Report {
 		row("one", "routed", measure.PathRouted, "up", 0, 48),
 		row("one", "default", measure.PathTunnel, "up", 26, 46.1),
 	}
-	real := measure.NewReport(measure.HostInfo{}, measure.Scenario{Command: measure.CommandMeasure, Repeat: 3,
+	real := measure.NewReport(hostinfo.Host{}, measure.Scenario{Command: measure.CommandMeasure, Repeat: 3,
 		Networks: []measure.Network{{Name: measure.NetworkReal}},
 		Real: &measure.RealPath{Host: "198.51.100.2", Tunnel: "10.8.0.1", TunDevice: "tun0", Proto: "udp", TunMTU: 1500, PathMTU: 1400, PathMTULearnt: true,
 			PredictedRatio: 0.964, PredictionBasis: "model", MTUAdvice: "For a path MTU of 1400: set mssfix 1400 mtu", BufferAdvice: "Set `rcvbuf 4194304`."}})

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 )
 
@@ -37,7 +38,7 @@ var refusalSpan = regexp.MustCompile(`<span class="invalid" data-refusal="([^"]*
 // refusal's one sentence (Refusal.Text); the test reads the kind and the
 // figures, not the sentence.
 func TestReportRefusalsEveryKind(t *testing.T) {
-	rep := measure.NewReport(measure.HostInfo{}, measure.Scenario{Command: "lab run", Repeat: 3, Networks: []measure.Network{{Name: "wan"}}})
+	rep := measure.NewReport(hostinfo.Host{}, measure.Scenario{Command: "lab run", Repeat: 3, Networks: []measure.Network{{Name: "wan"}}})
 	want := map[string]measure.Refusal{}
 	for i, k := range measure.RefusalKinds {
 		r := findingsRow("wan", "v"+strings.Repeat("x", i), measure.PathTunnel, "up", 0)

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
-	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // ReportVersion is the version of the JSON layout of Report.
@@ -26,9 +26,9 @@ type Report struct {
 	// Argv is the command line, set by the command (absent in older documents).
 	Argv []string `json:"argv,omitempty"`
 	// Host is the machine, as every ovpnperf report describes it.
-	Host    *measure.HostInfo `json:"host,omitempty"`
-	OpenSSL string            `json:"openssl_version"`
-	CPU     CPUFacts          `json:"cpu"`
+	Host    *hostinfo.Host `json:"host,omitempty"`
+	OpenSSL string         `json:"openssl_version"`
+	CPU     CPUFacts       `json:"cpu"`
 	// AESNIUsed is derived from the measurements: AES-GCM runs at least
 	// SpeedupThreshold times faster as is than with AES-NI masked. Null when
 	// no AES-GCM cipher was measured.
@@ -157,7 +157,7 @@ type Noise struct {
 
 // Host describes the machine, gathered before measuring.
 type Host struct {
-	Machine          *measure.HostInfo
+	Machine          *hostinfo.Host
 	OpenSSL          string
 	CPU              hostinfo.CPU
 	Cores            int
@@ -263,7 +263,7 @@ func figure(samples []SpeedResult) (Figure, bool) {
 		}
 	}
 	slices.Sort(v)
-	f.BytesPerSecond = measure.Median(v)
+	f.BytesPerSecond = verdict.Median(v)
 	f.MinBytesPerSecond, f.MaxBytesPerSecond = v[0], v[len(v)-1]
 	f.CPUSeconds = round(f.CPUSeconds, 2)
 	return f, true
@@ -510,7 +510,7 @@ func noise(opts Options, m Measurements) Noise {
 	}
 	slices.Sort(spreads)
 	n.Compared = len(spreads)
-	n.MedianSpreadPercent = round(measure.Median(spreads), 1)
+	n.MedianSpreadPercent = round(verdict.Median(spreads), 1)
 	n.MaxSpreadPercent = round(spreads[len(spreads)-1], 1)
 	return n
 }

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
-	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
@@ -191,7 +191,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	env := newEnvs()
 
 	host := Host{Cores: runtime.NumCPU()}
-	if h, err := measure.CollectHost(ctx); err == nil {
+	if h, err := hostcollect.Host(ctx); err == nil {
 		h.EmulationBackend = "none" // no lab: nothing is emulated
 		host.Machine = &h
 	} else {

@@ -286,7 +286,7 @@ const fullSizePayload = 1400 - 28
 // kernel hands aggregates over whole). "held" is 1 when both directions
 // got every packet with no kernel drop, p99 lateness below 1 ms and at
 // most 0.01 % of releases late, and the senders kept 98 % of the rate
-// (DirectionOutcome.Held, which `lab calibrate` judges by too).
+// (Held, which `lab calibrate` judges by too).
 // "emu-cpu-µs/pkt" is the emulator process's CPU time (user and system:
 // the system part includes the kernel's forwarding of released packets,
 // done inside the verdict call) per packet carried, both directions
@@ -439,7 +439,7 @@ func reportBoth(b *testing.B, pps float64, r [2]FlowResult, p processResult, loa
 		msgs += float64(q.Received)
 		carried += float64(r[i].Received)
 		// The same judgement as lab calibrate's (ceiling.go).
-		ok, why := OutcomeFromStats(r[i], q).Held(pps)
+		ok, why := Held(OutcomeFromStats(r[i], q), pps)
 		held = held && ok
 		if ok {
 			why = "held"

@@ -9,7 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
+
+	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 )
 
 // The ceiling: the highest packet rate the emulation backend carries on a
@@ -39,82 +40,19 @@ const (
 	MinSentShare = 0.98
 )
 
-// Ceiling is the record of one calibration.
-type Ceiling struct {
-	Schema  string    `json:"schema"`
-	Backend string    `json:"backend"`
-	Time    time.Time `json:"time"`
-	// Kernel (uname -r) and CPUs (online processors) of the host: a record
-	// of another kernel or CPU count is stale.
-	Kernel  string   `json:"kernel"`
-	CPUs    int      `json:"cpus"`
-	Version string   `json:"ovpnperf_version"`
-	Argv    []string `json:"argv"`
-	// LoadBefore and LoadAfter are /proc/loadavg's 1, 5 and 15 minute
-	// figures; LoadAfter includes the calibration's own load.
-	LoadBefore [3]float64 `json:"load_before"`
-	LoadAfter  [3]float64 `json:"load_after"`
-	// The load: PacketBytes IPv4 packets (UDP) both ways at once, each way
-	// through Delay, a release later than Tolerance counting as late, each
-	// rate for StepDuration.
-	PacketBytes  int           `json:"packet_bytes"`
-	Delay        time.Duration `json:"delay_ns"`
-	Tolerance    time.Duration `json:"tolerance_ns"`
-	StepDuration time.Duration `json:"step_duration_ns"`
-	// HeldPPS is the highest rate per direction that held (Step.Held), 0
-	// when none did; CarriedPPS the highest carried (Step.Carried).
-	HeldPPS    float64 `json:"held_pps_per_direction"`
-	CarriedPPS float64 `json:"carried_pps_per_direction"`
-	// SenderLimited is true when the rate after CarriedPPS failed because
-	// the load generator fell short of it: the emulator's ceiling lies
-	// higher than the calibration could offer.
-	SenderLimited bool `json:"sender_limited"`
-	// Steps are the rates tried, ascending, until one was not carried in
-	// any of its tries.
-	Steps []CeilingStep `json:"steps"`
-}
-
-// CeilingStep is one rate tried.
-type CeilingStep struct {
-	RatePPS float64 `json:"rate_pps_per_direction"`
-	Held    bool    `json:"held"`
-	Carried bool    `json:"carried"`
-	// Why says which criterion the step missed first ("" when held).
-	Why string `json:"why,omitempty"`
-	// Tries is how often the rate was offered: a rate not carried is
-	// tried again (up to 3 times in all), and the step is its last try.
-	Tries      int                 `json:"tries"`
-	Directions [2]DirectionOutcome `json:"directions"` // up, down
-}
-
-// DirectionOutcome is what one direction of a two-way load saw.
-type DirectionOutcome struct {
-	Sent     int     `json:"sent"`
-	Received int     `json:"received"`
-	SentPPS  float64 `json:"sent_pps"`
-	// Released, Late and Stalled count the backend's releases, those later
-	// than Tolerance and those later than StallLateness.
-	Released  uint64        `json:"released"`
-	Late      uint64        `json:"late"`
-	Stalled   uint64        `json:"stalled"`
-	Tolerance time.Duration `json:"tolerance_ns"`
-	// LateDelay is the late releases' lateness, summed.
-	LateDelay time.Duration `json:"late_delay_ns"`
-	// LatenessP99 and MaxLateness are the emulator's since it started
-	// (lab calibrate: its warm-up included, which the counters above
-	// leave out), or the receiver's.
-	LatenessP99 time.Duration `json:"lateness_p99_ns"`
-	MaxLateness time.Duration `json:"max_lateness_ns"`
-	// Drops are packets the kernel dropped before or in the backend
-	// (queue overflow, socket overrun, ENOBUFS); Reordered datagrams
-	// arrived after one sent later.
-	Drops     uint64 `json:"drops"`
-	Reordered int    `json:"reordered"`
-	// LatenessFrom says where the lateness figures come from: "emulator"
-	// (its own release counters) or "receiver" (one-way delay at the
-	// receiver minus the configured delay, for a backend without counters).
-	LatenessFrom string `json:"lateness_from"`
-}
+// The record and the report are ceilingdoc's types, so that the
+// documents carrying them need not link the emulator.
+type (
+	// Ceiling is the record of one calibration.
+	Ceiling = ceilingdoc.Ceiling
+	// CeilingStep is one rate tried.
+	CeilingStep = ceilingdoc.Step
+	// DirectionOutcome is what one direction of a two-way load saw.
+	DirectionOutcome = ceilingdoc.DirectionOutcome
+	// CeilingReport is what `lab status` and the documents measured across
+	// a lab say about the backend's ceiling on this host.
+	CeilingReport = ceilingdoc.Report
+)
 
 // OutcomeFromStats is a direction judged by the emulator's own counters of
 // its queue, as BenchmarkRateBoth judges it.
@@ -166,15 +104,7 @@ func OutcomeFromDelays(f FlowResult, delay, tolerance time.Duration) DirectionOu
 	return o
 }
 
-// LateShare is the share of releases that were late.
-func (o DirectionOutcome) LateShare() float64 {
-	if o.Released == 0 {
-		return 0
-	}
-	return float64(o.Late) / float64(o.Released)
-}
-
-// Held reports whether the direction held rate by BenchmarkRateBoth's
+// Held reports whether direction o held rate by BenchmarkRateBoth's
 // definition: every packet arrived, no kernel drop, p99 lateness below
 // 1 ms, at most 0.01 % late, the sender at 98 % of the rate. why names the
 // first criterion missed.
@@ -183,8 +113,8 @@ func (o DirectionOutcome) LateShare() float64 {
 // puts the p99 below 1 ms: the late share of the counted releases decides,
 // and the p99 figure (which may cover more, see LatenessP99) is judged
 // only with a larger tolerance.
-func (o DirectionOutcome) Held(rate float64) (ok bool, why string) {
-	if why := o.basic(rate); why != "" {
+func Held(o DirectionOutcome, rate float64) (ok bool, why string) {
+	if why := basic(o, rate); why != "" {
 		return false, why
 	}
 	if o.LateShare() > HeldMaxLateShare {
@@ -196,12 +126,12 @@ func (o DirectionOutcome) Held(rate float64) (ok bool, why string) {
 	return true, ""
 }
 
-// Carried reports whether the direction carried rate as a valid lab
+// Carried reports whether direction o carried rate as a valid lab
 // sample needs it: every packet arrived, no kernel drop, the sender at 98 %
 // of the rate, no stall and at most MaxLateShare late (Lateness.Judge, the
 // rule lab samples are judged by).
-func (o DirectionOutcome) Carried(rate float64) (ok bool, why string) {
-	if why := o.basic(rate); why != "" {
+func Carried(o DirectionOutcome, rate float64) (ok bool, why string) {
+	if why := basic(o, rate); why != "" {
 		return false, why
 	}
 	if o.Stalled > 0 {
@@ -213,13 +143,12 @@ func (o DirectionOutcome) Carried(rate float64) (ok bool, why string) {
 	return true, ""
 }
 
-// sentShort opens the reason of a sender that fell short of the rate.
-const sentShort = "sender reached"
-
-func (o DirectionOutcome) basic(rate float64) string {
+// basic is the criteria Held and Carried share: the sender reached the
+// rate, every packet arrived, the kernel dropped none.
+func basic(o DirectionOutcome, rate float64) string {
 	switch {
 	case o.SentPPS < MinSentShare*rate:
-		return fmt.Sprintf(sentShort+" %.0f pps", o.SentPPS)
+		return fmt.Sprintf(ceilingdoc.SenderShort+" %.0f pps", o.SentPPS)
 	case o.Received < o.Sent:
 		return fmt.Sprintf("%d of %d packets arrived", o.Received, o.Sent)
 	case o.Drops > 0:
@@ -228,17 +157,17 @@ func (o DirectionOutcome) basic(rate float64) string {
 	return ""
 }
 
-// Judge sets the step's Held, Carried and Why from its directions: Why
+// JudgeStep sets step s's Held, Carried and Why from its directions: Why
 // says why it was not carried or, if it was, why it did not hold.
-func (s *CeilingStep) Judge() {
+func JudgeStep(s *CeilingStep) {
 	s.Held, s.Carried = true, true
 	var heldWhy, carriedWhy string
 	for i, d := range s.Directions {
 		dir := []string{"up", "down"}[i]
-		if ok, why := d.Held(s.RatePPS); !ok && heldWhy == "" {
+		if ok, why := Held(d, s.RatePPS); !ok && heldWhy == "" {
 			s.Held, heldWhy = false, dir+": "+why
 		}
-		if ok, why := d.Carried(s.RatePPS); !ok && carriedWhy == "" {
+		if ok, why := Carried(d, s.RatePPS); !ok && carriedWhy == "" {
 			s.Carried, carriedWhy = false, dir+": "+why
 		}
 	}
@@ -246,27 +175,6 @@ func (s *CeilingStep) Judge() {
 	if !s.Carried {
 		s.Why = carriedWhy
 	}
-}
-
-// Summarize sets HeldPPS and CarriedPPS from the steps.
-func (c *Ceiling) Summarize() {
-	c.HeldPPS, c.CarriedPPS = 0, 0
-	for _, s := range c.Steps {
-		if s.Held {
-			c.HeldPPS = max(c.HeldPPS, s.RatePPS)
-		}
-		if s.Carried {
-			c.CarriedPPS = max(c.CarriedPPS, s.RatePPS)
-		}
-	}
-	c.SenderLimited = c.senderLimited()
-}
-
-// senderLimited says whether the last step failed because a sender fell
-// short (from the steps, so records written before the field say it too).
-func (c Ceiling) senderLimited() bool {
-	n := len(c.Steps)
-	return n > 0 && !c.Steps[n-1].Carried && strings.Contains(c.Steps[n-1].Why, sentShort)
 }
 
 // ParseCeiling parses b, the record at path (`lab calibrate` writes it).
@@ -278,58 +186,10 @@ func ParseCeiling(path string, b []byte) (Ceiling, error) {
 	if c.Schema != CeilingSchema {
 		return c, fmt.Errorf("%s: schema %q, want %s", path, c.Schema, CeilingSchema)
 	}
-	if why := c.check(); why != "" {
+	if why := c.Check(); why != "" {
 		return Ceiling{}, fmt.Errorf("%s: %s: not a record lab calibrate writes", path, why)
 	}
 	return c, nil
-}
-
-// check says what in a record read from disk no calibration writes: a
-// name with control characters (it reaches the line lab status prints),
-// a negative or absurd count, rate, size, load or duration.
-func (c Ceiling) check() string {
-	for _, f := range []struct{ name, v string }{{"backend", c.Backend}, {"kernel", c.Kernel}, {"ovpnperf_version", c.Version}} {
-		if len(f.v) > 256 || strings.IndexFunc(f.v, unicode.IsControl) >= 0 {
-			return fmt.Sprintf("%s %.40q", f.name, f.v)
-		}
-	}
-	if c.CPUs < 0 || c.CPUs > 1<<16 || c.PacketBytes < 0 || c.PacketBytes > 1<<16 {
-		return fmt.Sprintf("cpus %d, packet_bytes %d", c.CPUs, c.PacketBytes)
-	}
-	if c.Delay < 0 || c.Tolerance < 0 || c.StepDuration < 0 {
-		return fmt.Sprintf("delay %v, tolerance %v, step duration %v", c.Delay, c.Tolerance, c.StepDuration)
-	}
-	pps := []float64{c.HeldPPS, c.CarriedPPS}
-	for _, st := range c.Steps {
-		pps = append(pps, st.RatePPS)
-	}
-	for _, v := range pps {
-		if v < 0 || v > 1e9 {
-			return fmt.Sprintf("a rate of %g pps", v)
-		}
-	}
-	for _, v := range append(c.LoadBefore[:], c.LoadAfter[:]...) {
-		if v < 0 || v > 1e6 {
-			return fmt.Sprintf("a load average of %g", v)
-		}
-	}
-	return ""
-}
-
-// CeilingReport is what `lab status` and the documents measured across a
-// lab say about the backend's ceiling on this host.
-type CeilingReport struct {
-	Backend string `json:"backend"`
-	// Status is "measured", "stale" (the record is of another kernel or
-	// CPU count, or of another backend) or "not measured".
-	Status string `json:"status"`
-	// Summary is the line people read.
-	Summary string `json:"summary"`
-	// Busy is true when the host's 1-minute load before the calibration
-	// was at least half its CPU count: the figures are likely low.
-	Busy bool `json:"busy,omitempty"`
-	// Record is the calibration's record (also when stale).
-	Record *Ceiling `json:"record,omitempty"`
 }
 
 // Ceiling report statuses.
@@ -374,7 +234,7 @@ func ReportCeiling(c Ceiling, err error, backend, kernel string, cpus int, how s
 	carried := "none with at most 1 % late"
 	if c.CarriedPPS > 0 {
 		carried = "at most 1 % late up to " + groupThousands(c.CarriedPPS) + " pps"
-		if c.senderLimited() {
+		if c.SenderShortAtEnd() {
 			carried += " (above it the load generator fell short, not the emulator)"
 		}
 	}

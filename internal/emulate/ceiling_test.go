@@ -37,7 +37,7 @@ func TestCeilingStepJudge(t *testing.T) {
 			up := good
 			c.up(&up)
 			s := CeilingStep{RatePPS: 25000, Directions: [2]DirectionOutcome{up, good}}
-			s.Judge()
+			JudgeStep(&s)
 			if s.Held != c.held || s.Carried != c.carried || !strings.HasPrefix(s.Why, c.why) {
 				t.Errorf("held %v carried %v why %q; want %v %v %q", s.Held, s.Carried, s.Why, c.held, c.carried, c.why)
 			}
@@ -47,7 +47,7 @@ func TestCeilingStepJudge(t *testing.T) {
 	down := good
 	down.Drops = 3
 	s := CeilingStep{RatePPS: 25000, Directions: [2]DirectionOutcome{good, down}}
-	s.Judge()
+	JudgeStep(&s)
 	if s.Held || s.Carried || s.Why != "down: 3 kernel drops" {
 		t.Errorf("down drops: %+v", s)
 	}

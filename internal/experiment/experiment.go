@@ -18,11 +18,13 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
 	"github.com/ovpnperf/ovpnperf/internal/dco"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 )
 
 // Run measures spec and returns the report. Labs are torn down on return,
@@ -51,7 +53,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 			}
 		}
 	}
-	host, err := measure.CollectHost(ctx)
+	host, err := hostcollect.Host(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +105,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	}
 	sc.Extra["variants"] = variants
 	rep := measure.NewReport(host, sc)
-	prog := measure.NewProgress(total, spec.Progress)
+	prog := ui.NewProgress(total, spec.Progress)
 	defer prog.Done()
 	for _, n := range spec.Networks {
 		if len(n.variants(spec)) == 0 && !spec.Routed {
@@ -278,7 +280,7 @@ func UpBench(ctx context.Context, spec Spec, n Network) (*Bench, error) {
 // devices, subnet, directory), and most of a start is waiting for
 // OpenVPN's handshake, so one at a time costs a second or two per variant
 // (tens of seconds for tune's rounds) for nothing.
-func (b *Bench) StartTunnels(ctx context.Context, spec Spec, n Network, prog *measure.Progress) error {
+func (b *Bench) StartTunnels(ctx context.Context, spec Spec, n Network, prog *ui.Progress) error {
 	if spec.Prepare != nil {
 		if err := spec.Prepare(ctx, b.Lab); err != nil {
 			return err
@@ -469,7 +471,7 @@ func newRows(spec Spec, n Network, subjects []subject) ([]measure.Row, map[[2]st
 // measureRounds takes spec.Repeat interleaved rounds of samples (every
 // subject and direction once per round) into rows, with CPU-seconds per
 // GB summed over the samples.
-func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjects []subject, rows []measure.Row, index map[[2]string]int, srvs *iperfServers, prog *measure.Progress, takeSample sampleFunc) error {
+func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjects []subject, rows []measure.Row, index map[[2]string]int, srvs *iperfServers, prog *ui.Progress, takeSample sampleFunc) error {
 	cpuSum := make([]map[string]float64, len(rows))
 	bytesSum := make([]uint64, len(rows))
 	gaveUp := make([]bool, len(rows))
@@ -534,7 +536,7 @@ func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjec
 // runNetwork measures one network: bench (lab, PKI), iperf3 servers,
 // tunnels, rows, interleaved rounds of samples; everything it started is
 // stopped when it returns.
-func runNetwork(ctx context.Context, spec Spec, n Network, prog *measure.Progress) (rows []measure.Row, backend, why string, err error) {
+func runNetwork(ctx context.Context, spec Spec, n Network, prog *ui.Progress) (rows []measure.Row, backend, why string, err error) {
 	prog.Logf("%s: building lab (%s)", n.Name, n.Description)
 	b, err := UpBench(ctx, spec, n)
 	if err != nil {

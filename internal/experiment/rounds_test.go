@@ -10,6 +10,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 )
 
 // A row whose sample stays invalid through its retries is given up: its
@@ -32,7 +33,7 @@ func TestRowGivenUpAfterItsRetries(t *testing.T) {
 	subjects := []subject{{name: Routed}, {name: "bad"}}
 	rows, index := newRows(spec, n, subjects)
 	var log strings.Builder
-	prog := measure.NewProgress(len(rows)*spec.Repeat, &log)
+	prog := ui.NewProgress(len(rows)*spec.Repeat, &log)
 	if err := measureRounds(context.Background(), spec, n, nil, subjects, rows, index, &iperfServers{}, prog, fake); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package hostinfo reads the facts about this machine that documents and
 // judgements name: the kernel release and architecture, what
 // /proc/cpuinfo says about the processors, and the load average. Each is
-// read in this one place.
+// read in this one place. Host is the machine as documents describe it.
 package hostinfo
 
 import (

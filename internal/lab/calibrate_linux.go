@@ -140,7 +140,7 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (emulate.Ceiling, error)
 				return c, err
 			}
 			step.Tries = try
-			step.Judge()
+			emulate.JudgeStep(&step)
 			if o.Progress != nil {
 				verdict := "held"
 				switch {

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // Bounds of the figures a document may hold. They are far beyond any real
@@ -152,7 +154,7 @@ func (r *Report) CheckRows() error {
 		if len(row.SamplesBps) == 0 {
 			continue
 		}
-		st := Summarize(row.SamplesBps)
+		st := verdict.Of(row.SamplesBps)
 		for _, f := range []struct {
 			key       string
 			doc, want float64

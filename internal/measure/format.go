@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // FormatMbps formats a rate in bits per second as Mbit/s with three
@@ -34,7 +36,7 @@ func FormatRate(bps float64) string { return FormatMbps(bps) + " Mbit/s" }
 
 // FormatMbpsSpread formats a median with its range in Mbit/s:
 // "47.3 (46.1–48.0)"; a single sample prints alone.
-func FormatMbpsSpread(s Spread) string {
+func FormatMbpsSpread(s verdict.Spread) string {
 	if s.N == 0 {
 		return "-"
 	}

@@ -2,10 +2,8 @@ package measure
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -14,73 +12,9 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/golden"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
-
-func TestStats(t *testing.T) {
-	nan := math.NaN()
-	for _, tc := range []struct {
-		xs               []float64
-		median, min, max float64
-		p25, p90         float64
-		rel              float64
-	}{
-		{nil, nan, nan, nan, nan, nan, 0},
-		{[]float64{5}, 5, 5, 5, 5, 5, 0},
-		{[]float64{3, 1, 2}, 2, 1, 3, 1.5, 2.8, 1},
-		{[]float64{4, 1, 3, 2}, 2.5, 1, 4, 1.75, 3.7, 1.2},
-		{[]float64{48e6, 47e6, 49e6, 47.5e6, 48.5e6}, 48e6, 47e6, 49e6, 47.5e6, 48.8e6, 2.0 / 48},
-	} {
-		in := slices.Clone(tc.xs)
-		eq := func(name string, got, want float64) {
-			t.Helper()
-			if math.IsNaN(want) != math.IsNaN(got) || (!math.IsNaN(want) && math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want))) {
-				t.Errorf("%s(%v) = %v, want %v", name, tc.xs, got, want)
-			}
-		}
-		eq("Median", Median(tc.xs), tc.median)
-		eq("Min", Min(tc.xs), tc.min)
-		eq("Max", Max(tc.xs), tc.max)
-		eq("P25", Percentile(tc.xs, 25), tc.p25)
-		eq("P90", Percentile(tc.xs, 90), tc.p90)
-		s := Summarize(tc.xs)
-		if len(tc.xs) == 0 {
-			if s != (Spread{}) {
-				t.Errorf("Summarize(nil) = %+v", s)
-			}
-		} else {
-			eq("Summarize.Median", s.Median, tc.median)
-			eq("Summarize.RelRange", s.RelRange, tc.rel)
-			if s.N != len(tc.xs) {
-				t.Errorf("N = %d", s.N)
-			}
-		}
-		if !slices.Equal(in, tc.xs) {
-			t.Errorf("input reordered: %v → %v", in, tc.xs)
-		}
-	}
-	if !math.IsNaN(Percentile([]float64{1}, 101)) || !math.IsNaN(Percentile([]float64{1}, -1)) {
-		t.Error("percentile outside 0–100 not NaN")
-	}
-	if Percentile([]float64{1, 2, 3}, 0) != 1 || Percentile([]float64{1, 2, 3}, 100) != 3 {
-		t.Error("percentile ends")
-	}
-}
-
-func TestSpreadOverlaps(t *testing.T) {
-	a := Summarize([]float64{10, 12, 11})
-	b := Summarize([]float64{11.5, 13, 14})
-	c := Summarize([]float64{20, 21})
-	if !a.Overlaps(b) || !b.Overlaps(a) {
-		t.Error("a, b overlap")
-	}
-	if a.Overlaps(c) || c.Overlaps(a) {
-		t.Error("a, c do not overlap")
-	}
-	if a.Overlaps(Spread{}) {
-		t.Error("empty overlaps")
-	}
-}
 
 func TestFormat(t *testing.T) {
 	for _, tc := range []struct {
@@ -94,19 +28,14 @@ func TestFormat(t *testing.T) {
 		{FormatMbps(2.345e9), "2345"},
 		{FormatMbps(math.NaN()), "-"},
 		{FormatRate(47.34e6), "47.3 Mbit/s"},
-		{FormatMbpsSpread(Summarize([]float64{47e6, 48e6, 49.01e6})), "48.0 (47.0–49.0)"},
-		{FormatMbpsSpread(Summarize([]float64{47e6})), "47.0"},
-		{FormatMbpsSpread(Spread{}), "-"},
+		{FormatMbpsSpread(verdict.Of([]float64{47e6, 48e6, 49.01e6})), "48.0 (47.0–49.0)"},
+		{FormatMbpsSpread(verdict.Of([]float64{47e6})), "47.0"},
+		{FormatMbpsSpread(verdict.Spread{}), "-"},
 		{FormatRatio(0.9612), "0.96"},
 		{FormatRatio(0), "-"},
 		{FormatCPUPerGB(map[string]float64{"iperf3": 0.4212, "client": 1.2, "server": 13.12, "emulator": 120.4}),
 			"server 13.1 client 1.20 emulator 120 iperf3 0.42"},
 		{FormatCPUPerGB(nil), "-"},
-		{FormatSocketBuffers("R=[212992->212992] S=[212992->212992]"), "R 208K S 208K"},
-		{FormatSocketBuffers("Socket Buffers: R=[524288->425984] S=[65536->65536]"), "R 416K←512K S 64K"},
-		{FormatSocketBuffers("R=[0->212992] S=[1000->2000]"), "R 208K S 2000←1000"},
-		{FormatSocketBuffers("sndbuf 65536"), "sndbuf 65536"},
-		{FormatSocketBuffers(""), "-"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
@@ -142,7 +71,7 @@ func TestRowJSONKeys(t *testing.T) {
 		}
 	}
 
-	rep := NewReport(HostInfo{}, Scenario{})
+	rep := NewReport(hostinfo.Host{}, Scenario{})
 	b, _ = json.Marshal(rep)
 	for _, k := range []string{`"schema":"ovpnperf/run/v2"`, `"host":{`, `"scenario":{`, `"rows":null`, `"started":`, `"finished":`} {
 		if !bytes.Contains(b, []byte(k)) {
@@ -154,7 +83,7 @@ func TestRowJSONKeys(t *testing.T) {
 func sampleReport() *Report {
 	rep := &Report{
 		Schema: Schema,
-		Host: HostInfo{Kernel: "6.18.44", Arch: "x86_64", CPUModel: "AMD EPYC", CPUs: 2, AESNI: true,
+		Host: hostinfo.Host{Kernel: "6.18.44", Arch: "x86_64", CPUModel: "AMD EPYC", CPUs: 2, AESNI: true,
 			OpenVPNVersion: "OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)]", Iperf3Version: "iperf 3.12 (cJSON 1.7.15)",
 			EmulationBackend: "nfqueue"},
 		Scenario: Scenario{Command: "lab run", DurationSeconds: 10, Repeat: 3, Parallel: 1, Networks: []Network{
@@ -277,32 +206,13 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 }
 
-func TestCollectHost(t *testing.T) {
-	h, err := CollectHost(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.Kernel == "" || h.Arch == "" || h.CPUs < 1 {
-		t.Errorf("%+v", h)
-	}
-	if _, err := os.Stat("/usr/sbin/openvpn"); err == nil && !strings.HasPrefix(h.OpenVPNVersion, "OpenVPN 2.") {
-		t.Errorf("openvpn version %q", h.OpenVPNVersion)
-	}
-	if _, err := os.Stat("/usr/bin/iperf3"); err == nil && !strings.HasPrefix(h.Iperf3Version, "iperf 3.") {
-		t.Errorf("iperf3 version %q", h.Iperf3Version)
-	}
-	if s := h.String(); !strings.Contains(s, h.Kernel) {
-		t.Errorf("String() = %q", s)
-	}
-}
-
 func TestHostString(t *testing.T) {
 	h := sampleReport().Host
 	want := "AMD EPYC, 2 CPUs, AES-NI; Linux 6.18.44 x86_64; OpenVPN 2.6.14; iperf3 3.12; emulation nfqueue"
 	if got := h.String(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if got := (HostInfo{CPUs: 1}).String(); got != "unknown CPU, 1 CPUs, no AES-NI; Linux" {
+	if got := (hostinfo.Host{CPUs: 1}).String(); got != "unknown CPU, 1 CPUs, no AES-NI; Linux" {
 		t.Errorf("empty host: %q", got)
 	}
 }
@@ -310,7 +220,7 @@ func TestHostString(t *testing.T) {
 // recipeReport has the shape of `ovpnperf recipe tcp`: published figures
 // beside measured ones, and a verdict. Figures invented, not measured.
 func recipeReport() *Report {
-	rep := &Report{Schema: Schema, Host: HostInfo{CPUModel: "AMD EPYC", CPUs: 2, Kernel: "6.18.44", Arch: "x86_64"},
+	rep := &Report{Schema: Schema, Host: hostinfo.Host{CPUModel: "AMD EPYC", CPUs: 2, Kernel: "6.18.44", Arch: "x86_64"},
 		Scenario: Scenario{Command: "recipe tcp", Networks: []Network{{Name: "lan", Description: "unshaped"}}}}
 	for _, v := range []struct {
 		name, proto string
@@ -344,26 +254,6 @@ func TestNewRow(t *testing.T) {
 	if !r.Valid || r.Key() != "wan/default/down/udp" || r.SamplesBps != nil {
 		t.Errorf("%+v %s", r, r.Key())
 	}
-}
-
-func TestRenderTableGolden(t *testing.T) {
-	for _, tc := range []struct {
-		golden string
-		rep    *Report
-	}{
-		{"table.golden", sampleReport()},
-		{"table_recipe.golden", recipeReport()},
-	} {
-		t.Run(tc.golden, func(t *testing.T) { checkGolden(t, tc.golden, tc.rep) })
-	}
-}
-
-func checkGolden(t *testing.T, name string, rep *Report) {
-	var buf bytes.Buffer
-	if err := RenderTable(&buf, rep); err != nil {
-		t.Fatal(err)
-	}
-	golden.Check(t, filepath.Join("testdata", name), buf.Bytes())
 }
 
 // TestReportJSONGolden pins the whole document of schema ovpnperf/run/v2:
@@ -419,14 +309,5 @@ func TestInvalidateUnsampled(t *testing.T) {
 	rep.InvalidateUnsampled("no sample: interrupted")
 	if !rep.Rows[0].Valid || rep.Rows[1].Valid || rep.Rows[1].Error != "no sample: interrupted" || !rep.Rows[2].Valid {
 		t.Errorf("%+v", rep.Rows)
-	}
-	var b strings.Builder
-	if err := RenderTable(&b, rep); err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(b.String(), "\n") {
-		if strings.Contains(line, "default") && !strings.Contains(line, "INVALID: no sample") {
-			t.Errorf("row without samples: %s", line)
-		}
 	}
 }

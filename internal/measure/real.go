@@ -343,7 +343,7 @@ func windowFinding(t *Row) (finding.Finding, bool) {
 	s := t.Samples[0]
 	return finding.Finding{Kind: finding.WindowBound,
 		Figures: finding.Figures{FigWindowBytes: float64(s.SenderMaxSndWndBytes), FigRTTSeconds: float64(s.SenderMeanRTTMicros) / 1e6,
-			FigWindowBps: Median(caps), FigTunnelSamples: float64(len(t.Samples))},
+			FigWindowBps: verdict.Median(caps), FigTunnelSamples: float64(len(t.Samples))},
 		Advice:    "a larger receive window (net.ipv4.tcp_rmem on the receiver) or more flows would go faster",
 		RefutedBy: "a rate away from window/RTT by more than 15 %",
 		Cites:     []string{citeBufferRTT}}, true

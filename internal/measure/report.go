@@ -1,10 +1,11 @@
 // Package measure holds what ovpnperf's measuring commands (`lab run`, the
 // recipes) report: the versioned JSON document (Report, Schema), the host
-// it was measured on (HostInfo, CollectHost), the statistics over repeated
-// samples (Median, Percentile, Summarize), why a sample or a row was
-// refused (Refusal: a kind and figures, and its sentence), the text table
-// people read (RenderTable) and the progress display shown while
-// measuring.
+// it was measured on (hostinfo.Host, collected by
+// internal/hostinfo/hostcollect), the spread of each row's samples (by
+// internal/verdict, where statistics are taken), why a sample or a row was
+// refused (Refusal: a kind and figures, and its sentence), and the
+// findings the rows show. People read it as the text table of internal/ui
+// (ui.RenderTable, with the extra Columns a command adds).
 //
 // JSON is the contract; its keys are documented on the types and never
 // change meaning within one Schema version. Rates are bits per second,
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -50,10 +52,10 @@ const (
 
 // Report is one run of a measuring command.
 type Report struct {
-	Schema   string   `json:"schema"`
-	Host     HostInfo `json:"host"`
-	Scenario Scenario `json:"scenario"`
-	Rows     []Row    `json:"rows"`
+	Schema   string        `json:"schema"`
+	Host     hostinfo.Host `json:"host"`
+	Scenario Scenario      `json:"scenario"`
+	Rows     []Row         `json:"rows"`
 	// Verdicts are a recipe's conclusions, computed from the rows.
 	Verdicts []Verdict `json:"verdicts,omitempty"`
 	// Findings are what the rows show (Findings), as data: every document
@@ -65,7 +67,7 @@ type Report struct {
 	// JudgedOnReading says the findings were not in the document read but
 	// judged by ReadJSON from its rows; not part of the JSON document.
 	JudgedOnReading bool `json:"-"`
-	// Columns are extra columns of the text table (RenderTable), after
+	// Columns are extra columns of the text table (ui.RenderTable), after
 	// the standard ones; not part of the JSON document.
 	Columns  []Column  `json:"-"`
 	Started  time.Time `json:"started"`
@@ -73,7 +75,7 @@ type Report struct {
 }
 
 // NewReport starts a report of the current schema.
-func NewReport(host HostInfo, sc Scenario) *Report {
+func NewReport(host hostinfo.Host, sc Scenario) *Report {
 	return &Report{Schema: Schema, Host: host, Scenario: sc, Started: time.Now().UTC()}
 }
 
@@ -271,7 +273,7 @@ func (r *Row) AddSample(bps float64) {
 // Summarize sets MedianBps, MinBps and MaxBps from SamplesBps (0 without
 // samples: a row without samples is not Valid).
 func (r *Row) Summarize() {
-	s := Summarize(r.SamplesBps)
+	s := verdict.Of(r.SamplesBps)
 	r.MedianBps, r.MinBps, r.MaxBps = s.Median, s.Min, s.Max
 }
 

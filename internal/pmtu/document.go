@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
 )
 
@@ -16,25 +16,25 @@ const Schema = "ovpnperf/pmtu/v1"
 type Document struct {
 	Schema string `json:"schema"` // Schema
 	// Argv and Machine are the command line and the machine it ran on.
-	Argv           []string          `json:"argv"`
-	Machine        *measure.HostInfo `json:"machine,omitempty"`
-	Host           string            `json:"host"`
-	Address        string            `json:"address"`
-	Family         string            `json:"family"`
-	PathMTU        int               `json:"path_mtu"`
-	Blackhole      bool              `json:"blackhole"`
-	Hop            *string           `json:"hop"`     // null when no router answered
-	HopMTU         int               `json:"hop_mtu"` // the MTU the hop named
-	Interface      string            `json:"interface"`
-	LocalMTU       int               `json:"local_mtu"`
-	LocalLimit     bool              `json:"local_limit"`
-	ElapsedSeconds float64           `json:"elapsed_seconds"`
-	RTTMillis      float64           `json:"rtt_ms"`
-	Rounds         int               `json:"rounds"`
-	Probes         int               `json:"probes"`
-	LostSmall      int               `json:"lost_small_probes"`
-	LargestPassed  int               `json:"largest_passed,omitempty"` // above path_mtu: a band of sizes vanishes but larger ones pass
-	ThroughTunnel  bool              `json:"through_tunnel"`
+	Argv           []string       `json:"argv"`
+	Machine        *hostinfo.Host `json:"machine,omitempty"`
+	Host           string         `json:"host"`
+	Address        string         `json:"address"`
+	Family         string         `json:"family"`
+	PathMTU        int            `json:"path_mtu"`
+	Blackhole      bool           `json:"blackhole"`
+	Hop            *string        `json:"hop"`     // null when no router answered
+	HopMTU         int            `json:"hop_mtu"` // the MTU the hop named
+	Interface      string         `json:"interface"`
+	LocalMTU       int            `json:"local_mtu"`
+	LocalLimit     bool           `json:"local_limit"`
+	ElapsedSeconds float64        `json:"elapsed_seconds"`
+	RTTMillis      float64        `json:"rtt_ms"`
+	Rounds         int            `json:"rounds"`
+	Probes         int            `json:"probes"`
+	LostSmall      int            `json:"lost_small_probes"`
+	LargestPassed  int            `json:"largest_passed,omitempty"` // above path_mtu: a band of sizes vanishes but larger ones pass
+	ThroughTunnel  bool           `json:"through_tunnel"`
 	// ImpliedOuterMTU (through a tunnel over a black hole): the outer path
 	// MTU that the inner result and the cipher's overhead imply for a
 	// tunnel over UDP/IPv4.

@@ -17,9 +17,9 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
-	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 var sockperfRate = regexp.MustCompile(`Summary: Message Rate is ([0-9.]+) \[msg/sec\]`)
@@ -55,7 +55,7 @@ func spreadOf(v []float64) spread {
 	if len(v) == 0 {
 		return spread{}
 	}
-	return spread{measure.Median(v), slices.Min(v), slices.Max(v)}
+	return spread{verdict.Median(v), slices.Min(v), slices.Max(v)}
 }
 
 func (s spread) String() string {
@@ -192,24 +192,24 @@ func BenchmarkGeneratorRates(b *testing.B) {
 	fmt.Fprintf(&sb, "  sockperf throughput sent      %v\n", spreadOf(spSent))
 	fmt.Fprintf(&sb, "  iperf3 -u -b 0      sent      %v\n", spreadOf(ipSent))
 	fmt.Fprintf(&sb, "  iperf3              received  %v\n", spreadOf(ipRecv))
-	fmt.Fprintf(&sb, "  ovpnperf pps --one-way sent   %v (client CPU median %.0f%% of a core)\n", spreadOf(owSent), measure.Median(owCPU))
+	fmt.Fprintf(&sb, "  ovpnperf pps --one-way sent   %v (client CPU median %.0f%% of a core)\n", spreadOf(owSent), verdict.Median(owCPU))
 	fmt.Fprintf(&sb, "  ovpnperf pps --one-way srv rx %v\n", spreadOf(owRecv))
 	fmt.Fprintf(&sb, "  ovpnperf pps -1w -P 2  sent   %v\n", spreadOf(ow2Sent))
 	fmt.Fprintf(&sb, "  ovpnperf pps -1w -P 2  srv rx %v\n", spreadOf(ow2Recv))
 	fmt.Fprintf(&sb, "  ovpnperf pps        sent      %v\n", spreadOf(oSent))
 	fmt.Fprintf(&sb, "  ovpnperf pps        server rx %v\n", spreadOf(oRecvd))
-	fmt.Fprintf(&sb, "  ovpnperf pps        echoed    %v (client CPU median %.0f%% of a core)\n", spreadOf(oEcho), measure.Median(oCPU))
+	fmt.Fprintf(&sb, "  ovpnperf pps        echoed    %v (client CPU median %.0f%% of a core)\n", spreadOf(oEcho), verdict.Median(oCPU))
 	fmt.Fprintf(&sb, "  ovpnperf pps -P 2    sent      %v\n", spreadOf(o2Sent))
 	fmt.Fprintf(&sb, "  ovpnperf pps -P 2    echoed    %v\n", spreadOf(o2Echo))
-	best := max(measure.Median(spSent), measure.Median(ipSent))
-	fmt.Fprintf(&sb, "one-way sent / better of sockperf and iperf3 (medians): %.2f; -P 2: %.2f\n", measure.Median(owSent)/best, measure.Median(ow2Sent)/best)
+	best := max(verdict.Median(spSent), verdict.Median(ipSent))
+	fmt.Fprintf(&sb, "one-way sent / better of sockperf and iperf3 (medians): %.2f; -P 2: %.2f\n", verdict.Median(owSent)/best, verdict.Median(ow2Sent)/best)
 	b.Log("\n" + sb.String())
-	b.ReportMetric(measure.Median(spSent), "sockperf-sent-pps")
-	b.ReportMetric(measure.Median(ipSent), "iperf3-sent-pps")
-	b.ReportMetric(measure.Median(owSent), "ovpnperf-oneway-sent-pps")
-	b.ReportMetric(measure.Median(owRecv), "ovpnperf-oneway-rx-pps")
-	b.ReportMetric(measure.Median(oSent), "ovpnperf-sent-pps")
-	b.ReportMetric(measure.Median(oEcho), "ovpnperf-echo-pps")
+	b.ReportMetric(verdict.Median(spSent), "sockperf-sent-pps")
+	b.ReportMetric(verdict.Median(ipSent), "iperf3-sent-pps")
+	b.ReportMetric(verdict.Median(owSent), "ovpnperf-oneway-sent-pps")
+	b.ReportMetric(verdict.Median(owRecv), "ovpnperf-oneway-rx-pps")
+	b.ReportMetric(verdict.Median(oSent), "ovpnperf-sent-pps")
+	b.ReportMetric(verdict.Median(oEcho), "ovpnperf-echo-pps")
 }
 
 func readTestdata(name string) ([]byte, error) {

@@ -4,7 +4,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // Interval is one line of the per-second series. Sent and lost count the
@@ -48,12 +49,12 @@ type Result struct {
 	Schema string `json:"schema,omitempty"`
 	// Argv and Host are the command line and the machine, set by the
 	// command that writes the document (absent in older documents).
-	Argv      []string          `json:"argv,omitempty"`
-	Host      *measure.HostInfo `json:"host,omitempty"`
-	Server    string            `json:"server"`
-	Session   uint32            `json:"session"`
-	Start     time.Time         `json:"start"`
-	Requested Params            `json:"requested"`
+	Argv      []string       `json:"argv,omitempty"`
+	Host      *hostinfo.Host `json:"host,omitempty"`
+	Server    string         `json:"server"`
+	Session   uint32         `json:"session"`
+	Start     time.Time      `json:"start"`
+	Requested Params         `json:"requested"`
 	// Params are the parameters the server accepted (it may cap Duration).
 	Params Params `json:"params"`
 	Count  uint64 `json:"count,omitempty"`
@@ -114,7 +115,7 @@ func (r *Result) summarize(h *histogram) {
 	if len(full) == 0 {
 		r.PPSMedian, r.PPSMin, r.PPSMax = r.PPSMean, r.PPSMean, r.PPSMean
 	} else {
-		r.PPSMedian = measure.Median(full)
+		r.PPSMedian = verdict.Median(full)
 		r.PPSMin, r.PPSMax = slices.Min(full), slices.Max(full)
 	}
 	if h.n > 0 {

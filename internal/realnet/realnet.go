@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"math"
 	"net"
@@ -26,6 +25,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 
 	"github.com/ovpnperf/ovpnperf/internal/capture"
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
@@ -234,7 +237,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	if spec.Progress != nil {
 		fmt.Fprintf(spec.Progress, "samples: %s\n", timing)
 	}
-	host, err := measure.CollectHost(ctx)
+	host, err := hostcollect.Host(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +277,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 			rep.Rows = append(rep.Rows, r)
 		}
 	}
-	prog := measure.NewProgress(spec.Repeat*len(subjects)*len(dirs), spec.Progress)
+	prog := ui.NewProgress(spec.Repeat*len(subjects)*len(dirs), spec.Progress)
 	defer prog.Done()
 	cpuSum := make([]float64, len(rep.Rows))
 	bytesSum := make([]uint64, len(rep.Rows))

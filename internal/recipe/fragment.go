@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"io"
 	"math"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 
 	"github.com/ovpnperf/ovpnperf/internal/capture"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
@@ -199,7 +200,7 @@ func runFragProbe(ctx context.Context, l *lab.Lab, vs []openvpn.Variant, tunnels
 				r.Sent += res.sent
 				r.Received += res.received
 				if len(res.rttMs) > 0 {
-					r.RoundMediansMs = append(r.RoundMediansMs, measure.Median(res.rttMs))
+					r.RoundMediansMs = append(r.RoundMediansMs, verdict.Median(res.rttMs))
 				}
 				all[[2]string{v.Name, key}] = append(all[[2]string{v.Name, key}], res.rttMs...)
 			}
@@ -207,7 +208,7 @@ func runFragProbe(ctx context.Context, l *lab.Lab, vs []openvpn.Variant, tunnels
 	}
 	for k, xs := range all {
 		r := p.rtt[k[0]][k[1]]
-		r.MeanMs, r.SdMs, r.MedianMs = fragMean(xs), fragSD(xs), measure.Median(xs)
+		r.MeanMs, r.SdMs, r.MedianMs = fragMean(xs), fragSD(xs), verdict.Median(xs)
 	}
 	logf("lan: capturing on the router while pinging with %v bytes", fragCaptureSizes)
 	for _, v := range vs {
@@ -472,8 +473,8 @@ func fragRTTCompare(a, b *fragRTT) (ratio float64, above, below bool) {
 	if len(a.RoundMediansMs) < MinSamples || len(b.RoundMediansMs) < MinSamples {
 		return ratio, false, false // too few rounds for a spread
 	}
-	above = measure.Min(a.RoundMediansMs) > measure.Max(b.RoundMediansMs)
-	below = measure.Max(a.RoundMediansMs) < measure.Min(b.RoundMediansMs)
+	above = verdict.Min(a.RoundMediansMs) > verdict.Max(b.RoundMediansMs)
+	below = verdict.Max(a.RoundMediansMs) < verdict.Min(b.RoundMediansMs)
 	return ratio, above, below
 }
 
@@ -482,7 +483,7 @@ func fragRTTDesc(name string, x *fragRTT) string {
 		return name + " -"
 	}
 	return fmt.Sprintf("%s median %.3f ms (rounds %.3f–%.3f; mean %.3f ± %.3f; %d/%d replies)", name, x.MedianMs,
-		measure.Min(x.RoundMediansMs), measure.Max(x.RoundMediansMs), x.MeanMs, x.SdMs, x.Received, x.Sent)
+		verdict.Min(x.RoundMediansMs), verdict.Max(x.RoundMediansMs), x.MeanMs, x.SdMs, x.Received, x.Sent)
 }
 
 // Windows of the fragment claims: "barely changes RTT" (published ×1.05)

@@ -125,7 +125,7 @@ func FuzzCountFragments(f *testing.F) {
 func TestFragVerdicts(t *testing.T) {
 	t.Parallel()
 	rtt := func(rounds ...float64) *fragRTT {
-		return &fragRTT{MeanMs: fragMean(rounds), SdMs: 0.01, MedianMs: measure.Median(rounds), RoundMediansMs: rounds, Sent: 100 * len(rounds), Received: 100 * len(rounds)}
+		return &fragRTT{MeanMs: fragMean(rounds), SdMs: 0.01, MedianMs: verdict.Median(rounds), RoundMediansMs: rounds, Sent: 100 * len(rounds), Received: 100 * len(rounds)}
 	}
 	p := &fragProbe{
 		rtt: map[string]map[string]*fragRTT{

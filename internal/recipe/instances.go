@@ -18,11 +18,14 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // The instances recipe: two clients load either one OpenVPN server process
@@ -145,7 +148,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 	if o.Path != nil {
 		network, desc = "custom", "the path given on the command line"
 	}
-	host, err := measure.CollectHost(ctx)
+	host, err := hostcollect.Host(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +163,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 		},
 	}
 	rep = measure.NewReport(host, sc)
-	prog := measure.NewProgress(repeat*2*len(dirs), o.Progress)
+	prog := ui.NewProgress(repeat*2*len(dirs), o.Progress)
 	defer prog.Done()
 
 	prog.Logf("%s: building lab (%s)", network, desc)
@@ -241,7 +244,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 
 // instUpOne starts the one-process configuration on the bench: one server
 // (slot 0) with its own client and a second client, one flow each.
-func instUpOne(ctx context.Context, b *experiment.Bench, network string, srvs [instFlows]*iperf.Server, prog *measure.Progress) (instConfig, error) {
+func instUpOne(ctx context.Context, b *experiment.Bench, network string, srvs [instFlows]*iperf.Server, prog *ui.Progress) (instConfig, error) {
 	// With --pki the second client's certificate is added to that
 	// directory (client-second.crt, .key) and reused by later runs.
 	if b.PKI.CheckClient(instSecondClient) != nil {
@@ -275,7 +278,7 @@ func instUpOne(ctx context.Context, b *experiment.Bench, network string, srvs [i
 
 // instUpTwoPinned starts the two-process configuration on the bench: two
 // servers (slots 1 and 2), each pinned to its own CPU, with a client each.
-func instUpTwoPinned(ctx context.Context, b *experiment.Bench, network string, cpus []int, srvs [instFlows]*iperf.Server, prog *measure.Progress) (instConfig, error) {
+func instUpTwoPinned(ctx context.Context, b *experiment.Bench, network string, cpus []int, srvs [instFlows]*iperf.Server, prog *ui.Progress) (instConfig, error) {
 	vs, err := builtinVariants("default")
 	if err != nil {
 		return instConfig{}, err
@@ -534,7 +537,7 @@ func instVerdicts(rep *measure.Report) []measure.Verdict {
 		if two != nil {
 			if m, ok := extraAs[map[string][]float64](two.Extra["server_cpu_cores"]); ok {
 				for label := range m {
-					utils = append(utils, fmt.Sprintf("%s ran %.2f, waited %.2f", label, measure.Median(m[label]), instMedianExtra(two, "server_runqueue_wait", label)))
+					utils = append(utils, fmt.Sprintf("%s ran %.2f, waited %.2f", label, verdict.Median(m[label]), instMedianExtra(two, "server_runqueue_wait", label)))
 				}
 			}
 		}
@@ -560,7 +563,7 @@ func instMedianExtra(r *measure.Row, key, label string) float64 {
 	if !ok || len(m[label]) == 0 {
 		return -1
 	}
-	return measure.Median(m[label])
+	return verdict.Median(m[label])
 }
 
 func instMedianBusy(r *measure.Row) float64 {
@@ -571,7 +574,7 @@ func instMedianBusy(r *measure.Row) float64 {
 	if !ok || len(b) == 0 {
 		return -1
 	}
-	return measure.Median(b)
+	return verdict.Median(b)
 }
 
 func instBusy(r *measure.Row) string {

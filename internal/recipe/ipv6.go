@@ -17,6 +17,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 func init() {
@@ -288,7 +289,7 @@ func interleavedRatios(a, b *measure.Row, starved float64) (med, lo, hi float64,
 		if len(rs) == 0 {
 			return 0, 0, 0, 0
 		}
-		return measure.Median(rs), measure.Min(rs), measure.Max(rs), len(rs)
+		return verdict.Median(rs), verdict.Min(rs), verdict.Max(rs), len(rs)
 	}
 	var as, bs []float64
 	for _, x := range a.SamplesBps {
@@ -304,7 +305,7 @@ func interleavedRatios(a, b *measure.Row, starved float64) (med, lo, hi float64,
 	if len(as) == 0 || len(bs) == 0 {
 		return 0, 0, 0, 0
 	}
-	return measure.Median(as) / measure.Median(bs), measure.Min(as) / measure.Max(bs), measure.Max(as) / measure.Min(bs), min(len(as), len(bs))
+	return verdict.Median(as) / verdict.Median(bs), verdict.Min(as) / verdict.Max(bs), verdict.Max(as) / verdict.Min(bs), min(len(as), len(bs))
 }
 
 // ipv6Starved marks a sample as starved of CPU rather than limited by the

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
@@ -20,6 +21,8 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // The mtu recipe: on a path whose bottleneck has a 1492-byte MTU (a DSL
@@ -160,7 +163,7 @@ type mtuTCP struct {
 func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
 	nets := mtuNetworks(o)
 	repeat := o.repeat(3)
-	host, err := measure.CollectHost(ctx)
+	host, err := hostcollect.Host(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +174,7 @@ func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
 		sc.Networks = append(sc.Networks, measure.Network{Name: n.name, Description: n.desc, Path: n.path})
 	}
 	rep := measure.NewReport(host, sc)
-	prog := measure.NewProgress(len(nets)*repeat*4, o.Progress)
+	prog := ui.NewProgress(len(nets)*repeat*4, o.Progress)
 	defer prog.Done()
 	if rep.Scenario.Extra == nil {
 		rep.Scenario.Extra = map[string]any{}
@@ -206,7 +209,7 @@ func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
 type mtuBench struct {
 	b    *experiment.Bench
 	n    mtuNet
-	prog *measure.Progress
+	prog *ui.Progress
 	// probers are the raw-socket probers by destination, each opened
 	// once (prober) and closed by close.
 	probers map[netip.Addr]pmtu.Prober
@@ -219,7 +222,7 @@ type mtuBench struct {
 	rec              int
 }
 
-func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat int, prog *measure.Progress) (res *mtuResult, backend string, err error) {
+func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat int, prog *ui.Progress) (res *mtuResult, backend string, err error) {
 	prog.Logf("%s: building lab (%s)", n.name, n.desc)
 	// The experiment framework's bench: the lab, its PKI, and the
 	// tunnels added below, all taken down on return.
@@ -606,7 +609,7 @@ func mtuMedian(xs []int) int {
 	if len(f) == 0 {
 		return 0
 	}
-	return int(measure.Median(f))
+	return int(verdict.Median(f))
 }
 
 // mtuSame returns the common value of the successful searches (x > 0), how
@@ -758,7 +761,7 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 		rates = append(rates, t.Bps)
 		frags = append(frags, t.Fragments)
 	}
-	tcp := fmt.Sprintf("TCP %s Mbit/s with %v fragments", measure.FormatMbpsSpread(measure.Summarize(rates)), frags)
+	tcp := fmt.Sprintf("TCP %s Mbit/s with %v fragments", measure.FormatMbpsSpread(verdict.Of(rates)), frags)
 	if !m.Translation.DefaultMSSFixOK {
 		tcp += fmt.Sprintf("; for this path the translation recommends %s (inner MSS %d)", m.Translation.MSSFix, m.Translation.InnerMSS4)
 	}

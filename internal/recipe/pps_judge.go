@@ -7,6 +7,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -28,15 +29,15 @@ var ppsColumns = []measure.Column{
 		if _, ok := r.Extra["rtt_p50_us"]; !ok {
 			return "-"
 		}
-		return measure.FormatExtra(r.Extra["rtt_p50_us"]) + "/" + measure.FormatExtra(r.Extra["rtt_p99_us"])
+		return ui.FormatExtra(r.Extra["rtt_p50_us"]) + "/" + ui.FormatExtra(r.Extra["rtt_p99_us"])
 	}},
 	{Header: "OpenVPN µs/pkt (% core) srv cli", Format: func(r measure.Row) string {
 		if _, ok := r.Extra["cpu_server_s_per_mpkt"]; !ok {
 			return "-"
 		}
 		return fmt.Sprintf("%s (%s%%) %s (%s%%)",
-			measure.FormatExtra(r.Extra["cpu_server_s_per_mpkt"]), measure.FormatExtra(r.Extra["cpu_server_percent"]),
-			measure.FormatExtra(r.Extra["cpu_client_s_per_mpkt"]), measure.FormatExtra(r.Extra["cpu_client_percent"]))
+			ui.FormatExtra(r.Extra["cpu_server_s_per_mpkt"]), ui.FormatExtra(r.Extra["cpu_server_percent"]),
+			ui.FormatExtra(r.Extra["cpu_client_s_per_mpkt"]), ui.FormatExtra(r.Extra["cpu_client_percent"]))
 	}},
 	{Header: "OpenVPN pps/core", Key: "openvpn_pps_per_core"},
 	{Header: "published pps", Key: "published_pps"},
@@ -44,32 +45,32 @@ var ppsColumns = []measure.Column{
 
 // ppsSpread is the spread of a row's echo rates, from its samples (payload
 // bit rates) and its payload size.
-func ppsSpread(r *measure.Row) (measure.Spread, bool) {
+func ppsSpread(r *measure.Row) (verdict.Spread, bool) {
 	if r == nil {
-		return measure.Spread{}, false
+		return verdict.Spread{}, false
 	}
 	size, ok := extraAs[int](r.Extra["size_bytes"])
 	if !ok || size <= 0 || len(r.SamplesBps) == 0 {
-		return measure.Spread{}, false
+		return verdict.Spread{}, false
 	}
 	v := make([]float64, len(r.SamplesBps))
 	for i, b := range r.SamplesBps {
 		v[i] = b / 8 / float64(size)
 	}
-	return measure.Summarize(v), true
+	return verdict.Of(v), true
 }
 
 // ppsRow finds the row of a variant at a size, with its pps spread.
-func ppsRow(rep *measure.Report, variant string, size int) (*measure.Row, measure.Spread, bool) {
+func ppsRow(rep *measure.Report, variant string, size int) (*measure.Row, verdict.Spread, bool) {
 	r := row(rep, ppsNetwork(size), variant, measure.DirectionUp)
 	if r == nil {
-		return nil, measure.Spread{}, false
+		return nil, verdict.Spread{}, false
 	}
 	sp, ok := ppsSpread(r)
 	return r, sp, ok && sp.Min > 0
 }
 
-func ppsText(sp measure.Spread, ok bool) string {
+func ppsText(sp verdict.Spread, ok bool) string {
 	if !ok {
 		return "no valid sample"
 	}
@@ -159,7 +160,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 	} else {
 		j := verdict.Within(cc, nc, ppsNoneWindow)
 		facts := fmt.Sprintf("at %d bytes AES-128-CBC %s vs none %s: %s; with a core of its own the busier OpenVPN process would carry %s pps with AES-128-CBC (published 12 000 on the PIII), %s with none",
-			ppsSmall, ppsCPUText(cr), ppsCPUText(nr), j.Ratio, measure.FormatExtra(cr.Extra["openvpn_pps_per_core"]), measure.FormatExtra(nr.Extra["openvpn_pps_per_core"]))
+			ppsSmall, ppsCPUText(cr), ppsCPUText(nr), j.Ratio, ui.FormatExtra(cr.Extra["openvpn_pps_per_core"]), ui.FormatExtra(nr.Extra["openvpn_pps_per_core"]))
 		switch {
 		case j.Outcome == Confirmed:
 			out = append(out, newVerdict(claim, Confirmed, "%s, inside %s: the crypto adds little to what a packet costs", facts, ppsNoneWindow))
@@ -226,7 +227,7 @@ const ppsMinSamples = 3
 const ppsTooFew = "too few samples to tell a difference from noise (at least 3 per row: --repeat 3)"
 
 // ppsEnough reports whether every spread has ppsMinSamples samples.
-func ppsEnough(sps ...measure.Spread) bool {
+func ppsEnough(sps ...verdict.Spread) bool {
 	for _, sp := range sps {
 		if sp.N < ppsMinSamples {
 			return false
@@ -258,20 +259,20 @@ func ppsCPUSamples(r *measure.Row) ([]float64, bool) {
 		return nil, false
 	}
 	v, ok := extraAs[[]float64](r.Extra["cpu_s_per_mpkt_samples"])
-	return v, ok && len(v) > 0 && measure.Min(v) > 0
+	return v, ok && len(v) > 0 && verdict.Min(v) > 0
 }
 
 // ppsCPUSpread is the spread of a tunnel row's OpenVPN CPU-seconds per
 // million packets (= µs per packet), server and client together, per sample.
-func ppsCPUSpread(r *measure.Row) (measure.Spread, bool) {
+func ppsCPUSpread(r *measure.Row) (verdict.Spread, bool) {
 	if r == nil {
-		return measure.Spread{}, false
+		return verdict.Spread{}, false
 	}
 	v, ok := extraAs[[]float64](r.Extra["cpu_s_per_mpkt_samples"])
 	if !ok || len(v) == 0 {
-		return measure.Spread{}, false
+		return verdict.Spread{}, false
 	}
-	sp := measure.Summarize(v)
+	sp := verdict.Of(v)
 	return sp, sp.Min > 0
 }
 

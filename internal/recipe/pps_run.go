@@ -11,12 +11,15 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // Fixed settings of every sample.
@@ -61,7 +64,7 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	prog := measure.NewProgress(repeat*len(ppsSizes)*(1+len(vs)), o.Progress)
+	prog := ui.NewProgress(repeat*len(ppsSizes)*(1+len(vs)), o.Progress)
 	defer prog.Done()
 
 	b, subs, err := ppsUpBench(ctx, o, path, vs, prog)
@@ -112,7 +115,7 @@ func ppsVariants() ([]openvpn.Variant, error) {
 // ppsNewReport is the empty report: host, scenario (one network per
 // payload size) and columns.
 func ppsNewReport(ctx context.Context, vs []openvpn.Variant, path lab.Path, repeat int, dur time.Duration) (*measure.Report, error) {
-	host, err := measure.CollectHost(ctx)
+	host, err := hostcollect.Host(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +142,7 @@ func ppsNewReport(ctx context.Context, vs []openvpn.Variant, path lab.Path, repe
 // ppsUpBench builds the lab on the experiment framework's Bench with one
 // UDP tunnel per variant and returns the subjects: the routed path, then
 // the tunnels. On error nothing is left.
-func ppsUpBench(ctx context.Context, o Options, path lab.Path, vs []openvpn.Variant, prog *measure.Progress) (_ *experiment.Bench, _ []ppsSubject, err error) {
+func ppsUpBench(ctx context.Context, o Options, path lab.Path, vs []openvpn.Variant, prog *ui.Progress) (_ *experiment.Bench, _ []ppsSubject, err error) {
 	prog.Logf("pps: building lab")
 	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: o.LabName, PKIDir: o.PKIDir}, experiment.Network{Path: path})
 	if err != nil {
@@ -190,7 +193,7 @@ func ppsNewRows(rep *measure.Report, subs []ppsSubject) (index map[string]int, a
 // ppsRounds measures every size and subject once per round, repeat rounds,
 // with a pause between samples. A failed sample invalidates its row; only
 // cancellation ends the rounds early (ctx.Err()).
-func ppsRounds(ctx context.Context, l *lab.Lab, port int, subs []ppsSubject, repeat int, dur time.Duration, rep *measure.Report, index map[string]int, accs []*ppsAcc, prog *measure.Progress) error {
+func ppsRounds(ctx context.Context, l *lab.Lab, port int, subs []ppsSubject, repeat int, dur time.Duration, rep *measure.Report, index map[string]int, accs []*ppsAcc, prog *ui.Progress) error {
 	for k := 0; k < repeat; k++ {
 		for _, size := range ppsSizes {
 			for _, s := range subs {
@@ -408,16 +411,16 @@ func ppsFill(r *measure.Row, acc *ppsAcc) {
 		r.Refuse(measure.Refusal{Kind: measure.RefusalNoValidSample})
 		return
 	}
-	sp := measure.Summarize(acc.rate)
+	sp := verdict.Of(acc.rate)
 	r.Extra["pps_samples"] = acc.rate
 	r.Extra["pps_median"], r.Extra["pps_min"], r.Extra["pps_max"] = sp.Median, sp.Min, sp.Max
-	r.Extra["sent_pps_median"] = measure.Median(acc.sentRate)
+	r.Extra["sent_pps_median"] = verdict.Median(acc.sentRate)
 	r.Extra["sent"], r.Extra["received"], r.Extra["lost"] = acc.sent, acc.received, acc.lost
 	r.Extra["loss_percent"] = 100 * float64(acc.lost) / float64(max(acc.sent, 1))
-	r.Extra["rtt_p50_us"] = measure.Median(acc.p50)
-	r.Extra["rtt_p99_us"] = measure.Median(acc.p99)
+	r.Extra["rtt_p50_us"] = verdict.Median(acc.p50)
+	r.Extra["rtt_p99_us"] = verdict.Median(acc.p99)
 	if len(acc.busy) > 0 {
-		r.Extra["host_cpu_busy_percent"] = measure.Median(acc.busy)
+		r.Extra["host_cpu_busy_percent"] = verdict.Median(acc.busy)
 	}
 	if r.Path == measure.PathTunnel && len(acc.cpu["server"]) > 0 {
 		// Per sample, both processes: what one packet cost OpenVPN.
@@ -429,12 +432,12 @@ func ppsFill(r *measure.Row, acc *ppsAcc) {
 		}
 		r.Extra["cpu_s_per_mpkt_samples"] = both
 		if len(acc.corePPS) > 0 {
-			r.Extra["openvpn_pps_per_core"] = measure.Median(acc.corePPS)
+			r.Extra["openvpn_pps_per_core"] = verdict.Median(acc.corePPS)
 		}
 		for _, side := range []string{"server", "client"} {
-			r.Extra["cpu_"+side+"_s_per_mpkt"] = measure.Median(acc.cpu[side])
+			r.Extra["cpu_"+side+"_s_per_mpkt"] = verdict.Median(acc.cpu[side])
 			if len(acc.cpuPct[side]) > 0 {
-				r.Extra["cpu_"+side+"_percent"] = measure.Median(acc.cpuPct[side])
+				r.Extra["cpu_"+side+"_percent"] = verdict.Median(acc.cpuPct[side])
 			}
 		}
 	}

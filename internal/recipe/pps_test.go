@@ -7,6 +7,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -205,7 +206,7 @@ func TestPPSRecipe(t *testing.T) {
 	t.Parallel() // judges no rate and no sample's validity: see runForTest
 	rep := runForTest(t, runPPS, Options{Repeat: 1, Duration: time.Second})
 	var sb strings.Builder
-	if err := measure.RenderTable(&sb, rep); err != nil {
+	if err := ui.RenderTable(&sb, rep); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", sb.String())

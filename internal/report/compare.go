@@ -54,8 +54,8 @@ type Change struct {
 	Direction  string `json:"direction"`
 	Path       string `json:"path"`
 	// Old and New are the rows' samples summarized, in bits per second.
-	Old measure.Spread `json:"old"`
-	New measure.Spread `json:"new"`
+	Old verdict.Spread `json:"old"`
+	New verdict.Spread `json:"new"`
 	// ChangePercent is (new median − old median) / old median × 100.
 	ChangePercent float64 `json:"change_percent"`
 	// Verdict is Better, Worse, NoChange or Incomparable; Reason says why.
@@ -139,7 +139,7 @@ func Compare(old, new *measure.Report, opts CompareOptions) []Change {
 		case okN:
 			c.Path = n.Path
 		}
-		c.Old, c.New = measure.Summarize(o.SamplesBps), measure.Summarize(n.SamplesBps)
+		c.Old, c.New = verdict.Of(o.SamplesBps), verdict.Of(n.SamplesBps)
 		switch {
 		case !okO:
 			c.Verdict, c.Reason = Incomparable, "only in the new document"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/ui"
 )
 
 // FuzzParse feeds any bytes to the reader of every document `report`,
@@ -53,7 +53,7 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("change %v of %s", c.ChangePercent, c.Variant)
 				}
 			}
-			if err := measure.RenderTable(io.Discard, d.Run); err != nil {
+			if err := ui.RenderTable(io.Discard, d.Run); err != nil {
 				t.Fatalf("table: %v", err)
 			}
 		}

@@ -37,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"github.com/ovpnperf/ovpnperf/internal/outputfile"
 	"github.com/ovpnperf/ovpnperf/internal/printable"
@@ -422,7 +423,7 @@ func (p *page) facts(pairs ...string) {
 	p.h(`<dl class="facts">{{range .}}<dt>{{index . 0}}</dt><dd>{{index . 1}}</dd>{{end}}</dl>`, kv)
 }
 
-func (p *page) hostFacts(h measure.HostInfo) {
+func (p *page) hostFacts(h hostinfo.Host) {
 	aes := "no"
 	if h.AESNI {
 		aes = "yes"

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // run writes the section of a `lab run` or recipe document (schema
@@ -149,7 +150,7 @@ func (p *page) network(rep *measure.Report, n measure.Network, findings []findin
 				colour[r.Variant] = fmt.Sprintf("s%d", len(colour)%6)
 			}
 			label := r.Variant + " " + dirLabel(dir)
-			note := measure.FormatMbpsSpread(measure.Summarize(r.SamplesBps)) + " Mbit/s"
+			note := measure.FormatMbpsSpread(verdict.Of(r.SamplesBps)) + " Mbit/s"
 			if !r.Valid {
 				note += " (invalid)"
 			}
@@ -170,7 +171,7 @@ func (p *page) network(rep *measure.Report, n measure.Network, findings []findin
 		if len(bars) == first {
 			// Only the baseline was measured in this direction: show it as a bar.
 			bars = append(bars, bar{Label: "routed " + dirLabel(dir), Value: routed.MedianBps / 1e6, Min: routed.MinBps / 1e6, Max: routed.MaxBps / 1e6,
-				Class: "s5", Note: measure.FormatMbpsSpread(measure.Summarize(routed.SamplesBps)) + " Mbit/s", Gap: gi > 0,
+				Class: "s5", Note: measure.FormatMbpsSpread(verdict.Of(routed.SamplesBps)) + " Mbit/s", Gap: gi > 0,
 				Data: map[string]string{"variant": routed.Variant, "direction": dir}})
 			continue
 		}
@@ -183,7 +184,7 @@ func (p *page) network(rep *measure.Report, n measure.Network, findings []findin
 			refs = append(refs, refLine{Value: rv, From: first, To: len(bars) - 1, Label: "routed " + measure.FormatMbps(routed.MedianBps)})
 		} else {
 			offScale = append(offScale, fmt.Sprintf("the routed path %s made %s Mbit/s, ×%.0f the fastest tunnel, off this scale",
-				dirLabel(dir), measure.FormatMbpsSpread(measure.Summarize(routed.SamplesBps)), rv/maxTunnel))
+				dirLabel(dir), measure.FormatMbpsSpread(verdict.Of(routed.SamplesBps)), rv/maxTunnel))
 		}
 	}
 	p.h(`<div class="charts">`, nil)
@@ -373,7 +374,7 @@ func (p *page) published(rep *measure.Report) {
 			continue
 		}
 		rows = append(rows, pubView{r.Network, r.Variant, dirLabel(r.Direction), measure.FormatMbps(r.PublishedBps),
-			measure.FormatMbpsSpread(measure.Summarize(r.SamplesBps)), r.MedianBps / r.PublishedBps})
+			measure.FormatMbpsSpread(verdict.Of(r.SamplesBps)), r.MedianBps / r.PublishedBps})
 	}
 	p.h(`<h3>Published and measured</h3><table class="published"><thead><tr><th>Network</th><th>Variant</th><th>Direction</th><th class="num">Published (Mbit/s)</th><th class="num">Measured median (min–max, Mbit/s)</th><th class="num">Measured / published</th></tr></thead><tbody>`+
 		`{{range .}}<tr><td>{{.Network}}</td><td>{{.Variant}}</td><td>{{.Direction}}</td><td class="num">{{.Published}}</td><td class="num">{{.Measured}}</td><td class="num">×{{f2 .Ratio}}</td></tr>{{end}}`+

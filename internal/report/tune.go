@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // Candidate classes in the tune charts: the colour says what a candidate
@@ -220,7 +220,7 @@ func fmtMbit(bps float64) string {
 	return fmt.Sprintf("%.2f", m)
 }
 
-func spreadMbit(s measure.Spread) string {
+func spreadMbit(s verdict.Spread) string {
 	if s.N == 0 {
 		return "no sample"
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -261,7 +260,7 @@ func compareRounds(pairs []RoundPair, d string) Comparison {
 		}
 	}
 	recs, _ := record(pairs, []string{d})
-	c := Comparison{Best: measure.Summarize(pa), Other: measure.Summarize(pb), Record: recs[d], BeyondSpread: recs[d].Won()}
+	c := Comparison{Best: verdict.Of(pa), Other: verdict.Of(pb), Record: recs[d], BeyondSpread: recs[d].Won()}
 	if len(ratios) > 0 {
 		s := verdict.Of(ratios)
 		c.Ratio, c.RatioMin, c.RatioMax, c.Pairs = s.Median, s.Min, s.Max, s.N

@@ -3,9 +3,11 @@ package tune
 import (
 	"context"
 	"fmt"
-	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"strings"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/finding"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
@@ -186,10 +188,10 @@ func (s *searcher) measureRound(axis string, names []string) (map[string]Samples
 	sam, errs, err := o.Measure(s.runCtx, round, named)
 	step := Step{Round: round, Axis: axis, Incumbent: s.incumbent, Errors: errs, Seconds: time.Since(t0).Seconds(), Complete: err == nil}
 	for _, n := range named {
-		sc := StepCandidate{Name: n.Name, Variant: variantString(n.Name, n.Candidate), Proto: n.Proto, Samples: Samples{}, Spread: map[string]measure.Spread{}}
+		sc := StepCandidate{Name: n.Name, Variant: variantString(n.Name, n.Candidate), Proto: n.Proto, Samples: Samples{}, Spread: map[string]verdict.Spread{}}
 		for _, d := range o.Directions {
 			sc.Samples[d] = append([]float64{}, sam[n.Name][d]...)
-			sc.Spread[d] = measure.Summarize(sam[n.Name][d])
+			sc.Spread[d] = verdict.Of(sam[n.Name][d])
 		}
 		step.Candidates = append(step.Candidates, sc)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
 	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // Named is a candidate with the name its tunnel and rows carry.
@@ -210,7 +211,7 @@ func classify(alt, cur Samples, dirs []string) int {
 func score(a, b Samples, dirs []string) float64 {
 	sum, n := 0.0, 0
 	for _, d := range dirs {
-		ma, mb := measure.Median(a[d]), measure.Median(b[d])
+		ma, mb := verdict.Median(a[d]), verdict.Median(b[d])
 		if len(a[d]) == 0 || len(b[d]) == 0 || mb <= 0 {
 			continue
 		}

@@ -28,7 +28,7 @@ package verdict
 import (
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 )
 
 // Outcome is the conclusion about one claim.
@@ -72,32 +72,89 @@ func (o Outcome) Valid() bool {
 // coin tosses).
 const MinSamples = 3
 
-// Stats summarises samples.
-type Stats struct {
-	N                int
-	Median, Min, Max float64
+// Spread summarises repeated samples of one quantity: the one summary
+// the evidence rules, the documents (run rows, tune rounds, compare) and
+// the text use. Its JSON keys are part of those documents.
+type Spread struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	// RelRange is (Max − Min) / |Median|: 0.05 means the samples lie
+	// within 5 % of the median's size. 0 when the median is 0.
+	RelRange float64 `json:"rel_range"`
 }
 
-// Of summarises samples (zero Stats for none).
-func Of(samples []float64) Stats {
+// Of summarises samples. Without samples every field is 0 (not NaN, so
+// that it can be written as JSON). The input is not modified.
+func Of(samples []float64) Spread {
 	if len(samples) == 0 {
-		return Stats{}
+		return Spread{}
 	}
-	s := append([]float64(nil), samples...)
-	sort.Float64s(s)
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	sp := Spread{N: len(s), Median: sortedMedian(s), Min: s[0], Max: s[len(s)-1]}
+	if sp.Median != 0 {
+		sp.RelRange = (sp.Max - sp.Min) / math.Abs(sp.Median)
 	}
-	return Stats{N: len(s), Median: med, Min: s[0], Max: s[len(s)-1]}
+	return sp
+}
+
+// Median returns the middle value of samples, the mean of the two middle
+// values for an even count; NaN for no samples. The input is not modified.
+func Median(samples []float64) float64 {
+	if len(samples) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	return sortedMedian(s)
+}
+
+// sortedMedian is the median of sorted, non-empty s. The mean of the two
+// middle values is taken as lo + (hi−lo)/2, the linear interpolation at
+// the 50th percentile, which the documents have always recorded (it can
+// differ from (lo+hi)/2 in the last bit).
+func sortedMedian(s []float64) float64 {
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	lo, hi := s[n/2-1], s[n/2]
+	return lo + (hi-lo)*0.5
+}
+
+// Min returns the smallest sample; NaN for no samples.
+func Min(samples []float64) float64 {
+	if len(samples) == 0 {
+		return math.NaN()
+	}
+	return slices.Min(samples)
+}
+
+// Max returns the largest sample; NaN for no samples.
+func Max(samples []float64) float64 {
+	if len(samples) == 0 {
+		return math.NaN()
+	}
+	return slices.Max(samples)
+}
+
+// Overlaps reports whether the min–max ranges of two sets of samples
+// overlap: when they do, a difference of medians may be noise.
+func (s Spread) Overlaps(o Spread) bool {
+	if s.N == 0 || o.N == 0 {
+		return false
+	}
+	return s.Min <= o.Max && o.Min <= s.Max
 }
 
 // Enough reports whether there are MinSamples samples.
-func (s Stats) Enough() bool { return s.N >= MinSamples }
+func (s Spread) Enough() bool { return s.N >= MinSamples }
 
 // Above reports whether a lies above b beyond the spread of both: the
 // lowest a exceeds the highest b, with enough samples on each side.
-func Above(a, b Stats) bool { return a.Enough() && b.Enough() && a.Min > b.Max }
+func Above(a, b Spread) bool { return a.Enough() && b.Enough() && a.Min > b.Max }
 
 // Ratio is the ratio a/b of two sample sets: the median and the range the
 // samples allow.

@@ -33,6 +33,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	pathprobe "github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 	"github.com/ovpnperf/ovpnperf/internal/vpnproc"
 	"github.com/ovpnperf/ovpnperf/internal/watch/watchdoc"
 )
@@ -434,7 +435,7 @@ func (w *Watcher) takeEchoes() []watchdoc.Echoes {
 				s[i] = d.Seconds()
 			}
 			sort.Float64s(s)
-			e.MedianSeconds, e.MaxSeconds = measure.Median(s), s[len(s)-1]
+			e.MedianSeconds, e.MaxSeconds = verdict.Median(s), s[len(s)-1]
 		}
 		out = append(out, e)
 		w.rtts[path], w.lost[path] = nil, 0

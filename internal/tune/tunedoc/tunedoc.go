@@ -13,7 +13,6 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
-	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -43,7 +42,7 @@ type StepCandidate struct {
 	Variant string                    `json:"variant"`
 	Proto   string                    `json:"proto"`
 	Samples Samples                   `json:"samples_bps"`
-	Spread  map[string]measure.Spread `json:"spread"`
+	Spread  map[string]verdict.Spread `json:"spread"`
 }
 
 // Step is one round of the search: what was measured and what it decided.
@@ -214,8 +213,8 @@ type Verdict struct {
 type Comparison struct {
 	// Best and Other are the samples of the rounds that measured both,
 	// pooled for display only: the judgement is round by round.
-	Best  measure.Spread `json:"best"`
-	Other measure.Spread `json:"other"`
+	Best  verdict.Spread `json:"best"`
+	Other verdict.Spread `json:"other"`
 	// Ratio is the median of best/other over pairs of samples taken in
 	// the same round (sample i of one with sample i of the other, which
 	// the interleaving ran back to back); RatioMin and RatioMax are the

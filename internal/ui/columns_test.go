@@ -1,10 +1,12 @@
-package measure
+package ui
 
 import (
 	"bytes"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 )
 
 func TestFormatExtra(t *testing.T) {
@@ -30,9 +32,9 @@ func TestRenderTableColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep.Rows[0].Extra = map[string]any{"pps_median": 12345.6}
-	rep.Columns = []Column{
+	rep.Columns = []measure.Column{
 		{Header: "pps", Key: "pps_median"},
-		{Header: "twice", Format: func(r Row) string { return FormatExtra(2 * r.MedianBps) }},
+		{Header: "twice", Format: func(r measure.Row) string { return FormatExtra(2 * r.MedianBps) }},
 	}
 	var buf bytes.Buffer
 	if err := RenderTable(&buf, rep); err != nil {

@@ -1,4 +1,4 @@
-package measure
+package ui
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 // plain line per step ("[3/12] lan tunnel default up"), so logs stay
 // readable; with a nil writer (for --json on stdout, say) it shows nothing.
 //
-//	p := measure.NewProgress(len(plan), os.Stderr)
+//	p := ui.NewProgress(len(plan), os.Stderr)
 //	for _, m := range plan { p.Step(m.Label()); … }
 //	p.Done()
 //

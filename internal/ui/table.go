@@ -1,4 +1,4 @@
-package measure
+package ui
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // maxErrorWidth keeps a long error from widening the table; the JSON has
@@ -22,7 +24,7 @@ const maxErrorWidth = 40
 // per side, what OpenVPN reported (cipher, socket buffers), and ok or the
 // reason the row is invalid, then the report's extra Columns; then the
 // verdicts, one a line. Call Report.FillRatios (or Finish) first.
-func RenderTable(w io.Writer, rep *Report) error {
+func RenderTable(w io.Writer, rep *measure.Report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Host: %s\n", rep.Host)
 	for _, g := range groupRows(rep) {
@@ -42,12 +44,12 @@ func RenderTable(w io.Writer, rep *Report) error {
 
 type rowGroup struct {
 	title string
-	rows  []Row
+	rows  []measure.Row
 }
 
 // groupRows orders rows by the scenario's networks, keeping each network's
 // rows in report order; rows naming an unlisted network come last.
-func groupRows(rep *Report) []rowGroup {
+func groupRows(rep *measure.Report) []rowGroup {
 	var groups []rowGroup
 	index := map[string]int{}
 	for _, n := range rep.Scenario.Networks {
@@ -83,7 +85,7 @@ func groupRows(rep *Report) []rowGroup {
 	return out
 }
 
-func renderNetwork(g rowGroup, extra []Column) string {
+func renderNetwork(g rowGroup, extra []measure.Column) string {
 	t := table.NewWriter()
 	style := table.StyleLight
 	style.Format.Header = text.FormatDefault // "CPU-s/GB", not "CPU-S/GB"
@@ -113,11 +115,11 @@ func renderNetwork(g rowGroup, extra []Column) string {
 				status += ": " + truncate(oneLine(r.Error), maxErrorWidth)
 			}
 		}
-		ratio := FormatRatio(r.RatioToRouted)
-		if r.Path == PathRouted {
+		ratio := measure.FormatRatio(r.RatioToRouted)
+		if r.Path == measure.PathRouted {
 			ratio = "baseline"
 		}
-		spread := FormatMbpsSpread(Summarize(r.SamplesBps))
+		spread := measure.FormatMbpsSpread(verdict.Of(r.SamplesBps))
 		if r.NotTested != "" {
 			spread, ratio = "-", "-"
 		}
@@ -125,13 +127,13 @@ func renderNetwork(g rowGroup, extra []Column) string {
 		if published {
 			p := "-"
 			if r.PublishedBps > 0 {
-				p = FormatMbps(r.PublishedBps)
+				p = measure.FormatMbps(r.PublishedBps)
 			}
 			row = append(row, p)
 		}
-		row = append(row, FormatCPUPerGB(r.CPUSecondsPerGB), dash(r.Cipher), FormatSocketBuffers(r.SocketBuffers), status)
+		row = append(row, measure.FormatCPUPerGB(r.CPUSecondsPerGB), dash(r.Cipher), FormatSocketBuffers(r.SocketBuffers), status)
 		for _, c := range extra {
-			row = append(row, c.cell(r))
+			row = append(row, cell(c, r))
 		}
 		t.AppendRow(row)
 	}
