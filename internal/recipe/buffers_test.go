@@ -14,6 +14,7 @@ import (
 // The six tunnels carry what their names say: 64 KiB in both configs, no
 // setting, 512 KiB on the server and pushed to the client.
 func TestBufferVariants(t *testing.T) {
+	t.Parallel()
 	vs, protos, err := bufferVariants()
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +54,7 @@ func TestBufferVariants(t *testing.T) {
 }
 
 func TestParseSysctlValues(t *testing.T) {
+	t.Parallel()
 	m, err := parseSysctlValues("4194304\n4194304\n212992\n212992\n")
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +72,7 @@ func TestParseSysctlValues(t *testing.T) {
 // The window is the smaller of the sender's send and the receiver's
 // receive buffer, halved from what Linux reports.
 func TestBoundWindow(t *testing.T) {
+	t.Parallel()
 	srv := openvpn.SocketBuffers{RecvAfter: 1 << 20, SendAfter: 131072}
 	cli := openvpn.SocketBuffers{RecvAfter: 262144, SendAfter: 1 << 20}
 	if w := boundWindow(measure.DirectionDown, srv, cli); w != 65536 {
@@ -94,6 +97,7 @@ func mkRow(network, variant, dir string, samplesMbps ...float64) measure.Row {
 }
 
 func TestJudgeBound(t *testing.T) {
+	t.Parallel()
 	bound := 10e6
 	for _, c := range []struct {
 		samples []float64
@@ -163,6 +167,7 @@ const (
 )
 
 func TestBufferVerdicts(t *testing.T) {
+	t.Parallel()
 	up := measure.DirectionUp
 	eff := func(b int) map[string]map[string]int {
 		return map[string]map[string]int{"server": {"rcvbuf": b, "sndbuf": b}, "client": {"rcvbuf": b, "sndbuf": b}}
@@ -229,6 +234,7 @@ func TestBufferVerdicts(t *testing.T) {
 
 // Defects of earlier rules in the buffers recipe, each a crafted report.
 func TestBufferVerdictsEvidence(t *testing.T) {
+	t.Parallel()
 	up := measure.DirectionUp
 	// A path-limited row is no evidence that the rule binds: with only
 	// 512 KiB rows at 50 ms (bound 84 of 100 Mbit/s) the rule is not

@@ -33,6 +33,7 @@ func instFake(cfg *instConfig, util, wait, busy float64, mbit ...float64) []inst
 }
 
 func TestInstancesVerdicts(t *testing.T) {
+	t.Parallel()
 	one := &instConfig{name: instOne, servers: map[string]int{instServer: 1}, flows: [2]instFlow{{server: instServer}, {server: instServer}}}
 	two := &instConfig{name: instTwo, servers: map[string]int{"server-cpu0": 2, "server-cpu1": 3},
 		flows: [2]instFlow{{server: "server-cpu0"}, {server: "server-cpu1"}}, pinned: map[string]int{"server-cpu0": 0, "server-cpu1": 1}}
@@ -83,6 +84,7 @@ func TestInstancesVerdicts(t *testing.T) {
 
 // testdata/instances-schedstat.txt is /proc/1/schedstat of the test machine.
 func TestInstancesParseSchedstat(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("testdata/instances-schedstat.txt")
 	if err != nil {
 		t.Fatal(err)

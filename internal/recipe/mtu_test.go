@@ -16,6 +16,7 @@ import (
 // (path MTU 1400) after two 3028-byte pings to the client: three fragments
 // out per ping, five in for reassembly per reply.
 func TestMTUParseSNMP(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("testdata/mtu-snmp.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +44,7 @@ func TestMTUParseSNMP(t *testing.T) {
 
 // The verdicts follow the figures: made-up results for each outcome.
 func TestMTUVerdicts(t *testing.T) {
+	t.Parallel()
 	tr, err := pmtu.DataChannel{Cipher: "AES-256-GCM"}.Translate(mtuUDP4, 1492, false, true)
 	if err != nil {
 		t.Fatal(err)

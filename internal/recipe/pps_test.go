@@ -156,6 +156,7 @@ func TestPPSVerdicts(t *testing.T) {
 // The CBC tunnel's 1400-byte probes exceed a 1500-byte path, the others'
 // do not; the reason of the size verdict says so.
 func TestPPSFragmentNote(t *testing.T) {
+	t.Parallel()
 	rep := &measure.Report{}
 	for _, v := range []string{ppsNone, ppsCBC, ppsGCM} {
 		rep.Rows = append(rep.Rows, ppsTestRow(v, 18, []float64{5000}, nil), ppsTestRow(v, 1400, []float64{4900}, nil))

@@ -17,6 +17,7 @@ import (
 // imports and initializes the shaper; lines that name the shaper only in
 // a lab path (the management socket of tunnel0-shaper) are not about it.
 func TestShaperLogLines(t *testing.T) {
+	t.Parallel()
 	client, err := shaperLogLines(filepath.Join("testdata", "shaper", "shaper-client.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +162,7 @@ func TestShaperQueueVerdict(t *testing.T) {
 
 // The arithmetic of what a limit of 100 kB/s leaves for TCP payload.
 func TestShaperPrediction(t *testing.T) {
+	t.Parallel()
 	outer, inner, payload := shaperPrediction()
 	if outer != 1492 || inner != 1440 || payload != 1388 {
 		t.Errorf("outer %d inner %d payload %d, want 1492 1440 1388", outer, inner, payload)

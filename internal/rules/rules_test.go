@@ -7,6 +7,7 @@ import (
 )
 
 func TestSocketBuffers(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name        string
 		p           Path
@@ -28,6 +29,7 @@ func TestSocketBuffers(t *testing.T) {
 }
 
 func TestProtection(t *testing.T) {
+	t.Parallel()
 	rules := func(c Crypto) string {
 		var out []string
 		for _, p := range Protection(c) {
@@ -65,6 +67,7 @@ func TestProtection(t *testing.T) {
 }
 
 func TestBufferAfterDrops(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		got  int
 		want string

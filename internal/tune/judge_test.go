@@ -141,6 +141,7 @@ func TestRenderVerdict(t *testing.T) {
 // The comparisons of the best with the default and with advise are
 // round by round too: the ratio is that of samples paired within a round.
 func TestCompareRounds(t *testing.T) {
+	t.Parallel()
 	pairs := pairsOf(steps(
 		round(Samples{"up": mbit(39, 40, 40.5)}, Samples{"up": mbit(30, 30.5, 31)}),
 		round(Samples{"up": mbit(13, 13.3, 13.5)}, Samples{"up": mbit(10, 10.2, 10.4)}),
@@ -162,6 +163,7 @@ func TestCompareRounds(t *testing.T) {
 // 0 bit/s); down never had 3 valid samples a side in one round, so down
 // is not judged, and the message says so.
 func TestJudgeSavedRun(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("testdata/tune-blackhole.json")
 	if err != nil {
 		t.Fatal(err)
@@ -209,6 +211,7 @@ func TestJudgeSavedRun(t *testing.T) {
 // Judgement is a pure function of the rounds: judging a run's steps
 // again gives the run's own verdict, best, comparisons and findings.
 func TestRejudgeReproducesRun(t *testing.T) {
+	t.Parallel()
 	for name, o := range map[string]Options{
 		"lost round": {Path: lab.Path{}, Budget: time.Minute, Measure: judgedMeasure(3, nil)},
 		"advise gap": {Path: fakePath, PathDescription: "b", Budget: time.Minute, Measure: judgedMeasure(0, nil),
@@ -244,6 +247,7 @@ func TestRejudgeReproducesRun(t *testing.T) {
 // measured beside the default in every round); when none does, the
 // reason names them too.
 func TestDecideFallsBack(t *testing.T) {
+	t.Parallel()
 	def := Samples{"up": mbit(0, 0, 0), "down": mbit(17, 18, 19)}
 	adv := Samples{"up": mbit(80, 81, 82), "down": mbit(17, 18, 19)}
 	c5 := Samples{"up": mbit(90, 91, 92), "down": mbit(10, 11, 12)} // slower down
@@ -279,6 +283,7 @@ func TestDecideFallsBack(t *testing.T) {
 // Version 1 did not record the search's best when nothing beat the
 // default; UpgradeV1 reads it from the message.
 func TestUpgradeV1NamesTheBest(t *testing.T) {
+	t.Parallel()
 	res := Result{Schema: SchemaV1, Directions: both, Steps: steps(round(Samples{"up": mbit(25, 26, 27)}, Samples{"up": mbit(17, 18, 19)})),
 		Verdict: Verdict{Message: "nothing beats the default: the search's best, c3, is not faster beyond the spread (up …)"}}
 	res.Steps[0].Candidates[0].Variant, res.Steps[0].Candidates[1].Variant = "c3=fast-io", "default"
@@ -293,6 +298,7 @@ func TestUpgradeV1NamesTheBest(t *testing.T) {
 // is no fair evidence of it (of several candidates the luckiest wins):
 // it is judged but does not count towards MinRounds.
 func TestJudgeDiscountsTheChoosingRound(t *testing.T) {
+	t.Parallel()
 	def := Samples{"up": mbit(17, 18, 19), "down": mbit(17, 18, 19)}
 	fast := Samples{"up": mbit(25, 26, 27), "down": mbit(17, 18, 19)}
 	st := steps(round(fast, def), round(fast, def), round(fast, def))

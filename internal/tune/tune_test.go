@@ -56,6 +56,7 @@ func blackhole(c Candidate) float64 {
 }
 
 func TestSearchFindsMSSFixOnBlackhole(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	res, err := Run(context.Background(), Options{Path: fakePath, PathDescription: "b", Budget: time.Minute,
 		Measure: fakeMeasure(blackhole, 0, &rounds), Advice: Advice{Note: "none"}})
@@ -88,6 +89,7 @@ func TestSearchFindsMSSFixOnBlackhole(t *testing.T) {
 // When every candidate is within the default's spread the search stops
 // each axis as noise and reports nothing better than the default.
 func TestSearchNothingBeatsDefault(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	n := 0
 	flat := func(c Candidate) float64 {
@@ -118,6 +120,7 @@ func TestSearchNothingBeatsDefault(t *testing.T) {
 // advise's variant is measured beside the best in every round, and a gap
 // above 5 % beyond the spread is a finding naming the path and the axis.
 func TestAdviseGapFinding(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	adv := Candidate{Proto: "udp", Settings: map[string]string{AxisMTU: "fragment 1400 mtu", AxisBuffers: "sndbuf 524288;rcvbuf 524288"}}
 	res, err := Run(context.Background(), Options{Path: fakePath, PathDescription: "100 Mbit/s black hole", Budget: time.Minute,
@@ -213,6 +216,7 @@ func TestSpaceAndFix(t *testing.T) {
 // A failed round (a candidate's tunnel would not start) is recorded and
 // the search goes on; two failures in a row end it with the error.
 func TestSearchSurvivesAFailedRound(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	ok := fakeMeasure(blackhole, 0, &rounds)
 	fail := errors.New("openvpn c3: exited")
@@ -316,6 +320,7 @@ func judgedMeasure(lossRound int, drift []float64) MeasureFunc {
 // by round it is not better, and the run says nothing beats the default,
 // with the round that lost, in words and in the JSON.
 func TestSearchBestMustWinEveryRound(t *testing.T) {
+	t.Parallel()
 	res, err := Run(context.Background(), Options{Path: lab.Path{}, Budget: time.Minute, Measure: judgedMeasure(3, nil)})
 	if err != nil {
 		t.Fatal(err)
@@ -366,6 +371,7 @@ func TestSearchBestMustWinEveryRound(t *testing.T) {
 // verdict needs MinRounds, so the search ends with a confirmation round
 // (in the JSON as a step of its own) and then reports it.
 func TestSearchConfirmsALateBest(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	fastIO := func(c Candidate) float64 {
 		if c.Settings[AxisFastIO] != "" {
@@ -397,6 +403,7 @@ func TestSearchConfirmsALateBest(t *testing.T) {
 // candidate's name, variant, samples, median and spread per direction
 // and the decision, also a round that failed and one the budget cut.
 func TestEveryStepInJSON(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	// Rounds of 100 ms and a 250 ms budget: the search (at least five
 	// rounds) cannot finish, so the budget cuts a round.
@@ -466,6 +473,7 @@ func TestEveryStepInJSON(t *testing.T) {
 // With --fix the "default" the verdict speaks of carries the fixed
 // settings; the run says so.
 func TestFixedDefaultIsNamed(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	res, err := Run(context.Background(), Options{Path: fakePath, Budget: time.Minute, Fixed: map[string]string{AxisCipher: "data-ciphers AES-128-GCM"},
 		Measure: fakeMeasure(blackhole, 0, &rounds)})
@@ -487,6 +495,7 @@ func TestFixedDefaultIsNamed(t *testing.T) {
 // The dco axis: searched only on a host that can offload; elsewhere the
 // result says why it was not tested, and no candidate allows DCO.
 func TestDCOAxis(t *testing.T) {
+	t.Parallel()
 	names := func(ax []Axis) string {
 		var out []string
 		for _, a := range ax {

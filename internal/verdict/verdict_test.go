@@ -8,6 +8,7 @@ import (
 )
 
 func TestOutcomeValid(t *testing.T) {
+	t.Parallel()
 	for _, o := range Outcomes {
 		if !o.Valid() {
 			t.Errorf("%q not valid", o)
@@ -21,6 +22,7 @@ func TestOutcomeValid(t *testing.T) {
 }
 
 func TestOf(t *testing.T) {
+	t.Parallel()
 	s := Of([]float64{3, 1, 2, 10})
 	if s != (Spread{N: 4, Median: 2.5, Min: 1, Max: 10, RelRange: 9 / 2.5}) {
 		t.Errorf("Of = %+v", s)
@@ -132,6 +134,7 @@ func TestSpreadOverlaps(t *testing.T) {
 }
 
 func TestAboveNeedsSamples(t *testing.T) {
+	t.Parallel()
 	hi, lo := Of([]float64{10, 11, 12}), Of([]float64{1, 2, 3})
 	if !Above(hi, lo) || Above(lo, hi) {
 		t.Error("Above wrong on separated sets")
@@ -145,6 +148,7 @@ func TestAboveNeedsSamples(t *testing.T) {
 }
 
 func TestRatiosPairedAndUnpaired(t *testing.T) {
+	t.Parallel()
 	r := Ratios([]float64{10, 20, 30}, []float64{10, 20, 30})
 	if !r.Paired || r.Lo != 1 || r.Hi != 1 || r.N != 3 {
 		t.Errorf("paired: %+v", r)
