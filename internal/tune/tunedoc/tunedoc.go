@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -158,7 +158,7 @@ type Result struct {
 	Schema string `json:"schema"`
 	// Argv is the command line that produced the document.
 	Argv            []string              `json:"argv,omitempty"`
-	Path            lab.Path              `json:"path"`
+	Path            labpath.Path          `json:"path"`
 	PathDescription string                `json:"path_description"`
 	Directions      []string              `json:"directions"`
 	BudgetSeconds   float64               `json:"budget_seconds"`
