@@ -270,10 +270,10 @@ type labStatus struct {
 	Ceiling *emulate.CeilingReport `json:"emulation_ceiling,omitempty"`
 }
 
-// labStatuses is every lab, or the one named, with its owner, its
+// labStatuses is every lab of env, or the one named, with its owner, its
 // emulator's counters and its backend's ceiling on this host.
-func labStatuses(names []string) ([]labStatus, error) {
-	states, err := lab.List()
+func labStatuses(env lab.Env, names []string) ([]labStatus, error) {
+	states, err := env.List()
 	if err != nil {
 		return nil, err
 	}
@@ -284,10 +284,10 @@ func labStatuses(names []string) ([]labStatus, error) {
 		}
 		s := labStatus{Schema: labSchema, State: st, OwnerAlive: st.Corrupt == "" && st.OwnerAlive()}
 		if st.Corrupt == "" {
-			s.Ceiling = lab.EmulationCeiling(st.Backend)
+			s.Ceiling = env.EmulationCeiling(st.Backend)
 		}
 		if st.Corrupt == "" && lab.UserspaceBackend(st.Backend) {
-			if l, err := lab.Open(st.Name); err == nil {
+			if l, err := env.Open(st.Name); err == nil {
 				if es, err := l.Stats(); err == nil {
 					s.Emulator = es
 				}
@@ -348,7 +348,7 @@ func newLabStatusCommand() *cobra.Command {
 					return err
 				}
 			}
-			out, err := labStatuses(names)
+			out, err := labStatuses(lab.Env{}, names)
 			if err != nil {
 				return err
 			}
@@ -431,7 +431,8 @@ are removed. Nothing that no lab created is touched.`,
 // router namespace; it is hidden because nobody types it, and a command of
 // its own so that `ps` names the lab each owner holds.
 func newLabOwnerCommand() *cobra.Command {
-	return &cobra.Command{
+	var env lab.Env
+	c := &cobra.Command{
 		Use:    "owner NAME",
 		Short:  "Hold a lab (started by ovpnperf itself, not by hand)",
 		Hidden: true,
@@ -439,9 +440,13 @@ func newLabOwnerCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, a []string) error {
 			// The owner ends on SIGTERM by itself; main's context must not
 			// turn that into an error.
-			return lab.RunOwner(a[0])
+			return env.RunOwner(a[0])
 		},
 	}
+	// Where the lab's creator keeps its state, when not in the host's
+	// directory (a test's labs).
+	c.Flags().StringVar(&env.Base, "base", "", "the labs' directory")
+	return c
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -64,7 +64,7 @@ Needs root; takes about a minute.`,
 		def = append(def, int(r))
 	}
 	intListFlag(f, &o.rates, "rates", def, 100, 1000000, "packet rates per direction to try, ascending, until one is not carried")
-	stringFlag(f, &o.record, "record", "", emulate.CeilingPath, "a file path", "write the record here (lab status and lab run read only the default)")
+	stringFlag(f, &o.record, "record", "", emulate.DefaultCeilingPath, "a file path", "write the record here (lab status and lab run read only the default)")
 	emulatorFlag(f, &o.emulator)
 	f.BoolVar(&o.json, "json", false, "print the record (schema "+emulate.CeilingSchema+") instead of text; progress goes to stderr")
 	return c
@@ -81,7 +81,7 @@ func runLabCalibrate(ctx context.Context, w, errw io.Writer, o labCalibrateOptio
 	// The default record's directory is made when the record is written
 	// (and the record checked now if the directory exists); any other
 	// path is checked now, before anything is built.
-	if _, err := os.Stat(filepath.Dir(o.record)); err == nil || o.record != emulate.CeilingPath {
+	if _, err := os.Stat(filepath.Dir(o.record)); err == nil || o.record != emulate.DefaultCeilingPath {
 		if err := checkOutPath("--record", o.record); err != nil {
 			return err
 		}
@@ -105,7 +105,7 @@ func runLabCalibrate(ctx context.Context, w, errw io.Writer, o labCalibrateOptio
 	if err != nil {
 		return err
 	}
-	if o.record == emulate.CeilingPath {
+	if o.record == emulate.DefaultCeilingPath {
 		if err := os.MkdirAll(filepath.Dir(o.record), 0o755); err != nil {
 			return fmt.Errorf("recording the ceiling: %w", err)
 		}

@@ -29,25 +29,24 @@ import (
 // it; a lab without emulation has no ceiling. No root: the labs are state
 // files in a directory of the test's, the record a file of its own.
 func TestLabStatusCeiling(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	oldBase, oldPath := lab.BaseDir, emulate.CeilingPath
-	lab.BaseDir, emulate.CeilingPath = filepath.Join(dir, "labs"), filepath.Join(dir, "emulator-ceiling.json")
-	t.Cleanup(func() { lab.BaseDir, emulate.CeilingPath = oldBase, oldPath })
+	env := lab.Env{Base: filepath.Join(dir, "labs"), Ceiling: filepath.Join(dir, "emulator-ceiling.json")}
 	for _, st := range []lab.State{
 		{Name: "emu", Backend: lab.BackendNFQueue, Path: lab.Path{Up: lab.Link{Delay: 10 * time.Millisecond}, Down: lab.Link{Delay: 10 * time.Millisecond}}},
 		{Name: "plain", Backend: lab.BackendNone},
 	} {
 		b, _ := json.Marshal(st)
-		if err := os.MkdirAll(filepath.Join(lab.BaseDir, st.Name), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(env.Base, st.Name), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(lab.BaseDir, st.Name, "state.json"), b, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(env.Base, st.Name, "state.json"), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	status := func() (string, []labStatus) {
 		t.Helper()
-		out, err := labStatuses(nil)
+		out, err := labStatuses(env, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +82,7 @@ func TestLabStatusCeiling(t *testing.T) {
 		Kernel: hostinfo.KernelRelease(), CPUs: hostinfo.CPUCount(), LoadBefore: [3]float64{0.4, 0.5, 0.6}, LoadAfter: [3]float64{1.5, 0.7, 0.6},
 		PacketBytes: 1400, Delay: 20 * time.Millisecond, Tolerance: time.Millisecond, HeldPPS: 25000, CarriedPPS: 50000}
 	b, _ := json.Marshal(rec)
-	if err := os.WriteFile(emulate.CeilingPath, b, 0o644); err != nil {
+	if err := os.WriteFile(env.Ceiling, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	text, st = status()
@@ -98,7 +97,7 @@ func TestLabStatusCeiling(t *testing.T) {
 	// Another kernel's record is not shown as this host's.
 	rec.Kernel += "-other"
 	b, _ = json.Marshal(rec)
-	if err := os.WriteFile(emulate.CeilingPath, b, 0o644); err != nil {
+	if err := os.WriteFile(env.Ceiling, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	text, st = status()
@@ -140,7 +139,7 @@ func TestLabCalibrateBadInput(t *testing.T) {
 // labs (cal-ID) on this host.
 func calibrationLabs(t *testing.T) string {
 	var out []string
-	for _, d := range []struct{ dir, prefix string }{{netns.Dir, "ovpnperf-cal-"}, {lab.BaseDir, "cal-"}} {
+	for _, d := range []struct{ dir, prefix string }{{netns.Dir, "ovpnperf-cal-"}, {lab.DefaultBaseDir, "cal-"}} {
 		entries, _ := os.ReadDir(d.dir)
 		for _, e := range entries {
 			if strings.HasPrefix(e.Name(), d.prefix) {

@@ -293,7 +293,7 @@ func TestLabRunInterrupted(t *testing.T) {
 // one); only this run's labs, as other labs may come and go on a shared host.
 func labProcesses(prefix string) map[int]bool {
 	m := map[int]bool{}
-	out, _ := exec.Command("pgrep", "-f", lab.BaseDir+"/"+prefix).Output()
+	out, _ := exec.Command("pgrep", "-f", lab.DefaultBaseDir+"/"+prefix).Output()
 	for _, f := range strings.Fields(string(out)) {
 		if pid, err := strconv.Atoi(f); err == nil {
 			m[pid] = true

@@ -6,23 +6,26 @@ import (
 	"testing"
 )
 
-// The run document's package carries the emulator's ceiling report but
-// must not link the emulator: its eBPF library would follow it into every
-// package that only reads documents.
-func TestMeasureDoesNotLinkTheEmulator(t *testing.T) {
-	list := exec.Command("go", "list", "-deps", "./internal/measure")
-	list.Dir = moduleRoot(t)
-	out, err := list.Output()
-	if err != nil {
-		t.Fatalf("go list -deps ./internal/measure: %v", err)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 10 {
-		t.Fatalf("go list -deps ./internal/measure named %d packages: %q", len(deps), deps)
-	}
-	for _, d := range deps {
-		if d == "github.com/ovpnperf/ovpnperf/internal/emulate" || strings.HasPrefix(d, "github.com/cilium/ebpf") {
-			t.Errorf("internal/measure links %s", d)
+// The packages of the documents (measure's run document, which carries the
+// emulator's ceiling report, and report, which reads every document, tune's
+// with its lab path) must not link the lab and its emulator: the eBPF
+// library would follow it into every command that only reads documents.
+func TestDocumentsDoNotLinkTheEmulator(t *testing.T) {
+	for _, pkg := range []string{"./internal/measure", "./internal/report"} {
+		list := exec.Command("go", "list", "-deps", pkg)
+		list.Dir = moduleRoot(t)
+		out, err := list.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		deps := strings.Fields(string(out))
+		if len(deps) < 10 {
+			t.Fatalf("go list -deps %s named %d packages: %q", pkg, len(deps), deps)
+		}
+		for _, d := range deps {
+			if d == "github.com/ovpnperf/ovpnperf/internal/emulate" || d == "github.com/ovpnperf/ovpnperf/internal/lab" || strings.HasPrefix(d, "github.com/cilium/ebpf") {
+				t.Errorf("%s links %s", pkg, d)
+			}
 		}
 	}
 }

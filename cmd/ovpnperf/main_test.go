@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -28,7 +27,6 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = bin
-	lab.OwnerProgram = bin
 	code := m.Run()
 	cleanup()
 	os.Exit(code)

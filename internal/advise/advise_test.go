@@ -96,6 +96,7 @@ func TestAdvisePaths(t *testing.T) {
 // A buffer above rmem_max is pointless without the sysctl: advise says so
 // only when the maximum is too low.
 func TestSysctlFollowsRmemMax(t *testing.T) {
+	t.Parallel()
 	in := Input{RateBitsPerSec: 10e9, RTT: 100 * time.Microsecond, PathMTU: 1500, RmemMax: 8 << 20, WmemMax: 8 << 20}
 	a, _ := Advise(in)
 	if len(a.Sysctl) != 0 {
@@ -111,6 +112,7 @@ func TestSysctlFollowsRmemMax(t *testing.T) {
 // On a lossy path a measured plain TCP flow, not Mathis's Reno formula,
 // bounds the prediction (the lab's 2 % path carried 4.7 Mbit/s of 5).
 func TestLossUsesMeasuredFlow(t *testing.T) {
+	t.Parallel()
 	in := Input{RTT: 300 * time.Millisecond, LossPercent: 3, PathMTU: 1500, TCPGoodputBitsPerSec: 4.7e6}
 	a, _ := Advise(in)
 	c := a.Ceilings[0]
@@ -124,6 +126,7 @@ func TestLossUsesMeasuredFlow(t *testing.T) {
 }
 
 func TestDCO(t *testing.T) {
+	t.Parallel()
 	a, err := Advise(Input{PathMTU: 1400, DCO: true, RateBitsPerSec: 100e6, RTT: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +137,7 @@ func TestDCO(t *testing.T) {
 }
 
 func TestTCPTransportAndLoss(t *testing.T) {
+	t.Parallel()
 	a, _ := Advise(Input{Proto: "tcp", LossPercent: 1, RTT: 50 * time.Millisecond})
 	if !has(a.DoNot, "proto tcp") || !has(a.DoNot, "tun-mtu 9000") {
 		t.Fatalf("lossy path: want TCP transport and jumbo warnings: %+v", a.DoNot)
@@ -141,6 +145,7 @@ func TestTCPTransportAndLoss(t *testing.T) {
 }
 
 func TestWindowsNotes(t *testing.T) {
+	t.Parallel()
 	a, _ := Advise(Input{ClientOS: "windows", RTT: 100 * time.Millisecond})
 	all := strings.Join(a.Notes, "\n")
 	for _, w := range []string{"mssfix 1500 mtu", "mssfix 1480 mtu", "wintun", "ovpn-dco-win", "Push routes", "5.2 Mbit/s"} {
@@ -154,6 +159,7 @@ func TestWindowsNotes(t *testing.T) {
 }
 
 func TestChaChaWithoutAESNI(t *testing.T) {
+	t.Parallel()
 	a, _ := Advise(Input{CryptoBytesPerSec: 100e6, ChaChaBytesPerSec: 300e6})
 	if a.Cipher != "CHACHA20-POLY1305" || !strings.Contains(a.Variant, "data-ciphers CHACHA20-POLY1305") {
 		t.Fatalf("cipher %s variant %s", a.Cipher, a.Variant)
@@ -165,6 +171,7 @@ func TestChaChaWithoutAESNI(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	for _, in := range []Input{
 		{RTT: -time.Millisecond},
 		{LossPercent: 101},
@@ -188,6 +195,7 @@ func TestBadInput(t *testing.T) {
 // that it rests on an assumption, with its source, unless the user gave a
 // measured rate; then the term is the user's figure and not marked.
 func TestPacketCostIsMarkedAssumed(t *testing.T) {
+	t.Parallel()
 	lan := Input{RateBitsPerSec: 10e9, RTT: 100 * time.Microsecond, PathMTU: 1500}
 	a, _ := Advise(lan)
 	c := a.Ceilings[0]
@@ -238,6 +246,7 @@ func undecided(a Advice, setting string) *Undecided {
 // recommends no jumbo tunnel and says what decides it. The same holds
 // without a path MTU. With both, a fast clean path gets it.
 func TestJumboNeedsRateAndPathMTU(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		in      Input
@@ -272,6 +281,7 @@ func TestJumboNeedsRateAndPathMTU(t *testing.T) {
 // One rate, RTT and loss describe both directions: one ceiling, not two
 // copies of it.
 func TestOneCeiling(t *testing.T) {
+	t.Parallel()
 	a, _ := Advise(Input{RateBitsPerSec: 20e6, RTT: 200 * time.Millisecond, PathMTU: 1500})
 	if len(a.Ceilings) != 1 || a.Ceilings[0].Direction != "each direction" {
 		t.Fatalf("ceilings %+v", a.Ceilings)
@@ -282,6 +292,7 @@ func TestOneCeiling(t *testing.T) {
 // twentieth of the line: it says which measurements decide (path MTU for
 // a jumbo tunnel, the packet cost), not that the defaults suit.
 func TestUndecidedWhenTheCeilingWastesTheLine(t *testing.T) {
+	t.Parallel()
 	a, _ := Advise(Input{RateBitsPerSec: 10e9, RTT: time.Millisecond})
 	if len(a.Server) != 0 {
 		t.Fatalf("lines %+v", a.Server)
@@ -305,6 +316,7 @@ func TestUndecidedWhenTheCeilingWastesTheLine(t *testing.T) {
 // tested here; beyond what autotuning reaches, larger buffers are
 // undecided too.
 func TestTCPTransportClaimsOnlyWhatTheSweepMeasured(t *testing.T) {
+	t.Parallel()
 	for _, rtt := range []time.Duration{time.Millisecond, 50 * time.Millisecond, 600 * time.Millisecond} {
 		for _, pmtu := range []int{0, 1500} {
 			a, _ := Advise(Input{Proto: "tcp", RateBitsPerSec: 100e6, RTT: rtt, PathMTU: pmtu})
@@ -342,6 +354,7 @@ func TestTCPTransportClaimsOnlyWhatTheSweepMeasured(t *testing.T) {
 // A long fat path bound by the assumed window of the endpoints: no line,
 // and advise says what decides it rather than that the defaults suit.
 func TestWindowBoundIsUndecided(t *testing.T) {
+	t.Parallel()
 	a, _ := Advise(Input{RateBitsPerSec: 1e9, RTT: 300 * time.Millisecond, PathMTU: 1500})
 	// The window, not the packet cost, binds: no jumbo tunnel for it.
 	if has(a.Server, "tun-mtu 9000") {

@@ -90,7 +90,7 @@ type Analysis struct {
 	TCPSegments      int    `json:"tcp_segments"`
 	TCPRetransmitted int    `json:"tcp_retransmitted"`
 	TCPPayloadBytes  uint64 `json:"tcp_payload_bytes"`
-	// The tables, bounded by maxTableEntries: the fragmented datagrams
+	// The tables, bounded by limit: the fragmented datagrams
 	// seen and the TCP segments seen (by connection and sequence number),
 	// each kept as a 64-bit hash of its key (seeded per analysis: two keys
 	// share one with a chance of about n²/2⁶⁵, 5·10⁻⁷ at the bound) so that
@@ -98,6 +98,8 @@ type Analysis struct {
 	seed      maphash.Seed
 	fragments map[uint64]struct{}
 	segments  map[uint64]struct{}
+	// limit bounds each table (MaxTableEntries; smaller in tests).
+	limit int
 	// tooLarge names the table that passed its bound.
 	tooLarge string
 }
@@ -124,9 +126,6 @@ type segKey struct {
 // refused with ErrTooLarge instead of taking memory in proportion to it.
 const MaxTableEntries = 1 << 22
 
-// maxTableEntries is MaxTableEntries, smaller in tests.
-var maxTableEntries = MaxTableEntries
-
 // ErrTooLarge: the capture holds more distinct datagrams, segments or
 // sizes than Analyze keeps track of (MaxTableEntries).
 var ErrTooLarge = errors.New("the capture is too large to analyse")
@@ -138,6 +137,11 @@ var ErrTooLarge = errors.New("the capture is too large to analyse")
 // that is not a capture (ErrNotCapture) or one past the tables' bounds
 // (ErrTooLarge) returns no analysis.
 func Analyze(r io.Reader, port uint16) (*Analysis, error) {
+	return analyze(r, port, MaxTableEntries)
+}
+
+// analyze is Analyze with each table bounded by limit entries.
+func analyze(r io.Reader, port uint16, limit int) (*Analysis, error) {
 	br := bufio.NewReader(r)
 	magic, err := br.Peek(4)
 	if err != nil {
@@ -160,7 +164,7 @@ func Analyze(r io.Reader, port uint16) (*Analysis, error) {
 	default:
 		return nil, fmt.Errorf("%w: it starts with %x", ErrNotCapture, magic)
 	}
-	a := &Analysis{Schema: Schema, Sizes: map[int]int{}, Port: port,
+	a := &Analysis{Schema: Schema, Sizes: map[int]int{}, Port: port, limit: limit,
 		seed: maphash.MakeSeed(), fragments: map[uint64]struct{}{}, segments: map[uint64]struct{}{}}
 	for {
 		rec, err := rr.next()
@@ -179,7 +183,7 @@ func Analyze(r io.Reader, port uint16) (*Analysis, error) {
 		a.Packets++
 		a.add(gopacket.NewPacket(rec.data, rec.linkType, gopacket.DecodeOptions{Lazy: true, NoCopy: true}), rec)
 		if a.tooLarge != "" {
-			return nil, fmt.Errorf("%w: after %d packets, more than %d %s; analyze keeps at most that many: split the capture", ErrTooLarge, a.Packets, maxTableEntries, a.tooLarge)
+			return nil, fmt.Errorf("%w: after %d packets, more than %d %s; analyze keeps at most that many: split the capture", ErrTooLarge, a.Packets, a.limit, a.tooLarge)
 		}
 	}
 	a.finish(rr.linkTypes())
@@ -262,7 +266,7 @@ func (a *Analysis) add(pkt gopacket.Packet, rec record) {
 		proto == layers.IPProtocolICMPv6 && payload[0] == layers.ICMPv6TypePacketTooBig) {
 		a.ICMPFragNeeded++
 	}
-	if _, ok := a.Sizes[length]; !ok && len(a.Sizes) >= maxTableEntries {
+	if _, ok := a.Sizes[length]; !ok && len(a.Sizes) >= a.limit {
 		a.tooLarge = "distinct packet sizes"
 		return
 	}
@@ -270,7 +274,7 @@ func (a *Analysis) add(pkt gopacket.Packet, rec record) {
 	if frag {
 		a.Fragments++
 		k := maphash.Comparable(a.seed, fragKey{src, dst, id})
-		if _, ok := a.fragments[k]; !ok && len(a.fragments) >= maxTableEntries {
+		if _, ok := a.fragments[k]; !ok && len(a.fragments) >= a.limit {
 			a.tooLarge = "fragmented datagrams"
 			return
 		}
@@ -322,7 +326,7 @@ func (a *Analysis) add(pkt gopacket.Packet, rec record) {
 			a.TCPRetransmitted++
 			return
 		}
-		if len(a.segments) >= maxTableEntries {
+		if len(a.segments) >= a.limit {
 			a.tooLarge = "distinct TCP segments"
 			return
 		}

@@ -80,6 +80,7 @@ func sample(t testing.TB) []byte {
 }
 
 func TestAnalyze(t *testing.T) {
+	t.Parallel()
 	a, err := Analyze(bytes.NewReader(sample(t)), 1194)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +107,7 @@ func TestAnalyze(t *testing.T) {
 }
 
 func TestAnalyzeRefusesBadFiles(t *testing.T) {
+	t.Parallel()
 	good := sample(t)
 	for _, c := range []struct {
 		name string
@@ -180,6 +182,7 @@ func classified(err error) bool {
 }
 
 func TestAnalyzePcapng(t *testing.T) {
+	t.Parallel()
 	want, err := Analyze(bytes.NewReader(sample(t)), 1194)
 	if err != nil {
 		t.Fatal(err)
@@ -194,17 +197,16 @@ func TestAnalyzePcapng(t *testing.T) {
 	}
 }
 
-// The tables are bounded: past maxTableEntries distinct sizes, fragmented
-// datagrams or TCP segments the capture is refused, not held in memory.
+// The tables are bounded: past the bound (MaxTableEntries) of distinct
+// sizes, fragmented datagrams or TCP segments the capture is refused, not
+// held in memory.
 func TestAnalyzeTablesBounded(t *testing.T) {
-	defer func(n int) { maxTableEntries = n }(maxTableEntries)
-	maxTableEntries = 3
-	_, err := Analyze(bytes.NewReader(sample(t)), 1194) // 4 sizes
+	t.Parallel()
+	_, err := analyze(bytes.NewReader(sample(t)), 1194, 3) // 4 sizes
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "distinct packet sizes") {
 		t.Errorf("error %v, want ErrTooLarge for the sizes", err)
 	}
-	maxTableEntries = 4
-	if _, err := Analyze(bytes.NewReader(sample(t)), 1194); err != nil {
+	if _, err := analyze(bytes.NewReader(sample(t)), 1194, 4); err != nil {
 		t.Errorf("at the bound: %v", err)
 	}
 }

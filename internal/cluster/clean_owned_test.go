@@ -23,9 +23,7 @@ import (
 // restored.
 func TestCleanLeavesWhatItDidNotMake(t *testing.T) {
 	testenv.RequireRoot(t)
-	base := cluster.BaseDir
-	t.Cleanup(func() { cluster.BaseDir = base })
-	cluster.BaseDir = t.TempDir()
+	paths := cluster.Paths{State: t.TempDir()}
 	const id = "c1ea"
 
 	sleeper := func() (int, uint64) {
@@ -64,14 +62,14 @@ func TestCleanLeavesWhatItDidNotMake(t *testing.T) {
 		{Kind: cluster.KindNATChain, Name: "ovpnperf-ffff-hostnat", Detail: "ipv4"},
 		{Kind: cluster.KindNATChain, Name: "ovpnperf-" + id + "-hostnat", Detail: "-t filter"},
 	}}
-	if err := os.MkdirAll(cluster.Dir(id), 0o700); err != nil {
+	if err := os.MkdirAll(paths.Dir(id), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(st)
-	if err := os.WriteFile(filepath.Join(cluster.Dir(id), "state.json"), b, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(paths.Dir(id), "state.json"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := cluster.Clean(context.Background(), id)
+	err := paths.Clean(context.Background(), id)
 	if err == nil {
 		t.Fatal("clean of a forged state file: no error")
 	}
@@ -93,7 +91,7 @@ func TestCleanLeavesWhatItDidNotMake(t *testing.T) {
 	if got := readSys("net.ipv4.ip_forward"); got != forward {
 		t.Errorf("net.ipv4.ip_forward %q, was %q", got, forward)
 	}
-	if _, err := os.Stat(cluster.Dir(id)); !os.IsNotExist(err) {
+	if _, err := os.Stat(paths.Dir(id)); !os.IsNotExist(err) {
 		t.Errorf("the cluster's directory is left: %v", err)
 	}
 }

@@ -73,6 +73,9 @@ type Options struct {
 	// client is connected to (site.go).
 	Sites []Site
 	Log   *slog.Logger
+	// Paths is where the cluster keeps its state; the zero value is the
+	// host's.
+	Paths Paths
 	// Prepare, if set, runs after the cluster's directory exists and
 	// before anything is planned, and returns the base config (the built-in
 	// config writes its PKI into the cluster's directory).
@@ -149,18 +152,19 @@ func checkPrivateUmask() error {
 // starts the supervisors. It returns once every instance was started (not
 // necessarily up: see WaitUp).
 func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
+	p := o.Paths
 	if o.ID == "" {
 		o.ID = NewID()
-		for connectRunExists(o.ID) {
+		for p.connectRunExists(o.ID) {
 			o.ID = NewID()
 		}
 	}
 	if !idRE.MatchString(o.ID) {
 		return nil, usage.Errorf("cluster id %q: use 4 hex digits", o.ID)
 	}
-	if connectRunExists(o.ID) {
+	if p.connectRunExists(o.ID) {
 		// `cluster clean ID` must name one thing.
-		return nil, usage.Errorf("id %s is a `cluster connect` run's (%s): choose another --id", o.ID, ConnectRunDir(o.ID))
+		return nil, usage.Errorf("id %s is a `cluster connect` run's (%s): choose another --id", o.ID, p.ConnectRunDir(o.ID))
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -175,9 +179,9 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := checkPrivateUmask(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: o, id: o.ID, dir: Dir(o.ID), log: o.Log.With("cluster", o.ID),
+	c := &Cluster{opts: o, id: o.ID, dir: p.Dir(o.ID), log: o.Log.With("cluster", o.ID),
 		draining: make(chan struct{}), stopReq: make(chan struct{})}
-	if err := os.MkdirAll(BaseDir, 0o755); err != nil {
+	if err := os.MkdirAll(p.StateDir(), 0o755); err != nil {
 		return nil, err
 	}
 	if err := os.Mkdir(c.dir, 0o700); err != nil {
@@ -187,7 +191,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	ticks, _ := startTicks(os.Getpid())
-	if c.state, err = newStateFile(State{ID: o.ID, Netns: o.Netns, ServePid: os.Getpid(), Control: ControlPath(o.ID)}); err == nil {
+	if c.state, err = p.newStateFile(State{ID: o.ID, Netns: o.Netns, ServePid: os.Getpid(), Control: p.ControlPath(o.ID)}); err == nil {
 		err = c.state.record(Resource{Kind: KindProcess, Name: "serve", Pid: os.Getpid(), StartTicks: ticks, Argv: os.Args})
 	}
 	if err != nil {
@@ -196,7 +200,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	defer func() {
 		if err != nil {
-			_ = Clean(context.Background(), o.ID)
+			_ = p.Clean(context.Background(), o.ID)
 		}
 	}()
 	if err := os.Mkdir(filepath.Join(c.dir, "run"), 0o700); err != nil {
@@ -300,7 +304,7 @@ func (c *Cluster) onePort(ctx context.Context) error {
 		if err := c.state.record(Resource{Kind: KindChain, Name: ch, Netns: c.opts.Netns, Detail: fmt.Sprintf("%s %d", proto, c.opts.OnePort)}); err != nil {
 			return err
 		}
-		if err := hostIptables.addOnePort(ctx, c.opts.Netns, c.id, proto, c.opts.OnePort, ports, c.backend, rnd); err != nil {
+		if err := (iptables{run: inNs}).addOnePort(ctx, c.opts.Netns, c.id, proto, c.opts.OnePort, ports, c.backend, rnd); err != nil {
 			return fmt.Errorf("one-port rules (%s): %w", c.backend, err)
 		}
 	}
@@ -448,7 +452,7 @@ func (c *Cluster) Stop() error {
 		c.cancel()
 	}
 	c.wg.Wait()
-	errs := undoErrors(c.id, c.state.j.Undo(context.Background(), undoActions(c.id, c.dir)))
+	errs := undoErrors(c.id, c.state.j.Undo(context.Background(), c.opts.Paths.undoActions(c.id, c.dir)))
 	c.state.j.Close()
 	if err := os.RemoveAll(c.dir); err != nil {
 		errs = append(errs, err)
@@ -458,7 +462,7 @@ func (c *Cluster) Stop() error {
 
 // serveControl listens on the control socket: GET /status, POST /stop.
 func (c *Cluster) serveControl() error {
-	path := ControlPath(c.id)
+	path := c.opts.Paths.ControlPath(c.id)
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		return err
@@ -481,18 +485,18 @@ func (c *Cluster) serveControl() error {
 	return nil
 }
 
-func controlClient(id string) *http.Client {
+func (p Paths) controlClient(id string) *http.Client {
 	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", ControlPath(id))
+			return d.DialContext(ctx, "unix", p.ControlPath(id))
 		}}}
 }
 
 // QueryStatus asks a running serve for its status over the control socket.
-func QueryStatus(ctx context.Context, id string) (*ClusterStatus, error) {
+func (p Paths) QueryStatus(ctx context.Context, id string) (*ClusterStatus, error) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://cluster/status", nil)
-	resp, err := controlClient(id).Do(req)
+	resp, err := p.controlClient(id).Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", id, err)
 	}
@@ -504,15 +508,15 @@ func QueryStatus(ctx context.Context, id string) (*ClusterStatus, error) {
 
 // RequestStop asks a running serve to drain and stop, and waits until its
 // directory is gone.
-func RequestStop(ctx context.Context, id string) error {
+func (p Paths) RequestStop(ctx context.Context, id string) error {
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://cluster/stop", nil)
-	resp, err := controlClient(id).Do(req)
+	resp, err := p.controlClient(id).Do(req)
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w (if serve was killed, run `ovpnperf cluster clean %s`)", id, err, id)
 	}
 	resp.Body.Close()
 	for {
-		if _, err := os.Stat(Dir(id)); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(p.Dir(id)); errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
 		select {

@@ -185,7 +185,7 @@ func TestConnectKilledClean(t *testing.T) {
 		}
 	}
 	if st.ID == "" {
-		t.Fatalf("no state file of connect (pid %d) in %s (runs %v)\nconnect:\n%s", conn.Pid(), cluster.ConnectDir, ids, connLog())
+		t.Fatalf("no state file of connect (pid %d) in %s (runs %v)\nconnect:\n%s", conn.Pid(), cluster.DefaultConnectDir, ids, connLog())
 	}
 	t.Cleanup(func() { _ = cluster.CleanConnect(context.Background(), st.ID) })
 	statePath := filepath.Join(cluster.ConnectRunDir(st.ID), "journal.jsonl")

@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/journal"
@@ -58,16 +57,13 @@ type ConnectState struct {
 	Resources  []Resource `json:"resources"`
 }
 
-// ConnectRunDir is connect run id's directory.
-func ConnectRunDir(id string) string { return filepath.Join(ConnectDir, id) }
-
 // connectStateFile is a connect run's journal.
 type connectStateFile = runJournal[ConnectState]
 
 // newConnectRun claims a fresh id (one no cluster and no other connect run
 // has), makes its directory and writes the first state: the owner and its
 // namespace, nothing changed yet.
-func newConnectRun() (*connectStateFile, error) {
+func (p Paths) newConnectRun() (*connectStateFile, error) {
 	ino, name, host, err := netns.Self()
 	if err != nil {
 		return nil, err
@@ -76,24 +72,24 @@ func newConnectRun() (*connectStateFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(ConnectDir, 0o755); err != nil {
+	if err := os.MkdirAll(p.ConnectDir(), 0o755); err != nil {
 		return nil, err
 	}
 	for tries := 0; ; tries++ {
 		id := NewID()
-		if _, err := os.Stat(Dir(id)); err == nil {
+		if _, err := os.Stat(p.Dir(id)); err == nil {
 			continue
 		}
-		err := os.Mkdir(ConnectRunDir(id), 0o700)
+		err := os.Mkdir(p.ConnectRunDir(id), 0o700)
 		if errors.Is(err, os.ErrExist) && tries < 100 {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		s, err := createJournal(ConnectRunDir(id), id, ConnectState{ID: id, Pid: os.Getpid(), StartTicks: ticks, Netns: name, NetnsInode: ino, HostNetns: host})
+		s, err := createJournal(p.ConnectRunDir(id), id, ConnectState{ID: id, Pid: os.Getpid(), StartTicks: ticks, Netns: name, NetnsInode: ino, HostNetns: host})
 		if err != nil {
-			os.RemoveAll(ConnectRunDir(id))
+			os.RemoveAll(p.ConnectRunDir(id))
 			return nil, err
 		}
 		return s, nil
@@ -109,22 +105,22 @@ func recordHere(s *connectStateFile, r Resource) error {
 
 // undoConnectRun undoes what the run's journal lists, newest first, and
 // removes the run's directory.
-func undoConnectRun(ctx context.Context, s *connectStateFile) error {
+func (p Paths) undoConnectRun(ctx context.Context, s *connectStateFile) error {
 	st := s.get()
 	st.Resources = s.entries()
-	err := undoConnect(ctx, st)
+	err := p.undoConnect(ctx, st)
 	s.j.Close()
 	return err
 }
 
 // ReadConnectState reads connect run id's state.
-func ReadConnectState(id string) (ConnectState, error) {
+func (p Paths) ReadConnectState(id string) (ConnectState, error) {
 	var st ConnectState
-	rs, err := loadState(ConnectRunDir(id), id, &st)
+	rs, err := loadState(p.ConnectRunDir(id), id, &st)
 	st.Resources = rs
 	if st.ID != id {
 		if err == nil {
-			err = &journal.DamagedError{Path: ConnectRunDir(id), Why: fmt.Sprintf("it names run %q", st.ID)}
+			err = &journal.DamagedError{Path: p.ConnectRunDir(id), Why: fmt.Sprintf("it names run %q", st.ID)}
 		}
 		return ConnectState{ID: id}, err
 	}
@@ -132,7 +128,7 @@ func ReadConnectState(id string) (ConnectState, error) {
 }
 
 // ListConnects returns the ids of the connect runs with a directory.
-func ListConnects() ([]string, error) { return listIDs(ConnectDir) }
+func (p Paths) ListConnects() ([]string, error) { return listIDs(p.ConnectDir()) }
 
 // Alive reports whether the connect process that wrote st still runs.
 func (st ConnectState) Alive() bool { return st.Pid > 0 && alive(st.Pid, st.StartTicks) }
@@ -159,13 +155,13 @@ func (st ConnectState) reachable() (ok bool, err error) {
 // undoConnect removes what st lists, newest first: processes by pid and
 // start time, then routes and nexthops, devices, sysctls; then the run's
 // directory. Missing resources are not errors (CNI DEL semantics).
-func undoConnect(ctx context.Context, st ConnectState) error {
+func (p Paths) undoConnect(ctx context.Context, st ConnectState) error {
 	ok, reachErr := st.reachable()
 	var errs []error
 	if reachErr != nil {
 		errs = append(errs, reachErr)
 	}
-	actions := undoActions(st.ID, ConnectRunDir(st.ID))
+	actions := p.undoActions(st.ID, p.ConnectRunDir(st.ID))
 	if !ok {
 		// Only the processes: the rest went with the namespace, or
 		// waits for a clean inside it.
@@ -180,7 +176,7 @@ func undoConnect(ctx context.Context, st ConnectState) error {
 		// right namespace.
 		return errors.Join(errs...)
 	}
-	if err := os.RemoveAll(ConnectRunDir(st.ID)); err != nil {
+	if err := os.RemoveAll(p.ConnectRunDir(st.ID)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -190,14 +186,14 @@ func undoConnect(ctx context.Context, st ConnectState) error {
 // is left alone (as `lab clean` leaves a live lab): it undoes its own
 // changes when it ends, and a unit's `cluster clean ID` must not end a
 // connect that happens to hold that id.
-func CleanConnect(ctx context.Context, id string) error {
+func (p Paths) CleanConnect(ctx context.Context, id string) error {
 	if !idRE.MatchString(id) {
-		return usage.Errorf("connect run id %q: want 4 hex digits (see `ls %s`)", id, ConnectDir)
+		return usage.Errorf("connect run id %q: want 4 hex digits (see `ls %s`)", id, p.ConnectDir())
 	}
-	st, err := ReadConnectState(id)
+	st, err := p.ReadConnectState(id)
 	if errors.Is(err, os.ErrNotExist) {
 		// Claimed but never written (killed at once): nothing was changed.
-		return os.RemoveAll(ConnectRunDir(id))
+		return os.RemoveAll(p.ConnectRunDir(id))
 	}
 	if err != nil {
 		return fmt.Errorf("%w; left alone", err)
@@ -205,7 +201,7 @@ func CleanConnect(ctx context.Context, id string) error {
 	if st.Alive() {
 		return usage.Errorf("connect run %s is alive (pid %d): end it with Ctrl-C or `kill -TERM %d`, and it undoes its changes itself", id, st.Pid, st.Pid)
 	}
-	return undoConnect(ctx, st)
+	return p.undoConnect(ctx, st)
 }
 
 // removeLink deletes a device a run listed, if it is still there.
@@ -230,22 +226,22 @@ func removeLink(ctx context.Context, r Resource) error {
 // connect` left, and returns their ids. Runs whose process still runs are
 // left alone, and so is a directory without a state file younger than 10 s
 // (a run that is starting).
-func CleanDead(ctx context.Context) ([]string, error) {
+func (p Paths) CleanDead(ctx context.Context) ([]string, error) {
 	var cleaned []string
 	var errs []error
 	young := func(dir string) bool {
 		info, err := os.Stat(dir)
 		return err == nil && time.Since(info.ModTime()) < 10*time.Second
 	}
-	ids, err := List()
+	ids, err := p.List()
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, id := range ids {
-		st, err := ReadState(id)
+		st, err := p.ReadState(id)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			if young(Dir(id)) {
+			if young(p.Dir(id)) {
 				continue
 			}
 		case err != nil:
@@ -256,20 +252,20 @@ func CleanDead(ctx context.Context) ([]string, error) {
 				continue
 			}
 		}
-		if err := Clean(ctx, id); err != nil {
+		if err := p.Clean(ctx, id); err != nil {
 			errs = append(errs, fmt.Errorf("cluster %s: %w", id, err))
 			continue
 		}
 		cleaned = append(cleaned, id)
 	}
-	if ids, err = ListConnects(); err != nil {
+	if ids, err = p.ListConnects(); err != nil {
 		errs = append(errs, err)
 	}
 	for _, id := range ids {
-		st, err := ReadConnectState(id)
+		st, err := p.ReadConnectState(id)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			if young(ConnectRunDir(id)) {
+			if young(p.ConnectRunDir(id)) {
 				continue
 			}
 		case err != nil:
@@ -278,7 +274,7 @@ func CleanDead(ctx context.Context) ([]string, error) {
 		case st.Alive():
 			continue
 		}
-		if err := CleanConnect(ctx, id); err != nil {
+		if err := p.CleanConnect(ctx, id); err != nil {
 			errs = append(errs, fmt.Errorf("connect run %s: %w", id, err))
 			continue
 		}
@@ -289,24 +285,24 @@ func CleanDead(ctx context.Context) ([]string, error) {
 
 // CleanID removes what cluster id or connect run id left (ids of the two
 // never coincide; if a directory of each exists, both are cleaned).
-func CleanID(ctx context.Context, id string) error {
+func (p Paths) CleanID(ctx context.Context, id string) error {
 	if !idRE.MatchString(id) {
 		return usage.Errorf("cluster id %q: want 4 hex digits (see `ovpnperf cluster status`)", id)
 	}
-	_, cerr := os.Stat(ConnectRunDir(id))
-	_, serr := os.Stat(Dir(id))
+	_, cerr := os.Stat(p.ConnectRunDir(id))
+	_, serr := os.Stat(p.Dir(id))
 	var errs []error
 	if cerr == nil {
-		errs = append(errs, CleanConnect(ctx, id))
+		errs = append(errs, p.CleanConnect(ctx, id))
 	}
 	if serr == nil || cerr != nil {
 		// The cluster as before (nothing there is not an error).
-		errs = append(errs, Clean(ctx, id))
+		errs = append(errs, p.Clean(ctx, id))
 	}
 	return errors.Join(errs...)
 }
 
-func connectRunExists(id string) bool {
-	_, err := os.Stat(ConnectRunDir(id))
+func (p Paths) connectRunExists(id string) bool {
+	_, err := os.Stat(p.ConnectRunDir(id))
 	return err == nil
 }

@@ -21,9 +21,8 @@ import (
 // starting (directory, no state yet) and one whose namespace it cannot
 // reach (with the reason).
 func TestCleanDeadConnects(t *testing.T) {
-	base, conn := cluster.BaseDir, cluster.ConnectDir
-	t.Cleanup(func() { cluster.BaseDir, cluster.ConnectDir = base, conn })
-	cluster.BaseDir, cluster.ConnectDir = t.TempDir(), t.TempDir()
+	t.Parallel()
+	paths := cluster.Paths{State: t.TempDir(), Connect: t.TempDir()}
 
 	self, _, _, err := netns.Self()
 	if err != nil {
@@ -41,11 +40,11 @@ func TestCleanDeadConnects(t *testing.T) {
 	write := func(id string, st cluster.ConnectState) {
 		t.Helper()
 		st.ID = id
-		if err := os.MkdirAll(cluster.ConnectRunDir(id), 0o700); err != nil {
+		if err := os.MkdirAll(paths.ConnectRunDir(id), 0o700); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := json.Marshal(st)
-		if err := os.WriteFile(filepath.Join(cluster.ConnectRunDir(id), "state.json"), b, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(paths.ConnectRunDir(id), "state.json"), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -55,18 +54,18 @@ func TestCleanDeadConnects(t *testing.T) {
 	// Dead, in an unnamed namespace that is not this one.
 	write("e15e", cluster.ConnectState{Pid: gone.Process.Pid, StartTicks: 1, NetnsInode: self + 1,
 		Resources: []cluster.Resource{{Kind: cluster.KindSysctl, Name: cluster.MultipathHashSysctls[0], Detail: "0"}}})
-	if err := os.Mkdir(cluster.ConnectRunDir("5a5a"), 0o700); err != nil {
+	if err := os.Mkdir(paths.ConnectRunDir("5a5a"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(cluster.ConnectRunDir("01d0"), 0o700); err != nil {
+	if err := os.Mkdir(paths.ConnectRunDir("01d0"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	old := time.Now().Add(-time.Minute)
-	if err := os.Chtimes(cluster.ConnectRunDir("01d0"), old, old); err != nil {
+	if err := os.Chtimes(paths.ConnectRunDir("01d0"), old, old); err != nil {
 		t.Fatal(err)
 	}
 
-	cleaned, err := cluster.CleanDead(context.Background())
+	cleaned, err := paths.CleanDead(context.Background())
 	slices.Sort(cleaned)
 	if !slices.Equal(cleaned, []string{"01d0", "0d0d"}) {
 		t.Errorf("cleaned %v, want [01d0 0d0d]", cleaned)
@@ -74,11 +73,11 @@ func TestCleanDeadConnects(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "e15e") || !strings.Contains(err.Error(), "inside it") {
 		t.Errorf("error %v, want one naming run e15e and where to clean it", err)
 	}
-	if err := cluster.CleanID(context.Background(), "a11e"); err == nil || !strings.Contains(err.Error(), "alive") {
+	if err := paths.CleanID(context.Background(), "a11e"); err == nil || !strings.Contains(err.Error(), "alive") {
 		t.Errorf("clean of a live run: %v, want a refusal", err)
 	}
 	for id, want := range map[string]bool{"0d0d": false, "01d0": false, "a11e": true, "5a5a": true, "e15e": true, "dead": true} {
-		_, err := os.Stat(cluster.ConnectRunDir(id))
+		_, err := os.Stat(paths.ConnectRunDir(id))
 		if got := err == nil; got != want {
 			t.Errorf("%s exists: %v, want %v", id, got, want)
 		}
@@ -89,6 +88,7 @@ func TestCleanDeadConnects(t *testing.T) {
 // (names and value forms of route.c setenv_route / setenv_route_ipv6) and
 // refuses what OpenVPN does not write.
 func TestRoutesFromEnv(t *testing.T) {
+	t.Parallel()
 	env := []string{"script_type=route-up", "dev=ovpnperf1a2bt0",
 		"route_network_1=10.98.0.0", "route_netmask_1=255.255.255.0", "route_gateway_1=203.0.113.1",
 		"route_network_2=203.0.113.0", "route_netmask_2=255.255.255.0",
@@ -125,24 +125,23 @@ func TestRoutesFromEnv(t *testing.T) {
 // TestRouteHookFile: the hook writes a tunnel's routes file of a connect
 // run, nothing else.
 func TestRouteHookFile(t *testing.T) {
-	conn := cluster.ConnectDir
-	t.Cleanup(func() { cluster.ConnectDir = conn })
-	cluster.ConnectDir = t.TempDir()
-	if err := os.Mkdir(cluster.ConnectRunDir("1a2b"), 0o700); err != nil {
+	t.Parallel()
+	paths := cluster.Paths{Connect: t.TempDir()}
+	if err := os.Mkdir(paths.ConnectRunDir("1a2b"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	ok := filepath.Join(cluster.ConnectRunDir("1a2b"), "t1.routes")
-	if err := cluster.RouteHookFile(ok); err != nil {
+	ok := filepath.Join(paths.ConnectRunDir("1a2b"), "t1.routes")
+	if err := paths.RouteHookFile(ok); err != nil {
 		t.Errorf("%s: %v", ok, err)
 	}
 	for _, bad := range []string{
-		filepath.Join(cluster.ConnectRunDir("1a2b"), "state.json"),
-		filepath.Join(cluster.ConnectRunDir("3c4d"), "t0.routes"), // no such run
-		filepath.Join(cluster.ConnectDir, "t0.routes"),
+		filepath.Join(paths.ConnectRunDir("1a2b"), "state.json"),
+		filepath.Join(paths.ConnectRunDir("3c4d"), "t0.routes"), // no such run
+		filepath.Join(paths.Connect, "t0.routes"),
 		"/etc/passwd",
-		filepath.Join(cluster.ConnectRunDir("1a2b"), "..", "..", "t0.routes"),
+		filepath.Join(paths.ConnectRunDir("1a2b"), "..", "..", "t0.routes"),
 	} {
-		if err := cluster.RouteHookFile(bad); err == nil {
+		if err := paths.RouteHookFile(bad); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}
 	}

@@ -72,6 +72,7 @@ func FuzzDecodeEntry(f *testing.F) {
 // The roles of the lab's etcd (etcdsrv) give hosts and dispatchers write
 // access by these prefixes: a changed layout must change them too.
 func TestKeyLayoutMatchesEtcdRoles(t *testing.T) {
+	t.Parallel()
 	if RegistryRoot != etcdsrv.ServePrefix || AssignedRoot != etcdsrv.DispatchPrefix || !strings.HasPrefix(WatchRoot, etcdsrv.KeyPrefix) {
 		t.Errorf("registry keys %s, %s, %s; etcd roles %s, %s, %s", RegistryRoot, AssignedRoot, WatchRoot, etcdsrv.ServePrefix, etcdsrv.DispatchPrefix, etcdsrv.KeyPrefix)
 	}

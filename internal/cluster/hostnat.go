@@ -28,7 +28,7 @@ package cluster
 // address leaves the device (a tunnel that reconnected to another
 // instance), and conntrack keeps each flow's translation, and the un-NAT
 // of its replies, for the flow's life. The chain is rewritten when a
-// tunnel's address changes (every TunnelInterval).
+// tunnel's address changes (every TunnelsOptions.Interval).
 //
 // The cost: the nat table brings connection tracking into the namespace
 // for every packet, the site's too (docs/cluster.md, "Flows this host

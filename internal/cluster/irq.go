@@ -37,12 +37,6 @@ import (
 // Detail the value before.
 const KindSysfs = "sysfs"
 
-// Roots of the files read and written (tests point them elsewhere).
-var (
-	procRoot = "/proc"
-	sysRoot  = "/sys"
-)
-
 // parseCPUList reads a kernel CPU list ("0-3,6", "" or "\n" for none).
 func parseCPUList(s string) ([]int, error) {
 	s = strings.TrimSpace(s)
@@ -172,11 +166,27 @@ func queueIndex(name string) int {
 // sysfs reads and writes files of one network namespace's view of /sys
 // (a named namespace's net devices are visible only under `ip netns exec`,
 // which mounts its own /sys). /proc/irq is global and read directly.
-type sysfs struct{ ns string }
+// proc and sys are where /proc and /sys are read and written in this
+// namespace, the real ones when empty; tests give directories of their own.
+type sysfs struct{ ns, proc, sys string }
+
+func (s sysfs) procRoot() string {
+	if s.proc == "" {
+		return "/proc"
+	}
+	return s.proc
+}
+
+func (s sysfs) sysRoot() string {
+	if s.sys == "" {
+		return "/sys"
+	}
+	return s.sys
+}
 
 func (s sysfs) read(ctx context.Context, path string) (string, error) {
 	if s.ns == "" || !strings.HasPrefix(path, "/sys/") {
-		b, err := os.ReadFile(rooted(path))
+		b, err := os.ReadFile(s.rooted(path))
 		return strings.TrimSpace(string(b)), err
 	}
 	b, err := runner.RunIn(ctx, s.ns, "cat", path)
@@ -185,7 +195,7 @@ func (s sysfs) read(ctx context.Context, path string) (string, error) {
 
 func (s sysfs) list(ctx context.Context, dir string) ([]string, error) {
 	if s.ns == "" {
-		es, err := os.ReadDir(rooted(dir))
+		es, err := os.ReadDir(s.rooted(dir))
 		var out []string
 		for _, e := range es {
 			out = append(out, e.Name())
@@ -198,7 +208,7 @@ func (s sysfs) list(ctx context.Context, dir string) ([]string, error) {
 
 func (s sysfs) exists(ctx context.Context, path string) bool {
 	if s.ns == "" {
-		_, err := os.Stat(rooted(path))
+		_, err := os.Stat(s.rooted(path))
 		return err == nil
 	}
 	_, err := runner.RunIn(ctx, s.ns, "test", "-e", path)
@@ -207,11 +217,11 @@ func (s sysfs) exists(ctx context.Context, path string) bool {
 
 func (s sysfs) readlink(ctx context.Context, path string) string {
 	if s.ns == "" {
-		p, err := filepath.EvalSymlinks(rooted(path))
+		p, err := filepath.EvalSymlinks(s.rooted(path))
 		if err != nil {
 			return ""
 		}
-		return unrooted(p)
+		return s.unrooted(p)
 	}
 	b, err := runner.RunIn(ctx, s.ns, "readlink", "-e", path)
 	if err != nil {
@@ -223,25 +233,25 @@ func (s sysfs) readlink(ctx context.Context, path string) string {
 // write sets path to value. Equivalent to: [ip netns exec NS] sh -c 'echo VALUE > PATH'
 func (s sysfs) write(ctx context.Context, path, value string) error {
 	if s.ns == "" || !strings.HasPrefix(path, "/sys/") {
-		return os.WriteFile(rooted(path), []byte(value+"\n"), 0o644)
+		return os.WriteFile(s.rooted(path), []byte(value+"\n"), 0o644)
 	}
 	_, err := runner.RunIn(ctx, s.ns, "sh", "-c", `printf '%s\n' "$1" > "$2"`, "ovpnperf-sysfs", value, path)
 	return err
 }
 
-// rooted maps /proc/… and /sys/… onto procRoot and sysRoot.
-func rooted(p string) string {
+// rooted maps /proc/… and /sys/… onto s's roots.
+func (s sysfs) rooted(p string) string {
 	if r, ok := strings.CutPrefix(p, "/proc/"); ok {
-		return filepath.Join(procRoot, r)
+		return filepath.Join(s.procRoot(), r)
 	}
 	if r, ok := strings.CutPrefix(p, "/sys/"); ok {
-		return filepath.Join(sysRoot, r)
+		return filepath.Join(s.sysRoot(), r)
 	}
 	return p
 }
 
-func unrooted(p string) string {
-	if r, ok := strings.CutPrefix(p, sysRoot+"/"); ok {
+func (s sysfs) unrooted(p string) string {
+	if r, ok := strings.CutPrefix(p, s.sysRoot()+"/"); ok {
 		return "/sys/" + r
 	}
 	return p
@@ -255,7 +265,7 @@ func restoreSysfs(ctx context.Context, r Resource) error {
 	if !sysfsPathRE.MatchString(r.Name) {
 		return fmt.Errorf("state file names %q: not an IRQ affinity or RPS/XPS file; left alone", r.Name)
 	}
-	if err := (sysfs{r.Netns}).write(ctx, r.Name, r.Detail); err != nil {
+	if err := (sysfs{ns: r.Netns}).write(ctx, r.Name, r.Detail); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil // the device went away
 		}
@@ -266,7 +276,7 @@ func restoreSysfs(ctx context.Context, r Resource) error {
 
 // ReadNIC reads dev's interrupts and queues in namespace ns ("" = here).
 func ReadNIC(ctx context.Context, ns, dev string) (NIC, error) {
-	fs := sysfs{ns}
+	fs := sysfs{ns: ns}
 	base := "/sys/class/net/" + dev
 	if !fs.exists(ctx, base) {
 		return NIC{}, fmt.Errorf("no network device %s", dev)
@@ -305,7 +315,7 @@ func ReadNIC(ctx context.Context, ns, dev string) (NIC, error) {
 	// its parent (a virtio device sits on a PCI function that owns them).
 	var nums []int
 	for _, d := range []string{n.Device, filepath.Dir(n.Device)} {
-		es, err := os.ReadDir(rooted(d + "/msi_irqs"))
+		es, err := os.ReadDir(fs.rooted(d + "/msi_irqs"))
 		if err != nil {
 			continue
 		}
@@ -318,13 +328,13 @@ func ReadNIC(ctx context.Context, ns, dev string) (NIC, error) {
 	}
 	if len(nums) == 0 {
 		// A legacy (INTx) line.
-		if b, err := os.ReadFile(rooted(n.Device + "/irq")); err == nil {
+		if b, err := os.ReadFile(fs.rooted(n.Device + "/irq")); err == nil {
 			if k, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && k > 0 {
 				nums = append(nums, k)
 			}
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(procRoot, "interrupts"))
+	b, err := os.ReadFile(fs.rooted("/proc/interrupts"))
 	if err != nil {
 		return n, err
 	}
@@ -346,8 +356,8 @@ func ReadNIC(ctx context.Context, ns, dev string) (NIC, error) {
 }
 
 // irqbalancePid returns the pid of a running irqbalance, 0 if none.
-func irqbalancePid() int {
-	ds, _ := filepath.Glob(filepath.Join(procRoot, "[0-9]*", "comm"))
+func (s sysfs) irqbalancePid() int {
+	ds, _ := filepath.Glob(filepath.Join(s.procRoot(), "[0-9]*", "comm"))
 	for _, d := range ds {
 		b, err := os.ReadFile(d)
 		if err == nil && strings.TrimSpace(string(b)) == "irqbalance" {
@@ -540,7 +550,7 @@ func routedDevs(ctx context.Context, ns, tunPrefix string) ([]string, error) {
 // value before it is changed.
 func (c *Cluster) irqSetup(ctx context.Context) error {
 	r := &IRQReport{Mode: c.opts.IRQ}
-	b, err := os.ReadFile(filepath.Join(sysRoot, "devices/system/cpu/online"))
+	b, err := os.ReadFile((sysfs{}).rooted("/sys/devices/system/cpu/online"))
 	if err != nil {
 		return err
 	}
@@ -557,7 +567,7 @@ func (c *Cluster) irqSetup(ctx context.Context) error {
 		return err
 	}
 	r.Plan, r.Notes = PlanIRQ(r.OnlineCPUs, r.InstanceCPUs, r.NICs)
-	if r.Irqbalance = irqbalancePid(); r.Irqbalance > 0 {
+	if r.Irqbalance = (sysfs{}).irqbalancePid(); r.Irqbalance > 0 {
 		r.Notes = append(r.Notes, irqbalanceNote(r.Irqbalance, r.InstanceCPUs, r.NICs))
 	}
 	c.irq = r
@@ -572,7 +582,7 @@ func (c *Cluster) irqSetup(ctx context.Context) error {
 		if err := c.state.record(res); err != nil {
 			return err
 		}
-		if err := (sysfs{ch.Netns}).write(ctx, ch.Path, ch.New); err != nil {
+		if err := (sysfs{ns: ch.Netns}).write(ctx, ch.Path, ch.New); err != nil {
 			// Nothing changed: nothing to put back.
 			_ = c.state.forget(func(r Resource) bool {
 				return r.Kind == res.Kind && r.Name == res.Name && r.Netns == res.Netns && r.Detail == res.Detail

@@ -11,6 +11,7 @@ import (
 // /proc/interrupts of a 2-CPU VM with a virtio-net NIC (virtio2: config,
 // input.0, output.0 on MSI-X).
 func TestParseInterrupts(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("testdata/interrupts-virtio-2cpu.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -30,6 +31,7 @@ func TestParseInterrupts(t *testing.T) {
 }
 
 func TestCPUListsAndMasks(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		list string
 		mask string
@@ -79,6 +81,7 @@ func planLine(t *testing.T, plan []IRQChange, path string) IRQChange {
 }
 
 func TestPlanIRQ(t *testing.T) {
+	t.Parallel()
 	t.Run("every CPU runs an instance", func(t *testing.T) {
 		plan, notes := PlanIRQ([]int{0, 1}, []int{0, 1}, []NIC{virtioNIC()})
 		if ch := planLine(t, plan, "/proc/irq/37/smp_affinity_list"); ch.New != "0-1" {
@@ -148,24 +151,24 @@ func TestRestoreSysfsRefusesOtherPaths(t *testing.T) {
 }
 
 func TestIrqbalanceNote(t *testing.T) {
-	old := procRoot
-	t.Cleanup(func() { procRoot = old })
-	procRoot = t.TempDir()
-	if irqbalancePid() != 0 {
+	t.Parallel()
+	fs := sysfs{proc: t.TempDir()}
+	if fs.irqbalancePid() != 0 {
 		t.Fatal("irqbalance found in an empty /proc")
 	}
-	if err := os.MkdirAll(filepath.Join(procRoot, "4242"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(fs.proc, "4242"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(procRoot, "4242", "comm"), []byte("irqbalance\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(fs.proc, "4242", "comm"), []byte("irqbalance\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if pid := irqbalancePid(); pid != 4242 {
+	if pid := fs.irqbalancePid(); pid != 4242 {
 		t.Errorf("irqbalance pid %d, want 4242", pid)
 	}
 }
 
 func TestIrqbalanceNoteText(t *testing.T) {
+	t.Parallel()
 	n := irqbalanceNote(4242, []int{0, 1}, []NIC{virtioNIC()})
 	for _, want := range []string{"pid 4242", "will undo", "IRQBALANCE_BANNED_CPULIST=0-1", "--banirq=38", "does not stop it"} {
 		if !strings.Contains(n, want) {

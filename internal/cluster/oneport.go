@@ -47,13 +47,12 @@ const (
 func chainName(id, proto string) string { return "ovpnperf-" + id + "-" + proto }
 
 // iptables runs iptables in a namespace ("" the host's). Production code
-// uses hostIptables; unit tests give a run that records the argv, so the
-// rule orchestration is checked without root.
+// runs the real one (iptables{run: inNs}); unit tests give a run that
+// records the argv, so the rule orchestration is checked without root.
+// It is a value, not a package variable: nothing replaces it for everyone.
 type iptables struct {
 	run func(ctx context.Context, ns string, argv ...string) ([]byte, error)
 }
-
-var hostIptables = iptables{run: inNs}
 
 // table runs `iptables -w -t TABLE ARGS…` in ns.
 func (t iptables) table(ctx context.Context, ns, table string, args ...string) ([]byte, error) {
@@ -141,6 +140,6 @@ func (t iptables) deleteChain(ctx context.Context, r Resource) error {
 
 // chainExists reports whether chain is present in ns's table (for leak checks).
 func chainExists(ctx context.Context, ns, table, chain string) bool {
-	_, err := hostIptables.table(ctx, ns, table, "-n", "-L", chain)
+	_, err := iptables{run: inNs}.table(ctx, ns, table, "-n", "-L", chain)
 	return err == nil
 }

@@ -43,11 +43,11 @@ var routeFileRE = regexp.MustCompile(`^t[0-9]{1,2}\.routes$`)
 
 // RouteHookFile checks that path is a tunnel's routes file of a connect
 // run (the hook runs as root and writes nothing else).
-func RouteHookFile(path string) error {
+func (p Paths) RouteHookFile(path string) error {
 	dir, file := filepath.Split(path)
 	dir = filepath.Clean(dir)
-	if filepath.Dir(dir) != filepath.Clean(ConnectDir) || !idRE.MatchString(filepath.Base(dir)) || !routeFileRE.MatchString(file) {
-		return fmt.Errorf("route hook: %q is not a tunnel's routes file under %s", path, ConnectDir)
+	if filepath.Dir(dir) != filepath.Clean(p.ConnectDir()) || !idRE.MatchString(filepath.Base(dir)) || !routeFileRE.MatchString(file) {
+		return fmt.Errorf("route hook: %q is not a tunnel's routes file under %s", path, p.ConnectDir())
 	}
 	if _, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("route hook: %w", err)

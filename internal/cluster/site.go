@@ -12,7 +12,7 @@ package cluster
 // single route sends everything through one instance). Instead the cluster
 // keeps one multipath route for the prefix over the tun devices of the
 // instances where that common name is connected now (multipath.go), checked
-// every SiteInterval and whenever the supervisors' status changes.
+// every Timing.SiteInterval and whenever the supervisors' status changes.
 
 import (
 	"context"
@@ -34,9 +34,6 @@ type Site struct {
 	Prefix netip.Prefix
 	CN     string
 }
-
-// SiteInterval is how often the site routes follow the instances' clients.
-var SiteInterval = 250 * time.Millisecond
 
 var cnRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,63}$`)
 
@@ -103,7 +100,7 @@ func (c *Cluster) startSites(ctx, sctx context.Context) error {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		t := time.NewTicker(SiteInterval)
+		t := time.NewTicker(c.opts.Timing.SiteInterval)
 		defer t.Stop()
 		for {
 			c.keepSites(sctx)

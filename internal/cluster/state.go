@@ -18,10 +18,6 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-// BaseDir holds one directory per cluster (mode 0700): state file, PKI,
-// instance configs, status files, and run/ with the sockets.
-var BaseDir = "/run/ovpnperf/cluster"
-
 // Resource kinds in the state file.
 const (
 	KindProcess = "process"
@@ -44,11 +40,8 @@ type State struct {
 	Resources []Resource `json:"resources"`
 }
 
-// Dir returns cluster id's directory.
-func Dir(id string) string { return filepath.Join(BaseDir, id) }
-
 // ControlPath is where serve listens for status and stop.
-func ControlPath(id string) string { return filepath.Join(Dir(id), "run", "control.sock") }
+func (p Paths) ControlPath(id string) string { return filepath.Join(p.Dir(id), "run", "control.sock") }
 
 // runJournal is the journal of a cluster (T State) or a connect run (T
 // ConnectState): the run's document, written once when the run starts,
@@ -94,7 +87,9 @@ func (s *runJournal[T]) entries() []Resource { return s.j.Contents().Entries }
 // stateFile is the cluster's journal.
 type stateFile = runJournal[State]
 
-func newStateFile(st State) (*stateFile, error) { return createJournal(Dir(st.ID), st.ID, st) }
+func (p Paths) newStateFile(st State) (*stateFile, error) {
+	return createJournal(p.Dir(st.ID), st.ID, st)
+}
 
 // forgetProcess marks the entry of a process that exited done.
 func (s *runJournal[T]) forgetProcess(name string, pid int) error {
@@ -115,14 +110,14 @@ func loadState(dir, id string, meta any) ([]Resource, error) {
 }
 
 // ReadState reads cluster id's state.
-func ReadState(id string) (State, error) {
+func (p Paths) ReadState(id string) (State, error) {
 	var st State
-	rs, err := loadState(Dir(id), id, &st)
+	rs, err := loadState(p.Dir(id), id, &st)
 	st.Resources = rs
 	if st.ID != id {
 		// Its undo would act for another cluster.
 		if err == nil {
-			err = &journal.DamagedError{Path: Dir(id), Why: fmt.Sprintf("it names cluster %q", st.ID)}
+			err = &journal.DamagedError{Path: p.Dir(id), Why: fmt.Sprintf("it names cluster %q", st.ID)}
 		}
 		return State{ID: id}, err
 	}
@@ -130,7 +125,7 @@ func ReadState(id string) (State, error) {
 }
 
 // List returns the ids of the clusters with a state directory.
-func List() ([]string, error) { return listIDs(BaseDir) }
+func (p Paths) List() ([]string, error) { return listIDs(p.StateDir()) }
 
 // listIDs returns the names of the directories in dir that are ids.
 func listIDs(dir string) ([]string, error) {
@@ -161,25 +156,25 @@ func alive(pid int, ticks uint64) bool {
 // restores sysctls and removes the directory. Missing resources are not
 // errors (CNI DEL semantics). A damaged journal is reported, and only the
 // entries read before the damage are undone.
-func Clean(ctx context.Context, id string) error {
+func (p Paths) Clean(ctx context.Context, id string) error {
 	if !idRE.MatchString(id) {
 		return usage.Errorf("cluster id %q: want 4 hex digits (see `ovpnperf cluster status`)", id)
 	}
-	st, err := ReadState(id)
+	st, err := p.ReadState(id)
 	var errs []error
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	serve, rest := splitServe(id, st)
+	serve, rest := p.splitServe(id, st)
 	if serve.why != "" {
 		errs = append(errs, fmt.Errorf("state file of %s names %s as its serve; left alone", id, serve.why))
 	}
 	// The serve first: it would restart the instances stopped below.
-	r := journal.Undo(ctx, serve.entries, undoActions(id, Dir(id)))
+	r := journal.Undo(ctx, serve.entries, p.undoActions(id, p.Dir(id)))
 	errs = append(errs, undoErrors(id, r)...)
-	r = journal.Undo(ctx, rest, undoActions(id, Dir(id)))
+	r = journal.Undo(ctx, rest, p.undoActions(id, p.Dir(id)))
 	errs = append(errs, undoErrors(id, r)...)
-	if err := os.RemoveAll(Dir(id)); err != nil {
+	if err := os.RemoveAll(p.Dir(id)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -208,7 +203,7 @@ type serveEntries struct {
 // this id if it names one) are the process's; a damaged or forged state
 // file must not make clean stop any process. The serve entry of another
 // pid than serve_pid is left alone (said once, as the serve).
-func splitServe(id string, st State) (serveEntries, []Resource) {
+func (p Paths) splitServe(id string, st State) (serveEntries, []Resource) {
 	var s serveEntries
 	var rest []Resource
 	var rec *Resource
@@ -239,13 +234,13 @@ func splitServe(id string, st State) (serveEntries, []Resource) {
 // damaged or written by someone else must not make clean write any
 // sysctl, delete another's chain or device, or stop a process that is not
 // one of the run's.
-func undoActions(id, dir string) map[string]journal.Action {
+func (p Paths) undoActions(id, dir string) map[string]journal.Action {
 	procs := journal.Processes{
 		Terminate: func(pid int, ticks uint64) { runner.Terminate(pid, ticks, 5*time.Second) },
 		// An earlier version recorded no command line: its serve runs
 		// `cluster serve` of this id, the others a file in dir.
 		Legacy: func(e Resource, _ journal.Process) string {
-			if e.Name == "serve" && !runsServe(e.Pid, id) {
+			if e.Name == "serve" && !p.runsServe(e.Pid, id) {
 				return fmt.Sprintf("process %d, which does not run `ovpnperf cluster serve` of %s", e.Pid, id)
 			}
 			if e.Name != "serve" && !runsFrom(e.Pid, dir) {
@@ -278,7 +273,7 @@ func undoActions(id, dir string) map[string]journal.Action {
 	anyOf := func(Resource) string { return "" }
 	return map[string]journal.Action{
 		KindProcess:   procs.Undo,
-		KindChain:     inNetns(func(r Resource) string { return journal.ChainOwned(id, r.Name) }, hostIptables.deleteChain),
+		KindChain:     inNetns(func(r Resource) string { return journal.ChainOwned(id, r.Name) }, iptables{run: inNs}.deleteChain),
 		KindSysctl:    inNetns(func(r Resource) string { return sysctls.Allowed(r.Name, r.Detail) }, sysctls.Undo),
 		KindSysfs:     inNetns(anyOf, restoreSysfs), // restoreSysfs checks the path
 		KindMultipath: inNetns(anyOf, removeMultipathResource),
@@ -300,7 +295,7 @@ func undoActions(id, dir string) map[string]journal.Action {
 // runsServe reports whether process pid's command line is `… cluster
 // serve …`, with --id id when it gives an id; a serve that chose its id
 // (no --id) must hold the cluster's control socket.
-func runsServe(pid int, id string) bool {
+func (p Paths) runsServe(pid int, id string) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		return false
@@ -318,7 +313,7 @@ func runsServe(pid int, id string) bool {
 			return strings.TrimPrefix(argv[j], "--id=") == id
 		}
 	}
-	return holdsSocket(pid, ControlPath(id))
+	return holdsSocket(pid, p.ControlPath(id))
 }
 
 // holdsSocket reports whether process pid has the unix socket bound at

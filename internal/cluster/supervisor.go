@@ -34,6 +34,9 @@ type Timing struct {
 	// interface is read once an instance is up.
 	ReadyTimeout time.Duration
 	PollInterval time.Duration
+	// SiteInterval is how often the site routes follow the instances'
+	// clients (site.go).
+	SiteInterval time.Duration
 }
 
 // DefaultTiming is the timing `cluster serve` runs with.
@@ -45,6 +48,7 @@ func DefaultTiming() Timing {
 		CrashLoopRestarts: 5,
 		ReadyTimeout:      20 * time.Second,
 		PollInterval:      500 * time.Millisecond,
+		SiteInterval:      250 * time.Millisecond,
 	}
 }
 
@@ -61,6 +65,7 @@ func (t Timing) withDefaults() Timing {
 	pick(&t.ResetAfter, d.ResetAfter)
 	pick(&t.ReadyTimeout, d.ReadyTimeout)
 	pick(&t.PollInterval, d.PollInterval)
+	pick(&t.SiteInterval, d.SiteInterval)
 	if t.CrashLoopRestarts == 0 {
 		t.CrashLoopRestarts = d.CrashLoopRestarts
 	}

@@ -6,7 +6,7 @@ package cluster
 //	dispatcher ──N requests, each excluding the instances already named──▶ u0, u1 …
 //	openvpn per tunnel: --remote INSTANCE --dev ovpnperf<ID>t<i> --persist-tun
 //	                    --route-noexec --management <dir>/t<i>.mgmt unix
-//	every TunnelInterval: management `state` CONNECTED → the tunnel is in
+//	every Interval: management `state` CONNECTED → the tunnel is in
 //	the route; anything else (RECONNECTING after ping-restart, a process
 //	that exited and is restarted) → out of it. persist-tun keeps the device
 //	across OpenVPN's own restarts, so the other tunnels' nexthops and flows
@@ -32,11 +32,8 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-// TunnelInterval is how often connect checks each tunnel's state.
-var TunnelInterval = 250 * time.Millisecond
-
-// ConnectDir holds one directory per `cluster connect --tunnels` run.
-var ConnectDir = "/run/ovpnperf/connect"
+// DefaultTunnelInterval is how often connect checks each tunnel's state.
+const DefaultTunnelInterval = 250 * time.Millisecond
 
 // TunnelsOptions configure RunTunnels.
 type TunnelsOptions struct {
@@ -46,6 +43,12 @@ type TunnelsOptions struct {
 	Routes []netip.Prefix
 	Extra  []string // openvpn options (--config …)
 	Log    io.Writer
+	// Paths is where the run keeps its state; the zero value is the
+	// host's.
+	Paths Paths
+	// Interval is how often each tunnel's state is checked; zero means
+	// DefaultTunnelInterval.
+	Interval time.Duration
 	// Ready, if set, is called once every tunnel was up at least once
 	// (and the routes are known).
 	Ready func(devs []string)
@@ -96,6 +99,10 @@ func connectGroup(id string) uint32 {
 // run's state file (connectstate.go), so that `cluster clean` undoes what a
 // killed run left.
 func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
+	p := o.Paths
+	if o.Interval == 0 {
+		o.Interval = DefaultTunnelInterval
+	}
 	if err := ProbeNexthops(ctx, ""); err != nil {
 		return err
 	}
@@ -112,18 +119,22 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 			return fmt.Errorf("finding own executable for the route-up hook: %w", err)
 		}
 	}
-	if pushed && strings.ContainsAny(o.Program+ConnectDir, " \t\n\"'\\") {
-		// OpenVPN splits --route-up's command at blanks.
-		return fmt.Errorf("the route-up hook %s %s: a path with blanks or quotes cannot be passed to OpenVPN; give --route CIDR", o.Program, ConnectDir)
+	if pushed && p.ConnectDir() != DefaultConnectDir {
+		// The hook runs as root and trusts no directory it is told.
+		return fmt.Errorf("the route-up hook writes only under %s, not %s: give --route CIDR", DefaultConnectDir, p.ConnectDir())
 	}
-	st, err := newConnectRun()
+	if pushed && strings.ContainsAny(o.Program+p.ConnectDir(), " \t\n\"'\\") {
+		// OpenVPN splits --route-up's command at blanks.
+		return fmt.Errorf("the route-up hook %s %s: a path with blanks or quotes cannot be passed to OpenVPN; give --route CIDR", o.Program, p.ConnectDir())
+	}
+	st, err := p.newConnectRun()
 	if err != nil {
 		return err
 	}
 	id := st.get().ID
-	dir := ConnectRunDir(id)
+	dir := p.ConnectRunDir(id)
 	defer func() {
-		if uerr := undoConnectRun(context.Background(), st); uerr != nil {
+		if uerr := p.undoConnectRun(context.Background(), st); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
 	}()
@@ -273,7 +284,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 		fmt.Fprintf(o.Log, "ovpnperf: tunnel t%d: %s (%s %d %s), dev %s\n", t.i, t.r.Instance, t.r.Remote, t.r.Port, t.r.Proto, t.dev)
 	}
 	ready := false
-	tick := time.NewTicker(TunnelInterval)
+	tick := time.NewTicker(o.Interval)
 	defer tick.Stop()
 	for {
 		var up []int
@@ -294,7 +305,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 			}
 		}
 		if o.Distinct {
-			distinctInstances(ctx, o.Log, tuns)
+			distinctInstances(ctx, o.Log, tuns, o.Interval)
 		}
 		for _, t := range tuns {
 			if t.up && (!o.Distinct || t.subnet.IsValid()) {
@@ -405,12 +416,12 @@ func checkRoutesFree(ctx context.Context, ps []netip.Prefix) error {
 // the one that came up first is ended: the instance (without duplicate-cn)
 // dropped its session when the second one, with the same certificate,
 // connected, though its client still says CONNECTED. Two seen up in the
-// same check (TunnelInterval) are both ended: which one the instance kept
+// same check (interval) are both ended: which one the instance kept
 // is not known here, and keeping the dropped one would leave a tunnel in
 // the route that carries nothing until its keepalive gives up.
 //
 // Equivalent to: ip -o -4 addr show dev TUN
-func distinctInstances(ctx context.Context, log io.Writer, tuns []*tunnel) {
+func distinctInstances(ctx context.Context, log io.Writer, tuns []*tunnel, interval time.Duration) {
 	for _, t := range tuns {
 		if !t.up || t.subnet.IsValid() {
 			continue
@@ -438,12 +449,12 @@ func distinctInstances(ctx context.Context, log io.Writer, tuns []*tunnel) {
 				continue
 			}
 			switch d := o.upSince.Sub(t.upSince); {
-			case d > TunnelInterval:
+			case d > interval:
 				// t came up a check or more before o: the instance
 				// dropped t's session when o's arrived. End it.
 				fmt.Fprintf(log, "ovpnperf: tunnels t%d and t%d reached one instance (pool slice %s): t%d reconnects from another source port\n", t.i, o.i, t.subnet, t.i)
 				end(t)
-			case d >= -TunnelInterval:
+			case d >= -interval:
 				// Both were seen up in one check: which session the
 				// instance kept (the later one) is not known here, and
 				// ending the wrong one would leave a tunnel in the route

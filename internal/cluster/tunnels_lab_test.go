@@ -219,9 +219,9 @@ func TestTunnelsMultipath(t *testing.T) {
 		if out := nsOut(t, cctx, l, lab.Server, "ip", "route", "show", clientSite.String()); out != "" {
 			t.Errorf("server: route to %s left: %s", clientSite, out)
 		}
-		entries, _ := os.ReadDir(cluster.ConnectDir)
+		entries, _ := os.ReadDir(cluster.DefaultConnectDir)
 		for _, e := range entries {
-			t.Logf("note: %s/%s exists (another run's?)", cluster.ConnectDir, e.Name())
+			t.Logf("note: %s/%s exists (another run's?)", cluster.DefaultConnectDir, e.Name())
 		}
 	})
 	cn := "ovpnperf client"
@@ -441,7 +441,7 @@ func TestTunnelsMultipath(t *testing.T) {
 		}
 		r := <-done
 		t.Logf("after kill -9 of u1: t1 out of the route after %v (keepalive timeout %v), back after %v", gone.Round(10*time.Millisecond), keepalive, back.Round(10*time.Millisecond))
-		// TunnelInterval and a management round trip on top of the timeout.
+		// DefaultTunnelInterval and a management round trip on top of the timeout.
 		if gone == 0 || gone > keepalive+1500*time.Millisecond {
 			t.Errorf("dead tunnel left the route after %v, want within the keepalive timeout %v (+1.5 s)\nconnect:\n%s", gone, keepalive, connLog())
 		}

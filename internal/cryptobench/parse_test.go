@@ -87,6 +87,7 @@ func TestParseSpeedErrors(t *testing.T) {
 // A run shorter than one tick of openssl's timer: openssl divides by zero.
 // Not a parse error, but not reliable either.
 func TestParseSpeedZeroTime(t *testing.T) {
+	t.Parallel()
 	r, err := ParseSpeed([]byte("+H:256\n+F:25:AES-128-GCM:inf"), []byte("+DT:AES-128-GCM:1:256\n+R:1117:AES-128-GCM:0.000000\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +157,7 @@ func TestParseIA32Cap(t *testing.T) {
 // The mask must clear exactly AESNI and PCLMULQDQ in the first word of
 // what this OpenSSL reports, and leave the rest: compare the real outputs.
 func TestAESNIMaskAgainstOpenSSL(t *testing.T) {
+	t.Parallel()
 	plain, _, _ := ParseIA32Cap(readTestdata(t, "version-a.txt"))
 	masked, _, _ := ParseIA32Cap(readTestdata(t, "version-a-masked.txt"))
 	if want := plain &^ (1<<57 | 1<<33); masked != want {
@@ -167,12 +169,14 @@ func TestAESNIMaskAgainstOpenSSL(t *testing.T) {
 }
 
 func TestParseVersion(t *testing.T) {
+	t.Parallel()
 	if got := ParseVersion(readTestdata(t, "version-a.txt")); !strings.HasPrefix(got, "OpenSSL 3.0.19 ") {
 		t.Errorf("version %q", got)
 	}
 }
 
 func TestProviderCiphers(t *testing.T) {
+	t.Parallel()
 	legacy := ProviderCiphers(readTestdata(t, "list-ciphers-legacy.txt"))
 	if legacy["BF-CBC"] != "legacy" {
 		t.Errorf("BF-CBC with legacy provider: %q, want legacy", legacy["BF-CBC"])
@@ -191,6 +195,7 @@ func TestProviderCiphers(t *testing.T) {
 }
 
 func TestLegacyVerdict(t *testing.T) {
+	t.Parallel()
 	if why := legacyVerdict("BF-CBC", readTestdata(t, "list-ciphers-legacy.txt"), false); why != "" {
 		t.Errorf("legacy list: %q, want available", why)
 	}

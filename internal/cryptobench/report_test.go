@@ -26,6 +26,7 @@ func parsed(t *testing.T, file string) SpeedResult {
 // Analyze over real captured openssl output: AES-256-GCM at 1024 bytes as
 // is and with AES-NI masked, on a CPU whose /proc/cpuinfo lists aes.
 func TestAnalyzeCaptured(t *testing.T) {
+	t.Parallel()
 	opts, err := Options{Ciphers: []string{"aes-256-gcm"}, BlockSizes: []int{1024}, PacketBytes: 1024, PerMeasurement: time.Second}.Normalize()
 	if err != nil {
 		t.Fatal(err)
@@ -181,6 +182,7 @@ func TestPrefer(t *testing.T) {
 
 // CBC ciphers are projected with the HMAC: time per byte adds up.
 func TestProjectCBCWithHMAC(t *testing.T) {
+	t.Parallel()
 	fig := func(bps float64) Figure { return Figure{BytesPerSecond: bps, Samples: 1} }
 	ciphers := []CipherResult{
 		{Cipher: "AES-256-CBC", Available: true, Sizes: []SizeResult{{BlockBytes: 1440, WithAESNI: fig(900e6), WithoutAESNI: fig(250e6)}}},
@@ -219,6 +221,7 @@ func TestProjectCBCWithHMAC(t *testing.T) {
 }
 
 func TestNoise(t *testing.T) {
+	t.Parallel()
 	s := func(bps ...float64) []SpeedResult {
 		var out []SpeedResult
 		for _, b := range bps {
@@ -271,6 +274,7 @@ func FuzzParseSpeed(f *testing.F) {
 }
 
 func TestFigureMedian(t *testing.T) {
+	t.Parallel()
 	f, ok := figure([]SpeedResult{
 		{BufferBytes: 1, Count: 1, CPUSeconds: 0.1, BytesPerSecond: 300},
 		{BufferBytes: 1, Count: 1, CPUSeconds: 0.1, BytesPerSecond: 100},
@@ -286,6 +290,7 @@ func TestFigureMedian(t *testing.T) {
 }
 
 func TestNormalize(t *testing.T) {
+	t.Parallel()
 	o, err := Options{}.Normalize()
 	if err != nil {
 		t.Fatal(err)
@@ -373,6 +378,7 @@ func TestEnvs(t *testing.T) {
 // Golden text rendering of a real report (ovpnperf crypto --json on the
 // 2-core EPYC test VM). go test -run TestWriteTextGolden -update rewrites it.
 func TestWriteTextGolden(t *testing.T) {
+	t.Parallel()
 	var r Report
 	if err := json.Unmarshal(readTestdata(t, "report-epyc.json"), &r); err != nil {
 		t.Fatal(err)

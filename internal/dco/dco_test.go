@@ -11,6 +11,7 @@ import (
 // TestNotesMapBack: every rule's log note (as OpenVPN prints it, with its
 // %s filled) is recognised as that rule in a log.
 func TestNotesMapBack(t *testing.T) {
+	t.Parallel()
 	for id, r := range Rules {
 		if strings.HasPrefix(r.Note, "(") {
 			continue // no log line (disable-dco, build)
@@ -38,6 +39,7 @@ func TestNotesMapBack(t *testing.T) {
 }
 
 func TestNormTarget(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{"2.6": V26, "2.6.14": V26, "v2.7.6": V27, "2.7_rc2": V27, "2.7": V27, "2.5.9": "", "2.60": "", "": ""} {
 		got, ok := NormTarget(in)
 		if got != want || ok != (want != "") {
@@ -50,6 +52,7 @@ func TestNormTarget(t *testing.T) {
 // real shapes: this kernel's CONFIG_OVPN=n, a kernel with the module, a
 // build without [DCO]).
 func TestHostMissing(t *testing.T) {
+	t.Parallel()
 	v26 := openvpn.ParseVersion("OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] [LZ4] [EPOLL] [PKCS11] [MH/PKTINFO] [AEAD] [DCO]\nDCO version: N/A\n")
 	v27 := openvpn.ParseVersion("OpenVPN 2.7.6 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] [LZ4] [EPOLL] [MH/PKTINFO] [AEAD] [DCO]\n")
 	noDCO := openvpn.ParseVersion("OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] [AEAD]\n")

@@ -15,16 +15,17 @@ import (
 
 // The ceiling: the highest packet rate the emulation backend carries on a
 // host, measured by `ovpnperf lab calibrate` (package lab runs it) and
-// recorded in CeilingPath, which `lab status` and the documents of `lab
+// recorded in DefaultCeilingPath, which `lab status` and the documents of `lab
 // run` report. A lab's figures are only as good as its emulator: a lab
 // whose packet rate nears the ceiling measures the host, not the path.
 
 // CeilingSchema identifies the record.
 const CeilingSchema = "ovpnperf/emulator-ceiling/v1"
 
-// CeilingPath is where the host's record lives. It is a variable for
-// tests; the command writes elsewhere only when told (--record).
-var CeilingPath = "/var/lib/ovpnperf/emulator-ceiling.json"
+// DefaultCeilingPath is where the host's record lives. The command writes
+// elsewhere only when told (--record); package lab reads the path its Env
+// names, this one unless told otherwise.
+const DefaultCeilingPath = "/var/lib/ovpnperf/emulator-ceiling.json"
 
 // The criteria of a step, the same as BenchmarkRateBoth's "held".
 const (

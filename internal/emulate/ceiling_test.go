@@ -11,6 +11,7 @@ import (
 )
 
 func TestCeilingStepJudge(t *testing.T) {
+	t.Parallel()
 	good := DirectionOutcome{Sent: 50000, Received: 50000, SentPPS: 24990, Released: 50000, Tolerance: time.Millisecond, LatenessP99: 300 * time.Microsecond}
 	for _, c := range []struct {
 		name          string
@@ -53,6 +54,7 @@ func TestCeilingStepJudge(t *testing.T) {
 }
 
 func TestOutcomeFromDelays(t *testing.T) {
+	t.Parallel()
 	const delay = 20 * time.Millisecond
 	f := FlowResult{Sent: 4, Received: 4, SendTime: time.Second}
 	for _, late := range []time.Duration{0, 500 * time.Microsecond, 2 * time.Millisecond, 60 * time.Millisecond} {
@@ -66,6 +68,7 @@ func TestOutcomeFromDelays(t *testing.T) {
 }
 
 func TestCeilingRecordAndReport(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "ceiling.json")
 	how := "`ovpnperf lab calibrate` measures it (about 60 s)"
 	r := reportCeiling(path, "nfqueue", "6.18.0", 2, how)
@@ -124,6 +127,7 @@ func TestCeilingRecordAndReport(t *testing.T) {
 }
 
 func TestGroupThousands(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[float64]string{0: "0", 500: "500", 5000: "5 000", 25000: "25 000", 100000: "100 000", 1250000: "1 250 000"} {
 		if got := groupThousands(v); got != want {
 			t.Errorf("%v: %q, want %q", v, got, want)
@@ -143,6 +147,7 @@ func writeCeiling(t *testing.T, path string, c Ceiling) {
 }
 
 func TestOutcomeFromStatsSince(t *testing.T) {
+	t.Parallel()
 	before := QueueStats{Released: 1000, Late: 50, Stalled: 1, KernelQueueDrops: 2, Tolerance: time.Millisecond}
 	after := QueueStats{Released: 31000, Late: 52, Stalled: 1, KernelQueueDrops: 2, ENOBUFS: 1, Tolerance: time.Millisecond,
 		LatenessP99: 80 * time.Microsecond, MaxLateness: 4 * time.Millisecond}
@@ -171,6 +176,7 @@ func reportCeiling(path, backend, kernel string, cpus int, how string) CeilingRe
 // newline in the kernel would start a line of its own in lab status, a
 // negative rate would be printed as measured.
 func TestParseCeilingRefusesWhatNoCalibrationWrites(t *testing.T) {
+	t.Parallel()
 	good := Ceiling{Schema: CeilingSchema, Backend: "nfqueue", Kernel: "6.18.0", CPUs: 2, PacketBytes: 1400,
 		Delay: 20 * time.Millisecond, HeldPPS: 20000, CarriedPPS: 25000, LoadBefore: [3]float64{0.4, 0.3, 0.2},
 		Steps: []CeilingStep{{RatePPS: 20000, Held: true, Carried: true}}}

@@ -7,6 +7,7 @@ import (
 
 // The share lab samples are judged by: more than 1 % late.
 func TestLatenessTooLate(t *testing.T) {
+	t.Parallel()
 	const ms = time.Millisecond
 	for _, c := range []struct {
 		name string
@@ -25,6 +26,7 @@ func TestLatenessTooLate(t *testing.T) {
 
 // LatenessOf sums the queues, Since subtracts.
 func TestLatenessOfSince(t *testing.T) {
+	t.Parallel()
 	st := Stats{Queues: []QueueStats{
 		{Released: 10, Late: 2, Stalled: 1, LateDelay: 3 * time.Millisecond},
 		{Released: 5, Late: 1, LateDelay: time.Millisecond},

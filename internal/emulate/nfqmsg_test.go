@@ -94,6 +94,7 @@ func TestAppendBindGolden(t *testing.T) {
 }
 
 func TestAppendUnbindGolden(t *testing.T) {
+	t.Parallel()
 	requireLittleEndian(t)
 	got := appendUnbind(nil, 3, 9)
 	want := unhex(t, stripComments(`
@@ -109,6 +110,7 @@ func TestAppendUnbindGolden(t *testing.T) {
 // by TestKernelMessages -update: a forwarded 128-byte IPv4 ping on queue 0,
 // copy range 1 (so the kernel adds NFQA_CAP_LEN).
 func TestParseCapturedPacket(t *testing.T) {
+	t.Parallel()
 	requireLittleEndian(t)
 	raw, err := os.ReadFile("testdata/packet-ipv4-ping.bin")
 	if err != nil {
@@ -220,6 +222,7 @@ func TestParsePacketLengths(t *testing.T) {
 }
 
 func TestNextMessageSeveral(t *testing.T) {
+	t.Parallel()
 	b := appendVerdict(nil, 1, 1, false, nfDrop, 10)
 	b = appendVerdict(b, 1, 2, true, nfAccept, 20)
 	var seqs []uint32

@@ -142,9 +142,6 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	return rep, nil
 }
 
-// probeDCOHost is the seam for tests that need a host with DCO.
-var probeDCOHost = dco.ProbeHost
-
 // dcoNotTested probes the host once when a variant allows DCO: the
 // variants it cannot run, with the reason, and (when it can) what the
 // host offers, for the rows.
@@ -157,7 +154,11 @@ func dcoNotTested(ctx context.Context, spec Spec) (map[string]string, string) {
 				continue
 			}
 			if h == nil {
-				x := probeDCOHost(ctx)
+				probe := spec.ProbeDCO
+				if probe == nil {
+					probe = dco.ProbeHost
+				}
+				x := probe(ctx)
 				h = &x
 			}
 			if why := h.Missing(""); len(why) > 0 {
@@ -470,7 +471,7 @@ func newRows(spec Spec, n Network, subjects []subject) ([]measure.Row, map[[2]st
 // measureRounds takes spec.Repeat interleaved rounds of samples (every
 // subject and direction once per round) into rows, with CPU-seconds per
 // GB summed over the samples.
-func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjects []subject, rows []measure.Row, index map[[2]string]int, srvs *iperfServers, prog *ui.Progress) error {
+func measureRounds(ctx context.Context, spec Spec, n Network, l *lab.Lab, subjects []subject, rows []measure.Row, index map[[2]string]int, srvs *iperfServers, prog *ui.Progress, takeSample sampleFunc) error {
 	cpuSum := make([]map[string]float64, len(rows))
 	bytesSum := make([]uint64, len(rows))
 	gaveUp := make([]bool, len(rows))
@@ -561,7 +562,7 @@ func runNetwork(ctx context.Context, spec Spec, n Network, prog *ui.Progress) (r
 	}
 	subjects := benchSubjects(spec, b)
 	rows, index := newRows(spec, n, subjects)
-	if err := measureRounds(ctx, spec, n, b.Lab, subjects, rows, index, srvs, prog); err != nil {
+	if err := measureRounds(ctx, spec, n, b.Lab, subjects, rows, index, srvs, prog, sample); err != nil {
 		return rows, backend, why, err
 	}
 	return rows, backend, why, nil

@@ -16,8 +16,10 @@ import (
 
 // JudgeEmulator decides whether a sample counts, from the emulator's
 // counters before and after it: a refusal's kind and figures, its sentence
-// rendered from them.
+// rendered from them (the sentences checked are measure.Refusal.Text's,
+// the renderer).
 func TestJudgeSample(t *testing.T) {
+	t.Parallel()
 	const ms = time.Millisecond
 	base := Emulator{Lateness: emulate.Lateness{Released: 1000, Late: 5, Stalled: 2, LateDelay: 10 * ms}, Lost: 1}
 	after := func(released, late, lost, stalled uint64, lateDelay time.Duration) Emulator {
@@ -119,6 +121,7 @@ func sameFigures(a, b measure.Figures) bool {
 // RefusalOf gives iperf3's refusals their kind and figures, and any other
 // failure the kind "error" with its message.
 func TestRefusalOf(t *testing.T) {
+	t.Parallel()
 	window := &iperf.InconsistentError{Rule: iperf.RuleWindowShort, Side: "sender", Window: 1700 * time.Millisecond,
 		Requested: 2 * time.Second, Limit: 1850 * time.Millisecond, TolerancePercent: 7.5, Load: [3]float64{1.5, 1.25, 1}, CPUs: 2}
 	above := &iperf.InconsistentError{Rule: iperf.RuleReceiverAboveSender, Requested: 2 * time.Second, TolerancePercent: 8,
@@ -157,6 +160,7 @@ func TestRefusalOf(t *testing.T) {
 
 // iperf3's rules are named as the run document's refusal kinds.
 func TestIperfRulesAreKinds(t *testing.T) {
+	t.Parallel()
 	for rule, kind := range map[string]string{
 		iperf.RuleWindowEndedEarly: measure.RefusalWindowEndedEarly, iperf.RuleWindowShort: measure.RefusalWindowShort,
 		iperf.RuleWindowLong: measure.RefusalWindowLong, iperf.RuleReceiverAboveSender: measure.RefusalReceiverAboveSender,

@@ -18,8 +18,9 @@ import (
 // (1+Retries)×Repeat samples for nothing), the reason says how many tries
 // failed, and the other rows are measured as before.
 func TestRowGivenUpAfterItsRetries(t *testing.T) {
+	t.Parallel()
 	calls := map[string]int{}
-	takeSample = func(_ context.Context, _ *lab.Lab, _ Spec, _ Network, s subject, d string, _ *iperfServers, _ iperf.CommandFunc) (*sampleResult, map[string]float64, error) {
+	fake := func(_ context.Context, _ *lab.Lab, _ Spec, _ Network, s subject, d string, _ *iperfServers, _ iperf.CommandFunc) (*sampleResult, map[string]float64, error) {
 		calls[s.name+"/"+d]++
 		if s.name == "bad" {
 			return nil, nil, fmt.Errorf("running iperf3: %w", &iperf.InconsistentError{Rule: iperf.RuleWindowLong, Side: "receiver",
@@ -27,14 +28,13 @@ func TestRowGivenUpAfterItsRetries(t *testing.T) {
 		}
 		return &sampleResult{Result: &iperf.Result{ReceivedBitsPerSec: 10e6}}, map[string]float64{}, nil
 	}
-	t.Cleanup(func() { takeSample = sample })
 	spec := Spec{Repeat: 3, Retries: 2, Directions: []string{measure.DirectionUp}}
 	n := Network{Name: "path"}
 	subjects := []subject{{name: Routed}, {name: "bad"}}
 	rows, index := newRows(spec, n, subjects)
 	var log strings.Builder
 	prog := ui.NewProgress(len(rows)*spec.Repeat, &log)
-	if err := measureRounds(context.Background(), spec, n, nil, subjects, rows, index, &iperfServers{}, prog); err != nil {
+	if err := measureRounds(context.Background(), spec, n, nil, subjects, rows, index, &iperfServers{}, prog, fake); err != nil {
 		t.Fatal(err)
 	}
 	prog.Done()
@@ -66,6 +66,7 @@ func TestRowGivenUpAfterItsRetries(t *testing.T) {
 // start, a measured part of at least 2 s, 4 round trips and 10 loaded
 // round trips (one BDP of queue by default).
 func TestSampleTiming(t *testing.T) {
+	t.Parallel()
 	path := func(rate uint64, rtt time.Duration) lab.Path {
 		l := lab.Link{RateBitsPerSec: rate, Delay: rtt / 2}
 		return lab.Path{Up: l, Down: l}
@@ -98,6 +99,7 @@ func TestSampleTiming(t *testing.T) {
 // The window slack of a path: its round trip, jitter, and each rate
 // limiter's full queue (one BDP by default).
 func TestMaxRoundTrip(t *testing.T) {
+	t.Parallel()
 	l := lab.Link{RateBitsPerSec: 20e6, Delay: 100 * time.Millisecond}
 	p := lab.Path{Up: l, Down: l}
 	if got, want := p.MaxRoundTrip(), 600*time.Millisecond; got != want {

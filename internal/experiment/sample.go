@@ -35,8 +35,9 @@ func tunQueueDrain(p lab.Path) time.Duration {
 	return time.Duration(float64(tunQueueTxLen*1500*8) / float64(rate) * float64(time.Second))
 }
 
-// takeSample is sample, replaced in tests of the rounds' bookkeeping.
-var takeSample = sample
+// sampleFunc takes one sample: sample, or a fake in tests of the rounds'
+// bookkeeping, which measureRounds is given.
+type sampleFunc func(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, dir string, srvs *iperfServers, client iperf.CommandFunc) (*sampleResult, map[string]float64, error)
 
 // sample runs one iperf3 test and returns its result and the CPU-seconds
 // each side used during it. It fails when the emulator fell behind.

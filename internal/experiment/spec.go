@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
@@ -105,6 +106,10 @@ type Spec struct {
 	DrainOK bool
 	// Progress receives progress lines; nil shows none.
 	Progress io.Writer
+	// ProbeDCO reports what the host offers for DCO, asked once when a
+	// variant allows DCO; nil means dco.ProbeHost. Tests that need a host
+	// with (or without) DCO give their own.
+	ProbeDCO func(context.Context) dco.Host
 	// Extra goes into the report's scenario.
 	Extra map[string]any
 }

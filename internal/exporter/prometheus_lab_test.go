@@ -105,7 +105,7 @@ func TestExporterPrometheus(t *testing.T) {
 	defer ml.Close()
 	go func() { _ = c.ServeMetrics(ml) }()
 
-	exp, err := l.Start(ctx, lab.Server, filepath.Join(l.Dir(), "exporter.log"), lab.OwnerProgram, "exporter", "--listen", exporterAddr, "--client-labels")
+	exp, err := l.Start(ctx, lab.Server, filepath.Join(l.Dir(), "exporter.log"), labtest.Binary(), "exporter", "--listen", exporterAddr, "--client-labels")
 	if err != nil {
 		t.Fatal(err)
 	}

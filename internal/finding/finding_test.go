@@ -8,6 +8,7 @@ import (
 )
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	good := Finding{Kind: CPUBound, Subject: Subject{Network: "lan", Variant: "default", Direction: "up"}, Outcome: verdict.Confirmed,
 		Figures: Figures{"busiest_thread_share_percent": 97}, Text: "a sentence"}
 	if err := good.Check(); err != nil {

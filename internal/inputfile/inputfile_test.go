@@ -17,6 +17,7 @@ import (
 // Anything but a regular file is refused at once, a FIFO without a writer
 // too (a blocking open would hang here), as a one-line usage error.
 func TestRefusesNonRegular(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -42,6 +43,7 @@ func TestRefusesNonRegular(t *testing.T) {
 // The cap is counted while reading: Max bytes are read, Max+1 refused,
 // also from a stream that never ends.
 func TestCap(t *testing.T) {
+	t.Parallel()
 	k := Kind{"test", 100}
 	dir := t.TempDir()
 	for n, ok := range map[int]bool{100: true, 101: false} {

@@ -37,6 +37,7 @@ func readTestdata(t *testing.T, name string) []byte {
 }
 
 func TestParseTCP(t *testing.T) {
+	t.Parallel()
 	r, err := Parse(readTestdata(t, "tcp.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +81,7 @@ func TestParseTCP(t *testing.T) {
 }
 
 func TestParseTCPReverse(t *testing.T) {
+	t.Parallel()
 	r, err := Parse(readTestdata(t, "tcp_reverse.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +101,7 @@ func TestParseTCPReverse(t *testing.T) {
 }
 
 func TestParseParallel(t *testing.T) {
+	t.Parallel()
 	r, err := Parse(readTestdata(t, "tcp_parallel2.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +115,7 @@ func TestParseParallel(t *testing.T) {
 }
 
 func TestParseV6(t *testing.T) {
+	t.Parallel()
 	r, err := Parse(readTestdata(t, "tcp_v6.json"))
 	if err != nil || r.ReceivedBytes == 0 {
 		t.Fatalf("%+v %v", r, err)
@@ -119,6 +123,7 @@ func TestParseV6(t *testing.T) {
 }
 
 func TestParseUDP(t *testing.T) {
+	t.Parallel()
 	r, err := Parse(readTestdata(t, "udp.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +143,7 @@ func TestParseUDP(t *testing.T) {
 }
 
 func TestParseUDPLoss(t *testing.T) {
+	t.Parallel()
 	r, err := Parse(readTestdata(t, "udp_unlimited.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -158,6 +164,7 @@ func TestParseUDPLoss(t *testing.T) {
 }
 
 func TestParseUDPReverse(t *testing.T) {
+	t.Parallel()
 	r, err := Parse(readTestdata(t, "udp_reverse.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +175,7 @@ func TestParseUDPReverse(t *testing.T) {
 }
 
 func TestParseOmit(t *testing.T) {
+	t.Parallel()
 	r, err := Parse(readTestdata(t, "tcp_omit.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -185,6 +193,7 @@ func TestParseOmit(t *testing.T) {
 }
 
 func TestBytesWithWarmup(t *testing.T) {
+	t.Parallel()
 	r, err := Parse(readTestdata(t, "tcp_omit.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +208,7 @@ func TestBytesWithWarmup(t *testing.T) {
 }
 
 func TestParseFileRanOut(t *testing.T) {
+	t.Parallel()
 	r, err := Parse(readTestdata(t, "tcp_file.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +251,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseNotJSON(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		"iperf3: unrecognized option '--bogus'\nUsage: iperf3 [-s|-c host] [options]\n",
 		"",
@@ -261,6 +272,7 @@ func TestParseNotJSON(t *testing.T) {
 func readFileString(t *testing.T, name string) string { return string(readTestdata(t, name)) }
 
 func TestReadyLine(t *testing.T) {
+	t.Parallel()
 	// The server's banner, captured from `iperf3 -s --forceflush`.
 	found := false
 	for _, l := range strings.Split(readFileString(t, "server_listening.txt"), "\n") {

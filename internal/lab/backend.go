@@ -1,44 +1,23 @@
 package lab
 
-import (
-	"strings"
+import "github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 
-	"github.com/ovpnperf/ovpnperf/internal/usage"
-)
-
-// Emulation backends, as State.Backend and host.emulation_backend name them.
+// Emulation backends and the values of Path.Emulator (labpath).
 const (
-	BackendNone    = "none"    // no delay, jitter or loss configured
-	BackendNetem   = "netem"   // the kernel's sch_netem
-	BackendNFQueue = "nfqueue" // ovpnperf's userspace emulator behind iptables NFQUEUE
-	// BackendAFPacket and BackendAFXDP are the userspace emulator as a
-	// layer-2 bump in the wire on the client segment, in the lab's wire
-	// namespace, on AF_PACKET or AF_XDP sockets (docs/emulator.md).
-	BackendAFPacket = "afpacket"
-	BackendAFXDP    = "afxdp"
+	BackendNone     = labpath.BackendNone
+	BackendNetem    = labpath.BackendNetem
+	BackendNFQueue  = labpath.BackendNFQueue
+	BackendAFPacket = labpath.BackendAFPacket
+	BackendAFXDP    = labpath.BackendAFXDP
+	EmulatorAuto    = labpath.EmulatorAuto
 )
-
-// EmulatorAuto asks for this host's default backend: netem where the kernel
-// has it, else nfqueue.
-const EmulatorAuto = "auto"
 
 // EmulatorNames are the values of Path.Emulator (and --emulator), in the
 // order help texts list them.
-var EmulatorNames = []string{EmulatorAuto, BackendNFQueue, BackendNetem, BackendAFPacket, BackendAFXDP}
+var EmulatorNames = labpath.EmulatorNames
 
-// CheckEmulatorName refuses a Path.Emulator that names no backend; "" is
-// auto. Whether this host has the backend is EmulationChoice's question.
-func CheckEmulatorName(name string) error {
-	if name == "" {
-		return nil
-	}
-	for _, n := range EmulatorNames {
-		if name == n {
-			return nil
-		}
-	}
-	return usage.Errorf("--emulator %q: want one of %s", name, strings.Join(EmulatorNames, ", "))
-}
+// CheckEmulatorName refuses a Path.Emulator that names no backend.
+func CheckEmulatorName(name string) error { return labpath.CheckEmulatorName(name) }
 
 // UserspaceBackend reports whether backend is ovpnperf's own emulator, which
 // runs in the lab's owner and writes counters (Lab.Stats) that judge a

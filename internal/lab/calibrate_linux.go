@@ -300,11 +300,17 @@ func finalStats(ctx context.Context, l *Lab, end time.Time) (emulate.Stats, erro
 // backend's ceiling, for `lab status` and the documents measured across a
 // lab; nil for a lab without emulation.
 func EmulationCeiling(backend string) *emulate.CeilingReport {
+	return Env{}.EmulationCeiling(backend)
+}
+
+// EmulationCeiling is what the calibration record of e says about
+// backend's ceiling.
+func (e Env) EmulationCeiling(backend string) *emulate.CeilingReport {
 	if backend == "" || backend == BackendNone {
 		return nil
 	}
 	how := fmt.Sprintf("`ovpnperf lab calibrate` measures it (up to %.0f s)", CalibrationTime(CalibrateOptions{}).Seconds())
-	c, err := ReadCeiling(emulate.CeilingPath)
+	c, err := ReadCeiling(e.CeilingPath())
 	r := emulate.ReportCeiling(c, err, backend, hostinfo.KernelRelease(), hostinfo.CPUCount(), how)
 	return &r
 }

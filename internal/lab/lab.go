@@ -29,7 +29,8 @@ package lab
 
 import (
 	"net/netip"
-	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 )
 
 // Node is one of the three hosts of a lab.
@@ -68,54 +69,12 @@ var (
 	TunnelV6 = netip.MustParsePrefix("2001:db8:7::/64")
 )
 
-// Link is the emulation applied to one direction of the path.
-type Link struct {
-	// RateBitsPerSec limits the direction's rate; 0 leaves it unshaped.
-	RateBitsPerSec uint64 `json:"rate_bps"`
-	// Delay is the one-way delay added to every packet.
-	Delay time.Duration `json:"delay_ns"`
-	// Jitter spreads the delay uniformly by ± Jitter (packets keep their order).
-	Jitter time.Duration `json:"jitter_ns"`
-	// LossPercent drops this share of packets at random (0–100).
-	LossPercent float64 `json:"loss_percent"`
-}
+// Link is one direction's emulation (labpath.Link).
+type Link = labpath.Link
 
-// Emulated reports whether the direction needs delay, jitter or loss.
-func (l Link) Emulated() bool { return l.Delay > 0 || l.Jitter > 0 || l.LossPercent > 0 }
-
-// Path is the emulated path between client and server.
-type Path struct {
-	Up   Link `json:"up"`   // client → server
-	Down Link `json:"down"` // server → client
-	// MTU of the router–server segment; 0 means 1500.
-	MTU int `json:"mtu"`
-	// ICMPBlackhole drops ICMP "fragmentation needed" and ICMPv6 "packet too
-	// big" at the router, breaking path-MTU discovery.
-	ICMPBlackhole bool `json:"icmp_blackhole"`
-	// QueueBytes is the bottleneck buffer of each rate limiter; 0 picks one
-	// bandwidth-delay product (at least 64 KiB).
-	QueueBytes int `json:"queue_bytes"`
-	// NoIPv6 builds an IPv4-only lab (needed for an MTU below 1280).
-	NoIPv6 bool `json:"no_ipv6"`
-	// LateTolerance is how late the userspace emulator may release a
-	// packet before it counts it as late; 0 leaves its default, the larger
-	// of 1 ms and a tenth of the delay. `lab calibrate` sets 1 ms.
-	LateTolerance time.Duration `json:"late_tolerance_ns,omitempty"`
-	// Emulator chooses the mechanism of delay, jitter and loss: "" or
-	// EmulatorAuto for this host's default (netem where the kernel has it,
-	// else nfqueue), or one of BackendNFQueue, BackendNetem,
-	// BackendAFPacket, BackendAFXDP. A path with nothing to emulate uses
-	// none whatever it says. See docs/lab.md.
-	Emulator string `json:"emulator,omitempty"`
-}
-
-// EffectiveMTU returns the MTU of the bottleneck segment.
-func (p Path) EffectiveMTU() int {
-	if p.MTU == 0 {
-		return 1500
-	}
-	return p.MTU
-}
+// Path is the emulated path between client and server (labpath.Path: a
+// package without the emulator, so that documents can carry a path).
+type Path = labpath.Path
 
 // Host is a host that AddHost put behind the router, beside client and
 // server, with its own segment of HostNet: host i is 198.18.i.2 and the

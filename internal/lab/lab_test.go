@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -242,7 +243,7 @@ func TestEphemeralOwnerTearsDownOrphan(t *testing.T) {
 	_ = cmd.Wait()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat(lab.BaseDir + "/" + name); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(lab.Env{}.Dir(name)); errors.Is(err, os.ErrNotExist) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -453,5 +454,48 @@ func TestFirstPacketNotDelayed(t *testing.T) {
 		if ms, _ := strconv.ParseFloat(m[1], 64); ms > 500 {
 			t.Errorf("first ping to %s took %.0f ms", a, ms)
 		}
+	}
+}
+
+// A lab kept in a directory of the caller's (lab.Env): its state is there,
+// where its owner finds it too (Up returns only once the owner holds the
+// lab), the host's labs do not list it, and Down removes it.
+func TestLabInOwnDirectory(t *testing.T) {
+	labtest.Require(t)
+	env := lab.Env{Base: filepath.Join(t.TempDir(), "labs")}
+	name := "t" + lab.NewName()
+	l, err := lab.Up(context.Background(), lab.Options{Name: name, Ephemeral: true, Env: env, Path: lab.Path{Up: lab.Link{Delay: time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Down() })
+	if l.Dir() != env.Dir(name) {
+		t.Errorf("lab directory %s, want %s", l.Dir(), env.Dir(name))
+	}
+	states, err := env.List()
+	if err != nil || len(states) != 1 || states[0].Name != name || !states[0].Ready || !states[0].OwnerAlive() {
+		t.Errorf("labs of the test's directory: %+v, %v; want %s, ready, its owner alive", states, err, name)
+	}
+	host, _ := lab.List()
+	for _, st := range host {
+		if st.Name == name {
+			t.Errorf("the host's labs list %s, kept in %s", name, env.Base)
+		}
+	}
+	if _, err := lab.Open(name); err == nil {
+		t.Errorf("the host's labs open %s, kept in %s", name, env.Base)
+	}
+	opened, err := env.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := opened.Down(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range lab.NamespacesOf(name) {
+		t.Errorf("namespace %s still exists after Down", ns)
+	}
+	if _, err := os.Stat(env.Dir(name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("lab directory %s after Down: %v", env.Dir(name), err)
 	}
 }

@@ -19,11 +19,32 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-// OwnerProgram is the ovpnperf binary that runs lab owners as `ovpnperf lab
-// owner NAME`. Empty means this process's own executable, which is ovpnperf
-// itself; a test binary is not, so tests set it to an ovpnperf they built
-// (labtest.Main does).
-var OwnerProgram string
+// TestBinaryEnv names the environment variable through which a test binary
+// (which is not ovpnperf, and cannot run a lab owner) learns the ovpnperf
+// that labtest built for its tests: labtest.Build sets it once, before the
+// tests run.
+const TestBinaryEnv = "OVPNPERF_TEST_BINARY"
+
+// ownerProgram is the ovpnperf binary that runs the lab's owner as
+// `ovpnperf lab owner NAME`: Env.Owner if set, else this process's own
+// executable, which is ovpnperf itself; in a test binary, the ovpnperf
+// labtest built (TestBinaryEnv).
+func (e Env) ownerProgram() (string, error) {
+	if e.Owner != "" {
+		return e.Owner, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding own executable for the lab owner: %w", err)
+	}
+	if strings.HasSuffix(exe, ".test") {
+		if bin := os.Getenv(TestBinaryEnv); bin != "" {
+			return bin, nil
+		}
+		return "", fmt.Errorf("lab owner: %s is a test binary; set lab.Env.Owner to an ovpnperf binary (labtest.Main builds one)", exe)
+	}
+	return exe, nil
+}
 
 // The owner process
 //
@@ -40,17 +61,16 @@ var OwnerProgram string
 // so `ps` shows which lab each owner holds.
 
 func (l *Lab) startOwner(ctx context.Context) error {
-	exe := OwnerProgram
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return fmt.Errorf("finding own executable for the lab owner: %w", err)
-		}
-		if strings.HasSuffix(exe, ".test") {
-			return fmt.Errorf("lab owner: %s is a test binary; set lab.OwnerProgram to an ovpnperf binary (labtest.Main builds one)", exe)
-		}
+	exe, err := l.env.ownerProgram()
+	if err != nil {
+		return err
 	}
-	cmd := l.Command(context.Background(), Router, exe, "lab", "owner", l.name)
+	argv := []string{"lab", "owner", l.name}
+	if l.env.BaseDir() != DefaultBaseDir {
+		// The owner reads the lab's state where its creator keeps it.
+		argv = append(argv, "--base", l.env.BaseDir())
+	}
+	cmd := l.Command(context.Background(), Router, append([]string{exe}, argv...)...)
 	// Its own session: a Ctrl-C in the creator's terminal reaches only the
 	// creator, which then decides what to tear down.
 	// An ephemeral lab's owner notices its creator's death by polling its
@@ -117,11 +137,11 @@ func (l *Lab) startOwner(ctx context.Context) error {
 // RunOwner is the body of the owner process, `ovpnperf lab owner NAME`. It
 // runs in the router namespace (started through `ip netns exec`) until it
 // is told to stop or, for an ephemeral lab, its creator is gone.
-func RunOwner(name string) error {
+func (env Env) RunOwner(name string) error {
 	if err := ValidateName(name); err != nil {
 		return err
 	}
-	st, err := readState(name)
+	st, err := env.readState(name)
 	if err != nil {
 		return err
 	}
@@ -137,7 +157,7 @@ func RunOwner(name string) error {
 		if err != nil {
 			return err
 		}
-		go func() { errc <- runEmulator(ctx, e, filepath.Join(labDir(name), "stats.json")) }()
+		go func() { errc <- runEmulator(ctx, e, filepath.Join(env.Dir(name), "stats.json")) }()
 		if st.Backend == BackendNFQueue {
 			if err := waitQueuesBound(st.Path, errc); err != nil {
 				return err
@@ -167,11 +187,11 @@ func RunOwner(name string) error {
 				// The process that owned this lab died without taking it
 				// down: do it now.
 				stop()
-				cur, err := readState(name)
+				cur, err := env.readState(name)
 				if err != nil {
 					return err
 				}
-				return teardownState(cur)
+				return env.teardownState(cur)
 			}
 		}
 	}
@@ -213,11 +233,11 @@ func waitQueuesBound(p Path, errc chan error) error {
 }
 
 // Open returns a handle on an existing lab, from its state file.
-func Open(name string) (*Lab, error) {
+func (e Env) Open(name string) (*Lab, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	st, err := readState(name)
+	st, err := e.readState(name)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, usage.Errorf("no lab named %q (see `ovpnperf lab status`)", name)
 	}
@@ -227,7 +247,7 @@ func Open(name string) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Lab{name: name, state: &stateFile{name: name, st: st}}, nil
+	return &Lab{name: name, env: e, state: &stateFile{dir: e.Dir(name), name: name, st: st}}, nil
 }
 
 // OwnerAlive reports whether the lab's owner process still runs.
@@ -238,7 +258,7 @@ func (s State) OwnerAlive() bool { return alive(s.Owner.Pid, s.Owner.StartTicks)
 // Resources already gone are not errors; calling Down twice is harmless.
 func (l *Lab) Down() error {
 	l.state.close()
-	cur, err := readState(l.name)
+	cur, err := l.env.readState(l.name)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -255,7 +275,7 @@ func (l *Lab) Down() error {
 			}
 		}
 	}
-	return teardownState(cur)
+	return l.env.teardownState(cur)
 }
 
 // Clean tears down labs whose owner is gone (killed, crashed) and returns
@@ -264,13 +284,13 @@ func (l *Lab) Down() error {
 // A lab whose state file is corrupt is reported in the error and removed
 // only when named: its namespaces are then found by their names, and the
 // processes in them (its owner among them) are stopped.
-func Clean(names ...string) ([]string, error) {
+func (e Env) Clean(names ...string) ([]string, error) {
 	for _, n := range names {
 		if err := ValidateName(n); err != nil {
 			return nil, err
 		}
 	}
-	states, err := List()
+	states, err := e.List()
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +313,7 @@ func Clean(names ...string) ([]string, error) {
 		case st.Corrupt != "":
 			// What was read before the damage, and the lab's
 			// namespaces found by their names.
-			st, _ = readState(st.Name)
+			st, _ = e.readState(st.Name)
 			for _, ns := range NamespacesOf(st.Name) {
 				st.Resources = append(st.Resources, Resource{Kind: KindNetns, Name: ns})
 			}
@@ -303,7 +323,7 @@ func Clean(names ...string) ([]string, error) {
 			}
 			continue
 		}
-		if err := teardownState(st); err != nil {
+		if err := e.teardownState(st); err != nil {
 			errs = append(errs, fmt.Errorf("lab %s: %w", st.Name, err))
 			continue
 		}
@@ -312,19 +332,19 @@ func Clean(names ...string) ([]string, error) {
 	// A directory without a state file is a lab whose creator died between
 	// claiming the name and writing the state; give a creator 10 s to
 	// write it.
-	entries, _ := os.ReadDir(BaseDir)
-	for _, e := range entries {
-		if len(want) > 0 && !want[e.Name()] {
+	entries, _ := os.ReadDir(e.BaseDir())
+	for _, de := range entries {
+		if len(want) > 0 && !want[de.Name()] {
 			continue
 		}
-		dir := filepath.Join(BaseDir, e.Name())
+		dir := e.Dir(de.Name())
 		if journal.Exists(dir) {
 			continue
 		}
-		seen[e.Name()] = true
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 10*time.Second {
+		seen[de.Name()] = true
+		if info, err := de.Info(); err == nil && time.Since(info.ModTime()) > 10*time.Second {
 			if os.RemoveAll(dir) == nil {
-				cleaned = append(cleaned, e.Name())
+				cleaned = append(cleaned, de.Name())
 			}
 		}
 	}

@@ -5,18 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"github.com/ovpnperf/ovpnperf/internal/journal"
 )
-
-// BaseDir holds one directory per lab: its state file, emulator statistics,
-// logs and keys. /run is a tmpfs, so a reboot (which also ends every
-// namespace) leaves no stale state behind.
-var BaseDir = "/run/ovpnperf/labs"
 
 // Resource kinds recorded in a lab's state file.
 const (
@@ -69,12 +63,11 @@ type State struct {
 // the journal for writing only when it changes something.
 type stateFile struct {
 	mu   sync.Mutex
+	dir  string // the lab's directory
 	name string
 	j    *journal.Journal
 	st   State
 }
-
-func labDir(name string) string { return filepath.Join(BaseDir, name) }
 
 // The files a lab keeps, read back; far larger than any real one.
 var (
@@ -84,32 +77,32 @@ var (
 )
 
 // newStateFile starts the journal of a new lab in its directory.
-func newStateFile(st State) (*stateFile, error) {
-	j, err := journal.Create(labDir(st.Name), st.Name, st)
+func newStateFile(dir string, st State) (*stateFile, error) {
+	j, err := journal.Create(dir, st.Name, st)
 	if err != nil {
 		return nil, fmt.Errorf("writing lab state: %w", err)
 	}
-	return &stateFile{name: st.Name, j: j, st: st}, nil
+	return &stateFile{dir: dir, name: st.Name, j: j, st: st}, nil
 }
 
 // readState loads a lab's journal (or the state file of an earlier
 // version). A damaged one is an error that satisfies errors.As with
 // *journal.DamagedError; the State returned with it holds the entries read
 // before the damage.
-func readState(name string) (State, error) {
-	c, err := journal.Load(labDir(name), name)
+func (e Env) readState(name string) (State, error) {
+	c, err := journal.Load(e.Dir(name), name)
 	if errors.Is(err, os.ErrNotExist) {
 		return State{}, err
 	}
 	st := State{Name: name}
 	if len(c.Meta) > 0 {
 		if jerr := json.Unmarshal(c.Meta, &st); jerr != nil && err == nil {
-			err = &journal.DamagedError{Path: labDir(name), Why: jerr.Error()}
+			err = &journal.DamagedError{Path: e.Dir(name), Why: jerr.Error()}
 		}
 	}
 	if st.Name != name {
 		// Its teardown would act on another lab's name (or a path).
-		return State{Name: name}, fmt.Errorf("lab %s: %w", name, &journal.DamagedError{Path: labDir(name), Why: fmt.Sprintf("it names lab %q", st.Name)})
+		return State{Name: name}, fmt.Errorf("lab %s: %w", name, &journal.DamagedError{Path: e.Dir(name), Why: fmt.Sprintf("it names lab %q", st.Name)})
 	}
 	st.Resources = c.Entries
 	if err != nil {
@@ -127,7 +120,7 @@ func corrupt(err error) bool {
 // open returns the journal for writing, opening it on first use.
 func (s *stateFile) open() (*journal.Journal, error) {
 	if s.j == nil {
-		j, err := journal.Append(labDir(s.name), s.name)
+		j, err := journal.Append(s.dir, s.name)
 		if err != nil {
 			return nil, fmt.Errorf("lab %s: %w", s.name, err)
 		}
@@ -184,11 +177,11 @@ func (s *stateFile) snapshot() State {
 	return st
 }
 
-// List returns the state of every lab on this host, sorted by name. A lab
+// List returns the state of every lab in e.BaseDir(), sorted by name. A lab
 // whose state file cannot be read is listed with Corrupt set, so that one
 // damaged file hides no other lab and fails no command about another lab.
-func List() ([]State, error) {
-	entries, err := os.ReadDir(BaseDir)
+func (e Env) List() ([]State, error) {
+	entries, err := os.ReadDir(e.BaseDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -196,16 +189,16 @@ func List() ([]State, error) {
 		return nil, err
 	}
 	var out []State
-	for _, e := range entries {
-		if !e.IsDir() {
+	for _, de := range entries {
+		if !de.IsDir() {
 			continue
 		}
-		st, err := readState(e.Name())
+		st, err := e.readState(de.Name())
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			st = State{Name: e.Name(), Corrupt: err.Error()}
+			st = State{Name: de.Name(), Corrupt: err.Error()}
 		}
 		out = append(out, st)
 	}

@@ -18,11 +18,11 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
-// writeState puts a state file for lab name under lab.BaseDir as a damaged
-// or forged one would be: whatever st says.
-func writeState(t *testing.T, name string, st any) {
+// writeState puts a state file for lab name under env as a damaged or
+// forged one would be: whatever st says.
+func writeState(t *testing.T, env lab.Env, name string, st any) {
 	t.Helper()
-	dir := filepath.Join(lab.BaseDir, name)
+	dir := env.Dir(name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -42,10 +42,9 @@ func writeState(t *testing.T, name string, st any) {
 // directory. All of it must survive; the error says what was left alone.
 func TestDownTouchesOnlyItsOwn(t *testing.T) {
 	testenv.RequireRoot(t)
+	t.Parallel()
 	dir := t.TempDir()
-	old := lab.BaseDir
-	lab.BaseDir = filepath.Join(dir, "labs")
-	t.Cleanup(func() { lab.BaseDir = old })
+	env := lab.Env{Base: filepath.Join(dir, "labs")}
 
 	name := "h" + lab.NewName()
 	// Another lab's namespace: lab NAMEx's router, not lab NAME's.
@@ -78,7 +77,7 @@ func TestDownTouchesOnlyItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeState(t, name, map[string]any{
+	writeState(t, env, name, map[string]any{
 		"name":  name,
 		"owner": map[string]any{"pid": pid},
 		"resources": []map[string]any{
@@ -88,7 +87,7 @@ func TestDownTouchesOnlyItsOwn(t *testing.T) {
 			{"kind": "file", "name": victim},
 		},
 	})
-	l, err := lab.Open(name)
+	l, err := env.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +106,7 @@ func TestDownTouchesOnlyItsOwn(t *testing.T) {
 			t.Errorf("lab down removed %s: %v", p, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(lab.BaseDir, name)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(env.Base, name)); !os.IsNotExist(err) {
 		t.Errorf("lab down left the lab's own directory: %v", err)
 	}
 
@@ -118,17 +117,17 @@ func TestDownTouchesOnlyItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	name2 := "h" + lab.NewName()
-	writeState(t, name2, map[string]any{"name": "../outside", "owner": map[string]any{"pid": pid}})
-	if _, err := lab.Open(name2); err == nil || !strings.Contains(err.Error(), "corrupt state file") || !strings.Contains(err.Error(), "lab clean "+name2) {
+	writeState(t, env, name2, map[string]any{"name": "../outside", "owner": map[string]any{"pid": pid}})
+	if _, err := env.Open(name2); err == nil || !strings.Contains(err.Error(), "corrupt state file") || !strings.Contains(err.Error(), "lab clean "+name2) {
 		t.Errorf("open of a state naming another lab: want a corrupt state error pointing to lab clean, got %v", err)
 	}
-	if _, err := lab.Clean(name2); err != nil {
+	if _, err := env.Clean(name2); err != nil {
 		t.Errorf("lab clean %s: %v", name2, err)
 	}
 	if _, err := os.Stat(outside); err != nil {
 		t.Errorf("lab clean of a state naming ../outside removed it: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(lab.BaseDir, name2)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(env.Base, name2)); !os.IsNotExist(err) {
 		t.Errorf("lab clean left the corrupt lab's directory: %v", err)
 	}
 	if !runner.Alive(pid, ticks) {
@@ -165,10 +164,9 @@ func returnsWhileFIFOSilent(t *testing.T, fifo string, read func()) {
 // (a device would do the same with memory): every command listing the labs
 // would hang on it. Each is refused at once as unreadable.
 func TestLabFilesAreRegularFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	oldBase, oldCeiling := lab.BaseDir, emulate.CeilingPath
-	lab.BaseDir, emulate.CeilingPath = filepath.Join(dir, "labs"), filepath.Join(dir, "ceiling.json")
-	t.Cleanup(func() { lab.BaseDir, emulate.CeilingPath = oldBase, oldCeiling })
+	env := lab.Env{Base: filepath.Join(dir, "labs"), Ceiling: filepath.Join(dir, "ceiling.json")}
 	mkfifo := func(p string) {
 		t.Helper()
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
@@ -180,24 +178,24 @@ func TestLabFilesAreRegularFiles(t *testing.T) {
 	}
 
 	name := "h" + lab.NewName()
-	state := filepath.Join(lab.BaseDir, name, "state.json")
+	state := filepath.Join(env.Base, name, "state.json")
 	mkfifo(state)
 	returnsWhileFIFOSilent(t, state, func() {
-		states, err := lab.List()
+		states, err := env.List()
 		if err != nil || len(states) != 1 || !strings.Contains(states[0].Corrupt, "FIFO") || strings.Contains(states[0].Corrupt, "\n") {
 			t.Errorf("list with a FIFO as state file: want the lab corrupt, one line naming the FIFO, got %+v, %v", states, err)
 		}
-		if _, err := lab.Open(name); err == nil || !strings.Contains(err.Error(), "corrupt state file") {
+		if _, err := env.Open(name); err == nil || !strings.Contains(err.Error(), "corrupt state file") {
 			t.Errorf("open with a FIFO as state file: %v", err)
 		}
 	})
 
 	name2 := "h" + lab.NewName()
-	writeState(t, name2, map[string]any{"name": name2, "emulation_backend": "nfqueue"})
-	stats := filepath.Join(lab.BaseDir, name2, "stats.json")
+	writeState(t, env, name2, map[string]any{"name": name2, "emulation_backend": "nfqueue"})
+	stats := filepath.Join(env.Base, name2, "stats.json")
 	mkfifo(stats)
 	returnsWhileFIFOSilent(t, stats, func() {
-		l, err := lab.Open(name2)
+		l, err := env.Open(name2)
 		if err != nil {
 			t.Error(err)
 			return
@@ -207,9 +205,9 @@ func TestLabFilesAreRegularFiles(t *testing.T) {
 		}
 	})
 
-	mkfifo(emulate.CeilingPath)
-	returnsWhileFIFOSilent(t, emulate.CeilingPath, func() {
-		r := lab.EmulationCeiling("nfqueue")
+	mkfifo(env.Ceiling)
+	returnsWhileFIFOSilent(t, env.Ceiling, func() {
+		r := env.EmulationCeiling("nfqueue")
 		if r == nil || r.Status != emulate.CeilingNotMeasured || !strings.Contains(r.Summary, "unreadable") || !strings.Contains(r.Summary, "FIFO") {
 			t.Errorf("ceiling record that is a FIFO: %+v", r)
 		}
@@ -221,9 +219,8 @@ func TestLabFilesAreRegularFiles(t *testing.T) {
 // the process alone and says so; the lab's own entries are still undone.
 func TestDownChecksCommandLine(t *testing.T) {
 	testenv.RequireRoot(t)
-	old := lab.BaseDir
-	lab.BaseDir = filepath.Join(t.TempDir(), "labs")
-	t.Cleanup(func() { lab.BaseDir = old })
+	t.Parallel()
+	env := lab.Env{Base: filepath.Join(t.TempDir(), "labs")}
 	sleep := exec.Command("sleep", "600")
 	if err := sleep.Start(); err != nil {
 		t.Fatal(err)
@@ -235,12 +232,12 @@ func TestDownChecksCommandLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := "h" + lab.NewName()
-	j, err := journal.Create(filepath.Join(lab.BaseDir, name), name, lab.State{Name: name})
+	j, err := journal.Create(filepath.Join(env.Base, name), name, lab.State{Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range []journal.Entry{
-		{Kind: lab.KindDir, Name: filepath.Join(lab.BaseDir, name)},
+		{Kind: lab.KindDir, Name: filepath.Join(env.Base, name)},
 		{Kind: lab.KindNetns, Name: "ovpnperf-" + name + "-router"},
 		{Kind: lab.KindProcess, Name: "iperf3", Pid: pid, StartTicks: ticks, Argv: []string{"ip", "netns", "exec", "ovpnperf-" + name + "-router", "iperf3", "-s"}},
 	} {
@@ -249,7 +246,7 @@ func TestDownChecksCommandLine(t *testing.T) {
 		}
 	}
 	j.Close()
-	l, err := lab.Open(name)
+	l, err := env.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +257,7 @@ func TestDownChecksCommandLine(t *testing.T) {
 	if !runner.Alive(pid, ticks) {
 		t.Error("lab down killed a process whose command line is not the recorded one")
 	}
-	if _, err := os.Stat(filepath.Join(lab.BaseDir, name)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(env.Base, name)); !os.IsNotExist(err) {
 		t.Errorf("lab down left the lab's own directory: %v", err)
 	}
 }
@@ -270,9 +267,8 @@ func TestDownChecksCommandLine(t *testing.T) {
 // (here a process of the lab) and nothing the cut line began to name.
 func TestCleanActsOnlyOnWhatParsed(t *testing.T) {
 	testenv.RequireRoot(t)
-	old := lab.BaseDir
-	lab.BaseDir = filepath.Join(t.TempDir(), "labs")
-	t.Cleanup(func() { lab.BaseDir = old })
+	t.Parallel()
+	env := lab.Env{Base: filepath.Join(t.TempDir(), "labs")}
 	sleeper := func() (*exec.Cmd, uint64) {
 		t.Helper()
 		cmd := exec.Command("sleep", "600")
@@ -289,7 +285,7 @@ func TestCleanActsOnlyOnWhatParsed(t *testing.T) {
 	before, beforeTicks := sleeper()
 	after, afterTicks := sleeper()
 	name := "h" + lab.NewName()
-	dir := filepath.Join(lab.BaseDir, name)
+	dir := filepath.Join(env.Base, name)
 	j, err := journal.Create(dir, name, lab.State{Name: name})
 	if err != nil {
 		t.Fatal(err)
@@ -313,14 +309,14 @@ func TestCleanActsOnlyOnWhatParsed(t *testing.T) {
 	if err := os.WriteFile(path, b[:len(b)-20], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	states, err := lab.List()
+	states, err := env.List()
 	if err != nil || len(states) != 1 || !strings.Contains(states[0].Corrupt, "line 4 is cut short") || strings.Contains(states[0].Corrupt, "\n") {
 		t.Errorf("status of a journal cut short: want one line saying where, got %+v, %v", states, err)
 	}
-	if cleaned, err := lab.Clean(); len(cleaned) != 0 || err == nil || !strings.Contains(err.Error(), "left alone") {
+	if cleaned, err := env.Clean(); len(cleaned) != 0 || err == nil || !strings.Contains(err.Error(), "left alone") {
 		t.Errorf("lab clean with a journal cut short: cleaned %v, %v; want it left alone and said", cleaned, err)
 	}
-	if _, err := lab.Clean(name); err != nil {
+	if _, err := env.Clean(name); err != nil {
 		t.Errorf("lab clean %s: %v", name, err)
 	}
 	if runner.Alive(before.Process.Pid, beforeTicks) {

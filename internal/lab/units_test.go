@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseRate(t *testing.T) {
+	t.Parallel()
 	good := map[string]uint64{
 		"15mbit": 15e6, "512kbit": 512e3, "1gbit": 1e9, "2mbps": 16e6, "1.5mbit": 1.5e6,
 		"100000": 100000, "1mibit": 1 << 20, "10Mbit": 10e6,
@@ -28,6 +29,7 @@ func TestParseRate(t *testing.T) {
 }
 
 func TestParseTime(t *testing.T) {
+	t.Parallel()
 	good := map[string]time.Duration{"150ms": 150 * time.Millisecond, "1.5s": 1500 * time.Millisecond, "800us": 800 * time.Microsecond, "0": 0, "10s": 10 * time.Second}
 	for in, want := range good {
 		got, err := ParseTime("--rtt", in)
@@ -43,6 +45,7 @@ func TestParseTime(t *testing.T) {
 }
 
 func TestParsePercent(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]float64{"0.5%": 0.5, "10%": 10, "3": 3, "100%": 100, "0": 0} {
 		if got, err := ParsePercent("--loss", in); err != nil || got != want {
 			t.Errorf("ParsePercent(%q) = %v, %v", in, got, err)
@@ -56,6 +59,7 @@ func TestParsePercent(t *testing.T) {
 }
 
 func TestPathValidate(t *testing.T) {
+	t.Parallel()
 	bad := map[string]Path{
 		"below 576":          {MTU: 500, NoIPv6: true},
 		"below 1280 with v6": {MTU: 1200},
@@ -82,6 +86,7 @@ func TestPathValidate(t *testing.T) {
 }
 
 func TestValidateName(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"t", "branch-1", "a1b2c3"} {
 		if err := ValidateName(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
@@ -95,6 +100,7 @@ func TestValidateName(t *testing.T) {
 }
 
 func TestQueueSizes(t *testing.T) {
+	t.Parallel()
 	p := Path{Up: Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond}, Down: Link{Delay: 50 * time.Millisecond}}
 	// 20 Mbit/s × 100 ms = 250 000 bytes.
 	if got := queueBytes(p, 20e6); got != 250000 {
@@ -116,6 +122,7 @@ func TestQueueSizes(t *testing.T) {
 // limit is clamped to MaxQueueBytes, not wrapped into a tiny queue; a given
 // queue must hold two full frames.
 func TestQueueBytesClampAndFloor(t *testing.T) {
+	t.Parallel()
 	big := Path{Up: Link{RateBitsPerSec: 100e9, Delay: 5 * time.Second}, Down: Link{Delay: 5 * time.Second}}
 	if q, clamped := big.QueueBytesFor(100e9); q != MaxQueueBytes || !clamped {
 		t.Errorf("100gbit × 10s: queue %d clamped %v, want %d true", q, clamped, MaxQueueBytes)

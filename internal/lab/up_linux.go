@@ -57,11 +57,14 @@ type Options struct {
 	Ephemeral bool
 	// Hosts are added behind the router (AddHost) before Up returns.
 	Hosts []Node
+	// Env is where the lab keeps its state; the zero value is the host's.
+	Env Env
 }
 
 // Lab is a running lab.
 type Lab struct {
 	name  string
+	env   Env
 	state *stateFile
 	owner *exec.Cmd // set in the process that created the lab
 	// hostMu makes AddHost one at a time: each takes the next segment.
@@ -78,7 +81,7 @@ func (l *Lab) Namespace(n Node) string { return NamespaceName(l.name, n) }
 func NamespaceName(name string, n Node) string { return "ovpnperf-" + name + "-" + string(n) }
 
 // Dir returns the lab's private directory (mode 0700), removed by Down.
-func (l *Lab) Dir() string { return labDir(l.name) }
+func (l *Lab) Dir() string { return l.env.Dir(l.name) }
 
 // Path returns the lab's path settings.
 func (l *Lab) Path() Path { return l.state.snapshot().Path }
@@ -178,28 +181,29 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	if ns := NamespacesOf(opts.Name); len(ns) > 0 {
 		return nil, usage.Errorf("--name %q: lab name already in use (namespace %s exists); pick another or run `ovpnperf lab down %s`", opts.Name, ns[0], opts.Name)
 	}
-	if err := os.MkdirAll(BaseDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", BaseDir, err)
+	env := opts.Env
+	if err := os.MkdirAll(env.BaseDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", env.BaseDir(), err)
 	}
 	// Mkdir is the lock on the name: it fails if another lab has it.
-	if err := os.Mkdir(labDir(opts.Name), 0o700); err != nil {
+	if err := os.Mkdir(env.Dir(opts.Name), 0o700); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return nil, usage.Errorf("--name %q: lab name already in use; pick another or run `ovpnperf lab down %s`", opts.Name, opts.Name)
 		}
 		return nil, fmt.Errorf("creating lab directory: %w", err)
 	}
-	sf, err := newStateFile(State{
+	sf, err := newStateFile(env.Dir(opts.Name), State{
 		Name: opts.Name, Created: time.Now().UTC(), Path: opts.Path,
 		Ephemeral: opts.Ephemeral, Owner: self(), Backend: BackendNone, BackendWhy: why,
 	})
 	if err == nil {
-		err = sf.record(Resource{Kind: KindDir, Name: labDir(opts.Name)})
+		err = sf.record(Resource{Kind: KindDir, Name: env.Dir(opts.Name)})
 	}
 	if err != nil {
-		os.RemoveAll(labDir(opts.Name))
+		os.RemoveAll(env.Dir(opts.Name))
 		return nil, err
 	}
-	l := &Lab{name: opts.Name, state: sf}
+	l := &Lab{name: opts.Name, env: env, state: sf}
 	defer func() {
 		if err != nil {
 			_ = l.teardown()
@@ -654,7 +658,7 @@ func (l *Lab) veth(node Node, name string, peerNode Node, peer string, mtu int) 
 func (l *Lab) teardown() error {
 	st := l.state.snapshot()
 	l.state.close()
-	return teardownState(st)
+	return l.env.teardownState(st)
 }
 
 // teardownState undoes st's journal entries, newest first, that are the
@@ -664,7 +668,7 @@ func (l *Lab) teardown() error {
 // else: one that names another namespace, or a process that is not the
 // one it started (pid 1, another lab's), is damaged or forged, and what it
 // names is left alone and reported.
-func teardownState(st State) error {
+func (e Env) teardownState(st State) error {
 	if err := ValidateName(st.Name); err != nil {
 		return fmt.Errorf("state file names lab %q; nothing removed", st.Name)
 	}
@@ -673,7 +677,7 @@ func teardownState(st State) error {
 	if len(errs) == 0 {
 		// What the lab made is gone; what a damaged state file names
 		// besides is not the lab's and keeps no directory alive.
-		if err := os.RemoveAll(labDir(st.Name)); err != nil {
+		if err := os.RemoveAll(e.Dir(st.Name)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -94,6 +94,7 @@ func TestArityAgreesWithOpenVPN(t *testing.T) {
 // configs have no parameter-count finding (the table refuses nothing
 // OpenVPN reads).
 func TestArityAcceptsRealConfigs(t *testing.T) {
+	t.Parallel()
 	var files []string
 	for _, n := range debianSamples {
 		files = append(files, filepath.Join("testdata", "debian", n))

@@ -47,6 +47,7 @@ const (
 // tag (v2.6.14 for 2.6, v2.7.6 for 2.7: dco.Tag26, dco.Tag27); the same
 // config without it gets none.
 func TestDCOEveryOption(t *testing.T) {
+	t.Parallel()
 	if dco.Tag26 != "v2.6.14" || dco.Tag27 != "v2.7.6" {
 		t.Fatalf("rules read at %s and %s; this table was written against v2.6.14 and v2.7.6", dco.Tag26, dco.Tag27)
 	}
@@ -144,6 +145,7 @@ func TestDCOEveryOption(t *testing.T) {
 // the rules testdata and testdata/target is the reviewed golden file
 // testdata/target.golden, for both targets.
 func TestTarget27Findings(t *testing.T) {
+	t.Parallel()
 	want27 := map[string][]string{
 		"debian/server.conf":          {"v27-dh", "v27-persist-key"},
 		"debian/client.conf":          {"v27-persist-key"},
@@ -221,6 +223,7 @@ func mixedFindings(t *testing.T) (*openvpn.ConfigFile, []Finding) {
 // shipped in testdata/sarif) and carries ruleId, region.startLine and the
 // rule's help text.
 func TestSARIFValidates(t *testing.T) {
+	t.Parallel()
 	_, fs := mixedFindings(t)
 	out, err := SARIF(fs, "")
 	if err != nil {
@@ -286,6 +289,7 @@ func TestSARIFValidates(t *testing.T) {
 
 // TestGCCFormat: every line parses as file:line:col: severity: message [rule].
 func TestGCCFormat(t *testing.T) {
+	t.Parallel()
 	_, fs := mixedFindings(t)
 	lines := strings.Split(strings.TrimSuffix(GCC(fs), "\n"), "\n")
 	if len(lines) != len(fs) {
@@ -307,6 +311,7 @@ func TestGCCFormat(t *testing.T) {
 // removes exactly that finding (by rule), the file-level form removes the
 // rule in the whole file, and nothing else goes.
 func TestSuppression(t *testing.T) {
+	t.Parallel()
 	base := serverBase + "fragment 1300\nuser nobody\ncompress lz4-v2\n"
 	run := func(text string) (keep, dropped []Finding) {
 		cf, err := openvpn.ParseConfigText("s.conf", []byte(text))
@@ -354,6 +359,7 @@ var ruleLitRE = regexp.MustCompile(`Rule: +"([a-z0-9-]+)"`)
 
 // TestRuleCatalog: every rule the code can report is documented.
 func TestRuleCatalog(t *testing.T) {
+	t.Parallel()
 	for _, dir := range []string{".", "../../cmd/ovpnperf"} {
 		ents, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, p := range ents {
@@ -384,6 +390,7 @@ func TestRuleCatalog(t *testing.T) {
 // and the same client without it), the reason DCO is off is the
 // finding's subject.
 func TestLogDCOReason(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		log, subject string
 		line         int

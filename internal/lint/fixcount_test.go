@@ -14,6 +14,7 @@ import (
 // not when another finding's edit already took its line, nor when the
 // lines it appends were already appended.
 func TestFixCountsOnlyAppliedEdits(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "c.conf")
 	if err := os.WriteFile(p, []byte("client\ncipher BF-CBC\nverb 3\n"), 0o600); err != nil {

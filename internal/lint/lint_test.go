@@ -150,6 +150,7 @@ func rules(fs []Finding) []want {
 // TestEveryRule: the two configs in testdata/rules hold every config
 // rule's trigger; each finding comes once, at its line.
 func TestEveryRule(t *testing.T) {
+	t.Parallel()
 	dir := setupRules(t, false)
 	_, sfs := lintFile(t, filepath.Join(dir, "server.conf"), serverCtx)
 	_, cfs := lintFile(t, filepath.Join(dir, "client.conf"), clientCtx)
@@ -205,6 +206,7 @@ func TestEveryRule(t *testing.T) {
 // TestInlineKeyNeverPrinted: neither text, JSON nor any finding carries
 // inline block text; the --fix copy keeps it (and is 0600).
 func TestInlineKeyNeverPrinted(t *testing.T) {
+	t.Parallel()
 	dir := setupRules(t, false)
 	f, fs := lintFile(t, filepath.Join(dir, "client.conf"), clientCtx)
 	j, err := json.Marshal(fs)
@@ -268,6 +270,7 @@ func TestFixLintsCleanAndOpenVPNAccepts(t *testing.T) {
 // TestLintLogsCaptured (Must show 3): the real logs internal/openvpn's
 // TestLintLogsLive captured from OpenVPN 2.6.14.
 func TestLintLogsCaptured(t *testing.T) {
+	t.Parallel()
 	cfg, err := openvpn.ParseConfigText("server.conf", []byte("sndbuf 16777216\nrcvbuf 16777216\ncomp-lzo yes\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -357,6 +360,7 @@ func FuzzLint(f *testing.F) {
 // them (forward.c, crypto.c, init.c, dco.c), with journalctl prefixes.
 // Constructed, not captured: they test the matching, not OpenVPN.
 func TestLogEventsFromSourceFormats(t *testing.T) {
+	t.Parallel()
 	lines := []string{
 		"OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] [LZ4] [EPOLL] [PKCS11] [MH/PKTINFO] [AEAD] [DCO]",
 		"Socket Buffers: R=[212992->131072] S=[212992->131072]",
@@ -409,6 +413,7 @@ func TestLogEventsFromSourceFormats(t *testing.T) {
 // TestRuleBranches covers the branches the every-rule configs cannot hold
 // at once (UDP vs TCP, with and without path context).
 func TestRuleBranches(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, conf string
 		ctx        Context
@@ -479,6 +484,7 @@ func TestRuleBranches(t *testing.T) {
 }
 
 func TestWeakCipherP2P(t *testing.T) {
+	t.Parallel()
 	f, err := openvpn.ParseConfigText("p.conf", []byte("tls-client\ncipher BF-CBC\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -503,6 +509,7 @@ func mustParse(t *testing.T, text string) *openvpn.ConfigFile {
 // format shows a byte of its text; an included config that is one keeps
 // its findings.
 func TestIncludedNotConfigNotShown(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, text string, mode os.FileMode) string {
 		p := filepath.Join(dir, name)

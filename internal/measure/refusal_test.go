@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// Each kind's sentence is rendered from its figures; today's wording, so
-// that documents and logs read as before.
+// Each kind's sentence is rendered from its figures by Refusal.Text, the
+// renderer this test checks; today's wording, so that documents and logs
+// read as before.
 func TestRefusalText(t *testing.T) {
 	host := func(f Figures) Figures { f[FigureHostBusyPercent], f[FigureHostStealPercent] = 30.4, 13.25; return f }
 	for _, c := range []struct {

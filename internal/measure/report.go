@@ -223,7 +223,42 @@ type Verdict struct {
 	Outcome verdict.Outcome `json:"outcome"`
 	// Reason says which figures decided it, in one line.
 	Reason string `json:"reason"`
+	// Basis is what decided the outcome, as a kind (VerdictBasis*), where
+	// the recipe records it as data; Figures are the numbers of the basis
+	// and the conditions, each name ending in its unit.
+	Basis   string          `json:"basis,omitempty"`
+	Figures finding.Figures `json:"figures,omitempty"`
+	// Conditions are what the recipe changed, or the path did, to the
+	// measurement the verdict rests on, as kinds (VerdictCondition*); the
+	// reason says each in words.
+	Conditions []string `json:"conditions,omitempty"`
 }
+
+// Kinds of a verdict's basis (Verdict.Basis).
+const (
+	// VerdictBasisTooFew: fewer samples (or successful searches) than a
+	// verdict needs; figures samples_needed and samples (of the side
+	// judged), baseline_samples or ratios, whichever fell short.
+	VerdictBasisTooFew = "too-few-samples"
+	// VerdictBasisKernelCapped: the kernel capped a requested socket
+	// buffer at net.core.{r,w}mem_max.
+	VerdictBasisKernelCapped = "kernel-capped"
+	// VerdictBasisZeroBaseline: too few ratios because baseline samples
+	// are 0 bit/s, to which no ratio can be taken; figures ratios,
+	// zero_baseline_samples, baseline_samples and samples_needed.
+	VerdictBasisZeroBaseline = "zero-baseline"
+)
+
+// Kinds of a verdict's conditions (Verdict.Conditions).
+const (
+	// VerdictConditionTunQueueCut: the recipe cut the client's tun queue
+	// (figure txqueuelen_packets).
+	VerdictConditionTunQueueCut = "tun-queue-cut"
+	// VerdictConditionProbeFragmented: the probes left as IPv4 datagrams
+	// larger than the path MTU, fragmented (figures probe_bytes,
+	// datagram_bytes, path_mtu_bytes).
+	VerdictConditionProbeFragmented = "probe-fragmented"
+)
 
 // MarshalJSON writes the document with its findings, judging the rows
 // first when they were not judged yet (Judge does not run on rep: a value

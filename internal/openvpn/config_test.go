@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseLine(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want []string
@@ -55,6 +56,7 @@ func TestParseLine(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
+	t.Parallel()
 	in := "\xef\xbb\xbf# client config\r\n" +
 		"--client\n" +
 		"remote 192.0.2.1 1194 udp\n" +
@@ -85,6 +87,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, err string }{
 		{"verb 3\n<ca>\nabc\n", "line 2: end tag </ca> missing"},
 		{"verb 3\n</key>\n", "line 2: end tag </key> without its start tag <key>"},
@@ -102,6 +105,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestRenderRefusesSmuggling(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		d   Directive
 		err string
@@ -141,6 +145,7 @@ func TestRenderRefusesSmuggling(t *testing.T) {
 }
 
 func TestRenderQuoting(t *testing.T) {
+	t.Parallel()
 	c := &Config{Directives: []Directive{
 		D("push", "route 10.0.0.0 255.0.0.0"),
 		D("x", "", "#a", ";b", "c#d"),
@@ -165,6 +170,7 @@ func TestRenderQuoting(t *testing.T) {
 }
 
 func TestConfigSet(t *testing.T) {
+	t.Parallel()
 	c := &Config{}
 	c.Add("verb", "3")
 	c.Add("push", "sndbuf 1")
@@ -261,6 +267,7 @@ func FuzzRenderDirective(f *testing.F) {
 // Comments finds what OpenVPN takes for a comment: not text in quotes,
 // in a word or in an inline block.
 func TestComments(t *testing.T) {
+	t.Parallel()
 	lines := []string{
 		"# a comment line",
 		"verb 3 ; trailing",

@@ -11,6 +11,7 @@ import (
 )
 
 func TestParseConfigTextPositions(t *testing.T) {
+	t.Parallel()
 	text := "# comment\n  --proto udp ; trailing\n\tremote \"my host\" 1194\n<ca>\nPEM\n</ca>\nstatus 'a b#c' 5 # x\nkey-direction 1\n"
 	f, err := ParseConfigText("c.ovpn", []byte(text))
 	if err != nil {
@@ -50,6 +51,7 @@ func TestParseConfigTextPositions(t *testing.T) {
 }
 
 func TestParseConfigTextErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"verb 3\nremote \"a\n", "x.conf:2:10: no closing quotation"},
 		{"ok\nx \\q\n", "x.conf:2:3: bad backslash"},
@@ -65,6 +67,7 @@ func TestParseConfigTextErrors(t *testing.T) {
 }
 
 func TestReadConfigFileIncludes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, text string) {
 		t.Helper()
@@ -111,6 +114,7 @@ func TestReadConfigFileIncludes(t *testing.T) {
 }
 
 func TestOptionTables(t *testing.T) {
+	t.Parallel()
 	for _, n := range []string{"tun-mtu", "data-ciphers", "key-direction", "config", "tls-crypt-v2", "disable-dco"} {
 		if !KnownOption26(n) {
 			t.Errorf("%s should be a 2.6 option", n)

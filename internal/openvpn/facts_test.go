@@ -106,6 +106,7 @@ func sourceFiles(t *testing.T) []string {
 // exists, that the file is never mentioned in another form (a path users
 // do not have, a nickname), and that the helper's own output resolves.
 func TestFactCitations(t *testing.T) {
+	t.Parallel()
 	anchors := factsAnchors(t)
 	cited := 0
 	for _, p := range sourceFiles(t) {
@@ -171,6 +172,7 @@ func TestFactCitations(t *testing.T) {
 // of the program, the README, the shipped docs) names an issue number or
 // an internal record: users can open neither.
 func TestNoInternalRecords(t *testing.T) {
+	t.Parallel()
 	for _, p := range sourceFiles(t) {
 		rel, _ := filepath.Rel(repoRoot, p)
 		if strings.HasSuffix(p, ".md") {

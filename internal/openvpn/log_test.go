@@ -27,6 +27,7 @@ func parseLogFile(t *testing.T, name string) *Log {
 }
 
 func TestParseLogCaptured(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		file         string
 		cipher, auth string
@@ -94,6 +95,7 @@ func TestParseLogCaptured(t *testing.T) {
 }
 
 func TestParseLogFailure(t *testing.T) {
+	t.Parallel()
 	l := parseLogFile(t, "bfcbc-nolegacy-server.log")
 	if l.Ready {
 		t.Error("ready in a failed start")
@@ -107,6 +109,7 @@ func TestParseLogFailure(t *testing.T) {
 // Lines from a verb 4 run with compression and pushed buffers (captured by
 // hand from OpenVPN 2.6.14 on the same host), for the fields verb 3 lacks.
 func TestParseLogVerb4Lines(t *testing.T) {
+	t.Parallel()
 	in := `2026-11-22 02:16:10 us=212200 Data Channel MTU parms [ mss_fix:0 max_frag:0 tun_mtu:1500 tun_max_mtu:1600 headroom:136 payload:1768 tailroom:562 ET:0 ]
 2026-11-22 02:16:10 us=212218 Socket Buffers: R=[212992->786432] S=[212992->786432]
 2026-11-22 02:16:10 us=513828 198.51.100.3:53921 LZ4v2 compression initializing
@@ -137,6 +140,7 @@ func TestParseLogVerb4Lines(t *testing.T) {
 }
 
 func TestParseVersion(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("testdata", "openvpn-version.txt"))
 	if err != nil {
 		t.Fatal(err)

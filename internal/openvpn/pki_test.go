@@ -83,6 +83,7 @@ func mustCert(t *testing.T, path string) *x509.Certificate {
 }
 
 func TestStaticKeyFormat(t *testing.T) {
+	t.Parallel()
 	k, err := NewStaticKey()
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +123,7 @@ func TestStaticKeyFormat(t *testing.T) {
 }
 
 func TestLoadPKIRefuses(t *testing.T) {
+	t.Parallel()
 	fresh := func(t *testing.T) string {
 		dir := filepath.Join(t.TempDir(), "pki")
 		if _, err := NewPKI(dir); err != nil {
@@ -178,6 +180,7 @@ func TestLoadPKIRefuses(t *testing.T) {
 }
 
 func TestIssueClient(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "pki")
 	if _, err := NewPKI(dir); err != nil {
 		t.Fatal(err)

@@ -121,7 +121,14 @@ func TestWaitReadyErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Stop()
-			err = p.WaitReady(context.Background(), time.Second)
+			// A process that exits is waited for however long its 31
+			// lines take to come (0.6 s idle, longer on a loaded
+			// machine); the others wait out the time limit.
+			limit := time.Second
+			if tt.exit {
+				limit = time.Minute
+			}
+			err = p.WaitReady(context.Background(), limit)
 			if err == nil {
 				t.Fatal("WaitReady succeeded")
 			}

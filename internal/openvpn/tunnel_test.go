@@ -333,6 +333,7 @@ func TestManagement(t *testing.T) {
 // TestWaitReadyReportsFailure: a config OpenVPN refuses makes WaitReady
 // fail at once with the log's last lines, not after the timeout.
 func TestWaitReadyReportsFailure(t *testing.T) {
+	t.Parallel()
 	p := newPair(t)
 	srv, _ := p.configs(t, UDP, Variant{})
 	srv.Set(D("data-ciphers", "BF-CBC")) // needs the legacy provider
@@ -352,6 +353,7 @@ func TestWaitReadyReportsFailure(t *testing.T) {
 // TestTunnelTransports brings a tunnel up over TCP and over IPv6, started
 // through a caller-supplied Launcher as the lab will do.
 func TestTunnelTransports(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name  string
 		proto string
@@ -419,6 +421,7 @@ func TestTunnelTransports(t *testing.T) {
 // TestTwoClients connects a second client with a certificate from
 // IssueClient to the same server, as multi-client runs will.
 func TestTwoClients(t *testing.T) {
+	t.Parallel()
 	p := newPair(t)
 	srv, cli := p.configs(t, UDP, Variant{})
 	p.up(t, srv, cli)
@@ -626,6 +629,7 @@ func BenchmarkTunnelVariants(b *testing.B) {
 // TestCipherNoneAlone backs ParseVariant's refusal of `cipher none`: in
 // OpenVPN 2.6 TLS mode it leaves the negotiated AES-256-GCM in place.
 func TestCipherNoneAlone(t *testing.T) {
+	t.Parallel()
 	p := newPair(t)
 	srv, cli := p.configs(t, UDP, Variant{})
 	srv.Set(D("cipher", "none"))

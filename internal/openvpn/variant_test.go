@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseVariant(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want []VariantItem
@@ -113,6 +114,7 @@ func TestParseVariantErrors(t *testing.T) {
 }
 
 func TestBuiltinVariants(t *testing.T) {
+	t.Parallel()
 	want := map[string]string{
 		"default":   "default=",
 		"aes256gcm": "aes256gcm=data-ciphers AES-256-GCM",
@@ -141,6 +143,7 @@ func TestBuiltinVariants(t *testing.T) {
 }
 
 func TestVariantApply(t *testing.T) {
+	t.Parallel()
 	v, err := ParseVariant("x=tun-mtu 9000;shaper 1000;push sndbuf 2048;server:rcvbuf 4096")
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +203,7 @@ func FuzzParseVariant(f *testing.F) {
 // data-ciphers list over 124 characters (ssl_ncp.c) and a line over 254
 // (options.c, OPTION_LINE_SIZE).
 func TestParseVariantOpenVPNLimits(t *testing.T) {
+	t.Parallel()
 	long := strings.TrimSuffix(strings.Repeat("AES-256-GCM:", 11), ":") // 131 characters
 	if _, err := ParseVariant("x=data-ciphers " + long); err == nil || !strings.Contains(err.Error(), "124") {
 		t.Errorf("data-ciphers of %d characters: %v", len(long), err)

@@ -14,6 +14,7 @@ import (
 // A symbolic link at the output name is replaced; the file it points to
 // keeps its content and mode.
 func TestWriteReplacesLinkNotTarget(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	target := filepath.Join(dir, "victim")
 	if err := os.WriteFile(target, []byte("precious"), 0o644); err != nil {
@@ -96,6 +97,7 @@ func TestCheck(t *testing.T) {
 // temporary file is left. Names that fit the directory but not with the
 // temporary file's additions are written (the temporary name is cut).
 func TestWriteRefusesSpecialFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "out.html")
 	if err := Check("-o", fifo); err != nil {

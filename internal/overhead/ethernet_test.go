@@ -13,6 +13,7 @@ import (
 // them takes TCPSegmentBytes or TCPFrameBytes from here, and a literal of
 // either in other code is a copy of the decision.
 func TestSegmentSizesHaveOneHome(t *testing.T) {
+	t.Parallel()
 	literal := regexp.MustCompile(`\b(1448|1514)\b`)
 	root := filepath.Join("..", "..")
 	var found []string

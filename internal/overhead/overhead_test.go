@@ -6,6 +6,7 @@ import "testing"
 // comments) for inner packets of 1000 bytes; the capture test checks the
 // model against real tunnels.
 func TestOverheadTable(t *testing.T) {
+	t.Parallel()
 	udp4 := Transport{Proto: "udp"}
 	udp6 := Transport{Proto: "udp", IPv6: true}
 	tcp4 := Transport{Proto: "tcp"}
@@ -43,6 +44,7 @@ func TestOverheadTable(t *testing.T) {
 // 2.6's default mssfix 1492 mtu gives MSS 1400 (IPv4) / 1380 (IPv6) with
 // GCM over UDP/IPv4, as OpenVPN logs and the mtu recipe measured.
 func TestDefaultMSS(t *testing.T) {
+	t.Parallel()
 	f, _ := New(DataChannel{}, Transport{Proto: "udp"})
 	if m4, m6 := f.MSS(1492, true, false), f.MSS(1492, true, true); m4 != 1400 || m6 != 1380 {
 		t.Fatalf("MSS %d/%d, want 1400/1380", m4, m6)
@@ -53,6 +55,7 @@ func TestDefaultMSS(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		dc DataChannel
 		tr Transport

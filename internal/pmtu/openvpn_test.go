@@ -15,6 +15,7 @@ var (
 // Overheads from docs/openvpn-facts.md#per-packet-overhead, outer headers
 // included: UDP 8, TCP 20 (+2 length), IPv4 20, IPv6 40.
 func TestOverheadFacts(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		dc       DataChannel
 		tr       Transport
@@ -53,6 +54,7 @@ func TestOverheadFacts(t *testing.T) {
 // "mssfix 1492 mtu → inner MSS 1400 (IPv4), 1380 (IPv6)" for default GCM
 // over IPv4 UDP, and the same frame arithmetic for the other modes.
 func TestMSS(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		dc     DataChannel
 		tr     Transport
@@ -85,6 +87,7 @@ func TestMSS(t *testing.T) {
 // The MSS that OpenVPN announces makes full-size segments fit the path
 // exactly: one more byte would not fit (for every cipher and transport).
 func TestMSSFitsPathExactly(t *testing.T) {
+	t.Parallel()
 	for _, cipher := range Ciphers() {
 		for _, tr := range []Transport{udp4, udp6, tcp4, tcp6} {
 			dc := DataChannel{Cipher: cipher}
@@ -107,6 +110,7 @@ func TestMSSFitsPathExactly(t *testing.T) {
 }
 
 func TestTranslate(t *testing.T) {
+	t.Parallel()
 	dc := DataChannel{Cipher: "AES-256-GCM"}
 	for _, c := range []struct {
 		tr        Transport
@@ -145,6 +149,7 @@ func TestTranslate(t *testing.T) {
 }
 
 func TestDataChannelErrors(t *testing.T) {
+	t.Parallel()
 	for _, dc := range []DataChannel{{Cipher: "ROT13"}, {Cipher: "AES-256-CBC", Auth: "MD4X"}, {Compress: "zip"}} {
 		if _, err := dc.Overhead(udp4, 100); err == nil {
 			t.Errorf("%+v: no error", dc)

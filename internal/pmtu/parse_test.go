@@ -106,6 +106,7 @@ func proberFor(t *testing.T, pkts []capturedPacket, client netip.Addr) (*rawProb
 }
 
 func TestParseCaptured(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		file           string
 		client, router netip.Addr
@@ -172,6 +173,7 @@ func TestParseCaptured(t *testing.T) {
 }
 
 func TestParseCapturedUnreachable(t *testing.T) {
+	t.Parallel()
 	client, router := netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.1")
 	pkts := readPcap(t, "testdata/lab-netunreach-ipv4.pcap")
 	p, _ := proberFor(t, pkts, client)
@@ -192,6 +194,7 @@ func TestParseCapturedUnreachable(t *testing.T) {
 }
 
 func TestChecksum(t *testing.T) {
+	t.Parallel()
 	// RFC 1071's example: the one's complement sum of these words is 0xddf2.
 	if got := checksum([]byte{0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7}); got != ^uint16(0xddf2) {
 		t.Errorf("checksum = %#04x, want %#04x", got, ^uint16(0xddf2))

@@ -104,6 +104,7 @@ func testSearch(t *testing.T, c pathCase, p Prober) Result {
 }
 
 func TestSearchFake(t *testing.T) {
+	t.Parallel()
 	for _, c := range pathCases {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFake(c)
@@ -123,6 +124,7 @@ func TestSearchFake(t *testing.T) {
 
 // A probe lost at random must not be taken for a black hole boundary.
 func TestSearchFakeRandomLoss(t *testing.T) {
+	t.Parallel()
 	c := pathCase{family: IPv4, mtu: 1400}
 	for _, lose := range []int{1400, 1401, 1280, 576} {
 		f := newFake(c)
@@ -140,6 +142,7 @@ func TestSearchFakeRandomLoss(t *testing.T) {
 }
 
 func TestSearchFakeNoReply(t *testing.T) {
+	t.Parallel()
 	f := newFake(pathCase{family: IPv4, mtu: 1500})
 	f.dead = true
 	_, err := Search(context.Background(), f, Options{})
@@ -157,6 +160,7 @@ func TestSearchFakeNoReply(t *testing.T) {
 }
 
 func TestSearchMaxCaps(t *testing.T) {
+	t.Parallel()
 	f := newFake(pathCase{family: IPv4, mtu: 1500})
 	res, err := Search(context.Background(), f, Options{Max: 1450})
 	if err != nil {
@@ -173,6 +177,7 @@ func TestSearchMaxCaps(t *testing.T) {
 }
 
 func TestSearchJumbo(t *testing.T) {
+	t.Parallel()
 	c := pathCase{family: IPv4, mtu: 8000, localMTU: 9000}
 	testSearch(t, c, newFake(c))
 	c = pathCase{family: IPv6, mtu: 9000, localMTU: 9000}
@@ -260,6 +265,7 @@ func (f *fake) Round(_ context.Context, sizes []int, w Wait) ([]Answer, error) {
 // of echo requests while the router's errors arrive: the search must not
 // take those silences for a black hole.
 func TestSearchFakeColdStart(t *testing.T) {
+	t.Parallel()
 	for _, c := range []pathCase{{family: IPv6, mtu: 1400}, {family: IPv4, mtu: 1400, blackhole: true}} {
 		f := newFake(c)
 		f.loseOnce = map[int]bool{}
@@ -279,6 +285,7 @@ func TestSearchFakeColdStart(t *testing.T) {
 // search must report the largest size below which everything passes, and
 // the band.
 func TestSearchFakeHole(t *testing.T) {
+	t.Parallel()
 	c := pathCase{family: IPv4, mtu: 1500}
 	f := newFake(c)
 	f.holeLo, f.holeHi = 1349, 1448
@@ -298,6 +305,7 @@ func TestSearchFakeHole(t *testing.T) {
 // Random loss (6 % of probes or their answers, about 3 % each way) must
 // rarely change the answer. Seeded, so the figures are reproducible.
 func TestSearchFakeLossy(t *testing.T) {
+	t.Parallel()
 	for _, c := range []pathCase{
 		{family: IPv4, mtu: 1400},
 		{family: IPv4, mtu: 1400, blackhole: true},

@@ -34,6 +34,7 @@ func parseSockperfRate(out []byte) (float64, error) {
 }
 
 func TestParseSockperfRate(t *testing.T) {
+	t.Parallel()
 	out, err := readTestdata("sockperf-3.7-throughput.txt")
 	if err != nil {
 		t.Fatal(err)

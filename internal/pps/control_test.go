@@ -32,6 +32,7 @@ func fullPage() []uint64 {
 // An ACCEPT from a server that predates one-way tests ends after the limits;
 // the client must read it as "not one-way".
 func TestAcceptWithoutFlags(t *testing.T) {
+	t.Parallel()
 	c := *sampleControls[len(sampleControls)-4]
 	b, err := c.Marshal()
 	if err != nil {
@@ -51,6 +52,7 @@ func TestAcceptWithoutFlags(t *testing.T) {
 }
 
 func TestSeriesDataRejectsOversizedPage(t *testing.T) {
+	t.Parallel()
 	c := &Control{Version: Version, Type: MsgSeriesData, Series: make([]uint64, seriesPage+1)}
 	if _, err := c.Marshal(); err == nil {
 		t.Error("marshalled a page larger than seriesPage")
@@ -67,6 +69,7 @@ func TestSeriesDataRejectsOversizedPage(t *testing.T) {
 }
 
 func TestControlRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, c := range sampleControls {
 		b, err := c.Marshal()
 		if err != nil {
@@ -89,6 +92,7 @@ func TestControlRoundTrip(t *testing.T) {
 }
 
 func TestParseControlRejects(t *testing.T) {
+	t.Parallel()
 	hello, _ := sampleControls[0].Marshal()
 	refuse, _ := sampleControls[2].Marshal()
 	bad := func(b []byte, i int, v byte) []byte {

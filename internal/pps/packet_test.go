@@ -6,6 +6,7 @@ import (
 )
 
 func TestProbeRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, p := range []Probe{
 		{},
 		{Session: 1, Flow: 2, Seq: 3, SentNs: 4},
@@ -34,6 +35,7 @@ func TestProbeRoundTrip(t *testing.T) {
 }
 
 func TestProbeWireFormat(t *testing.T) {
+	t.Parallel()
 	b := make([]byte, MinSize)
 	Probe{Session: 0x01020304, Flow: 0x0506, Seq: 0x0708090a, SentNs: 0x0b0c0d0e0f10}.Encode(b)
 	want := []byte{'p', 'd', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
@@ -43,6 +45,7 @@ func TestProbeWireFormat(t *testing.T) {
 }
 
 func TestDecodeProbeRejects(t *testing.T) {
+	t.Parallel()
 	for _, b := range [][]byte{nil, []byte("pd"), make([]byte, MinSize), append([]byte("oPPS"), make([]byte, 20)...), []byte("pd345678901234567")} {
 		if _, err := DecodeProbe(b); err == nil {
 			t.Errorf("DecodeProbe(% x) accepted", b)
@@ -51,6 +54,7 @@ func TestDecodeProbeRejects(t *testing.T) {
 }
 
 func TestStampWrapsAt48Bits(t *testing.T) {
+	t.Parallel()
 	b := make([]byte, MinSize)
 	Probe{SentNs: 1<<48 + 5}.Encode(b)
 	p, _ := DecodeProbe(b)

@@ -24,6 +24,7 @@ func sendBatch(t *testing.T, tr *flowTracker, n int, nowNs int64) []Probe {
 }
 
 func TestTrackerAllEchoed(t *testing.T) {
+	t.Parallel()
 	tr := newFlowTracker(time.Second, 1024)
 	ps := sendBatch(t, tr, 10, 0)
 	for _, p := range ps {
@@ -43,6 +44,7 @@ func TestTrackerAllEchoed(t *testing.T) {
 }
 
 func TestTrackerLossLateDuplicateReorderStray(t *testing.T) {
+	t.Parallel()
 	tr := newFlowTracker(time.Second, 1024)
 	a := sendBatch(t, tr, 5, 0)        // seqs 0-4, second 0
 	b := sendBatch(t, tr, 5, 1500*ms)  // seqs 5-9, second 1
@@ -85,6 +87,7 @@ func TestTrackerLossLateDuplicateReorderStray(t *testing.T) {
 }
 
 func TestTrackerUnreserve(t *testing.T) {
+	t.Parallel()
 	tr := newFlowTracker(time.Second, 1024)
 	sendBatch(t, tr, 4, 0)
 	first, _ := tr.reserve(8, ms)
@@ -103,6 +106,7 @@ func TestTrackerUnreserve(t *testing.T) {
 }
 
 func TestTrackerWindowFull(t *testing.T) {
+	t.Parallel()
 	tr := newFlowTracker(time.Second, 64)
 	sendBatch(t, tr, 60, 0)
 	if _, got := tr.reserve(10, 0); got != 4 {
@@ -124,6 +128,7 @@ func TestTrackerWindowFull(t *testing.T) {
 // TestTrackerRandomLoss sends 200k probes through a synthetic path that
 // drops 5 % at random and reorders some, and checks the books balance.
 func TestTrackerRandomLoss(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	tr := newFlowTracker(100*time.Millisecond, 1<<16)
 	var dropped uint64
@@ -159,6 +164,7 @@ func TestTrackerRandomLoss(t *testing.T) {
 }
 
 func TestHistogramQuantiles(t *testing.T) {
+	t.Parallel()
 	var h histogram
 	for i := 1; i <= 100000; i++ {
 		h.add(time.Duration(i) * time.Microsecond)
@@ -192,6 +198,7 @@ func TestHistogramQuantiles(t *testing.T) {
 // The standard deviation is ping's mdev: 10, 20, 30 ms have 8.165 ms, and
 // merging keeps it.
 func TestHistogramStdDev(t *testing.T) {
+	t.Parallel()
 	var a, b histogram
 	a.add(10 * time.Millisecond)
 	a.add(20 * time.Millisecond)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestString(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"plain text, tabs\tand\nnewlines":        "plain text, tabs\tand\nnewlines",
 		"\x1b]0;owned\x07title":                  `\x1b]0;owned\atitle`,
@@ -29,6 +30,7 @@ func TestString(t *testing.T) {
 // TestWriterSplitRune: a C1 control split across two writes is still
 // escaped, and a multi-byte letter split the same way is kept.
 func TestWriterSplitRune(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	w := Writer(&b)
 	csi := []byte("\u009b")

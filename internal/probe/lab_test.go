@@ -62,7 +62,7 @@ func runProbe(t *testing.T, l *lab.Lab, args ...string) *Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	argv := append([]string{lab.OwnerProgram, "probe", lab.ServerV4.String(), "--no-crypto", "--json"}, args...)
+	argv := append([]string{labtest.Binary(), "probe", lab.ServerV4.String(), "--no-crypto", "--json"}, args...)
 	cmd := l.Command(ctx, lab.Client, argv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

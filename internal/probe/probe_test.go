@@ -34,6 +34,7 @@ func write(t *testing.T, s string) string {
 }
 
 func TestLoadAndInput(t *testing.T) {
+	t.Parallel()
 	r, err := Load(write(t, goodProbe))
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +51,7 @@ func TestLoadAndInput(t *testing.T) {
 // A file written before the per-direction loss and the method existed
 // still loads (they are absent, so not known), and a new one round-trips.
 func TestSchemaCompatible(t *testing.T) {
+	t.Parallel()
 	r, err := Load(write(t, goodProbe))
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +79,7 @@ func TestSchemaCompatible(t *testing.T) {
 
 // Must show 4: another schema and a truncated file are one-line errors.
 func TestLoadErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, body, want string }{
 		{"other schema", strings.Replace(goodProbe, "ovpnperf/probe/v1", "ovpnperf/lab-run/v1", 1), `schema "ovpnperf/lab-run/v1", want ovpnperf/probe/v1`},
 		{"truncated", goodProbe[:200], "truncated"},
@@ -97,6 +100,7 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func TestParsePing(t *testing.T) {
+	t.Parallel()
 	out := `PING 198.51.100.2 (198.51.100.2) 56(84) bytes of data.
 
 --- 198.51.100.2 ping statistics ---
@@ -127,6 +131,7 @@ rtt min/avg/max/mdev = 300.112/300.523/301.908/0.311 ms, pipe 31
 // (600 ms) slow start takes seconds, and the receiver's window runs a
 // round trip past the sender's; without an echo it is as asked.
 func TestIperfTimingFollowsTheEchoes(t *testing.T) {
+	t.Parallel()
 	rtt := func(ms float64) Field[float64] { return measured(ms, "test") }
 	o, why := iperfTiming(rtt(600), rtt(5), 5*time.Second)
 	if o.Duration != 13*time.Second || o.Omit < 5*time.Second || o.PathSlack != 1240*time.Millisecond || !strings.Contains(why, "600 ms") {
@@ -164,6 +169,7 @@ func TestIperfTimingFollowsTheEchoes(t *testing.T) {
 // The offloads kept are those of offloadFeatures the device has, with
 // their state; other features are left out.
 func TestPickOffloads(t *testing.T) {
+	t.Parallel()
 	m := PickOffloads(map[string]bool{"rx-gro": false, "tx-tcp-segmentation": true, "rx-checksum": true, "tx-nocache-copy": true, "highdma": true})
 	if len(m) != 3 || m["rx-gro"] || !m["tx-tcp-segmentation"] || !m["rx-checksum"] {
 		t.Fatalf("%v", m)
@@ -173,6 +179,7 @@ func TestPickOffloads(t *testing.T) {
 // A pps echo gives loss per direction from the server's counts; without
 // them only the round trip is claimed.
 func TestPPSFields(t *testing.T) {
+	t.Parallel()
 	r := &pps.Result{Server: "198.51.100.2:7007", Counters: pps.Counters{Sent: 1000, Received: 940, Lost: 60, Late: 2},
 		LossPercent: 6, RTTMinUs: 10100, RTTP50Us: 10300, RTTStdDevUs: 250,
 		ServerReport: &pps.ServerReport{Received: 950, Echoed: 950}}
@@ -199,6 +206,7 @@ func TestPPSFields(t *testing.T) {
 // with loss measured, a confirmed loss finding carrying the figure; with
 // loss not available, one not tested.
 func TestFindings(t *testing.T) {
+	t.Parallel()
 	r, err := Load(write(t, goodProbe))
 	if err != nil {
 		t.Fatal(err)

@@ -530,7 +530,9 @@ func pushVerdict(rep *measure.Report, host map[string]int) measure.Verdict {
 	case unpushed > 0:
 		return newVerdict(claim, Refuted, "some sockets did not get the requested size: %s%s", strings.Join(details, " | "), limits)
 	case capped > 0:
-		return newVerdict(claim, Changed, "the kernel capped the request at net.core.{r,w}mem_max (and doubled it): %s%s", strings.Join(details, " | "), limits)
+		v := newVerdict(claim, Changed, "the kernel capped the request at net.core.{r,w}mem_max (and doubled it): %s%s", strings.Join(details, " | "), limits)
+		v.Basis = measure.VerdictBasisKernelCapped
+		return v
 	}
 	return newVerdict(claim, Confirmed, "every socket reports 2 × 524288 (Linux doubles the request; the limits allow it): %s%s", strings.Join(details, " | "), limits)
 }

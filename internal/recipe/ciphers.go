@@ -102,7 +102,7 @@ func cipherVerdicts(rep *measure.Report) []measure.Verdict {
 		case j.Below:
 			out = append(out, newVerdict(claim, Refuted, "%s: none is slower than GCM beyond the spread", figs))
 		default:
-			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", figs, j.Why))
+			out = append(out, withShortfall(newVerdict(claim, j.Outcome, "%s: %s", figs, j.Why), j.Short))
 		}
 
 		// Judged on rates, not on the cipher's name: are the defaults
@@ -118,7 +118,7 @@ func cipherVerdicts(rep *measure.Report) []measure.Verdict {
 		case j.Outcome == Confirmed || j.Above:
 			out = append(out, newVerdict(claim, Refuted, "%s: the defaults are as fast as the tuned cipher (within %.0f %% or faster)", figs, 100*cipherSameTolerance))
 		default:
-			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", figs, j.Why))
+			out = append(out, withShortfall(newVerdict(claim, j.Outcome, "%s: %s", figs, j.Why), j.Short))
 		}
 
 		claim = fmt.Sprintf("with AES-256-GCM the tunnel keeps 95%% of the line (published 859 of 900) [%s]", dir)
@@ -131,7 +131,7 @@ func cipherVerdicts(rep *measure.Report) []measure.Verdict {
 			out = append(out, newVerdict(claim, Changed, "%s: below %s beyond the spread: one OpenVPN process is CPU-bound on this host (CPU-s/GB: %s)",
 				figs, cipherLineShare, measure.FormatCPUPerGB(gcm.CPUSecondsPerGB)))
 		default:
-			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", figs, j.Why))
+			out = append(out, withShortfall(newVerdict(claim, j.Outcome, "%s: %s", figs, j.Why), j.Short))
 		}
 	}
 	return out

@@ -13,6 +13,7 @@ import (
 
 // The verdicts follow the figures: a table test over made-up rows.
 func TestCipherVerdicts(t *testing.T) {
+	t.Parallel()
 	mk := func(variant, dir, cipher string, samples ...float64) measure.Row {
 		r := measure.Row{Variant: variant, Direction: dir, Cipher: cipher, Valid: true}
 		for _, s := range samples {
@@ -86,6 +87,7 @@ func cipherOutcome(t *testing.T, rep *measure.Report, prefix string) verdict.Out
 
 // Defects of earlier rules, each a crafted case the old rules got wrong.
 func TestCipherVerdictsEvidence(t *testing.T) {
+	t.Parallel()
 	routed, gcm, cbc := []float64{940, 941, 939}, []float64{500, 520, 510}, []float64{300, 310, 305}
 	// "Defaults are slow" was decided from the cipher's name.
 	if o := cipherOutcome(t, cipherReport("BF-CBC", routed, []float64{500, 521, 509}, gcm, cbc, gcm), "OpenVPN's defaults"); o != Refuted {

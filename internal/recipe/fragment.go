@@ -32,7 +32,7 @@ func init() {
 		Source: "OpenVPN cookbook, tuning UDP-based connections (OpenVPN 2.3): ping RTT 9.4 ms without fragment, 9.9 ms with fragment 1400, " +
 			"19.2 ms with fragment 400; the tcpdump recipe: with fragment 1400 a 1400-byte ping leaves as two equal datagrams",
 		Needs:   []string{"ping", "tcpdump"},
-		Run:     runFragment,
+		Run:     func(ctx context.Context, o Options) (*measure.Report, error) { return runFragment(ctx, o, nil) },
 		Judge:   fragJudge,
 		Columns: fragColumns,
 	})
@@ -79,11 +79,11 @@ const (
 	fragCapturePings = 10
 )
 
-// fragCaptureHook, when set (by tests), receives each capture file before
-// the lab is torn down.
-var fragCaptureHook func(variant string, size int, path string)
+// fragKeep, when not nil, receives each capture file before the lab is
+// torn down (a test keeps them as the parser's test data).
+type fragKeep func(variant string, size int, path string)
 
-func runFragment(ctx context.Context, o Options) (*measure.Report, error) {
+func runFragment(ctx context.Context, o Options, keep fragKeep) (*measure.Report, error) {
 	var vs []openvpn.Variant
 	for _, s := range fragVariantSpecs {
 		v, err := openvpn.ParseVariant(s)
@@ -103,7 +103,7 @@ func runFragment(ctx context.Context, o Options) (*measure.Report, error) {
 		if variant != vs[len(vs)-1].Name {
 			return nil
 		}
-		p, err := runFragProbe(ctx, l, vs, tunnels, rounds, o.Progress)
+		p, err := runFragProbe(ctx, l, vs, tunnels, rounds, o.Progress, keep)
 		probe = p
 		return err
 	}
@@ -171,7 +171,7 @@ type fragProbe struct {
 	capture map[string]map[string]*fragCapture // variant → size → counts
 }
 
-func runFragProbe(ctx context.Context, l *lab.Lab, vs []openvpn.Variant, tunnels map[string]*tunnel.Tunnel, rounds int, progress io.Writer) (*fragProbe, error) {
+func runFragProbe(ctx context.Context, l *lab.Lab, vs []openvpn.Variant, tunnels map[string]*tunnel.Tunnel, rounds int, progress io.Writer, keep fragKeep) (*fragProbe, error) {
 	p := &fragProbe{rtt: map[string]map[string]*fragRTT{}, capture: map[string]map[string]*fragCapture{}}
 	logf := func(format string, a ...any) {
 		if progress != nil {
@@ -215,7 +215,7 @@ func runFragProbe(ctx context.Context, l *lab.Lab, vs []openvpn.Variant, tunnels
 		t := tunnels[v.Name]
 		p.capture[v.Name] = map[string]*fragCapture{}
 		for _, size := range fragCaptureSizes {
-			c, err := fragCaptureRun(ctx, l, v.Name, t, size)
+			c, err := fragCaptureRun(ctx, l, v.Name, t, size, keep)
 			if err != nil {
 				return p, fmt.Errorf("variant %s: %w", v.Name, err)
 			}
@@ -294,7 +294,7 @@ func fragPing(ctx context.Context, l *lab.Lab, addr string, size, count int, int
 // capture stopped half a second after the pings ends up empty.
 //
 // Equivalent to: ip netns exec ROUTER tcpdump -i rs -n -s 128 --immediate-mode -U -w FILE ip
-func fragCaptureRun(ctx context.Context, l *lab.Lab, variant string, t *tunnel.Tunnel, size int) (*fragCapture, error) {
+func fragCaptureRun(ctx context.Context, l *lab.Lab, variant string, t *tunnel.Tunnel, size int, keep fragKeep) (*fragCapture, error) {
 	file := filepath.Join(l.Dir(), fmt.Sprintf("capture-%s-%d.pcap", variant, size))
 	logPath := file + ".log"
 	proc, err := l.Start(ctx, lab.Router, logPath, "tcpdump", "-i", "rs", "-n", "-s", "128", "--immediate-mode", "-U", "-w", file, "ip")
@@ -334,8 +334,8 @@ func fragCaptureRun(ctx context.Context, l *lab.Lab, variant string, t *tunnel.T
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", file, err)
 	}
-	if fragCaptureHook != nil {
-		fragCaptureHook(variant, size, file)
+	if keep != nil {
+		keep(variant, size, file)
 	}
 	return &fragCapture{PingsSent: res.sent, PingsReceived: res.received, fragCounts: counts}, nil
 }
@@ -547,7 +547,7 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 		case j.Below:
 			out = append(out, newVerdict(claim, Changed, "%s; rounds %s: faster with fragment 1400", why, j.Ratio))
 		default:
-			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", why, j.Why))
+			out = append(out, withShortfall(newVerdict(claim, j.Outcome, "%s: %s", why, j.Why), j.Short))
 		}
 		a = get(frag400, size)
 		ratio, above, below = fragRTTCompare(a, b)
@@ -589,7 +589,7 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 		case j.Above:
 			out = append(out, newVerdict(claim, Changed, "%s: faster by more than %.0f %% beyond the spread (no IP fragments of full-size packets on this %d-byte path)", why, 100*fragSameThroughput, path.EffectiveMTU()))
 		default:
-			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", why, j.Why))
+			out = append(out, withShortfall(newVerdict(claim, j.Outcome, "%s: %s", why, j.Why), j.Short))
 		}
 	}
 	out = append(out, fragCaptureVerdict(p, path))

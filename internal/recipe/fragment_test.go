@@ -20,6 +20,7 @@ import (
 // Real iputils ping output (testdata/fragment/ping-*.txt): replies on
 // loopback, and a neighbour that never answers.
 func TestParsePing(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		file           string
 		sent, received int
@@ -61,6 +62,7 @@ func TestParsePing(t *testing.T) {
 // Captures from a real run of the recipe (testdata/fragment/*.pcap, router
 // port towards the 1450-byte segment, 10 pings each, OpenVPN port 1194+slot).
 func TestCountFragments(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		file string
 		port uint16
@@ -121,6 +123,7 @@ func FuzzCountFragments(f *testing.F) {
 }
 
 func TestFragVerdicts(t *testing.T) {
+	t.Parallel()
 	rtt := func(rounds ...float64) *fragRTT {
 		return &fragRTT{MeanMs: fragMean(rounds), SdMs: 0.01, MedianMs: verdict.Median(rounds), RoundMediansMs: rounds, Sent: 100 * len(rounds), Received: 100 * len(rounds)}
 	}
@@ -188,6 +191,7 @@ func TestFragVerdicts(t *testing.T) {
 // A saved report (rows with ping and capture figures in Extra, through
 // JSON) is judged as the run judged it.
 func TestFragJudgeSaved(t *testing.T) {
+	t.Parallel()
 	rtt := &fragRTT{MedianMs: 0.2, RoundMediansMs: []float64{0.2, 0.21, 0.2}, Sent: 300, Received: 300}
 	rep := &measure.Report{Scenario: measure.Scenario{Command: "recipe fragment", Networks: []measure.Network{{Name: "lan", Path: fragPath}}}}
 	for _, v := range []string{fragNone, frag1400, frag400} {
@@ -209,9 +213,10 @@ func TestFragmentRecipe(t *testing.T) {
 	t.Parallel() // judges no rate and no sample's validity: see runForTest
 	labtest.Require(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3", "ping", "tcpdump")
+	var keep fragKeep
 	if os.Getenv("OVPNPERF_UPDATE_TESTDATA") == "1" {
 		// Keep this run's captures as the parser's test data.
-		fragCaptureHook = func(variant string, size int, path string) {
+		keep = func(variant string, size int, path string) {
 			b, err := os.ReadFile(path)
 			if err == nil {
 				err = os.WriteFile(filepath.Join("testdata", "fragment", fmt.Sprintf("%s-%d.pcap", variant, size)), b, 0o644)
@@ -220,10 +225,9 @@ func TestFragmentRecipe(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		defer func() { fragCaptureHook = nil }()
 	}
 	name := "t" + lab.NewName()
-	rep, err := runFragment(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name})
+	rep, err := runFragment(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name}, keep)
 	labtest.CheckGone(t, name)
 	if err != nil {
 		t.Fatal(err)

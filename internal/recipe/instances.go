@@ -511,9 +511,9 @@ func instVerdicts(rep *measure.Report) []measure.Verdict {
 			u, w, 100*runnable, mbps(one), instBusy(one))
 		switch {
 		case one == nil || u < 0 || w < 0:
-			out = append(out, newVerdict(claim, Noise, "no valid sample of one process"))
+			out = append(out, fewSamples(newVerdict(claim, Noise, "no valid sample of one process"), 0, instMinSamples))
 		case len(one.SamplesBps) < instMinSamples:
-			out = append(out, newVerdict(claim, Noise, "only %d sample(s), %d needed: %s", len(one.SamplesBps), instMinSamples, figures))
+			out = append(out, fewSamples(newVerdict(claim, Noise, "only %d sample(s), %d needed: %s", len(one.SamplesBps), instMinSamples, figures), len(one.SamplesBps), instMinSamples))
 		case runnable >= instBusyShare && u >= instBusyShare:
 			out = append(out, newVerdict(claim, Confirmed, "%s: its single thread saturates a core", figures))
 		case instMedianBusy(one) >= instSaturatedHost && runnable >= instIdleShare:
@@ -529,9 +529,12 @@ func instVerdicts(rep *measure.Report) []measure.Verdict {
 		claim = fmt.Sprintf("a second server process pinned to its own core raises the aggregate (published: %g–%g MB/s with one, %g–%g MB/s with three pinned) [%s]",
 			instPubOneLow, instPubOneHigh, instPubThreeLow, instPubThreeHigh, dir)
 		outcome, ratio := compareRates(two, one, instMinGain)
-		few := ""
+		few, fewest := "", -1
 		if one == nil || two == nil || len(one.SamplesBps) < instMinSamples || len(two.SamplesBps) < instMinSamples {
-			outcome, few = Noise, fmt.Sprintf("fewer than %d samples per row, no spread to judge by. ", instMinSamples)
+			outcome, few, fewest = Noise, fmt.Sprintf("fewer than %d samples per row, no spread to judge by. ", instMinSamples), 0
+			if one != nil && two != nil {
+				fewest = min(len(one.SamplesBps), len(two.SamplesBps))
+			}
 		}
 		var utils []string
 		if two != nil {
@@ -549,7 +552,11 @@ func instVerdicts(rep *measure.Report) []measure.Verdict {
 		} else {
 			reason += fmt.Sprintf("The %d CPUs also ran the clients and iperf3: the figure shows whether one process was the bottleneck, not how a server with dedicated cores scales", cpus)
 		}
-		out = append(out, newVerdict(claim, outcome, "%s", reason))
+		v := newVerdict(claim, outcome, "%s", reason)
+		if fewest >= 0 {
+			v = fewSamples(v, fewest, instMinSamples)
+		}
+		out = append(out, v)
 	}
 	return out
 }

@@ -662,7 +662,7 @@ func mtuVerdicts(m *mtuResult) []measure.Verdict {
 	ok := agree && nOuter >= MinSamples
 	switch {
 	case nOuter < MinSamples:
-		out = append(out, newVerdict(claim, Noise, "%d of %d searches succeeded (%v), a verdict needs %d", nOuter, len(m.Outer), m.Outer, MinSamples))
+		out = append(out, fewSamples(newVerdict(claim, Noise, "%d of %d searches succeeded (%v), a verdict needs %d", nOuter, len(m.Outer), m.Outer, MinSamples), nOuter, MinSamples))
 	case !agree:
 		out = append(out, newVerdict(claim, Noise, "the searches disagree: %v", m.Outer))
 	case outer == m.ConfiguredMTU:

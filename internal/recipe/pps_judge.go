@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/ui"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -145,7 +146,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		case j.Below:
 			out = append(out, newVerdict(claim, Refuted, "%s: none is slower than AES-128-CBC beyond the spread, which no per-packet model explains (load); %s", facts, cpu))
 		default:
-			out = append(out, newVerdict(claim, j.Outcome, "%s: %s; %s", facts, j.Why, cpu))
+			out = append(out, withShortfall(newVerdict(claim, j.Outcome, "%s: %s; %s", facts, j.Why, cpu), j.Short))
 		}
 	}
 
@@ -169,7 +170,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		case j.Below:
 			out = append(out, newVerdict(claim, Refuted, "%s: AES-128-CBC costs less CPU per packet than none beyond the spread", facts))
 		default:
-			out = append(out, newVerdict(claim, j.Outcome, "%s: %s", facts, j.Why))
+			out = append(out, withShortfall(newVerdict(claim, j.Outcome, "%s: %s", facts, j.Why), j.Short))
 		}
 	}
 
@@ -197,12 +198,14 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		if mok {
 			mid = fmt.Sprintf(", 512 bytes %s", ppsText(m, mok))
 		}
-		frag := ""
+		frag, fragFigures := "", finding.Figures(nil)
 		if ob := ppsOuterBytes(v, ppsLarge); mtu > 0 && ob > mtu {
+			fragFigures = finding.Figures{"probe_bytes": ppsLarge, "datagram_bytes": float64(ob), "path_mtu_bytes": float64(mtu)}
 			frag = fmt.Sprintf("; its %d-byte probes leave as %d-byte IPv4 datagrams, fragmented in two on the %d-byte path", ppsLarge, ob, mtu)
 		}
 		facts := fmt.Sprintf("%d bytes %s%s, %d bytes %s: the packet rate falls ×%.2f (×%.2f–×%.2f within the spreads) while the bytes per packet grow ×%.0f; %s%s",
 			ppsSmall, ppsText(a, aok), mid, ppsLarge, ppsText(b, bok), ratio, lo, hi, predicted, routed, frag)
+		n := len(out)
 		switch {
 		case !ppsEnough(a, b):
 			out = append(out, newVerdict(claim, Noise, "%s; %s", facts, ppsTooFew))
@@ -214,6 +217,9 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 			out = append(out, newVerdict(claim, Refuted, "bytes limit (the ratio exceeds ×%.1f, nearer a byte limit): %s", boundary, facts))
 		default:
 			out = append(out, newVerdict(claim, Noise, "the spreads straddle ×%.1f, halfway between a packet and a byte limit: %s", boundary, facts))
+		}
+		if fragFigures != nil {
+			out[n] = withCondition(out[n], measure.VerdictConditionProbeFragmented, fragFigures)
 		}
 	}
 	return out

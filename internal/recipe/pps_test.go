@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -155,14 +156,18 @@ func TestPPSVerdicts(t *testing.T) {
 // The CBC tunnel's 1400-byte probes exceed a 1500-byte path, the others'
 // do not; the reason of the size verdict says so.
 func TestPPSFragmentNote(t *testing.T) {
+	t.Parallel()
 	rep := &measure.Report{}
 	for _, v := range []string{ppsNone, ppsCBC, ppsGCM} {
 		rep.Rows = append(rep.Rows, ppsTestRow(v, 18, []float64{5000}, nil), ppsTestRow(v, 1400, []float64{4900}, nil))
 	}
 	for _, v := range ppsVerdicts(rep, 1500) {
-		frag := strings.Contains(v.Reason, "fragmented")
+		frag := slices.Contains(v.Conditions, measure.VerdictConditionProbeFragmented)
 		if want := strings.HasSuffix(v.Claim, "["+ppsCBC+"]"); frag != want {
-			t.Errorf("%s: fragment note %v, want %v: %s", v.Claim, frag, want, v.Reason)
+			t.Errorf("%s: fragment condition %v, want %v: %+v", v.Claim, frag, want, v)
+		}
+		if frag && (v.Figures["path_mtu_bytes"] != 1500 || v.Figures["probe_bytes"] != ppsLarge || v.Figures["datagram_bytes"] <= 1500) {
+			t.Errorf("%s: fragment figures %v", v.Claim, v.Figures)
 		}
 	}
 }

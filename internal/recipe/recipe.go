@@ -13,6 +13,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -127,6 +128,60 @@ const (
 // verdict builds a measure.Verdict.
 func newVerdict(claim string, outcome verdict.Outcome, format string, a ...any) measure.Verdict {
 	return measure.Verdict{Claim: claim, Outcome: outcome, Reason: fmt.Sprintf(format, a...)}
+}
+
+// fewSamples records that v was decided by too few samples: n of need (or,
+// for the MTU recipe, successful searches).
+func fewSamples(v measure.Verdict, n, need int) measure.Verdict {
+	return withShortfall(v, &verdict.Shortfall{Kind: verdict.ShortSamples, N: n, Needed: need})
+}
+
+// withShortfall records s, when a judgement had too few samples, as v's
+// basis and figures: the one place a shortfall becomes verdict data.
+func withShortfall(v measure.Verdict, s *verdict.Shortfall) measure.Verdict {
+	if s == nil {
+		return v
+	}
+	v.Basis = measure.VerdictBasisTooFew
+	figs := finding.Figures{"samples_needed": float64(s.Needed)}
+	switch s.Kind {
+	case verdict.ShortBaseline:
+		figs["baseline_samples"] = float64(s.N)
+	case verdict.ShortRatios:
+		figs["ratios"] = float64(s.N)
+	case verdict.ShortZeroBaseline:
+		v.Basis = measure.VerdictBasisZeroBaseline
+		figs["ratios"], figs["zero_baseline_samples"], figs["baseline_samples"] = float64(s.N), float64(s.Zero), float64(s.Of)
+	default:
+		figs["samples"] = float64(s.N)
+	}
+	return withFigures(v, figs)
+}
+
+// limitShort is the shortfall behind a Noise of verdict.LimitedTo on
+// samples, else nil.
+func limitShort(o verdict.Outcome, samples []float64) *verdict.Shortfall {
+	if o != Noise {
+		return nil
+	}
+	return verdict.SamplesShort(samples)
+}
+
+// withCondition records a condition of v's measurement (measure.
+// VerdictCondition*) and its figures; v's reason says it in words.
+func withCondition(v measure.Verdict, kind string, figs finding.Figures) measure.Verdict {
+	v.Conditions = append(v.Conditions, kind)
+	return withFigures(v, figs)
+}
+
+func withFigures(v measure.Verdict, figs finding.Figures) measure.Verdict {
+	if v.Figures == nil {
+		v.Figures = finding.Figures{}
+	}
+	for k, x := range figs {
+		v.Figures[k] = x
+	}
+	return v
 }
 
 // row finds the row of a network, variant and direction (nil if absent or

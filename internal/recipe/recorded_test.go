@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -21,6 +22,7 @@ import (
 // rule change moved shows in the golden diff, and the table marks every
 // verdict that differs from the one the run itself printed ("recorded:").
 func TestRecordedVerdicts(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "recorded", "*.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +89,7 @@ func readRecorded(t *testing.T, path string) []*measure.Report {
 // A report is judged through JSON: what the run prints is what a replay of
 // its saved file prints, Extra values typed in memory included.
 func TestJudgeSavedRoundTrip(t *testing.T) {
+	t.Parallel()
 	up := measure.DirectionUp
 	rep := bufReport(
 		withWindow(mkRow("200ms", "buf64k-tcp", up, 2.4, 2.5, 2.45), 65536),
@@ -104,7 +107,7 @@ func TestJudgeSavedRoundTrip(t *testing.T) {
 		t.Fatalf("%d verdicts replayed, %d in the run", len(replayed), len(rep.Verdicts))
 	}
 	for i := range replayed {
-		if replayed[i] != rep.Verdicts[i] {
+		if !reflect.DeepEqual(replayed[i], rep.Verdicts[i]) {
 			t.Errorf("verdict %d: run %+v, replay %+v", i, rep.Verdicts[i], replayed[i])
 		}
 	}

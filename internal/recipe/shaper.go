@@ -3,6 +3,7 @@ package recipe
 import (
 	"context"
 	"fmt"
+	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"strconv"
 	"strings"
@@ -258,7 +259,7 @@ func shaperVerdicts(rep *measure.Report) []measure.Verdict {
 	if o == Refuted {
 		why += fmt.Sprintf(" (client log: %q)", clientLines)
 	}
-	out = append(out, newVerdict(claim, o, "%s: %s", why, figures))
+	out = append(out, withCondition(withShortfall(newVerdict(claim, o, "%s: %s", why, figures), limitShort(o, samples(up))), measure.VerdictConditionTunQueueCut, finding.Figures{"txqueuelen_packets": shaperTxQueueLen}))
 
 	// 3. … and leaves the download alone, apart from its ACKs.
 	down, downBase := row(rep, "", "shaper", measure.DirectionDown), base(measure.DirectionDown)
@@ -276,7 +277,7 @@ func shaperVerdicts(rep *measure.Report) []measure.Verdict {
 	figures = fmt.Sprintf("tc %s vs no shaper %s; predicted TCP goodput %s (%d payload bytes per %d-byte inner packet, which tbf counts)",
 		mbps(tcDown), mbps(downBase), measure.FormatRate(predDown), payload, inner)
 	o, why = verdict.LimitedTo(samples(tcDown), limit, float64(path.Down.RateBitsPerSec), shaperMargins)
-	out = append(out, newVerdict(claim, o, "%s: %s", why, figures))
+	out = append(out, withShortfall(newVerdict(claim, o, "%s: %s", why, figures), limitShort(o, samples(tcDown))))
 
 	// 5. … and leaves the upload alone.
 	claim = "the tbf on the server's tun leaves the client's upload alone [up]"
@@ -300,7 +301,7 @@ func shaperAlone(claim string, r, base *measure.Row, figures string) measure.Ver
 	case j.Below:
 		return newVerdict(claim, Refuted, "slower than the unshaped tunnel by more than %.0f %% beyond the spread: %s; %s", 100*shaperAloneTolerance, j.Ratio, figures)
 	}
-	return newVerdict(claim, j.Outcome, "%s: %s", j.Why, figures)
+	return withShortfall(newVerdict(claim, j.Outcome, "%s: %s", j.Why, figures), j.Short)
 }
 
 // shaperLogLine returns the first line containing s, or "".

@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 // imports and initializes the shaper; lines that name the shaper only in
 // a lab path (the management socket of tunnel0-shaper) are not about it.
 func TestShaperLogLines(t *testing.T) {
+	t.Parallel()
 	client, err := shaperLogLines(filepath.Join("testdata", "shaper", "shaper-client.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -118,9 +120,9 @@ func TestShaperVerdicts(t *testing.T) {
 					t.Errorf("verdict %d %q: %s (%s), want %s", i, v.Claim, v.Outcome, v.Reason, tc.want[i])
 				}
 			}
-			// The upload verdict says the recipe changed the tun queue.
-			if !strings.Contains(vs[1].Reason, "tun queue") {
-				t.Errorf("upload verdict does not name the 50-packet tun queue: %s", vs[1].Reason)
+			// The upload verdict records that the recipe cut the tun queue.
+			if !slices.Contains(vs[1].Conditions, measure.VerdictConditionTunQueueCut) || vs[1].Figures["txqueuelen_packets"] != shaperTxQueueLen {
+				t.Errorf("upload verdict does not record the %d-packet tun queue: %+v", shaperTxQueueLen, vs[1])
 			}
 		})
 	}
@@ -160,6 +162,7 @@ func TestShaperQueueVerdict(t *testing.T) {
 
 // The arithmetic of what a limit of 100 kB/s leaves for TCP payload.
 func TestShaperPrediction(t *testing.T) {
+	t.Parallel()
 	outer, inner, payload := shaperPrediction()
 	if outer != 1492 || inner != 1440 || payload != 1388 {
 		t.Errorf("outer %d inner %d payload %d, want 1492 1440 1388", outer, inner, payload)

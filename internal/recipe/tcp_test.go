@@ -11,6 +11,7 @@ import (
 )
 
 func TestTCPVariants(t *testing.T) {
+	t.Parallel()
 	vs, protos, err := tcpVariants()
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +30,7 @@ func TestTCPVariants(t *testing.T) {
 }
 
 func TestTCPVerdicts(t *testing.T) {
+	t.Parallel()
 	up, down := measure.DirectionUp, measure.DirectionDown
 	rep := &measure.Report{Rows: []measure.Row{
 		// up: the cookbook's picture.

@@ -7,6 +7,7 @@ import (
 )
 
 func TestSocketBuffers(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name        string
 		p           Path
@@ -28,6 +29,7 @@ func TestSocketBuffers(t *testing.T) {
 }
 
 func TestProtection(t *testing.T) {
+	t.Parallel()
 	rules := func(c Crypto) string {
 		var out []string
 		for _, p := range Protection(c) {
@@ -56,13 +58,16 @@ func TestProtection(t *testing.T) {
 		}
 	}
 	for _, p := range Protection(Crypto{Mode: StaticKey, Cipher: "none"}) {
-		if !strings.Contains(p.Reason, "another layer that encrypts") {
+		// Protection's reason carries the one sentence, OuterLayer, on
+		// the setup where no encryption can be meant.
+		if !strings.Contains(p.Reason, OuterLayer) {
 			t.Errorf("reason does not name the outer layer: %s", p.Reason)
 		}
 	}
 }
 
 func TestBufferAfterDrops(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		got  int
 		want string

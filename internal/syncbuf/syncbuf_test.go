@@ -8,6 +8,7 @@ import (
 
 // Run with -race: writers and a reader at once.
 func TestConcurrentWriteAndRead(t *testing.T) {
+	t.Parallel()
 	var b Buffer
 	var wg sync.WaitGroup
 	for range 4 {

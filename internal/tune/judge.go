@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -156,6 +157,7 @@ func record(pairs []RoundPair, dirs []string) (map[string]DirRecord, []RoundJudg
 			}
 			recs[d] = r
 			rj.Outcome[d] = outcomeOf(p.A[d], p.B[d])
+			rj.Chose = p.Chose
 			if p.Chose {
 				rj.Outcome[d] += " (the round that chose it)"
 			}
@@ -188,31 +190,64 @@ const VerdictRule = "better only when, in the interleaved rounds that measured b
 func Judge(steps []Step, name string, dirs []string) Verdict {
 	v := Verdict{Candidate: name, Best: "default", Rule: VerdictRule}
 	if name == "default" {
-		v.Reason = "no candidate beat the current best in any round"
-		v.Message = "nothing beats the default: " + v.Reason
+		v.ReasonKind = tunedoc.ReasonNeverMoved
+		renderVerdict(&v, dirs)
 		return v
 	}
 	pairs := pairsOf(steps, name, "default")
 	recs, rounds := record(pairs, dirs)
 	v.Rounds = rounds
+	v.Records = map[string]DirRecord{}
+	for _, d := range dirs {
+		v.Records[d] = recs[d]
+	}
+	switch {
+	case beats(recs, dirs):
+		v.Found, v.Best = true, name
+	case len(pairs) == 0:
+		v.ReasonKind = tunedoc.ReasonNeverMeasured
+	default:
+		v.ReasonKind = tunedoc.ReasonNotEveryRound
+	}
+	renderVerdict(&v, dirs)
+	return v
+}
+
+// recordText is a candidate's records in dirs, in words.
+func recordText(recs map[string]DirRecord, dirs []string) string {
 	var parts []string
 	for _, d := range dirs {
 		parts = append(parts, fmt.Sprintf("%s %s", d, recs[d]))
 	}
-	figures := strings.Join(parts, "; ")
-	if beats(recs, dirs) {
-		v.Found, v.Best = true, name
-		v.Message = fmt.Sprintf("%s beats the default in every round that measured both (%s)", name, figures)
-		return v
+	return strings.Join(parts, "; ")
+}
+
+// renderVerdict writes v's Message and Reason from its typed fields
+// (Found, Candidate, Best, Records, BestRecords, ReasonKind, AlsoJudged):
+// the one place these sentences are written.
+func renderVerdict(v *Verdict, dirs []string) {
+	why := ""
+	switch v.ReasonKind {
+	case tunedoc.ReasonNeverMoved:
+		why = "no candidate beat the current best in any round"
+	case tunedoc.ReasonNeverMeasured:
+		why = fmt.Sprintf("the search's best, %s, was never measured in a round with the default", v.Candidate)
+	case tunedoc.ReasonNotEveryRound:
+		why = fmt.Sprintf("the search's best, %s, did not beat the default in every round that measured both (%s)", v.Candidate, recordText(v.Records, dirs))
 	}
 	switch {
-	case len(pairs) == 0:
-		v.Reason = fmt.Sprintf("the search's best, %s, was never measured in a round with the default", name)
+	case v.Found && v.Best == v.Candidate:
+		v.Message, v.Reason = fmt.Sprintf("%s beats the default in every round that measured both (%s)", v.Best, recordText(v.Records, dirs)), ""
+	case v.Found:
+		// An earlier best or advise's variant; why the search's best
+		// did not beat the default follows.
+		v.Message, v.Reason = fmt.Sprintf("%s beats the default in every round that measured both (%s); %s", v.Best, recordText(v.BestRecords, dirs), why), ""
 	default:
-		v.Reason = fmt.Sprintf("the search's best, %s, did not beat the default in every round that measured both (%s)", name, figures)
+		if len(v.AlsoJudged) > 0 {
+			why += fmt.Sprintf("; nor did %s, measured beside the default too", strings.Join(v.AlsoJudged, ", "))
+		}
+		v.Message, v.Reason = "nothing beats the default: "+why, why
 	}
-	v.Message = "nothing beats the default: " + v.Reason
-	return v
 }
 
 // Decide is the verdict of a search: its best, best, by Judge, or when
@@ -234,14 +269,15 @@ func Decide(steps []Step, best string, others []string, dirs []string) Verdict {
 		}
 		tried = append(tried, o)
 		if vo := Judge(steps, o, dirs); vo.Found {
-			vo.Candidate = best
-			vo.Message = fmt.Sprintf("%s; %s", vo.Message, v.Reason)
-			return vo
+			// The verdict's rounds are those of the candidate reported.
+			v.Found, v.Best, v.BestRecords, v.Rounds = true, vo.Best, vo.Records, vo.Rounds
+			renderVerdict(&v, dirs)
+			return v
 		}
 	}
 	if len(tried) > 0 {
-		v.Reason += fmt.Sprintf("; nor did %s, measured beside the default too", strings.Join(tried, ", "))
-		v.Message = "nothing beats the default: " + v.Reason
+		v.AlsoJudged = tried
+		renderVerdict(&v, dirs)
 	}
 	return v
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
 )
 
@@ -97,7 +98,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	case runCtx.Err() != nil:
 		s.res.Stopped = StoppedBudget
 	case s.runErr != nil:
-		s.res.Stopped = "failed: " + s.runErr.Error()
+		s.res.Stopped = stoppedFailed(s.runErr)
 	default:
 		s.res.Stopped = StoppedDone
 	}
@@ -134,19 +135,19 @@ func (s *searcher) plan() {
 		AllowTCP: o.AllowTCP, Fixed: o.Fixed, Advice: adv, BufferCap: o.BufferCap, DCO: o.DCO.Available}
 	s.axes = Space(so)
 	if !o.DCO.Available && o.DCO.NotTested != "" {
-		s.res.Notes = append(s.res.Notes, "dco axis "+o.DCO.NotTested)
+		s.notTried(tunedoc.NotTried{Axis: AxisDCO, Reason: tunedoc.NotTriedHost, Detail: o.DCO.NotTested})
 	}
 	if ok, why := JumboTried(so); !ok {
 		if _, fixed := o.Fixed[AxisMTU]; !fixed {
-			s.res.Notes = append(s.res.Notes, why)
+			s.notTried(why)
 		}
 	}
 	if o.BufferCap > 0 && o.BufferCap < bufferSizes[len(bufferSizes)-1] {
-		s.res.Notes = append(s.res.Notes, fmt.Sprintf("socket buffers above %d bytes not tried: the twin's net.core.rmem_max/wmem_max is the host's %d and tune does not change the host's sysctls", o.BufferCap, o.BufferCap))
+		s.notTried(tunedoc.NotTried{Axis: AxisBuffers, Reason: tunedoc.NotTriedBufferCap, CapBytes: o.BufferCap})
 	}
 	s.res.Axes = s.axes
 	if _, fixed := o.Fixed[AxisProto]; !fixed && !o.AllowTCP {
-		s.res.Notes = append(s.res.Notes, "OpenVPN over TCP not tried (--allow-tcp)")
+		s.notTried(tunedoc.NotTried{Axis: AxisProto, Value: "tcp", Reason: tunedoc.NotTriedNotAllowed})
 	}
 	def := Candidate{Proto: "udp", Settings: map[string]string{}}
 	for ax, v := range o.Fixed {
@@ -169,6 +170,12 @@ func (s *searcher) plan() {
 			s.cands["advise"] = *adv
 		}
 	}
+}
+
+// notTried records what the run does not search, and its note.
+func (s *searcher) notTried(n tunedoc.NotTried) {
+	s.res.NotTried = append(s.res.NotTried, n)
+	s.res.Notes = append(s.res.Notes, n.Text())
 }
 
 // measureRound measures names (the references default and advise are
@@ -212,10 +219,11 @@ func (s *searcher) measureRound(axis string, names []string) (map[string]Samples
 	return sam, err == nil
 }
 
-// decide records the decision of the last round.
-func (s *searcher) decide(dec string, moved, noise bool) {
+// decide records the decision of the last round: its kind
+// (tunedoc.Decision*) and the sentence that says it.
+func (s *searcher) decide(kind, dec string, noise bool) {
 	st := &s.res.Steps[len(s.res.Steps)-1]
-	st.Decision, st.Moved, st.Noise, st.Best = dec, moved, noise, s.incumbent
+	st.Kind, st.Decision, st.Moved, st.Noise, st.Best = kind, dec, kind == tunedoc.DecisionMoved, noise, s.incumbent
 	s.logf("round %d: %s; current best %s%s", st.Round, dec, s.incumbent, s.bestFigures(s.incumbent))
 }
 
@@ -228,10 +236,10 @@ func (s *searcher) startFromAdvise() {
 	sam, _ := s.measureRound("start", nil)
 	switch {
 	case Better(sam["default"], sam["advise"], s.o.Directions):
-		s.decide("the default beats advise's variant beyond the spread: starting from the default", false, false)
+		s.decide(tunedoc.DecisionKept, "the default beats advise's variant beyond the spread: starting from the default", false)
 	default:
 		s.incumbent = "advise"
-		s.decide("starting from advise's variant (the default does not beat it beyond the spread)", true, false)
+		s.decide(tunedoc.DecisionMoved, "starting from advise's variant (the default does not beat it beyond the spread)", false)
 	}
 }
 
@@ -291,18 +299,18 @@ func (s *searcher) searchAxis(ax Axis) (moved bool) {
 	switch {
 	case bestAlt != "":
 		s.incumbent = bestAlt
-		s.decide(fmt.Sprintf("%s=%s beats the current best beyond the spread in this round: moved to %s%s", ax.Name, valueName(s.cands[bestAlt].get(ax.Name)), bestAlt, tail), true, false)
+		s.decide(tunedoc.DecisionMoved, fmt.Sprintf("%s=%s beats the current best beyond the spread in this round: moved to %s%s", ax.Name, valueName(s.cands[bestAlt].get(ax.Name)), bestAlt, tail), false)
 		return true
 	case !complete && s.runCtx.Err() == nil:
-		s.decide(fmt.Sprintf("round failed (see its errors): axis %s not judged%s", ax.Name, tail), false, false)
+		s.decide(tunedoc.DecisionFailed, fmt.Sprintf("round failed (see its errors): axis %s not judged%s", ax.Name, tail), false)
 	case !complete:
-		s.decide("round cut short: too few samples to decide"+tail, false, false)
+		s.decide(tunedoc.DecisionCut, "round cut short: too few samples to decide"+tail, false)
 	case len(noise) > 0:
-		s.decide(fmt.Sprintf("axis %s stopped: %s faster by the medians but within the spread (noise)%s", ax.Name, strings.Join(noise, ", "), tail), false, true)
+		s.decide(tunedoc.DecisionStopped, fmt.Sprintf("axis %s stopped: %s faster by the medians but within the spread (noise)%s", ax.Name, strings.Join(noise, ", "), tail), true)
 	case len(unjudged) == len(alts):
-		s.decide(fmt.Sprintf("axis %s stopped: too few valid samples to judge any value%s", ax.Name, tail), false, false)
+		s.decide(tunedoc.DecisionStopped, fmt.Sprintf("axis %s stopped: too few valid samples to judge any value%s", ax.Name, tail), false)
 	default:
-		s.decide(fmt.Sprintf("axis %s stopped: no value beats %s%s", ax.Name, valueName(cur.get(ax.Name)), tail), false, false)
+		s.decide(tunedoc.DecisionStopped, fmt.Sprintf("axis %s stopped: no value beats %s%s", ax.Name, valueName(cur.get(ax.Name)), tail), false)
 	}
 	return false
 }
@@ -316,11 +324,11 @@ func (s *searcher) confirm() {
 		_, complete := s.measureRound("confirm", nil)
 		switch {
 		case complete:
-			s.decide(fmt.Sprintf("confirmation round: %s measured again beside the default (the verdict needs %d rounds besides the one that chose it)", s.incumbent, MinRounds), false, false)
+			s.decide(tunedoc.DecisionConfirm, fmt.Sprintf("confirmation round: %s measured again beside the default (the verdict needs %d rounds besides the one that chose it)", s.incumbent, MinRounds), false)
 		case s.runCtx.Err() == nil:
-			s.decide("confirmation round failed (see its errors)", false, false)
+			s.decide(tunedoc.DecisionFailed, "confirmation round failed (see its errors)", false)
 		default:
-			s.decide("confirmation round cut short", false, false)
+			s.decide(tunedoc.DecisionCut, "confirmation round cut short", false)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
+	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -209,12 +210,11 @@ const Jumbo = "tun-mtu 9000;mssfix 0"
 // the shared jumbo rule (rules.FragmentsPass: its loss), whatever the path MTU:
 // OpenVPN's 9000-byte datagrams leave the sender as fragments without DF,
 // which pass an ICMP black hole and a bottleneck below 1500 alike.
-func JumboTried(o SpaceOptions) (bool, string) {
+func JumboTried(o SpaceOptions) (bool, tunedoc.NotTried) {
 	if rules.FragmentsPass(o.LossPercent) {
-		return true, ""
+		return true, tunedoc.NotTried{}
 	}
-	return false, fmt.Sprintf("%s not tried: the path loses %g%% of packets, above the %g%% at which a jumbo tunnel's outer fragments pass (one lost fragment of seven loses the whole 9000-byte packet; advise's rule)",
-		Jumbo, o.LossPercent, rules.JumboMaxLossPercent)
+	return false, tunedoc.NotTried{Axis: AxisMTU, Value: Jumbo, Reason: tunedoc.NotTriedPathLoss, LossPercent: o.LossPercent, LimitPercent: rules.JumboMaxLossPercent}
 }
 
 // Buffer sizes tried, in bytes: OpenVPN sets them with SO_SNDBUF and

@@ -72,7 +72,13 @@ const (
 	StoppedDone        = "search complete"
 	StoppedBudget      = "budget used"
 	StoppedInterrupted = "interrupted"
+	// StoppedFailed, followed by ": " and the error, when two rounds in a
+	// row failed (Stopped names it with stoppedFailed).
+	StoppedFailed = "failed"
 )
+
+// stoppedFailed is Stopped for a search that ended with err.
+func stoppedFailed(err error) string { return StoppedFailed + ": " + err.Error() }
 
 // Rejudge fills res's verdict, best, comparisons with the default,
 // advise's gap and findings about advise again from res.Steps alone, for

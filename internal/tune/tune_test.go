@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/docs/schemas"
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/rules"
+	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -52,6 +56,7 @@ func blackhole(c Candidate) float64 {
 }
 
 func TestSearchFindsMSSFixOnBlackhole(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	res, err := Run(context.Background(), Options{Path: fakePath, PathDescription: "b", Budget: time.Minute,
 		Measure: fakeMeasure(blackhole, 0, &rounds), Advice: Advice{Note: "none"}})
@@ -64,10 +69,13 @@ func TestSearchFindsMSSFixOnBlackhole(t *testing.T) {
 	if !res.Steps[0].Moved {
 		t.Errorf("round 1 did not move: %+v", res.Steps[0])
 	}
+	if res.Steps[0].Kind != tunedoc.DecisionMoved {
+		t.Errorf("round 1's kind %q", res.Steps[0].Kind)
+	}
 	// Every later axis is noise or no better, and says so.
 	for _, st := range res.Steps[1:] {
-		if st.Moved || !strings.Contains(st.Decision, "stopped") {
-			t.Errorf("round %d (%s): %q", st.Round, st.Axis, st.Decision)
+		if st.Moved || st.Kind != tunedoc.DecisionStopped || st.Decision == "" {
+			t.Errorf("round %d (%s): %s: %q", st.Round, st.Axis, st.Kind, st.Decision)
 		}
 	}
 	if got := res.VsDefault["up"].Ratio; got < 80 {
@@ -81,6 +89,7 @@ func TestSearchFindsMSSFixOnBlackhole(t *testing.T) {
 // When every candidate is within the default's spread the search stops
 // each axis as noise and reports nothing better than the default.
 func TestSearchNothingBeatsDefault(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	n := 0
 	flat := func(c Candidate) float64 {
@@ -91,13 +100,16 @@ func TestSearchNothingBeatsDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Verdict.Found || res.Best.Name != "default" || !strings.Contains(res.Verdict.Message, "nothing beats the default") {
+	if res.Verdict.Found || res.Best.Name != "default" || res.Verdict.ReasonKind == "" || res.Verdict.Reason == "" {
 		t.Fatalf("verdict %+v best %+v", res.Verdict, res.Best)
 	}
 	noise := 0
 	for _, st := range res.Steps {
 		if st.Noise {
 			noise++
+			if st.Kind != tunedoc.DecisionStopped {
+				t.Errorf("round %d: noise, but kind %q", st.Round, st.Kind)
+			}
 		}
 	}
 	if noise == 0 {
@@ -108,6 +120,7 @@ func TestSearchNothingBeatsDefault(t *testing.T) {
 // advise's variant is measured beside the best in every round, and a gap
 // above 5 % beyond the spread is a finding naming the path and the axis.
 func TestAdviseGapFinding(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	adv := Candidate{Proto: "udp", Settings: map[string]string{AxisMTU: "fragment 1400 mtu", AxisBuffers: "sndbuf 524288;rcvbuf 524288"}}
 	res, err := Run(context.Background(), Options{Path: fakePath, PathDescription: "100 Mbit/s black hole", Budget: time.Minute,
@@ -115,7 +128,7 @@ func TestAdviseGapFinding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Steps[0].Axis != "start" || res.Steps[0].Incumbent != "default" || !res.Steps[0].Moved {
+	if res.Steps[0].Axis != "start" || res.Steps[0].Incumbent != "default" || !res.Steps[0].Moved || res.Steps[0].Kind != tunedoc.DecisionMoved {
 		t.Errorf("round 0: %+v", res.Steps[0])
 	}
 	g := res.VsAdvise["up"]
@@ -203,6 +216,7 @@ func TestSpaceAndFix(t *testing.T) {
 // A failed round (a candidate's tunnel would not start) is recorded and
 // the search goes on; two failures in a row end it with the error.
 func TestSearchSurvivesAFailedRound(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	ok := fakeMeasure(blackhole, 0, &rounds)
 	fail := errors.New("openvpn c3: exited")
@@ -218,8 +232,13 @@ func TestSearchSurvivesAFailedRound(t *testing.T) {
 	}
 	always := func(context.Context, int, []Named) (map[string]Samples, []string, error) { return nil, nil, fail }
 	res, err = Run(context.Background(), Options{Path: fakePath, Budget: time.Minute, Measure: always})
-	if !errors.Is(err, fail) || len(res.Steps) != 2 || !strings.HasPrefix(res.Stopped, "failed") {
+	if !errors.Is(err, fail) || len(res.Steps) != 2 || res.Stopped != stoppedFailed(fail) {
 		t.Errorf("err %v, %d steps, stopped %q", err, len(res.Steps), res.Stopped)
+	}
+	for _, st := range res.Steps {
+		if st.Kind != tunedoc.DecisionFailed || st.Complete {
+			t.Errorf("failed round %d: kind %q, complete %v", st.Round, st.Kind, st.Complete)
+		}
 	}
 }
 
@@ -259,8 +278,14 @@ func TestSpaceJumbo(t *testing.T) {
 	lossy := fakePath
 	lossy.Up.LossPercent, lossy.Down.LossPercent = 2, 2
 	res, err = Run(context.Background(), Options{Path: lossy, Budget: time.Minute, Measure: fakeMeasure(blackhole, 0, &rounds)})
-	if err != nil || contains(res.Axes[0].Values, Jumbo) || !strings.Contains(strings.Join(res.Notes, "\n"), "tun-mtu 9000;mssfix 0 not tried: the path loses 2%") {
-		t.Errorf("lossy path: err %v, axes %+v, notes %q", err, res.Axes, res.Notes)
+	jumbo := tunedoc.NotTried{Axis: AxisMTU, Value: Jumbo, Reason: tunedoc.NotTriedPathLoss, LossPercent: 2, LimitPercent: rules.JumboMaxLossPercent}
+	if err != nil || contains(res.Axes[0].Values, Jumbo) || !slices.Contains(res.NotTried, jumbo) || !slices.Contains(res.Notes, jumbo.Text()) {
+		t.Errorf("lossy path: err %v, axes %+v, not tried %+v, notes %q", err, res.Axes, res.NotTried, res.Notes)
+	}
+	if b, _ := json.Marshal(res); true {
+		if _, err := schemas.Check(b); err != nil {
+			t.Errorf("tune document against its schema: %v", err)
+		}
 	}
 }
 
@@ -295,6 +320,7 @@ func judgedMeasure(lossRound int, drift []float64) MeasureFunc {
 // by round it is not better, and the run says nothing beats the default,
 // with the round that lost, in words and in the JSON.
 func TestSearchBestMustWinEveryRound(t *testing.T) {
+	t.Parallel()
 	res, err := Run(context.Background(), Options{Path: lab.Path{}, Budget: time.Minute, Measure: judgedMeasure(3, nil)})
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +328,7 @@ func TestSearchBestMustWinEveryRound(t *testing.T) {
 	if res.Verdict.Candidate == "default" || res.Verdict.Found || res.Best.Name != "default" || res.Best.Variant != "default" {
 		t.Fatalf("verdict %+v, best %+v", res.Verdict, res.Best)
 	}
-	if !strings.HasPrefix(res.Verdict.Message, "nothing beats the default") || !strings.Contains(res.Verdict.Reason, "down faster beyond the spread in") || !strings.Contains(res.Verdict.Reason, "slower in 1") {
+	if res.Verdict.ReasonKind != tunedoc.ReasonNotEveryRound || res.Verdict.Records["down"].Slower != 1 || res.Verdict.Records["down"].Faster == 0 || res.Verdict.Reason == "" {
 		t.Errorf("verdict %+v", res.Verdict)
 	}
 	lost := false
@@ -312,9 +338,23 @@ func TestSearchBestMustWinEveryRound(t *testing.T) {
 	if !lost {
 		t.Errorf("round 3's loss not in the verdict's rounds: %+v", res.Verdict.Rounds)
 	}
+	// The JSON carries the verdict and the rounds it was judged from,
+	// and follows the schema.
 	b, _ := json.Marshal(res)
-	if !strings.Contains(string(b), `"found":false`) || !strings.Contains(string(b), `"reason":"the search's best`) {
-		t.Errorf("JSON lacks the verdict: %s", b)
+	var doc struct {
+		Verdict struct {
+			Found      *bool                `json:"found"`
+			ReasonKind string               `json:"reason_kind"`
+			Reason     string               `json:"reason"`
+			Records    map[string]DirRecord `json:"records"`
+		} `json:"verdict"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Verdict.Found == nil || *doc.Verdict.Found || doc.Verdict.ReasonKind != tunedoc.ReasonNotEveryRound ||
+		doc.Verdict.Reason == "" || doc.Verdict.Records["down"].Slower != 1 {
+		t.Errorf("JSON lacks the verdict (%v): %s", err, b)
+	}
+	if _, err := schemas.Check(b); err != nil {
+		t.Errorf("tune document against its schema: %v", err)
 	}
 	// Without the lost round the same search reports jumbo; and a load
 	// that swings ±50 % between rounds (pooled ranges overlap) does not
@@ -331,6 +371,7 @@ func TestSearchBestMustWinEveryRound(t *testing.T) {
 // verdict needs MinRounds, so the search ends with a confirmation round
 // (in the JSON as a step of its own) and then reports it.
 func TestSearchConfirmsALateBest(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	fastIO := func(c Candidate) float64 {
 		if c.Settings[AxisFastIO] != "" {
@@ -348,11 +389,12 @@ func TestSearchConfirmsALateBest(t *testing.T) {
 		t.Fatalf("steps %+v", res.Steps)
 	}
 	for _, st := range res.Steps[n-2:] {
-		if st.Axis != "confirm" || !strings.Contains(st.Decision, "confirmation round") || st.Best != res.Verdict.Candidate {
+		if st.Axis != "confirm" || st.Kind != tunedoc.DecisionConfirm || st.Best != res.Verdict.Candidate {
 			t.Errorf("confirmation step %+v", st)
 		}
 	}
-	if !res.Verdict.Found || res.Best.Body != "fast-io" || !strings.Contains(res.Verdict.Message, "3 of 3 judged rounds (1 of them the round that chose it") {
+	// 3 of 3 judged rounds won, 1 of them the round that chose it.
+	if up := res.Verdict.Records["up"]; !res.Verdict.Found || res.Best.Body != "fast-io" || up.Faster != 3 || up.Judged() != 3 || up.Chose != 1 {
 		t.Errorf("verdict %+v best %+v", res.Verdict, res.Best)
 	}
 }
@@ -361,6 +403,7 @@ func TestSearchConfirmsALateBest(t *testing.T) {
 // candidate's name, variant, samples, median and spread per direction
 // and the decision, also a round that failed and one the budget cut.
 func TestEveryStepInJSON(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	// Rounds of 100 ms and a 250 ms budget: the search (at least five
 	// rounds) cannot finish, so the budget cuts a round.
@@ -416,31 +459,43 @@ func TestEveryStepInJSON(t *testing.T) {
 			}
 		}
 	}
-	if !strings.HasPrefix(doc.Steps[1].Decision, "round failed") || len(res.Steps[1].Errors) != 2 || !strings.Contains(res.Steps[1].Errors[1], "round failed: openvpn c4: exited") {
+	if res.Steps[1].Kind != tunedoc.DecisionFailed || len(res.Steps[1].Errors) != 2 || res.Steps[1].Errors[1] != "round failed: openvpn c4: exited" {
 		t.Errorf("failed round 2: %+v", res.Steps[1])
 	}
-	if res.Steps[len(res.Steps)-1].Complete {
-		t.Errorf("the round the budget cut is marked complete")
+	if last := res.Steps[len(res.Steps)-1]; last.Complete || last.Kind != tunedoc.DecisionCut {
+		t.Errorf("the round the budget cut: complete %v, kind %q", last.Complete, last.Kind)
+	}
+	if _, err := schemas.Check(b); err != nil {
+		t.Errorf("tune document against its schema: %v", err)
 	}
 }
 
 // With --fix the "default" the verdict speaks of carries the fixed
 // settings; the run says so.
 func TestFixedDefaultIsNamed(t *testing.T) {
+	t.Parallel()
 	var rounds atomic.Int32
 	res, err := Run(context.Background(), Options{Path: fakePath, Budget: time.Minute, Fixed: map[string]string{AxisCipher: "data-ciphers AES-128-GCM"},
 		Measure: fakeMeasure(blackhole, 0, &rounds)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(res.Notes, "\n"), `"default" in this run is OpenVPN's defaults with the --fix settings: proto udp; data-ciphers AES-128-GCM`) {
-		t.Errorf("notes %q", res.Notes)
+	for _, st := range res.Steps {
+		for _, c := range st.Candidates {
+			if c.Name == "default" && c.Variant != "default=data-ciphers AES-128-GCM" {
+				t.Errorf("round %d: the default is %q", st.Round, c.Variant)
+			}
+		}
+	}
+	if ax := res.Axes[3]; ax.Name != AxisCipher || !ax.Fixed {
+		t.Errorf("cipher axis %+v", ax)
 	}
 }
 
 // The dco axis: searched only on a host that can offload; elsewhere the
 // result says why it was not tested, and no candidate allows DCO.
 func TestDCOAxis(t *testing.T) {
+	t.Parallel()
 	names := func(ax []Axis) string {
 		var out []string
 		for _, a := range ax {
@@ -465,8 +520,9 @@ func TestDCOAxis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(res.Notes, "\n"), "dco axis "+why) {
-		t.Errorf("notes %q", res.Notes)
+	dco := tunedoc.NotTried{Axis: AxisDCO, Reason: tunedoc.NotTriedHost, Detail: why}
+	if !slices.Contains(res.NotTried, dco) || !slices.Contains(res.Notes, dco.Text()) {
+		t.Errorf("not tried %+v, notes %q", res.NotTried, res.Notes)
 	}
 	for _, b := range tried {
 		if strings.Contains(b, "dco") {

@@ -12,6 +12,7 @@ import (
 // disable-dco left out, and have no option that turns DCO off (the rules
 // lint uses), for 2.6 and 2.7; every other variant keeps disable-dco.
 func TestRenderConfigsDCO(t *testing.T) {
+	t.Parallel()
 	v, err := openvpn.ParseVariant("dco")
 	if err != nil || !v.DCO() {
 		t.Fatalf("dco variant: %+v %v", v, err)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestCheckFlagError(t *testing.T) {
+	t.Parallel()
 	if err := CheckFlagError("--rate", Errorf("--rate %q: want a rate such as 15mbit", "x")); err != nil {
 		t.Errorf("a good error was refused: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 // this package, tune's judge) must state one of
 // the doc's figures and point to it.
 func TestEvidenceDocMatchesTheRules(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join("..", "..")
 	read := func(p string) string {
 		b, err := os.ReadFile(filepath.Join(root, p))

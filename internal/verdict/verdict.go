@@ -252,6 +252,61 @@ type Judgement struct {
 	Below, Above bool
 	// Why explains a Noise or NotTested outcome in words.
 	Why string
+	// Short is, when too few samples decided a Noise outcome, how many
+	// there were and how many were needed; Why is its String.
+	Short *Shortfall
+}
+
+// Kinds of a shortfall (Shortfall.Kind).
+const (
+	// ShortSamples: the judged side has N valid samples.
+	ShortSamples = "samples"
+	// ShortBaseline: the baseline has N valid samples.
+	ShortBaseline = "baseline"
+	// ShortRatios: both sides have enough samples but only N pairs give a
+	// ratio.
+	ShortRatios = "ratios"
+	// ShortZeroBaseline: as ShortRatios, because Zero of the baseline's
+	// Of samples are 0 bit/s, to which no ratio can be taken.
+	ShortZeroBaseline = "zero-baseline"
+)
+
+// Shortfall is why a judgement had too few samples to decide, as data.
+type Shortfall struct {
+	Kind string
+	// N is what there was (samples or ratios, by Kind), Needed what a
+	// verdict needs (MinSamples).
+	N, Needed int
+	// Zero of the baseline's Of samples are 0 bit/s (ShortZeroBaseline).
+	Zero, Of int
+}
+
+// String is the shortfall in words: the one place these sentences are
+// written.
+func (s Shortfall) String() string {
+	switch s.Kind {
+	case ShortBaseline:
+		return fmt.Sprintf("the baseline has %d valid samples, a comparison needs %d", s.N, s.Needed)
+	case ShortZeroBaseline:
+		return fmt.Sprintf("%d of the baseline's %d samples are 0 bit/s, and no ratio can be taken to 0: %d ratios, a verdict needs %d", s.Zero, s.Of, s.N, s.Needed)
+	case ShortRatios:
+		return fmt.Sprintf("%d ratios, a verdict needs %d", s.N, s.Needed)
+	}
+	return fmt.Sprintf("%d valid samples, a verdict needs %d", s.N, s.Needed)
+}
+
+// SamplesShort is the shortfall of samples when they are fewer than
+// MinSamples, else nil.
+func SamplesShort(samples []float64) *Shortfall {
+	if len(samples) >= MinSamples {
+		return nil
+	}
+	return &Shortfall{Kind: ShortSamples, N: len(samples), Needed: MinSamples}
+}
+
+// short is a Noise judgement for shortfall s.
+func short(r Ratio, s Shortfall) Judgement {
+	return Judgement{Outcome: Noise, Ratio: r, Why: s.String(), Short: &s}
 }
 
 // Within judges "x/baseline lies in w", the shape of every "no
@@ -270,13 +325,13 @@ func Within(x, baseline []float64, w Window) Judgement {
 	}
 	r := Ratios(x, baseline)
 	if len(baseline) < MinSamples {
-		return Judgement{Outcome: Noise, Ratio: r, Why: fmt.Sprintf("the baseline has %d valid samples, a comparison needs %d", len(baseline), MinSamples)}
+		return short(r, Shortfall{Kind: ShortBaseline, N: len(baseline), Needed: MinSamples})
 	}
 	if len(x) < MinSamples {
-		return Judgement{Outcome: Noise, Ratio: r, Why: fmt.Sprintf("%d valid samples, a verdict needs %d", len(x), MinSamples)}
+		return short(r, Shortfall{Kind: ShortSamples, N: len(x), Needed: MinSamples})
 	}
 	if !r.Enough() {
-		return Judgement{Outcome: Noise, Ratio: r, Why: ratioShortfall(baseline, r)}
+		return short(r, ratioShortfall(baseline, r))
 	}
 	switch {
 	case r.Lo >= w.Lo && r.Hi <= w.Hi:
@@ -292,7 +347,7 @@ func Within(x, baseline []float64, w Window) Judgement {
 // ratioShortfall says why r, taken against baseline, rests on fewer than
 // MinSamples pairs although both sides have enough samples: a ratio to a
 // baseline sample of 0 bit/s is no figure.
-func ratioShortfall(baseline []float64, r Ratio) string {
+func ratioShortfall(baseline []float64, r Ratio) Shortfall {
 	zero := 0
 	for _, b := range baseline {
 		if b <= 0 {
@@ -300,9 +355,9 @@ func ratioShortfall(baseline []float64, r Ratio) string {
 		}
 	}
 	if zero > 0 {
-		return fmt.Sprintf("%d of the baseline's %d samples are 0 bit/s, and no ratio can be taken to 0: %d ratios, a verdict needs %d", zero, len(baseline), r.N, MinSamples)
+		return Shortfall{Kind: ShortZeroBaseline, N: r.N, Needed: MinSamples, Zero: zero, Of: len(baseline)}
 	}
-	return fmt.Sprintf("%d ratios, a verdict needs %d", r.N, MinSamples)
+	return Shortfall{Kind: ShortRatios, N: r.N, Needed: MinSamples}
 }
 
 // String is "×0.90–×1.10" or "≥×0.90".
@@ -350,7 +405,7 @@ func LimitedTo(samples []float64, limit, pathRate float64, m Margins) (Outcome, 
 	case limit <= 0:
 		return NotTested, "no limit to judge against"
 	case !s.Enough():
-		return Noise, fmt.Sprintf("%d valid samples, a verdict needs %d", s.N, MinSamples)
+		return Noise, Shortfall{Kind: ShortSamples, N: s.N, Needed: MinSamples}.String()
 	case pathRate > 0 && limit >= BindingShare*pathRate:
 		return NotTested, fmt.Sprintf("the limit (%.3g Mbit/s) is %.0f %% of the path's own %.3g Mbit/s, so a flow held near it does not show which of the two binds",
 			limit/1e6, 100*limit/pathRate, pathRate/1e6)

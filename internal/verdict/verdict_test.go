@@ -8,6 +8,7 @@ import (
 )
 
 func TestOutcomeValid(t *testing.T) {
+	t.Parallel()
 	for _, o := range Outcomes {
 		if !o.Valid() {
 			t.Errorf("%q not valid", o)
@@ -21,6 +22,7 @@ func TestOutcomeValid(t *testing.T) {
 }
 
 func TestOf(t *testing.T) {
+	t.Parallel()
 	s := Of([]float64{3, 1, 2, 10})
 	if s != (Spread{N: 4, Median: 2.5, Min: 1, Max: 10, RelRange: 9 / 2.5}) {
 		t.Errorf("Of = %+v", s)
@@ -132,6 +134,7 @@ func TestSpreadOverlaps(t *testing.T) {
 }
 
 func TestAboveNeedsSamples(t *testing.T) {
+	t.Parallel()
 	hi, lo := Of([]float64{10, 11, 12}), Of([]float64{1, 2, 3})
 	if !Above(hi, lo) || Above(lo, hi) {
 		t.Error("Above wrong on separated sets")
@@ -145,6 +148,7 @@ func TestAboveNeedsSamples(t *testing.T) {
 }
 
 func TestRatiosPairedAndUnpaired(t *testing.T) {
+	t.Parallel()
 	r := Ratios([]float64{10, 20, 30}, []float64{10, 20, 30})
 	if !r.Paired || r.Lo != 1 || r.Hi != 1 || r.N != 3 {
 		t.Errorf("paired: %+v", r)
@@ -261,5 +265,37 @@ func TestLimitedTo(t *testing.T) {
 	}
 	if got, _ := LimitedTo([]float64{1, 1, 1}, 0, 0, m); got != NotTested {
 		t.Errorf("no limit: %s", got)
+	}
+}
+
+// A judgement short of samples says so as data (Judgement.Short), and
+// its Why is the shortfall's sentence (Shortfall.String, the renderer,
+// whose sentences are checked here too).
+func TestShortfall(t *testing.T) {
+	w := Unchanged(0.1)
+	for _, c := range []struct {
+		name        string
+		x, baseline []float64
+		want        Shortfall
+		text        string
+	}{
+		{"two samples", []float64{1, 1}, []float64{1, 1, 1}, Shortfall{Kind: ShortSamples, N: 2, Needed: MinSamples}, "2 valid samples, a verdict needs 3"},
+		{"baseline of two", []float64{1, 1, 1}, []float64{1, 1}, Shortfall{Kind: ShortBaseline, N: 2, Needed: MinSamples}, "the baseline has 2 valid samples, a comparison needs 3"},
+		{"baseline of zeros", []float64{1, 1, 1}, []float64{0, 0, 0}, Shortfall{Kind: ShortZeroBaseline, N: 0, Needed: MinSamples, Zero: 3, Of: 3}, "3 of the baseline's 3 samples are 0 bit/s, and no ratio can be taken to 0: 0 ratios, a verdict needs 3"},
+	} {
+		j := Within(c.x, c.baseline, w)
+		if j.Outcome != Noise || j.Short == nil || *j.Short != c.want || j.Why != j.Short.String() {
+			t.Errorf("%s: %+v, want shortfall %+v", c.name, j, c.want)
+			continue
+		}
+		if got := c.want.String(); got != c.text {
+			t.Errorf("Shortfall.String(%+v) = %q, want %q", c.want, got, c.text)
+		}
+	}
+	if j := Within([]float64{1, 1, 1}, []float64{1, 1, 1}, w); j.Short != nil {
+		t.Errorf("enough samples, shortfall %+v", j.Short)
+	}
+	if s := SamplesShort([]float64{1, 1, 1}); s != nil {
+		t.Errorf("SamplesShort of 3: %+v", s)
 	}
 }

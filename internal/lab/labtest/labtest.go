@@ -31,22 +31,26 @@ import (
 )
 
 // binaryEnv passes the ovpnperf built by Main to child test processes
-// (helpers that a test re-executes), so that they do not build it again.
-const binaryEnv = "OVPNPERF_TEST_BINARY"
+// (helpers that a test re-executes), so that they do not build it again,
+// and to package lab, which runs lab owners with it.
+const binaryEnv = lab.TestBinaryEnv
 
 // Main builds ovpnperf once for the test binary, makes it the program that
-// runs lab owners (lab.OwnerProgram), runs the tests and removes it.
+// runs lab owners (Build names it in lab.TestBinaryEnv), runs the tests and
+// removes it.
 func Main(m *testing.M) {
-	bin, cleanup, err := Build()
+	_, cleanup, err := Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	lab.OwnerProgram = bin
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
 }
+
+// Binary is the ovpnperf that Main built, to run as a user would.
+func Binary() string { return os.Getenv(binaryEnv) }
 
 // Build builds the ovpnperf command and returns its path and a function to
 // call when the tests are done. In a child of a test that built it already,
@@ -151,7 +155,7 @@ func CheckGone(tb testing.TB, name string) {
 	for _, ns := range lab.NamespacesOf(name) {
 		tb.Errorf("namespace %s still exists after teardown", ns)
 	}
-	if _, err := os.Stat(lab.BaseDir + "/" + name); err == nil {
+	if _, err := os.Stat(lab.Env{}.Dir(name)); err == nil {
 		tb.Errorf("lab directory of %s still exists after teardown", name)
 	}
 }
@@ -163,7 +167,7 @@ func CheckGonePrefix(tb testing.TB, prefix string) {
 	tb.Helper()
 	for _, dir := range []struct{ path, namePrefix string }{
 		{netns.Dir, "ovpnperf-" + prefix},
-		{lab.BaseDir, prefix},
+		{lab.DefaultBaseDir, prefix},
 	} {
 		entries, _ := os.ReadDir(dir.path)
 		for _, e := range entries {
@@ -196,7 +200,7 @@ func CheckPrivate(tb testing.TB, l *lab.Lab) int {
 		}
 	}
 	// The directories above the lab's.
-	for dir := filepath.Dir(l.Dir()); dir != filepath.Dir(filepath.Dir(lab.BaseDir)); dir = filepath.Dir(dir) {
+	for dir := filepath.Dir(l.Dir()); dir != filepath.Dir(filepath.Dir(filepath.Dir(l.Dir()))); dir = filepath.Dir(dir) {
 		if fi, err := os.Stat(dir); err == nil {
 			private(dir, fi)
 		} else {

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -51,8 +51,11 @@ type Step struct {
 	Axis       string          `json:"axis"`
 	Incumbent  string          `json:"incumbent"`
 	Candidates []StepCandidate `json:"candidates"`
-	Decision   string          `json:"decision"`
-	Moved      bool            `json:"moved"`
+	// Kind is what the round decided (Decision*); Decision says it in
+	// words, with the names and values.
+	Kind     string `json:"kind,omitempty"`
+	Decision string `json:"decision"`
+	Moved    bool   `json:"moved"`
 	// Noise is true when the axis was left because a value was faster by
 	// the medians but within the spread.
 	Noise    bool     `json:"noise"`
@@ -61,6 +64,73 @@ type Step struct {
 	Complete bool     `json:"complete"`
 	// Best is the search's best after this round's decision.
 	Best string `json:"best"`
+}
+
+// Kinds of a step's decision (Step.Kind).
+const (
+	// DecisionMoved: the search moved to a value of the axis (or, in the
+	// start round, to advise's variant).
+	DecisionMoved = "moved"
+	// DecisionKept: the start round kept the default (it beat advise's
+	// variant).
+	DecisionKept = "kept"
+	// DecisionStopped: no value of the axis beat the current best (Noise
+	// says whether one was faster by the medians within the spread).
+	DecisionStopped = "stopped"
+	// DecisionFailed: the round failed (its errors say why).
+	DecisionFailed = "failed"
+	// DecisionCut: the budget or an interrupt cut the round short.
+	DecisionCut = "cut"
+	// DecisionConfirm: a confirmation round measured the best beside the
+	// default again.
+	DecisionConfirm = "confirm"
+)
+
+// Reasons an axis value was not tried (NotTried.Reason).
+const (
+	// NotTriedPathLoss: the path loses more than a jumbo tunnel's outer
+	// fragments pass (LossPercent above LimitPercent).
+	NotTriedPathLoss = "path-loss"
+	// NotTriedBufferCap: buffers above the host's cap (CapBytes).
+	NotTriedBufferCap = "buffer-cap"
+	// NotTriedNotAllowed: TCP, without --allow-tcp.
+	NotTriedNotAllowed = "not-allowed"
+	// NotTriedHost: the host cannot offload (Detail says why).
+	NotTriedHost = "host"
+)
+
+// NotTried is an axis, or values of one, the run did not search, and why.
+type NotTried struct {
+	Axis string `json:"axis"`
+	// Value is the value not tried; "" for the whole axis (or, with
+	// NotTriedBufferCap, every size above CapBytes).
+	Value  string `json:"value,omitempty"`
+	Reason string `json:"reason"`
+	// LossPercent is the path's loss and LimitPercent the loss at which
+	// a jumbo tunnel's fragments still pass (NotTriedPathLoss).
+	LossPercent  float64 `json:"loss_percent,omitempty"`
+	LimitPercent float64 `json:"limit_percent,omitempty"`
+	// CapBytes is the host's net.core.rmem_max/wmem_max (NotTriedBufferCap).
+	CapBytes int `json:"cap_bytes,omitempty"`
+	// Detail is the host's reason in words (NotTriedHost).
+	Detail string `json:"detail,omitempty"`
+}
+
+// Text is the note a run prints for n: the one place these sentences are
+// written.
+func (n NotTried) Text() string {
+	switch n.Reason {
+	case NotTriedPathLoss:
+		return fmt.Sprintf("%s not tried: the path loses %g%% of packets, above the %g%% at which a jumbo tunnel's outer fragments pass (one lost fragment of seven loses the whole 9000-byte packet; advise's rule)",
+			n.Value, n.LossPercent, n.LimitPercent)
+	case NotTriedBufferCap:
+		return fmt.Sprintf("socket buffers above %d bytes not tried: the twin's net.core.rmem_max/wmem_max is the host's %d and tune does not change the host's sysctls", n.CapBytes, n.CapBytes)
+	case NotTriedNotAllowed:
+		return "OpenVPN over TCP not tried (--allow-tcp)"
+	case NotTriedHost:
+		return n.Axis + " axis " + n.Detail
+	}
+	return fmt.Sprintf("%s %s not tried (%s)", n.Axis, n.Value, n.Reason)
 }
 
 // Gap is advise's gap in one direction: best/advise.
@@ -88,7 +158,7 @@ type Result struct {
 	Schema string `json:"schema"`
 	// Argv is the command line that produced the document.
 	Argv            []string              `json:"argv,omitempty"`
-	Path            lab.Path              `json:"path"`
+	Path            labpath.Path          `json:"path"`
 	PathDescription string                `json:"path_description"`
 	Directions      []string              `json:"directions"`
 	BudgetSeconds   float64               `json:"budget_seconds"`
@@ -105,6 +175,9 @@ type Result struct {
 	// (Findings), for scripts; their Text is what people read.
 	Findings []finding.Finding `json:"findings"`
 	Notes    []string          `json:"notes,omitempty"`
+	// NotTried are the axes and values the run did not search, each with
+	// its reason; their Text is among Notes.
+	NotTried []NotTried `json:"not_tried,omitempty"`
 }
 
 // AdviseInfo says whether advise's variant took part.
@@ -129,6 +202,9 @@ const (
 type RoundJudgement struct {
 	Round   int               `json:"round"`
 	Outcome map[string]string `json:"outcome"`
+	// Chose is true for the round in which the search moved to the
+	// candidate for its win there (not counted towards MinRounds).
+	Chose bool `json:"chose,omitempty"`
 }
 
 // DirRecord counts a's rounds against b in one direction.
@@ -204,9 +280,34 @@ type Verdict struct {
 	Reason string `json:"reason,omitempty"`
 	// Rule is the rule the verdict applies, in words.
 	Rule string `json:"rule"`
-	// Rounds are Candidate's outcomes against the default, round by round.
+	// Rounds are the outcomes against the default, round by round, of
+	// the candidate reported: Best when found, else Candidate.
 	Rounds []RoundJudgement `json:"rounds,omitempty"`
+	// Records count, per direction, Candidate's rounds against the
+	// default (absent when Candidate is the default); BestRecords those
+	// of Best when it is another candidate. Message and Reason are
+	// written from them.
+	Records     map[string]DirRecord `json:"records,omitempty"`
+	BestRecords map[string]DirRecord `json:"best_records,omitempty"`
+	// ReasonKind says why Candidate does not beat the default
+	// (Reason*); "" when it does. With Found, another candidate does.
+	ReasonKind string `json:"reason_kind,omitempty"`
+	// AlsoJudged are the other candidates (earlier bests, advise's
+	// variant) judged against the default when Candidate did not beat it.
+	AlsoJudged []string `json:"also_judged,omitempty"`
 }
+
+// Why nothing beats the default (Verdict.ReasonKind).
+const (
+	// ReasonNeverMoved: the search never moved from the default.
+	ReasonNeverMoved = "never-moved"
+	// ReasonNeverMeasured: the search's best never met the default in a
+	// round.
+	ReasonNeverMeasured = "never-measured"
+	// ReasonNotEveryRound: the search's best did not beat the default by
+	// the rule over rounds (Records say how it did).
+	ReasonNotEveryRound = "not-every-round"
+)
 
 // Comparison is one candidate against another in one direction, from the
 // rounds that measured both.
