@@ -52,10 +52,17 @@ func bindingLimit(r *watchdoc.Round, dir string) finding.Kind {
 	if r.Run == nil {
 		return ""
 	}
-	for _, k := range limitOrder {
-		for _, f := range r.Run.Findings {
-			if f.Kind == k && f.Outcome == verdict.Confirmed && f.Subject.Direction == dir {
-				return k
+	// The tunnel's own findings first: a finding about the path outside
+	// the tunnel (loss of the outside flow) names the tunnel's limit only
+	// when none of the tunnel's is confirmed; a path-bound tunnel on a
+	// lossy path is held by the path, which path-bound already says.
+	for _, tunnelOnly := range []bool{true, false} {
+		for _, k := range limitOrder {
+			for _, f := range r.Run.Findings {
+				if f.Kind == k && f.Outcome == verdict.Confirmed && f.Subject.Direction == dir &&
+					(!tunnelOnly || f.Subject.Variant != measure.VariantOutside) {
+					return k
+				}
 			}
 		}
 	}
