@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -346,5 +347,29 @@ func TestWatchHistoryFollowsSchema(t *testing.T) {
 		if id != watchdoc.Schema {
 			t.Errorf("a line of schema %s", id)
 		}
+	}
+}
+
+// The hour docs/watch.md shows (recorded by BenchmarkWatchRecordedHour):
+// every line follows the schema, and report's page of it draws a band per
+// direction of each measured round, named by the limit the round's
+// findings give, path-bound before and after the tunnel was held and
+// below-path while it was.
+func TestWatchRecordedHour(t *testing.T) {
+	file := recorded("watch-hour.jsonl")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := checkSchema(t, "watch-hour.jsonl", string(b), true); len(ids) != 12 {
+		t.Fatalf("%d lines checked, the hour has 12 rounds", len(ids))
+	}
+	page := reportPage(t, file)
+	limits := map[string]int{}
+	for _, m := range regexp.MustCompile(`data-round="([0-9]+)" data-direction="([a-z]+)" data-limit="([a-z-]*)"`).FindAllStringSubmatch(page, -1) {
+		limits[m[3]]++
+	}
+	if limits[string(finding.PathBound)] != 14 || limits[string(finding.BelowPath)] != 6 {
+		t.Errorf("bands by limit %v, want 14 path-bound (rounds 3, 4, 8–12 both ways) and 6 below-path (rounds 5–7)", limits)
 	}
 }
