@@ -125,8 +125,14 @@ func waitQuery(t *testing.T, api *promtest.API, expr string, want bool, d time.D
 // round the tunnel-below-outside alert's expression holds and the alert is
 // pending; with the limit removed, the round after makes it false again.
 // SIGTERM ends watch and nothing of it is left.
+//
+// It is a tolerant test (testenv.Tolerant): scripts/test.sh runs it beside
+// the measuring tests. The ratio it judges is below 0.2 with the limit and
+// near 1 without it, against a threshold of 0.5, far beyond what another
+// test's load moves it; a 20 Mbit/s path loads a CPU little.
 func TestWatchPrometheus(t *testing.T) {
-	testenv.Exclusive(t)
+	testenv.Tolerant(t)
+	t.Parallel()
 	testenv.RequirePrograms(t, "prometheus")
 	start := time.Now()
 	b := newMeasureBench(t, lab.Path{Up: lab.Link{RateBitsPerSec: 20e6}, Down: lab.Link{RateBitsPerSec: 20e6}}, true, nil)
