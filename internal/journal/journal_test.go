@@ -305,3 +305,20 @@ func TestUndoLeavesWhatItDidNotMake(t *testing.T) {
 		t.Errorf("sysctls %v changed", h.sysctls)
 	}
 }
+
+// A process without a command line (a kernel thread here; an exiting
+// process likewise, for the moment between freeing its memory and
+// becoming a zombie) is nothing a run stops: ReadProcess reports it as
+// gone, so undo neither stops it nor calls it foreign.
+func TestReadProcessWithoutCommandLine(t *testing.T) {
+	b, err := os.ReadFile("/proc/2/cmdline")
+	if err != nil || len(b) != 0 {
+		t.Fatalf("pid 2 is not a kernel thread here (%v, %q): the test needs one", err, b)
+	}
+	if p, ok := journal.ReadProcess(2); ok {
+		t.Errorf("ReadProcess(2) = %+v, true: a kernel thread read as a process a run could own", p)
+	}
+	if p, ok := journal.ReadProcess(os.Getpid()); !ok || len(p.Argv) == 0 || p.StartTicks == 0 {
+		t.Errorf("ReadProcess(self) = %+v, %v", p, ok)
+	}
+}

@@ -91,7 +91,9 @@ type Process struct {
 }
 
 // ReadProcess returns what runs as pid, from /proc; false when nothing
-// does, or a zombie.
+// does, a zombie, or a process with no command line: one that is exiting
+// (its memory, and with it /proc/PID/cmdline, goes before it becomes a
+// zombie) or a kernel thread, neither of which a run has to stop.
 func ReadProcess(pid int) (Process, bool) {
 	if pid <= 0 {
 		return Process{}, false
@@ -104,7 +106,11 @@ func ReadProcess(pid int) (Process, bool) {
 	if err != nil {
 		return Process{}, false
 	}
-	return Process{StartTicks: t.StartTicks, Argv: splitCmdline(b)}, true
+	argv := splitCmdline(b)
+	if len(argv) == 0 {
+		return Process{}, false
+	}
+	return Process{StartTicks: t.StartTicks, Argv: argv}, true
 }
 
 func splitCmdline(b []byte) []string {
