@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,11 +34,21 @@ var (
 	serverHost = "10.98.0.1"
 )
 
+// nsOut is what argv prints on its standard output in n's namespace. Its
+// standard error is only logged: ip prints the kernel's messages there
+// (another test's namespace going away during a link dump), and a snapshot
+// that read them as output would differ from the one before.
 func nsOut(t testing.TB, ctx context.Context, l *lab.Lab, n lab.Node, argv ...string) string {
 	t.Helper()
-	out, err := l.Command(ctx, n, argv...).CombinedOutput()
+	var stderr bytes.Buffer
+	cmd := l.Command(ctx, n, argv...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+		t.Fatalf("%s: %v\n%s%s", strings.Join(argv, " "), err, out, stderr.Bytes())
+	}
+	if stderr.Len() > 0 {
+		t.Logf("%s (stderr): %s", strings.Join(argv, " "), bytes.TrimSpace(stderr.Bytes()))
 	}
 	return strings.TrimSpace(string(out))
 }
