@@ -207,7 +207,9 @@ func TestConnectUndoOnFake(t *testing.T) {
 	// prefixes (someone replaced the route), a route, a chain with its
 	// jump, a device.
 	foreign := []func() error{
-		func() error { return fake.NexthopReplace(ctx, hostnet.Nexthop{ID: 7, Family: hostnet.IPv4, Dev: "eth0"}) },
+		func() error {
+			return fake.NexthopReplace(ctx, hostnet.Nexthop{ID: 7, Family: hostnet.IPv4, Dev: "eth0"})
+		},
 		func() error { return fake.RouteReplace(ctx, hostnet.Route{Dst: theirs, NHID: 7}) },
 		func() error {
 			return fake.RouteReplace(ctx, hostnet.Route{Dst: netip.MustParsePrefix("192.0.2.0/24"), Dev: "eth0"})
