@@ -170,6 +170,15 @@ func familyFlag(f Family) string {
 	return "-4"
 }
 
+// unmarshalList reads a list ip printed with -json; nothing at all (an
+// older ip with nothing to list) is the empty list.
+func unmarshalList(out []byte, v any) error {
+	if len(bytes.TrimSpace(out)) == 0 {
+		return nil
+	}
+	return json.Unmarshal(out, v)
+}
+
 // jsonRoute is a route as `ip -json route show` prints it.
 type jsonRoute struct {
 	Dst      string `json:"dst"`
@@ -204,7 +213,7 @@ func (k kernel) Routes(ctx context.Context, f Family) ([]Route, error) {
 		return nil, err
 	}
 	var js []jsonRoute
-	if err := json.Unmarshal(out, &js); err != nil {
+	if err := unmarshalList(out, &js); err != nil {
 		return nil, fmt.Errorf("ip -json %s route show in %s: %w", familyFlag(f), k.where(), err)
 	}
 	var rs []Route
@@ -295,7 +304,7 @@ func (k kernel) Nexthops(ctx context.Context) ([]Nexthop, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal(out, l.into); err != nil {
+		if err := unmarshalList(out, l.into); err != nil {
 			return nil, fmt.Errorf("ip %s in %s: %w", strings.Join(l.args, " "), k.where(), err)
 		}
 	}

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ovpnperf/ovpnperf/internal/hostnet"
@@ -114,7 +116,10 @@ type view struct {
 	Nexthops []hostnet.Nexthop
 	Routes   []hostnet.Route
 	Chains   []string
-	D1       bool
+	// Rules counts the rules of each chain of the nat table (their text
+	// is iptables-save's own on the kernel's side).
+	Rules map[string]int
+	D1    bool
 }
 
 func look(t *testing.T, ctx context.Context, h hostnet.Host) view {
@@ -139,6 +144,26 @@ func look(t *testing.T, ctx context.Context, h hostnet.Host) view {
 		t.Fatal(err)
 	}
 	slices.Sort(v.Chains)
+	v.Rules = map[string]int{}
+	switch h := h.(type) {
+	case *hostnet.Fake:
+		for _, c := range v.Chains {
+			v.Rules[c] = len(h.Rules(hostnet.IPv4, "nat", c))
+		}
+	default:
+		out, err := exec.Command("ip", "netns", "exec", h.Netns(), "iptables-save", "-t", "nat").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range v.Chains {
+			v.Rules[c] = 0
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "-A" {
+				v.Rules[f[1]]++
+			}
+		}
+	}
 	if v.D1, err = h.LinkExists(ctx, "d1"); err != nil {
 		t.Fatal(err)
 	}
