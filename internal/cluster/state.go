@@ -263,7 +263,8 @@ func (p Paths) undoActions(id, dir string) map[string]journal.Action {
 				return fmt.Sprintf("sysctl %.60q = %.20q", key, value)
 			}
 			return ""
-		}}
+		},
+	}
 	// inNetns: an object whose namespace is gone went with it (a lab torn
 	// down).
 	inNetns := func(owned func(Resource) string, undo journal.Action) journal.Action {
