@@ -284,3 +284,85 @@ func TestConnectUndoOnFake(t *testing.T) {
 		}
 	}
 }
+
+// `cluster clean` of a serve's journal on the fake: the one-port chains
+// (both tables, every jump), the site routes and their nexthops, the
+// sysctls go; another cluster's chain of the same protocol, another's
+// route to a site prefix and a sysctl changed since the run stay. Twice
+// the same as once.
+func TestClusterCleanOnFake(t *testing.T) {
+	ctx := context.Background()
+	fake := hostnet.NewFake("")
+	p := Paths{State: t.TempDir(), Connect: t.TempDir(), Hosts: func(string) hostnet.Host { return fake }}
+	fake.SetSysctlValue("net.ipv4.ip_forward", "0")
+	fake.SetSysctlValue("net.ipv6.conf.all.forwarding", "0")
+	const id, other = "ab12", "cd34"
+	devs := []string{"ovpnperfab12u0", "ovpnperfab12u1"}
+	for _, d := range append(devs, "eth0") {
+		fake.AddLink(d, true)
+	}
+	st, err := p.newStateFile(State{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"} {
+		if err := st.record(Resource{Kind: KindSysctl, Name: key, Detail: "0", Set: "1"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fake.SetSysctl(ctx, key, "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Someone else sets IPv6 forwarding to their own value since.
+	fake.SetSysctlValue("net.ipv6.conf.all.forwarding", "2")
+	for _, c := range []struct{ id, port string }{{id, "1194"}, {other, "1294"}} {
+		if c.id == id {
+			if err := st.record(Resource{Kind: KindChain, Name: chainName(id, "udp"), Detail: "udp " + c.port}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := addOnePort(ctx, fake, c.id, "udp", 1194, []uint16{1195, 1196}, BackendHMARK, 7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	site, taken := netip.MustParsePrefix("192.168.50.0/24"), netip.MustParsePrefix("192.168.60.0/24")
+	mp := &Multipath{Host: fake, Prefixes: []netip.Prefix{site, taken}, Group: siteGroup(id, 0), Devs: devs}
+	if err := st.record(mp.Resource()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mp.Set(ctx, []int{0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.RouteReplace(ctx, hostnet.Route{Dst: taken, Dev: "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	st.j.Close()
+
+	for round := 1; round <= 2; round++ {
+		if err := p.Clean(ctx, id); err != nil {
+			t.Fatalf("clean %d: %v", round, err)
+		}
+		for _, table := range []string{"mangle", "nat"} {
+			if ok, _ := hostnet.HasChain(ctx, fake, hostnet.IPv4, table, chainName(id, "udp")); ok {
+				t.Errorf("clean %d: the cluster's %s chain is left", round, table)
+			}
+			if ok, _ := hostnet.HasChain(ctx, fake, hostnet.IPv4, table, chainName(other, "udp")); !ok {
+				t.Errorf("clean %d: another cluster's %s chain went", round, table)
+			}
+			if got := fake.Rules(hostnet.IPv4, table, "PREROUTING"); !slices.Equal(got, []string{"-p udp --dport 1194 -j " + chainName(other, "udp")}) {
+				t.Errorf("clean %d: %s PREROUTING %q; want only the other cluster's jump", round, table, got)
+			}
+		}
+		if ns := nexthopsOf(t, fake); len(ns) != 0 {
+			t.Errorf("clean %d: nexthops left %+v", round, ns)
+		}
+		if got := routesOf(t, fake, hostnet.IPv4); !slices.Equal(got, []hostnet.Route{{Dst: taken, Dev: "eth0"}}) {
+			t.Errorf("clean %d: routes %+v; want only another's", round, got)
+		}
+		for key, want := range map[string]string{"net.ipv4.ip_forward": "0", "net.ipv6.conf.all.forwarding": "2"} {
+			if v, _ := fake.Sysctl(ctx, key); v != want {
+				t.Errorf("clean %d: %s = %q, want %q", round, key, v, want)
+			}
+		}
+	}
+}
