@@ -78,7 +78,7 @@ func startRegLab(t *testing.T, ctx context.Context) *regLab {
 		addr: map[lab.Node]netip.Addr{}, serves: map[lab.Node]*lab.Process{}, ids: map[lab.Node]string{}}
 	before, _ := cluster.List()
 	name := "t" + lab.NewName()
-	l, err := lab.Up(ctx, lab.Options{Name: name, Ephemeral: true, Hosts: []lab.Node{"etcd", "h1", "h2", "h3", "d1", "d2"}})
+	l, err := lab.Up(ctx, lab.Options{Name: name, Ephemeral: true, Hosts: []lab.Node{"etcd", "h1", "h2", "h3", "d1", "d2"}, Env: labtest.Env()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -262,7 +262,7 @@ func UpBench(ctx context.Context, spec Spec, n Network) (*Bench, error) {
 	if name != "" && len(spec.Networks) > 1 {
 		name += "-" + n.Name
 	}
-	l, err := lab.Up(ctx, lab.Options{Name: name, Path: n.Path, Ephemeral: true})
+	l, err := lab.Up(ctx, lab.Options{Name: name, Path: n.Path, Ephemeral: true, Env: spec.Lab})
 	if err != nil {
 		return nil, err
 	}

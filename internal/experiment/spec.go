@@ -70,6 +70,9 @@ type Spec struct {
 	// LabName names the labs (NAME, or NAME-NETWORK with several
 	// networks); empty picks random names.
 	LabName string
+	// Lab is where the labs keep their state and which ovpnperf runs
+	// their owners; the zero value is the host's and this executable.
+	Lab lab.Env
 	// PKIDir reuses a PKI; empty makes a throw-away one inside the lab.
 	PKIDir string
 	// Configure edits a variant's configs beyond what variants can say.

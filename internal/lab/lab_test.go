@@ -184,7 +184,7 @@ func TestLossPerDirection(t *testing.T) {
 func TestCleanAfterOwnerKilled(t *testing.T) {
 	labtest.Require(t)
 	name := "t" + lab.NewName()
-	l, err := lab.Up(context.Background(), lab.Options{Name: name, Path: lab.Path{Up: lab.Link{Delay: 5 * time.Millisecond}}})
+	l, err := lab.Up(context.Background(), lab.Options{Env: labtest.Env(), Name: name, Path: lab.Path{Up: lab.Link{Delay: 5 * time.Millisecond}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestHelperEphemeralCreator(t *testing.T) {
 	if name == "" {
 		t.Skip("helper process for TestEphemeralOwnerTearsDownOrphan")
 	}
-	if _, err := lab.Up(context.Background(), lab.Options{Name: name, Ephemeral: true}); err != nil {
+	if _, err := lab.Up(context.Background(), lab.Options{Env: labtest.Env(), Name: name, Ephemeral: true}); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("up")
@@ -340,7 +340,7 @@ func TestHelperMeasuringCreator(t *testing.T) {
 	// An emulated path, as in the report: once the emulator in the owner
 	// is dead the path drops everything, so the client never hears that
 	// its server died too, and only a signal can end it.
-	l, err := lab.Up(context.Background(), lab.Options{Name: name, Ephemeral: true, Path: lab.Path{Up: lab.Link{Delay: 5 * time.Millisecond}, Down: lab.Link{Delay: 5 * time.Millisecond}}})
+	l, err := lab.Up(context.Background(), lab.Options{Env: labtest.Env(), Name: name, Ephemeral: true, Path: lab.Path{Up: lab.Link{Delay: 5 * time.Millisecond}, Down: lab.Link{Delay: 5 * time.Millisecond}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestHelperMeasuringCreator(t *testing.T) {
 // cancelled build leaves nothing.
 func TestNameInUseAndCancel(t *testing.T) {
 	l := labtest.New(t, lab.Path{})
-	_, err := lab.Up(context.Background(), lab.Options{Name: l.Name(), Ephemeral: true})
+	_, err := lab.Up(context.Background(), lab.Options{Env: labtest.Env(), Name: l.Name(), Ephemeral: true})
 	if err == nil || !usage.Is(err) {
 		t.Fatalf("second lab with the same name: want a usage error, got %v", err)
 	}
@@ -382,7 +382,7 @@ func TestNameInUseAndCancel(t *testing.T) {
 		name := "t" + lab.NewName()
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(after, cancel)
-		l2, err := lab.Up(ctx, lab.Options{Name: name, Ephemeral: true, Path: lab.Path{Up: lab.Link{Delay: time.Millisecond}}})
+		l2, err := lab.Up(ctx, lab.Options{Env: labtest.Env(), Name: name, Ephemeral: true, Path: lab.Path{Up: lab.Link{Delay: time.Millisecond}}})
 		if err == nil {
 			_ = l2.Down()
 		}
@@ -419,7 +419,7 @@ func BenchmarkUpDown(b *testing.B) {
 			var up, down time.Duration
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				l, err := lab.Up(context.Background(), lab.Options{Name: "b" + lab.NewName(), Path: c.p, Ephemeral: true})
+				l, err := lab.Up(context.Background(), lab.Options{Env: labtest.Env(), Name: "b" + lab.NewName(), Path: c.p, Ephemeral: true})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -462,7 +462,8 @@ func TestFirstPacketNotDelayed(t *testing.T) {
 // lab), the host's labs do not list it, and Down removes it.
 func TestLabInOwnDirectory(t *testing.T) {
 	labtest.Require(t)
-	env := lab.Env{Base: filepath.Join(t.TempDir(), "labs")}
+	env := labtest.Env()
+	env.Base = filepath.Join(t.TempDir(), "labs")
 	name := "t" + lab.NewName()
 	l, err := lab.Up(context.Background(), lab.Options{Name: name, Ephemeral: true, Env: env, Path: lab.Path{Up: lab.Link{Delay: time.Millisecond}}})
 	if err != nil {

@@ -19,16 +19,9 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-// TestBinaryEnv names the environment variable through which a test binary
-// (which is not ovpnperf, and cannot run a lab owner) learns the ovpnperf
-// that labtest built for its tests: labtest.Build sets it once, before the
-// tests run.
-const TestBinaryEnv = "OVPNPERF_TEST_BINARY"
-
 // ownerProgram is the ovpnperf binary that runs the lab's owner as
 // `ovpnperf lab owner NAME`: Env.Owner if set, else this process's own
-// executable, which is ovpnperf itself; in a test binary, the ovpnperf
-// labtest built (TestBinaryEnv).
+// executable, which is ovpnperf itself.
 func (e Env) ownerProgram() (string, error) {
 	if e.Owner != "" {
 		return e.Owner, nil
@@ -36,12 +29,6 @@ func (e Env) ownerProgram() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("finding own executable for the lab owner: %w", err)
-	}
-	if strings.HasSuffix(exe, ".test") {
-		if bin := os.Getenv(TestBinaryEnv); bin != "" {
-			return bin, nil
-		}
-		return "", fmt.Errorf("lab owner: %s is a test binary; set lab.Env.Owner to an ovpnperf binary (labtest.Main builds one)", exe)
 	}
 	return exe, nil
 }

@@ -45,7 +45,7 @@ func runCiphers(ctx context.Context, o Options) (*measure.Report, error) {
 		Networks: []experiment.Network{{Name: "gigabit", Description: "1 Gbit/s LAN, no delay", Path: o.path(gigabitLAN)}},
 		Variants: vs, Routed: true, Proto: openvpn.UDP, Retries: 2,
 		Repeat: o.repeat(3), Duration: o.duration(2 * time.Second),
-		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 	})
 	if err != nil {
 		return rep, err

@@ -105,7 +105,7 @@ func runCompression(ctx context.Context, o Options) (*measure.Report, error) {
 		},
 		Variants: vs, Proto: openvpn.UDP,
 		Repeat: o.repeat(3), Duration: d, Retries: 1,
-		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 		Extra: map[string]any{"warning": compressionWarning},
 		// Keep what each side said about compression when it came up.
 		Ready: func(_ context.Context, _ *lab.Lab, variant string, t *tunnel.Tunnel) error {

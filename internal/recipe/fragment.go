@@ -112,7 +112,7 @@ func runFragment(ctx context.Context, o Options, keep fragKeep) (*measure.Report
 		Networks: []experiment.Network{{Name: "lan", Description: fmt.Sprintf("100 Mbit/s, no delay, MTU %d router–server", path.EffectiveMTU()), Path: path}},
 		Variants: vs, Routed: true, Proto: openvpn.UDP,
 		Repeat: o.repeat(3), Duration: o.duration(2 * time.Second), Ready: ready, Retries: 2,
-		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 	})
 	if rep == nil {
 		return nil, err

@@ -227,7 +227,7 @@ func runIPv6(ctx context.Context, o Options) (*measure.Report, error) {
 		InnerIPv6: map[string]bool{v.Name: true},
 		Proto:     openvpn.UDP, Retries: 2,
 		Repeat: o.repeat(5), Duration: o.duration(3 * time.Second),
-		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 		// Measure what the clamp made of a real connection of each
 		// family before the samples; a failed probe leaves the
 		// arithmetic unchecked but the samples still run.

@@ -226,7 +226,7 @@ func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat in
 	prog.Logf("%s: building lab (%s)", n.name, n.desc)
 	// The experiment framework's bench: the lab, its PKI, and the
 	// tunnels added below, all taken down on return.
-	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: name, PKIDir: o.PKIDir}, experiment.Network{Name: n.name, Path: n.path})
+	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: name, PKIDir: o.PKIDir, Lab: o.Lab}, experiment.Network{Name: n.name, Path: n.path})
 	if err != nil {
 		return nil, "", err
 	}

@@ -144,7 +144,7 @@ func ppsNewReport(ctx context.Context, vs []openvpn.Variant, path lab.Path, repe
 // the tunnels. On error nothing is left.
 func ppsUpBench(ctx context.Context, o Options, path lab.Path, vs []openvpn.Variant, prog *ui.Progress) (_ *experiment.Bench, _ []ppsSubject, err error) {
 	prog.Logf("pps: building lab")
-	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: o.LabName, PKIDir: o.PKIDir}, experiment.Network{Path: path})
+	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: o.LabName, PKIDir: o.PKIDir, Lab: o.Lab}, experiment.Network{Path: path})
 	if err != nil {
 		return nil, nil, err
 	}

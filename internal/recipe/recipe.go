@@ -32,6 +32,10 @@ type Options struct {
 	PKIDir string
 	// LabName names the recipe's labs; empty picks random names.
 	LabName string
+	// Lab is where the recipe's labs keep their state and which ovpnperf
+	// runs their owners (experiment.Spec.Lab); the zero value is the
+	// host's and this executable.
+	Lab lab.Env
 }
 
 // repeat returns the user's repeat count or the recipe's default.
