@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 	"github.com/ovpnperf/ovpnperf/internal/etcdsrv"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/printable"
@@ -267,7 +267,7 @@ type labStatus struct {
 	Emulator   any  `json:"emulator,omitempty"`
 	// Ceiling is what this host's calibration says about the lab's
 	// emulation backend (lab calibrate); absent without emulation.
-	Ceiling *emulate.CeilingReport `json:"emulation_ceiling,omitempty"`
+	Ceiling *ceilingdoc.Report `json:"emulation_ceiling,omitempty"`
 }
 
 // labStatuses is every lab of env, or the one named, with its owner, its

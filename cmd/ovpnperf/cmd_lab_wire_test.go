@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
@@ -301,7 +302,7 @@ func TestLabCalibrateAFPacket(t *testing.T) {
 	labtest.Require(t)
 	record := filepath.Join(t.TempDir(), "ceiling.json")
 	r := ovpnperf(t, "lab", "calibrate", "--emulator", "afpacket", "--rates", "1000", "--duration", "1s", "--record", record, "--json").mustSucceed(t)
-	var c emulate.Ceiling
+	var c ceilingdoc.Ceiling
 	if err := json.Unmarshal([]byte(r.stdout), &c); err != nil {
 		t.Fatalf("lab calibrate --json: %v\n%s", err, r.stdout)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
@@ -78,7 +79,7 @@ func TestLabStatusCeiling(t *testing.T) {
 		t.Errorf("lab status without a record:\n%s", text)
 	}
 
-	rec := emulate.Ceiling{Schema: emulate.CeilingSchema, Backend: lab.BackendNFQueue, Time: time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC),
+	rec := ceilingdoc.Ceiling{Schema: emulate.CeilingSchema, Backend: lab.BackendNFQueue, Time: time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC),
 		Kernel: hostinfo.KernelRelease(), CPUs: hostinfo.CPUCount(), LoadBefore: [3]float64{0.4, 0.5, 0.6}, LoadAfter: [3]float64{1.5, 0.7, 0.6},
 		PacketBytes: 1400, Delay: 20 * time.Millisecond, Tolerance: time.Millisecond, HeldPPS: 25000, CarriedPPS: 50000}
 	b, _ := json.Marshal(rec)
@@ -160,7 +161,7 @@ func TestLabCalibrateCommand(t *testing.T) {
 	record := filepath.Join(dir, "ceiling.json")
 	labsBefore := calibrationLabs(t)
 	r := ovpnperf(t, "lab", "calibrate", "--duration", "1s", "--rates", "1000", "--record", record, "--json").mustSucceed(t)
-	var c emulate.Ceiling
+	var c ceilingdoc.Ceiling
 	if err := json.Unmarshal([]byte(r.stdout), &c); err != nil || c.Schema != emulate.CeilingSchema || len(c.Steps) != 1 || c.Steps[0].RatePPS != 1000 {
 		t.Fatalf("--json: %v\n%s", err, r.stdout)
 	}
