@@ -17,6 +17,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -38,7 +39,7 @@ type tunnelsLab struct {
 
 func newTunnelsLab(t *testing.T, o cluster.Options, edit ...func(*openvpn.Config)) *tunnelsLab {
 	t.Helper()
-	return addTunnels(t, labtest.New(t, lab.Path{}), o, edit...)
+	return addTunnels(t, labtest.New(t, labpath.Path{}), o, edit...)
 }
 
 // addTunnels starts on l what newTunnelsLab does: the cluster (2 UDP

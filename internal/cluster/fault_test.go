@@ -19,6 +19,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -52,7 +53,7 @@ func stateOf(c *cluster.Cluster, name string) cluster.InstanceStatus {
 func TestKillUnderLoad(t *testing.T) {
 	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	c, pki := startCluster(t, l, cluster.Options{Instances: 2, Protos: []string{"udp"}, PortBase: 1195, CPUs: []int{0, 1}})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -178,7 +179,7 @@ func TestKillUnderLoad(t *testing.T) {
 // socket, and SIGKILL of serve + Clean, leave nothing behind.
 func TestStopAndClean(t *testing.T) {
 	testenv.RequirePrograms(t, "openvpn", "iptables")
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	ns := l.Namespace(lab.Server)
 	// stop runs the commands a user runs: `cluster serve` with metrics and
 	// a dispatcher, `cluster status --json`, a scrape, an assignment, then

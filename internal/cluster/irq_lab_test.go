@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -82,7 +83,7 @@ func TestIRQPlanApplyRestore(t *testing.T) {
 	if online == "0" {
 		testenv.SkipOrFail(t, "one CPU: no affinity to change")
 	}
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	bin := testBinary(t)
 	rps := "/sys/class/net/" + dev + "/queues/rx-0/rps_cpus"
 	files := []string{rps}

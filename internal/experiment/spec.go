@@ -7,6 +7,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
 )
@@ -15,7 +16,7 @@ import (
 type Network struct {
 	Name        string
 	Description string
-	Path        lab.Path
+	Path        labpath.Path
 	// Variants, when set, replace Spec.Variants on this network.
 	Variants []openvpn.Variant
 	// Omit, when set, replaces Spec.Omit (a path without delay needs no

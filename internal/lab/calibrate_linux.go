@@ -12,6 +12,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 )
 
 // Calibration: the packet rate this host's lab emulation holds, measured by
@@ -93,9 +94,9 @@ func (o CalibrateOptions) withDefaults() CalibrateOptions {
 }
 
 // calibrationPath is the path each calibration lab emulates.
-func calibrationPath(emulator string) Path {
-	l := Link{Delay: CalibrationDelay}
-	return Path{Up: l, Down: l, LateTolerance: CalibrationTolerance, Emulator: emulator}
+func calibrationPath(emulator string) labpath.Path {
+	l := labpath.Link{Delay: CalibrationDelay}
+	return labpath.Path{Up: l, Down: l, LateTolerance: CalibrationTolerance, Emulator: emulator}
 }
 
 // CalibrationBackend is the backend Calibrate measures for emulator (as
@@ -307,7 +308,7 @@ func EmulationCeiling(backend string) *ceilingdoc.Report {
 // EmulationCeiling is what the calibration record of e says about
 // backend's ceiling.
 func (e Env) EmulationCeiling(backend string) *ceilingdoc.Report {
-	if backend == "" || backend == BackendNone {
+	if backend == "" || backend == labpath.BackendNone {
 		return nil
 	}
 	how := fmt.Sprintf("`ovpnperf lab calibrate` measures it (up to %.0f s)", CalibrationTime(CalibrateOptions{}).Seconds())

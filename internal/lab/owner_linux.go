@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/journal"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -145,7 +146,7 @@ func (env Env) RunOwner(name string) error {
 			return err
 		}
 		go func() { errc <- runEmulator(ctx, e, filepath.Join(env.Dir(name), "stats.json")) }()
-		if st.Backend == BackendNFQueue {
+		if st.Backend == labpath.BackendNFQueue {
 			if err := waitQueuesBound(st.Path, errc); err != nil {
 				return err
 			}
@@ -186,7 +187,7 @@ func (env Env) RunOwner(name string) error {
 
 // waitQueuesBound waits until the kernel lists the emulator's queues as
 // bound (/proc/net/netfilter/nfnetlink_queue in this namespace).
-func waitQueuesBound(p Path, errc chan error) error {
+func waitQueuesBound(p labpath.Path, errc chan error) error {
 	want := map[int]bool{}
 	if p.Up.Emulated() {
 		want[queueUp] = true

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
@@ -142,7 +143,7 @@ func Require(tb testing.TB) {
 
 // New builds an ephemeral lab with a random name for the test and tears it
 // down in t.Cleanup, failing the test if any namespace of it remains.
-func New(tb testing.TB, p lab.Path) *lab.Lab {
+func New(tb testing.TB, p labpath.Path) *lab.Lab {
 	tb.Helper()
 	Require(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
