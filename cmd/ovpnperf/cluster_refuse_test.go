@@ -22,6 +22,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/runner/runnertest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -46,19 +47,7 @@ func freeClusterID(t *testing.T) string {
 // said in one line and left running; the directory is still removed.
 func TestClusterCleanLeavesForgedServe(t *testing.T) {
 	testenv.RequireRoot(t)
-	sleeper := func() (*exec.Cmd, uint64) {
-		t.Helper()
-		cmd := exec.Command("sleep", "300")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		ticks, err := runner.StartTicks(cmd.Process.Pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cmd, ticks
-	}
+	sleeper := func() (*exec.Cmd, uint64) { return runnertest.Sleeper(t) }
 	// A process whose command line says `cluster serve --id 0000`: a
 	// serve of another cluster, as far as its command line goes.
 	other := exec.Command("sh", "-c", "sleep 300; : cluster serve", "sh", "cluster", "serve", "--id", "0000")
