@@ -148,7 +148,7 @@ func startCluster(t testing.TB, l *lab.Lab, o cluster.Options, edit ...func(*ope
 // socket, file.
 func checkClusterGone(t testing.TB, id, ns string) {
 	t.Helper()
-	dir := cluster.Dir(id)
+	dir := cluster.Paths{}.Dir(id)
 	if _, err := os.Stat(dir); err == nil {
 		t.Errorf("%s still exists", dir)
 	}
@@ -313,7 +313,7 @@ func startServe(t testing.TB, id string, args ...string) *serveProc {
 			_ = cmd.Process.Kill()
 			<-p.exited
 		}
-		_ = cluster.Clean(context.Background(), id)
+		_ = cluster.Paths{}.Clean(context.Background(), id)
 	})
 	return p
 }

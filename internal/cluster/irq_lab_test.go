@@ -131,7 +131,7 @@ func TestIRQPlanApplyRestore(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		for {
-			st, err := cluster.QueryStatus(ctx, id)
+			st, err := cluster.Paths{}.QueryStatus(ctx, id)
 			if err == nil && st.IRQ != nil {
 				return cmd, exited, out, st.IRQ
 			}
