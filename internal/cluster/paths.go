@@ -16,12 +16,9 @@ const (
 // Paths is where clusters and connect runs keep their state. The zero
 // value is the host's: DefaultStateDir and DefaultConnectDir. Tests give
 // their runs directories of their own, and so share nothing with the
-// host's runs or with each other.
-//
-// Everything that finds a cluster or a connect run by its id (its
-// directory, state, control socket, status, stop and clean-up) is a method
-// of Paths, and only that: the commands, which act on the host's runs, call
-// the methods of the zero value, cluster.Paths{}.Clean(ctx, id).
+// host's runs or with each other. What finds a run by its id is a method of
+// Paths only (the package comment): the commands call the zero value's,
+// cluster.Paths{}.Clean(ctx, id).
 type Paths struct {
 	// State holds the clusters' directories; empty means DefaultStateDir.
 	State string
