@@ -103,8 +103,15 @@ var sequence = []step{
 	{"a batch fails whole", func(ctx context.Context, h hostnet.Host) error {
 		return h.Restore(ctx, hostnet.IPv4, "nat", []string{":ovpnperf-hostnettest-2 - [0:0]", "-A nosuchchain -j ACCEPT"})
 	}, true, false},
+	{"IPv6 chain", func(ctx context.Context, h hostnet.Host) error {
+		return h.Restore(ctx, hostnet.IPv6, "nat", []string{":" + nat + " - [0:0]", "-I POSTROUTING -j " + nat,
+			"-A " + nat + " -o d0 -s fd00:8::1000/128 -j MASQUERADE"})
+	}, false, false},
 	{"remove chain", func(ctx context.Context, h hostnet.Host) error {
 		return h.RemoveChain(ctx, hostnet.IPv4, "nat", nat)
+	}, false, false},
+	{"remove IPv6 chain", func(ctx context.Context, h hostnet.Host) error {
+		return h.RemoveChain(ctx, hostnet.IPv6, "nat", nat)
 	}, false, false},
 	{"remove a missing chain", func(ctx context.Context, h hostnet.Host) error {
 		return h.RemoveChain(ctx, hostnet.IPv4, "nat", nat)
@@ -116,6 +123,7 @@ type view struct {
 	Nexthops []hostnet.Nexthop
 	Routes   []hostnet.Route
 	Chains   []string
+	Chains6  []string
 	// Rules counts the rules of each chain of the nat table (their text
 	// is iptables-save's own on the kernel's side).
 	Rules map[string]int
@@ -144,6 +152,10 @@ func look(t *testing.T, ctx context.Context, h hostnet.Host) view {
 		t.Fatal(err)
 	}
 	slices.Sort(v.Chains)
+	if v.Chains6, err = h.Chains(ctx, hostnet.IPv6, "nat"); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(v.Chains6)
 	v.Rules = map[string]int{}
 	switch h := h.(type) {
 	case *hostnet.Fake:
@@ -176,7 +188,7 @@ func look(t *testing.T, ctx context.Context, h hostnet.Host) view {
 // drift from the kernel unnoticed.
 func TestKernelAndFake(t *testing.T) {
 	testenv.RequireRoot(t)
-	testenv.RequirePrograms(t, "ip", "iptables-restore", "iptables-save")
+	testenv.RequirePrograms(t, "ip", "iptables-restore", "iptables-save", "ip6tables-restore", "ip6tables-save")
 	ctx := context.Background()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
