@@ -34,8 +34,9 @@ func measureLoss(t *testing.T, b *measureBench) (*measure.Report, finding.Findin
 	if e == nil || e.Failed != "" || e.Sent != measure.LossEchoes {
 		t.Fatalf("paced echoes: %+v, want %d sent", e, measure.LossEchoes)
 	}
-	t.Logf("retransmits at least %.2f %% of segments; echoes %d sent, %d answered (%.2f %% lost); backend %s",
-		l.Figures[measure.FigRetransmitMinPercent], e.Sent, e.Answered, l.Figures[measure.FigEchoLossPercent], b.lab.Backend())
+	o := rep.Rows[l.Subject.Rows[0]]
+	t.Logf("outside up %s Mbit/s (median of %d); retransmits at least %.2f %% of segments; echoes %d sent, %d answered (%.2f %% lost); backend %s",
+		measure.FormatMbps(o.MedianBps), len(o.SamplesBps), l.Figures[measure.FigRetransmitMinPercent], e.Sent, e.Answered, l.Figures[measure.FigEchoLossPercent], b.lab.Backend())
 	return rep, l
 }
 
