@@ -7,6 +7,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -47,7 +48,7 @@ func measureLoss(t *testing.T, b *measureBench) (*measure.Report, finding.Findin
 // retransmits alone and confirmed a lossy path here.
 func TestMeasureLossRateLimitOnly(t *testing.T) {
 	testenv.Exclusive(t)
-	b := newMeasureBench(t, lab.Path{Up: lab.Link{RateBitsPerSec: 20e6}, Down: lab.Link{RateBitsPerSec: 20e6}}, true, nil)
+	b := newMeasureBench(t, labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6}, Down: labpath.Link{RateBitsPerSec: 20e6}}, true, nil)
 	_, l := measureLoss(t, b)
 	if l.Outcome != verdict.Refuted {
 		t.Errorf("loss %q on a path without random loss, want %q: %+v", l.Outcome, verdict.Refuted, l)
@@ -64,7 +65,7 @@ func TestMeasureLossRateLimitOnly(t *testing.T) {
 func TestMeasureLossRandom(t *testing.T) {
 	testenv.Exclusive(t)
 	const lossPercent = 3
-	b := newMeasureBench(t, lab.Path{Up: lab.Link{RateBitsPerSec: 20e6, LossPercent: lossPercent}, Down: lab.Link{RateBitsPerSec: 20e6, LossPercent: lossPercent}}, true, nil)
+	b := newMeasureBench(t, labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6, LossPercent: lossPercent}, Down: labpath.Link{RateBitsPerSec: 20e6, LossPercent: lossPercent}}, true, nil)
 	rep, l := measureLoss(t, b)
 	if l.Outcome != verdict.Confirmed {
 		t.Errorf("loss %q on a path losing %d %% each way, want %q: %+v", l.Outcome, lossPercent, verdict.Confirmed, l)
