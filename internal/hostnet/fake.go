@@ -10,13 +10,16 @@ import (
 	"sync"
 )
 
-// Fake is an in-memory namespace for unit tests: links, routes of the main
-// table, nexthop objects, sysctls and netfilter tables. It refuses what
-// the kernel refuses (a missing device, nexthop or chain; a group of a
-// family; an IPv6 route over an IPv4 nexthop; deleting a chain still
-// jumped to) and cascades as the kernel does (a device's nexthops go with
-// it, a nexthop leaves its groups, a group left empty goes, routes go
-// with their nexthop). TestKernelAndFake runs one sequence on both and
+// Fake is an in-memory namespace for unit tests: links and their
+// addresses and qdiscs, routes of the main table, nexthop objects, sysctls
+// and netfilter tables. It refuses what the kernel refuses (a missing
+// device, nexthop or chain; a group of a family; an IPv6 route over an
+// IPv4 nexthop; a gateway no up device's subnet holds; a second root
+// qdisc; deleting a chain still jumped to) and cascades as the kernel does
+// (a veth's peer goes with it, a device's nexthops and routes go with it,
+// a nexthop leaves its groups, a group left empty goes, routes go with
+// their nexthop). A Fake is one namespace: a veth it makes has both ends
+// in it. TestKernelAndFake runs one sequence on both and
 // compares what they list.
 type Fake struct {
 	mu       sync.Mutex
@@ -30,8 +33,11 @@ type Fake struct {
 }
 
 type fakeLink struct {
-	up    bool
-	addrs []netip.Prefix
+	up     bool
+	mtu    int
+	peer   string // a veth's other end
+	addrs  []netip.Prefix
+	qdiscs []Qdisc
 }
 
 type fakeTable struct {
@@ -39,7 +45,7 @@ type fakeTable struct {
 	order  []string
 }
 
-// NewFake returns an empty namespace named ns, with the built-in chains of
+// NewFake returns a new namespace named ns: lo (down), the built-in chains of
 // each table and the MASQUERADE target; sysctls exist once SetSysctlValue
 // made them.
 func NewFake(ns string) *Fake {
@@ -48,6 +54,7 @@ func NewFake(ns string) *Fake {
 	for _, fam := range []Family{IPv4, IPv6} {
 		f.AddTarget(fam, "MASQUERADE", "to-ports")
 	}
+	f.links["lo"] = &fakeLink{mtu: 65536}
 	return f
 }
 
@@ -118,16 +125,132 @@ func (f *Fake) LinkDel(ctx context.Context, name string) error {
 	if _, ok := f.links[name]; !ok {
 		return notExist("link " + name + " in " + f.where())
 	}
-	delete(f.links, name)
-	for _, n := range f.sortedNexthops() {
-		if n.Dev == name {
-			f.removeNexthop(n.ID)
+	gone := []string{name}
+	if p := f.links[name].peer; p != "" {
+		gone = append(gone, p)
+	}
+	for _, name := range gone {
+		delete(f.links, name)
+		for _, n := range f.sortedNexthops() {
+			if n.Dev == name {
+				f.removeNexthop(n.ID)
+			}
+		}
+		for fam, rs := range f.routes {
+			f.routes[fam] = slices.DeleteFunc(rs, func(r Route) bool { return r.NHID == 0 && r.Dev == name })
 		}
 	}
-	for fam, rs := range f.routes {
-		f.routes[fam] = slices.DeleteFunc(rs, func(r Route) bool { return r.NHID == 0 && r.Dev == name })
+	return nil
+}
+
+func (f *Fake) VethAdd(ctx context.Context, name string, mtu int, peer, peerNetns string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	what := fmt.Sprintf("creating veth %s in %s – %s in %s", name, f.where(), peer, peerNetns)
+	if peerNetns != f.ns {
+		return fmt.Errorf("%s: a Fake is one namespace, %s", what, f.ns)
+	}
+	if name == peer {
+		return fmt.Errorf("%s: file exists", what)
+	}
+	for _, n := range []string{name, peer} {
+		if _, ok := f.links[n]; ok {
+			return fmt.Errorf("%s: file exists", what)
+		}
+	}
+	f.links[name] = &fakeLink{mtu: mtu, peer: peer}
+	f.links[peer] = &fakeLink{mtu: mtu, peer: name}
+	return nil
+}
+
+func (f *Fake) Links(ctx context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var names []string
+	for n := range f.links {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func (f *Fake) LinkSetUp(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return notExist("link " + name + " in " + f.where())
+	}
+	l.up = true
+	return nil
+}
+
+func (f *Fake) AddrAdd(ctx context.Context, name string, p netip.Prefix) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return notExist("link " + name + " in " + f.where())
+	}
+	if slices.Contains(l.addrs, p) {
+		return fmt.Errorf("ip addr add %s dev %s in %s: file exists", p, name, f.where())
+	}
+	l.addrs = append(l.addrs, p)
+	return nil
+}
+
+func (f *Fake) QdiscAdd(ctx context.Context, name string, q Qdisc) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return notExist("link " + name + " in " + f.where())
+	}
+	what := fmt.Sprintf("tc qdisc add dev %s handle %d: %s in %s", name, q.Handle, q.Kind, f.where())
+	if q.Kind != Netem && q.Kind != Tbf {
+		return fmt.Errorf("qdisc %q on %s in %s: not a kind ovpnperf uses", q.Kind, name, f.where())
+	}
+	if q.Parent != 0 && !slices.ContainsFunc(l.qdiscs, func(x Qdisc) bool { return x.Handle == q.Parent }) {
+		return notExist(what + ": the parent qdisc")
+	}
+	for _, x := range l.qdiscs {
+		if x.Parent == q.Parent || x.Handle == q.Handle {
+			return fmt.Errorf("%s: NLM_F_REPLACE needed to override", what)
+		}
+	}
+	l.qdiscs = append(l.qdiscs, q)
+	return nil
+}
+
+// Qdiscs lists a device's qdiscs in the order they were added; nil for a
+// missing device.
+func (f *Fake) Qdiscs(name string) []Qdisc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l := f.links[name]; l != nil {
+		return slices.Clone(l.qdiscs)
 	}
 	return nil
+}
+
+// gatewayDev is the up device that has an address in gw's subnet.
+func (f *Fake) gatewayDev(gw netip.Addr) string {
+	var names []string
+	for n := range f.links {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if !f.links[n].up {
+			continue
+		}
+		for _, a := range f.links[n].addrs {
+			if a.Masked().Contains(gw) {
+				return n
+			}
+		}
+	}
+	return ""
 }
 
 func (f *Fake) LinkAddrs(ctx context.Context, name string) ([]netip.Prefix, error) {
@@ -161,7 +284,13 @@ func (f *Fake) RouteReplace(ctx context.Context, r Route) error {
 		if fam == IPv6 && f.hasV4(n) {
 			return fmt.Errorf("route replace %s in %s: IPv6 routes can not use an IPv4 nexthop", r, f.where())
 		}
-		r.Dev = ""
+		r.Dev, r.Gw = "", netip.Addr{}
+	} else if r.Gw.IsValid() {
+		dev := f.gatewayDev(r.Gw)
+		if dev == "" || r.Dev != "" && r.Dev != dev {
+			return fmt.Errorf("route replace %s in %s: nexthop has invalid gateway", r, f.where())
+		}
+		r.Dev = dev
 	} else {
 		l, ok := f.links[r.Dev]
 		if !ok {

@@ -1,5 +1,6 @@
 // Package hostnet is the one way ovpnperf changes a network namespace:
-// links, addresses, routes, nexthop objects, sysctls and netfilter rules.
+// links, addresses, routes, nexthop objects, qdiscs, sysctls and netfilter
+// rules.
 // A Host is one namespace. Open gives the kernel's; Fake is an in-memory
 // model of one for unit tests, which fails as the kernel does when an
 // object is missing or in use, so that the code above it (connect's
@@ -8,7 +9,9 @@
 //
 // How the kernel is asked, one path per kind of object:
 //
-//	links, addresses  netlink (vishvananda/netlink)
+//	links, addresses, netlink (vishvananda/netlink)
+//	qdiscs, gateway
+//	routes
 //	nexthops, routes  `ip nexthop …` / `ip route …`: netlink v1.3.1 has
 //	                  neither nexthop objects (RTM_NEWNEXTHOP) nor a route's
 //	                  nexthop id (RTA_NH_ID); lists come from `ip -json`,
@@ -30,6 +33,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"strconv"
+	"time"
 )
 
 // Family is the address family of a route, a nexthop or a netfilter table.
@@ -65,6 +69,10 @@ type Route struct {
 	Dst netip.Prefix
 	// NHID is the nexthop object (or group) the route goes by; 0 none.
 	NHID uint32
+	// Gw is the gateway the route goes via, on a device that is up and
+	// has an address in the gateway's subnet (the kernel picks the
+	// device: Dev says which one in a listing); none when invalid.
+	Gw netip.Addr
 	// Dev is the route's device when it has no NHID (the first one of an
 	// inline multipath route).
 	Dev string
@@ -74,8 +82,39 @@ func (r Route) String() string {
 	if r.NHID != 0 {
 		return r.Dst.String() + " nhid " + strconv.FormatUint(uint64(r.NHID), 10)
 	}
+	if r.Gw.IsValid() {
+		s := r.Dst.String() + " via " + r.Gw.String()
+		if r.Dev != "" {
+			s += " dev " + r.Dev
+		}
+		return s
+	}
 	return r.Dst.String() + " dev " + r.Dev
 }
+
+// Qdisc is a queueing discipline of a device: netem (Delay, Jitter,
+// LossPercent, Limit in packets) or tbf (Rate, Burst, Limit in bytes).
+type Qdisc struct {
+	Kind string // "netem" or "tbf"
+	// Handle is its major number (1 is "1:").
+	Handle uint16
+	// Parent is the major number of the qdisc under whose class 1
+	// (PARENT:1) it hangs; 0 is the device's root.
+	Parent uint16
+
+	Delay, Jitter time.Duration
+	LossPercent   float64
+	// Rate is in bytes per second, Burst the bucket in bytes.
+	Rate  uint64
+	Burst uint32
+	Limit uint32
+}
+
+// The kinds of qdisc.
+const (
+	Netem = "netem"
+	Tbf   = "tbf"
+)
 
 // Nexthop is a nexthop object: a device (Dev, Family), or a group of
 // other nexthops (Group, Family 0).
@@ -93,17 +132,33 @@ type Host interface {
 	// own namespace.
 	Netns() string
 
+	// VethAdd makes a veth pair, down, both ends with the MTU: name in
+	// this namespace, peer in the namespace peerNetns (its name under
+	// /run/netns; this one's own name keeps both ends here).
+	VethAdd(ctx context.Context, name string, mtu int, peer, peerNetns string) error
+	// Links lists the devices' names, sorted.
+	Links(ctx context.Context) ([]string, error)
 	// LinkExists reports whether a device of this name exists.
 	LinkExists(ctx context.Context, name string) (bool, error)
+	// LinkSetUp sets a device up.
+	LinkSetUp(ctx context.Context, name string) error
 	// LinkDel deletes a device (and with it its nexthops, the groups left
 	// empty and the routes over them).
 	LinkDel(ctx context.Context, name string) error
 	// LinkAddrs lists a device's addresses.
 	LinkAddrs(ctx context.Context, name string) ([]netip.Prefix, error)
+	// AddrAdd adds an address to a device; an IPv6 one is usable at
+	// once (no duplicate address detection).
+	AddrAdd(ctx context.Context, name string, p netip.Prefix) error
+
+	// QdiscAdd adds a qdisc to a device; a root or a class that has one
+	// already is refused.
+	QdiscAdd(ctx context.Context, name string, q Qdisc) error
 
 	// Routes lists the main table's routes of a family, sorted.
 	Routes(ctx context.Context, f Family) ([]Route, error)
-	// RouteReplace adds r, or replaces the route to r.Dst.
+	// RouteReplace adds r, or replaces the route to r.Dst: by r.NHID,
+	// via r.Gw, or on r.Dev.
 	RouteReplace(ctx context.Context, r Route) error
 	// RouteDel deletes the route to r.Dst, only while it still goes by
 	// r.NHID (or r.Dev): another's route to the same prefix stays.

@@ -183,6 +183,7 @@ func unmarshalList(out []byte, v any) error {
 type jsonRoute struct {
 	Dst      string `json:"dst"`
 	NHID     uint32 `json:"nhid"`
+	Gateway  string `json:"gateway"`
 	Dev      string `json:"dev"`
 	Nexthops []struct {
 		Dev string `json:"dev"`
@@ -223,6 +224,11 @@ func (k kernel) Routes(ctx context.Context, f Family) ([]Route, error) {
 			continue // a route type this package does not model
 		}
 		r := Route{Dst: dst, NHID: j.NHID}
+		if j.Gateway != "" {
+			if r.Gw, err = netip.ParseAddr(j.Gateway); err != nil {
+				continue
+			}
+		}
 		if r.NHID == 0 {
 			r.Dev = j.Dev
 			if r.Dev == "" && len(j.Nexthops) > 0 {
@@ -248,10 +254,19 @@ func routeArgs(r Route) []string {
 	if r.NHID != 0 {
 		return []string{r.Dst.String(), "nhid", strconv.FormatUint(uint64(r.NHID), 10)}
 	}
+	if r.Gw.IsValid() && r.Dev == "" {
+		return []string{r.Dst.String(), "via", r.Gw.String()}
+	}
+	if r.Gw.IsValid() {
+		return []string{r.Dst.String(), "via", r.Gw.String(), "dev", r.Dev}
+	}
 	return []string{r.Dst.String(), "dev", r.Dev}
 }
 
 func (k kernel) RouteReplace(ctx context.Context, r Route) error {
+	if r.Gw.IsValid() && r.NHID == 0 {
+		return k.routeViaReplace(r)
+	}
 	// Equivalent to: ip route replace PREFIX nhid ID
 	_, err := k.ip(ctx, append([]string{"route", "replace"}, routeArgs(r)...)...)
 	return err
@@ -279,6 +294,9 @@ func sameRoute(x, r Route) bool {
 	}
 	if r.NHID != 0 {
 		return x.NHID == r.NHID
+	}
+	if r.Gw.IsValid() && x.Gw != r.Gw {
+		return false
 	}
 	return r.Dev == "" || x.Dev == r.Dev
 }

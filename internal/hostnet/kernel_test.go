@@ -4,18 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os/exec"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
-	"github.com/vishvananda/netlink"
 )
 
 // step is one change made on both hosts; wantErr says whether the kernel
@@ -28,14 +29,78 @@ type step struct {
 }
 
 var (
-	pfx4 = netip.MustParsePrefix("10.99.0.0/24")
-	pfx6 = netip.MustParsePrefix("fd00:99::/64")
-	nat  = "ovpnperf-hostnettest-nat"
+	addr4 = netip.MustParsePrefix("10.97.0.1/24")
+	addr6 = netip.MustParsePrefix("fd00:97::1/64")
+	gw4   = netip.MustParseAddr("10.97.0.2")
+	gw6   = netip.MustParseAddr("fd00:97::2")
+	pfx4  = netip.MustParsePrefix("10.99.0.0/24")
+	pfx6  = netip.MustParsePrefix("fd00:99::/64")
+	nat   = "ovpnperf-hostnettest-nat"
 )
 
-// sequence is what connect and clean do to a namespace, and a few things
-// the kernel refuses.
+// sequence is what lab up, connect and clean do to a namespace, and a few
+// things the kernel refuses.
 var sequence = []step{
+	{"veths", func(ctx context.Context, h hostnet.Host) error {
+		if err := h.VethAdd(ctx, "d0", 1400, "p0", h.Netns()); err != nil {
+			return err
+		}
+		return h.VethAdd(ctx, "d1", 1500, "p1", h.Netns())
+	}, false, false},
+	{"a veth of a name taken", func(ctx context.Context, h hostnet.Host) error {
+		return h.VethAdd(ctx, "d2", 1500, "p0", h.Netns())
+	}, true, false},
+	{"address on a missing link", func(ctx context.Context, h hostnet.Host) error {
+		return h.AddrAdd(ctx, "d9", addr4)
+	}, true, true},
+	{"addresses", func(ctx context.Context, h hostnet.Host) error {
+		if err := h.AddrAdd(ctx, "d0", addr4); err != nil {
+			return err
+		}
+		return h.AddrAdd(ctx, "d0", addr6)
+	}, false, false},
+	{"an address twice", func(ctx context.Context, h hostnet.Host) error {
+		return h.AddrAdd(ctx, "d0", addr4)
+	}, true, false},
+	{"gateway on a link that is down", func(ctx context.Context, h hostnet.Host) error {
+		return h.RouteReplace(ctx, hostnet.Route{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Gw: gw4})
+	}, true, false},
+	{"up", func(ctx context.Context, h hostnet.Host) error {
+		ls, err := h.Links(ctx)
+		if err != nil {
+			return err
+		}
+		for _, l := range ls {
+			if err := h.LinkSetUp(ctx, l); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, false, false},
+	{"set a missing link up", func(ctx context.Context, h hostnet.Host) error {
+		return h.LinkSetUp(ctx, "d9")
+	}, true, true},
+	{"default routes", func(ctx context.Context, h hostnet.Host) error {
+		if err := h.RouteReplace(ctx, hostnet.Route{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Gw: gw4}); err != nil {
+			return err
+		}
+		return h.RouteReplace(ctx, hostnet.Route{Dst: netip.PrefixFrom(netip.IPv6Unspecified(), 0), Gw: gw6})
+	}, false, false},
+	{"gateway outside every subnet", func(ctx context.Context, h hostnet.Host) error {
+		return h.RouteReplace(ctx, hostnet.Route{Dst: netip.MustParsePrefix("10.96.0.0/24"), Gw: netip.MustParseAddr("10.95.0.1")})
+	}, true, false},
+	{"qdiscs", func(ctx context.Context, h hostnet.Host) error {
+		if err := h.QdiscAdd(ctx, "d0", hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 2, Rate: 125000, Burst: 16 << 10, Limit: 30000}); err != nil {
+			return err
+		}
+		return h.QdiscAdd(ctx, "d0", hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 3, Parent: 2, Rate: 250000, Burst: 16 << 10, Limit: 30000})
+	}, false, false},
+	{"a second root qdisc", func(ctx context.Context, h hostnet.Host) error {
+		return h.QdiscAdd(ctx, "d0", hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 4, Rate: 125000, Burst: 16 << 10, Limit: 30000})
+	}, true, false},
+	{"a qdisc under a missing one", func(ctx context.Context, h hostnet.Host) error {
+		return h.QdiscAdd(ctx, "d0", hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 4, Parent: 7, Rate: 125000, Burst: 16 << 10, Limit: 30000})
+	}, true, true},
 	{"members", func(ctx context.Context, h hostnet.Host) error {
 		for _, n := range []hostnet.Nexthop{{ID: 1, Family: hostnet.IPv4, Dev: "d0"}, {ID: 2, Family: hostnet.IPv4, Dev: "d1"},
 			{ID: 3, Family: hostnet.IPv6, Dev: "d0"}, {ID: 4, Family: hostnet.IPv6, Dev: "d1"}} {
@@ -127,7 +192,11 @@ type view struct {
 	// Rules counts the rules of each chain of the nat table (their text
 	// is iptables-save's own on the kernel's side).
 	Rules map[string]int
-	D1    bool
+	Links []string
+	// Addrs are d0's addresses but the link-local ones.
+	Addrs []netip.Prefix
+	// Qdiscs are d0's, kind and handles only.
+	Qdiscs []hostnet.Qdisc
 }
 
 func look(t *testing.T, ctx context.Context, h hostnet.Host) view {
@@ -143,7 +212,7 @@ func look(t *testing.T, ctx context.Context, h hostnet.Host) view {
 			t.Fatal(err)
 		}
 		for _, r := range rs {
-			if r.Dst == pfx4 || r.Dst == pfx6 || r.NHID != 0 {
+			if r.Dst == pfx4 || r.Dst == pfx6 || r.NHID != 0 || r.Gw.IsValid() {
 				v.Routes = append(v.Routes, r)
 			}
 		}
@@ -176,10 +245,76 @@ func look(t *testing.T, ctx context.Context, h hostnet.Host) view {
 			}
 		}
 	}
-	if v.D1, err = h.LinkExists(ctx, "d1"); err != nil {
+	if v.Links, err = h.Links(ctx); err != nil {
 		t.Fatal(err)
 	}
+	for _, l := range []string{"d0", "d1"} {
+		ok, err := h.LinkExists(ctx, l)
+		if err != nil || ok != slices.Contains(v.Links, l) {
+			t.Fatalf("link %s exists %v (%v); listed in %v", l, ok, err, v.Links)
+		}
+	}
+	if slices.Contains(v.Links, "d0") {
+		as, err := h.LinkAddrs(ctx, "d0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range as {
+			if !a.Addr().IsLinkLocalUnicast() {
+				v.Addrs = append(v.Addrs, a)
+			}
+		}
+		slices.SortFunc(v.Addrs, func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
+	}
+	switch h := h.(type) {
+	case *hostnet.Fake:
+		for _, q := range h.Qdiscs("d0") {
+			v.Qdiscs = append(v.Qdiscs, hostnet.Qdisc{Kind: q.Kind, Handle: q.Handle, Parent: q.Parent})
+		}
+	default:
+		if slices.Contains(v.Links, "d0") {
+			v.Qdiscs = kernelQdiscs(t, h.Netns(), "d0")
+		}
+	}
 	return v
+}
+
+// kernelQdiscs lists a device's qdiscs as tc shows them, but the default
+// ones (handle 0:), kind and handles only.
+func kernelQdiscs(t *testing.T, ns, dev string) []hostnet.Qdisc {
+	t.Helper()
+	out, err := exec.Command("tc", "-n", ns, "-json", "qdisc", "show", "dev", dev).Output()
+	if err != nil {
+		t.Fatalf("tc -n %s -json qdisc show dev %s: %v", ns, dev, err)
+	}
+	var js []struct {
+		Kind   string `json:"kind"`
+		Handle string `json:"handle"`
+		Parent string `json:"parent"`
+	}
+	if err := json.Unmarshal(out, &js); err != nil {
+		t.Fatalf("tc -json qdisc show: %v: %s", err, out)
+	}
+	major := func(s string) uint16 {
+		m, _, _ := strings.Cut(s, ":")
+		n, err := strconv.ParseUint(m, 16, 16)
+		if err != nil {
+			t.Fatalf("qdisc handle %q: %v", s, err)
+		}
+		return uint16(n)
+	}
+	var qs []hostnet.Qdisc
+	for _, j := range js {
+		if j.Handle == "0:" {
+			continue
+		}
+		q := hostnet.Qdisc{Kind: j.Kind, Handle: major(j.Handle)}
+		if j.Parent != "" {
+			q.Parent = major(j.Parent)
+		}
+		qs = append(qs, q)
+	}
+	return qs
 }
 
 // TestKernelAndFake runs one sequence of changes on a fresh namespace and
@@ -188,7 +323,7 @@ func look(t *testing.T, ctx context.Context, h hostnet.Host) view {
 // drift from the kernel unnoticed.
 func TestKernelAndFake(t *testing.T) {
 	testenv.RequireRoot(t)
-	testenv.RequirePrograms(t, "ip", "iptables-restore", "iptables-save", "ip6tables-restore", "ip6tables-save")
+	testenv.RequirePrograms(t, "ip", "tc", "iptables-restore", "iptables-save", "ip6tables-restore", "ip6tables-save")
 	ctx := context.Background()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -201,28 +336,7 @@ func TestKernelAndFake(t *testing.T) {
 			t.Errorf("deleting namespace %s: %v", ns, err)
 		}
 	})
-	nh, err := netns.Handle(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nh.Close()
 	fake := hostnet.NewFake(ns)
-	for _, pair := range [][2]string{{"d0", "p0"}, {"d1", "p1"}} {
-		// Equivalent to: ip -n NS link add D type veth peer name P; ip -n NS link set D up
-		if err := nh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: pair[0]}, PeerName: pair[1]}); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range pair {
-			l, err := nh.LinkByName(n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := nh.LinkSetUp(l); err != nil {
-				t.Fatal(err)
-			}
-			fake.AddLink(n, true)
-		}
-	}
 	real := hostnet.Open(ns)
 	def, err := real.Sysctl(ctx, "net.ipv4.fib_multipath_hash_policy")
 	if err != nil {
@@ -245,9 +359,17 @@ func TestKernelAndFake(t *testing.T) {
 		}
 	}
 	// The sequence did what it says: each group lost its last member with
-	// the link and went, its route with it; the nexthop on d0 stays.
+	// the link and went, its route with it; the nexthop on d0 stays, and
+	// so do d0's default routes, addresses and qdiscs; d1's peer went with it.
 	end := look(t, ctx, fake)
-	if want := []hostnet.Nexthop{{ID: 1, Family: hostnet.IPv4, Dev: "d0"}}; !reflect.DeepEqual(end.Nexthops, want) || len(end.Routes) != 0 {
-		t.Errorf("at the end: %+v; want nexthops %+v and no route", end, want)
+	if want := []hostnet.Nexthop{{ID: 1, Family: hostnet.IPv4, Dev: "d0"}}; !reflect.DeepEqual(end.Nexthops, want) {
+		t.Errorf("at the end: %+v; want nexthops %+v", end, want)
+	}
+	wantRoutes := []hostnet.Route{{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gw: gw4, Dev: "d0"}, {Dst: netip.MustParsePrefix("::/0"), Gw: gw6, Dev: "d0"}}
+	if !reflect.DeepEqual(end.Routes, wantRoutes) {
+		t.Errorf("at the end: routes %v; want %v", end.Routes, wantRoutes)
+	}
+	if want := []string{"d0", "lo", "p0"}; !reflect.DeepEqual(end.Links, want) || len(end.Addrs) != 2 || len(end.Qdiscs) != 2 {
+		t.Errorf("at the end: links %v, d0's addresses %v, qdiscs %v; want links %v, 2 addresses, 2 qdiscs", end.Links, end.Addrs, end.Qdiscs, want)
 	}
 }
