@@ -86,6 +86,34 @@ func (k kernel) LinkSetUp(ctx context.Context, name string) error {
 	})
 }
 
+func (k kernel) LinkMAC(ctx context.Context, name string) (net.HardwareAddr, error) {
+	var hw net.HardwareAddr
+	err := k.withHandle(func(h *netlink.Handle) error {
+		// Equivalent to: ip -n NS link show dev IF (its link/ether)
+		l, err := k.link(h, name)
+		if err == nil {
+			hw = l.Attrs().HardwareAddr
+		}
+		return err
+	})
+	return hw, err
+}
+
+func (k kernel) NeighAdd(ctx context.Context, name string, a netip.Addr, mac net.HardwareAddr) error {
+	return k.withHandle(func(h *netlink.Handle) error {
+		l, err := k.link(h, name)
+		if err != nil {
+			return err
+		}
+		// Equivalent to: ip -n NS neigh add ADDR lladdr MAC dev IF nud permanent
+		if err := h.NeighAdd(&netlink.Neigh{LinkIndex: l.Attrs().Index, Family: nlFamily(a), State: netlink.NUD_PERMANENT,
+			IP: net.IP(a.AsSlice()), HardwareAddr: mac}); err != nil {
+			return fmt.Errorf("ip neigh add %s lladdr %s dev %s in %s: %w", a, mac, name, k.where(), err)
+		}
+		return nil
+	})
+}
+
 func prefixNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }

@@ -3,6 +3,7 @@ package hostnet
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -25,6 +26,7 @@ type Fake struct {
 	mu       sync.Mutex
 	ns       string
 	links    map[string]*fakeLink
+	macs     byte // the last hardware address given out
 	routes   map[Family][]Route
 	nexthops map[uint32]*Nexthop
 	sysctls  map[string]string
@@ -36,7 +38,9 @@ type fakeLink struct {
 	up     bool
 	mtu    int
 	peer   string // a veth's other end
+	mac    net.HardwareAddr
 	addrs  []netip.Prefix
+	neighs map[netip.Addr]net.HardwareAddr
 	qdiscs []Qdisc
 }
 
@@ -158,9 +162,58 @@ func (f *Fake) VethAdd(ctx context.Context, name string, mtu int, peer, peerNetn
 			return fmt.Errorf("%s: file exists", what)
 		}
 	}
-	f.links[name] = &fakeLink{mtu: mtu, peer: peer}
-	f.links[peer] = &fakeLink{mtu: mtu, peer: name}
+	f.links[name] = &fakeLink{mtu: mtu, peer: peer, mac: f.newMAC()}
+	f.links[peer] = &fakeLink{mtu: mtu, peer: name, mac: f.newMAC()}
 	return nil
+}
+
+// newMAC is a locally administered hardware address, a new one each time.
+func (f *Fake) newMAC() net.HardwareAddr {
+	f.macs++
+	return net.HardwareAddr{0x02, 0, 0, 0, 0, f.macs}
+}
+
+func (f *Fake) LinkMAC(ctx context.Context, name string) (net.HardwareAddr, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return nil, notExist("link " + name + " in " + f.where())
+	}
+	return slices.Clone(l.mac), nil
+}
+
+func (f *Fake) NeighAdd(ctx context.Context, name string, a netip.Addr, mac net.HardwareAddr) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return notExist("link " + name + " in " + f.where())
+	}
+	if _, ok := l.neighs[a]; ok {
+		return fmt.Errorf("ip neigh add %s lladdr %s dev %s in %s: file exists", a, mac, name, f.where())
+	}
+	if l.neighs == nil {
+		l.neighs = map[netip.Addr]net.HardwareAddr{}
+	}
+	l.neighs[a] = slices.Clone(mac)
+	return nil
+}
+
+// Neighbours lists a device's neighbour entries, address → hardware
+// address; nil for a missing device.
+func (f *Fake) Neighbours(name string) map[netip.Addr]net.HardwareAddr {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.links[name]
+	if l == nil {
+		return nil
+	}
+	m := map[netip.Addr]net.HardwareAddr{}
+	for a, hw := range l.neighs {
+		m[a] = slices.Clone(hw)
+	}
+	return m
 }
 
 func (f *Fake) Links(ctx context.Context) ([]string, error) {

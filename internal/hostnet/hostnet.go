@@ -10,6 +10,7 @@
 // How the kernel is asked, one path per kind of object:
 //
 //	links, addresses, netlink (vishvananda/netlink)
+//	neighbours,
 //	qdiscs, gateway
 //	routes
 //	nexthops, routes  `ip nexthop …` / `ip route …`: netlink v1.3.1 has
@@ -31,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net"
 	"net/netip"
 	"strconv"
 	"time"
@@ -142,6 +144,8 @@ type Host interface {
 	LinkExists(ctx context.Context, name string) (bool, error)
 	// LinkSetUp sets a device up.
 	LinkSetUp(ctx context.Context, name string) error
+	// LinkMAC is a device's hardware address.
+	LinkMAC(ctx context.Context, name string) (net.HardwareAddr, error)
 	// LinkDel deletes a device (and with it its nexthops, the groups left
 	// empty and the routes over them).
 	LinkDel(ctx context.Context, name string) error
@@ -150,6 +154,10 @@ type Host interface {
 	// AddrAdd adds an address to a device; an IPv6 one is usable at
 	// once (no duplicate address detection).
 	AddrAdd(ctx context.Context, name string, p netip.Prefix) error
+
+	// NeighAdd adds a permanent neighbour entry: a is at mac on the
+	// device.
+	NeighAdd(ctx context.Context, name string, a netip.Addr, mac net.HardwareAddr) error
 
 	// QdiscAdd adds a qdisc to a device; a root or a class that has one
 	// already is refused.

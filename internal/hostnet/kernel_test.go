@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"os/exec"
 	"reflect"
@@ -89,6 +90,26 @@ var sequence = []step{
 	{"gateway outside every subnet", func(ctx context.Context, h hostnet.Host) error {
 		return h.RouteReplace(ctx, hostnet.Route{Dst: netip.MustParsePrefix("10.96.0.0/24"), Gw: netip.MustParseAddr("10.95.0.1")})
 	}, true, false},
+	{"neighbours", func(ctx context.Context, h hostnet.Host) error {
+		hw, err := h.LinkMAC(ctx, "p0")
+		if err != nil {
+			return err
+		}
+		if err := h.NeighAdd(ctx, "d0", gw4, hw); err != nil {
+			return err
+		}
+		return h.NeighAdd(ctx, "d0", gw6, hw)
+	}, false, false},
+	{"a neighbour twice", func(ctx context.Context, h hostnet.Host) error {
+		hw, err := h.LinkMAC(ctx, "p0")
+		if err != nil {
+			return err
+		}
+		return h.NeighAdd(ctx, "d0", gw4, hw)
+	}, true, false},
+	{"a neighbour on a missing link", func(ctx context.Context, h hostnet.Host) error {
+		return h.NeighAdd(ctx, "d9", gw4, net.HardwareAddr{2, 0, 0, 0, 0, 9})
+	}, true, true},
 	{"qdiscs", func(ctx context.Context, h hostnet.Host) error {
 		if err := h.QdiscAdd(ctx, "d0", hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 2, Rate: 125000, Burst: 16 << 10, Limit: 30000}); err != nil {
 			return err
@@ -197,6 +218,9 @@ type view struct {
 	Addrs []netip.Prefix
 	// Qdiscs are d0's, kind and handles only.
 	Qdiscs []hostnet.Qdisc
+	// Neighbours are d0's permanent ones, each with whether its
+	// hardware address is p0's.
+	Neighbours map[netip.Addr]bool
 }
 
 func look(t *testing.T, ctx context.Context, h hostnet.Host) view {
@@ -266,17 +290,59 @@ func look(t *testing.T, ctx context.Context, h hostnet.Host) view {
 		}
 		slices.SortFunc(v.Addrs, func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
 	}
+	var neighs map[netip.Addr]net.HardwareAddr
 	switch h := h.(type) {
 	case *hostnet.Fake:
+		neighs = h.Neighbours("d0")
 		for _, q := range h.Qdiscs("d0") {
 			v.Qdiscs = append(v.Qdiscs, hostnet.Qdisc{Kind: q.Kind, Handle: q.Handle, Parent: q.Parent})
 		}
 	default:
 		if slices.Contains(v.Links, "d0") {
 			v.Qdiscs = kernelQdiscs(t, h.Netns(), "d0")
+			neighs = kernelNeighbours(t, h.Netns(), "d0")
+		}
+	}
+	if len(neighs) > 0 {
+		p0, err := h.LinkMAC(ctx, "p0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Neighbours = map[netip.Addr]bool{}
+		for a, hw := range neighs {
+			v.Neighbours[a] = hw.String() == p0.String()
 		}
 	}
 	return v
+}
+
+// kernelNeighbours lists a device's permanent neighbour entries as ip
+// shows them.
+func kernelNeighbours(t *testing.T, ns, dev string) map[netip.Addr]net.HardwareAddr {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", ns, "-json", "neigh", "show", "dev", dev, "nud", "permanent").Output()
+	if err != nil {
+		t.Fatalf("ip -n %s -json neigh show dev %s: %v", ns, dev, err)
+	}
+	var js []struct {
+		Dst    string `json:"dst"`
+		Lladdr string `json:"lladdr"`
+	}
+	if len(strings.TrimSpace(string(out))) > 0 {
+		if err := json.Unmarshal(out, &js); err != nil {
+			t.Fatalf("ip -json neigh show: %v: %s", err, out)
+		}
+	}
+	m := map[netip.Addr]net.HardwareAddr{}
+	for _, j := range js {
+		a, err1 := netip.ParseAddr(j.Dst)
+		hw, err2 := net.ParseMAC(j.Lladdr)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("ip -json neigh show: entry %+v", j)
+		}
+		m[a] = hw
+	}
+	return m
 }
 
 // kernelQdiscs lists a device's qdiscs as tc shows them, but the default
@@ -369,7 +435,8 @@ func TestKernelAndFake(t *testing.T) {
 	if !reflect.DeepEqual(end.Routes, wantRoutes) {
 		t.Errorf("at the end: routes %v; want %v", end.Routes, wantRoutes)
 	}
-	if want := []string{"d0", "lo", "p0"}; !reflect.DeepEqual(end.Links, want) || len(end.Addrs) != 2 || len(end.Qdiscs) != 2 {
-		t.Errorf("at the end: links %v, d0's addresses %v, qdiscs %v; want links %v, 2 addresses, 2 qdiscs", end.Links, end.Addrs, end.Qdiscs, want)
+	if want := []string{"d0", "lo", "p0"}; !reflect.DeepEqual(end.Links, want) || len(end.Addrs) != 2 || len(end.Qdiscs) != 2 ||
+		!reflect.DeepEqual(end.Neighbours, map[netip.Addr]bool{gw4: true, gw6: true}) {
+		t.Errorf("at the end: links %v, d0's addresses %v, qdiscs %v; neighbours %v; want links %v, 2 addresses, 2 qdiscs, gateways at p0's address", end.Links, end.Addrs, end.Qdiscs, end.Neighbours, want)
 	}
 }
