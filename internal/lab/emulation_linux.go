@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
-
-	"github.com/vishvananda/netlink"
 
 	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
@@ -42,33 +39,25 @@ func egress(dir string) string {
 
 // qdiscs installs rate limiters and, with the netem backend, netem itself on
 // the router's egress ports.
-func (l *Lab) qdiscs(p labpath.Path, backend string) error {
+func (l *Lab) qdiscs(ctx context.Context, p labpath.Path, backend string) error {
+	router := l.host(Router)
 	for _, d := range []struct {
 		dir  string
 		link labpath.Link
 	}{{"up", p.Up}, {"down", p.Down}} {
 		ifname := egress(d.dir)
-		parent := uint32(netlink.HANDLE_ROOT)
+		var parent uint16 // the root
 		if backend == labpath.BackendNetem && d.link.Emulated() {
 			if err := l.state.record(Resource{Kind: KindQdisc, Name: "netem " + ifname, Netns: l.Namespace(Router)}); err != nil {
 				return err
 			}
-			err := l.withHandle(Router, func(h *netlink.Handle) error {
-				link, err := h.LinkByName(ifname)
-				if err != nil {
-					return err
-				}
-				// Equivalent to: tc -n ROUTER qdisc add dev IF root handle 1: netem
-				//   delay D JITTER loss L% limit N
-				q := netlink.NewNetem(netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
-					netlink.NetemQdiscAttrs{Latency: uint32(d.link.Delay / time.Microsecond), Jitter: uint32(d.link.Jitter / time.Microsecond),
-						Loss: float32(d.link.LossPercent), Limit: 100000})
-				return h.QdiscAdd(q)
-			})
-			if err != nil {
+			// Equivalent to: tc -n ROUTER qdisc add dev IF root handle 1: netem
+			//   delay D JITTER loss L% limit N
+			if err := router.QdiscAdd(ctx, ifname, hostnet.Qdisc{Kind: hostnet.Netem, Handle: 1,
+				Delay: d.link.Delay, Jitter: d.link.Jitter, LossPercent: d.link.LossPercent, Limit: 100000}); err != nil {
 				return fmt.Errorf("netem on %s: %w", ifname, err)
 			}
-			parent = netlink.MakeHandle(1, 1)
+			parent = 1 // 1:1
 		}
 		if d.link.RateBitsPerSec == 0 {
 			continue
@@ -76,23 +65,10 @@ func (l *Lab) qdiscs(p labpath.Path, backend string) error {
 		if err := l.state.record(Resource{Kind: KindQdisc, Name: "tbf " + ifname, Netns: l.Namespace(Router)}); err != nil {
 			return err
 		}
-		rate := d.link.RateBitsPerSec / 8
-		err := l.withHandle(Router, func(h *netlink.Handle) error {
-			link, err := h.LinkByName(ifname)
-			if err != nil {
-				return err
-			}
-			// Equivalent to: tc -n ROUTER qdisc add dev IF root handle 2: tbf
-			//   rate RATE burst BURST limit LIMIT
-			q := &netlink.Tbf{
-				QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(2, 0), Parent: parent},
-				Rate:       rate,
-				Limit:      queueBytes(p, d.link.RateBitsPerSec),
-				Buffer:     netlink.Xmittime(rate, burstBytes(d.link.RateBitsPerSec)),
-			}
-			return h.QdiscAdd(q)
-		})
-		if err != nil {
+		// Equivalent to: tc -n ROUTER qdisc add dev IF root handle 2: tbf
+		//   rate RATE burst BURST limit LIMIT
+		if err := router.QdiscAdd(ctx, ifname, hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 2, Parent: parent,
+			Rate: d.link.RateBitsPerSec / 8, Burst: burstBytes(d.link.RateBitsPerSec), Limit: queueBytes(p, d.link.RateBitsPerSec)}); err != nil {
 			return fmt.Errorf("rate limit (tbf) on %s: %w", ifname, err)
 		}
 	}
@@ -153,7 +129,7 @@ func (l *Lab) rules(ctx context.Context, p labpath.Path, backend string) error {
 	if p.NoIPv6 {
 		v6 = nil
 	}
-	router := hostnet.Open(l.Namespace(Router))
+	router := l.host(Router)
 	for _, set := range []struct {
 		tool  string
 		fam   hostnet.Family

@@ -3,14 +3,11 @@ package lab
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
-
-	"github.com/vishvananda/netlink"
 
 	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -162,12 +159,12 @@ func (l *Lab) AddHost(ctx context.Context, node Node) (_ netip.Addr, err error) 
 	// IPv4 only: no IPv6 addresses, so no autoconfiguration to quiet.
 	// Equivalent to: ip netns exec NS sysctl -w net.ipv6.conf.all.disable_ipv6=1
 	for _, k := range []string{"net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"} {
-		if _, err := hostnet.Open(ns).SetSysctl(ctx, k, "1"); err != nil {
+		if _, err := l.host(node).SetSysctl(ctx, k, "1"); err != nil {
 			return netip.Addr{}, fmt.Errorf("host %s: %w", node, err)
 		}
 	}
 	rif := routerHostIf(i)
-	if err := l.veth(node, hostIf, Router, rif, 1500); err != nil {
+	if err := l.veth(ctx, node, hostIf, Router, rif, 1500); err != nil {
 		return netip.Addr{}, err
 	}
 	for _, a := range []struct {
@@ -175,41 +172,32 @@ func (l *Lab) AddHost(ctx context.Context, node Node) (_ netip.Addr, err error) 
 		ifname string
 		addr   netip.Addr
 	}{{node, hostIf, addr}, {Router, rif, gw}} {
-		if err := l.withHandle(a.node, func(h *netlink.Handle) error {
-			link, err := h.LinkByName(a.ifname)
-			if err != nil {
-				return err
-			}
+		if err := func() error {
+			h := l.host(a.node)
 			// Equivalent to: ip -n NS addr add A/24 dev IF
-			if err := h.AddrAdd(link, &netlink.Addr{IPNet: prefixNet(a.addr, 24)}); err != nil {
+			if err := h.AddrAdd(ctx, a.ifname, netip.PrefixFrom(a.addr, 24)); err != nil {
 				return err
 			}
 			// Equivalent to: ip -n NS link set IF up (and lo in the host)
-			if err := h.LinkSetUp(link); err != nil {
+			if err := h.LinkSetUp(ctx, a.ifname); err != nil {
 				return err
 			}
 			if a.node != Router {
-				lo, err := h.LinkByName("lo")
-				if err != nil {
-					return err
-				}
-				return h.LinkSetUp(lo)
+				return h.LinkSetUp(ctx, "lo")
 			}
 			return nil
-		}); err != nil {
+		}(); err != nil {
 			return netip.Addr{}, fmt.Errorf("host %s: address %s on %s in %s: %w", node, a.addr, a.ifname, a.node, err)
 		}
 	}
-	if err := l.permanentNeighbour(node, hostIf, gw, Router, rif); err != nil {
+	if err := l.permanentNeighbour(ctx, node, hostIf, gw, Router, rif); err != nil {
 		return netip.Addr{}, err
 	}
-	if err := l.permanentNeighbour(Router, rif, addr, node, hostIf); err != nil {
+	if err := l.permanentNeighbour(ctx, Router, rif, addr, node, hostIf); err != nil {
 		return netip.Addr{}, err
 	}
-	if err := l.withHandle(node, func(h *netlink.Handle) error {
-		// Equivalent to: ip -n NS route add default via 198.18.i.1
-		return h.RouteAdd(&netlink.Route{Gw: net.IP(gw.AsSlice()), Family: netlink.FAMILY_V4})
-	}); err != nil {
+	// Equivalent to: ip -n NS route replace default via 198.18.i.1
+	if err := l.host(node).RouteReplace(ctx, hostnet.Route{Dst: defaultRoute(gw), Gw: gw}); err != nil {
 		return netip.Addr{}, fmt.Errorf("host %s: default route via %s: %w", node, gw, err)
 	}
 	return addr, nil
@@ -220,29 +208,15 @@ func (l *Lab) AddHost(ctx context.Context, node Node) (_ netip.Addr, err error) 
 // lab's own segments.
 //
 // Equivalent to: ip -n NS neigh add A lladdr MAC dev IF nud permanent
-func (l *Lab) permanentNeighbour(node Node, ifname string, a netip.Addr, peerNode Node, peerIf string) error {
-	var hw net.HardwareAddr
-	if err := l.withHandle(peerNode, func(h *netlink.Handle) error {
-		link, err := h.LinkByName(peerIf)
-		if err != nil {
-			return err
-		}
-		hw = link.Attrs().HardwareAddr
-		return nil
-	}); err != nil {
+func (l *Lab) permanentNeighbour(ctx context.Context, node Node, ifname string, a netip.Addr, peerNode Node, peerIf string) error {
+	hw, err := l.host(peerNode).LinkMAC(ctx, peerIf)
+	if err != nil {
 		return fmt.Errorf("%s: %w", peerNode, err)
 	}
-	return l.withHandle(node, func(h *netlink.Handle) error {
-		link, err := h.LinkByName(ifname)
-		if err != nil {
-			return err
-		}
-		if err := h.NeighAdd(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: family(a), State: netlink.NUD_PERMANENT,
-			IP: net.IP(a.AsSlice()), HardwareAddr: hw}); err != nil {
-			return fmt.Errorf("%s: neighbour %s on %s: %w", node, a, ifname, err)
-		}
-		return nil
-	})
+	if err := l.host(node).NeighAdd(ctx, ifname, a, hw); err != nil {
+		return fmt.Errorf("%s: neighbour %s on %s: %w", node, a, ifname, err)
+	}
+	return nil
 }
 
 // NamespacesOf lists the namespaces on this machine that belong to lab

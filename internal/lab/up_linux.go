@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/safchain/ethtool"
-	"github.com/vishvananda/netlink"
 
 	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/journal"
@@ -253,16 +251,16 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 	mtu := p.EffectiveMTU()
 	if WireBackend(backend) {
 		// rc ── wr (wire) and wc (wire) ── c0, instead of rc ── c0.
-		if err := l.veth(Wire, wireRouterIf, Router, routerClientIf, 1500); err != nil {
+		if err := l.veth(ctx, Wire, wireRouterIf, Router, routerClientIf, 1500); err != nil {
 			return err
 		}
-		if err := l.veth(Client, clientIf, Wire, wireClientIf, 1500); err != nil {
+		if err := l.veth(ctx, Client, clientIf, Wire, wireClientIf, 1500); err != nil {
 			return err
 		}
-	} else if err := l.veth(Client, clientIf, Router, routerClientIf, 1500); err != nil {
+	} else if err := l.veth(ctx, Client, clientIf, Router, routerClientIf, 1500); err != nil {
 		return err
 	}
-	if err := l.veth(Server, serverIf, Router, routerServerIf, mtu); err != nil {
+	if err := l.veth(ctx, Server, serverIf, Router, routerServerIf, mtu); err != nil {
 		return err
 	}
 	// With loss, the AF_PACKET wire must see packets, not the 64 KiB GSO
@@ -291,32 +289,22 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 			addr{Router, routerServerIf, RouterServerV6, 64}, addr{Server, serverIf, ServerV6, 64})
 	}
 	for _, a := range addrs {
-		if err := l.withHandle(a.node, func(h *netlink.Handle) error {
-			link, err := h.LinkByName(a.ifname)
-			if err != nil {
-				return err
-			}
-			// Equivalent to: ip -n NS addr add A/BITS dev IF nodad
-			return h.AddrAdd(link, &netlink.Addr{IPNet: prefixNet(a.a, a.bits), Flags: nodadFlag(a.a)})
-		}); err != nil {
+		// Equivalent to: ip -n NS addr add A/BITS dev IF nodad
+		if err := l.host(a.node).AddrAdd(ctx, a.ifname, netip.PrefixFrom(a.a, a.bits)); err != nil {
 			return fmt.Errorf("adding %s to %s in %s: %w", a.a, a.ifname, a.node, err)
 		}
 	}
 	for _, n := range nodes {
-		if err := l.withHandle(n, func(h *netlink.Handle) error {
-			links, err := h.LinkList()
-			if err != nil {
-				return err
-			}
-			for _, link := range links {
-				// Equivalent to: ip -n NS link set IF up
-				if err := h.LinkSetUp(link); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+		h := l.host(n)
+		links, err := h.Links(ctx)
+		if err != nil {
 			return fmt.Errorf("setting links up in %s: %w", n, err)
+		}
+		for _, link := range links {
+			// Equivalent to: ip -n NS link set IF up
+			if err := h.LinkSetUp(ctx, link); err != nil {
+				return fmt.Errorf("setting links up in %s: %w", n, err)
+			}
 		}
 	}
 	if WireBackend(backend) {
@@ -324,7 +312,7 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 			return err
 		}
 	}
-	if err := l.neighbours(p); err != nil {
+	if err := l.neighbours(ctx, p); err != nil {
 		return err
 	}
 	routes := []struct {
@@ -341,17 +329,15 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 		}{Server, RouterServerV6})
 	}
 	for _, r := range routes {
-		if err := l.withHandle(r.node, func(h *netlink.Handle) error {
-			// Equivalent to: ip -n NS route add default via GW
-			return h.RouteAdd(&netlink.Route{Gw: net.IP(r.gw.AsSlice()), Family: family(r.gw)})
-		}); err != nil {
+		// Equivalent to: ip -n NS route replace default via GW
+		if err := l.host(r.node).RouteReplace(ctx, hostnet.Route{Dst: defaultRoute(r.gw), Gw: r.gw}); err != nil {
 			return fmt.Errorf("default route in %s via %s: %w", r.node, r.gw, err)
 		}
 	}
 	if err := l.state.update(func(s *State) { s.Backend = backend }); err != nil {
 		return err
 	}
-	if err := l.qdiscs(p, backend); err != nil {
+	if err := l.qdiscs(ctx, p, backend); err != nil {
 		return err
 	}
 	return l.rules(ctx, p, backend)
@@ -497,19 +483,7 @@ func (l *Lab) wireReceive(backend string) error {
 // 1 s retransmit, which added a second to the first packet of every lab.
 //
 // Equivalent to: ip -n NS neigh add ADDR lladdr MAC dev IF nud permanent
-func (l *Lab) neighbours(p labpath.Path) error {
-	mac := func(n Node, ifname string) (net.HardwareAddr, error) {
-		var hw net.HardwareAddr
-		err := l.withHandle(n, func(h *netlink.Handle) error {
-			link, err := h.LinkByName(ifname)
-			if err != nil {
-				return err
-			}
-			hw = link.Attrs().HardwareAddr
-			return nil
-		})
-		return hw, err
-	}
+func (l *Lab) neighbours(ctx context.Context, p labpath.Path) error {
 	type entry struct {
 		node     Node
 		ifname   string
@@ -524,65 +498,32 @@ func (l *Lab) neighbours(p labpath.Path) error {
 		{Server, serverIf, []netip.Addr{RouterServerV4, RouterServerV6}, Router, routerServerIf},
 	}
 	for _, e := range entries {
-		hw, err := mac(e.peerNode, e.peerIf)
+		hw, err := l.host(e.peerNode).LinkMAC(ctx, e.peerIf)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", e.peerNode, err)
 		}
-		err = l.withHandle(e.node, func(h *netlink.Handle) error {
-			link, err := h.LinkByName(e.ifname)
-			if err != nil {
-				return err
+		for _, a := range e.addrs {
+			if a.Is6() && p.NoIPv6 {
+				continue
 			}
-			for _, a := range e.addrs {
-				if a.Is6() && p.NoIPv6 {
-					continue
-				}
-				if err := h.NeighAdd(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: family(a), State: netlink.NUD_PERMANENT,
-					IP: net.IP(a.AsSlice()), HardwareAddr: hw}); err != nil {
-					return fmt.Errorf("neighbour %s on %s: %w", a, e.ifname, err)
-				}
+			if err := l.host(e.node).NeighAdd(ctx, e.ifname, a, hw); err != nil {
+				return fmt.Errorf("%s: neighbour %s on %s: %w", e.node, a, e.ifname, err)
 			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", e.node, err)
 		}
 	}
 	return nil
 }
 
-func family(a netip.Addr) int {
-	if a.Is4() {
-		return netlink.FAMILY_V4
+// defaultRoute is the default route's destination in gw's family.
+func defaultRoute(gw netip.Addr) netip.Prefix {
+	if gw.Is4() {
+		return netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 	}
-	return netlink.FAMILY_V6
+	return netip.PrefixFrom(netip.IPv6Unspecified(), 0)
 }
 
-func prefixNet(a netip.Addr, bits int) *net.IPNet {
-	size := 32
-	if a.Is6() {
-		size = 128
-	}
-	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(bits, size)}
-}
-
-// nodadFlag skips IPv6 duplicate address detection, so addresses are usable
-// at once (nothing else is on these links).
-func nodadFlag(a netip.Addr) int {
-	if a.Is6() {
-		return 0x02 // IFA_F_NODAD
-	}
-	return 0
-}
-
-func (l *Lab) withHandle(n Node, fn func(h *netlink.Handle) error) error {
-	h, err := netns.Handle(l.Namespace(n))
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	return fn(h)
-}
+// host is a node's namespace, to change it.
+func (l *Lab) host(n Node) hostnet.Host { return hostnet.Open(l.Namespace(n)) }
 
 // sysctls turns on forwarding in the router and quiets IPv6 autoconfiguration.
 // The wire namespace gets IPv6 off before its ports exist (no link-local
@@ -612,7 +553,7 @@ func (l *Lab) sysctls(p labpath.Path, nodes []Node) error {
 				set["net/ipv6/conf/all/forwarding"] = "1"
 			}
 		}
-		h := hostnet.Open(l.Namespace(n))
+		h := l.host(n)
 		for k, v := range set {
 			// Equivalent to: ip netns exec NS sysctl -w KEY=VALUE
 			if _, err := h.SetSysctl(context.Background(), strings.ReplaceAll(k, "/", "."), v); err != nil {
@@ -627,25 +568,11 @@ func (l *Lab) sysctls(p labpath.Path, nodes []Node) error {
 // in peerNode; both ends get the given MTU.
 //
 // Equivalent to: ip -n PEERNODE link add PEER mtu M type veth peer name NAME netns NODE mtu M
-func (l *Lab) veth(node Node, name string, peerNode Node, peer string, mtu int) error {
+func (l *Lab) veth(ctx context.Context, node Node, name string, peerNode Node, peer string, mtu int) error {
 	if err := l.state.record(Resource{Kind: KindLink, Name: peer + "/" + name, Netns: l.Namespace(peerNode), Detail: "veth to " + l.Namespace(node)}); err != nil {
 		return err
 	}
-	nodeNs, err := netns.Fd(l.Namespace(node))
-	if err != nil {
-		return err
-	}
-	defer nodeNs.Close()
-	return l.withHandle(peerNode, func(h *netlink.Handle) error {
-		la := netlink.NewLinkAttrs()
-		la.Name = peer
-		la.MTU = mtu
-		v := &netlink.Veth{LinkAttrs: la, PeerName: name, PeerMTU: uint32(mtu), PeerNamespace: netlink.NsFd(int(nodeNs))}
-		if err := h.LinkAdd(v); err != nil {
-			return fmt.Errorf("creating veth %s–%s: %w", peer, name, err)
-		}
-		return nil
-	})
+	return l.host(peerNode).VethAdd(ctx, peer, mtu, name, l.Namespace(node))
 }
 
 // teardown removes what the state lists, newest first. Links, qdiscs and
