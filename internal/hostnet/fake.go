@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +34,7 @@ type Fake struct {
 	sysctls  map[string]string
 	tables   map[string]*fakeTable // "ipv4 nat"
 	targets  map[string]bool       // "ipv4 HMARK hmark-tuple"
+	root     string                // stands for / in the file methods
 }
 
 type fakeLink struct {
@@ -690,6 +693,92 @@ func (f *Fake) HasTarget(ctx context.Context, fam Family, target, option string)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.targets[fam.String()+" "+target+" "+option]
+}
+
+// SetRoot makes dir the fake's / for ReadFile, ReadDir, EvalSymlinks and
+// WriteFile: its /sys is dir/sys. A symbolic link in it must be relative.
+// Without a root every file is missing.
+func (f *Fake) SetRoot(dir string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.root = dir
+}
+
+// rooted is p under the fake's root.
+func (f *Fake) rooted(p string) (string, error) {
+	_, r, err := f.rootAnd(p)
+	return r, err
+}
+
+// rootAnd is the fake's root and p under it.
+func (f *Fake) rootAnd(p string) (root, rooted string, err error) {
+	if err := checkFilePath(p); err != nil {
+		return "", "", err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.root == "" {
+		return "", "", notExist(p + " in " + f.where())
+	}
+	return f.root, filepath.Join(f.root, p), nil
+}
+
+func (f *Fake) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	r, err := f.rooted(p)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(r)
+}
+
+func (f *Fake) ReadDir(ctx context.Context, dir string) ([]string, error) {
+	r, err := f.rooted(dir)
+	if err != nil {
+		return nil, err
+	}
+	es, err := os.ReadDir(r)
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names, err
+}
+
+func (f *Fake) EvalSymlinks(ctx context.Context, p string) (string, error) {
+	root, r, err := f.rootAnd(p)
+	if err != nil {
+		return "", err
+	}
+	e, err := filepath.EvalSymlinks(r)
+	if err != nil {
+		return "", err
+	}
+	root, err = filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	rel, ok := strings.CutPrefix(e, root+"/")
+	if !ok {
+		return "", fmt.Errorf("%s in %s: a link out of the fake's root", p, f.where())
+	}
+	return "/" + rel, nil
+}
+
+// WriteFile writes an existing file, as sysfs and procfs make none.
+func (f *Fake) WriteFile(ctx context.Context, p string, data []byte) error {
+	r, err := f.rooted(p)
+	if err != nil {
+		return err
+	}
+	fh, err := os.OpenFile(r, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = fh.Write(data)
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 var _ Host = (*Fake)(nil)

@@ -19,6 +19,10 @@
 //	                  read from standard output only (standard error goes
 //	                  into the error)
 //	sysctls           /proc/sys, read and written inside the namespace
+//	/sys, /proc       read and written where /sys is the namespace's own:
+//	                  a thread that mounted a sysfs of it, as `ip netns
+//	                  exec` does (/sys/class/net lists only the devices of
+//	                  the namespace that mounted it); /proc is the host's
 //	netfilter         iptables-restore --noflush -w (ip6tables-restore), one
 //	                  batch per family and table, applied whole or not at
 //	                  all; read back with iptables-save
@@ -195,6 +199,17 @@ type Host interface {
 	// RemoveChain deletes every rule of the table that jumps to chain,
 	// then the chain, in one batch.
 	RemoveChain(ctx context.Context, f Family, table, chain string) error
+	// ReadFile reads a file of /sys or /proc as the namespace sees them:
+	// its own devices under /sys/class/net.
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	// ReadDir lists the names in a directory of /sys or /proc.
+	ReadDir(ctx context.Context, dir string) ([]string, error)
+	// EvalSymlinks is a /sys or /proc path with its symbolic links
+	// resolved (a device's bus device, its driver).
+	EvalSymlinks(ctx context.Context, path string) (string, error)
+	// WriteFile writes a file of /sys or /proc.
+	WriteFile(ctx context.Context, path string, data []byte) error
+
 	// HasTarget reports whether the family's iptables has the target
 	// extension (HMARK, MASQUERADE) with an option of this name.
 	HasTarget(ctx context.Context, f Family, target, option string) bool

@@ -130,15 +130,28 @@ func Listen(name, network, address string) (net.Listener, error) {
 }
 
 // WriteSys writes value to the sysfs file /sys/rel as the named namespace
-// sees it (/sys/class/net lists only the namespace of whoever mounted
-// sysfs, so entering the namespace is not enough). A fresh thread unshares
-// its mount namespace, makes every mount a slave so nothing it mounts
-// reaches the host, enters the network namespace, mounts a sysfs of it on
-// /sys and writes; the thread is never unlocked, so it dies with its
-// goroutine and no other goroutine runs in its namespaces.
+// sees it (InSysfs).
 //
 // Equivalent to: ip netns exec NAME sh -c 'echo VALUE > /sys/REL'
 func WriteSys(name, rel, value string) error {
+	return InSysfs(name, func() error {
+		if err := os.WriteFile(filepath.Join("/sys", rel), []byte(value), 0); err != nil {
+			return fmt.Errorf("in %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// InSysfs runs fn where /sys is the named namespace's (/sys/class/net
+// lists only the namespace of whoever mounted sysfs, so entering the
+// namespace is not enough). A fresh thread unshares its mount namespace,
+// makes every mount a slave so nothing it mounts reaches the host, enters
+// the network namespace, mounts a sysfs of it on /sys and runs fn; the
+// thread is never unlocked, so it dies with its goroutine and no other
+// goroutine runs in its namespaces. /proc stays the host's.
+//
+// Equivalent to: ip netns exec NAME … (which mounts such a /sys)
+func InSysfs(name string, fn func() error) error {
 	target, err := netns.GetFromName(name)
 	if err != nil {
 		return fmt.Errorf("opening network namespace %s: %w", name, err)
@@ -160,11 +173,7 @@ func WriteSys(name, rel, value string) error {
 			if err := unix.Mount(name, "/sys", "sysfs", 0, ""); err != nil {
 				return fmt.Errorf("mounting sysfs of %s: %w", name, err)
 			}
-			p := filepath.Join("/sys", rel)
-			if err := os.WriteFile(p, []byte(value), 0); err != nil {
-				return fmt.Errorf("in %s: %w", name, err)
-			}
-			return nil
+			return fn()
 		}()
 	}()
 	return <-errc
