@@ -29,7 +29,6 @@ import (
 	"strings"
 
 	"github.com/ovpnperf/ovpnperf/internal/hostnet"
-	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -164,109 +163,50 @@ func queueIndex(name string) int {
 	return n
 }
 
-// sysfs reads and writes files of one network namespace's view of /sys
-// (a named namespace's net devices are visible only under `ip netns exec`,
-// which mounts its own /sys). /proc/irq is global and read directly.
-// proc and sys are where /proc and /sys are read and written in this
-// namespace, the real ones when empty; tests give directories of their own.
-type sysfs struct{ ns, proc, sys string }
-
-func (s sysfs) procRoot() string {
-	if s.proc == "" {
-		return "/proc"
-	}
-	return s.proc
-}
-
-func (s sysfs) sysRoot() string {
-	if s.sys == "" {
-		return "/sys"
-	}
-	return s.sys
-}
+// sysfs reads and writes the /sys and /proc files of one network
+// namespace's view, through its Host (a named namespace's net devices are
+// visible only in a sysfs mounted inside it; /proc/irq is global).
+type sysfs struct{ h hostnet.Host }
 
 func (s sysfs) read(ctx context.Context, path string) (string, error) {
-	if s.ns == "" || !strings.HasPrefix(path, "/sys/") {
-		b, err := os.ReadFile(s.rooted(path))
-		return strings.TrimSpace(string(b)), err
-	}
-	b, err := runner.RunIn(ctx, s.ns, "cat", path)
+	b, err := s.h.ReadFile(ctx, path)
 	return strings.TrimSpace(string(b)), err
 }
 
 func (s sysfs) list(ctx context.Context, dir string) ([]string, error) {
-	if s.ns == "" {
-		es, err := os.ReadDir(s.rooted(dir))
-		var out []string
-		for _, e := range es {
-			out = append(out, e.Name())
-		}
-		return out, err
-	}
-	b, err := runner.RunIn(ctx, s.ns, "ls", "-1", dir)
-	return strings.Fields(string(b)), err
+	return s.h.ReadDir(ctx, dir)
 }
 
 func (s sysfs) exists(ctx context.Context, path string) bool {
-	if s.ns == "" {
-		_, err := os.Stat(s.rooted(path))
-		return err == nil
-	}
-	_, err := runner.RunIn(ctx, s.ns, "test", "-e", path)
+	_, err := s.h.EvalSymlinks(ctx, path)
 	return err == nil
 }
 
+// readlink is path with its links resolved, "" when it is missing.
 func (s sysfs) readlink(ctx context.Context, path string) string {
-	if s.ns == "" {
-		p, err := filepath.EvalSymlinks(s.rooted(path))
-		if err != nil {
-			return ""
-		}
-		return s.unrooted(p)
-	}
-	b, err := runner.RunIn(ctx, s.ns, "readlink", "-e", path)
+	p, err := s.h.EvalSymlinks(ctx, path)
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(string(b))
+	return p
 }
 
 // write sets path to value. Equivalent to: [ip netns exec NS] sh -c 'echo VALUE > PATH'
 func (s sysfs) write(ctx context.Context, path, value string) error {
-	if s.ns == "" || !strings.HasPrefix(path, "/sys/") {
-		return os.WriteFile(s.rooted(path), []byte(value+"\n"), 0o644)
-	}
-	_, err := runner.RunIn(ctx, s.ns, "sh", "-c", `printf '%s\n' "$1" > "$2"`, "ovpnperf-sysfs", value, path)
-	return err
-}
-
-// rooted maps /proc/… and /sys/… onto s's roots.
-func (s sysfs) rooted(p string) string {
-	if r, ok := strings.CutPrefix(p, "/proc/"); ok {
-		return filepath.Join(s.procRoot(), r)
-	}
-	if r, ok := strings.CutPrefix(p, "/sys/"); ok {
-		return filepath.Join(s.sysRoot(), r)
-	}
-	return p
-}
-
-func (s sysfs) unrooted(p string) string {
-	if r, ok := strings.CutPrefix(p, s.sysRoot()+"/"); ok {
-		return "/sys/" + r
-	}
-	return p
+	return s.h.WriteFile(ctx, path, []byte(value+"\n"))
 }
 
 // sysfsPathRE is what a KindSysfs resource may name: Clean writes to it
 // from the state file, so nothing else is accepted.
 var sysfsPathRE = regexp.MustCompile(`^(/proc/irq/[0-9]+/smp_affinity_list|/sys/class/net/[^/\s]{1,15}/queues/(rx|tx)-[0-9]+/(rps_cpus|xps_cpus))$`)
 
-func restoreSysfs(ctx context.Context, r Resource) error {
+// restoreSysfs writes back the value a KindSysfs resource recorded, on h
+// (the resource's namespace).
+func restoreSysfs(ctx context.Context, h hostnet.Host, r Resource) error {
 	if !sysfsPathRE.MatchString(r.Name) {
 		return fmt.Errorf("state file names %q: not an IRQ affinity or RPS/XPS file; left alone", r.Name)
 	}
-	if err := (sysfs{ns: r.Netns}).write(ctx, r.Name, r.Detail); err != nil {
+	if err := (sysfs{h}).write(ctx, r.Name, r.Detail); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil // the device went away
 		}
@@ -275,14 +215,14 @@ func restoreSysfs(ctx context.Context, r Resource) error {
 	return nil
 }
 
-// ReadNIC reads dev's interrupts and queues in namespace ns ("" = here).
-func ReadNIC(ctx context.Context, ns, dev string) (NIC, error) {
-	fs := sysfs{ns: ns}
+// ReadNIC reads dev's interrupts and queues in h's namespace.
+func ReadNIC(ctx context.Context, h hostnet.Host, dev string) (NIC, error) {
+	fs := sysfs{h}
 	base := "/sys/class/net/" + dev
 	if !fs.exists(ctx, base) {
 		return NIC{}, fmt.Errorf("no network device %s", dev)
 	}
-	n := NIC{Dev: dev, Netns: ns}
+	n := NIC{Dev: dev, Netns: h.Netns()}
 	if d := fs.readlink(ctx, base+"/device"); d != "" {
 		n.Device = d
 		if drv := fs.readlink(ctx, base+"/device/driver"); drv != "" {
@@ -316,12 +256,12 @@ func ReadNIC(ctx context.Context, ns, dev string) (NIC, error) {
 	// its parent (a virtio device sits on a PCI function that owns them).
 	var nums []int
 	for _, d := range []string{n.Device, filepath.Dir(n.Device)} {
-		es, err := os.ReadDir(fs.rooted(d + "/msi_irqs"))
+		es, err := fs.list(ctx, d+"/msi_irqs")
 		if err != nil {
 			continue
 		}
 		for _, e := range es {
-			if k, err := strconv.Atoi(e.Name()); err == nil {
+			if k, err := strconv.Atoi(e); err == nil {
 				nums = append(nums, k)
 			}
 		}
@@ -329,13 +269,13 @@ func ReadNIC(ctx context.Context, ns, dev string) (NIC, error) {
 	}
 	if len(nums) == 0 {
 		// A legacy (INTx) line.
-		if b, err := os.ReadFile(fs.rooted(n.Device + "/irq")); err == nil {
-			if k, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && k > 0 {
+		if v, err := fs.read(ctx, n.Device+"/irq"); err == nil {
+			if k, err := strconv.Atoi(v); err == nil && k > 0 {
 				nums = append(nums, k)
 			}
 		}
 	}
-	b, err := os.ReadFile(fs.rooted("/proc/interrupts"))
+	b, err := fs.h.ReadFile(ctx, "/proc/interrupts")
 	if err != nil {
 		return n, err
 	}
@@ -356,9 +296,11 @@ func ReadNIC(ctx context.Context, ns, dev string) (NIC, error) {
 	return n, nil
 }
 
-// irqbalancePid returns the pid of a running irqbalance, 0 if none.
-func (s sysfs) irqbalancePid() int {
-	ds, _ := filepath.Glob(filepath.Join(s.procRoot(), "[0-9]*", "comm"))
+// irqbalancePid returns the pid of a running irqbalance, 0 if none, as
+// proc (/proc, or a test's directory) lists the processes: a process is
+// no object of a network namespace.
+func irqbalancePid(proc string) int {
+	ds, _ := filepath.Glob(filepath.Join(proc, "[0-9]*", "comm"))
 	for _, d := range ds {
 		b, err := os.ReadFile(d)
 		if err == nil && strings.TrimSpace(string(b)) == "irqbalance" {
@@ -479,16 +421,17 @@ func plural(n int) string {
 }
 
 // nicsFor returns the devices to plan for: those named (looked up in the
-// instances' namespace, then in serve's own, where a host's physical NICs
-// are), or the devices of the instances' default routes (all routed
-// devices but the cluster's tuns and lo when there is no default route).
-func nicsFor(ctx context.Context, h hostnet.Host, named []string, tunPrefix string) ([]NIC, error) {
+// instances' namespace h, then in serve's own, own, where a host's
+// physical NICs are), or the devices of the instances' default routes
+// (all routed devices but the cluster's tuns and lo when there is no
+// default route).
+func nicsFor(ctx context.Context, h, own hostnet.Host, named []string, tunPrefix string) ([]NIC, error) {
 	var out []NIC
 	if len(named) > 0 {
 		for _, dev := range named {
-			n, err := ReadNIC(ctx, h.Netns(), dev)
+			n, err := ReadNIC(ctx, h, dev)
 			if err != nil && h.Netns() != "" {
-				n, err = ReadNIC(ctx, "", dev)
+				n, err = ReadNIC(ctx, own, dev)
 			}
 			if err != nil {
 				return nil, usage.Errorf("--nic %s: %v (looked in the instances' namespace and in serve's own)", dev, err)
@@ -505,7 +448,7 @@ func nicsFor(ctx context.Context, h hostnet.Host, named []string, tunPrefix stri
 		return nil, usage.Errorf("--irq: no routed network device in the instances' namespace; name one with --nic")
 	}
 	for _, d := range devs {
-		n, err := ReadNIC(ctx, h.Netns(), d)
+		n, err := ReadNIC(ctx, h, d)
 		if err != nil {
 			return nil, err
 		}
@@ -546,11 +489,12 @@ func routedDevs(ctx context.Context, h hostnet.Host, tunPrefix string) ([]string
 // value before it is changed.
 func (c *Cluster) irqSetup(ctx context.Context) error {
 	r := &IRQReport{Mode: c.opts.IRQ}
-	b, err := os.ReadFile((sysfs{}).rooted("/sys/devices/system/cpu/online"))
+	own := c.opts.Paths.host("")
+	online, err := (sysfs{own}).read(ctx, "/sys/devices/system/cpu/online")
 	if err != nil {
 		return err
 	}
-	if r.OnlineCPUs, err = parseCPUList(string(b)); err != nil {
+	if r.OnlineCPUs, err = parseCPUList(online); err != nil {
 		return err
 	}
 	for _, s := range c.specs {
@@ -559,11 +503,11 @@ func (c *Cluster) irqSetup(ctx context.Context) error {
 		}
 	}
 	slices.Sort(r.InstanceCPUs)
-	if r.NICs, err = nicsFor(ctx, c.opts.Paths.host(c.opts.Netns), c.opts.NICs, "ovpnperf"+c.id); err != nil {
+	if r.NICs, err = nicsFor(ctx, c.opts.Paths.host(c.opts.Netns), own, c.opts.NICs, "ovpnperf"+c.id); err != nil {
 		return err
 	}
 	r.Plan, r.Notes = PlanIRQ(r.OnlineCPUs, r.InstanceCPUs, r.NICs)
-	if r.Irqbalance = (sysfs{}).irqbalancePid(); r.Irqbalance > 0 {
+	if r.Irqbalance = irqbalancePid("/proc"); r.Irqbalance > 0 {
 		r.Notes = append(r.Notes, irqbalanceNote(r.Irqbalance, r.InstanceCPUs, r.NICs))
 	}
 	c.irq = r
@@ -578,7 +522,7 @@ func (c *Cluster) irqSetup(ctx context.Context) error {
 		if err := c.state.record(res); err != nil {
 			return err
 		}
-		if err := (sysfs{ns: ch.Netns}).write(ctx, ch.Path, ch.New); err != nil {
+		if err := (sysfs{c.opts.Paths.host(ch.Netns)}).write(ctx, ch.Path, ch.New); err != nil {
 			// Nothing changed: nothing to put back.
 			_ = c.state.forget(func(r Resource) bool {
 				return r.Kind == res.Kind && r.Name == res.Name && r.Netns == res.Netns && r.Detail == res.Detail

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 )
 
 // /proc/interrupts of a 2-CPU VM with a virtio-net NIC (virtio2: config,
@@ -144,7 +146,7 @@ func TestPlanIRQ(t *testing.T) {
 // Clean writes what the state file names: only affinity and RPS/XPS files.
 func TestRestoreSysfsRefusesOtherPaths(t *testing.T) {
 	for _, p := range []string{"/etc/passwd", "/proc/irq/38/../../sys/kernel/x", "/sys/class/net/eth0/queues/rx-0/../../mtu", "/proc/sys/net/ipv4/ip_forward"} {
-		if err := restoreSysfs(t.Context(), Resource{Kind: KindSysfs, Name: p, Detail: "1"}); err == nil {
+		if err := restoreSysfs(t.Context(), hostnet.NewFake(""), Resource{Kind: KindSysfs, Name: p, Detail: "1"}); err == nil {
 			t.Errorf("restoreSysfs wrote %s", p)
 		}
 	}
@@ -152,17 +154,17 @@ func TestRestoreSysfsRefusesOtherPaths(t *testing.T) {
 
 func TestIrqbalanceNote(t *testing.T) {
 	t.Parallel()
-	fs := sysfs{proc: t.TempDir()}
-	if fs.irqbalancePid() != 0 {
+	proc := t.TempDir()
+	if irqbalancePid(proc) != 0 {
 		t.Fatal("irqbalance found in an empty /proc")
 	}
-	if err := os.MkdirAll(filepath.Join(fs.proc, "4242"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(proc, "4242"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(fs.proc, "4242", "comm"), []byte("irqbalance\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(proc, "4242", "comm"), []byte("irqbalance\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if pid := fs.irqbalancePid(); pid != 4242 {
+	if pid := irqbalancePid(proc); pid != 4242 {
 		t.Errorf("irqbalance pid %d, want 4242", pid)
 	}
 }

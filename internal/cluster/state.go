@@ -285,7 +285,9 @@ func (p Paths) undoActions(id, dir string) map[string]journal.Action {
 			return deleteChain(ctx, p.host(r.Netns), r)
 		}),
 		KindSysctl: inNetns(func(r Resource) string { return sysctls.Allowed(r.Name, r.Detail) }, sysctls.Undo),
-		KindSysfs:  inNetns(anyOf, restoreSysfs), // restoreSysfs checks the path
+		KindSysfs: inNetns(anyOf, func(ctx context.Context, r Resource) error {
+			return restoreSysfs(ctx, p.host(r.Netns), r) // it checks the path
+		}),
 		KindMultipath: inNetns(anyOf, func(ctx context.Context, r Resource) error {
 			return removeMultipathResource(ctx, p.host(r.Netns), r)
 		}),
