@@ -308,7 +308,7 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 		}
 	}
 	if WireBackend(backend) {
-		if err := l.wireReceive(backend); err != nil {
+		if err := l.wireReceive(ctx, backend); err != nil {
 			return err
 		}
 	}
@@ -444,7 +444,7 @@ func (l *Lab) setFeatures(node Node, ifname string, features map[string]bool) er
 //	ip netns exec W ethtool -K wc tso off; ip netns exec W ethtool -K wr tso off
 //	ip netns exec C ethtool -K c0 gro on; echo 1 > /sys/class/net/c0/threaded
 //	ip netns exec R ethtool -K rc gro on; echo 1 > /sys/class/net/rc/threaded
-func (l *Lab) wireReceive(backend string) error {
+func (l *Lab) wireReceive(ctx context.Context, backend string) error {
 	type port struct {
 		node     Node
 		ifname   string
@@ -469,7 +469,7 @@ func (l *Lab) wireReceive(backend string) error {
 			return err
 		}
 		if e.threaded {
-			if err := netns.WriteSys(l.Namespace(e.node), "class/net/"+e.ifname+"/threaded", "1"); err != nil {
+			if err := l.host(e.node).WriteFile(ctx, "/sys/class/net/"+e.ifname+"/threaded", []byte("1")); err != nil {
 				return fmt.Errorf("%s: %w", e.node, err)
 			}
 		}
