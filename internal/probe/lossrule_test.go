@@ -1,9 +1,14 @@
 package probe
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/ovpnperf/ovpnperf/docs/schemas"
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -89,4 +94,37 @@ func measureLoss(t *testing.T, sent, answered int) finding.Finding {
 	}
 	rep.Rows = []measure.Row{out, tun}
 	return lossOf(t, measure.Findings(rep))
+}
+
+// A document with the echoes' counts (ICMP, and pps with each way's)
+// follows docs/schemas/probe.v1.json, and its loss finding reads back the
+// same; the schema refuses a count that is not a number.
+func TestEchoCountsFollowSchema(t *testing.T) {
+	t.Parallel()
+	one := func(e Field[Echoes], lost float64) []byte {
+		rep := &Report{Schema: Schema, Host: "198.51.100.2", Time: time.Date(2026, 11, 29, 13, 0, 0, 0, time.UTC), Path: Path{
+			LossPercent: measured(lost, "x").by(e.Method), LossEchoes: e}}
+		rep.Findings = Findings(rep)
+		b, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := schemas.Check(b); err != nil {
+			t.Errorf("%s: %v", b, err)
+		}
+		back, err := Decode(bytes.NewReader(b))
+		if err != nil || back.Path.LossEchoes.Value.Sent != e.Value.Sent || len(back.Findings) != 1 || back.Findings[0].Outcome != rep.Findings[0].Outcome {
+			t.Errorf("read back: %v %+v", err, back)
+		}
+		return b
+	}
+	one(measured(Echoes{Sent: 300, Answered: 290}, "x").by(MethodICMPEcho), 100*10.0/300)
+	b := one(measured(Echoes{Sent: 300, Answered: 299, Up: &OneWay{Sent: 300, Arrived: 300}, Down: &OneWay{Sent: 300, Arrived: 299}}, "x").by(MethodPPSEcho), 100.0/300)
+	bad := strings.Replace(string(b), `"arrived":299`, `"arrived":"299"`, 1)
+	if bad == string(b) {
+		t.Fatalf("no down count in %s", b)
+	}
+	if _, err := schemas.Check([]byte(bad)); err == nil {
+		t.Errorf("the schema accepted a count that is a string: %s", bad)
+	}
 }
