@@ -72,8 +72,8 @@ func Findings(rep *Report) []finding.Finding {
 // in a document written before them from the lost percent alone, by
 // verdict.JudgeEchoLossPercent, which decides only where the rule needs
 // no count and assumes none. The advice (the path's rate is not known
-// from one TCP flow, whose goodput loss holds) goes with every outcome
-// but refuted.
+// from one TCP flow, whose goodput loss holds) goes with a confirmed
+// finding, and as a caution with an undecided one.
 func lossFinding(rep *Report) (finding.Finding, bool) {
 	p := rep.Path
 	l := p.LossPercent
@@ -107,23 +107,22 @@ func lossFinding(rep *Report) (finding.Finding, bool) {
 			f.Figures[name] = fl.Value
 		}
 	}
-	counted := ""
+	lost := fmt.Sprintf("%.2f %%", l.Value)
 	if j.Counted {
 		f.Figures[measure.FigEchoesSentPackets] = float64(j.Sent)
 		f.Figures[measure.FigEchoesLostPackets] = float64(j.Lost)
-		counted = fmt.Sprintf("%d of %d ", j.Lost, j.Sent)
+		lost = fmt.Sprintf("%d of %d (%.2f %%)", j.Lost, j.Sent, l.Value)
 	}
-	const advice = "the path's rate is not known from one TCP flow on a lossy path (its goodput is loss-bound): give advise --rate"
 	rule := 100 * verdict.LossShare
 	switch j.Outcome {
 	case verdict.Confirmed:
-		f.Advice = advice
+		f.Advice = "the path's rate is not known from one TCP flow on a lossy path (its goodput is loss-bound): give advise --rate"
 		f.RefutedBy = fmt.Sprintf("paced echoes losing %.0f %% or less", rule)
-		f.Text = fmt.Sprintf("loss: %s%.2f %% of the echoes to %s were lost%s, more than the %.0f %% rule; the path's rate is not known from one TCP flow, whose goodput loss holds: give advise --rate.", counted, l.Value, rep.Host, how, rule)
+		f.Text = fmt.Sprintf("loss: %s of the echoes to %s were lost%s, more than the %.0f %% rule; the path's rate is not known from one TCP flow, whose goodput loss holds: give advise --rate.", lost, rep.Host, how, rule)
 	case verdict.Refuted:
-		f.Text = fmt.Sprintf("loss to %s refuted: %s%.2f %% of the paced echoes were lost%s, at most half the %.0f %% rule.", rep.Host, counted, l.Value, how, rule)
+		f.Text = fmt.Sprintf("loss to %s refuted: %s of the paced echoes were lost%s, at most half the %.0f %% rule.", rep.Host, lost, how, rule)
 	default:
-		f.Advice = advice
+		f.Advice = "if the path loses packets, one TCP flow's goodput is loss-bound, not the path's rate: give advise --rate to be sure"
 		switch j.Reason {
 		case verdict.EchoesNoneAnswered:
 			f.Why = "no echo came back: the host may not answer, or something on the way drops the echoes, so they cannot tell loss"
@@ -138,7 +137,7 @@ func lossFinding(rep *Report) (finding.Finding, bool) {
 			f.Why = fmt.Sprintf("%.2f %% lost is near the %.0f %% rule", l.Value, rule)
 			f.Decide = fmt.Sprintf("more echoes: --pings %d or more", 2*verdict.LossEchoes)
 		}
-		f.Text = fmt.Sprintf("loss to %s %s: %s%.2f %% of the echoes were lost%s; %s; to decide: %s; until then the path's rate is not known from one TCP flow: give advise --rate.", rep.Host, j.Outcome, counted, l.Value, how, f.Why, f.Decide)
+		f.Text = fmt.Sprintf("loss to %s undecided (%s): %s of the echoes were lost%s; %s; to decide: %s; %s.", rep.Host, j.Outcome, lost, how, f.Why, f.Decide, f.Advice)
 	}
 	return f, true
 }
