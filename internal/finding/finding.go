@@ -132,7 +132,7 @@ func (f Finding) Check() error {
 		return fmt.Errorf("finding kind %q is not one of %v", f.Kind, Kinds)
 	}
 	if !f.Outcome.Valid() {
-		return fmt.Errorf("finding %s: outcome %q is not one of %v", f.Kind, f.Outcome, verdict.Outcomes)
+		return fmt.Errorf("finding %s: outcome %q is not one of %v", f.Kind, f.Outcome, verdict.Outcomes())
 	}
 	if f.Subject.Network == "" {
 		return fmt.Errorf("finding %s: no subject network", f.Kind)

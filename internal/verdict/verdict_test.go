@@ -9,7 +9,7 @@ import (
 
 func TestOutcomeValid(t *testing.T) {
 	t.Parallel()
-	for _, o := range Outcomes {
+	for _, o := range Outcomes() {
 		if !o.Valid() {
 			t.Errorf("%q not valid", o)
 		}

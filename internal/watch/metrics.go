@@ -102,7 +102,7 @@ func newMetrics() *metrics {
 func (m *metrics) setFindings(fs []finding.Finding) {
 	for _, k := range finding.Kinds {
 		for _, d := range []string{measure.DirectionUp, measure.DirectionDown, directionAll} {
-			for _, o := range verdict.Outcomes {
+			for _, o := range verdict.Outcomes() {
 				m.finding.WithLabelValues(string(k), d, string(o)).Set(0)
 			}
 		}
