@@ -213,7 +213,7 @@ func TestWatchRoundAndInterrupt(t *testing.T) {
 			t.Errorf("echo histogram %s: count %v", path, v)
 		}
 	}
-	if got, want := len(find(ss, "ovpnperf_watch_finding")), len(finding.Kinds)*3*len(verdict.Outcomes()); got != want {
+	if got, want := len(find(ss, "ovpnperf_watch_finding")), len(finding.Kinds())*3*len(verdict.Outcomes()); got != want {
 		t.Errorf("%d finding series, want %d", got, want)
 	}
 	if v := one(t, ss, "ovpnperf_watch_openvpn_up"); v != 1 {

@@ -270,10 +270,10 @@ func TestReportFindingsEveryKind(t *testing.T) {
 		},
 		finding.NotRead: func(p pageFinding) bool { return p.Outcome == "not tested here" },
 	}
-	if len(want) != len(finding.RunKinds) {
-		t.Errorf("%d kinds checked, %d kinds exist", len(want), len(finding.RunKinds))
+	if len(want) != len(finding.RunKinds()) {
+		t.Errorf("%d kinds checked, %d kinds exist", len(want), len(finding.RunKinds()))
 	}
-	for _, k := range finding.RunKinds {
+	for _, k := range finding.RunKinds() {
 		ok := false
 		for _, p := range kinds {
 			if p.Kind == string(k) {

@@ -100,7 +100,7 @@ func newMetrics() *metrics {
 // setFindings sets the finding series from one measured round: every kind
 // × direction × outcome is 0 but the ones the round found.
 func (m *metrics) setFindings(fs []finding.Finding) {
-	for _, k := range finding.Kinds {
+	for _, k := range finding.Kinds() {
 		for _, d := range []string{measure.DirectionUp, measure.DirectionDown, directionAll} {
 			for _, o := range verdict.Outcomes() {
 				m.finding.WithLabelValues(string(k), d, string(o)).Set(0)

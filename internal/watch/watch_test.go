@@ -189,7 +189,7 @@ func TestFindingSeries(t *testing.T) {
 			}
 		}
 	}
-	if want := len(finding.Kinds) * 3 * len(verdict.Outcomes()); series != want {
+	if want := len(finding.Kinds()) * 3 * len(verdict.Outcomes()); series != want {
 		t.Errorf("%d finding series, want every kind × direction × outcome: %d", series, want)
 	}
 	if len(ones) != 2 || !ones["path-bound/up/confirmed"] || !ones["not-read/all/not tested here"] {
