@@ -295,7 +295,7 @@ func TestNormalize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.Ciphers) != len(DataCiphers) || o.PacketBytes != DefaultPacketBytes || o.Repeat != 1 || o.PerMeasurement != DefaultPerMeasurement {
+	if len(o.Ciphers) != len(DataCiphers()) || o.PacketBytes != DefaultPacketBytes || o.Repeat != 1 || o.PerMeasurement != DefaultPerMeasurement {
 		t.Errorf("defaults %+v", o)
 	}
 	if got := o.sizes(); !slices.Equal(got, []int{256, 1024, 1440, 8192}) {
