@@ -64,7 +64,9 @@ const (
 
 // FailureKinds lists every kind of failed round; the slice is the
 // caller's own.
-func FailureKinds() []string { return []string{FailNoServer, FailOpenVPNGone, FailNoValidRow, FailError} }
+func FailureKinds() []string {
+	return []string{FailNoServer, FailOpenVPNGone, FailNoValidRow, FailError}
+}
 
 // Round is one line of the history.
 type Round struct {
