@@ -149,7 +149,7 @@ func TestLintPipeline(t *testing.T) {
 		t.Fatalf("exit %d, want 1 and 3 lines\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, l := range lines {
-		if !lint.GCCLineRE.MatchString(l) {
+		if !lint.GCCLineRE().MatchString(l) {
 			t.Errorf("not gcc format: %q", l)
 		}
 	}
