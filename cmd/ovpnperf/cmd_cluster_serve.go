@@ -275,7 +275,7 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 	}
 	var pki *openvpn.PKI
 	if o.config != "" {
-		b, err := inputfile.ReadFile(ctx, o.config, inputfile.Config)
+		b, err := inputfile.ReadFile(ctx, o.config, inputfile.Config())
 		if err != nil {
 			return usage.Errorf("--config %v", err)
 		}

@@ -379,7 +379,7 @@ func readKeyFile(flag, path string) ([]byte, error) {
 	if fi.Size() > 4096 {
 		return nil, usage.Errorf("%s %q: %d bytes, want at most 4096", flag, path, fi.Size())
 	}
-	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Key)
+	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Key())
 	if err != nil {
 		return nil, usage.Errorf("%s %v", flag, err)
 	}
