@@ -2,12 +2,12 @@ package openvpn
 
 import "strings"
 
-// Options26 lists every option name OpenVPN 2.6.14's add_option
+// optionNames26 lists every option name OpenVPN 2.6.14's add_option
 // (src/openvpn/options.c) compares p[0] with: the names 2.6 reads from a
 // config file on some platform or build. Extracted from the source with
 // grep 'streq(p[0], "…")'. Some of them 2.6 reads only to refuse or ignore
 // them; RemovedOptions says which.
-var Options26 = strings.Fields(`
+var optionNames26 = strings.Fields(`
 allow-compression allow-nonadmin allow-pull-fqdn allow-recursive-routing askpass auth 
 auth-gen-token auth-gen-token-secret auth-nocache auth-retry auth-token auth-token-user 
 auth-user-pass auth-user-pass-optional auth-user-pass-verify bcast-buffers bind bind-dev 
@@ -101,8 +101,8 @@ var RemovedOptions = map[string]OptionStatus{
 }
 
 var options26 = func() map[string]bool {
-	m := make(map[string]bool, len(Options26))
-	for _, n := range Options26 {
+	m := make(map[string]bool, len(optionNames26))
+	for _, n := range optionNames26 {
 		m[n] = true
 	}
 	return m
