@@ -71,12 +71,19 @@ type OptionStatus struct {
 	Note string
 }
 
-// RemovedOptions are options OpenVPN 2.3–2.5 accepted that 2.6 refuses
+// RemovedOption reports whether OpenVPN 2.6 refuses or deprecates an
+// option name that earlier versions accepted, and how.
+func RemovedOption(name string) (OptionStatus, bool) {
+	st, ok := removedOptions[name]
+	return st, ok
+}
+
+// removedOptions are options OpenVPN 2.3–2.5 accepted that 2.6 refuses
 // or only accepts with a deprecation warning. Sources: the option names
 // in options.c of v2.3.18, v2.4.12, v2.5.11 missing from v2.6.14, the
 // explicit "removed"/"DEPRECATED" messages in v2.6.14's options.c, and
 // Changes.rst "Deprecated features" of 2.5 and 2.6.
-var RemovedOptions = map[string]OptionStatus{
+var removedOptions = map[string]OptionStatus{
 	"ncp-disable":              {true, "2.6", "", "Changes.rst 2.6: ncp-disable has been removed (a debug option for the first cipher negotiation)"},
 	"keysize":                  {true, "2.6", "", "Changes.rst 2.6: --keysize only applied to variable-key ciphers (BF, CAST, RC2), which 2.6 no longer supports"},
 	"inetd":                    {true, "2.6", "", "Changes.rst 2.6: inetd has been removed"},
