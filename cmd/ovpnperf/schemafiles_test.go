@@ -199,7 +199,7 @@ func TestSchemaRejectsUndocumented(t *testing.T) {
 			row0(d)["refusal"] = map[string]any{"kind": "made-up"}
 		}),
 		"an unknown refusal figure": edit(func(d map[string]any) {
-			row0(d)["refusal"] = map[string]any{"kind": measure.RefusalKinds[0], "figures": map[string]any{"made_up_seconds": 1}}
+			row0(d)["refusal"] = map[string]any{"kind": measure.RefusalKinds()[0], "figures": map[string]any{"made_up_seconds": 1}}
 		}),
 		"a string for a rate": edit(func(d map[string]any) { row0(d)["median_bps"] = "fast" }),
 		"another version":     edit(func(d map[string]any) { d["schema"] = "ovpnperf/run/v9" }),

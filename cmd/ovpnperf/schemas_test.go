@@ -69,20 +69,20 @@ func TestRefusalsDocumented(t *testing.T) {
 	_, section, _ := strings.Cut(string(doc), "## Refusals in run documents")
 	section, _, _ = strings.Cut(section, "\n## ")
 	kinds := map[string]bool{}
-	for _, k := range measure.RefusalKinds {
+	for _, k := range measure.RefusalKinds() {
 		kinds[k] = true
 		if !strings.Contains(section, "| `"+k+"` |") {
 			t.Errorf("refusal kind %s has no row in docs/schemas.md", k)
 		}
 	}
-	for _, k := range measure.RefusalFigureKeys {
+	for _, k := range measure.RefusalFigureKeys() {
 		if !strings.Contains(section, "`"+k+"`") {
 			t.Errorf("refusal figure %s is not in docs/schemas.md", k)
 		}
 	}
 	rows := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\|").FindAllStringSubmatch(section, -1)
-	if len(rows) != len(measure.RefusalKinds) {
-		t.Errorf("docs/schemas.md lists %d refusal kinds, the code %d", len(rows), len(measure.RefusalKinds))
+	if len(rows) != len(measure.RefusalKinds()) {
+		t.Errorf("docs/schemas.md lists %d refusal kinds, the code %d", len(rows), len(measure.RefusalKinds()))
 	}
 	for _, m := range rows {
 		if !kinds[m[1]] {

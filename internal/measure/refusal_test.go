@@ -68,13 +68,13 @@ func TestRefusalJSON(t *testing.T) {
 // documents use.
 func TestRefusalKindsAndKeys(t *testing.T) {
 	seen := map[string]bool{}
-	for _, k := range append(append([]string{}, RefusalKinds...), RefusalFigureKeys...) {
+	for _, k := range append(append([]string{}, RefusalKinds()...), RefusalFigureKeys()...) {
 		if seen[k] || k == "" {
 			t.Errorf("%q named twice or empty", k)
 		}
 		seen[k] = true
 	}
-	if len(RefusalKinds) < 10 || len(RefusalFigureKeys) < 20 {
-		t.Errorf("%d kinds, %d figure keys: lists shorter than the constants", len(RefusalKinds), len(RefusalFigureKeys))
+	if len(RefusalKinds()) < 10 || len(RefusalFigureKeys()) < 20 {
+		t.Errorf("%d kinds, %d figure keys: lists shorter than the constants", len(RefusalKinds()), len(RefusalFigureKeys()))
 	}
 }

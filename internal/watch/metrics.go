@@ -87,7 +87,7 @@ func newMetrics() *metrics {
 	for _, k := range watchdoc.FailureKinds() {
 		m.failed.WithLabelValues(k)
 	}
-	for _, k := range measure.RefusalKinds {
+	for _, k := range measure.RefusalKinds() {
 		m.refused.WithLabelValues(k)
 	}
 	for _, p := range []string{watchdoc.PathInside, watchdoc.PathOutside} {
