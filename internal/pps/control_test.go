@@ -143,7 +143,7 @@ func TestLimitsCheck(t *testing.T) {
 		{with(func(p *Params) { p.Timeout = 11 * time.Second }), "timeout"},
 		{with(func(p *Params) { p.RatePPS = 0 }), ""},
 	} {
-		_, err := DefaultLimits.Check(tc.p)
+		_, err := DefaultLimits().Check(tc.p)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%+v refused: %v", tc.p, err)
@@ -151,9 +151,9 @@ func TestLimitsCheck(t *testing.T) {
 			t.Errorf("%+v: err %v, want one mentioning %q", tc.p, err, tc.want)
 		}
 	}
-	p, err := DefaultLimits.Check(with(func(p *Params) { p.Duration = time.Hour }))
-	if err != nil || p.Duration != DefaultLimits.MaxDuration {
-		t.Errorf("an hour: %v, %v; want capped at %v", p.Duration, err, DefaultLimits.MaxDuration)
+	p, err := DefaultLimits().Check(with(func(p *Params) { p.Duration = time.Hour }))
+	if err != nil || p.Duration != DefaultLimits().MaxDuration {
+		t.Errorf("an hour: %v, %v; want capped at %v", p.Duration, err, DefaultLimits().MaxDuration)
 	}
 }
 
@@ -172,7 +172,7 @@ func FuzzParseControl(f *testing.F) {
 			return
 		}
 		if c.Type == MsgHello {
-			_, _ = DefaultLimits.Check(c.Params)
+			_, _ = DefaultLimits().Check(c.Params)
 		}
 		if c.Version != Version {
 			return

@@ -57,7 +57,7 @@ func TestFillGSOSegments(t *testing.T) {
 func TestLoopbackGSO(t *testing.T) {
 	testenv.Exclusive(t)
 	leakCheck(t)
-	addr, _ := startServer(t, DefaultLimits)
+	addr, _ := startServer(t, DefaultLimits())
 	for _, oneWay := range []bool{false, true} {
 		res, err := Run(context.Background(), Config{
 			Server: addr,

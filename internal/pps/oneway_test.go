@@ -51,7 +51,7 @@ func checkOneWay(t *testing.T, res *Result) {
 func TestLoopbackOneWay(t *testing.T) {
 	testenv.Exclusive(t)
 	leakCheck(t)
-	addr, _ := startServer(t, DefaultLimits)
+	addr, _ := startServer(t, DefaultLimits())
 	var lines []Interval
 	res, err := Run(context.Background(), Config{
 		Server:   addr,
@@ -79,7 +79,7 @@ func TestLoopbackOneWay(t *testing.T) {
 // The series is longer than one page, and the run is bounded by --count.
 func TestLoopbackOneWayPagesAndCount(t *testing.T) {
 	leakCheck(t)
-	addr, _ := startServer(t, DefaultLimits)
+	addr, _ := startServer(t, DefaultLimits())
 	res, err := Run(context.Background(), Config{
 		Server: addr,
 		Params: Params{RatePPS: 0, Size: 64, Duration: 60 * time.Second, Flows: 3, Timeout: 100 * time.Millisecond, OneWay: true},
@@ -128,7 +128,7 @@ func TestOneWayAgainstOldServer(t *testing.T) {
 			var r *Control
 			switch c.Type {
 			case MsgHello:
-				r = &Control{Version: Version, Type: MsgAccept, Nonce: c.Nonce, Session: 9, Params: c.Params, Limits: DefaultLimits}
+				r = &Control{Version: Version, Type: MsgAccept, Nonce: c.Nonce, Session: 9, Params: c.Params, Limits: DefaultLimits()}
 			case MsgFinish:
 				r = &Control{Version: Version, Type: MsgReport, Nonce: c.Nonce, Session: 9}
 			default:

@@ -247,7 +247,7 @@ func ppsInNetns(l *lab.Lab, n lab.Node) func(func() error) error {
 // addresses of the lab's server namespace (its lab address and every
 // tunnel's inner address), and returns its port and a function that stops it.
 func ppsStartServer(ctx context.Context, l *lab.Lab) (int, func() error, error) {
-	s := &pps.Server{Addr: ":0", Limits: pps.DefaultLimits, OpenIn: ppsInNetns(l, lab.Server)}
+	s := &pps.Server{Addr: ":0", Limits: pps.DefaultLimits(), OpenIn: ppsInNetns(l, lab.Server)}
 	a, stop, err := s.Start(ctx)
 	if err != nil {
 		return 0, nil, fmt.Errorf("pps server in %s: %w", l.Namespace(lab.Server), err)
