@@ -120,7 +120,7 @@ func clientSnapshot(t *testing.T, l *lab.Lab) map[string]string {
 		"routes6":  nsOut(t, ctx, l, lab.Client, "ip", "-6", "route", "show", "table", "all"),
 		"nexthops": nsOut(t, ctx, l, lab.Client, "ip", "nexthop", "show"),
 		"links":    strings.Join(names, " "),
-		"sysctls":  nsOut(t, ctx, l, lab.Client, "sysctl", "-n", cluster.MultipathHashSysctls[0], cluster.MultipathHashSysctls[1]),
+		"sysctls":  nsOut(t, ctx, l, lab.Client, "sysctl", "-n", cluster.MultipathHashSysctls()[0], cluster.MultipathHashSysctls()[1]),
 		"nat":      nsOut(t, ctx, l, lab.Client, "iptables", "-w", "-t", "nat", "-S"),
 		"nat6":     nsOut(t, ctx, l, lab.Client, "ip6tables", "-w", "-t", "nat", "-S"),
 	}
@@ -147,8 +147,8 @@ func TestConnectKilledClean(t *testing.T) {
 	defer cancel()
 	// A non-default IPv6 value shows that clean writes back the recorded
 	// value, not a default.
-	if _, err := l.Command(ctx, lab.Client, "sysctl", "-q", "-w", cluster.MultipathHashSysctls[1]+"=2").CombinedOutput(); err != nil {
-		t.Logf("note: %s=2 not accepted here; the test restores the default instead", cluster.MultipathHashSysctls[1])
+	if _, err := l.Command(ctx, lab.Client, "sysctl", "-q", "-w", cluster.MultipathHashSysctls()[1]+"=2").CombinedOutput(); err != nil {
+		t.Logf("note: %s=2 not accepted here; the test restores the default instead", cluster.MultipathHashSysctls()[1])
 	}
 	// The admin's own route and nexthop, present before and after.
 	nsOut(t, ctx, l, lab.Client, "ip", "nexthop", "add", "id", "77", "blackhole")

@@ -271,7 +271,7 @@ func TestStopAndClean(t *testing.T) {
 		// The helper serves with --site: clean also restores the
 		// multipath hashing sysctls it set.
 		hash := func() string {
-			b, _ := exec.Command("ip", "netns", "exec", ns, "sysctl", "-n", cluster.MultipathHashSysctls[0], cluster.MultipathHashSysctls[1]).CombinedOutput()
+			b, _ := exec.Command("ip", "netns", "exec", ns, "sysctl", "-n", cluster.MultipathHashSysctls()[0], cluster.MultipathHashSysctls()[1]).CombinedOutput()
 			return string(b)
 		}
 		hashBefore := hash()
