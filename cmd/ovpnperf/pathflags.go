@@ -65,7 +65,7 @@ func emulatorFlag(fs *pflag.FlagSet, dst *string) {
 	*dst = lab.EmulatorAuto
 	addValue(fs, dst, "emulator", "", "string", lab.EmulatorAuto, func(flag, s string) (string, error) {
 		if s == "" {
-			return "", usage.Errorf("%s: empty value; want one of %s (or leave the flag out)", flag, strings.Join(lab.EmulatorNames, ", "))
+			return "", usage.Errorf("%s: empty value; want one of %s (or leave the flag out)", flag, strings.Join(lab.EmulatorNames(), ", "))
 		}
 		return s, lab.CheckEmulatorName(s)
 	}, emulatorHelp)

@@ -13,8 +13,8 @@ const (
 )
 
 // EmulatorNames are the values of Path.Emulator (and --emulator), in the
-// order help texts list them.
-var EmulatorNames = labpath.EmulatorNames
+// order help texts list them; the slice is the caller's own.
+func EmulatorNames() []string { return labpath.EmulatorNames() }
 
 // CheckEmulatorName refuses a Path.Emulator that names no backend.
 func CheckEmulatorName(name string) error { return labpath.CheckEmulatorName(name) }
