@@ -43,8 +43,8 @@ const (
 	Server Node = "server"
 )
 
-// Nodes lists the nodes in creation order.
-var Nodes = []Node{Client, Router, Server}
+// Nodes lists the nodes in creation order; the slice is the caller's own.
+func Nodes() []Node { return []Node{Client, Router, Server} }
 
 // Wire is the namespace of a lab whose emulator is a bump in the wire
 // (WireBackend): it has no addresses, is not one of Nodes and runs
@@ -89,7 +89,7 @@ type Host struct {
 // HostNet holds the segments of hosts added with AddHost: the RFC 2544
 // benchmarking range, which no real network routes, like the documentation
 // ranges of client and server.
-var HostNet = netip.MustParsePrefix("198.18.0.0/15")
+func HostNet() netip.Prefix { return netip.MustParsePrefix("198.18.0.0/15") }
 
 // MaxHosts is how many hosts one lab can have: one /24 of 198.18.0.0/16 each.
 const MaxHosts = 254

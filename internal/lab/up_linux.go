@@ -229,9 +229,9 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 // build creates namespaces, links, addresses, routes, qdiscs and rules.
 func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 	p := opts.Path
-	nodes := Nodes
+	nodes := Nodes()
 	if WireBackend(backend) {
-		nodes = append(nodes[:len(nodes):len(nodes)], Wire)
+		nodes = append(nodes, Wire)
 	}
 	for _, n := range nodes {
 		ns := l.Namespace(n)
