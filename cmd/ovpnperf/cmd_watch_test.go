@@ -153,7 +153,7 @@ func waitScrape(t *testing.T, w *bgRun, ns, addr string, d time.Duration, what s
 // watchArgs are a short watch: 1-second samples, one each, counters and
 // echoes every second, a round every every.
 func watchArgs(b *measureBench, listen, every string, more ...string) []string {
-	return append([]string{"ip", "netns", "exec", b.lab.Namespace(lab.Client), binary, "watch", lab.ServerV4.String(),
+	return append([]string{"ip", "netns", "exec", b.lab.Namespace(lab.Client), binary, "watch", lab.ServerV4().String(),
 		"--tunnel", b.tun.ServerAddr.String(), "--listen", listen, "--every", every, "--probe-interval", "1s",
 		"--time", "1s", "--omit", "0s", "--repeat", "1"}, more...)
 }
@@ -186,7 +186,7 @@ func TestWatchRoundAndInterrupt(t *testing.T) {
 	start := time.Now()
 	b := newMeasureBench(t, lab.Path{}, true, nil)
 	ns := b.lab.Namespace(lab.Client)
-	listen := netipPort(lab.ClientV4.String(), 9477)
+	listen := netipPort(lab.ClientV4().String(), 9477)
 	hist := filepath.Join(t.TempDir(), "watch.jsonl")
 	w := startBackgroundArgv(t, "", watchArgs(b, listen, "12s", "--history", hist)...)
 	w.waitFor(t, "metrics on", 30*time.Second)
@@ -297,7 +297,7 @@ func TestWatchNoServer(t *testing.T) {
 	start := time.Now()
 	b := newMeasureBench(t, lab.Path{}, false, nil)
 	ns := b.lab.Namespace(lab.Client)
-	listen := netipPort(lab.ClientV4.String(), 9477)
+	listen := netipPort(lab.ClientV4().String(), 9477)
 	w := startBackgroundArgv(t, "", watchArgs(b, listen, "10s")...)
 	w.waitFor(t, "no iperf3 server", 30*time.Second)
 	ss := waitScrape(t, w, ns, listen, 30*time.Second, "a failed round", func(ss []sample) bool {

@@ -49,15 +49,15 @@ func addTunnels(t *testing.T, l *lab.Lab, o cluster.Options, edit ...func(*openv
 		o.Instances, o.Protos, o.PortBase, o.CPUs = 2, []string{"udp"}, 1195, []int{0, 1}
 	}
 	c, pki := startCluster(t, l, o, edit...)
-	dl, err := netns.Listen(l.Namespace(lab.Server), "tcp", lab.ServerV4.String()+":0")
+	dl, err := netns.Listen(l.Namespace(lab.Server), "tcp", lab.ServerV4().String()+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dl.Close() })
-	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4.String()}, Strategy: cluster.LeastLoaded}
+	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4().String()}, Strategy: cluster.LeastLoaded}
 	go func() { _ = d.Serve(dl, pki.ServerCert(), pki.ServerKey(), pki.CACert()) }()
 	dir := t.TempDir()
-	cfg, err := openvpn.ClientConfig(openvpn.ClientParams{Proto: "udp", Remote: lab.ServerV4, Port: 1195, Credentials: pki.Client("")})
+	cfg, err := openvpn.ClientConfig(openvpn.ClientParams{Proto: "udp", Remote: lab.ServerV4(), Port: 1195, Credentials: pki.Client("")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestConnectOnePortTunnels(t *testing.T) {
 	nsOut(t, ctx, l, lab.Server, "ip", "addr", "add", serverHost+"/32", "dev", "lo")
 	before := clientSnapshot(t, l)
 	logPath := filepath.Join(tl.dir, "connect.log")
-	argv := []string{os.Getenv("OVPNPERF_TEST_BINARY"), "cluster", "connect", "--one-port", lab.ServerV4.String() + ":1194",
+	argv := []string{os.Getenv("OVPNPERF_TEST_BINARY"), "cluster", "connect", "--one-port", lab.ServerV4().String() + ":1194",
 		"--tunnels", "2", "--route", serverSite.String(), "--", "--config", tl.conf}
 	conn, err := l.Start(ctx, lab.Client, logPath, argv...)
 	if err != nil {

@@ -83,7 +83,7 @@ func TestKillUnderLoad(t *testing.T) {
 		done <- iperfOut{out, err}
 	}()
 	// The dispatcher, in this process, over the cluster's own registry.
-	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4.String()}, Strategy: cluster.RoundRobin}
+	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4().String()}, Strategy: cluster.RoundRobin}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -250,8 +250,8 @@ func TestStopAndClean(t *testing.T) {
 			t.Fatal(err)
 		}
 		r, err := cluster.AskConn(ctx, dialIn(t, ns, disp), tlsCfg, cluster.NewRequest("tcp"))
-		if err != nil || r.Proto != "tcp" || r.Remote != lab.ServerV4.String() {
-			t.Errorf("dispatcher of serve: %+v, %v; want a tcp instance at %s", r, err, lab.ServerV4)
+		if err != nil || r.Proto != "tcp" || r.Remote != lab.ServerV4().String() {
+			t.Errorf("dispatcher of serve: %+v, %v; want a tcp instance at %s", r, err, lab.ServerV4())
 		}
 		checkPrivate(t, cluster.Dir(id))
 		if b, err := exec.CommandContext(ctx, bin, "cluster", "stop", id).CombinedOutput(); err != nil {

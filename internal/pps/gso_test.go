@@ -84,9 +84,9 @@ func TestLoopbackGSO(t *testing.T) {
 // client the path MTU, is lost with or without GSO.
 func TestLabGSOFallsBack(t *testing.T) {
 	l := labtest.New(t, lab.Path{MTU: 1400})
-	port := labServer(t, l, lab.ServerV4)
+	port := labServer(t, l, lab.ServerV4())
 	res, err := Run(context.Background(), Config{
-		Server: net.JoinHostPort(lab.ServerV4.String(), strconv.Itoa(port)),
+		Server: net.JoinHostPort(lab.ServerV4().String(), strconv.Itoa(port)),
 		Params: Params{RatePPS: 1000, Size: 1400, Duration: time.Second, Flows: 1, Timeout: time.Second},
 		OpenIn: inNetns(l, lab.Client),
 		GSO:    true,

@@ -159,9 +159,9 @@ func TestOneWayAgainstOldServer(t *testing.T) {
 func TestLabOneWayLoss(t *testing.T) {
 	testenv.Exclusive(t)
 	l := labtest.New(t, lab.Path{Up: lab.Link{LossPercent: 5}, Down: lab.Link{LossPercent: 5}})
-	port := labServer(t, l, lab.ServerV4)
+	port := labServer(t, l, lab.ServerV4())
 	p := Params{RatePPS: 2000, Size: MinSize, Duration: 5 * time.Second, Flows: 2, Timeout: time.Second, OneWay: true}
-	res := labRun(t, l, lab.ServerV4, port, p)
+	res := labRun(t, l, lab.ServerV4(), port, p)
 	dropped := checkEmulator(t, l)
 	t.Logf("sent %d, server received %d, lost %d (%.2f%%), emulator dropped %d", res.Sent, res.Received, res.Lost, res.LossPercent, dropped)
 	checkOneWay(t, res)

@@ -156,7 +156,7 @@ func ppsUpBench(ctx context.Context, o Options, path lab.Path, vs []openvpn.Vari
 	if lab.UserspaceBackend(b.Lab.Backend()) {
 		prog.Logf("pps: the path's delay, jitter or loss runs through the userspace emulator, which a flood overruns: samples it cannot keep up with are marked invalid")
 	}
-	subs := []ppsSubject{{name: experiment.Routed, target: lab.ServerV4}}
+	subs := []ppsSubject{{name: experiment.Routed, target: lab.ServerV4()}}
 	for i, v := range vs {
 		prog.Logf("pps: starting OpenVPN %s", v.Name)
 		t, err := b.AddTunnel(ctx, tunnel.Options{Variant: v, Slot: i, Proto: openvpn.UDP})
