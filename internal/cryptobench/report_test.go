@@ -98,6 +98,7 @@ func TestAnalyzeCaptured(t *testing.T) {
 }
 
 func TestDecideAESNI(t *testing.T) {
+	t.Parallel()
 	yes, no := true, false
 	x86 := func(flag bool) CPUFacts { return CPUFacts{FlagAES: flag, OpenSSLSeesAESNI: &flag} }
 	for _, tc := range []struct {
@@ -140,6 +141,7 @@ func ptr(b *bool) string {
 }
 
 func TestPrefer(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		rates  map[string]float64
@@ -335,6 +337,7 @@ func TestNormalize(t *testing.T) {
 }
 
 func TestSpeedArgs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		c    cell
 		d    time.Duration
