@@ -71,6 +71,7 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 // A read of a stream that blocks ends when the context does.
 func TestStreamEndsWithContext(t *testing.T) {
+	t.Parallel()
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	ctx, cancel := context.WithCancel(context.Background())
