@@ -127,6 +127,7 @@ func TestParseControlRejects(t *testing.T) {
 }
 
 func TestLimitsCheck(t *testing.T) {
+	t.Parallel()
 	ok := Params{RatePPS: 1000, Size: 18, Duration: 10 * time.Second, Flows: 1, Timeout: time.Second}
 	with := func(f func(*Params)) Params { p := ok; f(&p); return p }
 	for _, tc := range []struct {

@@ -15,6 +15,7 @@ import (
 )
 
 func TestGSOBatch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ size, want int }{
 		{MinSize, gsoSegments}, {1400, 46}, {MaxSize, 1}, {30000, 2},
 	} {
@@ -30,6 +31,7 @@ func TestGSOBatch(t *testing.T) {
 // Each segment of a GSO write is a whole probe: what the kernel cuts at
 // every size bytes must decode as consecutive probes with padding intact.
 func TestFillGSOSegments(t *testing.T) {
+	t.Parallel()
 	const size, n = 40, 5
 	buf := make([]byte, 8*size)
 	b := fillGSO(buf, size, n, Probe{Session: 7, Flow: 2, Seq: 0xfffffffe, SentNs: 12345})
