@@ -119,6 +119,7 @@ func badTrailer(block []byte) []byte {
 // interface the file does not describe, is no longer read as a clean end
 // or a lost packet.
 func TestAnalyzeRefusesDamagedCaptures(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := func(name string, b []byte) string {
 		p := filepath.Join(dir, name)
@@ -247,6 +248,7 @@ func analyzeJSON(t *testing.T, b []byte, args ...string) map[string]any {
 // each packet with its own interface's link type, and says so; pcap and
 // pcapng records of every kind the formats have are counted.
 func TestAnalyzeReadsEveryPacket(t *testing.T) {
+	t.Parallel()
 	eth, cooked := ether(ipv4UDP(100)), sll(ipv4UDP(200))
 	ne, nc := uint32(len(eth)), uint32(len(cooked))
 	simple := byteorder.LittleEndian.AppendUint32(nil, ne)
@@ -280,6 +282,7 @@ func TestAnalyzeReadsEveryPacket(t *testing.T) {
 // IPv6 jumbograms (RFC 2675: payload length 0, the length in a hop-by-hop
 // option) are counted at their length, in a histogram bar of their own.
 func TestAnalyzeJumbogram(t *testing.T) {
+	t.Parallel()
 	const payload = 70000 // hop-by-hop header (8) + UDP header (8) + data
 	ip := make([]byte, 40+8+8+64)
 	ip[0], ip[6], ip[7] = 0x60, 0, 64 // next header: hop-by-hop
@@ -314,6 +317,7 @@ func TestAnalyzeJumbogram(t *testing.T) {
 // gives (after the link header), not at the bytes captured of it (128
 // with tcpdump -s 128).
 func TestAnalyzeOffloadLength(t *testing.T) {
+	t.Parallel()
 	frame := ether(ipv4UDP(200))[:128]
 	frame[14+2], frame[14+3] = 0, 0
 	doc := analyzeJSON(t, join(pcapFile(128, 1), pcapRecord(128, 14+30000, frame)))

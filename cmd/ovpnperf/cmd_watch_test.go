@@ -335,6 +335,7 @@ func netipPort(addr string, port int) string { return net.JoinHostPort(addr, str
 // does `schema check` of one of its lines; the lab test checks the history
 // it makes too.
 func TestWatchHistoryFollowsSchema(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(recorded("watch-history.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -356,6 +357,7 @@ func TestWatchHistoryFollowsSchema(t *testing.T) {
 // findings give, path-bound before and after the tunnel was held and
 // below-path while it was.
 func TestWatchRecordedHour(t *testing.T) {
+	t.Parallel()
 	file := recorded("watch-hour.jsonl")
 	b, err := os.ReadFile(file)
 	if err != nil {

@@ -311,6 +311,7 @@ func joinContinued(lines []string) []string {
 // example is classified before it ships) and for a rule whose example is
 // gone. It needs no root.
 func TestExampleRulesComplete(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for _, e := range append(helpExamples(), docExamples(t)...) {
 		seen[e.text] = true

@@ -187,6 +187,7 @@ func findingsDocs() []*measure.Report {
 // and the renderer's sentence; a document written before findings were
 // kept (no "findings" key) is judged on reading, and the page says so.
 func TestReportFindingsEveryKind(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	kinds := map[string]pageFinding{}
 	for i, rep := range findingsDocs() {

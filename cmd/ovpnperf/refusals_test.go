@@ -38,6 +38,7 @@ var refusalSpan = regexp.MustCompile(`<span class="invalid" data-refusal="([^"]*
 // refusal's one sentence (Refusal.Text); the test reads the kind and the
 // figures, not the sentence.
 func TestReportRefusalsEveryKind(t *testing.T) {
+	t.Parallel()
 	rep := measure.NewReport(hostinfo.Host{}, measure.Scenario{Command: "lab run", Repeat: 3, Networks: []measure.Network{{Name: "wan"}}})
 	want := map[string]measure.Refusal{}
 	for i, k := range measure.RefusalKinds() {

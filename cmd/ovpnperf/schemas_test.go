@@ -14,6 +14,7 @@ import (
 // docs/schemas.md, and every id in the current style ovpnperf/NAME/vN
 // unless the document lists it under its legacy names.
 func TestSchemasDocumented(t *testing.T) {
+	t.Parallel()
 	root := moduleRoot(t)
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "schemas.md"))
 	if err != nil {
@@ -62,6 +63,7 @@ func TestSchemasDocumented(t *testing.T) {
 // Every refusal kind and figure key a run document's rows may carry is in
 // docs/schemas.md's table of refusals, and the table names no other kind.
 func TestRefusalsDocumented(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "schemas.md"))
 	if err != nil {
 		t.Fatal(err)
