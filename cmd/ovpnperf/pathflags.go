@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -50,8 +51,8 @@ func (f *pathFlags) bind(fs *pflag.FlagSet) {
 	percentFlag(fs, &f.loss, "loss", "random loss applied to each direction (e.g. 0.5%)")
 	percentFlag(fs, &f.upLoss, "up-loss", "random loss client→server (overrides --loss)")
 	percentFlag(fs, &f.downLoss, "down-loss", "random loss server→client (overrides --loss)")
-	intFlag(fs, &f.mtu, "mtu", "", 0, lab.MinMTUv4, lab.MaxMTU, "MTU of the router–server segment, the path-MTU bottleneck (576–65535; default 1500)")
-	intFlag(fs, &f.queueBytes, "queue-bytes", "", 0, 1, lab.MaxQueueBytes, "bottleneck buffer of each rate limiter in bytes (default: one bandwidth-delay product, at least 64 KiB, at most 1 GiB)")
+	intFlag(fs, &f.mtu, "mtu", "", 0, labpath.MinMTUv4, labpath.MaxMTU, "MTU of the router–server segment, the path-MTU bottleneck (576–65535; default 1500)")
+	intFlag(fs, &f.queueBytes, "queue-bytes", "", 0, 1, labpath.MaxQueueBytes, "bottleneck buffer of each rate limiter in bytes (default: one bandwidth-delay product, at least 64 KiB, at most 1 GiB)")
 	fs.BoolVar(&f.icmpBlackhole, "icmp-blackhole", false, "drop ICMP \"fragmentation needed\" / ICMPv6 \"packet too big\" at the router (breaks PMTU discovery)")
 	fs.BoolVar(&f.noIPv6, "no-ipv6", false, "build an IPv4-only lab (needed for an MTU below 1280)")
 }
@@ -62,12 +63,12 @@ const emulatorHelp = "mechanism of delay, jitter and loss: auto (netem where the
 // emulatorFlag registers --emulator, checked against the backends' names
 // as it is parsed; whether this host has the one named is CheckEmulator's.
 func emulatorFlag(fs *pflag.FlagSet, dst *string) {
-	*dst = lab.EmulatorAuto
-	addValue(fs, dst, "emulator", "", "string", lab.EmulatorAuto, func(flag, s string) (string, error) {
+	*dst = labpath.EmulatorAuto
+	addValue(fs, dst, "emulator", "", "string", labpath.EmulatorAuto, func(flag, s string) (string, error) {
 		if s == "" {
-			return "", usage.Errorf("%s: empty value; want one of %s (or leave the flag out)", flag, strings.Join(lab.EmulatorNames(), ", "))
+			return "", usage.Errorf("%s: empty value; want one of %s (or leave the flag out)", flag, strings.Join(labpath.EmulatorNames(), ", "))
 		}
-		return s, lab.CheckEmulatorName(s)
+		return s, labpath.CheckEmulatorName(s)
 	}, emulatorHelp)
 }
 
@@ -98,13 +99,13 @@ func pickDelay(fs *pflag.FlagSet, dirName string, dir, rtt time.Duration) settin
 	return s
 }
 
-// path turns the flags into a validated lab.Path.
-func (f *pathFlags) path() (lab.Path, error) {
-	var p lab.Path
+// path turns the flags into a validated labpath.Path.
+func (f *pathFlags) path() (labpath.Path, error) {
+	var p labpath.Path
 	p.MTU, p.QueueBytes, p.ICMPBlackhole, p.NoIPv6 = f.mtu, f.queueBytes, f.icmpBlackhole, f.noIPv6
 	fs := f.fs
 	for _, d := range []struct {
-		link   *lab.Link
+		link   *labpath.Link
 		rate   setting[uint64]
 		delay  setting[time.Duration]
 		jitter setting[time.Duration]
@@ -125,9 +126,9 @@ func (f *pathFlags) path() (lab.Path, error) {
 		}
 	}
 	if f.queueBytes > 0 && f.queueBytes < p.MinQueueBytes() {
-		return p, usage.Errorf("--queue-bytes %d: below two full-size frames (%d bytes at MTU %d), every packet would be dropped; want %d–%d", f.queueBytes, p.MinQueueBytes(), p.EffectiveMTU(), p.MinQueueBytes(), lab.MaxQueueBytes)
+		return p, usage.Errorf("--queue-bytes %d: below two full-size frames (%d bytes at MTU %d), every packet would be dropped; want %d–%d", f.queueBytes, p.MinQueueBytes(), p.EffectiveMTU(), p.MinQueueBytes(), labpath.MaxQueueBytes)
 	}
-	if p.Up.Delay+p.Down.Delay > lab.MaxRTT {
+	if p.Up.Delay+p.Down.Delay > labpath.MaxRTT {
 		return p, usage.Errorf("round trip %v (--rtt, --up-delay, --down-delay): over the 10s limit", p.Up.Delay+p.Down.Delay)
 	}
 	return p, p.Validate()
@@ -135,11 +136,11 @@ func (f *pathFlags) path() (lab.Path, error) {
 
 // queueWarnings says when a default queue (one bandwidth-delay product) was
 // too large for tbf and was clamped.
-func queueWarnings(p lab.Path) []string {
+func queueWarnings(p labpath.Path) []string {
 	var out []string
 	for _, d := range []struct {
 		name string
-		l    lab.Link
+		l    labpath.Link
 	}{{"up", p.Up}, {"down", p.Down}} {
 		if d.l.RateBitsPerSec == 0 {
 			continue

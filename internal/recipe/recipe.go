@@ -15,6 +15,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
@@ -22,7 +23,7 @@ import (
 // Options are what the user may change about any recipe.
 type Options struct {
 	// Path, when set, replaces the recipe's own path(s).
-	Path *lab.Path
+	Path *labpath.Path
 	// Repeat and Duration override the recipe's defaults when non-zero.
 	Repeat   int
 	Duration time.Duration
@@ -32,6 +33,10 @@ type Options struct {
 	PKIDir string
 	// LabName names the recipe's labs; empty picks random names.
 	LabName string
+	// Lab is where the recipe's labs keep their state and which ovpnperf
+	// runs their owners (experiment.Spec.Lab); the zero value is the
+	// host's and this executable.
+	Lab lab.Env
 }
 
 // repeat returns the user's repeat count or the recipe's default.
@@ -51,7 +56,7 @@ func (o Options) duration(def time.Duration) time.Duration {
 }
 
 // path returns the user's path or the recipe's default.
-func (o Options) path(def lab.Path) lab.Path {
+func (o Options) path(def labpath.Path) labpath.Path {
 	if o.Path != nil {
 		return *o.Path
 	}
