@@ -6,7 +6,7 @@ import "strings"
 // (src/openvpn/options.c) compares p[0] with: the names 2.6 reads from a
 // config file on some platform or build. Extracted from the source with
 // grep 'streq(p[0], "…")'. Some of them 2.6 reads only to refuse or ignore
-// them; RemovedOptions says which.
+// them; removedOptions says which.
 var optionNames26 = strings.Fields(`
 allow-compression allow-nonadmin allow-pull-fqdn allow-recursive-routing askpass auth 
 auth-gen-token auth-gen-token-secret auth-nocache auth-retry auth-token auth-token-user 
@@ -116,5 +116,5 @@ var options26 = func() map[string]bool {
 }()
 
 // KnownOption26 reports whether OpenVPN 2.6 knows the option name at all
-// (it may still refuse it: see RemovedOptions).
+// (it may still refuse it: see RemovedOption).
 func KnownOption26(name string) bool { return options26[name] }
