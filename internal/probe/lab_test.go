@@ -36,7 +36,7 @@ func ppsServer(t *testing.T, l *lab.Lab, key []byte) (port int, authed func() bo
 	t.Helper()
 	var mu sync.Mutex
 	signed := false
-	s := &pps.Server{Addr: net.JoinHostPort(lab.ServerV4.String(), "0"), Key: key,
+	s := &pps.Server{Addr: net.JoinHostPort(lab.ServerV4().String(), "0"), Key: key,
 		OpenIn: func(open func() error) error { return netns.Do(l.Namespace(lab.Server), open) },
 		Events: func(e pps.Event) {
 			mu.Lock()
@@ -63,7 +63,7 @@ func runProbe(t *testing.T, l *lab.Lab, args ...string) *Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	argv := append([]string{labtest.Binary(), "probe", lab.ServerV4.String(), "--no-crypto", "--json"}, args...)
+	argv := append([]string{labtest.Binary(), "probe", lab.ServerV4().String(), "--no-crypto", "--json"}, args...)
 	cmd := l.Command(ctx, lab.Client, argv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -159,7 +159,7 @@ func (e *LoadError) Error() string { return e.Msg }
 
 // Load reads a probe file.
 func Load(file string) (*Report, error) {
-	f, err := inputfile.Open(context.Background(), file, inputfile.Document)
+	f, err := inputfile.Open(context.Background(), file, inputfile.Document())
 	if err != nil {
 		return nil, &LoadError{fmt.Sprintf("probe file %v", err)}
 	}
