@@ -228,7 +228,7 @@ func (l *Lab) permanentNeighbour(ctx context.Context, node Node, ifname string, 
 // of a lab is left.
 func NamespacesOf(name string) []string {
 	var out []string
-	for _, n := range append(Nodes[:len(Nodes):len(Nodes)], Wire) {
+	for _, n := range append(Nodes(), Wire) {
 		if ns := NamespaceName(name, n); netns.Exists(ns) {
 			out = append(out, ns)
 		}
