@@ -27,6 +27,14 @@
 //	                  batch per family and table, applied whole or not at
 //	                  all; read back with iptables-save
 //
+// Processes are not a Host's: a process runs in a namespace but is no
+// object of it. It is started by internal/runner (`ip netns exec`, a
+// parent-death signal, its output read and waited for) and belongs to the
+// host's pid namespace, where it is named by pid, start time and command
+// line; journal.Processes stops it only while all three still match, and
+// runner.Terminate stops it. A Host method for them would open no
+// namespace and change none, and a fake of it would be a fake of exec.
+//
 // A missing object is an error that wraps fs.ErrNotExist (IsNotExist):
 // undoing something already gone is not a failure (CNI DEL semantics), but
 // the caller decides that, not this package.
