@@ -1,7 +1,6 @@
 // Package hostnet is the one way ovpnperf changes a network namespace:
-// links, addresses, routes, nexthop objects, qdiscs, sysctls and netfilter
-// rules.
-// A Host is one namespace. Open gives the kernel's; Fake is an in-memory
+// links, addresses, neighbours, routes, nexthop objects, qdiscs, sysctls,
+// netfilter rules and its view of /sys and /proc. A Host is one namespace. Open gives the kernel's; Fake is an in-memory
 // model of one for unit tests, which fails as the kernel does when an
 // object is missing or in use, so that the code above it (connect's
 // multipath route, the cluster's chains, the journal's undo) is tested
@@ -9,10 +8,8 @@
 //
 // How the kernel is asked, one path per kind of object:
 //
-//	links, addresses, netlink (vishvananda/netlink)
-//	neighbours,
-//	qdiscs, gateway
-//	routes
+//	links, addresses  netlink (vishvananda/netlink); also neighbours,
+//	                  qdiscs and routes via a gateway
 //	nexthops, routes  `ip nexthop …` / `ip route …`: netlink v1.3.1 has
 //	                  neither nexthop objects (RTM_NEWNEXTHOP) nor a route's
 //	                  nexthop id (RTA_NH_ID); lists come from `ip -json`,
@@ -31,8 +28,8 @@
 // object of it. It is started by internal/runner (`ip netns exec`, a
 // parent-death signal, its output read and waited for) and belongs to the
 // host's pid namespace, where it is named by pid, start time and command
-// line; journal.Processes stops it only while all three still match, and
-// runner.Terminate stops it. A Host method for them would open no
+// line; journal.Processes undoes it only while all three still match,
+// with runner.Terminate. A Host method for them would open no
 // namespace and change none, and a fake of it would be a fake of exec.
 //
 // A missing object is an error that wraps fs.ErrNotExist (IsNotExist):
