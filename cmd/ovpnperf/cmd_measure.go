@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/ui"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 func init() {
@@ -88,12 +91,9 @@ processes' file descriptors).`,
 	f := c.Flags()
 	stringFlag(f, &o.tunnel, "tunnel", "", "", "an IP address", "the far end's address inside the tunnel (required)")
 	intFlag(f, &o.pid, "pid", "", 0, 0, 1<<22, "the local OpenVPN process (default: the one holding the tun device the route to --tunnel uses)")
-	intFlag(f, &o.port, "port", "p", 5201, 1, 65535, "the far end's iperf3 server port")
-	intFlag(f, &o.repeat, "repeat", "", 3, 1, 50, "samples per row, interleaved (1–50; findings need 3)")
-	durationFlag(f, &o.duration, "time", "t", 0, time.Second, 300*time.Second, true, "length of each iperf3 sample (whole seconds, 1s–300s)")
-	durationFlag(f, &o.omit, "omit", "", -1, 0, 60*time.Second, true, "warm-up left out of each sample (iperf3 -O; whole seconds)")
-	f.Lookup("time").DefValue = measureTimeRule
-	f.Lookup("omit").DefValue = measureOmitRule
+	iperf3PortFlag(f, &o.port)
+	rangeFlag(f, &o.repeat, "repeat", "", experiment.DefaultRepeat, experiment.RepeatRange(), "samples per row, interleaved (%s; findings need "+strconv.Itoa(verdict.MinSamples)+")")
+	sampleTimeFlags(f, &o.duration, &o.omit, "t", measureTimeRule, measureOmitRule)
 	f.StringVar(&o.direction, "direction", "both", "up (this host → HOST), down or both")
 	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default AES-256-GCM, OpenVPN 2.6's first choice)")
 	f.BoolVar(&o.capture, "capture", false, "capture the outer packets of one tunnel sample with tcpdump and analyse them")
@@ -118,13 +118,8 @@ func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o
 	if err != nil {
 		return err
 	}
-	var dirs []string
-	switch o.direction {
-	case "both":
-		dirs = []string{measure.DirectionUp, measure.DirectionDown}
-	case "up", "down":
-		dirs = []string{o.direction}
-	default:
+	dirs, ok := experiment.Directions(o.direction)
+	if !ok {
 		return usage.Errorf("--direction %q: want up, down or both", o.direction)
 	}
 	if err := checkOutPath("--out", o.out); err != nil {
@@ -154,6 +149,9 @@ func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o
 	spec := realnet.Spec{Host: host, Tunnel: tun, Pid: o.pid, Port: o.port, Repeat: o.repeat,
 		Duration: o.duration, Omit: o.omit, Cipher: o.cipher, Capture: o.capture, Directions: dirs}
 	spec.CaptureFile = pcap
+	if err := spec.Validate(); err != nil {
+		return err
+	}
 	if !o.json {
 		spec.Progress = stderr
 	}

@@ -28,16 +28,13 @@ import (
 )
 
 // Run measures spec and returns the report. Labs are torn down on return,
-// also on error and when ctx is cancelled.
+// also on error and when ctx is cancelled. Options left zero take their
+// defaults (Spec.WithDefaults); one outside its range is refused before
+// anything is built (Spec.Validate).
 func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
-	if spec.Repeat < 1 {
-		spec.Repeat = 1
-	}
-	if spec.Proto == "" {
-		spec.Proto = "udp"
-	}
-	if len(spec.Directions) == 0 {
-		spec.Directions = []string{measure.DirectionUp, measure.DirectionDown}
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return nil, err
 	}
 	for _, n := range spec.Networks {
 		if len(n.variants(spec)) > tunnel.MaxSlots {
@@ -77,7 +74,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	}
 	sc := measure.Scenario{
 		Command: spec.Command, DurationSeconds: spec.Duration.Seconds(), Repeat: spec.Repeat,
-		Parallel: max(spec.Parallel, 1), Extra: map[string]any{"proto": spec.Proto, "payload": payloadName(spec.Payload)},
+		Parallel: spec.Parallel, Extra: map[string]any{"proto": spec.Proto, "payload": payloadName(spec.Payload)},
 	}
 	for k, v := range spec.Extra {
 		sc.Extra[k] = v
