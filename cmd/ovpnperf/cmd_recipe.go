@@ -92,8 +92,6 @@ measuring anything, and lists the verdicts that differ from the saved ones.`,
 	o.flags.bind(f)
 	rangeFlag(f, &o.repeat, "repeat", "", 0, experiment.RepeatRange(), "samples per row, %s (default: the recipe's, usually "+strconv.Itoa(experiment.DefaultRepeat)+")")
 	durationRangeFlag(f, &o.duration, "time", "", 0, experiment.SampleTimeRange(), "length of each throughput sample in whole seconds, %s (default: the recipe's)")
-	f.Lookup("repeat").DefValue = "the recipe's"
-	f.Lookup("time").DefValue = "the recipe's"
 	f.BoolVar(&o.json, "json", false, "print JSON (one report; with all, a list of reports)")
 	stringFlag(f, &o.out, "out", "", "", "a file path", "also write the JSON to this file (checked before the run)")
 	stringFlag(f, &o.html, "html", "", "", "a file path", "also write the report page (as `ovpnperf report` makes it) to this file")
