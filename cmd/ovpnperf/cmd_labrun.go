@@ -41,8 +41,11 @@ type labRunOptions struct {
 	emulator  string
 }
 
-func newLabRunCommand() *cobra.Command {
-	var o labRunOptions
+func newLabRunCommand() *cobra.Command { return labRunCommand(new(labRunOptions)) }
+
+// labRunCommand is the command with its options parsed into o (the flag tests
+// read them).
+func labRunCommand(o *labRunOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "run [flags]",
 		Short: "Run real OpenVPN across an emulated path and measure it against the bare routed path",
@@ -89,7 +92,7 @@ module.`,
   ovpnperf lab run --rate 50mbit --variant dco --variant default`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runLabRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+			return runLabRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), *o)
 		},
 	}
 	f := c.Flags()

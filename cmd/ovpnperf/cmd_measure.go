@@ -40,8 +40,11 @@ type measureOptions struct {
 	html      string
 }
 
-func newMeasureCommand() *cobra.Command {
-	var o measureOptions
+func newMeasureCommand() *cobra.Command { return measureCommand(new(measureOptions)) }
+
+// measureCommand is the command with its options parsed into o (the flag tests
+// read them).
+func measureCommand(o *measureOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "measure HOST --tunnel TUNNEL_ADDR",
 		Short: "Measure your own OpenVPN tunnel against the path outside it, and name what limits it",
@@ -85,7 +88,7 @@ processes' file descriptors).`,
   ovpnperf compare before.json after.json`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return runMeasure(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a[0], o)
+			return runMeasure(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a[0], *o)
 		},
 	}
 	f := c.Flags()

@@ -41,8 +41,11 @@ type recipeOptions struct {
 	name     string
 }
 
-func newRecipeCommand() *cobra.Command {
-	var o recipeOptions
+func newRecipeCommand() *cobra.Command { return recipeCommand(new(recipeOptions)) }
+
+// recipeCommand is the command with its options parsed into o (the flag tests
+// read them).
+func recipeCommand(o *recipeOptions) *cobra.Command {
 	var names []string
 	for _, r := range recipe.All() {
 		names = append(names, r.Name)
@@ -85,7 +88,7 @@ measuring anything, and lists the verdicts that differ from the saved ones.`,
 			if a[0] == "judge" {
 				return runRecipeJudge(cmd.Context(), cmd.OutOrStdout(), a[1], o.json)
 			}
-			return runRecipe(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a[0], o)
+			return runRecipe(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a[0], *o)
 		},
 	}
 	f := c.Flags()

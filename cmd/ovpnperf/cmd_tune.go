@@ -46,8 +46,11 @@ type tuneOptions struct {
 	pki       string
 }
 
-func newTuneCommand() *cobra.Command {
-	var o tuneOptions
+func newTuneCommand() *cobra.Command { return tuneCommand(new(tuneOptions)) }
+
+// tuneCommand is the command with its options parsed into o (the flag tests
+// read them).
+func tuneCommand(o *tuneOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "tune [flags]",
 		Short: "Search a lab twin of a path for an OpenVPN configuration faster than the defaults and advise's",
@@ -76,7 +79,7 @@ prints the best so far.`,
   ovpnperf tune --rate 5mbit --rtt 300ms --loss 2% --allow-tcp --json`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runTune(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+			return runTune(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), *o)
 		},
 	}
 	f := c.Flags()

@@ -47,8 +47,11 @@ const (
 	historyMaxLeast   = 1 << 20
 )
 
-func newWatchCommand() *cobra.Command {
-	var o watchOptions
+func newWatchCommand() *cobra.Command { return watchCommand(new(watchOptions)) }
+
+// watchCommand is the command with its options parsed into o (the flag tests
+// read them).
+func watchCommand(o *watchOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "watch HOST --tunnel TUNNEL_ADDR --listen ADDR:PORT",
 		Short: "Watch your own OpenVPN tunnel over time: counters and echoes always, measure's samples every interval, as Prometheus metrics",
@@ -78,7 +81,7 @@ process's file descriptors). docs/watch.md lists the metrics.`,
   ovpnperf watch 198.51.100.7 --tunnel 10.8.0.1 --every 1h --listen 127.0.0.1:9477 --history /var/lib/ovpnperf/watch.jsonl`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return runWatch(cmd.Context(), cmd.ErrOrStderr(), a[0], o)
+			return runWatch(cmd.Context(), cmd.ErrOrStderr(), a[0], *o)
 		},
 	}
 	f := c.Flags()
@@ -118,7 +121,7 @@ func sizeFlag(fs *pflag.FlagSet, dst *int64, name string, def, lo, hi int64, hel
 		}
 		return n * mult, nil
 	}, help)
-	v.bounds = [2]string{formatSize(lo), formatSize(hi)}
+	v.bounds = [2]string{strconv.FormatInt(lo, 10), strconv.FormatInt(hi, 10)}
 }
 
 func formatSize(n int64) string {
