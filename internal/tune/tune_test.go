@@ -150,18 +150,39 @@ func TestAdviseGapFinding(t *testing.T) {
 // Must show 3 (logic): the budget ends the search mid-round and the result
 // still carries what was measured. Must show 4 (logic): cancelling the
 // parent context reports "interrupted" and the best so far.
+// stallAfter is a measure that answers its first n rounds at once and
+// then waits for its context: the budget or the interrupt ends the search
+// in round n+1, whatever the machine's load, and the test learns the
+// search's state at that point.
+func stallAfter(rate func(Candidate) float64, n int32, rounds *atomic.Int32) MeasureFunc {
+	m := fakeMeasure(rate, 0, rounds)
+	return func(ctx context.Context, round int, cands []Named) (map[string]Samples, []string, error) {
+		if rounds.Load() >= n {
+			rounds.Add(1)
+			<-ctx.Done()
+			return nil, nil, ctx.Err()
+		}
+		return m(ctx, round, cands)
+	}
+}
+
 func TestSearchStopsOnBudgetAndInterrupt(t *testing.T) {
+	t.Parallel()
+	// The verdict needs 2 rounds of the best with the default: after 4
+	// answered rounds mssfix is the best so far, and the search goes on.
+	const answered = 4
 	var rounds atomic.Int32
 	start := time.Now()
-	// Rounds of 50 ms: the budget and the interrupt come after several
-	// (the verdict needs 2 rounds of the best with the default).
 	res, err := Run(context.Background(), Options{Path: fakePath, Budget: 400 * time.Millisecond,
-		Measure: fakeMeasure(blackhole, 50*time.Millisecond, &rounds)})
+		Measure: stallAfter(blackhole, answered, &rounds)})
 	if err != nil {
 		t.Fatalf("budget end is not an error: %v", err)
 	}
-	if el := time.Since(start); el > 5*time.Second {
+	if el := time.Since(start); el > time.Minute {
 		t.Errorf("took %v with a 400ms budget", el)
+	}
+	if rounds.Load() != answered+1 {
+		t.Errorf("%d rounds, want the search stopped in round %d", rounds.Load(), answered+1)
 	}
 	if res.Stopped != StoppedBudget || len(res.Steps) == 0 || res.Steps[len(res.Steps)-1].Complete {
 		t.Errorf("stopped %q, steps %+v", res.Stopped, res.Steps)
@@ -170,9 +191,15 @@ func TestSearchStopsOnBudgetAndInterrupt(t *testing.T) {
 		t.Errorf("best so far %+v", res.Best)
 	}
 
+	rounds.Store(0)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(400*time.Millisecond, cancel)
-	res, err = Run(ctx, Options{Path: fakePath, Budget: time.Minute, Measure: fakeMeasure(blackhole, 50*time.Millisecond, &rounds)})
+	m := stallAfter(blackhole, answered, &rounds)
+	res, err = Run(ctx, Options{Path: fakePath, Budget: time.Minute, Measure: func(ctx context.Context, round int, cands []Named) (map[string]Samples, []string, error) {
+		if rounds.Load() >= answered {
+			cancel() // Ctrl-C during the next round
+		}
+		return m(ctx, round, cands)
+	}})
 	if !errors.Is(err, context.Canceled) || res == nil || res.Stopped != StoppedInterrupted || res.Best.Body != "mssfix 1400 mtu" {
 		t.Errorf("interrupted: err %v, res %+v", err, res)
 	}
