@@ -14,6 +14,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/ui"
@@ -98,7 +99,7 @@ processes' file descriptors).`,
 	rangeFlag(f, &o.repeat, "repeat", "", experiment.DefaultRepeat, experiment.RepeatRange(), "samples per row, interleaved (%s; findings need "+strconv.Itoa(verdict.MinSamples)+")")
 	sampleTimeFlags(f, &o.duration, &o.omit, "t", measureTimeRule, measureOmitRule)
 	f.StringVar(&o.direction, "direction", "both", "up (this host → HOST), down or both")
-	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default AES-256-GCM, OpenVPN 2.6's first choice)")
+	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default "+overhead.DefaultCipher+", OpenVPN 2.6's first choice)")
 	f.BoolVar(&o.capture, "capture", false, "capture the outer packets of one tunnel sample with tcpdump and analyse them")
 	f.BoolVar(&o.json, "json", false, "print one JSON document (schema "+measure.Schema+") instead of tables")
 	stringFlag(f, &o.out, "out", "", "", "a file path", "also write the JSON document to this file (checked before the run)")

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -78,7 +79,7 @@ after net.ipv4.route.mtu_expires); pmtu leaves nothing else behind.`,
 	f.BoolVarP(&o.ipv6, "ipv6", "6", false, "probe over IPv6 only")
 	durationFlag(f, &o.timeout, "timeout", "", 2*time.Second, 50*time.Millisecond, time.Minute, false, "longest wait for one round of answers (raise it for paths with RTT above ~1.5 s)")
 	intFlag(f, &o.max, "max", "", 0, 68, 65535, "largest probe in bytes, whole IP packet, 68–65535 (default: the MTU of the outgoing interface)")
-	f.StringVar(&o.cipher, "cipher", "AES-256-GCM", "OpenVPN data cipher for the translation ("+strings.Join(pmtu.Ciphers(), ", ")+")")
+	f.StringVar(&o.cipher, "cipher", overhead.DefaultCipher, "OpenVPN data cipher for the translation ("+strings.Join(pmtu.Ciphers(), ", ")+")")
 	f.StringVar(&o.auth, "auth", "SHA1", "OpenVPN --auth digest for the translation (used by CBC ciphers only)")
 	stringFlag(f, &o.throughTunnel, "through-tunnel", "", "", "the far end's tunnel address, e.g. 10.8.0.1", "probe ADDR, the far tunnel address, through a running tunnel")
 	f.BoolVar(&o.json, "json", false, "print the result as JSON")

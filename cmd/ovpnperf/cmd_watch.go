@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -95,7 +96,7 @@ process's file descriptors). docs/watch.md lists the metrics.`,
 	sizeFlag(f, &o.historyMax, "history-max", historyMaxDefault, historyMaxLeast, historyMaxDefault, "size at which the history moves to FILE.1 and starts again (1MiB–64MiB)")
 	rangeFlag(f, &o.repeat, "repeat", "", experiment.DefaultRepeat, experiment.RepeatRange(), "samples per row in each round, interleaved (%s; findings need "+strconv.Itoa(verdict.MinSamples)+")")
 	sampleTimeFlags(f, &o.duration, &o.omit, "t", measureTimeRule, measureOmitRule)
-	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default AES-256-GCM)")
+	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default "+overhead.DefaultCipher+")")
 	return c
 }
 

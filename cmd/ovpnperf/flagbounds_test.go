@@ -19,6 +19,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
 	"github.com/ovpnperf/ovpnperf/internal/tune"
 	"github.com/ovpnperf/ovpnperf/internal/watch"
@@ -239,6 +240,68 @@ func TestOwnedFlagsReadTheirOwner(t *testing.T) {
 			t.Errorf("%s --%s: default %q (help %q); its owner says %s", o.cmd, o.name, f.DefValue, f.Usage, o.def)
 		}
 	}
+}
+
+// The --cipher flags default to OpenVPN 2.6's negotiated cipher as
+// overhead names it, and no command types the name again.
+func TestCipherFlagsReadTheirOwner(t *testing.T) {
+	root := newRootCommand()
+	for _, cmd := range []string{"measure", "watch", "pmtu"} {
+		c, _, err := root.Find(strings.Fields(cmd))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := c.Flags().Lookup("cipher")
+		if f == nil {
+			t.Fatalf("%s: no --cipher", cmd)
+		}
+		if f.DefValue != overhead.DefaultCipher && !strings.Contains(f.Usage, "default "+overhead.DefaultCipher) {
+			t.Errorf("%s --cipher: default %q, help %q; overhead's default is %s", cmd, f.DefValue, f.Usage, overhead.DefaultCipher)
+		}
+	}
+	fset := token.NewFileSet()
+	for _, name := range append(ownedFiles, "cmd_pmtu.go") {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || !registersFlag(call, "cipher") {
+				return true
+			}
+			ast.Inspect(call, func(n ast.Node) bool {
+				if l, ok := n.(*ast.BasicLit); ok && l.Kind == token.STRING && strings.Contains(l.Value, overhead.DefaultCipher) {
+					t.Errorf("%s: --cipher registered with the cipher name typed: take overhead.DefaultCipher", fset.Position(l.Pos()))
+				}
+				return true
+			})
+			return true
+		})
+	}
+}
+
+// registersFlag reports whether call registers a flag named name (a
+// function of flagvalues.go or a pflag method).
+func registersFlag(call *ast.CallExpr, name string) bool {
+	fn := ""
+	switch x := call.Fun.(type) {
+	case *ast.Ident:
+		fn = x.Name
+	case *ast.SelectorExpr:
+		fn = x.Sel.Name
+	}
+	if !strings.HasSuffix(fn, "Flag") && !strings.HasSuffix(fn, "Var") && !strings.HasSuffix(fn, "VarP") {
+		return false
+	}
+	for _, a := range call.Args {
+		if l, ok := a.(*ast.BasicLit); ok && l.Kind == token.STRING {
+			if s, _ := strconv.Unquote(l.Value); s == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // The commands' own checks accept the flags at their bounds, both ends at

@@ -384,7 +384,7 @@ func finish(rep *measure.Report, rp *measure.RealPath, spec Spec, proc *vpnproc.
 	}
 	cipher := spec.Cipher
 	if cipher == "" {
-		cipher = "AES-256-GCM"
+		cipher = overhead.DefaultCipher
 	}
 	rp.ModelCipher = cipher
 	tr := overhead.Transport{Proto: rp.Proto, IPv6: !spec.Host.Is4()}
