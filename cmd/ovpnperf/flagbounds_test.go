@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
@@ -161,11 +162,11 @@ type ownedFlag struct {
 	rng, def string
 }
 
-func intOwned(cmd, name string, r experiment.IntRange, def string) ownedFlag {
+func intOwned(cmd, name string, r bounds.Int, def string) ownedFlag {
 	return ownedFlag{cmd, name, strconv.Itoa(r.Min), strconv.Itoa(r.Max), r.String(), def}
 }
 
-func durOwned(cmd, name string, r experiment.DurationRange, def string) ownedFlag {
+func durOwned(cmd, name string, r bounds.Duration, def string) ownedFlag {
 	return ownedFlag{cmd, name, r.Min.String(), r.Max.String(), r.String(), def}
 }
 
@@ -182,7 +183,7 @@ func ownedFlags() []ownedFlag {
 			durOwned(cmd, "omit", experiment.OmitRange(), ""))
 	}
 	port := strconv.Itoa(iperf.DefaultPort)
-	mtu := experiment.IntRange{Min: labpath.MinMTUv4, Max: labpath.MaxMTU}
+	mtu := bounds.Int{Min: labpath.MinMTUv4, Max: labpath.MaxMTU}
 	out = append(out,
 		intOwned("lab run", "parallel", experiment.ParallelRange(), strconv.Itoa(experiment.DefaultParallel)),
 		// A port's range is no decision of ovpnperf's: its help need not

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -98,13 +98,13 @@ func intFlag(fs *pflag.FlagSet, dst *int, name, short string, def, lo, hi int, h
 
 // rangeFlag registers an int flag accepting r; help is a format whose
 // one %s is the range ("1–50"), so the help shows the range checked.
-func rangeFlag(fs *pflag.FlagSet, dst *int, name, short string, def int, r experiment.IntRange, help string) {
+func rangeFlag(fs *pflag.FlagSet, dst *int, name, short string, def int, r bounds.Int, help string) {
 	intFlag(fs, dst, name, short, def, r.Min, r.Max, fmt.Sprintf(help, r))
 }
 
 // durationRangeFlag registers a duration flag accepting r; help is a
 // format whose one %s is the range ("1s–5m").
-func durationRangeFlag(fs *pflag.FlagSet, dst *time.Duration, name, short string, def time.Duration, r experiment.DurationRange, help string) {
+func durationRangeFlag(fs *pflag.FlagSet, dst *time.Duration, name, short string, def time.Duration, r bounds.Duration, help string) {
 	durationFlag(fs, dst, name, short, def, r.Min, r.Max, r.Whole, fmt.Sprintf(help, r))
 }
 

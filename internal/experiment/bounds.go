@@ -1,10 +1,10 @@
 package experiment
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -16,46 +16,6 @@ import (
 // the flags of lab run, recipe, measure and watch take their ranges,
 // defaults and help text from here, Spec.Validate refuses what lies
 // outside, and Spec.WithDefaults fills what a Go caller left zero.
-
-// IntRange is the whole numbers an option accepts, Min to Max.
-type IntRange struct{ Min, Max int }
-
-// Contains reports whether n is in the range.
-func (r IntRange) Contains(n int) bool { return n >= r.Min && n <= r.Max }
-
-// String is the range as help texts show it: "1–50".
-func (r IntRange) String() string { return fmt.Sprintf("%d–%d", r.Min, r.Max) }
-
-// DurationRange is the durations an option accepts, Min to Max; Whole
-// accepts whole seconds only (iperf3's -t and -O take seconds).
-type DurationRange struct {
-	Min, Max time.Duration
-	Whole    bool
-}
-
-// Contains reports whether d is in the range (and whole seconds when
-// the range asks for them).
-func (r DurationRange) Contains(d time.Duration) bool {
-	return d >= r.Min && d <= r.Max && (!r.Whole || d%time.Second == 0)
-}
-
-// String is the range as help texts show it: "1s–5m".
-func (r DurationRange) String() string {
-	return FormatDuration(r.Min) + "–" + FormatDuration(r.Max)
-}
-
-// FormatDuration writes d as people type it on a command line: "5m", not
-// Go's "5m0s".
-func FormatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
 
 // Defaults of a Spec's sample options.
 const (
@@ -71,22 +31,22 @@ const (
 
 // RepeatRange is the samples per row a run takes: at least one, and few
 // enough that a run of the built-in paths ends within the hour.
-func RepeatRange() IntRange { return IntRange{Min: 1, Max: 50} }
+func RepeatRange() bounds.Int { return bounds.Int{Min: 1, Max: 50} }
 
 // ParallelRange is the iperf3 streams (-P) of a sample.
-func ParallelRange() IntRange { return IntRange{Min: 1, Max: 32} }
+func ParallelRange() bounds.Int { return bounds.Int{Min: 1, Max: 32} }
 
 // SampleTimeRange is the measured length of a sample (iperf3 -t).
-func SampleTimeRange() DurationRange {
-	return DurationRange{Min: time.Second, Max: 300 * time.Second, Whole: true}
+func SampleTimeRange() bounds.Duration {
+	return bounds.Duration{Min: time.Second, Max: 300 * time.Second, Whole: true}
 }
 
 // OmitRange is the warm-up left out of a sample (iperf3 -O): up to two
 // minutes, which holds the slow start SampleTiming gives the longest lab
 // path (a 10 s round trip at a rate whose window takes ten round trips to
 // open: 100 s).
-func OmitRange() DurationRange {
-	return DurationRange{Min: 0, Max: 2 * time.Minute, Whole: true}
+func OmitRange() bounds.Duration {
+	return bounds.Duration{Min: 0, Max: 2 * time.Minute, Whole: true}
 }
 
 // Directions are the directions a run measures, by the name --direction

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -328,15 +328,15 @@ const DefaultBudget = 10 * time.Minute
 // BudgetRange is the search's length tune's --budget accepts: at least a
 // few rounds, at most a day. Run itself takes any budget (its tests search
 // fakes for a fraction of a second).
-func BudgetRange() experiment.DurationRange {
-	return experiment.DurationRange{Min: 30 * time.Second, Max: 24 * time.Hour}
+func BudgetRange() bounds.Duration {
+	return bounds.Duration{Min: 30 * time.Second, Max: 24 * time.Hour}
 }
 
 // RepeatRange is the samples per candidate and round: MinSamples, which a
 // difference beyond the spread needs, to 20.
-func RepeatRange() experiment.IntRange { return experiment.IntRange{Min: MinSamples, Max: 20} }
+func RepeatRange() bounds.Int { return bounds.Int{Min: MinSamples, Max: 20} }
 
 // SampleTimeRange is the measured length of a round's samples.
-func SampleTimeRange() experiment.DurationRange {
-	return experiment.DurationRange{Min: time.Second, Max: time.Minute, Whole: true}
+func SampleTimeRange() bounds.Duration {
+	return bounds.Duration{Min: time.Second, Max: time.Minute, Whole: true}
 }

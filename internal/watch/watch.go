@@ -29,7 +29,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	pathprobe "github.com/ovpnperf/ovpnperf/internal/probe"
@@ -65,14 +65,14 @@ type Options struct {
 
 // EveryRange is the time between two rounds that watch accepts: at least
 // 10 s, at most a day.
-func EveryRange() experiment.DurationRange {
-	return experiment.DurationRange{Min: 10 * time.Second, Max: 24 * time.Hour, Whole: true}
+func EveryRange() bounds.Duration {
+	return bounds.Duration{Min: 10 * time.Second, Max: 24 * time.Hour, Whole: true}
 }
 
 // ProbeIntervalRange is the interval of the counter reads and echoes: at
 // least a second, at most 10 minutes.
-func ProbeIntervalRange() experiment.DurationRange {
-	return experiment.DurationRange{Min: time.Second, Max: 10 * time.Minute, Whole: true}
+func ProbeIntervalRange() bounds.Duration {
+	return bounds.Duration{Min: time.Second, Max: 10 * time.Minute, Whole: true}
 }
 
 // Defaults of Options.
