@@ -16,12 +16,15 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
-	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
+	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	"github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
+	"github.com/ovpnperf/ovpnperf/internal/rules"
 	"github.com/ovpnperf/ovpnperf/internal/tune"
 	"github.com/ovpnperf/ovpnperf/internal/watch"
 )
@@ -183,7 +186,7 @@ func ownedFlags() []ownedFlag {
 			durOwned(cmd, "omit", experiment.OmitRange(), ""))
 	}
 	port := strconv.Itoa(iperf.DefaultPort)
-	mtu := bounds.Int{Min: labpath.MinMTUv4, Max: labpath.MaxMTU}
+	mtu := bounds.Int{Min: overhead.MinIPv4MTU, Max: overhead.MaxIPPacket}
 	out = append(out,
 		intOwned("lab run", "parallel", experiment.ParallelRange(), strconv.Itoa(experiment.DefaultParallel)),
 		// A port's range is no decision of ovpnperf's: its help need not
@@ -202,6 +205,15 @@ func ownedFlags() []ownedFlag {
 	for _, cmd := range []string{"lab run", "lab up", "recipe", "tune"} {
 		out = append(out, intOwned(cmd, "mtu", mtu, ""))
 	}
+	out = append(out,
+		intOwned("probe", "pings", probe.PingsRange(), strconv.Itoa(probe.DefaultPings)),
+		durOwned("probe", "iperf3-time", probe.IPerf3DurationRange(), probe.DefaultIPerf3Duration.String()),
+		intOwned("advise", "pmtu", rules.PathMTURange(), ""),
+		intOwned("lint", "pmtu", rules.PathMTURange(), ""),
+		intOwned("advise", "clients", advise.ClientsRange(), strconv.Itoa(advise.DefaultClients)),
+		durOwned("pmtu", "timeout", pmtu.TimeoutRange(), pmtu.DefaultTimeout.String()),
+		intOwned("pmtu", "max", pmtu.MaxRange(), ""),
+	)
 	return out
 }
 
@@ -261,7 +273,7 @@ func TestCipherFlagsReadTheirOwner(t *testing.T) {
 		}
 	}
 	fset := token.NewFileSet()
-	for _, name := range append(ownedFiles, "cmd_pmtu.go") {
+	for _, name := range ownedFiles {
 		f, err := parser.ParseFile(fset, name, nil, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -365,7 +377,7 @@ func TestSampleFlagsAtBoundsPassValidation(t *testing.T) {
 
 // ownedFiles are the commands with the flags of ownedFlags and the files
 // that register them for several commands.
-var ownedFiles = []string{"cmd_labrun.go", "cmd_measure.go", "cmd_watch.go", "cmd_recipe.go", "cmd_tune.go", "cmd_lab.go", "sampleflags.go", "pathflags.go"}
+var ownedFiles = []string{"cmd_labrun.go", "cmd_measure.go", "cmd_watch.go", "cmd_recipe.go", "cmd_tune.go", "cmd_lab.go", "cmd_probe.go", "cmd_advise.go", "cmd_lint.go", "cmd_pmtu.go", "sampleflags.go", "pathflags.go"}
 
 // A number typed where a bound or default belongs: a range in help text
 // ("1–50", "1s–300s").

@@ -14,7 +14,10 @@ import (
 
 // Limits on what a lab accepts.
 const (
-	MaxRTT   = 10 * time.Second
+	MaxRTT = 10 * time.Second
+	// The MTU limits are IP's, overhead's MinIPv4MTU, MinIPv6MTU and
+	// MaxIPPacket: typed again here because overhead's lab tests import
+	// this package (TestLimitsAreIPs checks they agree).
 	MinMTUv4 = 576
 	MinMTUv6 = 1280
 	MaxMTU   = 65535
