@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/bounds"
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -143,8 +144,9 @@ func checkProto(what, p string) error {
 	return nil
 }
 
-// Payloads are the payloads a sample can send besides iperf3's own ("").
-func Payloads() []string { return []string{"random", "zeros"} }
+// Payloads are the payloads a sample can send besides iperf3's own (""):
+// iperf's kinds of payload file.
+func Payloads() []string { return []string{iperf.PayloadRandom, iperf.PayloadZeros} }
 
 func checkPayload(what, p string) error {
 	if p == "" {
