@@ -361,15 +361,15 @@ func TestSignalsEndBlockedReads(t *testing.T) {
 	var id string
 	for {
 		id = fmt.Sprintf("%04x", rand.IntN(0x10000))
-		if _, err := os.Stat(cluster.Dir(id)); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(cluster.Paths{}.Dir(id)); errors.Is(err, os.ErrNotExist) {
 			break
 		}
 	}
-	ctl := cluster.ControlPath(id)
+	ctl := cluster.Paths{}.ControlPath(id)
 	if err := os.MkdirAll(filepath.Dir(ctl), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(cluster.Dir(id)) })
+	t.Cleanup(func() { os.RemoveAll(cluster.Paths{}.Dir(id)) })
 	l, err := net.Listen("unix", ctl)
 	if err != nil {
 		t.Fatal(err)

@@ -202,10 +202,10 @@ func labsOfBinary() []string {
 // serves or that run in namespace ns (other engineers' clusters may come
 // and go meanwhile on a shared machine).
 func clusterDirs(ns string) []string {
-	ids, _ := cluster.List()
+	ids, _ := cluster.Paths{}.List()
 	var out []string
 	for _, id := range ids {
-		st, err := cluster.ReadState(id)
+		st, err := cluster.Paths{}.ReadState(id)
 		if err != nil {
 			continue
 		}

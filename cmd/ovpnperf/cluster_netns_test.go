@@ -39,7 +39,7 @@ func TestClusterServeListenersInLab(t *testing.T) {
 	name := "c" + lab.NewName()
 	t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
 	ovpnperf(t, "lab", "up", "--name", name).mustSucceed(t)
-	before, _ := cluster.List()
+	before, _ := cluster.Paths{}.List()
 
 	srv := lab.ServerV4.String()
 	disp, metrics := net.JoinHostPort(srv, "8443"), net.JoinHostPort(srv, "9100")
@@ -79,7 +79,7 @@ func TestClusterServeListenersInLab(t *testing.T) {
 	if code := r.stop(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("serve exited %d after SIGTERM:\n%s", code, r.output())
 	}
-	if after, _ := cluster.List(); len(after) != len(before) {
+	if after, _ := (cluster.Paths{}).List(); len(after) != len(before) {
 		t.Errorf("clusters before %v, after %v", before, after)
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/runner/runnertest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -30,8 +31,8 @@ func freeClusterID(t *testing.T) string {
 	t.Helper()
 	for {
 		id := fmt.Sprintf("%04x", mrand.IntN(0x10000))
-		_, e1 := os.Stat(cluster.Dir(id))
-		_, e2 := os.Stat(cluster.ConnectRunDir(id))
+		_, e1 := os.Stat(cluster.Paths{}.Dir(id))
+		_, e2 := os.Stat(cluster.Paths{}.ConnectRunDir(id))
 		if errors.Is(e1, os.ErrNotExist) && errors.Is(e2, os.ErrNotExist) {
 			return id
 		}
@@ -46,19 +47,7 @@ func freeClusterID(t *testing.T) string {
 // said in one line and left running; the directory is still removed.
 func TestClusterCleanLeavesForgedServe(t *testing.T) {
 	testenv.RequireRoot(t)
-	sleeper := func() (*exec.Cmd, uint64) {
-		t.Helper()
-		cmd := exec.Command("sleep", "300")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		ticks, err := runner.StartTicks(cmd.Process.Pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cmd, ticks
-	}
+	sleeper := func() (*exec.Cmd, uint64) { return runnertest.Sleeper(t) }
 	// A process whose command line says `cluster serve --id 0000`: a
 	// serve of another cluster, as far as its command line goes.
 	other := exec.Command("sh", "-c", "sleep 300; : cluster serve", "sh", "cluster", "serve", "--id", "0000")
@@ -106,11 +95,11 @@ func TestClusterCleanLeavesForgedServe(t *testing.T) {
 		// The control: a process that looks like this cluster's serve
 		// (its command line, its control socket held) is stopped.
 		{"a serve without --id holding the control socket", func(id string) (cluster.State, *exec.Cmd) {
-			if err := os.MkdirAll(filepath.Dir(cluster.ControlPath(id)), 0o700); err != nil {
+			if err := os.MkdirAll(filepath.Dir(cluster.Paths{}.ControlPath(id)), 0o700); err != nil {
 				t.Fatal(err)
 			}
 			p := exec.Command("python3", "-c", "import socket,sys,time\ns=socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen()\nprint('ready', flush=True)\ntime.sleep(300)",
-				cluster.ControlPath(id), "cluster", "serve", "--lab", "x")
+				cluster.Paths{}.ControlPath(id), "cluster", "serve", "--lab", "x")
 			out, _ := p.StdoutPipe()
 			if err := p.Start(); err != nil {
 				t.Fatal(err)
@@ -131,13 +120,13 @@ func TestClusterCleanLeavesForgedServe(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			id := freeClusterID(t)
-			if err := os.MkdirAll(cluster.Dir(id), 0o700); err != nil {
+			if err := os.MkdirAll(cluster.Paths{}.Dir(id), 0o700); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { os.RemoveAll(cluster.Dir(id)) })
+			t.Cleanup(func() { os.RemoveAll(cluster.Paths{}.Dir(id)) })
 			st, victim := c.st(id)
 			b, _ := json.Marshal(st)
-			if err := os.WriteFile(filepath.Join(cluster.Dir(id), "state.json"), b, 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(cluster.Paths{}.Dir(id), "state.json"), b, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			r := ovpnperfWithin(t, 30*time.Second, "cluster", "clean", id)
@@ -157,7 +146,7 @@ func TestClusterCleanLeavesForgedServe(t *testing.T) {
 					t.Errorf("process %d was stopped", victim.Process.Pid)
 				}
 			}
-			if _, err := os.Stat(cluster.Dir(id)); !errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(cluster.Paths{}.Dir(id)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the cluster's directory is left: %v", err)
 			}
 		})

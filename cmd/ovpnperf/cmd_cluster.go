@@ -68,9 +68,9 @@ were before the run.`,
 				if !cluster.ValidID(a[0]) {
 					return usage.Errorf("cluster id %q: want 4 hex digits (see `ovpnperf cluster status`)", a[0])
 				}
-				return cluster.CleanID(cmd.Context(), a[0])
+				return cluster.Paths{}.CleanID(cmd.Context(), a[0])
 			}
-			cleaned, err := cluster.CleanDead(cmd.Context())
+			cleaned, err := cluster.Paths{}.CleanDead(cmd.Context())
 			for _, id := range cleaned {
 				fmt.Fprintf(cmd.OutOrStdout(), "cleaned %s\n", id)
 			}
@@ -90,7 +90,7 @@ func newClusterRouteHookCommand() *cobra.Command {
 		Hidden: true,
 		Args:   args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if err := cluster.RouteHookFile(a[0]); err != nil {
+			if err := (cluster.Paths{}).RouteHookFile(a[0]); err != nil {
 				return err
 			}
 			routes, err := cluster.RoutesFromEnv(os.Environ())

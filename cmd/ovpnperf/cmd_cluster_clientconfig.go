@@ -56,7 +56,7 @@ func runClusterClientConfig(ctx context.Context, w io.Writer, id string, o clust
 	if err != nil {
 		return usage.Errorf("--base %s: %v", o.base, err)
 	}
-	st, err := cluster.QueryStatus(ctx, id)
+	st, err := cluster.Paths{}.QueryStatus(ctx, id)
 	if err != nil {
 		return err
 	}

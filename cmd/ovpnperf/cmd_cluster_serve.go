@@ -366,7 +366,7 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 		return err
 	}
 	startLog.release()
-	fmt.Fprintf(w, "cluster %s: %d instances, directory %s, control socket %s\n", c.ID(), len(c.Specs()), c.Dir(), cluster.ControlPath(c.ID()))
+	fmt.Fprintf(w, "cluster %s: %d instances, directory %s, control socket %s\n", c.ID(), len(c.Specs()), c.Dir(), cluster.Paths{}.ControlPath(c.ID()))
 	for _, s := range c.Specs() {
 		fmt.Fprintf(w, "  %s %s port %d dev %s subnet %s cpu %d\n", s.Name, s.Proto, s.Port, s.Dev, s.Subnet, s.CPU)
 	}

@@ -23,7 +23,7 @@ func clusterID(args []string) (string, error) {
 		}
 		return args[0], nil
 	}
-	ids, err := cluster.List()
+	ids, err := cluster.Paths{}.List()
 	if err != nil {
 		return "", err
 	}
@@ -51,7 +51,7 @@ func newClusterStatusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := cluster.QueryStatus(cmd.Context(), id)
+			st, err := cluster.Paths{}.QueryStatus(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -96,7 +96,7 @@ func newClusterStopCommand() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
 			defer cancel()
-			return cluster.RequestStop(ctx, id)
+			return cluster.Paths{}.RequestStop(ctx, id)
 		},
 	}
 }

@@ -20,7 +20,7 @@ func TestClusterUsageErrors(t *testing.T) {
 	if err := os.WriteFile(bridge, []byte("dev tap0\nserver-bridge 10.8.0.4 255.255.255.0 10.8.0.128 10.8.0.254\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := cluster.List()
+	before, _ := cluster.Paths{}.List()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -71,7 +71,7 @@ func TestClusterUsageErrors(t *testing.T) {
 	} {
 		ovpnperf(t, c.args...).mustBeUsageError(t, c.want)
 	}
-	if after, _ := cluster.List(); len(after) != len(before) {
+	if after, _ := (cluster.Paths{}).List(); len(after) != len(before) {
 		t.Errorf("clusters before %v, after %v", before, after)
 	}
 }

@@ -17,9 +17,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 	"github.com/ovpnperf/ovpnperf/internal/etcdsrv"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/printable"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -198,7 +199,7 @@ func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 	return nil
 }
 
-func v6(p lab.Path, s string) string {
+func v6(p labpath.Path, s string) string {
 	if p.NoIPv6 {
 		return "no IPv6"
 	}
@@ -206,8 +207,8 @@ func v6(p lab.Path, s string) string {
 }
 
 // describePath prints a path the way a person would say it.
-func describePath(p lab.Path) string {
-	dir := func(l lab.Link) string {
+func describePath(p labpath.Path) string {
+	dir := func(l labpath.Link) string {
 		parts := []string{lab.FormatRate(l.RateBitsPerSec)}
 		if l.Delay > 0 {
 			parts = append(parts, fmt.Sprintf("delay %v", l.Delay))
@@ -267,7 +268,7 @@ type labStatus struct {
 	Emulator   any  `json:"emulator,omitempty"`
 	// Ceiling is what this host's calibration says about the lab's
 	// emulation backend (lab calibrate); absent without emulation.
-	Ceiling *emulate.CeilingReport `json:"emulation_ceiling,omitempty"`
+	Ceiling *ceilingdoc.Report `json:"emulation_ceiling,omitempty"`
 }
 
 // labStatuses is every lab of env, or the one named, with its owner, its

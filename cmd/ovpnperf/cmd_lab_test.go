@@ -14,6 +14,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/etcdsrv"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -197,7 +198,7 @@ func TestLabCommandBadInput(t *testing.T) {
 		t.Errorf("lab up as nobody: %v, stderr %q; want exit 2 naming root", err, stderr.String())
 	}
 	// A name in use.
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	ovpnperf(t, "lab", "up", "--name", l.Name()).mustBeUsageError(t, "already in use")
 	ovpnperf(t, "lab", "exec", l.Name(), "gateway", "--", "true").mustBeUsageError(t, "gateway")
 }

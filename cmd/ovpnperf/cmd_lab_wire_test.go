@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -27,7 +29,7 @@ import (
 func TestLabWireBackends(t *testing.T) {
 	labtest.Require(t)
 	rttRe := regexp.MustCompile(`rtt min/avg/max/mdev = ([0-9.]+)/`)
-	for _, backend := range []string{lab.BackendAFPacket, lab.BackendAFXDP} {
+	for _, backend := range []string{labpath.BackendAFPacket, labpath.BackendAFXDP} {
 		t.Run(backend, func(t *testing.T) {
 			name := "w" + lab.NewName()
 			t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
@@ -116,7 +118,7 @@ func TestLabWireLossHitsPackets(t *testing.T) {
 	testenv.RequirePrograms(t, "iperf3")
 	name := "wl" + lab.NewName()
 	t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
-	ovpnperf(t, "lab", "up", "--name", name, "--rate", "100mbit", "--rtt", "20ms", "--loss", "1%", "--emulator", lab.BackendAFPacket).mustSucceed(t)
+	ovpnperf(t, "lab", "up", "--name", name, "--rate", "100mbit", "--rtt", "20ms", "--loss", "1%", "--emulator", labpath.BackendAFPacket).mustSucceed(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	l, err := lab.Open(name)
@@ -159,7 +161,7 @@ func TestLabWireXDPReceiveAggregates(t *testing.T) {
 	testenv.RequirePrograms(t, "iperf3")
 	name := "wg" + lab.NewName()
 	t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
-	ovpnperf(t, "lab", "up", "--name", name, "--rate", "200mbit", "--rtt", "20ms", "--emulator", lab.BackendAFXDP).mustSucceed(t)
+	ovpnperf(t, "lab", "up", "--name", name, "--rate", "200mbit", "--rtt", "20ms", "--emulator", labpath.BackendAFXDP).mustSucceed(t)
 	l, err := lab.Open(name)
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +221,7 @@ func TestLabWireAFPacketReceiveThreads(t *testing.T) {
 	labtest.Require(t)
 	name := "wp" + lab.NewName()
 	t.Cleanup(func() { ovpnperf(t, "lab", "down", name); labtest.CheckGone(t, name) })
-	ovpnperf(t, "lab", "up", "--name", name, "--rate", "200mbit", "--rtt", "20ms", "--emulator", lab.BackendAFPacket).mustSucceed(t)
+	ovpnperf(t, "lab", "up", "--name", name, "--rate", "200mbit", "--rtt", "20ms", "--emulator", labpath.BackendAFPacket).mustSucceed(t)
 	for _, p := range []struct {
 		node   lab.Node
 		ifname string
@@ -247,7 +249,7 @@ func TestLabRunAFPacket(t *testing.T) {
 		return []string{"lab", "run", "--name", name, "--emulator", "afpacket", "--rate", "100mbit", "--rtt", "40ms",
 			"--variant", "default", "--repeat", "1", "--json"}
 	})
-	if rep.Host.EmulationBackend != lab.BackendAFPacket {
+	if rep.Host.EmulationBackend != labpath.BackendAFPacket {
 		t.Errorf("host.emulation_backend %q, want afpacket", rep.Host.EmulationBackend)
 	}
 	if want := "--emulator afpacket asked for it"; rep.Host.EmulationBackendWhy != want {
@@ -301,11 +303,11 @@ func TestLabCalibrateAFPacket(t *testing.T) {
 	labtest.Require(t)
 	record := filepath.Join(t.TempDir(), "ceiling.json")
 	r := ovpnperf(t, "lab", "calibrate", "--emulator", "afpacket", "--rates", "1000", "--duration", "1s", "--record", record, "--json").mustSucceed(t)
-	var c emulate.Ceiling
+	var c ceilingdoc.Ceiling
 	if err := json.Unmarshal([]byte(r.stdout), &c); err != nil {
 		t.Fatalf("lab calibrate --json: %v\n%s", err, r.stdout)
 	}
-	if c.Backend != lab.BackendAFPacket || len(c.Steps) != 1 {
+	if c.Backend != labpath.BackendAFPacket || len(c.Steps) != 1 {
 		t.Fatalf("record: backend %q, %d steps; want afpacket, 1", c.Backend, len(c.Steps))
 	}
 	for i, d := range c.Steps[0].Directions {

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
@@ -33,8 +35,8 @@ func TestLabStatusCeiling(t *testing.T) {
 	dir := t.TempDir()
 	env := lab.Env{Base: filepath.Join(dir, "labs"), Ceiling: filepath.Join(dir, "emulator-ceiling.json")}
 	for _, st := range []lab.State{
-		{Name: "emu", Backend: lab.BackendNFQueue, Path: lab.Path{Up: lab.Link{Delay: 10 * time.Millisecond}, Down: lab.Link{Delay: 10 * time.Millisecond}}},
-		{Name: "plain", Backend: lab.BackendNone},
+		{Name: "emu", Backend: labpath.BackendNFQueue, Path: labpath.Path{Up: labpath.Link{Delay: 10 * time.Millisecond}, Down: labpath.Link{Delay: 10 * time.Millisecond}}},
+		{Name: "plain", Backend: labpath.BackendNone},
 	} {
 		b, _ := json.Marshal(st)
 		if err := os.MkdirAll(filepath.Join(env.Base, st.Name), 0o700); err != nil {
@@ -71,14 +73,14 @@ func TestLabStatusCeiling(t *testing.T) {
 
 	text, st := status()
 	want := "ceiling not measured on this host: `ovpnperf lab calibrate` measures it (up to "
-	if c := st[0].Ceiling; c == nil || c.Status != emulate.CeilingNotMeasured || c.Backend != lab.BackendNFQueue || c.Record != nil || !strings.Contains(c.Summary, want) {
+	if c := st[0].Ceiling; c == nil || c.Status != emulate.CeilingNotMeasured || c.Backend != labpath.BackendNFQueue || c.Record != nil || !strings.Contains(c.Summary, want) {
 		t.Errorf("no record: %+v", st[0].Ceiling)
 	}
 	if !strings.Contains(text, "  emulator: nfqueue, "+want) || strings.Count(text, "emulator: ") != 1 {
 		t.Errorf("lab status without a record:\n%s", text)
 	}
 
-	rec := emulate.Ceiling{Schema: emulate.CeilingSchema, Backend: lab.BackendNFQueue, Time: time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC),
+	rec := ceilingdoc.Ceiling{Schema: emulate.CeilingSchema, Backend: labpath.BackendNFQueue, Time: time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC),
 		Kernel: hostinfo.KernelRelease(), CPUs: hostinfo.CPUCount(), LoadBefore: [3]float64{0.4, 0.5, 0.6}, LoadAfter: [3]float64{1.5, 0.7, 0.6},
 		PacketBytes: 1400, Delay: 20 * time.Millisecond, Tolerance: time.Millisecond, HeldPPS: 25000, CarriedPPS: 50000}
 	b, _ := json.Marshal(rec)
@@ -160,7 +162,7 @@ func TestLabCalibrateCommand(t *testing.T) {
 	record := filepath.Join(dir, "ceiling.json")
 	labsBefore := calibrationLabs(t)
 	r := ovpnperf(t, "lab", "calibrate", "--duration", "1s", "--rates", "1000", "--record", record, "--json").mustSucceed(t)
-	var c emulate.Ceiling
+	var c ceilingdoc.Ceiling
 	if err := json.Unmarshal([]byte(r.stdout), &c); err != nil || c.Schema != emulate.CeilingSchema || len(c.Steps) != 1 || c.Steps[0].RatePPS != 1000 {
 		t.Fatalf("--json: %v\n%s", err, r.stdout)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
@@ -124,10 +125,10 @@ module.`,
 func builtinNetworks(wanVariants []openvpn.Variant) []experiment.Network {
 	noOmit := time.Duration(0)
 	return []experiment.Network{
-		{Name: "lan", Description: "unshaped LAN, CPU-bound", Path: lab.Path{}, Omit: &noOmit},
-		{Name: "wan", Description: "50 Mbit/s, 60 ms RTT", Path: lab.Path{
-			Up:   lab.Link{RateBitsPerSec: 50e6, Delay: 30 * time.Millisecond},
-			Down: lab.Link{RateBitsPerSec: 50e6, Delay: 30 * time.Millisecond},
+		{Name: "lan", Description: "unshaped LAN, CPU-bound", Path: labpath.Path{}, Omit: &noOmit},
+		{Name: "wan", Description: "50 Mbit/s, 60 ms RTT", Path: labpath.Path{
+			Up:   labpath.Link{RateBitsPerSec: 50e6, Delay: 30 * time.Millisecond},
+			Down: labpath.Link{RateBitsPerSec: 50e6, Delay: 30 * time.Millisecond},
 		}, Variants: wanVariants},
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -33,7 +34,7 @@ type measureBench struct {
 	tun *tunnel.Tunnel
 }
 
-func newMeasureBench(t testing.TB, p lab.Path, iperfServer bool, configure func(s, c *openvpn.Config)) *measureBench {
+func newMeasureBench(t testing.TB, p labpath.Path, iperfServer bool, configure func(s, c *openvpn.Config)) *measureBench {
 	t.Helper()
 	testenv.RequirePrograms(t, "openvpn", "iperf3", "tcpdump")
 	l := labtest.New(t, p)
@@ -108,9 +109,9 @@ func (b *measureBench) measureDoc(t *testing.T, args ...string) (*measure.Report
 // a CPU, at 10–13 % of a core); the assertion is the claim, not loosened.
 func TestMeasurePathBound(t *testing.T) {
 	testenv.Exclusive(t)
-	b := newMeasureBench(t, lab.Path{
-		Up:   lab.Link{RateBitsPerSec: 50e6, Delay: 20 * time.Millisecond},
-		Down: lab.Link{RateBitsPerSec: 50e6, Delay: 20 * time.Millisecond},
+	b := newMeasureBench(t, labpath.Path{
+		Up:   labpath.Link{RateBitsPerSec: 50e6, Delay: 20 * time.Millisecond},
+		Down: labpath.Link{RateBitsPerSec: 50e6, Delay: 20 * time.Millisecond},
 	}, true, nil)
 	// 4 s samples: the bytes a full queue holds at the -O boundary are
 	// counted by the receiver, not the sender; over 2 s they made a
@@ -215,7 +216,7 @@ func socketDrops(r *measure.Row) (drops uint64, rcvbuf uint32) {
 // OpenVPN's defaults) and checks that measure left nothing running.
 func TestMeasureLAN(t *testing.T) {
 	testenv.Exclusive(t)
-	b := newMeasureBench(t, lab.Path{}, false, nil)
+	b := newMeasureBench(t, labpath.Path{}, false, nil)
 	t.Run("BadInput", func(t *testing.T) { measureBadInput(t, b) })
 	srv, err := iperf.StartServer(context.Background(), func(ctx context.Context, argv ...string) *exec.Cmd { return b.lab.Command(ctx, lab.Server, argv...) }, iperf.ServerOptions{})
 	if err != nil {
@@ -241,9 +242,9 @@ func TestMeasureLAN(t *testing.T) {
 func TestMeasureSatellitePath(t *testing.T) {
 	testenv.Tolerant(t)
 	t.Parallel()
-	b := newMeasureBench(t, lab.Path{
-		Up:   lab.Link{RateBitsPerSec: 10e6, Delay: 300 * time.Millisecond},
-		Down: lab.Link{RateBitsPerSec: 10e6, Delay: 300 * time.Millisecond},
+	b := newMeasureBench(t, labpath.Path{
+		Up:   labpath.Link{RateBitsPerSec: 10e6, Delay: 300 * time.Millisecond},
+		Down: labpath.Link{RateBitsPerSec: 10e6, Delay: 300 * time.Millisecond},
 	}, true, nil)
 	rep, _ := b.measureDoc(t, lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--repeat", "1")
 	timing, _ := rep.Scenario.Extra["sample_timing"].(string)
@@ -442,7 +443,7 @@ func TestMeasureFragmentation(t *testing.T) {
 	// It judges counts of fragments, not a rate: it overlaps the other
 	// tests that judge none.
 	t.Parallel()
-	b := newMeasureBench(t, lab.Path{MTU: 1400}, true, nil)
+	b := newMeasureBench(t, labpath.Path{MTU: 1400}, true, nil)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "frag.json")
 	victim := filepath.Join(dir, "victim")
@@ -577,7 +578,7 @@ func TestMeasureUsage(t *testing.T) {
 // refused with exit status 2.
 func TestAnalyzeLabCapture(t *testing.T) {
 	testenv.RequirePrograms(t, "tcpdump", "ping")
-	l := labtest.New(t, lab.Path{MTU: 1400, NoIPv6: true})
+	l := labtest.New(t, labpath.Path{MTU: 1400, NoIPv6: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()

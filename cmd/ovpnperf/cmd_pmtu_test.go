@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
@@ -98,8 +99,8 @@ func TestPMTUMustShow(t *testing.T) {
 		if labs[k] == nil {
 			// labtest.New tears the lab down when this test (the parent,
 			// not the subtest) ends.
-			labs[k] = labtest.New(t, lab.Path{MTU: mtu, ICMPBlackhole: blackhole,
-				Up: lab.Link{Delay: 50 * time.Millisecond}, Down: lab.Link{Delay: 50 * time.Millisecond}})
+			labs[k] = labtest.New(t, labpath.Path{MTU: mtu, ICMPBlackhole: blackhole,
+				Up: labpath.Link{Delay: 50 * time.Millisecond}, Down: labpath.Link{Delay: 50 * time.Millisecond}})
 		}
 		return labs[k]
 	}
@@ -201,8 +202,8 @@ func TestPMTUText(t *testing.T) {
 // the inner MTU is 1400 minus AES-256-GCM's 52 bytes.
 func TestPMTUThroughTunnel(t *testing.T) {
 	testenv.RequirePrograms(t, "openvpn")
-	l := labtest.New(t, lab.Path{MTU: 1400, ICMPBlackhole: true,
-		Up: lab.Link{Delay: 10 * time.Millisecond}, Down: lab.Link{Delay: 10 * time.Millisecond}})
+	l := labtest.New(t, labpath.Path{MTU: 1400, ICMPBlackhole: true,
+		Up: labpath.Link{Delay: 10 * time.Millisecond}, Down: labpath.Link{Delay: 10 * time.Millisecond}})
 	dir := t.TempDir()
 	pki, err := openvpn.NewPKI(filepath.Join(dir, "pki"))
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/report"
@@ -141,7 +142,7 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 		o.allowTCP = true
 	}
 	custom := o.flags.given()
-	var p lab.Path
+	var p labpath.Path
 	var err error
 	var probeInput *advise.Input
 	switch {
@@ -226,14 +227,14 @@ func pathArgs(fs *pflag.FlagSet) string {
 
 // pathArgsOf renders a path as the per-direction path flags lab run takes
 // (a twin built from a probe has no flags of its own).
-func pathArgsOf(p lab.Path) string {
+func pathArgsOf(p labpath.Path) string {
 	var parts []string
 	ms := func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64) + "ms"
 	}
 	for _, d := range []struct {
 		name string
-		l    lab.Link
+		l    labpath.Link
 	}{{"up", p.Up}, {"down", p.Down}} {
 		if d.l.RateBitsPerSec > 0 {
 			parts = append(parts, fmt.Sprintf("--%s-rate %dbit", d.name, d.l.RateBitsPerSec))

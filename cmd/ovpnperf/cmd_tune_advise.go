@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/ovpnperf/ovpnperf/internal/advise"
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/tune"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -11,14 +11,14 @@ import (
 // pathFromProbe reads a probe JSON (ovpnperf probe) into the twin's path
 // and the input advise gets from the same probe (tune.PathFromProbe,
 // tune.ProbeInput); its errors are the user's, about --probe.
-func pathFromProbe(file string, bufCap int) (lab.Path, advise.Input, error) {
+func pathFromProbe(file string, bufCap int) (labpath.Path, advise.Input, error) {
 	r, err := probe.Load(file)
 	if err != nil {
-		return lab.Path{}, advise.Input{}, usage.Errorf("--probe: %v", err)
+		return labpath.Path{}, advise.Input{}, usage.Errorf("--probe: %v", err)
 	}
 	p, err := tune.PathFromProbe(r)
 	if err != nil {
-		return lab.Path{}, advise.Input{}, usage.Errorf("--probe %s: %v", file, err)
+		return labpath.Path{}, advise.Input{}, usage.Errorf("--probe %s: %v", file, err)
 	}
 	return p, tune.ProbeInput(r, bufCap), nil
 }

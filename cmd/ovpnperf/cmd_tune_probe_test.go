@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/tune"
 )
@@ -19,7 +19,7 @@ func probeDoc(pathFields string) string {
 
 // pathDFromProbe is the twin of a probe of path (d) (5 Mbit/s, 300 ms,
 // 3.96 % round-trip loss, MTU 1400 behind a black hole).
-func pathDFromProbe(t *testing.T) lab.Path {
+func pathDFromProbe(t *testing.T) labpath.Path {
 	t.Helper()
 	r, err := probe.Decode(strings.NewReader(probeDoc(`
  "pmtu_ipv4":{"value":{"bytes":1400,"blackhole":true},"source":"measured"},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -158,13 +159,13 @@ func TestTuneRefusesBadInput(t *testing.T) {
 // variant is one lab run (and so tune) accepts and tune groups it by axis.
 func TestTuneAdviceOnIssuePaths(t *testing.T) {
 	ms := func(d int) time.Duration { return time.Duration(d) * time.Millisecond }
-	sym := func(rate uint64, rtt time.Duration, loss float64) lab.Path {
-		l := lab.Link{RateBitsPerSec: rate, Delay: rtt / 2, LossPercent: loss}
-		return lab.Path{Up: l, Down: l}
+	sym := func(rate uint64, rtt time.Duration, loss float64) labpath.Path {
+		l := labpath.Link{RateBitsPerSec: rate, Delay: rtt / 2, LossPercent: loss}
+		return labpath.Path{Up: l, Down: l}
 	}
 	b := sym(100e6, ms(10), 0)
 	b.MTU, b.ICMPBlackhole = 1400, true
-	for name, p := range map[string]lab.Path{"a": sym(20e6, ms(200), 0), "b": b, "c": {}, "d": sym(5e6, ms(300), 2)} {
+	for name, p := range map[string]labpath.Path{"a": sym(20e6, ms(200), 0), "b": b, "c": {}, "d": sym(5e6, ms(300), 2)} {
 		a, err := tune.AdviceForPath(p, 4<<20)
 		if err != nil || a.Candidate == nil {
 			t.Errorf("path %s: %v, %+v", name, err, a)

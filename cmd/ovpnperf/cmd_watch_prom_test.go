@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/promtest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -135,7 +136,7 @@ func TestWatchPrometheus(t *testing.T) {
 	t.Parallel()
 	testenv.RequirePrograms(t, "prometheus")
 	start := time.Now()
-	b := newMeasureBench(t, lab.Path{Up: lab.Link{RateBitsPerSec: 20e6}, Down: lab.Link{RateBitsPerSec: 20e6}}, true, nil)
+	b := newMeasureBench(t, labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6}, Down: labpath.Link{RateBitsPerSec: 20e6}}, true, nil)
 	listen := netipPort(lab.ClientV4.String(), 9479)
 	hist := filepath.Join(t.TempDir(), "watch.jsonl")
 	w := startBackgroundArgv(t, "", watchArgs(b, listen, "10s", "--history", hist)...)

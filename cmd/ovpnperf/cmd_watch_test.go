@@ -17,6 +17,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -184,7 +185,7 @@ func runningIn(ns, name string) bool {
 func TestWatchRoundAndInterrupt(t *testing.T) {
 	testenv.Exclusive(t)
 	start := time.Now()
-	b := newMeasureBench(t, lab.Path{}, true, nil)
+	b := newMeasureBench(t, labpath.Path{}, true, nil)
 	ns := b.lab.Namespace(lab.Client)
 	listen := netipPort(lab.ClientV4.String(), 9477)
 	hist := filepath.Join(t.TempDir(), "watch.jsonl")
@@ -295,7 +296,7 @@ func TestWatchRoundAndInterrupt(t *testing.T) {
 // counters and echoes go on being served.
 func TestWatchNoServer(t *testing.T) {
 	start := time.Now()
-	b := newMeasureBench(t, lab.Path{}, false, nil)
+	b := newMeasureBench(t, labpath.Path{}, false, nil)
 	ns := b.lab.Namespace(lab.Client)
 	listen := netipPort(lab.ClientV4.String(), 9477)
 	w := startBackgroundArgv(t, "", watchArgs(b, listen, "10s")...)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
 )
 
@@ -19,7 +20,7 @@ import (
 // with status 130. A real tunnel and iperf3 server in a lab; SIGINT to
 // the binary (ip netns exec runs it in place).
 func TestMeasureInterrupted(t *testing.T) {
-	b := newMeasureBench(t, lab.Path{}, true, nil)
+	b := newMeasureBench(t, labpath.Path{}, true, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := b.lab.Command(ctx, lab.Client, binary, "measure", lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(),

@@ -64,12 +64,12 @@ const emulatorHelp = "mechanism of delay, jitter and loss: auto (netem where the
 // emulatorFlag registers --emulator, checked against the backends' names
 // as it is parsed; whether this host has the one named is CheckEmulator's.
 func emulatorFlag(fs *pflag.FlagSet, dst *string) {
-	*dst = lab.EmulatorAuto
-	addValue(fs, dst, "emulator", "", "string", lab.EmulatorAuto, func(flag, s string) (string, error) {
+	*dst = labpath.EmulatorAuto
+	addValue(fs, dst, "emulator", "", "string", labpath.EmulatorAuto, func(flag, s string) (string, error) {
 		if s == "" {
-			return "", usage.Errorf("%s: empty value; want one of %s (or leave the flag out)", flag, strings.Join(lab.EmulatorNames, ", "))
+			return "", usage.Errorf("%s: empty value; want one of %s (or leave the flag out)", flag, strings.Join(labpath.EmulatorNames, ", "))
 		}
-		return s, lab.CheckEmulatorName(s)
+		return s, labpath.CheckEmulatorName(s)
 	}, emulatorHelp)
 }
 
@@ -100,13 +100,13 @@ func pickDelay(fs *pflag.FlagSet, dirName string, dir, rtt time.Duration) settin
 	return s
 }
 
-// path turns the flags into a validated lab.Path.
-func (f *pathFlags) path() (lab.Path, error) {
-	var p lab.Path
+// path turns the flags into a validated labpath.Path.
+func (f *pathFlags) path() (labpath.Path, error) {
+	var p labpath.Path
 	p.MTU, p.QueueBytes, p.ICMPBlackhole, p.NoIPv6 = f.mtu, f.queueBytes, f.icmpBlackhole, f.noIPv6
 	fs := f.fs
 	for _, d := range []struct {
-		link   *lab.Link
+		link   *labpath.Link
 		rate   setting[uint64]
 		delay  setting[time.Duration]
 		jitter setting[time.Duration]
@@ -127,7 +127,7 @@ func (f *pathFlags) path() (lab.Path, error) {
 		}
 	}
 	if f.queueBytes > 0 && f.queueBytes < p.MinQueueBytes() {
-		return p, usage.Errorf("--queue-bytes %d: below two full-size frames (%d bytes at MTU %d), every packet would be dropped; want %d–%d", f.queueBytes, p.MinQueueBytes(), p.EffectiveMTU(), p.MinQueueBytes(), lab.MaxQueueBytes)
+		return p, usage.Errorf("--queue-bytes %d: below two full-size frames (%d bytes at MTU %d), every packet would be dropped; want %d–%d", f.queueBytes, p.MinQueueBytes(), p.EffectiveMTU(), p.MinQueueBytes(), labpath.MaxQueueBytes)
 	}
 	if p.Up.Delay+p.Down.Delay > labpath.MaxRTT {
 		return p, usage.Errorf("round trip %v (--rtt, --up-delay, --down-delay): over the %v limit", p.Up.Delay+p.Down.Delay, labpath.MaxRTT)
@@ -137,11 +137,11 @@ func (f *pathFlags) path() (lab.Path, error) {
 
 // queueWarnings says when a default queue (one bandwidth-delay product) was
 // too large for tbf and was clamped.
-func queueWarnings(p lab.Path) []string {
+func queueWarnings(p labpath.Path) []string {
 	var out []string
 	for _, d := range []struct {
 		name string
-		l    lab.Link
+		l    labpath.Link
 	}{{"up", p.Up}, {"down", p.Down}} {
 		if d.l.RateBitsPerSec == 0 {
 			continue

@@ -12,6 +12,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/watch"
@@ -53,7 +54,7 @@ func BenchmarkWatchCost(b *testing.B) {
 		total = time.Duration(s) * time.Second
 	}
 	for i := 0; i < b.N; i++ {
-		mb := newMeasureBench(b, lab.Path{Up: lab.Link{RateBitsPerSec: 20e6}, Down: lab.Link{RateBitsPerSec: 20e6}}, true, nil)
+		mb := newMeasureBench(b, labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6}, Down: labpath.Link{RateBitsPerSec: 20e6}}, true, nil)
 		hist := filepath.Join(b.TempDir(), "watch.jsonl")
 		listen := netipPort(lab.ClientV4.String(), 9480)
 		ctx, cancel := context.WithTimeout(context.Background(), total+5*time.Minute)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -46,7 +47,7 @@ func BenchmarkWatchRecordedHour(b *testing.B) {
 	}
 	hist := filepath.Join(dir, "watch-hour.jsonl")
 	for i := 0; i < b.N; i++ {
-		mb := newMeasureBench(b, lab.Path{Up: lab.Link{RateBitsPerSec: 20e6}, Down: lab.Link{RateBitsPerSec: 20e6}}, true, nil)
+		mb := newMeasureBench(b, labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6}, Down: labpath.Link{RateBitsPerSec: 20e6}}, true, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), total+5*time.Minute)
 		out, err := os.Create(filepath.Join(dir, "watch-hour.log"))
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 )
 
@@ -48,7 +49,7 @@ func BenchmarkAggregate(b *testing.B) {
 }
 
 func aggregateOnce(b *testing.B, instances, clients, seconds int) (mbit, cpuPerGB float64) {
-	l := labtest.New(b, lab.Path{})
+	l := labtest.New(b, labpath.Path{})
 	var cpus []int
 	for i := range instances {
 		cpus = append(cpus, i%2)

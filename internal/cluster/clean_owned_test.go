@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/runner/runnertest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -27,16 +27,7 @@ func TestCleanLeavesWhatItDidNotMake(t *testing.T) {
 	const id = "c1ea"
 
 	sleeper := func() (int, uint64) {
-		t.Helper()
-		cmd := exec.Command("sleep", "60")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		ticks, err := runner.StartTicks(cmd.Process.Pid)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cmd, ticks := runnertest.Sleeper(t)
 		return cmd.Process.Pid, ticks
 	}
 	stranger, strangerTicks := sleeper()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
@@ -147,7 +148,7 @@ func startCluster(t testing.TB, l *lab.Lab, o cluster.Options, edit ...func(*ope
 // socket, file.
 func checkClusterGone(t testing.TB, id, ns string) {
 	t.Helper()
-	dir := cluster.Dir(id)
+	dir := cluster.Paths{}.Dir(id)
 	if _, err := os.Stat(dir); err == nil {
 		t.Errorf("%s still exists", dir)
 	}
@@ -197,7 +198,7 @@ func TestOnePortEightClients(t *testing.T) {
 		proto, spread string
 	}{{"udp", cluster.SpreadCounter}, {"tcp", cluster.SpreadHash}} {
 		t.Run(tc.proto+"-"+tc.spread, func(t *testing.T) {
-			l := labtest.New(t, lab.Path{})
+			l := labtest.New(t, labpath.Path{})
 			c, pki := startCluster(t, l, cluster.Options{Instances: 2, Protos: []string{tc.proto}, PortBase: 1195, OnePort: 1194,
 				Spread: tc.spread, PerClient: true, CPUs: []int{0, 1}})
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -312,7 +313,7 @@ func startServe(t testing.TB, id string, args ...string) *serveProc {
 			_ = cmd.Process.Kill()
 			<-p.exited
 		}
-		_ = cluster.Clean(context.Background(), id)
+		_ = cluster.Paths{}.Clean(context.Background(), id)
 	})
 	return p
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -38,7 +39,7 @@ type tunnelsLab struct {
 
 func newTunnelsLab(t *testing.T, o cluster.Options, edit ...func(*openvpn.Config)) *tunnelsLab {
 	t.Helper()
-	return addTunnels(t, labtest.New(t, lab.Path{}), o, edit...)
+	return addTunnels(t, labtest.New(t, labpath.Path{}), o, edit...)
 }
 
 // addTunnels starts on l what newTunnelsLab does: the cluster (2 UDP
@@ -178,17 +179,17 @@ func TestConnectKilledClean(t *testing.T) {
 	// The run's state file: 0600, owned by the connect process, listing
 	// both openvpns with their start times.
 	var st cluster.ConnectState
-	ids, _ := cluster.ListConnects()
+	ids, _ := cluster.Paths{}.ListConnects()
 	for _, id := range ids {
-		if s, err := cluster.ReadConnectState(id); err == nil && s.Pid == conn.Pid() {
+		if s, err := (cluster.Paths{}).ReadConnectState(id); err == nil && s.Pid == conn.Pid() {
 			st = s
 		}
 	}
 	if st.ID == "" {
 		t.Fatalf("no state file of connect (pid %d) in %s (runs %v)\nconnect:\n%s", conn.Pid(), cluster.DefaultConnectDir, ids, connLog())
 	}
-	t.Cleanup(func() { _ = cluster.CleanConnect(context.Background(), st.ID) })
-	statePath := filepath.Join(cluster.ConnectRunDir(st.ID), "journal.jsonl")
+	t.Cleanup(func() { _ = cluster.Paths{}.CleanConnect(context.Background(), st.ID) })
+	statePath := filepath.Join(cluster.Paths{}.ConnectRunDir(st.ID), "journal.jsonl")
 	if fi, err := os.Stat(statePath); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("state file %s: %v, mode %v, want 0600", statePath, err, fi.Mode().Perm())
 	}
@@ -269,8 +270,8 @@ func TestConnectKilledClean(t *testing.T) {
 			t.Errorf("after clean: openvpn %d still runs", r.Pid)
 		}
 	}
-	if _, err := os.Stat(cluster.ConnectRunDir(st.ID)); !os.IsNotExist(err) {
-		t.Errorf("after clean: %s: %v", cluster.ConnectRunDir(st.ID), err)
+	if _, err := os.Stat(cluster.Paths{}.ConnectRunDir(st.ID)); !os.IsNotExist(err) {
+		t.Errorf("after clean: %s: %v", cluster.Paths{}.ConnectRunDir(st.ID), err)
 	}
 	// The openvpns were the test's (subreaper) children at the end.
 	for _, r := range ovpns {
@@ -295,10 +296,10 @@ func TestConnectKilledClean(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	ids2, _ := cluster.ListConnects()
+	ids2, _ := cluster.Paths{}.ListConnects()
 	id2 := ""
 	for _, id := range ids2 {
-		if s, err := cluster.ReadConnectState(id); err == nil && s.Pid == conn.Pid() {
+		if s, err := (cluster.Paths{}).ReadConnectState(id); err == nil && s.Pid == conn.Pid() {
 			id2 = id
 		}
 	}
@@ -307,8 +308,8 @@ func TestConnectKilledClean(t *testing.T) {
 	}
 	interruptConnect(t, conn, connLog)
 	checkRestored(t, l, before, "SIGINT")
-	if _, err := os.Stat(cluster.ConnectRunDir(id2)); id2 != "" && !os.IsNotExist(err) {
-		t.Errorf("after SIGINT: connect's directory %s: %v", cluster.ConnectRunDir(id2), err)
+	if _, err := os.Stat(cluster.Paths{}.ConnectRunDir(id2)); id2 != "" && !os.IsNotExist(err) {
+		t.Errorf("after SIGINT: connect's directory %s: %v", cluster.Paths{}.ConnectRunDir(id2), err)
 	}
 	nsOut(t, ctx, l, lab.Client, "ip", "route", "del", "10.95.0.0/24")
 	nsOut(t, ctx, l, lab.Client, "ip", "nexthop", "del", "id", "77")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
@@ -17,7 +18,7 @@ import (
 // to the least-loaded dispatcher all go to u1; round-robin alternates.
 func TestDispatcherOverCluster(t *testing.T) {
 	testenv.RequirePrograms(t, "openvpn")
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	c, pki := startCluster(t, l, cluster.Options{Instances: 2, Protos: []string{"udp"}, PortBase: 1195})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -17,4 +17,10 @@
 // Every resource (directory, process, iptables chain, sysctl, IRQ/RPS value) is recorded
 // in the cluster's state file before it is made, so that Clean removes what
 // a killed `cluster serve` left, and nothing else.
+//
+// Where clusters and connect runs keep their state is a value, Paths, and
+// whatever finds a run by its id (directory, state, control socket,
+// status, stop, clean-up) is a method of it, with no package function
+// beside: the commands act on the host's runs through the zero value,
+// Paths{}, and tests through directories of their own.
 package cluster

@@ -19,6 +19,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -52,7 +53,7 @@ func stateOf(c *cluster.Cluster, name string) cluster.InstanceStatus {
 func TestKillUnderLoad(t *testing.T) {
 	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3")
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	c, pki := startCluster(t, l, cluster.Options{Instances: 2, Protos: []string{"udp"}, PortBase: 1195, CPUs: []int{0, 1}})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -178,7 +179,7 @@ func TestKillUnderLoad(t *testing.T) {
 // socket, and SIGKILL of serve + Clean, leave nothing behind.
 func TestStopAndClean(t *testing.T) {
 	testenv.RequirePrograms(t, "openvpn", "iptables")
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	ns := l.Namespace(lab.Server)
 	// stop runs the commands a user runs: `cluster serve` with metrics and
 	// a dispatcher, `cluster status --json`, a scrape, an assignment, then
@@ -241,7 +242,7 @@ func TestStopAndClean(t *testing.T) {
 		for _, s := range st.Instances {
 			checkMetrics(t, m, map[string]float64{"ovpnperf_cluster_instance_up{" + s.Name + "}": 1, "ovpnperf_cluster_instance_restarts_total{" + s.Name + "}": 0})
 		}
-		pki, err := openvpn.LoadPKI(filepath.Join(cluster.Dir(id), "pki"))
+		pki, err := openvpn.LoadPKI(filepath.Join(cluster.Paths{}.Dir(id), "pki"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +254,7 @@ func TestStopAndClean(t *testing.T) {
 		if err != nil || r.Proto != "tcp" || r.Remote != lab.ServerV4.String() {
 			t.Errorf("dispatcher of serve: %+v, %v; want a tcp instance at %s", r, err, lab.ServerV4)
 		}
-		checkPrivate(t, cluster.Dir(id))
+		checkPrivate(t, cluster.Paths{}.Dir(id))
 		if b, err := exec.CommandContext(ctx, bin, "cluster", "stop", id).CombinedOutput(); err != nil {
 			t.Fatalf("cluster stop: %v\n%s", err, b)
 		}
@@ -285,7 +286,7 @@ func TestStopAndClean(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		for {
-			st, err := cluster.QueryStatus(ctx, id)
+			st, err := cluster.Paths{}.QueryStatus(ctx, id)
 			if err == nil && len(st.Instances) == 2 && st.Instances[0].State == cluster.StateUp && st.Instances[1].State == cluster.StateUp {
 				break
 			}
@@ -296,13 +297,13 @@ func TestStopAndClean(t *testing.T) {
 		}
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
-		if _, err := os.Stat(cluster.Dir(id)); err != nil {
+		if _, err := os.Stat(cluster.Paths{}.Dir(id)); err != nil {
 			t.Fatalf("after SIGKILL the cluster directory is already gone: the test would prove nothing: %v", err)
 		}
 		if h := hash(); h == hashBefore {
 			t.Errorf("serve --site left the multipath hash sysctls as they were (%q): clean would prove nothing", h)
 		}
-		if err := cluster.Clean(ctx, id); err != nil {
+		if err := (cluster.Paths{}).Clean(ctx, id); err != nil {
 			t.Errorf("clean: %v", err)
 		}
 		if h := hash(); h != hashBefore {

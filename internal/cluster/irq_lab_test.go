@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -82,7 +83,7 @@ func TestIRQPlanApplyRestore(t *testing.T) {
 	if online == "0" {
 		testenv.SkipOrFail(t, "one CPU: no affinity to change")
 	}
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	bin := testBinary(t)
 	rps := "/sys/class/net/" + dev + "/queues/rx-0/rps_cpus"
 	files := []string{rps}
@@ -130,7 +131,7 @@ func TestIRQPlanApplyRestore(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		for {
-			st, err := cluster.QueryStatus(ctx, id)
+			st, err := cluster.Paths{}.QueryStatus(ctx, id)
 			if err == nil && st.IRQ != nil {
 				return cmd, exited, out, st.IRQ
 			}

@@ -76,9 +76,9 @@ func startRegLab(t *testing.T, ctx context.Context) *regLab {
 	bin := testBinary(t)
 	r := &regLab{t: t, bin: bin, dir: t.TempDir(), hosts: []lab.Node{"h1", "h2", "h3"},
 		addr: map[lab.Node]netip.Addr{}, serves: map[lab.Node]*lab.Process{}, ids: map[lab.Node]string{}}
-	before, _ := cluster.List()
+	before, _ := cluster.Paths{}.List()
 	name := "t" + lab.NewName()
-	l, err := lab.Up(ctx, lab.Options{Name: name, Ephemeral: true, Hosts: []lab.Node{"etcd", "h1", "h2", "h3", "d1", "d2"}})
+	l, err := lab.Up(ctx, lab.Options{Name: name, Ephemeral: true, Hosts: []lab.Node{"etcd", "h1", "h2", "h3", "d1", "d2"}, Env: labtest.Env()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func startRegLab(t *testing.T, ctx context.Context) *regLab {
 			_ = p.Stop()
 		}
 		for _, id := range r.ids {
-			_ = cluster.Clean(context.Background(), id)
+			_ = cluster.Paths{}.Clean(context.Background(), id)
 		}
 		if r.etcd != nil {
 			_ = r.etcd.Close()
@@ -105,13 +105,13 @@ func startRegLab(t *testing.T, ctx context.Context) *regLab {
 		// that was not there before and whose cluster ran in this lab.
 		// (Other packages' tests run clusters at the same time: the
 		// host's list is not this test's.)
-		after, _ := cluster.List()
+		after, _ := cluster.Paths{}.List()
 		for _, id := range after {
 			if slices.Contains(before, id) {
 				continue
 			}
-			if st, err := cluster.ReadState(id); err == nil && strings.HasPrefix(st.Netns, "ovpnperf-"+name+"-") {
-				t.Errorf("cluster directory %s of this lab (%s) left", cluster.Dir(id), st.Netns)
+			if st, err := (cluster.Paths{}).ReadState(id); err == nil && strings.HasPrefix(st.Netns, "ovpnperf-"+name+"-") {
+				t.Errorf("cluster directory %s of this lab (%s) left", cluster.Paths{}.Dir(id), st.Netns)
 			}
 		}
 		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -428,7 +428,7 @@ func TestRegistryAcrossHosts(t *testing.T) {
 	}
 	victim, _ := clients[0].assignments()
 	dead := victim[len(victim)-1]
-	st, err := cluster.ReadState(r.ids[dead])
+	st, err := cluster.Paths{}.ReadState(r.ids[dead])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -117,7 +118,7 @@ func clientOpenVPNs() map[string]int {
 // compare the same split.
 func tunnelsOnce(b *testing.B, tunnels, flows, seconds int, hostNAT, fromHost bool) (mbit, cpuPerGB float64) {
 	b.Logf("load average before: %s", loadavg())
-	l := labtest.New(b, lab.Path{})
+	l := labtest.New(b, labpath.Path{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds+120)*time.Second)
 	defer cancel()
 	var cpus []int

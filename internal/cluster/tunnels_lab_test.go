@@ -20,6 +20,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
@@ -202,7 +203,7 @@ type iperfStreams struct {
 func TestTunnelsMultipath(t *testing.T) {
 	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "openvpn", "iperf3", "tcpdump")
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	sysctls := func(n lab.Node) string {

@@ -40,23 +40,9 @@ const (
 	MinSentShare = 0.98
 )
 
-// The record and the report are ceilingdoc's types, so that the
-// documents carrying them need not link the emulator.
-type (
-	// Ceiling is the record of one calibration.
-	Ceiling = ceilingdoc.Ceiling
-	// CeilingStep is one rate tried.
-	CeilingStep = ceilingdoc.Step
-	// DirectionOutcome is what one direction of a two-way load saw.
-	DirectionOutcome = ceilingdoc.DirectionOutcome
-	// CeilingReport is what `lab status` and the documents measured across
-	// a lab say about the backend's ceiling on this host.
-	CeilingReport = ceilingdoc.Report
-)
-
 // OutcomeFromStats is a direction judged by the emulator's own counters of
 // its queue, as BenchmarkRateBoth judges it.
-func OutcomeFromStats(f FlowResult, q QueueStats) DirectionOutcome {
+func OutcomeFromStats(f FlowResult, q QueueStats) ceilingdoc.DirectionOutcome {
 	return OutcomeFromStatsSince(f, QueueStats{}, q)
 }
 
@@ -64,9 +50,9 @@ func OutcomeFromStats(f FlowResult, q QueueStats) DirectionOutcome {
 // between two snapshots of its queue's stats, before and after (a warm-up
 // before them left out). Its lateness p99 and maximum are after's: they
 // cover everything since the emulator started.
-func OutcomeFromStatsSince(f FlowResult, before, after QueueStats) DirectionOutcome {
+func OutcomeFromStatsSince(f FlowResult, before, after QueueStats) ceilingdoc.DirectionOutcome {
 	drops := func(q QueueStats) uint64 { return q.KernelQueueDrops + q.KernelUserDropped + q.ENOBUFS }
-	return DirectionOutcome{
+	return ceilingdoc.DirectionOutcome{
 		Sent: f.Sent, Received: f.Received, SentPPS: f.SentRate(),
 		Released: after.Released - before.Released, Late: after.Late - before.Late,
 		Stalled: after.Stalled - before.Stalled, Tolerance: after.Tolerance,
@@ -81,8 +67,8 @@ func OutcomeFromStatsSince(f FlowResult, before, after QueueStats) DirectionOutc
 // that keeps no counters (netem): each datagram's one-way delay minus
 // delay is its lateness. It includes the host's forwarding and the
 // sender's batching, so it is never below the emulator's own figure.
-func OutcomeFromDelays(f FlowResult, delay, tolerance time.Duration) DirectionOutcome {
-	o := DirectionOutcome{Sent: f.Sent, Received: f.Received, SentPPS: f.SentRate(), Tolerance: tolerance,
+func OutcomeFromDelays(f FlowResult, delay, tolerance time.Duration) ceilingdoc.DirectionOutcome {
+	o := ceilingdoc.DirectionOutcome{Sent: f.Sent, Received: f.Received, SentPPS: f.SentRate(), Tolerance: tolerance,
 		Released: uint64(f.Received), Drops: uint64(f.RcvbufDrops), Reordered: f.Reordered, LatenessFrom: "receiver"}
 	late := make([]time.Duration, len(f.Delays))
 	for i, d := range f.Delays {
@@ -113,7 +99,7 @@ func OutcomeFromDelays(f FlowResult, delay, tolerance time.Duration) DirectionOu
 // puts the p99 below 1 ms: the late share of the counted releases decides,
 // and the p99 figure (which may cover more, see LatenessP99) is judged
 // only with a larger tolerance.
-func Held(o DirectionOutcome, rate float64) (ok bool, why string) {
+func Held(o ceilingdoc.DirectionOutcome, rate float64) (ok bool, why string) {
 	if why := basic(o, rate); why != "" {
 		return false, why
 	}
@@ -130,7 +116,7 @@ func Held(o DirectionOutcome, rate float64) (ok bool, why string) {
 // sample needs it: every packet arrived, no kernel drop, the sender at 98 %
 // of the rate, no stall and at most MaxLateShare late (Lateness.Judge, the
 // rule lab samples are judged by).
-func Carried(o DirectionOutcome, rate float64) (ok bool, why string) {
+func Carried(o ceilingdoc.DirectionOutcome, rate float64) (ok bool, why string) {
 	if why := basic(o, rate); why != "" {
 		return false, why
 	}
@@ -145,7 +131,7 @@ func Carried(o DirectionOutcome, rate float64) (ok bool, why string) {
 
 // basic is the criteria Held and Carried share: the sender reached the
 // rate, every packet arrived, the kernel dropped none.
-func basic(o DirectionOutcome, rate float64) string {
+func basic(o ceilingdoc.DirectionOutcome, rate float64) string {
 	switch {
 	case o.SentPPS < MinSentShare*rate:
 		return fmt.Sprintf(ceilingdoc.SenderShort+" %.0f pps", o.SentPPS)
@@ -159,7 +145,7 @@ func basic(o DirectionOutcome, rate float64) string {
 
 // JudgeStep sets step s's Held, Carried and Why from its directions: Why
 // says why it was not carried or, if it was, why it did not hold.
-func JudgeStep(s *CeilingStep) {
+func JudgeStep(s *ceilingdoc.Step) {
 	s.Held, s.Carried = true, true
 	var heldWhy, carriedWhy string
 	for i, d := range s.Directions {
@@ -178,8 +164,8 @@ func JudgeStep(s *CeilingStep) {
 }
 
 // ParseCeiling parses b, the record at path (`lab calibrate` writes it).
-func ParseCeiling(path string, b []byte) (Ceiling, error) {
-	var c Ceiling
+func ParseCeiling(path string, b []byte) (ceilingdoc.Ceiling, error) {
+	var c ceilingdoc.Ceiling
 	if err := json.Unmarshal(b, &c); err != nil {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
@@ -187,7 +173,7 @@ func ParseCeiling(path string, b []byte) (Ceiling, error) {
 		return c, fmt.Errorf("%s: schema %q, want %s", path, c.Schema, CeilingSchema)
 	}
 	if why := c.Check(); why != "" {
-		return Ceiling{}, fmt.Errorf("%s: %s: not a record lab calibrate writes", path, why)
+		return ceilingdoc.Ceiling{}, fmt.Errorf("%s: %s: not a record lab calibrate writes", path, why)
 	}
 	return c, nil
 }
@@ -203,8 +189,8 @@ const (
 // cpus processors; err is the error of reading or parsing the record
 // (os.ErrNotExist: there is none). how is the command that measures it,
 // for the summary of a missing or stale record.
-func ReportCeiling(c Ceiling, err error, backend, kernel string, cpus int, how string) CeilingReport {
-	r := CeilingReport{Backend: backend, Status: CeilingNotMeasured,
+func ReportCeiling(c ceilingdoc.Ceiling, err error, backend, kernel string, cpus int, how string) ceilingdoc.Report {
+	r := ceilingdoc.Report{Backend: backend, Status: CeilingNotMeasured,
 		Summary: fmt.Sprintf("emulator: %s, ceiling not measured on this host: %s", backend, how)}
 	if errors.Is(err, os.ErrNotExist) {
 		return r

@@ -8,35 +8,39 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 )
 
 func TestCeilingStepJudge(t *testing.T) {
 	t.Parallel()
-	good := DirectionOutcome{Sent: 50000, Received: 50000, SentPPS: 24990, Released: 50000, Tolerance: time.Millisecond, LatenessP99: 300 * time.Microsecond}
+	good := ceilingdoc.DirectionOutcome{Sent: 50000, Received: 50000, SentPPS: 24990, Released: 50000, Tolerance: time.Millisecond, LatenessP99: 300 * time.Microsecond}
 	for _, c := range []struct {
 		name          string
-		up            func(*DirectionOutcome)
+		up            func(*ceilingdoc.DirectionOutcome)
 		held, carried bool
 		why           string
 	}{
-		{"clean", func(*DirectionOutcome) {}, true, true, ""},
-		{"0.01 % late holds", func(o *DirectionOutcome) { o.Late = 5 }, true, true, ""},
-		{"0.02 % late is carried only", func(o *DirectionOutcome) { o.Late = 10 }, false, true, "up: 0.020 % late"},
+		{"clean", func(*ceilingdoc.DirectionOutcome) {}, true, true, ""},
+		{"0.01 % late holds", func(o *ceilingdoc.DirectionOutcome) { o.Late = 5 }, true, true, ""},
+		{"0.02 % late is carried only", func(o *ceilingdoc.DirectionOutcome) { o.Late = 10 }, false, true, "up: 0.020 % late"},
 		// With a 1 ms tolerance the late share decides (it implies the
 		// p99); with a larger one the p99 figure is judged.
-		{"p99 at 1 ms, nothing late", func(o *DirectionOutcome) { o.LatenessP99 = time.Millisecond }, true, true, ""},
-		{"p99 at 1 ms, 2 ms tolerance", func(o *DirectionOutcome) { o.LatenessP99, o.Tolerance = time.Millisecond, 2*time.Millisecond }, false, true, "up: p99 lateness 1ms"},
-		{"1 % late is carried", func(o *DirectionOutcome) { o.Late = 500 }, false, true, "up: 1.000 % late"},
-		{"above 1 % late is not", func(o *DirectionOutcome) { o.Late = 501 }, false, false, "up: 1.00 % late"},
-		{"a stall is not carried", func(o *DirectionOutcome) { o.Stalled = 1; o.Late = 1 }, true, false, "up: 1 releases stalled"},
-		{"a lost packet", func(o *DirectionOutcome) { o.Received-- }, false, false, "up: 49999 of 50000 packets arrived"},
-		{"a kernel drop", func(o *DirectionOutcome) { o.Drops = 1 }, false, false, "up: 1 kernel drops"},
-		{"a slow sender", func(o *DirectionOutcome) { o.SentPPS = 24000 }, false, false, "up: sender reached 24000 pps"},
+		{"p99 at 1 ms, nothing late", func(o *ceilingdoc.DirectionOutcome) { o.LatenessP99 = time.Millisecond }, true, true, ""},
+		{"p99 at 1 ms, 2 ms tolerance", func(o *ceilingdoc.DirectionOutcome) {
+			o.LatenessP99, o.Tolerance = time.Millisecond, 2*time.Millisecond
+		}, false, true, "up: p99 lateness 1ms"},
+		{"1 % late is carried", func(o *ceilingdoc.DirectionOutcome) { o.Late = 500 }, false, true, "up: 1.000 % late"},
+		{"above 1 % late is not", func(o *ceilingdoc.DirectionOutcome) { o.Late = 501 }, false, false, "up: 1.00 % late"},
+		{"a stall is not carried", func(o *ceilingdoc.DirectionOutcome) { o.Stalled = 1; o.Late = 1 }, true, false, "up: 1 releases stalled"},
+		{"a lost packet", func(o *ceilingdoc.DirectionOutcome) { o.Received-- }, false, false, "up: 49999 of 50000 packets arrived"},
+		{"a kernel drop", func(o *ceilingdoc.DirectionOutcome) { o.Drops = 1 }, false, false, "up: 1 kernel drops"},
+		{"a slow sender", func(o *ceilingdoc.DirectionOutcome) { o.SentPPS = 24000 }, false, false, "up: sender reached 24000 pps"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			up := good
 			c.up(&up)
-			s := CeilingStep{RatePPS: 25000, Directions: [2]DirectionOutcome{up, good}}
+			s := ceilingdoc.Step{RatePPS: 25000, Directions: [2]ceilingdoc.DirectionOutcome{up, good}}
 			JudgeStep(&s)
 			if s.Held != c.held || s.Carried != c.carried || !strings.HasPrefix(s.Why, c.why) {
 				t.Errorf("held %v carried %v why %q; want %v %v %q", s.Held, s.Carried, s.Why, c.held, c.carried, c.why)
@@ -46,7 +50,7 @@ func TestCeilingStepJudge(t *testing.T) {
 	// The down direction is judged as well.
 	down := good
 	down.Drops = 3
-	s := CeilingStep{RatePPS: 25000, Directions: [2]DirectionOutcome{good, down}}
+	s := ceilingdoc.Step{RatePPS: 25000, Directions: [2]ceilingdoc.DirectionOutcome{good, down}}
 	JudgeStep(&s)
 	if s.Held || s.Carried || s.Why != "down: 3 kernel drops" {
 		t.Errorf("down drops: %+v", s)
@@ -75,9 +79,9 @@ func TestCeilingRecordAndReport(t *testing.T) {
 	if r.Status != CeilingNotMeasured || r.Record != nil || r.Summary != "emulator: nfqueue, ceiling not measured on this host: "+how {
 		t.Errorf("no record: %+v", r)
 	}
-	c := Ceiling{Schema: CeilingSchema, Backend: "nfqueue", Time: time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC),
+	c := ceilingdoc.Ceiling{Schema: CeilingSchema, Backend: "nfqueue", Time: time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC),
 		Kernel: "6.18.0", CPUs: 2, LoadBefore: [3]float64{0.4, 0.3, 0.2}, PacketBytes: 1400, Delay: 20 * time.Millisecond,
-		Steps: []CeilingStep{{RatePPS: 20000, Held: true, Carried: true}, {RatePPS: 25000, Carried: true}, {RatePPS: 30000}}}
+		Steps: []ceilingdoc.Step{{RatePPS: 20000, Held: true, Carried: true}, {RatePPS: 25000, Carried: true}, {RatePPS: 30000}}}
 	c.Summarize()
 	if c.HeldPPS != 20000 || c.CarriedPPS != 25000 {
 		t.Fatalf("summarize: held %v carried %v", c.HeldPPS, c.CarriedPPS)
@@ -135,7 +139,7 @@ func TestGroupThousands(t *testing.T) {
 	}
 }
 
-func writeCeiling(t *testing.T, path string, c Ceiling) {
+func writeCeiling(t *testing.T, path string, c ceilingdoc.Ceiling) {
 	t.Helper()
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -163,9 +167,9 @@ func TestOutcomeFromStatsSince(t *testing.T) {
 
 // reportCeiling is ReportCeiling of the record at path, read as tests
 // read it (the commands read it with lab.ReadCeiling).
-func reportCeiling(path, backend, kernel string, cpus int, how string) CeilingReport {
+func reportCeiling(path, backend, kernel string, cpus int, how string) ceilingdoc.Report {
 	b, err := os.ReadFile(path)
-	var c Ceiling
+	var c ceilingdoc.Ceiling
 	if err == nil {
 		c, err = ParseCeiling(path, b)
 	}
@@ -177,22 +181,22 @@ func reportCeiling(path, backend, kernel string, cpus int, how string) CeilingRe
 // negative rate would be printed as measured.
 func TestParseCeilingRefusesWhatNoCalibrationWrites(t *testing.T) {
 	t.Parallel()
-	good := Ceiling{Schema: CeilingSchema, Backend: "nfqueue", Kernel: "6.18.0", CPUs: 2, PacketBytes: 1400,
+	good := ceilingdoc.Ceiling{Schema: CeilingSchema, Backend: "nfqueue", Kernel: "6.18.0", CPUs: 2, PacketBytes: 1400,
 		Delay: 20 * time.Millisecond, HeldPPS: 20000, CarriedPPS: 25000, LoadBefore: [3]float64{0.4, 0.3, 0.2},
-		Steps: []CeilingStep{{RatePPS: 20000, Held: true, Carried: true}}}
+		Steps: []ceilingdoc.Step{{RatePPS: 20000, Held: true, Carried: true}}}
 	for _, c := range []struct {
 		name string
-		edit func(*Ceiling)
+		edit func(*ceilingdoc.Ceiling)
 		want string // "" = read
 	}{
-		{"as written", func(*Ceiling) {}, ""},
-		{"newline in the kernel", func(c *Ceiling) { c.Kernel = "6.18.0\nemulator: afxdp, held 1 000 000 pps" }, "kernel"},
-		{"escape in the backend", func(c *Ceiling) { c.Backend = "nfqueue\x1b[2J" }, "backend"},
-		{"negative held rate", func(c *Ceiling) { c.HeldPPS = -5 }, "a rate of -5 pps"},
-		{"absurd step rate", func(c *Ceiling) { c.Steps[0].RatePPS = 1e300 }, "a rate of 1e+300 pps"},
-		{"negative CPUs", func(c *Ceiling) { c.CPUs = -2 }, "cpus -2"},
-		{"negative delay", func(c *Ceiling) { c.Delay = -time.Second }, "delay -1s"},
-		{"negative load", func(c *Ceiling) { c.LoadAfter[1] = -1 }, "a load average of -1"},
+		{"as written", func(*ceilingdoc.Ceiling) {}, ""},
+		{"newline in the kernel", func(c *ceilingdoc.Ceiling) { c.Kernel = "6.18.0\nemulator: afxdp, held 1 000 000 pps" }, "kernel"},
+		{"escape in the backend", func(c *ceilingdoc.Ceiling) { c.Backend = "nfqueue\x1b[2J" }, "backend"},
+		{"negative held rate", func(c *ceilingdoc.Ceiling) { c.HeldPPS = -5 }, "a rate of -5 pps"},
+		{"absurd step rate", func(c *ceilingdoc.Ceiling) { c.Steps[0].RatePPS = 1e300 }, "a rate of 1e+300 pps"},
+		{"negative CPUs", func(c *ceilingdoc.Ceiling) { c.CPUs = -2 }, "cpus -2"},
+		{"negative delay", func(c *ceilingdoc.Ceiling) { c.Delay = -time.Second }, "delay -1s"},
+		{"negative load", func(c *ceilingdoc.Ceiling) { c.LoadAfter[1] = -1 }, "a load average of -1"},
 	} {
 		rec := good
 		rec.Steps = slices.Clone(good.Steps)

@@ -62,7 +62,7 @@ func TestEtcdInLab(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	name := "t" + lab.NewName()
-	l, err := lab.Up(ctx, lab.Options{Name: name, Ephemeral: true, Hosts: []lab.Node{"etcd", "web1"}})
+	l, err := lab.Up(ctx, lab.Options{Name: name, Ephemeral: true, Hosts: []lab.Node{"etcd", "web1"}, Env: labtest.Env()})
 	if err != nil {
 		t.Fatal(err)
 	}

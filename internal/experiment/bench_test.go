@@ -23,7 +23,7 @@ func TestBenchClose(t *testing.T) {
 	testenv.RequirePrograms(t, "openvpn")
 	ctx := context.Background()
 	name := "t" + lab.NewName()
-	b, err := UpBench(ctx, Spec{LabName: name}, Network{Name: "lan"})
+	b, err := UpBench(ctx, Spec{LabName: name, Lab: labtest.Env()}, Network{Name: "lan"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
 // A zero Spec gets the documented defaults, and those pass Validate.
 func TestSpecWithDefaults(t *testing.T) {
-	p := lab.Path{Up: lab.Link{RateBitsPerSec: 20e6, Delay: 100 * time.Millisecond}, Down: lab.Link{RateBitsPerSec: 20e6, Delay: 100 * time.Millisecond}}
+	p := labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6, Delay: 100 * time.Millisecond}, Down: labpath.Link{RateBitsPerSec: 20e6, Delay: 100 * time.Millisecond}}
 	s := Spec{Networks: []Network{{Name: "lan"}, {Name: "wan", Path: p}}}.WithDefaults()
 	wantDur, _ := SampleTiming(p)
 	if s.Repeat != DefaultRepeat || s.Parallel != DefaultParallel || s.Proto != DefaultProto || s.Duration != wantDur || s.Omit != 0 {
@@ -115,10 +115,10 @@ func TestSpecValidateBounds(t *testing.T) {
 // ranges Validate enforces, up to the longest round trip a lab takes at
 // any rate: a spec lab run builds is never refused for its own defaults.
 func TestSampleTimingWithinRanges(t *testing.T) {
-	for _, rtt := range []time.Duration{0, time.Millisecond, 200 * time.Millisecond, 2 * time.Second, lab.MaxRTT} {
+	for _, rtt := range []time.Duration{0, time.Millisecond, 200 * time.Millisecond, 2 * time.Second, labpath.MaxRTT} {
 		for _, rate := range []uint64{0, 64e3, 10e6, 1e9, 100e9} {
-			link := lab.Link{RateBitsPerSec: rate, Delay: rtt / 2}
-			p := lab.Path{Up: link, Down: link}
+			link := labpath.Link{RateBitsPerSec: rate, Delay: rtt / 2}
+			p := labpath.Path{Up: link, Down: link}
 			d, w := SampleTiming(p)
 			if !SampleTimeRange().Contains(d) || !OmitRange().Contains(w) {
 				t.Errorf("rtt %v rate %d: -t %v -O %v outside %s, %s", rtt, rate, d, w, SampleTimeRange(), OmitRange())

@@ -21,6 +21,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
@@ -121,7 +122,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 			}
 		}
 		rows = append(rows, notTestedRows(spec, n, skipped[n.Name], notTested)...)
-		if backend != lab.BackendNone && backend != "" {
+		if backend != labpath.BackendNone && backend != "" {
 			rep.Host.EmulationBackend, rep.Host.EmulationBackendWhy = backend, why
 		} else if rep.Host.EmulationBackend == "" {
 			rep.Host.EmulationBackend, rep.Host.EmulationBackendWhy = backend, why
@@ -259,7 +260,7 @@ func UpBench(ctx context.Context, spec Spec, n Network) (*Bench, error) {
 	if name != "" && len(spec.Networks) > 1 {
 		name += "-" + n.Name
 	}
-	l, err := lab.Up(ctx, lab.Options{Name: name, Path: n.Path, Ephemeral: true})
+	l, err := lab.Up(ctx, lab.Options{Name: name, Path: n.Path, Ephemeral: true, Env: spec.Lab})
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/ui"
 )
@@ -67,16 +68,16 @@ func TestRowGivenUpAfterItsRetries(t *testing.T) {
 // round trips (one BDP of queue by default).
 func TestSampleTiming(t *testing.T) {
 	t.Parallel()
-	path := func(rate uint64, rtt time.Duration) lab.Path {
-		l := lab.Link{RateBitsPerSec: rate, Delay: rtt / 2}
-		return lab.Path{Up: l, Down: l}
+	path := func(rate uint64, rtt time.Duration) labpath.Path {
+		l := labpath.Link{RateBitsPerSec: rate, Delay: rtt / 2}
+		return labpath.Path{Up: l, Down: l}
 	}
 	for _, c := range []struct {
 		name       string
-		p          lab.Path
+		p          labpath.Path
 		time, omit time.Duration
 	}{
-		{"LAN", lab.Path{}, 2 * time.Second, time.Second},
+		{"LAN", labpath.Path{}, 2 * time.Second, time.Second},
 		{"built-in WAN, 50 Mbit/s 60 ms", path(50e6, 60*time.Millisecond), 2 * time.Second, time.Second},
 		{"unshaped 100 ms", path(0, 100*time.Millisecond), 2 * time.Second, time.Second},
 		// 500 kB BDP = 34.5 × 10 segments: 6 doublings + 1 = 7 RTTs = 1.4 s;
@@ -100,8 +101,8 @@ func TestSampleTiming(t *testing.T) {
 // limiter's full queue (one BDP by default).
 func TestMaxRoundTrip(t *testing.T) {
 	t.Parallel()
-	l := lab.Link{RateBitsPerSec: 20e6, Delay: 100 * time.Millisecond}
-	p := lab.Path{Up: l, Down: l}
+	l := labpath.Link{RateBitsPerSec: 20e6, Delay: 100 * time.Millisecond}
+	p := labpath.Path{Up: l, Down: l}
 	if got, want := p.MaxRoundTrip(), 600*time.Millisecond; got != want {
 		t.Errorf("20 Mbit/s 200 ms: %v, want %v (200 ms + two 500 kB queues)", got, want)
 	}
@@ -110,7 +111,7 @@ func TestMaxRoundTrip(t *testing.T) {
 	if got, want := p.MaxRoundTrip(), 230*time.Millisecond; got != want {
 		t.Errorf("with 25 kB queues and 10 ms jitter: %v, want %v", got, want)
 	}
-	if got := (lab.Path{}).MaxRoundTrip(); got != 0 {
+	if got := (labpath.Path{}).MaxRoundTrip(); got != 0 {
 		t.Errorf("LAN: %v, want 0", got)
 	}
 }

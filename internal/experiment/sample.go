@@ -10,6 +10,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 )
 
@@ -19,12 +20,12 @@ const tunQueueTxLen = 500
 
 // tunQueueDrain is how long a full tun device queue of full-size packets
 // takes to drain at the path's slower rate (0 unshaped): the tunnel has
-// this queue of its own, which the routed path and lab.Path.MaxRoundTrip
+// this queue of its own, which the routed path and labpath.Path.MaxRoundTrip
 // do not. Without it a tunnel sample on a slow long path runs past what
 // the path's round trip allows and is refused every time
 // (docs/measurements.md#iperf3s-windows-and-counts); which queue held
 // the extra was not traced.
-func tunQueueDrain(p lab.Path) time.Duration {
+func tunQueueDrain(p labpath.Path) time.Duration {
 	rate := p.Up.RateBitsPerSec
 	if d := p.Down.RateBitsPerSec; d > 0 && (rate == 0 || d < rate) {
 		rate = d

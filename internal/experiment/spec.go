@@ -7,6 +7,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
 )
@@ -15,7 +16,7 @@ import (
 type Network struct {
 	Name        string
 	Description string
-	Path        lab.Path
+	Path        labpath.Path
 	// Variants, when set, replace Spec.Variants on this network.
 	Variants []openvpn.Variant
 	// Omit, when set, replaces Spec.Omit (a path without delay needs no
@@ -77,6 +78,9 @@ type Spec struct {
 	// LabName names the labs (NAME, or NAME-NETWORK with several
 	// networks); empty picks random names.
 	LabName string
+	// Lab is where the labs keep their state and which ovpnperf runs
+	// their owners; the zero value is the host's and this executable.
+	Lab lab.Env
 	// PKIDir reuses a PKI; empty makes a throw-away one inside the lab.
 	PKIDir string
 	// Configure edits a variant's configs beyond what variants can say.

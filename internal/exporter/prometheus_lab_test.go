@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cluster"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -48,7 +49,7 @@ const (
 // exists (the registry's, with no dispatcher here, exists nowhere).
 func TestExporterPrometheus(t *testing.T) {
 	testenv.RequirePrograms(t, "openvpn", "prometheus", "ping")
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	ns := l.Namespace(lab.Server)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

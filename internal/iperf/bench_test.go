@@ -8,6 +8,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
@@ -99,9 +100,9 @@ func BenchmarkLoopbackTCP(b *testing.B) {
 // 50 Mbit/s each way with 20 ms RTT, client → server.
 func BenchmarkLabRouted(b *testing.B) {
 	testenv.RequirePrograms(b, "iperf3")
-	l := labtest.New(b, lab.Path{
-		Up:   lab.Link{RateBitsPerSec: 50e6, Delay: 10 * time.Millisecond},
-		Down: lab.Link{RateBitsPerSec: 50e6, Delay: 10 * time.Millisecond},
+	l := labtest.New(b, labpath.Path{
+		Up:   labpath.Link{RateBitsPerSec: 50e6, Delay: 10 * time.Millisecond},
+		Down: labpath.Link{RateBitsPerSec: 50e6, Delay: 10 * time.Millisecond},
 	})
 	srv, err := StartServer(context.Background(), in(l, lab.Server), ServerOptions{})
 	if err != nil {

@@ -64,7 +64,7 @@ type ClientOptions struct {
 	ExtraArgs []string
 	// PathSlack is how much longer than Duration the path itself may make
 	// a side's measuring window: the longest round trip the path gives a
-	// packet, delays, jitter and full queues included (lab.Path's
+	// packet, delays, jitter and full queues included (labpath.Path's
 	// MaxRoundTrip). Result.Check refuses windows beyond it; 0 suits a
 	// LAN.
 	PathSlack time.Duration

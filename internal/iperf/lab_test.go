@@ -10,6 +10,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
@@ -27,7 +28,7 @@ func TestLab(t *testing.T) {
 	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "iperf3")
 	const rate = 20e6
-	l := labtest.New(t, lab.Path{Up: lab.Link{RateBitsPerSec: rate}, Down: lab.Link{RateBitsPerSec: rate}})
+	l := labtest.New(t, labpath.Path{Up: labpath.Link{RateBitsPerSec: rate}, Down: labpath.Link{RateBitsPerSec: rate}})
 	ctx := context.Background()
 
 	srv, err := StartServer(ctx, in(l, lab.Server), ServerOptions{})

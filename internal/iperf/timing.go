@@ -32,7 +32,7 @@ import (
 // path up to 100 ms with a queue of up to one BDP keeps -O 1 -t 2.
 //
 // The windows themselves are judged by Result.Check with the path's
-// largest round trip as slack (a lab path's lab.Path.MaxRoundTrip, a real
+// largest round trip as slack (a lab path's labpath.Path.MaxRoundTrip, a real
 // path's RealPathSlack); this rule only makes them measure the rate after
 // slow start.
 const (
@@ -48,7 +48,7 @@ const (
 // SampleTiming returns the default measured length (iperf3 -t) and
 // warm-up (iperf3 -O) of a sample on a path of this idle round trip,
 // loaded round trip (with the queue the flow fills: a lab path's
-// lab.Path.LoadedRoundTrip, a user's path's RealPathSlack) and rate (0:
+// labpath.Path.LoadedRoundTrip, a user's path's RealPathSlack) and rate (0:
 // unknown, as on a user's own path measured by probe or measure, where
 // stock Linux's largest send buffer bounds the window instead).
 func SampleTiming(rtt, loaded time.Duration, rate uint64) (duration, omit time.Duration) {
@@ -71,7 +71,7 @@ func SampleTiming(rtt, loaded time.Duration, rate uint64) (duration, omit time.D
 // one round trip after the sender's, and a bottleneck queue filled by the
 // flow itself can add up to about another (a buffer of one bandwidth-delay
 // product), so twice the largest echo round trip. A lab path knows its
-// delays and queues (lab.Path.MaxRoundTrip) and needs no estimate.
+// delays and queues (labpath.Path.MaxRoundTrip) and needs no estimate.
 func RealPathSlack(maxRTT time.Duration) time.Duration { return 2 * maxRTT }
 
 // RealPathTiming is SampleTiming for a user's own path, which ovpnperf

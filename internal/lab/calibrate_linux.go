@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 )
 
 // Calibration: the packet rate this host's lab emulation holds, measured by
@@ -92,9 +94,9 @@ func (o CalibrateOptions) withDefaults() CalibrateOptions {
 }
 
 // calibrationPath is the path each calibration lab emulates.
-func calibrationPath(emulator string) Path {
-	l := Link{Delay: CalibrationDelay}
-	return Path{Up: l, Down: l, LateTolerance: CalibrationTolerance, Emulator: emulator}
+func calibrationPath(emulator string) labpath.Path {
+	l := labpath.Link{Delay: CalibrationDelay}
+	return labpath.Path{Up: l, Down: l, LateTolerance: CalibrationTolerance, Emulator: emulator}
 }
 
 // CalibrationBackend is the backend Calibrate measures for emulator (as
@@ -107,14 +109,14 @@ func CalibrationBackend(emulator string) (string, error) {
 
 // Calibrate measures the highest packet rate per direction this host's lab
 // emulation holds, and the highest it carries with at most 1 % late (see
-// emulate.DirectionOutcome), with both directions loaded at once.
-func Calibrate(ctx context.Context, o CalibrateOptions) (emulate.Ceiling, error) {
+// ceilingdoc.DirectionOutcome), with both directions loaded at once.
+func Calibrate(ctx context.Context, o CalibrateOptions) (ceilingdoc.Ceiling, error) {
 	o = o.withDefaults()
 	backend, err := CalibrationBackend(o.Emulator)
 	if err != nil {
-		return emulate.Ceiling{}, err
+		return ceilingdoc.Ceiling{}, err
 	}
-	c := emulate.Ceiling{Schema: emulate.CeilingSchema, Backend: backend, Time: time.Now().UTC(),
+	c := ceilingdoc.Ceiling{Schema: emulate.CeilingSchema, Backend: backend, Time: time.Now().UTC(),
 		Kernel: hostinfo.KernelRelease(), CPUs: hostinfo.CPUCount(), Version: o.Version, Argv: o.Argv,
 		PacketBytes: CalibrationPacketBytes, Delay: CalibrationDelay, Tolerance: CalibrationTolerance,
 		StepDuration: o.StepDuration}
@@ -131,7 +133,7 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (emulate.Ceiling, error)
 		name = "cal-" + NewName()
 	}
 	for _, rate := range o.Rates {
-		var step emulate.CeilingStep
+		var step ceilingdoc.Step
 		// A rate not carried is tried again, up to CalibrationTries in
 		// all, as lab run measures a refused sample again: the step is
 		// its last try.
@@ -169,8 +171,8 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (emulate.Ceiling, error)
 
 // calibrateStep offers rate packets a second each way through a fresh lab
 // for d and returns what each direction saw.
-func calibrateStep(ctx context.Context, name string, rate float64, d time.Duration, backend string) (_ emulate.CeilingStep, err error) {
-	step := emulate.CeilingStep{RatePPS: rate}
+func calibrateStep(ctx context.Context, name string, rate float64, d time.Duration, backend string) (_ ceilingdoc.Step, err error) {
+	step := ceilingdoc.Step{RatePPS: rate}
 	l, err := Up(ctx, Options{Name: name, Path: calibrationPath(backend), Ephemeral: true})
 	if err != nil {
 		return step, err
@@ -299,14 +301,14 @@ func finalStats(ctx context.Context, l *Lab, end time.Time) (emulate.Stats, erro
 // EmulationCeiling is what this host's calibration record says about
 // backend's ceiling, for `lab status` and the documents measured across a
 // lab; nil for a lab without emulation.
-func EmulationCeiling(backend string) *emulate.CeilingReport {
+func EmulationCeiling(backend string) *ceilingdoc.Report {
 	return Env{}.EmulationCeiling(backend)
 }
 
 // EmulationCeiling is what the calibration record of e says about
 // backend's ceiling.
-func (e Env) EmulationCeiling(backend string) *emulate.CeilingReport {
-	if backend == "" || backend == BackendNone {
+func (e Env) EmulationCeiling(backend string) *ceilingdoc.Report {
+	if backend == "" || backend == labpath.BackendNone {
 		return nil
 	}
 	how := fmt.Sprintf("`ovpnperf lab calibrate` measures it (up to %.0f s)", CalibrationTime(CalibrateOptions{}).Seconds())
@@ -318,13 +320,13 @@ func (e Env) EmulationCeiling(backend string) *emulate.CeilingReport {
 // ReadCeiling reads the ceiling record at path as any input is read (a
 // regular file, capped): a FIFO or a device there must not hang `lab
 // status` and every `lab run`.
-func ReadCeiling(path string) (emulate.Ceiling, error) {
+func ReadCeiling(path string) (ceilingdoc.Ceiling, error) {
 	b, err := inputfile.ReadFile(context.Background(), path, ceilingKind)
 	if errors.Is(err, os.ErrNotExist) {
-		return emulate.Ceiling{}, err
+		return ceilingdoc.Ceiling{}, err
 	}
 	if err != nil {
-		return emulate.Ceiling{}, fmt.Errorf("%s: %s", path, inputfile.Reason(err))
+		return ceilingdoc.Ceiling{}, fmt.Errorf("%s: %s", path, inputfile.Reason(err))
 	}
 	return emulate.ParseCeiling(path, b)
 }

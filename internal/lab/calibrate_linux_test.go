@@ -11,6 +11,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
@@ -37,7 +38,7 @@ func TestCalibrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Schema != emulate.CeilingSchema || c.Backend != want || c.Backend == lab.BackendNone ||
+	if c.Schema != emulate.CeilingSchema || c.Backend != want || c.Backend == labpath.BackendNone ||
 		c.Kernel != hostinfo.KernelRelease() || c.CPUs != hostinfo.CPUCount() || c.CPUs < 1 || c.Version != "test" || len(c.Argv) != 3 ||
 		c.PacketBytes != 1400 || c.Delay != 20*time.Millisecond || c.Tolerance != time.Millisecond || c.StepDuration != time.Second {
 		t.Errorf("record's settings: %+v", c)
@@ -78,7 +79,7 @@ func TestCalibrate(t *testing.T) {
 				t.Errorf("step %d direction %d: counters disagree: %+v", i, j, d)
 			}
 			want := "emulator"
-			if c.Backend != lab.BackendNFQueue {
+			if c.Backend != labpath.BackendNFQueue {
 				want = "receiver"
 			}
 			if d.LatenessFrom != want {

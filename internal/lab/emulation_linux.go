@@ -11,12 +11,13 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
 
 // queueBytes returns the bottleneck buffer of a rate limiter (see
 // Path.QueueBytesFor).
-func queueBytes(p Path, rateBits uint64) uint32 {
+func queueBytes(p labpath.Path, rateBits uint64) uint32 {
 	q, _ := p.QueueBytesFor(rateBits)
 	return q
 }
@@ -42,14 +43,14 @@ func egress(dir string) string {
 
 // qdiscs installs rate limiters and, with the netem backend, netem itself on
 // the router's egress ports.
-func (l *Lab) qdiscs(p Path, backend string) error {
+func (l *Lab) qdiscs(p labpath.Path, backend string) error {
 	for _, d := range []struct {
 		dir  string
-		link Link
+		link labpath.Link
 	}{{"up", p.Up}, {"down", p.Down}} {
 		ifname := egress(d.dir)
 		parent := uint32(netlink.HANDLE_ROOT)
-		if backend == BackendNetem && d.link.Emulated() {
+		if backend == labpath.BackendNetem && d.link.Emulated() {
 			if err := l.state.record(Resource{Kind: KindQdisc, Name: "netem " + ifname, Netns: l.Namespace(Router)}); err != nil {
 				return err
 			}
@@ -125,7 +126,7 @@ func probeNetem() bool {
 // rules installs the router's iptables rules: the ICMP black hole and the
 // NFQUEUE hooks of the userspace emulator, each recorded before it exists.
 // They live in the router namespace and go with it.
-func (l *Lab) rules(ctx context.Context, p Path, backend string) error {
+func (l *Lab) rules(ctx context.Context, p labpath.Path, backend string) error {
 	var v4, v6 []string
 	if p.ICMPBlackhole {
 		// The router itself originates "fragmentation needed" (OUTPUT);
@@ -135,7 +136,7 @@ func (l *Lab) rules(ctx context.Context, p Path, backend string) error {
 			v6 = append(v6, "-A "+chain+" -p icmpv6 --icmpv6-type packet-too-big -m comment --comment ovpnperf-blackhole -j DROP")
 		}
 	}
-	if backend == BackendNFQueue {
+	if backend == labpath.BackendNFQueue {
 		// No --queue-bypass: if the emulator is not there, packets are
 		// dropped, never passed on undelayed.
 		q := func(match string, num int) string {

@@ -7,17 +7,18 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 )
 
 // emulatorConfig is the userspace emulator of a lab of path p and backend:
 // one queue per emulated direction behind NFQUEUE, or both directions of
 // the wire (a direction with nothing to emulate crosses it undelayed).
-func emulatorConfig(p Path, backend string) emulate.Config {
+func emulatorConfig(p labpath.Path, backend string) emulate.Config {
 	var cfg emulate.Config
 	for _, d := range []struct {
 		num  uint16
-		link Link
+		link labpath.Link
 	}{{queueUp, p.Up}, {queueDown, p.Down}} {
 		if !d.link.Emulated() && !WireBackend(backend) {
 			continue
@@ -29,9 +30,9 @@ func emulatorConfig(p Path, backend string) emulate.Config {
 	}
 	// Port A is the client's side: queue 0, up, is what the client sends.
 	switch backend {
-	case BackendAFPacket:
+	case labpath.BackendAFPacket:
 		cfg.AFPacket = &emulate.AFPacketConfig{PortA: wireClientIf, PortB: wireRouterIf}
-	case BackendAFXDP:
+	case labpath.BackendAFXDP:
 		cfg.XDP = &emulate.XDPConfig{PortA: wireClientIf, PortB: wireRouterIf}
 	}
 	return cfg
@@ -40,7 +41,7 @@ func emulatorConfig(p Path, backend string) emulate.Config {
 // openEmulator opens the lab's userspace emulator: the NFQUEUE queues in
 // the owner's own namespace (the router's), a wire backend's sockets in
 // the lab's wire namespace, where they stay.
-func openEmulator(name string, p Path, backend string) (*emulate.Emulator, error) {
+func openEmulator(name string, p labpath.Path, backend string) (*emulate.Emulator, error) {
 	cfg := emulatorConfig(p, backend)
 	if !WireBackend(backend) {
 		return emulate.Open(cfg)
@@ -68,7 +69,7 @@ func runEmulator(ctx context.Context, e *emulate.Emulator, statsPath string) err
 // queueLen sizes the kernel queue for a direction: everything in flight
 // during the delay at the link's rate (or at 1 Gbit/s when unshaped) in
 // full-size packets, doubled, with a floor of 4096 packets.
-func queueLen(p Path, l Link) uint32 {
+func queueLen(p labpath.Path, l labpath.Link) uint32 {
 	rate := l.RateBitsPerSec
 	if rate == 0 {
 		rate = 1e9

@@ -21,9 +21,9 @@ type Env struct {
 	// Ceiling is the emulator-ceiling record that lab status and the
 	// documents read; empty means emulate.DefaultCeilingPath.
 	Ceiling string
-	// Owner is the ovpnperf binary that runs the labs' owners; empty
-	// means this executable (in a test binary, the one TestBinaryEnv
-	// names).
+	// Owner is the ovpnperf binary that runs the labs' owners (`ovpnperf
+	// lab owner NAME`); empty means this executable. A program that is
+	// not ovpnperf (a test binary) names one here.
 	Owner string
 }
 

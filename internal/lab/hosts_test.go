@@ -39,7 +39,7 @@ func TestHosts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	name := "t" + lab.NewName()
-	l, err := lab.Up(ctx, lab.Options{Name: name, Ephemeral: true, Hosts: []lab.Node{"web1"}})
+	l, err := lab.Up(ctx, lab.Options{Name: name, Ephemeral: true, Hosts: []lab.Node{"web1"}, Env: labtest.Env()})
 	if err != nil {
 		t.Fatal(err)
 	}

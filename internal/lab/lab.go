@@ -29,8 +29,6 @@ package lab
 
 import (
 	"net/netip"
-
-	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 )
 
 // Node is one of the three hosts of a lab.
@@ -68,13 +66,6 @@ var (
 	TunnelV4 = netip.MustParsePrefix("203.0.113.0/24")
 	TunnelV6 = netip.MustParsePrefix("2001:db8:7::/64")
 )
-
-// Link is one direction's emulation (labpath.Link).
-type Link = labpath.Link
-
-// Path is the emulated path between client and server (labpath.Path: a
-// package without the emulator, so that documents can carry a path).
-type Path = labpath.Path
 
 // Host is a host that AddHost put behind the router, beside client and
 // server, with its own segment of HostNet: host i is 198.18.i.2 and the

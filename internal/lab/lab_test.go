@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -74,9 +75,9 @@ func iperfTCP(t *testing.T, l *lab.Lab, seconds int) float64 {
 func TestRateAndRTT(t *testing.T) {
 	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "ping", "iperf3")
-	l := labtest.New(t, lab.Path{
-		Up:   lab.Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond},
-		Down: lab.Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond},
+	l := labtest.New(t, labpath.Path{
+		Up:   labpath.Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond},
+		Down: labpath.Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond},
 	})
 	out, err := run(t, l, lab.Client, "ping", "-c", "10", "-i", "0.2", lab.ServerV4.String())
 	if err != nil {
@@ -109,7 +110,7 @@ func TestMTUAndBlackhole(t *testing.T) {
 	testenv.RequirePrograms(t, "ping")
 	for _, blackhole := range []bool{false, true} {
 		t.Run(fmt.Sprintf("blackhole=%v", blackhole), func(t *testing.T) {
-			l := labtest.New(t, lab.Path{MTU: 1400, ICMPBlackhole: blackhole})
+			l := labtest.New(t, labpath.Path{MTU: 1400, ICMPBlackhole: blackhole})
 			if out, err := run(t, l, lab.Client, "ping", "-M", "do", "-s", "1372", "-c", "1", "-W", "2", lab.ServerV4.String()); err != nil {
 				t.Fatalf("1372-byte DF ping should pass: %v\n%s", err, out)
 			}
@@ -157,7 +158,7 @@ func TestLossPerDirection(t *testing.T) {
 	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "ping")
 	t.Run("both", func(t *testing.T) {
-		l := labtest.New(t, lab.Path{Up: lab.Link{LossPercent: 10}, Down: lab.Link{LossPercent: 10}})
+		l := labtest.New(t, labpath.Path{Up: labpath.Link{LossPercent: 10}, Down: labpath.Link{LossPercent: 10}})
 		loss := floodLoss(t, l, 1000)
 		t.Logf("round-trip loss %.1f%% (expect 19%% = 1 − 0.9²)", loss)
 		if loss < 15 || loss > 23 {
@@ -165,7 +166,7 @@ func TestLossPerDirection(t *testing.T) {
 		}
 	})
 	t.Run("up only", func(t *testing.T) {
-		l := labtest.New(t, lab.Path{Up: lab.Link{LossPercent: 10}})
+		l := labtest.New(t, labpath.Path{Up: labpath.Link{LossPercent: 10}})
 		// 2000 round trips: the binomial spread (0.67 %) keeps 8–12 % at 3σ.
 		loss := floodLoss(t, l, 2000)
 		t.Logf("round-trip loss %.1f%% (expect 10%%)", loss)
@@ -184,7 +185,7 @@ func TestLossPerDirection(t *testing.T) {
 func TestCleanAfterOwnerKilled(t *testing.T) {
 	labtest.Require(t)
 	name := "t" + lab.NewName()
-	l, err := lab.Up(context.Background(), lab.Options{Name: name, Path: lab.Path{Up: lab.Link{Delay: 5 * time.Millisecond}}})
+	l, err := lab.Up(context.Background(), lab.Options{Env: labtest.Env(), Name: name, Path: labpath.Path{Up: labpath.Link{Delay: 5 * time.Millisecond}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestCleanAfterOwnerKilled(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// A live lab next to it must survive the clean.
-	other := labtest.New(t, lab.Path{})
+	other := labtest.New(t, labpath.Path{})
 	// By name: the shared host's other orphans are not this test's. The
 	// live lab is named too, and must be refused.
 	cleaned, err := lab.Clean(name, other.Name())
@@ -256,7 +257,7 @@ func TestHelperEphemeralCreator(t *testing.T) {
 	if name == "" {
 		t.Skip("helper process for TestEphemeralOwnerTearsDownOrphan")
 	}
-	if _, err := lab.Up(context.Background(), lab.Options{Name: name, Ephemeral: true}); err != nil {
+	if _, err := lab.Up(context.Background(), lab.Options{Env: labtest.Env(), Name: name, Ephemeral: true}); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("up")
@@ -340,7 +341,7 @@ func TestHelperMeasuringCreator(t *testing.T) {
 	// An emulated path, as in the report: once the emulator in the owner
 	// is dead the path drops everything, so the client never hears that
 	// its server died too, and only a signal can end it.
-	l, err := lab.Up(context.Background(), lab.Options{Name: name, Ephemeral: true, Path: lab.Path{Up: lab.Link{Delay: 5 * time.Millisecond}, Down: lab.Link{Delay: 5 * time.Millisecond}}})
+	l, err := lab.Up(context.Background(), lab.Options{Env: labtest.Env(), Name: name, Ephemeral: true, Path: labpath.Path{Up: labpath.Link{Delay: 5 * time.Millisecond}, Down: labpath.Link{Delay: 5 * time.Millisecond}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,8 +371,8 @@ func TestHelperMeasuringCreator(t *testing.T) {
 // A name in use is refused without touching the lab that has it; a
 // cancelled build leaves nothing.
 func TestNameInUseAndCancel(t *testing.T) {
-	l := labtest.New(t, lab.Path{})
-	_, err := lab.Up(context.Background(), lab.Options{Name: l.Name(), Ephemeral: true})
+	l := labtest.New(t, labpath.Path{})
+	_, err := lab.Up(context.Background(), lab.Options{Env: labtest.Env(), Name: l.Name(), Ephemeral: true})
 	if err == nil || !usage.Is(err) {
 		t.Fatalf("second lab with the same name: want a usage error, got %v", err)
 	}
@@ -382,7 +383,7 @@ func TestNameInUseAndCancel(t *testing.T) {
 		name := "t" + lab.NewName()
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(after, cancel)
-		l2, err := lab.Up(ctx, lab.Options{Name: name, Ephemeral: true, Path: lab.Path{Up: lab.Link{Delay: time.Millisecond}}})
+		l2, err := lab.Up(ctx, lab.Options{Env: labtest.Env(), Name: name, Ephemeral: true, Path: labpath.Path{Up: labpath.Link{Delay: time.Millisecond}}})
 		if err == nil {
 			_ = l2.Down()
 		}
@@ -393,8 +394,8 @@ func TestNameInUseAndCancel(t *testing.T) {
 
 // Two labs at once do not collide.
 func TestParallelLabs(t *testing.T) {
-	a := labtest.New(t, lab.Path{})
-	b := labtest.New(t, lab.Path{MTU: 1300})
+	a := labtest.New(t, labpath.Path{})
+	b := labtest.New(t, labpath.Path{MTU: 1300})
 	for _, l := range []*lab.Lab{a, b} {
 		if out, err := run(t, l, lab.Client, "ping", "-c", "1", "-W", "2", lab.ServerV6.String()); err != nil {
 			t.Errorf("lab %s: %v\n%s", l.Name(), err, out)
@@ -410,16 +411,16 @@ func BenchmarkUpDown(b *testing.B) {
 	labtest.Require(b)
 	for _, c := range []struct {
 		name string
-		p    lab.Path
+		p    labpath.Path
 	}{
-		{"plain", lab.Path{}},
-		{"emulated", lab.Path{Up: lab.Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond, LossPercent: 1}, Down: lab.Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond}, MTU: 1400, ICMPBlackhole: true}},
+		{"plain", labpath.Path{}},
+		{"emulated", labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond, LossPercent: 1}, Down: labpath.Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond}, MTU: 1400, ICMPBlackhole: true}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var up, down time.Duration
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				l, err := lab.Up(context.Background(), lab.Options{Name: "b" + lab.NewName(), Path: c.p, Ephemeral: true})
+				l, err := lab.Up(context.Background(), lab.Options{Env: labtest.Env(), Name: "b" + lab.NewName(), Path: c.p, Ephemeral: true})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -441,7 +442,7 @@ func BenchmarkUpDown(b *testing.B) {
 func TestFirstPacketNotDelayed(t *testing.T) {
 	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "ping")
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	for _, a := range []string{lab.ServerV6.String(), lab.ServerV4.String()} {
 		out, err := run(t, l, lab.Client, "ping", "-c", "1", "-W", "2", a)
 		if err != nil {
@@ -462,9 +463,10 @@ func TestFirstPacketNotDelayed(t *testing.T) {
 // lab), the host's labs do not list it, and Down removes it.
 func TestLabInOwnDirectory(t *testing.T) {
 	labtest.Require(t)
-	env := lab.Env{Base: filepath.Join(t.TempDir(), "labs")}
+	env := labtest.Env()
+	env.Base = filepath.Join(t.TempDir(), "labs")
 	name := "t" + lab.NewName()
-	l, err := lab.Up(context.Background(), lab.Options{Name: name, Ephemeral: true, Env: env, Path: lab.Path{Up: lab.Link{Delay: time.Millisecond}}})
+	l, err := lab.Up(context.Background(), lab.Options{Name: name, Ephemeral: true, Env: env, Path: labpath.Path{Up: labpath.Link{Delay: time.Millisecond}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,20 +15,14 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/journal"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
-// TestBinaryEnv names the environment variable through which a test binary
-// (which is not ovpnperf, and cannot run a lab owner) learns the ovpnperf
-// that labtest built for its tests: labtest.Build sets it once, before the
-// tests run.
-const TestBinaryEnv = "OVPNPERF_TEST_BINARY"
-
 // ownerProgram is the ovpnperf binary that runs the lab's owner as
 // `ovpnperf lab owner NAME`: Env.Owner if set, else this process's own
-// executable, which is ovpnperf itself; in a test binary, the ovpnperf
-// labtest built (TestBinaryEnv).
+// executable, which is ovpnperf itself.
 func (e Env) ownerProgram() (string, error) {
 	if e.Owner != "" {
 		return e.Owner, nil
@@ -36,12 +30,6 @@ func (e Env) ownerProgram() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("finding own executable for the lab owner: %w", err)
-	}
-	if strings.HasSuffix(exe, ".test") {
-		if bin := os.Getenv(TestBinaryEnv); bin != "" {
-			return bin, nil
-		}
-		return "", fmt.Errorf("lab owner: %s is a test binary; set lab.Env.Owner to an ovpnperf binary (labtest.Main builds one)", exe)
 	}
 	return exe, nil
 }
@@ -158,7 +146,7 @@ func (env Env) RunOwner(name string) error {
 			return err
 		}
 		go func() { errc <- runEmulator(ctx, e, filepath.Join(env.Dir(name), "stats.json")) }()
-		if st.Backend == BackendNFQueue {
+		if st.Backend == labpath.BackendNFQueue {
 			if err := waitQueuesBound(st.Path, errc); err != nil {
 				return err
 			}
@@ -199,7 +187,7 @@ func (env Env) RunOwner(name string) error {
 
 // waitQueuesBound waits until the kernel lists the emulator's queues as
 // bound (/proc/net/netfilter/nfnetlink_queue in this namespace).
-func waitQueuesBound(p Path, errc chan error) error {
+func waitQueuesBound(p labpath.Path, errc chan error) error {
 	want := map[int]bool{}
 	if p.Up.Emulated() {
 		want[queueUp] = true

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"github.com/ovpnperf/ovpnperf/internal/journal"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 )
 
 // Resource kinds recorded in a lab's state file.
@@ -36,10 +37,10 @@ type Owner struct {
 
 // State is the lab's state file, /run/ovpnperf/labs/NAME/state.json.
 type State struct {
-	Name    string    `json:"name"`
-	Created time.Time `json:"created"`
-	Path    Path      `json:"path"`
-	Backend string    `json:"emulation_backend"`
+	Name    string       `json:"name"`
+	Created time.Time    `json:"created"`
+	Path    labpath.Path `json:"path"`
+	Backend string       `json:"emulation_backend"`
 	// BackendWhy says why (EmulationChoice): asked for, or what auto found.
 	BackendWhy string `json:"emulation_backend_why,omitempty"`
 	Ephemeral  bool   `json:"ephemeral"`

@@ -15,6 +15,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/runner/runnertest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
@@ -53,16 +54,8 @@ func TestDownTouchesOnlyItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = netns.Delete(foreignNS) })
-	sleep := exec.Command("sleep", "600")
-	if err := sleep.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sleep.Process.Kill(); _ = sleep.Wait() })
+	sleep, ticks := runnertest.Sleeper(t)
 	pid := sleep.Process.Pid
-	ticks, err := runner.StartTicks(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
 	victim := filepath.Join(dir, "victim")
 	if err := os.WriteFile(victim, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -221,16 +214,8 @@ func TestDownChecksCommandLine(t *testing.T) {
 	testenv.RequireRoot(t)
 	t.Parallel()
 	env := lab.Env{Base: filepath.Join(t.TempDir(), "labs")}
-	sleep := exec.Command("sleep", "600")
-	if err := sleep.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sleep.Process.Kill(); _ = sleep.Wait() })
+	sleep, ticks := runnertest.Sleeper(t)
 	pid := sleep.Process.Pid
-	ticks, err := runner.StartTicks(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
 	name := "h" + lab.NewName()
 	j, err := journal.Create(filepath.Join(env.Base, name), name, lab.State{Name: name})
 	if err != nil {
@@ -269,21 +254,8 @@ func TestCleanActsOnlyOnWhatParsed(t *testing.T) {
 	testenv.RequireRoot(t)
 	t.Parallel()
 	env := lab.Env{Base: filepath.Join(t.TempDir(), "labs")}
-	sleeper := func() (*exec.Cmd, uint64) {
-		t.Helper()
-		cmd := exec.Command("sleep", "600")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		ticks, err := runner.StartTicks(cmd.Process.Pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cmd, ticks
-	}
-	before, beforeTicks := sleeper()
-	after, afterTicks := sleeper()
+	before, beforeTicks := runnertest.Sleeper(t)
+	after, afterTicks := runnertest.Sleeper(t)
 	name := "h" + lab.NewName()
 	dir := filepath.Join(env.Base, name)
 	j, err := journal.Create(dir, name, lab.State{Name: name})

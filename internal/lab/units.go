@@ -14,15 +14,10 @@ import (
 
 // Limits on what a lab accepts.
 const (
-	MaxRTT     = labpath.MaxRTT
-	MinMTUv4   = labpath.MinMTUv4
-	MinMTUv6   = labpath.MinMTUv6
-	MaxMTU     = labpath.MaxMTU
 	maxNameLen = 20
 	// MaxNameLen is the longest lab name (namespace names carry it).
-	MaxNameLen    = maxNameLen
-	maxRateBits   = 100e9
-	MaxQueueBytes = labpath.MaxQueueBytes
+	MaxNameLen  = maxNameLen
+	maxRateBits = 100e9
 )
 
 var rateRe = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)$`)
@@ -94,7 +89,7 @@ func ParseTime(flag, s string) (time.Duration, error) {
 	}
 	// Compare before converting: a huge value overflows time.Duration
 	// and would come out negative.
-	if v*float64(unit) > float64(MaxRTT) {
+	if v*float64(unit) > float64(labpath.MaxRTT) {
 		return 0, usage.Errorf("%s %q: over the 10s limit; want %s", flag, s, form)
 	}
 	d := time.Duration(v * float64(unit))

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -45,8 +46,8 @@ func FuzzParseTime(f *testing.F) {
 			checkFlagError(t, "--down-delay", s, err)
 			return
 		}
-		if d < 0 || d > MaxRTT {
-			t.Fatalf("%q accepted as %v, outside 0–%v", s, d, MaxRTT)
+		if d < 0 || d > labpath.MaxRTT {
+			t.Fatalf("%q accepted as %v, outside 0–%v", s, d, labpath.MaxRTT)
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -60,13 +61,13 @@ func TestParsePercent(t *testing.T) {
 
 func TestPathValidate(t *testing.T) {
 	t.Parallel()
-	bad := map[string]Path{
+	bad := map[string]labpath.Path{
 		"below 576":          {MTU: 500, NoIPv6: true},
 		"below 1280 with v6": {MTU: 1200},
 		"above 65535":        {MTU: 70000},
-		"rtt over 10s":       {Up: Link{Delay: 6 * time.Second}, Down: Link{Delay: 6 * time.Second}},
-		"loss over 100":      {Up: Link{LossPercent: 101}},
-		"jitter over delay":  {Down: Link{Delay: time.Millisecond, Jitter: 2 * time.Millisecond}},
+		"rtt over 10s":       {Up: labpath.Link{Delay: 6 * time.Second}, Down: labpath.Link{Delay: 6 * time.Second}},
+		"loss over 100":      {Up: labpath.Link{LossPercent: 101}},
+		"jitter over delay":  {Down: labpath.Link{Delay: time.Millisecond, Jitter: 2 * time.Millisecond}},
 		"negative queue":     {QueueBytes: -1},
 	}
 	for name, p := range bad {
@@ -74,10 +75,10 @@ func TestPathValidate(t *testing.T) {
 			t.Errorf("%s: want a usage error, got %v", name, err)
 		}
 	}
-	for name, p := range map[string]Path{
+	for name, p := range map[string]labpath.Path{
 		"default":        {},
 		"ipv4-only 1000": {MTU: 1000, NoIPv6: true},
-		"pppoe":          {MTU: 1492, Up: Link{RateBitsPerSec: 15e6, Delay: 75 * time.Millisecond}},
+		"pppoe":          {MTU: 1492, Up: labpath.Link{RateBitsPerSec: 15e6, Delay: 75 * time.Millisecond}},
 	} {
 		if err := p.Validate(); err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -101,16 +102,16 @@ func TestValidateName(t *testing.T) {
 
 func TestQueueSizes(t *testing.T) {
 	t.Parallel()
-	p := Path{Up: Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond}, Down: Link{Delay: 50 * time.Millisecond}}
+	p := labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond}, Down: labpath.Link{Delay: 50 * time.Millisecond}}
 	// 20 Mbit/s × 100 ms = 250 000 bytes.
 	if got := queueBytes(p, 20e6); got != 250000 {
 		t.Errorf("queueBytes = %d, want 250000", got)
 	}
-	if got := queueBytes(Path{}, 1e6); got != 64<<10 {
+	if got := queueBytes(labpath.Path{}, 1e6); got != 64<<10 {
 		t.Errorf("queueBytes floor = %d, want 65536", got)
 	}
 	// A gigabit LAN without delay: 5 ms at the rate.
-	if got := queueBytes(Path{}, 1e9); got != 625000 {
+	if got := queueBytes(labpath.Path{}, 1e9); got != 625000 {
 		t.Errorf("queueBytes(1gbit, no delay) = %d, want 625000", got)
 	}
 	if got := burstBytes(1e9); got != 250000 {
@@ -123,24 +124,24 @@ func TestQueueSizes(t *testing.T) {
 // queue must hold two full frames.
 func TestQueueBytesClampAndFloor(t *testing.T) {
 	t.Parallel()
-	big := Path{Up: Link{RateBitsPerSec: 100e9, Delay: 5 * time.Second}, Down: Link{Delay: 5 * time.Second}}
-	if q, clamped := big.QueueBytesFor(100e9); q != MaxQueueBytes || !clamped {
-		t.Errorf("100gbit × 10s: queue %d clamped %v, want %d true", q, clamped, MaxQueueBytes)
+	big := labpath.Path{Up: labpath.Link{RateBitsPerSec: 100e9, Delay: 5 * time.Second}, Down: labpath.Link{Delay: 5 * time.Second}}
+	if q, clamped := big.QueueBytesFor(100e9); q != labpath.MaxQueueBytes || !clamped {
+		t.Errorf("100gbit × 10s: queue %d clamped %v, want %d true", q, clamped, labpath.MaxQueueBytes)
 	}
-	p := Path{Up: Link{RateBitsPerSec: 32e9, Delay: 500 * time.Millisecond}, Down: Link{Delay: 500 * time.Millisecond}}
-	if q, clamped := p.QueueBytesFor(32e9); q != MaxQueueBytes || !clamped {
+	p := labpath.Path{Up: labpath.Link{RateBitsPerSec: 32e9, Delay: 500 * time.Millisecond}, Down: labpath.Link{Delay: 500 * time.Millisecond}}
+	if q, clamped := p.QueueBytesFor(32e9); q != labpath.MaxQueueBytes || !clamped {
 		t.Errorf("32gbit × 1s: queue %d clamped %v", q, clamped)
 	}
-	small := Path{Up: Link{RateBitsPerSec: 10e6, Delay: 10 * time.Millisecond}}
+	small := labpath.Path{Up: labpath.Link{RateBitsPerSec: 10e6, Delay: 10 * time.Millisecond}}
 	if q, clamped := small.QueueBytesFor(10e6); q != 64<<10 || clamped {
 		t.Errorf("10mbit × 10ms: queue %d clamped %v, want the 64 KiB floor", q, clamped)
 	}
-	for _, qb := range []int{1, 3027, MaxQueueBytes + 1} {
-		if err := (Path{QueueBytes: qb}).Validate(); err == nil || !strings.Contains(err.Error(), "--queue-bytes") {
+	for _, qb := range []int{1, 3027, labpath.MaxQueueBytes + 1} {
+		if err := (labpath.Path{QueueBytes: qb}).Validate(); err == nil || !strings.Contains(err.Error(), "--queue-bytes") {
 			t.Errorf("QueueBytes %d: %v", qb, err)
 		}
 	}
-	if err := (Path{QueueBytes: 3028}).Validate(); err != nil {
+	if err := (labpath.Path{QueueBytes: 3028}).Validate(); err != nil {
 		t.Errorf("QueueBytes 3028 (two 1500-byte frames): %v", err)
 	}
 }

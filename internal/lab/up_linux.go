@@ -20,6 +20,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/ovpnperf/ovpnperf/internal/journal"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -50,7 +51,7 @@ const (
 type Options struct {
 	// Name is the lab id; empty picks a random one.
 	Name string
-	Path Path
+	Path labpath.Path
 	// Ephemeral labs belong to the calling process: if it dies, the lab's
 	// owner process tears the lab down. Persistent labs (`ovpnperf lab up`)
 	// outlive the command that made them, until `ovpnperf lab down`.
@@ -84,7 +85,7 @@ func NamespaceName(name string, n Node) string { return "ovpnperf-" + name + "-"
 func (l *Lab) Dir() string { return l.env.Dir(l.name) }
 
 // Path returns the lab's path settings.
-func (l *Lab) Path() Path { return l.state.snapshot().Path }
+func (l *Lab) Path() labpath.Path { return l.state.snapshot().Path }
 
 // Backend returns the emulation backend in use.
 func (l *Lab) Backend() string { return l.state.snapshot().Backend }
@@ -194,7 +195,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	sf, err := newStateFile(env.Dir(opts.Name), State{
 		Name: opts.Name, Created: time.Now().UTC(), Path: opts.Path,
-		Ephemeral: opts.Ephemeral, Owner: self(), Backend: BackendNone, BackendWhy: why,
+		Ephemeral: opts.Ephemeral, Owner: self(), Backend: labpath.BackendNone, BackendWhy: why,
 	})
 	if err == nil {
 		err = sf.record(Resource{Kind: KindDir, Name: env.Dir(opts.Name)})
@@ -269,7 +270,7 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 	// dozens of lost packets. Software checksums turn segmentation
 	// offloads off with them.
 	lossy := p.Up.LossPercent > 0 || p.Down.LossPercent > 0
-	if backend == BackendAFXDP || backend == BackendAFPacket && lossy {
+	if backend == labpath.BackendAFXDP || backend == labpath.BackendAFPacket && lossy {
 		if err := l.softwareChecksums(); err != nil {
 			return err
 		}
@@ -364,20 +365,20 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 // no fewer late releases, and only by changing the client's and router's
 // offloads (docs/emulator.md, "Which backend auto chooses"); netem asked
 // for on a kernel without it is a usage error.
-func EmulationChoice(p Path) (backend, why string, err error) {
-	if err := CheckEmulatorName(p.Emulator); err != nil {
+func EmulationChoice(p labpath.Path) (backend, why string, err error) {
+	if err := labpath.CheckEmulatorName(p.Emulator); err != nil {
 		return "", "", err
 	}
 	if !p.Up.Emulated() && !p.Down.Emulated() {
-		return BackendNone, "no delay, jitter or loss to emulate", nil
+		return labpath.BackendNone, "no delay, jitter or loss to emulate", nil
 	}
 	switch p.Emulator {
-	case "", EmulatorAuto:
+	case "", labpath.EmulatorAuto:
 		if NetemAvailable() {
-			return BackendNetem, "auto: the kernel has sch_netem", nil
+			return labpath.BackendNetem, "auto: the kernel has sch_netem", nil
 		}
-		return BackendNFQueue, "auto: the kernel has no sch_netem, so the userspace emulator behind NFQUEUE (docs/emulator.md, \"Which backend auto chooses\")", nil
-	case BackendNetem:
+		return labpath.BackendNFQueue, "auto: the kernel has no sch_netem, so the userspace emulator behind NFQUEUE (docs/emulator.md, \"Which backend auto chooses\")", nil
+	case labpath.BackendNetem:
 		if !NetemAvailable() {
 			return "", "", usage.Errorf("--emulator netem: this kernel has no sch_netem (a netem qdisc could not be added); use auto, nfqueue, afpacket or afxdp")
 		}
@@ -389,7 +390,7 @@ func EmulationChoice(p Path) (backend, why string, err error) {
 // names no backend, or one this host lacks (netem without sch_netem), with
 // a usage error, before anything is built.
 func CheckEmulator(name string) error {
-	_, _, err := EmulationChoice(Path{Up: Link{Delay: time.Millisecond}, Emulator: name})
+	_, _, err := EmulationChoice(labpath.Path{Up: labpath.Link{Delay: time.Millisecond}, Emulator: name})
 	return err
 }
 
@@ -465,7 +466,7 @@ func (l *Lab) wireReceive(backend string) error {
 		threaded bool
 	}
 	var ports []port
-	if backend == BackendAFXDP {
+	if backend == labpath.BackendAFXDP {
 		tso := map[string]bool{"tx-tcp-segmentation": false, "tx-tcp6-segmentation": false,
 			"tx-tcp-ecn-segmentation": false, "tx-tcp-mangleid-segmentation": false}
 		gro := map[string]bool{"rx-gro": true}
@@ -496,7 +497,7 @@ func (l *Lab) wireReceive(backend string) error {
 // 1 s retransmit, which added a second to the first packet of every lab.
 //
 // Equivalent to: ip -n NS neigh add ADDR lladdr MAC dev IF nud permanent
-func (l *Lab) neighbours(p Path) error {
+func (l *Lab) neighbours(p labpath.Path) error {
 	mac := func(n Node, ifname string) (net.HardwareAddr, error) {
 		var hw net.HardwareAddr
 		err := l.withHandle(n, func(h *netlink.Handle) error {
@@ -586,7 +587,7 @@ func (l *Lab) withHandle(n Node, fn func(h *netlink.Handle) error) error {
 // sysctls turns on forwarding in the router and quiets IPv6 autoconfiguration.
 // The wire namespace gets IPv6 off before its ports exist (no link-local
 // address) and forwarding off: the emulator's Open refuses it otherwise.
-func (l *Lab) sysctls(p Path, nodes []Node) error {
+func (l *Lab) sysctls(p labpath.Path, nodes []Node) error {
 	for _, n := range nodes {
 		set := map[string]string{
 			"net/ipv6/conf/all/accept_dad":     "0",

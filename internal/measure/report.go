@@ -108,7 +108,7 @@ type Network struct {
 	Name string `json:"name"`
 	// Description is one line for people, e.g. "50 Mbit/s, 60 ms RTT".
 	Description string `json:"description,omitempty"`
-	// Path holds the lab's path settings (lab.Path marshals itself).
+	// Path holds the lab's path settings (labpath.Path marshals itself).
 	Path any `json:"path"`
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 )
@@ -20,12 +21,12 @@ func TestMain(m *testing.M) { labtest.Main(m) }
 func newLab(t *testing.T, c pathCase) *lab.Lab {
 	t.Helper()
 	half := c.rtt / 2
-	return labtest.New(t, lab.Path{
+	return labtest.New(t, labpath.Path{
 		MTU:           c.mtu,
 		ICMPBlackhole: c.blackhole,
 		NoIPv6:        c.mtu < 1280,
-		Up:            lab.Link{Delay: half},
-		Down:          lab.Link{Delay: half},
+		Up:            labpath.Link{Delay: half},
+		Down:          labpath.Link{Delay: half},
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -84,7 +85,7 @@ func (s spread) String() string {
 //	go test -run XXX -bench GeneratorRates -benchtime 1x -v ./internal/pps
 func BenchmarkGeneratorRates(b *testing.B) {
 	testenv.RequirePrograms(b, "sockperf", "iperf3")
-	l := labtest.New(b, lab.Path{})
+	l := labtest.New(b, labpath.Path{})
 	ctx := context.Background()
 	const (
 		reps    = 3

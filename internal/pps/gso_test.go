@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
@@ -83,7 +84,7 @@ func TestLoopbackGSO(t *testing.T) {
 // probe, sent with DF before the router's "fragmentation needed" taught the
 // client the path MTU, is lost with or without GSO.
 func TestLabGSOFallsBack(t *testing.T) {
-	l := labtest.New(t, lab.Path{MTU: 1400})
+	l := labtest.New(t, labpath.Path{MTU: 1400})
 	port := labServer(t, l, lab.ServerV4)
 	res, err := Run(context.Background(), Config{
 		Server: net.JoinHostPort(lab.ServerV4.String(), strconv.Itoa(port)),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -49,7 +50,7 @@ func labRun(t testing.TB, l *lab.Lab, to netip.Addr, port int, p Params) *Result
 // Late releases (a busy host) do not change loss and are only logged.
 func checkEmulator(t *testing.T, l *lab.Lab) (droppedOnPurpose uint64) {
 	t.Helper()
-	if l.Backend() == lab.BackendNone {
+	if l.Backend() == labpath.BackendNone {
 		return 0
 	}
 	st, err := l.Stats()
@@ -86,7 +87,7 @@ func TestLabLoss(t *testing.T) {
 		{"both 5%", 5, 5, 100 * (1 - 0.95*0.95), 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := labtest.New(t, lab.Path{Up: lab.Link{LossPercent: tc.up}, Down: lab.Link{LossPercent: tc.down}})
+			l := labtest.New(t, labpath.Path{Up: labpath.Link{LossPercent: tc.up}, Down: labpath.Link{LossPercent: tc.down}})
 			port := labServer(t, l, lab.ServerV4)
 			// 2000 pps × 5 s = 10 000 probes: the binomial spread of a
 			// 5 % loss is 0.2 %, far inside the tolerance.
@@ -100,7 +101,7 @@ func TestLabLoss(t *testing.T) {
 			if math.Abs(res.LossPercent-tc.want) > tc.tol {
 				t.Errorf("loss %.2f%%, want %.2f ± %.1f %%", res.LossPercent, tc.want, tc.tol)
 			}
-			if l.Backend() != lab.BackendNone && (dropped < res.Lost || dropped > res.Lost+8) {
+			if l.Backend() != labpath.BackendNone && (dropped < res.Lost || dropped > res.Lost+8) {
 				// The emulator counts what it dropped: every lost probe
 				// is one drop, and a few more drops may have hit the
 				// handshake (hello, accept, finish, report), which the
@@ -124,7 +125,7 @@ func TestLabLoss(t *testing.T) {
 // TestLabDelayAndIPv6 runs over IPv6 through a 20 ms round trip: the RTTs
 // must show the delay, and nothing may be lost.
 func TestLabDelayAndIPv6(t *testing.T) {
-	l := labtest.New(t, lab.Path{Up: lab.Link{Delay: 10 * time.Millisecond}, Down: lab.Link{Delay: 10 * time.Millisecond}})
+	l := labtest.New(t, labpath.Path{Up: labpath.Link{Delay: 10 * time.Millisecond}, Down: labpath.Link{Delay: 10 * time.Millisecond}})
 	port := labServer(t, l, lab.ServerV6)
 	res := labRun(t, l, lab.ServerV6, port, Params{RatePPS: 1000, Size: 512, Duration: 2 * time.Second, Flows: 1, Timeout: time.Second})
 	checkEmulator(t, l)
@@ -141,7 +142,7 @@ func TestLabDelayAndIPv6(t *testing.T) {
 
 // TestLabUnreachable: a host behind the lab's router that does not exist.
 func TestLabUnreachable(t *testing.T) {
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	start := time.Now()
 	_, err := Run(context.Background(), Config{
 		Server: net.JoinHostPort(lab.RouterServerV4.Next().Next().String(), "7007"), // 198.51.100.3: no such host

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
@@ -158,7 +159,7 @@ func TestOneWayAgainstOldServer(t *testing.T) {
 // TestLabOneWayLoss: one-way loss is the loss of the way up alone.
 func TestLabOneWayLoss(t *testing.T) {
 	testenv.Exclusive(t)
-	l := labtest.New(t, lab.Path{Up: lab.Link{LossPercent: 5}, Down: lab.Link{LossPercent: 5}})
+	l := labtest.New(t, labpath.Path{Up: labpath.Link{LossPercent: 5}, Down: labpath.Link{LossPercent: 5}})
 	port := labServer(t, l, lab.ServerV4)
 	p := Params{RatePPS: 2000, Size: MinSize, Duration: 5 * time.Second, Flows: 2, Timeout: time.Second, OneWay: true}
 	res := labRun(t, l, lab.ServerV4, port, p)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
@@ -108,7 +109,7 @@ func binomialBound(p float64, n int) float64 {
 // up, none on the way back, and the round trip near 5 %.
 func TestLabPPSEchoLossOneDirection(t *testing.T) {
 	testenv.Exclusive(t)
-	l := labtest.New(t, lab.Path{Up: lab.Link{LossPercent: 5}})
+	l := labtest.New(t, labpath.Path{Up: labpath.Link{LossPercent: 5}})
 	const key = "probe-test-key-0123456789abcdef"
 	port, authed := ppsServer(t, l, []byte(key))
 	const n = 600
@@ -156,7 +157,7 @@ func TestLabPPSEchoLossOneDirection(t *testing.T) {
 // client's veth are read with the ethtool ioctl, including one this test
 // turned off.
 func TestLabProbeFallsBackToICMP(t *testing.T) {
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	dev := clientVeth(t, l)
 	if err := netns.Do(l.Namespace(lab.Client), func() error {
 		e, err := ethtool.NewEthtool()

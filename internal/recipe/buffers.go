@@ -12,6 +12,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
@@ -84,7 +85,7 @@ func bufferSettingOf(variant string) (bufferSetting, bool) {
 }
 
 // bufPathRTT is the round trip the path adds (both one-way delays).
-func bufPathRTT(p lab.Path) time.Duration { return p.Up.Delay + p.Down.Delay }
+func bufPathRTT(p labpath.Path) time.Duration { return p.Up.Delay + p.Down.Delay }
 
 // bufferRuns are the recipe's networks. At 200 ms RTT iperf3's two sides
 // time their windows a few tenths of a second apart, and the iperf package
@@ -103,9 +104,9 @@ func bufferRuns(o Options) []networkRun {
 		n := experiment.Network{Name: "path", Description: fmt.Sprintf("the given path, %v RTT", bufPathRTT(*o.Path)), Path: *o.Path, Omit: &omit}
 		return []networkRun{{net: n, duration: o.duration(3 * time.Second)}}
 	}
-	mk := func(rtt time.Duration) lab.Path {
-		l := lab.Link{RateBitsPerSec: 100e6, Delay: rtt / 2}
-		return lab.Path{Up: l, Down: l}
+	mk := func(rtt time.Duration) labpath.Path {
+		l := labpath.Link{RateBitsPerSec: 100e6, Delay: rtt / 2}
+		return labpath.Path{Up: l, Down: l}
 	}
 	omit50, omit200 := time.Second, time.Second
 	return []networkRun{
@@ -252,7 +253,7 @@ func runBuffers(ctx context.Context, o Options) (*measure.Report, error) {
 	rep, err := runEachNetwork(ctx, experiment.Spec{
 		Command: "recipe buffers", Variants: vs, Protos: protos, Proto: openvpn.UDP,
 		Directions: bufferDirections, Repeat: o.repeat(3), Retries: 1, DrainOK: true,
-		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 	}, runs, ready)
 	if rep == nil {
 		return nil, err

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -256,8 +256,8 @@ func TestBuffersRecipe(t *testing.T) {
 	t.Parallel() // judges no rate and no sample's validity: see runForTest
 	// One short network instead of the recipe's two: the test checks the
 	// rows' figures and the computed verdicts, not the rule itself.
-	l := lab.Link{RateBitsPerSec: 100e6, Delay: 10 * time.Millisecond}
-	rep := runForTest(t, runBuffers, Options{Repeat: 1, Duration: 2 * time.Second, Path: &lab.Path{Up: l, Down: l}}, "iperf3")
+	l := labpath.Link{RateBitsPerSec: 100e6, Delay: 10 * time.Millisecond}
+	rep := runForTest(t, runBuffers, Options{Repeat: 1, Duration: 2 * time.Second, Path: &labpath.Path{Up: l, Down: l}}, "iperf3")
 	if len(rep.Rows) != 6 {
 		t.Fatalf("%d rows, want 6", len(rep.Rows))
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -33,7 +33,7 @@ var publishedCiphers = map[string][2]float64{
 }
 
 // gigabitLAN is the cookbook's network: a gigabit link, no delay.
-var gigabitLAN = lab.Path{Up: lab.Link{RateBitsPerSec: 1e9}, Down: lab.Link{RateBitsPerSec: 1e9}}
+var gigabitLAN = labpath.Path{Up: labpath.Link{RateBitsPerSec: 1e9}, Down: labpath.Link{RateBitsPerSec: 1e9}}
 
 func runCiphers(ctx context.Context, o Options) (*measure.Report, error) {
 	vs, err := builtinVariants("default", "aes256cbc", "aes128gcm", "aes256gcm", "chacha20", "none")
@@ -45,7 +45,7 @@ func runCiphers(ctx context.Context, o Options) (*measure.Report, error) {
 		Networks: []experiment.Network{{Name: "gigabit", Description: "1 Gbit/s LAN, no delay", Path: o.path(gigabitLAN)}},
 		Variants: vs, Routed: true, Proto: openvpn.UDP, Retries: 2,
 		Repeat: o.repeat(3), Duration: o.duration(2 * time.Second),
-		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 	})
 	if err != nil {
 		return rep, err

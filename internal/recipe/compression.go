@@ -11,6 +11,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
@@ -54,7 +55,7 @@ var compressingVariants = []string{"lzo-adaptive", "lzo-yes", "lz4-v2"}
 // delay (no emulator to fall behind). Incompressible data is then limited
 // by the line in every variant, so compression can only cost CPU;
 // compressible data can outrun the line if compression works.
-var compressionPath = lab.Path{Up: lab.Link{RateBitsPerSec: 10e6}, Down: lab.Link{RateBitsPerSec: 10e6}}
+var compressionPath = labpath.Path{Up: labpath.Link{RateBitsPerSec: 10e6}, Down: labpath.Link{RateBitsPerSec: 10e6}}
 
 // zerosFileBitsPerSec sizes the zeros payload file for samples of d on a
 // line of lineBps: compressed zeros run far beyond the line (×10 seen at
@@ -105,7 +106,7 @@ func runCompression(ctx context.Context, o Options) (*measure.Report, error) {
 		},
 		Variants: vs, Proto: openvpn.UDP,
 		Repeat: o.repeat(3), Duration: d, Retries: 1,
-		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 		Extra: map[string]any{"warning": compressionWarning},
 		// Keep what each side said about compression when it came up.
 		Ready: func(_ context.Context, _ *lab.Lab, variant string, t *tunnel.Tunnel) error {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 
 	"github.com/ovpnperf/ovpnperf/internal/capture"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
@@ -62,7 +63,7 @@ var publishedFragRTT = map[string]float64{fragNone: 9.4, frag1400: 9.9, frag400:
 // a 1300-byte one (1380) does not, and fragment 1400 keeps every datagram
 // at or below 1428 bytes: the capture can tell the two fragmentations
 // apart. PMTU discovery works (no ICMP black hole).
-var fragPath = lab.Path{Up: lab.Link{RateBitsPerSec: 100e6}, Down: lab.Link{RateBitsPerSec: 100e6}, MTU: 1450}
+var fragPath = labpath.Path{Up: labpath.Link{RateBitsPerSec: 100e6}, Down: labpath.Link{RateBitsPerSec: 100e6}, MTU: 1450}
 
 // Ping settings: the cookbook pinged with the default 56-byte payload;
 // 1400 bytes is the size fragment 400 cuts into four. 100 pings 10 ms
@@ -112,7 +113,7 @@ func runFragment(ctx context.Context, o Options, keep fragKeep) (*measure.Report
 		Networks: []experiment.Network{{Name: "lan", Description: fmt.Sprintf("100 Mbit/s, no delay, MTU %d router–server", path.EffectiveMTU()), Path: path}},
 		Variants: vs, Routed: true, Proto: openvpn.UDP,
 		Repeat: o.repeat(3), Duration: o.duration(2 * time.Second), Ready: ready, Retries: 2,
-		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 	})
 	if rep == nil {
 		return nil, err
@@ -522,7 +523,7 @@ func fragJudge(rep *measure.Report) []measure.Verdict {
 	return fragVerdicts(rep, p, path)
 }
 
-func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Verdict {
+func fragVerdicts(rep *measure.Report, p *fragProbe, path labpath.Path) []measure.Verdict {
 	var out []measure.Verdict
 	if p == nil {
 		return append(out, newVerdict("fragment changes ping RTT and the packets on the wire", Noise, "the pings and captures did not run"))
@@ -599,7 +600,7 @@ func fragVerdicts(rep *measure.Report, p *fragProbe, path lab.Path) []measure.Ve
 // fragCaptureVerdict reads the captures: with fragment 1400 a 1400-byte
 // ping leaves as several UDP datagrams and no IP fragments; without
 // fragment, what exceeds the path MTU is split by the kernel instead.
-func fragCaptureVerdict(p *fragProbe, path lab.Path) measure.Verdict {
+func fragCaptureVerdict(p *fragProbe, path labpath.Path) measure.Verdict {
 	claim := "OpenVPN's fragment splits a 1400-byte ping into whole UDP datagrams, not IP fragments (cookbook tcpdump recipe)"
 	c := p.capture[frag1400]["1400"]
 	n := p.capture[fragNone]["1400"]

@@ -227,7 +227,7 @@ func TestFragmentRecipe(t *testing.T) {
 		}
 	}
 	name := "t" + lab.NewName()
-	rep, err := runFragment(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name}, keep)
+	rep, err := runFragment(context.Background(), Options{Repeat: 1, Duration: time.Second, LabName: name, Lab: labtest.Env()}, keep)
 	labtest.CheckGone(t, name)
 	if err != nil {
 		t.Fatal(err)

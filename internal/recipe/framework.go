@@ -12,6 +12,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
@@ -68,7 +69,7 @@ func runEachNetwork(ctx context.Context, spec experiment.Spec, runs []networkRun
 			} else {
 				rep.Rows = append(rep.Rows, r.Rows...)
 				rep.Scenario.Networks = append(rep.Scenario.Networks, r.Scenario.Networks...)
-				if r.Host.EmulationBackend == lab.BackendNetem || lab.UserspaceBackend(r.Host.EmulationBackend) {
+				if r.Host.EmulationBackend == labpath.BackendNetem || lab.UserspaceBackend(r.Host.EmulationBackend) {
 					rep.Host.EmulationBackend = r.Host.EmulationBackend
 				}
 				rep.Finished = r.Finished

@@ -26,6 +26,7 @@ func runForTest(t *testing.T, run func(context.Context, Options) (*measure.Repor
 	labtest.Require(t)
 	testenv.RequirePrograms(t, append([]string{"openvpn"}, programs...)...)
 	o.LabName = "t" + lab.NewName()
+	o.Lab = labtest.Env()
 	rep, err := run(context.Background(), o)
 	labtest.CheckGonePrefix(t, o.LabName)
 	if err != nil {

@@ -169,7 +169,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 	prog.Logf("%s: building lab (%s)", network, desc)
 	// The experiment framework's bench: the lab, its PKI, and the
 	// tunnels and extra client added below, all taken down on return.
-	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: o.LabName, PKIDir: o.PKIDir}, experiment.Network{Name: network, Path: path})
+	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: o.LabName, PKIDir: o.PKIDir, Lab: o.Lab}, experiment.Network{Name: network, Path: path})
 	if err != nil {
 		return rep, err
 	}

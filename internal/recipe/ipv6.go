@@ -12,6 +12,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -39,7 +40,7 @@ const publishedIPv6Ratio = 0.95
 // wire, and their ratio is the ratio of TCP payload per full packet. A
 // faster line lets a loaded 2-core machine starve OpenVPN
 // (docs/measurements.md#recipe-paths-and-queues).
-var ipv6Path = lab.Path{Up: lab.Link{RateBitsPerSec: 20e6}, Down: lab.Link{RateBitsPerSec: 20e6}}
+var ipv6Path = labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6}, Down: labpath.Link{RateBitsPerSec: 20e6}}
 
 // ipv6Variant is the tunnel measured with both families: OpenVPN 2.6's
 // defaults (tun-mtu 1500, mssfix 1492 mtu, AES-256-GCM negotiated).
@@ -227,7 +228,7 @@ func runIPv6(ctx context.Context, o Options) (*measure.Report, error) {
 		InnerIPv6: map[string]bool{v.Name: true},
 		Proto:     openvpn.UDP, Retries: 2,
 		Repeat: o.repeat(5), Duration: o.duration(3 * time.Second),
-		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 		// Measure what the clamp made of a real connection of each
 		// family before the samples; a failed probe leaves the
 		// arithmetic unchecked but the samples still run.
@@ -336,7 +337,7 @@ func ipv6Judge(rep *measure.Report) []measure.Verdict {
 	return ipv6Verdicts(rep, path, probes)
 }
 
-func ipv6Verdicts(rep *measure.Report, path lab.Path, probes map[string]ipv6MSSProbe) []measure.Verdict {
+func ipv6Verdicts(rep *measure.Report, path labpath.Path, probes map[string]ipv6MSSProbe) []measure.Verdict {
 	var out []measure.Verdict
 	b4, b6 := ipv6Budgets(probes)
 	predicted := float64(b6.Payload()) / float64(b4.Payload())

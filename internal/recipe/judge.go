@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 )
 
@@ -95,19 +95,19 @@ func extraAs[T any](v any) (T, bool) {
 }
 
 // networkPath returns the saved path of a scenario's network.
-func networkPath(rep *measure.Report, name string) (lab.Path, bool) {
+func networkPath(rep *measure.Report, name string) (labpath.Path, bool) {
 	for _, n := range rep.Scenario.Networks {
 		if n.Name == name {
-			return extraAs[lab.Path](n.Path)
+			return extraAs[labpath.Path](n.Path)
 		}
 	}
-	return lab.Path{}, false
+	return labpath.Path{}, false
 }
 
 // firstPath returns the path of the scenario's first network.
-func firstPath(rep *measure.Report) (lab.Path, bool) {
+func firstPath(rep *measure.Report) (labpath.Path, bool) {
 	if len(rep.Scenario.Networks) == 0 {
-		return lab.Path{}, false
+		return labpath.Path{}, false
 	}
-	return extraAs[lab.Path](rep.Scenario.Networks[0].Path)
+	return extraAs[labpath.Path](rep.Scenario.Networks[0].Path)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -62,7 +63,7 @@ func init() {
 }
 
 // mtuPath is a DSL line behind PPPoE: 1492 bytes, no delay.
-var mtuPath = lab.Path{MTU: 1492}
+var mtuPath = labpath.Path{MTU: 1492}
 
 // Published per-packet overheads over UDP/IPv4, outer headers included
 // (docs/openvpn-facts.md#per-packet-overhead: cipher none + auth none 8, AEAD 24;
@@ -89,7 +90,7 @@ const (
 
 type mtuNet struct {
 	name, desc string
-	path       lab.Path
+	path       labpath.Path
 }
 
 func mtuNetworks(o Options) []mtuNet {
@@ -186,7 +187,7 @@ func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
 			name += "-" + n.name
 		}
 		res, backend, err := mtuNetwork(ctx, o, n, name, repeat, prog)
-		if backend != "" && backend != lab.BackendNone || rep.Host.EmulationBackend == "" {
+		if backend != "" && backend != labpath.BackendNone || rep.Host.EmulationBackend == "" {
 			rep.Host.EmulationBackend = backend
 		}
 		if res != nil {
@@ -226,7 +227,7 @@ func mtuNetwork(ctx context.Context, o Options, n mtuNet, name string, repeat in
 	prog.Logf("%s: building lab (%s)", n.name, n.desc)
 	// The experiment framework's bench: the lab, its PKI, and the
 	// tunnels added below, all taken down on return.
-	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: name, PKIDir: o.PKIDir}, experiment.Network{Name: n.name, Path: n.path})
+	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: name, PKIDir: o.PKIDir, Lab: o.Lab}, experiment.Network{Name: n.name, Path: n.path})
 	if err != nil {
 		return nil, "", err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -58,7 +59,7 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	path := o.path(lab.Path{})
+	path := o.path(labpath.Path{})
 	repeat, dur := o.repeat(3), o.duration(2*time.Second)
 	rep, err := ppsNewReport(ctx, vs, path, repeat, dur)
 	if err != nil {
@@ -114,7 +115,7 @@ func ppsVariants() ([]openvpn.Variant, error) {
 
 // ppsNewReport is the empty report: host, scenario (one network per
 // payload size) and columns.
-func ppsNewReport(ctx context.Context, vs []openvpn.Variant, path lab.Path, repeat int, dur time.Duration) (*measure.Report, error) {
+func ppsNewReport(ctx context.Context, vs []openvpn.Variant, path labpath.Path, repeat int, dur time.Duration) (*measure.Report, error) {
 	host, err := hostcollect.Host(ctx)
 	if err != nil {
 		return nil, err
@@ -142,9 +143,9 @@ func ppsNewReport(ctx context.Context, vs []openvpn.Variant, path lab.Path, repe
 // ppsUpBench builds the lab on the experiment framework's Bench with one
 // UDP tunnel per variant and returns the subjects: the routed path, then
 // the tunnels. On error nothing is left.
-func ppsUpBench(ctx context.Context, o Options, path lab.Path, vs []openvpn.Variant, prog *ui.Progress) (_ *experiment.Bench, _ []ppsSubject, err error) {
+func ppsUpBench(ctx context.Context, o Options, path labpath.Path, vs []openvpn.Variant, prog *ui.Progress) (_ *experiment.Bench, _ []ppsSubject, err error) {
 	prog.Logf("pps: building lab")
-	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: o.LabName, PKIDir: o.PKIDir}, experiment.Network{Path: path})
+	b, err := experiment.UpBench(ctx, experiment.Spec{LabName: o.LabName, PKIDir: o.PKIDir, Lab: o.Lab}, experiment.Network{Path: path})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -219,9 +220,9 @@ func ppsRounds(ctx context.Context, l *lab.Lab, port int, subs []ppsSubject, rep
 }
 
 // ppsDescription is the title of one size's table.
-func ppsDescription(size int, p lab.Path) string {
+func ppsDescription(size int, p labpath.Path) string {
 	d := fmt.Sprintf("%d-byte UDP payload (%d-byte Ethernet frames on the routed path), one flow as fast as possible, echoed", size, size+46)
-	if p != (lab.Path{}) {
+	if p != (labpath.Path{}) {
 		d += ", custom path"
 	} else {
 		d += ", unshaped path"

@@ -16,6 +16,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -24,7 +25,7 @@ import (
 // Options are what the user may change about any recipe.
 type Options struct {
 	// Path, when set, replaces the recipe's own path(s).
-	Path *lab.Path
+	Path *labpath.Path
 	// Repeat and Duration override the recipe's defaults when non-zero.
 	Repeat   int
 	Duration time.Duration
@@ -34,6 +35,10 @@ type Options struct {
 	PKIDir string
 	// LabName names the recipe's labs; empty picks random names.
 	LabName string
+	// Lab is where the recipe's labs keep their state and which ovpnperf
+	// runs their owners (experiment.Spec.Lab); the zero value is the
+	// host's and this executable.
+	Lab lab.Env
 }
 
 // Validate refuses a Repeat or Duration outside experiment's ranges (0
@@ -66,7 +71,7 @@ func (o Options) duration(def time.Duration) time.Duration {
 }
 
 // path returns the user's path or the recipe's default.
-func (o Options) path(def lab.Path) lab.Path {
+func (o Options) path(def labpath.Path) labpath.Path {
 	if o.Path != nil {
 		return *o.Path
 	}

@@ -3,11 +3,13 @@ package recipe
 import (
 	"context"
 	"fmt"
-	"github.com/ovpnperf/ovpnperf/internal/finding"
-	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/finding"
+	"github.com/ovpnperf/ovpnperf/internal/inputfile"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 
 	"github.com/vishvananda/netlink"
 
@@ -37,7 +39,7 @@ const shaperBytesPerSec = 100000
 
 // shaperPath is faster than the limit by far (20 Mbit/s each way, no
 // delay): whatever is limited to 800 kbit/s is the shaper's doing.
-var shaperPath = lab.Path{Up: lab.Link{RateBitsPerSec: 20e6}, Down: lab.Link{RateBitsPerSec: 20e6}}
+var shaperPath = labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6}, Down: labpath.Link{RateBitsPerSec: 20e6}}
 
 // The variants: OpenVPN 2.6 defaults; "shaper" adds push "shaper 100000"
 // to the server, "tc" a tbf on the server's tun device.
@@ -134,7 +136,7 @@ func runShaper(ctx context.Context, o Options) (*measure.Report, error) {
 		Networks: []experiment.Network{{Name: "line", Description: "20 Mbit/s each way; limits of 100 kB/s", Path: o.path(shaperPath)}},
 		Variants: vs, Proto: openvpn.UDP,
 		Repeat: o.repeat(3), Duration: o.duration(4 * time.Second), Retries: 1, DrainOK: true,
-		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 		Extra: map[string]any{"shaper_bytes_per_sec": shaperBytesPerSec},
 		Configure: func(variant string, server, _ *openvpn.Config) {
 			if variant == "shaper" {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -50,7 +50,7 @@ func TestShaperLogLines(t *testing.T) {
 // shaperReport is a saved shaper report: the client's log lines and the
 // recipe's 20 Mbit/s path in the scenario, and rows of the three variants
 // (nil samples leave a row out).
-func shaperReport(log []string, path lab.Path, baseUp, baseDown, shaperUp, shaperDown, tcUp, tcDown []float64) *measure.Report {
+func shaperReport(log []string, path labpath.Path, baseUp, baseDown, shaperUp, shaperDown, tcUp, tcDown []float64) *measure.Report {
 	rep := &measure.Report{Scenario: measure.Scenario{
 		Command:  "recipe shaper",
 		Networks: []measure.Network{{Name: "line", Path: path}},
@@ -87,7 +87,7 @@ func TestShaperVerdicts(t *testing.T) {
 	ignored.Scenario.Extra["shaper_client_log"] = []string{"Options error: option 'shaper' cannot be used in this context"}
 	noLog := rows([]float64{0.2, 0.21, 0.2}, free, free, tcHeld)
 	noLog.Scenario.Extra["shaper_client_log"] = nil
-	slowPath := lab.Path{Up: lab.Link{RateBitsPerSec: 1e6}, Down: lab.Link{RateBitsPerSec: 1e6}}
+	slowPath := labpath.Path{Up: labpath.Link{RateBitsPerSec: 1e6}, Down: labpath.Link{RateBitsPerSec: 1e6}}
 	for _, tc := range []struct {
 		name string
 		rep  *measure.Report

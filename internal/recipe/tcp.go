@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 )
@@ -69,11 +69,11 @@ func tcpRuns(o Options) []networkRun {
 	if o.Path != nil {
 		return []networkRun{{net: experiment.Network{Name: "path", Description: "the given path", Path: *o.Path}, duration: o.duration(3 * time.Second)}}
 	}
-	lossy := lab.Link{RateBitsPerSec: 50e6, Delay: 40 * time.Millisecond, LossPercent: 1}
+	lossy := labpath.Link{RateBitsPerSec: 50e6, Delay: 40 * time.Millisecond, LossPercent: 1}
 	omit := time.Second
 	return []networkRun{
 		{net: experiment.Network{Name: "clean", Description: "1 Gbit/s, no delay (the cookbook's LAN)", Path: gigabitLAN}, duration: o.duration(2 * time.Second)},
-		{net: experiment.Network{Name: "lossy", Description: "50 Mbit/s, 80 ms RTT, loss 1 in 100 each way", Path: lab.Path{Up: lossy, Down: lossy}, Omit: &omit},
+		{net: experiment.Network{Name: "lossy", Description: "50 Mbit/s, 80 ms RTT, loss 1 in 100 each way", Path: labpath.Path{Up: lossy, Down: lossy}, Omit: &omit},
 			duration: o.duration(5 * time.Second), directions: []string{measure.DirectionUp}},
 	}
 }
@@ -86,7 +86,7 @@ func runTCP(ctx context.Context, o Options) (*measure.Report, error) {
 	rep, err := runEachNetwork(ctx, experiment.Spec{
 		Command: "recipe tcp", Variants: vs, Protos: protos, Proto: openvpn.UDP, Routed: true,
 		Directions: []string{measure.DirectionUp, measure.DirectionDown}, Repeat: o.repeat(3), Retries: 1, DrainOK: true,
-		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName,
+		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 	}, tcpRuns(o), nil)
 	if rep == nil {
 		return nil, err

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -76,7 +76,7 @@ func TestTCPVerdicts(t *testing.T) {
 func TestTCPRecipe(t *testing.T) {
 	t.Parallel() // judges no rate and no sample's validity: see runForTest
 	// The user's path replaces both networks: one short network.
-	p := lab.Path{Up: lab.Link{RateBitsPerSec: 200e6}, Down: lab.Link{RateBitsPerSec: 200e6}}
+	p := labpath.Path{Up: labpath.Link{RateBitsPerSec: 200e6}, Down: labpath.Link{RateBitsPerSec: 200e6}}
 	rep := runForTest(t, runTCP, Options{Repeat: 1, Duration: time.Second, Path: &p}, "iperf3")
 	rows := map[string]int{}
 	for _, r := range rep.Rows {

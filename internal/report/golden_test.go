@@ -79,3 +79,26 @@ func TestGoldenPages(t *testing.T) {
 // lines breaks a page between tags, one element a line, so that a diff
 // of a golden file points at the element that changed.
 func lines(page []byte) []byte { return bytes.ReplaceAll(page, []byte("><"), []byte(">\n<")) }
+
+// TestWatchHourPage keeps docs/watch-hour.html what `ovpnperf report`
+// draws of the hour docs/watch.md describes (testdata/watch-hour.jsonl):
+// the page in the docs is this test's output, never edited by hand (go
+// test -update redraws it). The time and command at its head are fixed,
+// those of the page as first drawn.
+func TestWatchHourPage(t *testing.T) {
+	const history = "internal/report/testdata/watch-hour.jsonl"
+	data, err := os.ReadFile(filepath.Join("testdata", "watch-hour.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := Parse(history, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Now: time.Date(2026, 11, 29, 11, 56, 0, 0, time.UTC), Argv: []string{"ovpnperf", "report", history, "-o", "docs/watch-hour.html"}}
+	var buf bytes.Buffer
+	if err := Write(&buf, docs, opts); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, filepath.Join("..", "..", "docs", "watch-hour.html"), buf.Bytes())
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
+	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
@@ -315,7 +316,7 @@ func TestEmulatorCeilingFact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	render := func(c *emulate.CeilingReport) string {
+	render := func(c *ceilingdoc.Report) string {
 		rep, err := measure.ReadJSON(bytes.NewReader(data))
 		if err != nil {
 			t.Fatal(err)
@@ -330,7 +331,7 @@ func TestEmulatorCeilingFact(t *testing.T) {
 	if page := render(nil); strings.Contains(page, "Emulator ceiling") {
 		t.Errorf("a document without a ceiling shows one")
 	}
-	page := render(&emulate.CeilingReport{Backend: "nfqueue", Status: emulate.CeilingMeasured,
+	page := render(&ceilingdoc.Report{Backend: "nfqueue", Status: emulate.CeilingMeasured,
 		Summary: "emulator: nfqueue, at most 1 % late up to 40 000 pps <b>"})
 	if !strings.Contains(page, "<dt>Emulator ceiling</dt><dd>emulator: nfqueue, at most 1 % late up to 40 000 pps &lt;b&gt;</dd>") {
 		t.Errorf("page lacks the ceiling fact")

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/advise"
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 )
@@ -19,7 +19,7 @@ import (
 // the slower direction's rate, the round trip, the lossier direction's
 // loss, the bottleneck MTU, the black hole, and the twin's socket-buffer
 // caps (the host's, which the twin's namespaces inherit).
-func AdviseInput(p lab.Path, bufCap int) advise.Input {
+func AdviseInput(p labpath.Path, bufCap int) advise.Input {
 	rate := p.Up.RateBitsPerSec
 	if rate == 0 || (p.Down.RateBitsPerSec != 0 && p.Down.RateBitsPerSec < rate) {
 		rate = p.Down.RateBitsPerSec
@@ -42,7 +42,7 @@ func AdviseInput(p lab.Path, bufCap int) advise.Input {
 // as its flags would describe it (the lab's settings), not a probe of the
 // twin: tune checks the advice the user would get for the path they
 // described.
-func AdviceForPath(p lab.Path, bufCap int) (Advice, error) {
+func AdviceForPath(p labpath.Path, bufCap int) (Advice, error) {
 	return AdviceFor(AdviseInput(p, bufCap), "from the path's settings")
 }
 
@@ -84,13 +84,13 @@ func ProbeInput(r *probe.Report, bufCap int) advise.Input {
 // probe without a path rate (no iperf3 run, or a lossy path whose TCP flow
 // is no measure of the line) cannot be twinned: that is the user's to
 // give, with the path flags.
-func PathFromProbe(r *probe.Report) (lab.Path, error) {
+func PathFromProbe(r *probe.Report) (labpath.Path, error) {
 	pp := r.Path
 	if !pp.PathRateBitsPerSec.Known() || pp.PathRateBitsPerSec.Value <= 0 {
-		return lab.Path{}, fmt.Errorf("the probe has no path rate (%s); probe with --iperf3 on a path without loss, or give --rate/--rtt/--loss/--mtu instead", noteOr(pp.PathRateBitsPerSec.Note, "not measured"))
+		return labpath.Path{}, fmt.Errorf("the probe has no path rate (%s); probe with --iperf3 on a path without loss, or give --rate/--rtt/--loss/--mtu instead", noteOr(pp.PathRateBitsPerSec.Note, "not measured"))
 	}
 	if !pp.RTTMillis.Known() {
-		return lab.Path{}, fmt.Errorf("the probe has no RTT (%s); give the path flags instead", noteOr(pp.RTTMillis.Note, "not measured"))
+		return labpath.Path{}, fmt.Errorf("the probe has no RTT (%s); give the path flags instead", noteOr(pp.RTTMillis.Note, "not measured"))
 	}
 	rtt := time.Duration(pp.RTTMillis.Value * float64(time.Millisecond))
 	var jitter time.Duration
@@ -101,8 +101,8 @@ func PathFromProbe(r *probe.Report) (lab.Path, error) {
 	if pp.LossPercent.Known() && pp.LossPercent.Value > 0 {
 		loss = 100 * (1 - math.Sqrt(1-math.Min(pp.LossPercent.Value, 99.99)/100))
 	}
-	l := lab.Link{RateBitsPerSec: uint64(pp.PathRateBitsPerSec.Value), Delay: rtt / 2, Jitter: min(jitter, rtt/2), LossPercent: loss}
-	p := lab.Path{Up: l, Down: l}
+	l := labpath.Link{RateBitsPerSec: uint64(pp.PathRateBitsPerSec.Value), Delay: rtt / 2, Jitter: min(jitter, rtt/2), LossPercent: loss}
+	p := labpath.Path{Up: l, Down: l}
 	if pp.LossUpPercent.Known() && pp.LossDownPercent.Known() {
 		// A pps echo measured each direction: the twin loses as the
 		// path did, instead of splitting the round trip evenly.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
@@ -213,7 +213,7 @@ func TestJudgeSavedRun(t *testing.T) {
 func TestRejudgeReproducesRun(t *testing.T) {
 	t.Parallel()
 	for name, o := range map[string]Options{
-		"lost round": {Path: lab.Path{}, Budget: time.Minute, Measure: judgedMeasure(3, nil)},
+		"lost round": {Path: labpath.Path{}, Budget: time.Minute, Measure: judgedMeasure(3, nil)},
 		"advise gap": {Path: fakePath, PathDescription: "b", Budget: time.Minute, Measure: judgedMeasure(0, nil),
 			Advice: Advice{Candidate: &Candidate{Proto: "udp", Settings: map[string]string{AxisMTU: "mssfix 1400 mtu"}}, Variant: "advise=mssfix 1400 mtu", Note: "test"}},
 	} {

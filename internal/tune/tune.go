@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
@@ -48,7 +48,7 @@ type DCOHost struct {
 
 // Options are a tune run.
 type Options struct {
-	Path            lab.Path
+	Path            labpath.Path
 	PathDescription string
 	Directions      []string
 	Budget          time.Duration

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/docs/schemas"
 	"github.com/ovpnperf/ovpnperf/internal/finding"
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
 	"github.com/ovpnperf/ovpnperf/internal/tune/tunedoc"
@@ -21,8 +21,8 @@ import (
 
 // fakePath is path (b) of the advise issue: a 1400-byte bottleneck whose
 // ICMP is black-holed, where only the MTU axis matters.
-var fakePath = lab.Path{MTU: 1400, ICMPBlackhole: true,
-	Up: lab.Link{RateBitsPerSec: 100e6}, Down: lab.Link{RateBitsPerSec: 100e6}}
+var fakePath = labpath.Path{MTU: 1400, ICMPBlackhole: true,
+	Up: labpath.Link{RateBitsPerSec: 100e6}, Down: labpath.Link{RateBitsPerSec: 100e6}}
 
 // fakeMeasure returns three samples per direction: rate(c) ±2 %, or
 // nothing when the context ends. delay is the time one round takes.
@@ -96,7 +96,7 @@ func TestSearchNothingBeatsDefault(t *testing.T) {
 		n++
 		return 50e6 * (1 + 0.01*float64(n%3)) // within ±2 % of each other
 	}
-	res, err := Run(context.Background(), Options{Path: lab.Path{}, Budget: time.Minute, Measure: fakeMeasure(flat, 0, &rounds)})
+	res, err := Run(context.Background(), Options{Path: labpath.Path{}, Budget: time.Minute, Measure: fakeMeasure(flat, 0, &rounds)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func judgedMeasure(lossRound int, drift []float64) MeasureFunc {
 // with the round that lost, in words and in the JSON.
 func TestSearchBestMustWinEveryRound(t *testing.T) {
 	t.Parallel()
-	res, err := Run(context.Background(), Options{Path: lab.Path{}, Budget: time.Minute, Measure: judgedMeasure(3, nil)})
+	res, err := Run(context.Background(), Options{Path: labpath.Path{}, Budget: time.Minute, Measure: judgedMeasure(3, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestSearchBestMustWinEveryRound(t *testing.T) {
 	// that swings ±50 % between rounds (pooled ranges overlap) does not
 	// hide a win in every round.
 	for _, drift := range [][]float64{nil, {1, 0.5, 1.5}} {
-		res, err = Run(context.Background(), Options{Path: lab.Path{}, Budget: time.Minute, Measure: judgedMeasure(0, drift)})
+		res, err = Run(context.Background(), Options{Path: labpath.Path{}, Budget: time.Minute, Measure: judgedMeasure(0, drift)})
 		if err != nil || !res.Verdict.Found || res.Best.Body != Jumbo || !res.VsDefault["up"].BeyondSpread || res.VsDefault["up"].Ratio < 1.29 {
 			t.Errorf("drift %v: err %v, verdict %+v, best %+v, vs default %+v", drift, err, res.Verdict, res.Best, res.VsDefault)
 		}
@@ -406,7 +406,7 @@ func TestSearchConfirmsALateBest(t *testing.T) {
 		}
 		return 50e6
 	}
-	res, err := Run(context.Background(), Options{Path: lab.Path{}, Budget: time.Minute, Passes: 1, Measure: fakeMeasure(fastIO, 0, &rounds)})
+	res, err := Run(context.Background(), Options{Path: labpath.Path{}, Budget: time.Minute, Passes: 1, Measure: fakeMeasure(fastIO, 0, &rounds)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +543,7 @@ func TestDCOAxis(t *testing.T) {
 		return 50e6
 	}
 	why := "not tested here: kernel lacks the ovpn driver (CONFIG_OVPN=n)"
-	res, err := Run(context.Background(), Options{Path: lab.Path{}, Budget: time.Minute, Measure: fakeMeasure(flat, 0, &rounds), DCO: DCOHost{NotTested: why}})
+	res, err := Run(context.Background(), Options{Path: labpath.Path{}, Budget: time.Minute, Measure: fakeMeasure(flat, 0, &rounds), DCO: DCOHost{NotTested: why}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,7 +557,7 @@ func TestDCOAxis(t *testing.T) {
 		}
 	}
 	tried = nil
-	res, err = Run(context.Background(), Options{Path: lab.Path{}, Budget: time.Minute, Measure: fakeMeasure(flat, 0, &rounds), DCO: DCOHost{Available: true}})
+	res, err = Run(context.Background(), Options{Path: labpath.Path{}, Budget: time.Minute, Measure: fakeMeasure(flat, 0, &rounds), DCO: DCOHost{Available: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -20,7 +21,7 @@ import (
 
 // TwinOptions say how the lab twin measures.
 type TwinOptions struct {
-	Path           lab.Path
+	Path           labpath.Path
 	Description    string
 	Directions     []string
 	Repeat         int

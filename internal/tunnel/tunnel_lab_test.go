@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labtest"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { labtest.Main(m) }
 // added later (cluster work) are held to the same rule.
 func TestSocketsPrivate(t *testing.T) {
 	testenv.RequirePrograms(t, "openvpn")
-	l := labtest.New(t, lab.Path{})
+	l := labtest.New(t, labpath.Path{})
 	pki, err := openvpn.NewPKI(filepath.Join(l.Dir(), "pki"))
 	if err != nil {
 		t.Fatal(err)

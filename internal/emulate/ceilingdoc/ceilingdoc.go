@@ -3,8 +3,8 @@
 // status` and the run documents carry: the types only, with what reading
 // them needs, so that the documents' packages (measure, report) do not
 // link the emulator and its eBPF library. Measuring and judging a rate
-// (what held, what was carried) stays in internal/emulate, which names
-// these types as its own (emulate.Ceiling, emulate.CeilingReport).
+// (what held, what was carried) stays in internal/emulate, which takes
+// and returns these types; every package names them here, ceilingdoc.X.
 package ceilingdoc
 
 import (

@@ -4,9 +4,11 @@
 //
 // A test package that builds labs routes its TestMain through Main, which
 // builds the ovpnperf binary that runs the labs' owner processes (`ovpnperf
-// lab owner NAME`) and hands it to package lab:
+// lab owner NAME`), and gives its labs Env, which names that binary:
 //
 //	func TestMain(m *testing.M) { labtest.Main(m) }
+//	...
+//	l, err := lab.Up(ctx, lab.Options{Env: labtest.Env(), ...})
 package labtest
 
 import (
@@ -26,19 +28,27 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
-// binaryEnv passes the ovpnperf built by Main to child test processes
-// (helpers that a test re-executes), so that they do not build it again,
-// and to package lab, which runs lab owners with it.
-const binaryEnv = lab.TestBinaryEnv
+// binaryEnv passes the ovpnperf built by Build to child test processes
+// (helpers that a test re-executes), so that they do not build it again;
+// scripts/test.sh sets it to the binary it built.
+const binaryEnv = "OVPNPERF_TEST_BINARY"
 
-// Main builds ovpnperf once for the test binary, makes it the program that
-// runs lab owners (Build names it in lab.TestBinaryEnv), runs the tests and
+// Main builds ovpnperf once for the test binary (Build), runs the tests and
 // removes it.
+//
+// A test binary started as a lab owner (`X.test lab owner NAME`: a lab
+// built without Env's Owner) would run every test in the lab's router
+// namespace; it exits with an error instead.
 func Main(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "lab" && os.Args[2] == "owner" {
+		fmt.Fprintf(os.Stderr, "%s is a test binary, not ovpnperf: build labs with lab.Options{Env: labtest.Env()}\n", os.Args[0])
+		os.Exit(2)
+	}
 	_, cleanup, err := Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -51,6 +61,11 @@ func Main(m *testing.M) {
 
 // Binary is the ovpnperf that Main built, to run as a user would.
 func Binary() string { return os.Getenv(binaryEnv) }
+
+// Env is the host's lab environment with Binary as the program that runs
+// the labs' owners: what a test passes to lab.Up (lab.Options.Env, or the
+// Lab field of the experiment's spec and the recipe's options).
+func Env() lab.Env { return lab.Env{Owner: Binary()} }
 
 // Build builds the ovpnperf command and returns its path and a function to
 // call when the tests are done. In a child of a test that built it already,
@@ -128,12 +143,12 @@ func Require(tb testing.TB) {
 
 // New builds an ephemeral lab with a random name for the test and tears it
 // down in t.Cleanup, failing the test if any namespace of it remains.
-func New(tb testing.TB, p lab.Path) *lab.Lab {
+func New(tb testing.TB, p labpath.Path) *lab.Lab {
 	tb.Helper()
 	Require(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Options{Name: "t" + lab.NewName(), Path: p, Ephemeral: true})
+	l, err := lab.Up(ctx, lab.Options{Name: "t" + lab.NewName(), Path: p, Ephemeral: true, Env: Env()})
 	if err != nil {
 		tb.Fatalf("lab up: %v", err)
 	}
