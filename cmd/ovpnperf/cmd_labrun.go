@@ -168,9 +168,6 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 			spec.Variants = append(spec.Variants, v)
 		}
 	}
-	if len(spec.Variants) > 16 {
-		return spec, usage.Errorf("--variant: at most 16 variants in one run")
-	}
 	custom := o.flags.given()
 	if custom {
 		p, err := o.flags.path()
@@ -211,7 +208,7 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 	}
 	if o.name != "" {
 		if err := lab.ValidateName(o.name + "-lan"); err != nil {
-			return spec, usage.Errorf("--name %q: want 1–16 lower-case letters, digits or dashes", o.name)
+			return spec, usage.Errorf("--name %q: want 1–%d lower-case letters, digits or dashes", o.name, lab.MaxNameLen-len("-lan"))
 		}
 		spec.LabName = o.name
 	}

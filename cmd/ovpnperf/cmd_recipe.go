@@ -217,7 +217,7 @@ func (o recipeOptions) recipeOptions() (recipe.Options, error) {
 	}
 	if o.name != "" {
 		if err := lab.ValidateName(o.name + "-xxxxx"); err != nil {
-			return opts, usage.Errorf("--name %q: want 1–14 lower-case letters, digits or dashes", o.name)
+			return opts, usage.Errorf("--name %q: want 1–%d lower-case letters, digits or dashes", o.name, lab.MaxNameLen-len("-xxxxx"))
 		}
 	}
 	opts.Repeat, opts.Duration, opts.PKIDir, opts.LabName = o.repeat, o.duration, o.pki, o.name

@@ -8,6 +8,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/tunnel"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
@@ -106,6 +107,14 @@ func (spec Spec) Validate() error {
 		if r := OmitRange(); n.Omit != nil && !r.Contains(*n.Omit) {
 			return usage.Errorf("network %s: warm-up %v: want whole seconds from %s (iperf3 -O)", n.Name, *n.Omit, r)
 		}
+	}
+	for _, n := range spec.Networks {
+		if k := len(n.variants(spec)); k > tunnel.MaxSlots {
+			return usage.Errorf("--variant: %d variants; at most %d in one run (a tunnel slot each)", k, tunnel.MaxSlots)
+		}
+	}
+	if len(spec.Networks) == 0 && len(spec.Variants) > tunnel.MaxSlots {
+		return usage.Errorf("--variant: %d variants; at most %d in one run (a tunnel slot each)", len(spec.Variants), tunnel.MaxSlots)
 	}
 	if r := ParallelRange(); !r.Contains(spec.Parallel) {
 		return usage.Errorf("--parallel %d: want %s streams", spec.Parallel, r)

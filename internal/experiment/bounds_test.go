@@ -9,6 +9,8 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/tunnel"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -78,7 +80,12 @@ func TestSpecValidateBounds(t *testing.T) {
 		tc{"direction", func(s *Spec) { s.Directions = []string{"sideways"} }, "--direction"},
 		tc{"payload", func(s *Spec) { s.Payload = "ones" }, "--payload"},
 		tc{"retries", func(s *Spec) { s.Retries = -1 }, "retries"},
+		tc{"variants", func(s *Spec) { s.Variants = make([]openvpn.Variant, tunnel.MaxSlots+1) }, "--variant"},
+		tc{"network variants", func(s *Spec) {
+			s.Networks = []Network{{Name: "x", Variants: make([]openvpn.Variant, tunnel.MaxSlots+1)}}
+		}, "--variant"},
 	)
+	good = append(good, tc{"variants", func(s *Spec) { s.Variants = make([]openvpn.Variant, tunnel.MaxSlots) }, ""})
 	runRefused := 0
 	for _, c := range bad {
 		s := base
