@@ -18,6 +18,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/bounds"
+	"github.com/ovpnperf/ovpnperf/internal/clientseries"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
@@ -213,6 +214,8 @@ func ownedFlags() []ownedFlag {
 		intOwned("advise", "clients", advise.ClientsRange(), strconv.Itoa(advise.DefaultClients)),
 		durOwned("pmtu", "timeout", pmtu.TimeoutRange(), pmtu.DefaultTimeout.String()),
 		intOwned("pmtu", "max", pmtu.MaxRange(), ""),
+		intOwned("exporter", "max-clients", bounds.Int{Min: 1, Max: clientseries.LargestMax}, strconv.Itoa(clientseries.DefaultMax)),
+		intOwned("cluster serve", "per-client-max", bounds.Int{Min: 1, Max: clientseries.LargestMax}, strconv.Itoa(clientseries.DefaultMax)),
 	)
 	return out
 }
@@ -377,7 +380,7 @@ func TestSampleFlagsAtBoundsPassValidation(t *testing.T) {
 
 // ownedFiles are the commands with the flags of ownedFlags and the files
 // that register them for several commands.
-var ownedFiles = []string{"cmd_labrun.go", "cmd_measure.go", "cmd_watch.go", "cmd_recipe.go", "cmd_tune.go", "cmd_lab.go", "cmd_probe.go", "cmd_advise.go", "cmd_lint.go", "cmd_pmtu.go", "sampleflags.go", "pathflags.go"}
+var ownedFiles = []string{"cmd_labrun.go", "cmd_measure.go", "cmd_watch.go", "cmd_recipe.go", "cmd_tune.go", "cmd_lab.go", "cmd_probe.go", "cmd_advise.go", "cmd_lint.go", "cmd_pmtu.go", "cmd_exporter.go", "cmd_cluster_serve.go", "sampleflags.go", "pathflags.go"}
 
 // A number typed where a bound or default belongs: a range in help text
 // ("1–50", "1s–300s").

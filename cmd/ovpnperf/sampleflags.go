@@ -5,6 +5,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
+	"github.com/ovpnperf/ovpnperf/internal/clientseries"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 )
@@ -27,4 +29,12 @@ func sampleTimeFlags(fs *pflag.FlagSet, duration, omit *time.Duration, short, ti
 // iperf3PortFlag registers -p/--port, the far end's iperf3 server port.
 func iperf3PortFlag(fs *pflag.FlagSet, dst *int) {
 	intFlag(fs, dst, "port", "p", iperf.DefaultPort, 1, 65535, "the far end's iperf3 server port")
+}
+
+// clientsCapFlag registers a cap on the clients a scrape exports (the
+// exporter's --max-clients, cluster serve's --per-client-max): at least
+// one, at most clientseries.LargestMax; help is a format whose %s is the
+// range.
+func clientsCapFlag(fs *pflag.FlagSet, dst *int, name string, def int, help string) {
+	rangeFlag(fs, dst, name, "", def, bounds.Int{Min: 1, Max: clientseries.LargestMax}, help)
 }
