@@ -227,10 +227,10 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 }
 
 // The default sample timing, in words, for help texts (the rule is
-// experiment.SampleTiming's).
-const (
-	omitRule = "from the path: its TCP slow start, at least 1s"
-	timeRule = "from the path: 2s, or 4 round trips or 10 loaded round trips if longer"
+// experiment.SampleTiming's, iperf's).
+var (
+	omitRule = "from the path: " + iperf.WarmupRule()
+	timeRule = "from the path: " + iperf.TimeRule(0)
 )
 
 // sampleTiming sets the sample length and warm-up the user did not give

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
@@ -114,10 +115,10 @@ processes' file descriptors).`,
 }
 
 // The sample defaults of measure: lab run's rule at the round trip the
-// echoes measure (iperf.SampleTiming), at least 5 s.
-const (
-	measureTimeRule = "from the path: 5s, or 4 round trips or 10 loaded round trips (twice the largest echo) if longer, by ICMP echoes to both addresses"
-	measureOmitRule = "from the path: its TCP slow start, at least 1s; 2s if no echo answers"
+// echoes measure (iperf.RealPathTiming), at least realnet.MinDuration.
+var (
+	measureTimeRule = "from the path: " + iperf.TimeRule(realnet.MinDuration) + " (a loaded round trip is twice the largest echo), by ICMP echoes to both addresses"
+	measureOmitRule = "from the path: " + iperf.WarmupRule() + "; " + iperf.NoEchoWarmup.String() + " if no echo answers"
 )
 
 func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o measureOptions) error {

@@ -83,9 +83,10 @@ type Spec struct {
 	Progress   io.Writer
 }
 
-// Sample default: at least 5 s measured (iperf3's default is 10 s; lab run
-// takes 2 s), longer where the path needs it (iperf.RealPathTiming).
-const minDuration = 5 * time.Second
+// MinDuration is the shortest sample measure sizes by the path: 5 s
+// measured (iperf3's default is 10 s; lab run takes 2 s), longer where the
+// path needs it (iperf.RealPathTiming).
+const MinDuration = 5 * time.Second
 
 // sizeSamples measures the round trip to the far end outside and inside the
 // tunnel with ICMP echoes and, where spec leaves them to the path, sizes
@@ -142,7 +143,7 @@ func sizeByEcho(spec *Spec, largest time.Duration, echoed bool, failed []string)
 	var how string
 	d, w, slack := iperf.RealPathTiming(largest, echoed)
 	spec.echoed = echoed
-	spec.Duration = cmp.Or(spec.Duration, max(minDuration, d))
+	spec.Duration = cmp.Or(spec.Duration, max(MinDuration, d))
 	if spec.Omit < 0 {
 		spec.Omit = w
 	}
