@@ -167,9 +167,10 @@ func durationFlag(fs *pflag.FlagSet, dst *time.Duration, name, short string, def
 }
 
 func parseDuration(flag, s string, lo, hi time.Duration, whole bool) (time.Duration, error) {
-	form := fmt.Sprintf("a duration with a unit from %v to %v, e.g. %v", lo, hi, max(lo, min(2*time.Second, hi)))
+	eg := bounds.FormatDuration(max(lo, min(2*time.Second, hi)))
+	form := fmt.Sprintf("a duration with a unit from %s to %s, e.g. %s", bounds.FormatDuration(lo), bounds.FormatDuration(hi), eg)
 	if whole {
-		form = fmt.Sprintf("whole seconds with a unit from %v to %v, e.g. %v", lo, hi, max(lo, min(2*time.Second, hi)))
+		form = fmt.Sprintf("whole seconds with a unit from %s to %s, e.g. %s", bounds.FormatDuration(lo), bounds.FormatDuration(hi), eg)
 	}
 	t := strings.TrimSpace(s)
 	if t == "" {
