@@ -138,7 +138,8 @@ func builtinNetworks(wanVariants []openvpn.Variant) []experiment.Network {
 var pathFlagNames = []string{"rate", "up-rate", "down-rate", "rtt", "up-delay", "down-delay", "jitter", "up-jitter", "down-jitter", "loss", "up-loss", "down-loss", "mtu", "queue-bytes", "icmp-blackhole", "no-ipv6"}
 
 // buildSpec validates every option and turns them into an experiment, before
-// anything is created.
+// anything is created; it asks nothing of the host (runLabRun checks the
+// emulator).
 func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 	spec := experiment.Spec{Command: command, Routed: !o.noRouted, Retries: iperf.Retries, Proto: o.proto, Repeat: o.repeat,
 		Duration: o.duration, Omit: o.omit, Parallel: o.parallel, Payload: o.payload, PKIDir: o.pki}
@@ -200,9 +201,6 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 	if err := spec.Validate(); err != nil {
 		return spec, err
 	}
-	if err := lab.CheckEmulator(o.emulator); err != nil {
-		return spec, err
-	}
 	for i := range spec.Networks {
 		spec.Networks[i].Path.Emulator = o.emulator
 	}
@@ -256,6 +254,11 @@ func (o labRunOptions) sampleTiming(spec *experiment.Spec) {
 func runLabRun(ctx context.Context, stdout, stderr io.Writer, o labRunOptions) error {
 	spec, err := o.buildSpec("lab run")
 	if err != nil {
+		return err
+	}
+	// Whether this host has the emulator asked for: a fact of the host,
+	// checked before anything is built.
+	if err := lab.CheckEmulator(o.emulator); err != nil {
 		return err
 	}
 	if err := lab.Preflight(); err != nil {
