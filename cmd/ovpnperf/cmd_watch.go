@@ -93,7 +93,7 @@ process's file descriptors). docs/watch.md lists the metrics.`,
 	durationRangeFlag(f, &o.every, "every", "", watch.DefaultEvery, watch.EveryRange(), "time between the starts of two active rounds (%s)")
 	durationRangeFlag(f, &o.probe, "probe-interval", "", watch.DefaultProbeInterval, watch.ProbeIntervalRange(), "how often counters are read and echoes sent between rounds (%s)")
 	stringFlag(f, &o.history, "history", "", "", "a file path", "append each round to this file as a JSON line")
-	sizeFlag(f, &o.historyMax, "history-max", historyMaxDefault, historyMaxLeast, historyMaxDefault, "size at which the history moves to FILE.1 and starts again (1MiB–64MiB)")
+	sizeFlag(f, &o.historyMax, "history-max", historyMaxDefault, historyMaxLeast, historyMaxDefault, "size at which the history moves to FILE.1 and starts again ("+formatSize(historyMaxLeast)+"–"+formatSize(historyMaxDefault)+")")
 	rangeFlag(f, &o.repeat, "repeat", "", experiment.DefaultRepeat, experiment.RepeatRange(), "samples per row in each round, interleaved (%s; findings need "+strconv.Itoa(verdict.MinSamples)+")")
 	sampleTimeFlags(f, &o.duration, &o.omit, "t", measureTimeRule, measureOmitRule)
 	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default "+overhead.DefaultCipher+")")
