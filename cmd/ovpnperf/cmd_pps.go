@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -33,7 +34,7 @@ func newPPSCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pps",
 		Short: "Measure packet rate, loss and RTT with small UDP echo probes",
-		Long: `The UDP echo generator of a forwarding benchmark. Run "ovpnperf pps server"
+		Long: fmt.Sprintf(`The UDP echo generator of a forwarding benchmark. Run "ovpnperf pps server"
 on the far end and "ovpnperf pps client HOST" here: the client sends numbered,
 time-stamped probes at a fixed rate (or as fast as it can, --rate 0) over one
 or more flows, the server echoes them, and the client accounts for every
@@ -41,8 +42,8 @@ probe. A probe is lost when no echo came back within --timeout.
 
 The client sends load only after the server answered a handshake accepting
 the test's parameters; the server echoes only probes of sessions it accepted,
-from the address that asked, until the session's duration (capped at 300 s)
-is over. Send and receive are batched (sendmmsg/recvmmsg).`,
+from the address that asked, until the session's duration (capped at %s)
+is over. Send and receive are batched (sendmmsg/recvmmsg).`, bounds.FormatDuration(pps.DefaultLimits().MaxDuration)),
 	}
 	cmd.AddCommand(newPPSServerCommand(), newPPSClientCommand())
 	return cmd
@@ -60,18 +61,19 @@ type ppsServerOptions struct {
 
 func newPPSServerCommand() *cobra.Command {
 	opts := ppsServerOptions{}
+	l := pps.DefaultLimits()
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Echo the probes of pps clients that ask for a test",
-		Long: `Listens on UDP --port (all addresses, IPv4 and IPv6, unless --bind) and echoes
+		Long: fmt.Sprintf(`Listens on UDP --port (all addresses, IPv4 and IPv6, unless --bind) and echoes
 the probes of clients whose handshake it accepted, within its limits: at most
---max-duration per session, 64 flows, 16 sessions at once (2 per source
-address unless authenticated), 10 s timeout. A session that sends no probe
-within 2 s plus its timeout is dropped. With --key-file, clients that sign
+--max-duration per session, %d flows, %d sessions at once (%d per source
+address unless authenticated), %s timeout. A session that sends no probe
+within %s plus its timeout is dropped. With --key-file, clients that sign
 their hello with the same key take the place of unauthenticated sessions
 when all slots are taken.
 Malformed or unsolicited packets get no answer. Prints one line per session
-event (one JSON object per line with --json).`,
+event (one JSON object per line with --json).`, l.MaxFlows, l.MaxSessions, l.MaxPerSource, bounds.FormatDuration(l.MaxTimeout), bounds.FormatDuration(l.IdleTimeout)),
 		Example: `  ovpnperf pps server
   ovpnperf pps server --bind 198.51.100.2 --port 7007 --once`,
 		Args: args(cobra.NoArgs),
@@ -85,7 +87,7 @@ event (one JSON object per line with --json).`,
 	stringFlag(f, &opts.bind, "bind", "B", "", "an IP address of this host", "address to listen on (default all)")
 	f.BoolVarP(&opts.once, "once", "1", false, "exit after the first session ends")
 	f.BoolVar(&opts.json, "json", false, "print session events as JSON lines")
-	durationFlag(f, &opts.maxDuration, "max-duration", "", pps.DefaultLimits().MaxDuration, time.Millisecond, time.Hour, false, "longest test accepted; longer requests are capped")
+	durationRangeFlag(f, &opts.maxDuration, "max-duration", "", pps.DefaultLimits().MaxDuration, pps.MaxDurationRange(), "longest test accepted (%s); longer requests are capped")
 	stringFlag(f, &opts.keyFile, "key-file", "", "", "a file only its owner can read (mode 0600)", "shared key: clients whose hello is signed with it take precedence over unauthenticated ones")
 	return cmd
 }
@@ -94,8 +96,8 @@ func runPPSServer(ctx context.Context, opts ppsServerOptions) error {
 	if opts.port < 1 || opts.port > 65535 {
 		return usage.Errorf("--port %d: want 1–65535", opts.port)
 	}
-	if opts.maxDuration <= 0 || opts.maxDuration > time.Hour {
-		return usage.Errorf("--max-duration %v: want more than 0 and at most 1h", opts.maxDuration)
+	if r := pps.MaxDurationRange(); !r.Contains(opts.maxDuration) {
+		return usage.Errorf("--max-duration %v: want %s", opts.maxDuration, r)
 	}
 	if opts.bind != "" {
 		a, err := netip.ParseAddr(opts.bind)
@@ -240,13 +242,14 @@ and says so.`,
 	}
 	f := cmd.Flags()
 	intFlag(f, &opts.port, "port", "p", defaultPPSPort, 1, 65535, "server's UDP port")
-	intFlag(f, &opts.size, "size", "l", pps.MinSize, pps.MinSize, pps.MaxSize, fmt.Sprintf("UDP payload of each probe in bytes (%d–%d)", pps.MinSize, pps.MaxSize))
-	opts.rate = 1000
-	addValue(f, &opts.rate, "rate", "b", "pps", "1000", parsePPS, "total probes per second over all flows, at least 1 (e.g. 20000, 100k, 1M); 0 = as fast as possible")
-	intFlag(f, &opts.flows, "flows", "P", 1, 1, pps.DefaultLimits().MaxFlows, "parallel flows, each its own socket and source port (1–64)")
-	durationFlag(f, &opts.duration, "duration", "t", 10*time.Second, time.Millisecond, pps.DefaultLimits().MaxDuration, false, "how long to send")
+	limits := pps.DefaultLimits()
+	rangeFlag(f, &opts.size, "size", "l", pps.MinSize, limits.SizeRange(), "UDP payload of each probe in bytes (%s)")
+	opts.rate = pps.DefaultRatePPS
+	addValue(f, &opts.rate, "rate", "b", "pps", strconv.Itoa(pps.DefaultRatePPS), parsePPS, "total probes per second over all flows, at least 1 (e.g. 20000, 100k, 1M); 0 = as fast as possible")
+	rangeFlag(f, &opts.flows, "flows", "P", pps.DefaultFlows, limits.FlowsRange(), "parallel flows, each its own socket and source port (%s)")
+	durationRangeFlag(f, &opts.duration, "duration", "t", pps.DefaultDuration, limits.DurationRange(), "how long to send (%s)")
 	uintFlag(f, &opts.count, "count", "n", 1e12, "stop after this many probes over all flows (0 = no limit but --duration)")
-	durationFlag(f, &opts.timeout, "timeout", "", time.Second, time.Millisecond, pps.DefaultLimits().MaxTimeout, false, "a probe without echo after this long is lost (at most 10s)")
+	durationRangeFlag(f, &opts.timeout, "timeout", "", pps.DefaultTimeout, limits.TimeoutRange(), "a probe without echo after this long is lost (%s)")
 	f.BoolVar(&opts.oneWay, "one-way", false, "the server counts the probes instead of echoing them (no RTT; loss of the way there)")
 	stringFlag(f, &opts.keyFile, "key-file", "", "", "a file only its owner can read (mode 0600)", "sign the hello with the key the server was given (--key-file there), for precedence over unauthenticated clients")
 	f.BoolVar(&opts.gso, "gso", false, "send each batch as one UDP GSO write (see above: not over veth or bridges)")
@@ -280,17 +283,18 @@ func parsePPS(flag, s string) (uint64, error) {
 
 func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 	rate := opts.rate
+	limits := pps.DefaultLimits()
 	switch {
 	case opts.port < 1 || opts.port > 65535:
 		return usage.Errorf("--port %d: want 1–65535", opts.port)
-	case opts.size < pps.MinSize || opts.size > pps.MaxSize:
-		return usage.Errorf("--size %d: want %d–%d bytes of UDP payload", opts.size, pps.MinSize, pps.MaxSize)
-	case opts.flows < 1 || opts.flows > pps.DefaultLimits().MaxFlows:
-		return usage.Errorf("--flows %d: want 1–%d", opts.flows, pps.DefaultLimits().MaxFlows)
-	case opts.duration < time.Millisecond || opts.duration > pps.DefaultLimits().MaxDuration:
-		return usage.Errorf("--duration %v: want 1ms–%v", opts.duration, pps.DefaultLimits().MaxDuration)
-	case opts.timeout < time.Millisecond || opts.timeout > pps.DefaultLimits().MaxTimeout:
-		return usage.Errorf("--timeout %v: want 1ms–%v", opts.timeout, pps.DefaultLimits().MaxTimeout)
+	case !limits.SizeRange().Contains(opts.size):
+		return usage.Errorf("--size %d: want %s bytes of UDP payload", opts.size, limits.SizeRange())
+	case !limits.FlowsRange().Contains(opts.flows):
+		return usage.Errorf("--flows %d: want %s", opts.flows, limits.FlowsRange())
+	case !limits.DurationRange().Contains(opts.duration):
+		return usage.Errorf("--duration %v: want %s", opts.duration, limits.DurationRange())
+	case !limits.TimeoutRange().Contains(opts.timeout):
+		return usage.Errorf("--timeout %v: want %s", opts.timeout, limits.TimeoutRange())
 	case strings.ContainsAny(opts.host, " /\x00") || opts.host == "":
 		return usage.Errorf("HOST %q: want a host name or IP address", opts.host)
 	}

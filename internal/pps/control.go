@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 )
 
 // The control exchange runs over UDP on the same port as the probes:
@@ -459,18 +461,57 @@ func parseLimits(b []byte) Limits {
 	}
 }
 
+// The client's defaults: `pps client` sends this many probes a second over
+// this many flows for this long, and counts a probe lost after this long
+// without its echo.
+const (
+	DefaultRatePPS  = 1000
+	DefaultFlows    = 1
+	DefaultDuration = 10 * time.Second
+	DefaultTimeout  = time.Second
+)
+
+// The wire carries durations in whole milliseconds: the least a test's
+// duration or timeout can be.
+const minWireDuration = time.Millisecond
+
+// FlowsRange is the flows (sockets, source ports) a server with these
+// limits accepts in one test.
+func (l Limits) FlowsRange() bounds.Int { return bounds.Int{Min: 1, Max: l.MaxFlows} }
+
+// SizeRange is the UDP payload of a probe a server with these limits
+// accepts.
+func (l Limits) SizeRange() bounds.Int { return bounds.Int{Min: MinSize, Max: l.MaxSize} }
+
+// TimeoutRange is the wait for an echo a server with these limits accepts.
+func (l Limits) TimeoutRange() bounds.Duration {
+	return bounds.Duration{Min: minWireDuration, Max: l.MaxTimeout}
+}
+
+// DurationRange is the length of a test a server with these limits serves
+// in full (a longer one is capped at MaxDuration).
+func (l Limits) DurationRange() bounds.Duration {
+	return bounds.Duration{Min: minWireDuration, Max: l.MaxDuration}
+}
+
+// MaxDurationRange is the MaxDuration a server may be given: up to an hour
+// a session.
+func MaxDurationRange() bounds.Duration {
+	return bounds.Duration{Min: minWireDuration, Max: time.Hour}
+}
+
 // Check validates p against the limits. It returns the parameters the
 // server accepts (the duration capped at MaxDuration) or a refusal reason.
 func (l Limits) Check(p Params) (Params, error) {
 	switch {
-	case p.Size < MinSize || p.Size > l.MaxSize:
-		return p, fmt.Errorf("size %d bytes outside %d..%d", p.Size, MinSize, l.MaxSize)
-	case p.Flows < 1 || p.Flows > l.MaxFlows:
-		return p, fmt.Errorf("%d flows outside 1..%d", p.Flows, l.MaxFlows)
+	case !l.SizeRange().Contains(p.Size):
+		return p, fmt.Errorf("size %d bytes outside %s", p.Size, l.SizeRange())
+	case !l.FlowsRange().Contains(p.Flows):
+		return p, fmt.Errorf("%d flows outside %s", p.Flows, l.FlowsRange())
 	case p.Duration <= 0:
 		return p, fmt.Errorf("duration must be positive")
-	case p.Timeout <= 0 || p.Timeout > l.MaxTimeout:
-		return p, fmt.Errorf("timeout %v outside 1ms..%v", p.Timeout, l.MaxTimeout)
+	case !l.TimeoutRange().Contains(p.Timeout):
+		return p, fmt.Errorf("timeout %v outside %s", p.Timeout, l.TimeoutRange())
 	}
 	p.Duration = min(p.Duration, l.MaxDuration)
 	return p, nil
