@@ -69,13 +69,14 @@ sequential, one openssl at a time; no root needed, nothing is left behind.`,
 	f.BoolVar(&opts.json, "json", false, "print the report as JSON")
 	floatFlag(f, &opts.seconds, "seconds", cryptobench.DefaultPerMeasurement.Seconds(),
 		cryptobench.MinPerMeasurement.Seconds(), cryptobench.MaxPerMeasurement.Seconds(),
-		"CPU seconds per measurement (0.05–600, fractions allowed)")
-	intFlag(f, &opts.repeat, "repeat", "", 1, 1, 100, "measure everything this many times and report median and spread (1–100)")
+		fmt.Sprintf("CPU seconds per measurement (%g–%g, fractions allowed)", cryptobench.MinPerMeasurement.Seconds(), cryptobench.MaxPerMeasurement.Seconds()))
+	rangeFlag(f, &opts.repeat, "repeat", "", cryptobench.DefaultRepeat, cryptobench.RepeatRange(), "measure everything this many times and report median and spread (%s)")
 	stringListFlag(f, &opts.ciphers, "ciphers", "cipher names separated by commas, e.g. AES-256-GCM,CHACHA20-POLY1305",
 		"ciphers to measure, comma-separated (default all: "+strings.Join(cryptoCipherNames(), ",")+")")
-	intListFlag(f, &opts.sizes, "sizes", cryptobench.DefaultBlockSizes(), 16, 65536, "buffer sizes of the table in bytes (16–65536, comma-separated)")
-	intFlag(f, &opts.packetBytes, "packet-bytes", "", cryptobench.DefaultPacketBytes, 16, 65536,
-		"plaintext bytes of a full-size tunnel packet for the projection (1440: inner IPv4 packet under the default mssfix 1492 mtu)")
+	buf := cryptobench.BufferBytesRange()
+	intListFlag(f, &opts.sizes, "sizes", cryptobench.DefaultBlockSizes(), buf.Min, buf.Max, fmt.Sprintf("buffer sizes of the table in bytes (%s, comma-separated)", buf))
+	rangeFlag(f, &opts.packetBytes, "packet-bytes", "", cryptobench.DefaultPacketBytes, buf,
+		"plaintext bytes of a full-size tunnel packet for the projection (%s; the default is the inner IPv4 packet under the default mssfix 1492 mtu)")
 	return cmd
 }
 
@@ -94,8 +95,8 @@ func (o cryptoOptions) benchOptions() (cryptobench.Options, error) {
 		return cryptobench.Options{}, usage.Errorf("--seconds %v: give the CPU time per measurement between %g and %g seconds",
 			o.seconds, cryptobench.MinPerMeasurement.Seconds(), cryptobench.MaxPerMeasurement.Seconds())
 	}
-	if o.repeat < 1 || o.repeat > 100 {
-		return cryptobench.Options{}, usage.Errorf("--repeat %d: give a count between 1 and 100", o.repeat)
+	if r := cryptobench.RepeatRange(); !r.Contains(o.repeat) {
+		return cryptobench.Options{}, usage.Errorf("--repeat %d: give a count from %s", o.repeat, r)
 	}
 	for _, c := range o.ciphers {
 		if _, ok := cryptobench.LookupCipher(c); !ok {
@@ -103,8 +104,8 @@ func (o cryptoOptions) benchOptions() (cryptobench.Options, error) {
 		}
 	}
 	for _, s := range append(append([]int(nil), o.sizes...), o.packetBytes) {
-		if s < 16 || s > 65536 {
-			return cryptobench.Options{}, usage.Errorf("buffer size %d: give sizes between 16 and 65536 bytes", s)
+		if r := cryptobench.BufferBytesRange(); !r.Contains(s) {
+			return cryptobench.Options{}, usage.Errorf("buffer size %d: give sizes from %s bytes", s, r)
 		}
 	}
 	bo := cryptobench.Options{

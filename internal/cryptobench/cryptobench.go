@@ -19,6 +19,8 @@ package cryptobench
 import (
 	"strings"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 )
 
 // Cipher is one data-channel cipher OpenVPN 2.6 can negotiate.
@@ -98,6 +100,17 @@ const (
 	// MaxPerMeasurement bounds a single openssl run.
 	MaxPerMeasurement = 10 * time.Minute
 )
+
+// DefaultRepeat is how often each measurement is taken unless asked: once.
+const DefaultRepeat = 1
+
+// RepeatRange is how often each measurement may be taken (Options.Repeat).
+func RepeatRange() bounds.Int { return bounds.Int{Min: 1, Max: 100} }
+
+// BufferBytesRange is the buffer sizes openssl speed is given (the table's
+// block sizes and the projection's packet): openssl allocates the buffer,
+// and 64 KiB is the largest packet OpenVPN could ever hand it.
+func BufferBytesRange() bounds.Int { return bounds.Int{Min: 16, Max: 65536} }
 
 // PacketRepeat is the least number of times the AEAD ciphers are measured
 // at the packet size: the preferred cipher and aesni_used rest on these

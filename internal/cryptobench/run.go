@@ -77,10 +77,8 @@ func (o Options) Normalize() (Options, error) {
 		o.PacketBytes = DefaultPacketBytes
 	}
 	for _, n := range append(slices.Clone(o.BlockSizes), o.PacketBytes) {
-		// openssl speed allocates the buffer; 64 KiB is the largest packet
-		// OpenVPN could ever hand it.
-		if n < 16 || n > 65536 {
-			return o, fmt.Errorf("buffer size %d bytes out of range 16–65536", n)
+		if r := BufferBytesRange(); !r.Contains(n) {
+			return o, fmt.Errorf("buffer size %d bytes out of range %s", n, r)
 		}
 	}
 	if o.PerMeasurement == 0 {
@@ -91,10 +89,10 @@ func (o Options) Normalize() (Options, error) {
 			o.PerMeasurement, MinPerMeasurement, MaxPerMeasurement, TimerResolution)
 	}
 	if o.Repeat == 0 {
-		o.Repeat = 1
+		o.Repeat = DefaultRepeat
 	}
-	if o.Repeat < 1 || o.Repeat > 100 {
-		return o, fmt.Errorf("repeat %d out of range 1–100", o.Repeat)
+	if r := RepeatRange(); !r.Contains(o.Repeat) {
+		return o, fmt.Errorf("repeat %d out of range %s", o.Repeat, r)
 	}
 	return o, nil
 }
