@@ -58,12 +58,13 @@ Needs root; takes about a minute.`,
 		},
 	}
 	f := c.Flags()
-	durationFlag(f, &o.duration, "duration", "", lab.DefaultCalibrationStep, time.Second, time.Minute, false, "how long each rate is offered (1s–1m)")
+	durationRangeFlag(f, &o.duration, "duration", "", lab.DefaultCalibrationStep, lab.CalibrationStepRange(), "how long each rate is offered (%s)")
 	var def []int
 	for _, r := range lab.CalibrationRates() {
 		def = append(def, int(r))
 	}
-	intListFlag(f, &o.rates, "rates", def, 100, 1000000, "packet rates per direction to try, ascending, until one is not carried")
+	rates := lab.CalibrationRateRange()
+	intListFlag(f, &o.rates, "rates", def, rates.Min, rates.Max, fmt.Sprintf("packet rates per direction to try (%s), ascending, until one is not carried", rates))
 	stringFlag(f, &o.record, "record", "", emulate.DefaultCeilingPath, "a file path", "write the record here (lab status and lab run read only the default)")
 	emulatorFlag(f, &o.emulator)
 	f.BoolVar(&o.json, "json", false, "print the record (schema "+emulate.CeilingSchema+") instead of text; progress goes to stderr")

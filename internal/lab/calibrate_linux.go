@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/emulate"
 	"github.com/ovpnperf/ovpnperf/internal/emulate/ceilingdoc"
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo"
@@ -57,6 +58,16 @@ const (
 // until one is not carried; the slice is the caller's own.
 func CalibrationRates() []float64 {
 	return []float64{5e3, 10e3, 15e3, 20e3, 25e3, 30e3, 40e3, 50e3, 60e3, 80e3, 100e3}
+}
+
+// CalibrationRateRange is the packet rates per direction a calibration
+// may offer (whole packets a second), the range lab calibrate's --rates
+// takes.
+func CalibrationRateRange() bounds.Int { return bounds.Int{Min: 100, Max: 1000000} }
+
+// CalibrationStepRange is how long each rate may be offered.
+func CalibrationStepRange() bounds.Duration {
+	return bounds.Duration{Min: time.Second, Max: time.Minute}
 }
 
 // CalibrateOptions configure Calibrate.
@@ -122,9 +133,12 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (ceilingdoc.Ceiling, err
 		Kernel: hostinfo.KernelRelease(), CPUs: hostinfo.CPUCount(), Version: o.Version, Argv: o.Argv,
 		PacketBytes: CalibrationPacketBytes, Delay: CalibrationDelay, Tolerance: CalibrationTolerance,
 		StepDuration: o.StepDuration}
+	if r := CalibrationStepRange(); !r.Contains(o.StepDuration) {
+		return c, fmt.Errorf("calibration step %v: want %s", o.StepDuration, r)
+	}
 	for i, r := range o.Rates {
-		if r <= 0 || i > 0 && r <= o.Rates[i-1] {
-			return c, fmt.Errorf("calibration rates %v: want positive rates, ascending", o.Rates)
+		if !CalibrationRateRange().Contains(int(r)) || float64(int(r)) != r || i > 0 && r <= o.Rates[i-1] {
+			return c, fmt.Errorf("calibration rates %v: want whole rates from %s, ascending", o.Rates, CalibrationRateRange())
 		}
 	}
 	if c.LoadBefore, err = hostinfo.LoadAvg(); err != nil {
