@@ -106,7 +106,7 @@ module.`,
 	rangeFlag(f, &o.parallel, "parallel", "", experiment.DefaultParallel, experiment.ParallelRange(), "parallel iperf3 streams (%s)")
 	payloads := strings.Join(experiment.Payloads(), " or ")
 	stringFlag(f, &o.payload, "payload", "", "", payloads, "send a file of "+payloads+" data instead of iperf3's own (for compression experiments)")
-	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
+	f.StringVar(&o.direction, "direction", experiment.DirectionBoth, "up (client→server), down (server→client) or both")
 	f.StringVar(&o.network, "network", "both", "built-in path(s) to measure when no path flag is given: lan, wan or both")
 	f.BoolVar(&o.noRouted, "no-routed", false, "skip the routed baseline")
 	f.BoolVar(&o.json, "json", false, "print one JSON document (schema "+measure.Schema+") instead of tables")
@@ -143,9 +143,9 @@ var pathFlagNames = []string{"rate", "up-rate", "down-rate", "rtt", "up-delay", 
 func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 	spec := experiment.Spec{Command: command, Routed: !o.noRouted, Retries: iperf.Retries, Proto: o.proto, Repeat: o.repeat,
 		Duration: o.duration, Omit: o.omit, Parallel: o.parallel, Payload: o.payload, PKIDir: o.pki}
-	dirs, ok := experiment.Directions(o.direction)
-	if !ok {
-		return spec, usage.Errorf("--direction %q: want up, down or both", o.direction)
+	dirs, err := experiment.ParseDirections(o.direction)
+	if err != nil {
+		return spec, err
 	}
 	spec.Directions = dirs
 	seen := map[string]bool{}

@@ -105,7 +105,7 @@ processes' file descriptors).`,
 	iperf3PortFlag(f, &o.port)
 	rangeFlag(f, &o.repeat, "repeat", "", experiment.DefaultRepeat, experiment.RepeatRange(), "samples per row, interleaved (%s; findings need "+strconv.Itoa(verdict.MinSamples)+")")
 	sampleTimeFlags(f, &o.duration, &o.omit, "t", measureTimeRule, measureOmitRule)
-	f.StringVar(&o.direction, "direction", "both", "up (this host → HOST), down or both")
+	f.StringVar(&o.direction, "direction", experiment.DirectionBoth, "up (this host → HOST), down or both")
 	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default "+overhead.DefaultCipher+", OpenVPN 2.6's first choice)")
 	f.BoolVar(&o.capture, "capture", false, "capture the outer packets of one tunnel sample with tcpdump and analyse them")
 	f.BoolVar(&o.json, "json", false, "print one JSON document (schema "+measure.Schema+") instead of tables")
@@ -129,9 +129,9 @@ func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o
 	if err != nil {
 		return err
 	}
-	dirs, ok := experiment.Directions(o.direction)
-	if !ok {
-		return usage.Errorf("--direction %q: want up, down or both", o.direction)
+	dirs, err := experiment.ParseDirections(o.direction)
+	if err != nil {
+		return err
 	}
 	if err := checkOutPath("--out", o.out); err != nil {
 		return err

@@ -95,7 +95,7 @@ prints the best so far.`,
 	durationRangeFlag(f, &o.omit, "omit", "", 0, experiment.OmitRange(), "warm-up left out of each sample (iperf3 -O; whole seconds, %s)")
 	f.Lookup("time").DefValue = timeRule
 	f.Lookup("omit").DefValue = omitRule
-	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
+	f.StringVar(&o.direction, "direction", experiment.DirectionBoth, "up (client→server), down (server→client) or both")
 	f.BoolVar(&o.json, "json", false, "print the run as one JSON document (schema "+tune.Schema+")")
 	f.StringVar(&o.out, "out", "", "also write the JSON document to this file")
 	f.StringVar(&o.html, "html", "", "also write the report page (as `ovpnperf report` makes it: the search path charted) to this file")
@@ -122,9 +122,9 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 	if r := tune.BudgetRange(); !r.Contains(o.budget) {
 		return s, usage.Errorf("--budget %v: want %s", o.budget, r)
 	}
-	dirs, ok := experiment.Directions(o.direction)
-	if !ok {
-		return s, usage.Errorf("--direction %q: want up, down or both", o.direction)
+	dirs, err := experiment.ParseDirections(o.direction)
+	if err != nil {
+		return s, err
 	}
 	fixed := map[string]string{}
 	for _, f := range o.fix {
@@ -143,7 +143,6 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 	}
 	custom := o.flags.given()
 	var p labpath.Path
-	var err error
 	var probeInput *advise.Input
 	switch {
 	case o.probe != "" && custom:

@@ -51,16 +51,39 @@ func OmitRange() bounds.Duration {
 	return bounds.Duration{Min: 0, Max: 2 * time.Minute, Whole: true}
 }
 
-// Directions are the directions a run measures, by the name --direction
-// takes: "both", "up" or "down".
-func Directions(name string) ([]string, bool) {
+// DirectionBoth is the --direction that measures up and down.
+const DirectionBoth = "both"
+
+// ParseDirections returns the directions a run measures for the name
+// --direction takes: DirectionBoth, measure.DirectionUp or
+// measure.DirectionDown. Lab run, tune, measure and watch parse their flag
+// with it.
+func ParseDirections(name string) ([]string, error) {
 	switch name {
-	case "both":
-		return []string{measure.DirectionUp, measure.DirectionDown}, true
+	case DirectionBoth:
+		return []string{measure.DirectionUp, measure.DirectionDown}, nil
 	case measure.DirectionUp, measure.DirectionDown:
-		return []string{name}, true
+		return []string{name}, nil
 	}
-	return nil, false
+	return nil, directionError(name)
+}
+
+// CheckDirections refuses a list of directions with one that is not
+// measure.DirectionUp or measure.DirectionDown: Spec.Validate and realnet's
+// check.
+func CheckDirections(dirs []string) error {
+	for _, d := range dirs {
+		if d != measure.DirectionUp && d != measure.DirectionDown {
+			return directionError(d)
+		}
+	}
+	return nil
+}
+
+// directionError is the one refusal of a direction, a usage error naming
+// the flag and the names it takes.
+func directionError(name string) error {
+	return usage.Errorf("--direction %q: want %s, %s or %s", name, measure.DirectionUp, measure.DirectionDown, DirectionBoth)
 }
 
 // WithDefaults returns spec with the options a Go caller left zero filled:
@@ -79,7 +102,7 @@ func (spec Spec) WithDefaults() Spec {
 		spec.Proto = DefaultProto
 	}
 	if len(spec.Directions) == 0 {
-		spec.Directions, _ = Directions("both")
+		spec.Directions, _ = ParseDirections(DirectionBoth)
 	}
 	if spec.Duration == 0 {
 		for _, n := range spec.Networks {
@@ -127,10 +150,8 @@ func (spec Spec) Validate() error {
 			return err
 		}
 	}
-	for _, d := range spec.Directions {
-		if d != measure.DirectionUp && d != measure.DirectionDown {
-			return usage.Errorf("--direction %q: want up, down or both", d)
-		}
+	if err := CheckDirections(spec.Directions); err != nil {
+		return err
 	}
 	if err := checkPayload("--payload", spec.Payload); err != nil {
 		return err

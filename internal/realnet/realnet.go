@@ -251,12 +251,7 @@ func (spec Spec) Validate() error {
 	if spec.Port < 1 || spec.Port > 65535 {
 		return usage.Errorf("--port %d: want 1–65535", spec.Port)
 	}
-	for _, d := range spec.Directions {
-		if d != measure.DirectionUp && d != measure.DirectionDown {
-			return usage.Errorf("--direction %q: want up, down or both", d)
-		}
-	}
-	return nil
+	return experiment.CheckDirections(spec.Directions)
 }
 
 // Retries is how often a sample whose iperf3 figures contradict each other
