@@ -252,7 +252,7 @@ func runBuffers(ctx context.Context, o Options) (*measure.Report, error) {
 	host, herr := hostCoreSysctls()
 	rep, err := runEachNetwork(ctx, experiment.Spec{
 		Command: "recipe buffers", Variants: vs, Protos: protos, Proto: openvpn.UDP,
-		Directions: bufferDirections, Repeat: o.repeat(3), Retries: 1, DrainOK: true,
+		Directions: bufferDirections, Repeat: o.repeat(), Retries: 1, DrainOK: true,
 		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 	}, runs, ready)
 	if rep == nil {

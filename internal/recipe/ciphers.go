@@ -44,7 +44,7 @@ func runCiphers(ctx context.Context, o Options) (*measure.Report, error) {
 		Command:  "recipe ciphers",
 		Networks: []experiment.Network{{Name: "gigabit", Description: "1 Gbit/s LAN, no delay", Path: o.path(gigabitLAN)}},
 		Variants: vs, Routed: true, Proto: openvpn.UDP, Retries: 2,
-		Repeat: o.repeat(3), Duration: o.duration(2 * time.Second),
+		Repeat: o.repeat(), Duration: o.duration(2 * time.Second),
 		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 	})
 	if err != nil {

@@ -105,7 +105,7 @@ func runCompression(ctx context.Context, o Options) (*measure.Report, error) {
 			{Name: iperf.PayloadZeros, Description: fmt.Sprintf(desc, "compressible (zeros)"), Path: path, Payload: iperf.PayloadZeros, PayloadBitsPerSec: zerosFileBitsPerSec(line, d)},
 		},
 		Variants: vs, Proto: openvpn.UDP,
-		Repeat: o.repeat(3), Duration: d, Retries: 1,
+		Repeat: o.repeat(), Duration: d, Retries: 1,
 		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 		Extra: map[string]any{"warning": compressionWarning},
 		// Keep what each side said about compression when it came up.

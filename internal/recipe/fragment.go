@@ -94,7 +94,7 @@ func runFragment(ctx context.Context, o Options, keep fragKeep) (*measure.Report
 		vs = append(vs, v)
 	}
 	path := o.path(fragPath)
-	rounds := o.repeat(3)
+	rounds := o.repeat()
 	// Ready runs as each tunnel comes up; once the last is up, every
 	// tunnel is, and the pings and captures run interleaved across them.
 	tunnels := map[string]*tunnel.Tunnel{}
@@ -112,7 +112,7 @@ func runFragment(ctx context.Context, o Options, keep fragKeep) (*measure.Report
 		Command:  "recipe fragment",
 		Networks: []experiment.Network{{Name: "lan", Description: fmt.Sprintf("100 Mbit/s, no delay, MTU %d router–server", path.EffectiveMTU()), Path: path}},
 		Variants: vs, Routed: true, Proto: openvpn.UDP,
-		Repeat: o.repeat(3), Duration: o.duration(2 * time.Second), Ready: ready, Retries: 2,
+		Repeat: o.repeat(), Duration: o.duration(2 * time.Second), Ready: ready, Retries: 2,
 		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 	})
 	if rep == nil {

@@ -142,7 +142,7 @@ func runInstances(ctx context.Context, o Options) (rep *measure.Report, err erro
 	if len(cpus) < 2 {
 		return nil, fmt.Errorf("the instances recipe pins two OpenVPN servers to different CPUs: this process may run on %d CPU only", len(cpus))
 	}
-	repeat, dur := o.repeat(3), o.duration(5*time.Second)
+	repeat, dur := o.repeat(), o.duration(5*time.Second)
 	path := o.path(gigabitLAN)
 	network, desc := "gigabit", "1 Gbit/s LAN, no delay"
 	if o.Path != nil {

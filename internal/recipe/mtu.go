@@ -163,7 +163,7 @@ type mtuTCP struct {
 
 func runMTU(ctx context.Context, o Options) (*measure.Report, error) {
 	nets := mtuNetworks(o)
-	repeat := o.repeat(3)
+	repeat := o.repeat()
 	host, err := hostcollect.Host(ctx)
 	if err != nil {
 		return nil, err

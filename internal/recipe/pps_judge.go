@@ -118,7 +118,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		}
 		few := ""
 		if !ppsEnough(rs, cs) {
-			few = "; " + ppsTooFew
+			few = "; " + ppsTooFew()
 		}
 		out = append(out, newVerdict(claim, outcome, "at %d bytes routed %s vs AES-128-CBC %s: ×%.2f%s%s; %s",
 			ppsSmall, ppsText(rs, rok), ppsText(cs, cok), ratio, others, few, ppsCoresNote()))
@@ -208,7 +208,7 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 		n := len(out)
 		switch {
 		case !ppsEnough(a, b):
-			out = append(out, newVerdict(claim, Noise, "%s; %s", facts, ppsTooFew))
+			out = append(out, newVerdict(claim, Noise, "%s; %s", facts, ppsTooFew()))
 		case hi <= boundary && lo <= ppsFlatRatio:
 			out = append(out, newVerdict(claim, Confirmed, "packets limit (the ratio stays below ×%.1f, halfway to a byte limit on a log scale): %s", boundary, facts))
 		case hi <= boundary:
@@ -230,7 +230,10 @@ func ppsVerdicts(rep *measure.Report, mtu int) []measure.Verdict {
 // above the highest of the other" happens by chance once in twenty.
 const ppsMinSamples = 3
 
-const ppsTooFew = "too few samples to tell a difference from noise (at least 3 per row: --repeat 3)"
+// ppsTooFew says why a verdict is noise when a row has fewer samples.
+func ppsTooFew() string {
+	return fmt.Sprintf("too few samples to tell a difference from noise (at least %d per row: --repeat %d)", ppsMinSamples, ppsMinSamples)
+}
 
 // ppsEnough reports whether every spread has ppsMinSamples samples.
 func ppsEnough(sps ...verdict.Spread) bool {

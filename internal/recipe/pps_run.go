@@ -60,7 +60,7 @@ func runPPS(ctx context.Context, o Options) (_ *measure.Report, err error) {
 		return nil, err
 	}
 	path := o.path(labpath.Path{})
-	repeat, dur := o.repeat(3), o.duration(2*time.Second)
+	repeat, dur := o.repeat(), o.duration(2*time.Second)
 	rep, err := ppsNewReport(ctx, vs, path, repeat, dur)
 	if err != nil {
 		return nil, err

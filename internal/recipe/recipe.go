@@ -54,8 +54,14 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// repeat returns the user's repeat count or the recipe's default.
-func (o Options) repeat(def int) int {
+// repeat returns the user's repeat count or experiment's default
+// (experiment.DefaultRepeat: the samples a verdict needs), the default of
+// every recipe but ipv6.
+func (o Options) repeat() int { return o.repeatOr(experiment.DefaultRepeat) }
+
+// repeatOr returns the user's repeat count or def, a recipe's own default
+// (a named constant of the recipe, never a number typed at the call).
+func (o Options) repeatOr(def int) int {
 	if o.Repeat > 0 {
 		return o.Repeat
 	}

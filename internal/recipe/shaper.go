@@ -135,7 +135,7 @@ func runShaper(ctx context.Context, o Options) (*measure.Report, error) {
 		Command:  "recipe shaper",
 		Networks: []experiment.Network{{Name: "line", Description: "20 Mbit/s each way; limits of 100 kB/s", Path: o.path(shaperPath)}},
 		Variants: vs, Proto: openvpn.UDP,
-		Repeat: o.repeat(3), Duration: o.duration(4 * time.Second), Retries: 1, DrainOK: true,
+		Repeat: o.repeat(), Duration: o.duration(4 * time.Second), Retries: 1, DrainOK: true,
 		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 		Extra: map[string]any{"shaper_bytes_per_sec": shaperBytesPerSec},
 		Configure: func(variant string, server, _ *openvpn.Config) {

@@ -85,7 +85,7 @@ func runTCP(ctx context.Context, o Options) (*measure.Report, error) {
 	}
 	rep, err := runEachNetwork(ctx, experiment.Spec{
 		Command: "recipe tcp", Variants: vs, Protos: protos, Proto: openvpn.UDP, Routed: true,
-		Directions: []string{measure.DirectionUp, measure.DirectionDown}, Repeat: o.repeat(3), Retries: 1, DrainOK: true,
+		Directions: []string{measure.DirectionUp, measure.DirectionDown}, Repeat: o.repeat(), Retries: 1, DrainOK: true,
 		Progress: o.Progress, PKIDir: o.PKIDir, LabName: o.LabName, Lab: o.Lab,
 	}, tcpRuns(o), nil)
 	if rep == nil {
