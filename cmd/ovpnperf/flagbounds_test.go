@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"math"
 	"math/big"
 	"path/filepath"
@@ -19,10 +20,13 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/clientseries"
+	"github.com/ovpnperf/ovpnperf/internal/cryptobench"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
+	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
+	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
@@ -174,9 +178,10 @@ func durOwned(cmd, name string, r bounds.Duration, def string) ownedFlag {
 	return ownedFlag{cmd, name, r.Min.String(), r.Max.String(), r.String(), def}
 }
 
-// ownedFlags are the flags of a sample, tune's and watch's, and the path's
-// MTU, with the values of the package that owns each: experiment (lab run,
-// recipe, measure, watch), tune, watch, iperf, labpath.
+// ownedFlags are the flags of a sample, tune's and watch's, the path's
+// MTU, pps's, crypto's and lab calibrate's, with the values of the package
+// that owns each: experiment (lab run, recipe, measure, watch), tune,
+// watch, iperf, labpath, pps (its Limits), cryptobench, lab.
 func ownedFlags() []ownedFlag {
 	rep := strconv.Itoa(experiment.DefaultRepeat)
 	var out []ownedFlag
@@ -216,6 +221,19 @@ func ownedFlags() []ownedFlag {
 		intOwned("pmtu", "max", pmtu.MaxRange(), ""),
 		intOwned("exporter", "max-clients", bounds.Int{Min: 1, Max: clientseries.LargestMax}, strconv.Itoa(clientseries.DefaultMax)),
 		intOwned("cluster serve", "per-client-max", bounds.Int{Min: 1, Max: clientseries.LargestMax}, strconv.Itoa(clientseries.DefaultMax)),
+	)
+	limits := pps.DefaultLimits()
+	out = append(out,
+		intOwned("pps client", "size", limits.SizeRange(), strconv.Itoa(pps.MinSize)),
+		intOwned("pps client", "flows", limits.FlowsRange(), strconv.Itoa(pps.DefaultFlows)),
+		durOwned("pps client", "duration", limits.DurationRange(), pps.DefaultDuration.String()),
+		durOwned("pps client", "timeout", limits.TimeoutRange(), pps.DefaultTimeout.String()),
+		durOwned("pps server", "max-duration", pps.MaxDurationRange(), limits.MaxDuration.String()),
+		intOwned("crypto", "repeat", cryptobench.RepeatRange(), strconv.Itoa(cryptobench.DefaultRepeat)),
+		intOwned("crypto", "sizes", cryptobench.BufferBytesRange(), ""),
+		intOwned("crypto", "packet-bytes", cryptobench.BufferBytesRange(), strconv.Itoa(cryptobench.DefaultPacketBytes)),
+		durOwned("lab calibrate", "duration", lab.CalibrationStepRange(), lab.DefaultCalibrationStep.String()),
+		intOwned("lab calibrate", "rates", lab.CalibrationRateRange(), ""),
 	)
 	return out
 }
@@ -380,11 +398,14 @@ func TestSampleFlagsAtBoundsPassValidation(t *testing.T) {
 
 // ownedFiles are the commands with the flags of ownedFlags and the files
 // that register them for several commands.
-var ownedFiles = []string{"cmd_labrun.go", "cmd_measure.go", "cmd_watch.go", "cmd_recipe.go", "cmd_tune.go", "cmd_lab.go", "cmd_probe.go", "cmd_advise.go", "cmd_lint.go", "cmd_pmtu.go", "cmd_exporter.go", "cmd_cluster_serve.go", "sampleflags.go", "pathflags.go"}
+var ownedFiles = []string{"cmd_labrun.go", "cmd_measure.go", "cmd_watch.go", "cmd_recipe.go", "cmd_tune.go", "cmd_lab.go", "cmd_probe.go", "cmd_advise.go", "cmd_lint.go", "cmd_pmtu.go", "cmd_exporter.go", "cmd_cluster_serve.go", "sampleflags.go", "pathflags.go", "cmd_pps.go", "cmd_crypto.go", "cmd_labcalibrate.go"}
 
 // A number typed where a bound or default belongs: a range in help text
 // ("1–50", "1s–300s").
 var rangeInText = regexp.MustCompile(`[0-9][a-zA-Z]*\s*[–-]\s*[0-9]`)
+
+// A bound typed in words: "at most 10s", "up to 64".
+var boundInText = regexp.MustCompile(`(?i)\b(at most|at least|up to|between|no more than)\s+[0-9]`)
 
 // No command registers a flag of ownedFlags with a number of its own: the
 // bounds, defaults and help ranges are the owner's constants. Only the
@@ -442,7 +463,7 @@ func TestNoBoundLiterals(t *testing.T) {
 							t.Errorf("%s: --%s registered with the number %s: take it from the package that owns it", where, flag, l.Value)
 						}
 					case token.STRING:
-						if s, _ := strconv.Unquote(l.Value); rangeInText.MatchString(s) {
+						if s, _ := strconv.Unquote(l.Value); rangeInText.MatchString(s) || boundInText.MatchString(s) {
 							t.Errorf("%s: --%s's help types a range (%q): show the owner's", where, flag, s)
 						}
 					}
@@ -458,5 +479,60 @@ func TestNoBoundLiterals(t *testing.T) {
 	}
 	if checked < 12 {
 		t.Fatalf("only %d registrations of owned flags found: the check is broken", checked)
+	}
+}
+
+// The refusal of a direction is written in one function of experiment
+// (directionError, through ParseDirections and CheckDirections): no other
+// source file of the commands or the packages spells a "--direction" error
+// of its own, and the --direction flags default to experiment's name for
+// both directions.
+func TestDirectionRefusedInOnePlace(t *testing.T) {
+	owner := filepath.Join("..", "..", "internal", "experiment", "bounds.go")
+	fset := token.NewFileSet()
+	scanned := 0
+	for _, dir := range []string{".", filepath.Join("..", "..", "internal")} {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || path == owner {
+				return err
+			}
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				return err
+			}
+			scanned++
+			ast.Inspect(f, func(n ast.Node) bool {
+				if l, ok := n.(*ast.BasicLit); ok && l.Kind == token.STRING {
+					if s, _ := strconv.Unquote(l.Value); strings.HasPrefix(s, "--direction") {
+						t.Errorf("%s: %q: a refusal of --direction typed again; return experiment.ParseDirections' or CheckDirections' error", fset.Position(l.Pos()), s)
+					}
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if scanned < 100 {
+		t.Fatalf("only %d source files read: the walk is broken", scanned)
+	}
+	root := newRootCommand()
+	for _, cmd := range []string{"lab run", "tune", "measure"} {
+		c, _, err := root.Find(strings.Fields(cmd))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := c.Flags().Lookup("direction")
+		if f == nil {
+			t.Fatalf("%s: no --direction", cmd)
+		}
+		if f.DefValue != experiment.DirectionBoth {
+			t.Errorf("%s --direction: default %q; experiment's is %q", cmd, f.DefValue, experiment.DirectionBoth)
+		}
+		if _, err := experiment.ParseDirections(f.DefValue); err != nil {
+			t.Errorf("%s --direction: its default is refused: %v", cmd, err)
+		}
 	}
 }

@@ -133,3 +133,33 @@ func TestSampleTimingWithinRanges(t *testing.T) {
 		}
 	}
 }
+
+// The names --direction takes give their directions; any other name, and a
+// list holding a name that is not one direction ("both" included), is the
+// same usage error, from the one function that writes it.
+func TestParseDirections(t *testing.T) {
+	for name, want := range map[string][]string{
+		DirectionBoth:         {measure.DirectionUp, measure.DirectionDown},
+		measure.DirectionUp:   {measure.DirectionUp},
+		measure.DirectionDown: {measure.DirectionDown},
+	} {
+		got, err := ParseDirections(name)
+		if err != nil || strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("ParseDirections(%q) = %v, %v; want %v", name, got, err, want)
+		}
+		if err := CheckDirections(got); err != nil {
+			t.Errorf("CheckDirections(%v) = %v", got, err)
+		}
+	}
+	for _, name := range []string{"", "sideways", "Up", "both "} {
+		_, perr := ParseDirections(name)
+		cerr := CheckDirections([]string{measure.DirectionUp, name})
+		var u *usage.Error
+		if !errors.As(perr, &u) || !errors.As(cerr, &u) || perr.Error() != cerr.Error() || perr.Error() != directionError(name).Error() {
+			t.Errorf("%q: ParseDirections = %v, CheckDirections = %v; want one usage error", name, perr, cerr)
+		}
+	}
+	if err := CheckDirections([]string{DirectionBoth}); err == nil || err.Error() != directionError(DirectionBoth).Error() {
+		t.Errorf("CheckDirections([both]) = %v; a list names each direction", err)
+	}
+}
