@@ -24,6 +24,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
@@ -517,6 +518,33 @@ func TestDirectionRefusedInOnePlace(t *testing.T) {
 	}
 	if scanned < 100 {
 		t.Fatalf("only %d source files read: the walk is broken", scanned)
+	}
+	// The default is experiment's constant, not the word typed again.
+	names := map[string]bool{experiment.DirectionBoth: true, measure.DirectionUp: true, measure.DirectionDown: true}
+	registered := 0
+	for _, name := range []string{"cmd_labrun.go", "cmd_tune.go", "cmd_measure.go"} {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || !registersFlag(call, "direction") {
+				return true
+			}
+			registered++
+			for _, a := range call.Args {
+				if l, ok := a.(*ast.BasicLit); ok && l.Kind == token.STRING {
+					if s, _ := strconv.Unquote(l.Value); names[s] {
+						t.Errorf("%s: --direction registered with the default %q typed: take experiment.DirectionBoth", fset.Position(l.Pos()), s)
+					}
+				}
+			}
+			return true
+		})
+	}
+	if registered != 3 {
+		t.Errorf("%d registrations of --direction found in lab run, tune and measure, want 3", registered)
 	}
 	root := newRootCommand()
 	for _, cmd := range []string{"lab run", "tune", "measure"} {
