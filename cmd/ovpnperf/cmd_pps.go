@@ -28,8 +28,6 @@ import (
 
 func init() { register(newPPSCommand) }
 
-const defaultPPSPort = 7007
-
 func newPPSCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pps",
@@ -75,7 +73,7 @@ when all slots are taken.
 Malformed or unsolicited packets get no answer. Prints one line per session
 event (one JSON object per line with --json).`, l.MaxFlows, l.MaxSessions, l.MaxPerSource, bounds.FormatDuration(l.MaxTimeout), bounds.FormatDuration(l.IdleTimeout)),
 		Example: `  ovpnperf pps server
-  ovpnperf pps server --bind 198.51.100.2 --port 7007 --once`,
+  ovpnperf pps server --bind 198.51.100.2 --port ` + strconv.Itoa(pps.DefaultPort) + ` --once`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.out = cmd.OutOrStdout()
@@ -83,7 +81,7 @@ event (one JSON object per line with --json).`, l.MaxFlows, l.MaxSessions, l.Max
 		},
 	}
 	f := cmd.Flags()
-	intFlag(f, &opts.port, "port", "p", defaultPPSPort, 1, 65535, "UDP port to listen on")
+	intFlag(f, &opts.port, "port", "p", pps.DefaultPort, 1, 65535, "UDP port to listen on")
 	stringFlag(f, &opts.bind, "bind", "B", "", "an IP address of this host", "address to listen on (default all)")
 	f.BoolVarP(&opts.once, "once", "1", false, "exit after the first session ends")
 	f.BoolVar(&opts.json, "json", false, "print session events as JSON lines")
@@ -241,14 +239,14 @@ and says so.`,
 		},
 	}
 	f := cmd.Flags()
-	intFlag(f, &opts.port, "port", "p", defaultPPSPort, 1, 65535, "server's UDP port")
+	intFlag(f, &opts.port, "port", "p", pps.DefaultPort, 1, 65535, "server's UDP port")
 	limits := pps.DefaultLimits()
 	rangeFlag(f, &opts.size, "size", "l", pps.MinSize, limits.SizeRange(), "UDP payload of each probe in bytes (%s)")
 	opts.rate = pps.DefaultRatePPS
 	addValue(f, &opts.rate, "rate", "b", "pps", strconv.Itoa(pps.DefaultRatePPS), parsePPS, "total probes per second over all flows, at least 1 (e.g. 20000, 100k, 1M); 0 = as fast as possible")
 	rangeFlag(f, &opts.flows, "flows", "P", pps.DefaultFlows, limits.FlowsRange(), "parallel flows, each its own socket and source port (%s)")
 	durationRangeFlag(f, &opts.duration, "duration", "t", pps.DefaultDuration, limits.DurationRange(), "how long to send (%s)")
-	uintFlag(f, &opts.count, "count", "n", 1e12, "stop after this many probes over all flows (0 = no limit but --duration)")
+	uintFlag(f, &opts.count, "count", "n", pps.MaxCount, "stop after this many probes over all flows (0 = no limit but --duration)")
 	durationRangeFlag(f, &opts.timeout, "timeout", "", pps.DefaultTimeout, limits.TimeoutRange(), "a probe without echo after this long is lost (%s)")
 	f.BoolVar(&opts.oneWay, "one-way", false, "the server counts the probes instead of echoing them (no RTT; loss of the way there)")
 	stringFlag(f, &opts.keyFile, "key-file", "", "", "a file only its owner can read (mode 0600)", "sign the hello with the key the server was given (--key-file there), for precedence over unauthenticated clients")

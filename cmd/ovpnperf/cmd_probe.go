@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -42,7 +44,7 @@ and reads this machine's limits, and prints one path description
   path MTU for IPv4 and IPv6 with ICMP black-hole detection (as ovpnperf pmtu),
   RTT (minimum), jitter (standard deviation, ping's mdev) and loss over
   --pings echoes 10 ms apart: UDP probes to an ` + "`ovpnperf pps server`" + ` on HOST
-  (--pps-port, default 7007; --pps-key-file to sign the hello), with the
+  (--pps-port, default ` + strconv.Itoa(pps.DefaultPort) + `; --pps-key-file to sign the hello), with the
   loss of each direction from the server's counts; ICMP echoes (round trip
   only) when no pps server answers, with the reason in the notes,
   one TCP flow's throughput when --iperf3 PORT names a running iperf3 server
@@ -78,7 +80,7 @@ why). Needs root (or CAP_NET_RAW) for the path-MTU probes.`,
 	}
 	f := c.Flags()
 	rangeFlag(f, &o.pings, "pings", "", probe.DefaultPings, probe.PingsRange(), "echoes for RTT, jitter and loss (%s), "+probe.DefaultInterval.String()+" apart")
-	intFlag(f, &o.ppsPort, "pps-port", "", defaultPPSPort, 0, 65535, "UDP port of an ovpnperf pps server on HOST for the echoes (0: ICMP only)")
+	intFlag(f, &o.ppsPort, "pps-port", "", pps.DefaultPort, 0, 65535, "UDP port of an ovpnperf pps server on HOST for the echoes (0: ICMP only)")
 	stringFlag(f, &o.ppsKeyFile, "pps-key-file", "", "", "a file only its owner can read (mode 0600)", "shared key to sign the pps hello, as pps client --key-file")
 	intFlag(f, &o.iperf3Port, "iperf3", "", 0, 1, 65535, "measure throughput against an iperf3 server on this `PORT` of HOST")
 	durationRangeFlag(f, &o.iperf3Time, "iperf3-time", "", probe.DefaultIPerf3Duration, probe.IPerf3DurationRange(), "length of the iperf3 test (%s); a long path lengthens it to ten times twice the echo round trip, at most a minute, with a warm-up for slow start")

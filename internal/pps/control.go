@@ -465,11 +465,16 @@ func parseLimits(b []byte) Limits {
 // this many flows for this long, and counts a probe lost after this long
 // without its echo.
 const (
+	// DefaultPort is the UDP port a server listens on and a client asks.
+	DefaultPort     = 7007
 	DefaultRatePPS  = 1000
 	DefaultFlows    = 1
 	DefaultDuration = 10 * time.Second
 	DefaultTimeout  = time.Second
 )
+
+// MaxCount is the most probes a client may be asked to send (Config.Count).
+const MaxCount uint64 = 1e12
 
 // The wire carries durations in whole milliseconds: the least a test's
 // duration or timeout can be.
