@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 func hangingPrograms(t *testing.T) ([]string, string) {
 	t.Helper()
 	dir := t.TempDir()
-	marker := fmt.Sprintf("%d.%d", 600+os.Getpid()%100, time.Now().Nanosecond()%1000)
+	marker := fmt.Sprintf("%d.%d%d", 600+os.Getpid()%100, time.Now().Nanosecond()%1000, hangingSeq.Add(1))
 	for _, p := range []string{"openvpn", "iperf3"} {
 		if err := os.WriteFile(filepath.Join(dir, p), []byte("#!/bin/sh\nsleep "+marker+"\necho never\n"), 0o755); err != nil {
 			t.Fatal(err)
@@ -52,6 +53,10 @@ func hangingPrograms(t *testing.T) ([]string, string) {
 	return append(env, "PATH="+dir+":"+os.Getenv("PATH")), marker
 }
 
+// hangingSeq tells apart the markers of one process's calls of
+// hangingPrograms.
+var hangingSeq atomic.Int64
+
 // sleepsWith lists the processes running `sleep MARKER`.
 func sleepsWith(marker string) []string {
 	var out []string
@@ -73,7 +78,6 @@ func TestVersionDoesNotWaitForHangingPrograms(t *testing.T) {
 	// It waits on the commands' 5 s time-outs, bounded at 40 s: it
 	// overlaps the other tests that judge no rate.
 	t.Parallel()
-	env, marker := hangingPrograms(t)
 	conf := filepath.Join(t.TempDir(), "c.conf")
 	if err := os.WriteFile(conf, []byte("client\ndev tun\nremote 192.0.2.1 1194\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -89,6 +93,10 @@ func TestVersionDoesNotWaitForHangingPrograms(t *testing.T) {
 		{[]string{"lint", conf}, ""},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			// Each case has its own hanging programs and sleeps: the
+			// five waits overlap.
+			t.Parallel()
+			env, marker := hangingPrograms(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, binary, c.args...)
