@@ -60,13 +60,19 @@ trip; without --time and --omit the samples follow from it as lab run's do
 (a satellite path's slow start takes seconds), and iperf3's measuring window
 may run up to twice the largest echo longer than asked (the receiver's
 window ends a round trip after the sender's). How the samples were sized is
-printed and kept in the document (scenario.extra.sample_timing).
+printed and kept in the document (scenario.extra.sample_timing). Beside
+them, 300 ICMP echoes to HOST, one every 10 ms, count what the idle path
+loses (scenario.real.loss_echoes).
 
 Findings name the limit only when every sample shows it: path-bound (the tunnel
 carries what the overhead model predicts of the outside rate, ±5 %), CPU-bound
 (OpenVPN's busiest thread at 90 % of a core or more), socket drops (with the
 buffer it got and what to set), fragmentation (with the MTU advice),
-window-bound and loss; each says what would show it wrong.
+window-bound and loss (outside TCP retransmitting over 1 % in every
+sample raises it; the paced echoes decide it, since a TCP flow that fills a
+path overflows its bottleneck's queue on a path that loses nothing: more
+than 1 % of them lost confirms, 0.5 % or less refutes); each says what
+would show it wrong.
 
 --json prints the run document (network "real") that ` + "`ovpnperf report`" + ` draws and
 ` + "`ovpnperf compare before.json after.json`" + ` judges, so a configuration change is

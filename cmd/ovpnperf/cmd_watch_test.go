@@ -18,6 +18,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
+	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/testenv"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -372,5 +373,83 @@ func TestWatchRecordedHour(t *testing.T) {
 	}
 	if limits[string(finding.PathBound)] != 14 || limits[string(finding.BelowPath)] != 6 {
 		t.Errorf("bands by limit %v, want 14 path-bound (rounds 3, 4, 8–12 both ways) and 6 below-path (rounds 5–7)", limits)
+	}
+}
+
+// The recorded hour's rounds carry the findings of the loss rule before
+// paced echoes: loss confirmed on the outside up flow in every round, on
+// a path without random loss. Judged again by today's rule (the history
+// is not rewritten): each round's document alone has no paced echo, so
+// loss is not tested; with watch's own echoes outside the tunnel between
+// rounds (one per probe interval, none while a round runs: paced, on the
+// idle path) as its echoes, a round's few dozen are too few to refute
+// (noise) and none confirms; the hour's together refute it.
+func TestWatchRecordedHourLossRule(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(recorded("watch-hour.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds, _, err := watchdoc.Read(b)
+	if err != nil || len(rounds) != 12 {
+		t.Fatalf("%d rounds, %v: the hour has 12", len(rounds), err)
+	}
+	loss := func(fs []finding.Finding) *finding.Finding {
+		for i := range fs {
+			if fs[i].Kind == finding.Loss {
+				return &fs[i]
+			}
+		}
+		return nil
+	}
+	outside := func(r watchdoc.Round) (sent, answered int) {
+		for _, e := range r.Echoes {
+			if e.Path == "outside" {
+				return e.Sent, e.Answered
+			}
+		}
+		return 0, 0
+	}
+	var hour measure.EchoCount
+	var pooled []*measure.Report
+	for _, r := range rounds {
+		if r.Run == nil {
+			t.Fatalf("round %d has no run document", r.Seq)
+		}
+		old := loss(r.Run.Findings)
+		if old == nil || old.Outcome != verdict.Confirmed {
+			t.Fatalf("round %d: recorded loss finding %+v, the hour recorded it confirmed", r.Seq, old)
+		}
+		rejudge := func(e *measure.EchoCount) *finding.Finding {
+			doc := *r.Run
+			rp := *doc.Scenario.Real
+			rp.LossEchoes = e
+			doc.Scenario.Real, doc.Findings = &rp, nil
+			f := loss(measure.Findings(&doc))
+			if f == nil {
+				t.Fatalf("round %d: no loss finding judged again: the outside flow's retransmits raise it", r.Seq)
+			}
+			return f
+		}
+		alone := rejudge(nil)
+		sent, answered := outside(r)
+		hour.Sent += sent
+		hour.Answered += answered
+		withWatch := rejudge(&measure.EchoCount{Sent: sent, Answered: answered})
+		if alone.Outcome != verdict.NotTested || withWatch.Outcome == verdict.Confirmed {
+			t.Errorf("round %d: judged again %q alone, %q with watch's %d of %d echoes", r.Seq, alone.Outcome, withWatch.Outcome, answered, sent)
+		}
+		t.Logf("round %2d: retransmits at least %.1f %%; recorded %s; again: alone %s, with watch's echoes (%d of %d answered) %s",
+			r.Seq, alone.Figures[measure.FigRetransmitMinPercent], old.Outcome, alone.Outcome, answered, sent, withWatch.Outcome)
+		pooled = append(pooled, r.Run)
+	}
+	doc := *pooled[0]
+	rp := *doc.Scenario.Real
+	rp.LossEchoes = &hour
+	doc.Scenario.Real, doc.Findings = &rp, nil
+	f := loss(measure.Findings(&doc))
+	t.Logf("the hour's echoes outside: %d of %d answered; round 1 judged with them: %s", hour.Answered, hour.Sent, f.Outcome)
+	if hour.Sent < measure.LossEchoes || f.Outcome != verdict.Refuted {
+		t.Errorf("the hour's %d of %d echoes: loss %s", hour.Answered, hour.Sent, f.Outcome)
 	}
 }

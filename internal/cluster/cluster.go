@@ -231,7 +231,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if _, c2c := o.Base.Get("client-to-client"); c2c {
 		// Traffic between instances crosses the kernel from one tun to another.
 		for _, key := range []string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"} {
-			old, err := readSysctl(ctx, o.Netns, key)
+			old, err := o.Paths.host(o.Netns).Sysctl(ctx, key)
 			if err != nil {
 				return nil, err
 			}
@@ -239,7 +239,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 				if err := c.state.record(Resource{Kind: KindSysctl, Name: key, Netns: o.Netns, Detail: old, Set: "1"}); err != nil {
 					return nil, err
 				}
-				if err := writeSysctl(ctx, o.Netns, key, "1"); err != nil {
+				if _, err := o.Paths.host(o.Netns).SetSysctl(ctx, key, "1"); err != nil {
 					return nil, err
 				}
 			}
@@ -280,7 +280,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 func (c *Cluster) onePort(ctx context.Context) error {
 	c.backend = BackendNth
 	if c.opts.Spread == SpreadHash {
-		if !probeHMARK(ctx, c.opts.Netns) {
+		if !probeHMARK(ctx, c.opts.Paths.host(c.opts.Netns)) {
 			return fmt.Errorf("--spread hash needs the iptables HMARK target (kernel option CONFIG_NETFILTER_XT_TARGET_HMARK); use --spread counter")
 		}
 		c.backend = BackendHMARK
@@ -304,7 +304,7 @@ func (c *Cluster) onePort(ctx context.Context) error {
 		if err := c.state.record(Resource{Kind: KindChain, Name: ch, Netns: c.opts.Netns, Detail: fmt.Sprintf("%s %d", proto, c.opts.OnePort)}); err != nil {
 			return err
 		}
-		if err := (iptables{run: inNs}).addOnePort(ctx, c.opts.Netns, c.id, proto, c.opts.OnePort, ports, c.backend, rnd); err != nil {
+		if err := addOnePort(ctx, c.opts.Paths.host(c.opts.Netns), c.id, proto, c.opts.OnePort, ports, c.backend, rnd); err != nil {
 			return fmt.Errorf("one-port rules (%s): %w", c.backend, err)
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/journal"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -204,20 +205,15 @@ func (p Paths) CleanConnect(ctx context.Context, id string) error {
 	return p.undoConnect(ctx, st)
 }
 
-// removeLink deletes a device a run listed, if it is still there.
+// removeLink deletes a device a run listed, if it is still there (its
+// openvpn may have taken it along when it exited).
 // Equivalent to: ip link del DEV
-func removeLink(ctx context.Context, r Resource) error {
+func removeLink(ctx context.Context, h hostnet.Host, r Resource) error {
 	if !ValidDevName(r.Name) {
 		return fmt.Errorf("state file: link %q: not a device name; left alone", r.Name)
 	}
-	if _, err := inNs(ctx, r.Netns, "ip", "link", "show", "dev", r.Name); err != nil {
-		return nil
-	}
-	if out, err := inNs(ctx, r.Netns, "ip", "link", "del", "dev", r.Name); err != nil {
-		if _, serr := inNs(ctx, r.Netns, "ip", "link", "show", "dev", r.Name); serr != nil {
-			return nil // gone meanwhile (its openvpn exited)
-		}
-		return fmt.Errorf("%w\n%s", err, out)
+	if err := h.LinkDel(ctx, r.Name); err != nil && !hostnet.IsNotExist(err) {
+		return err
 	}
 	return nil
 }

@@ -38,10 +38,11 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 )
 
 // KindNATChain is a connect run's nat chain (hostnat.go): Name the chain,
@@ -50,63 +51,54 @@ const KindNATChain = "nat-chain"
 
 func hostNATChain(id string) string { return "ovpnperf-" + id + "-hostnat" }
 
-// natFamilies are the families of the host nat chains and their tools.
-var natFamilies = []struct{ family, tool string }{{"ipv4", "iptables"}, {"ipv6", "ip6tables"}}
+// natFamilies are the families of the host nat chains.
+var natFamilies = []hostnet.Family{hostnet.IPv4, hostnet.IPv6}
 
-func natTool(family string) (string, bool) {
+// natFamily is the family a nat-chain entry's Detail names.
+func natFamily(detail string) (hostnet.Family, bool) {
 	for _, f := range natFamilies {
-		if f.family == family {
-			return f.tool, true
+		if f.String() == detail {
+			return f, true
 		}
 	}
-	return "", false
+	return 0, false
 }
 
 // hostNAT keeps a connect run's chains in line with its tunnels'
 // addresses.
 type hostNAT struct {
-	ns    string
+	h     hostnet.Host
 	chain string
-	tools []string          // the families with a chain: "iptables", "ip6tables"
-	cur   map[string]string // tool → the rules as last written
-	run   func(ctx context.Context, ns string, argv ...string) ([]byte, error)
+	fams  []hostnet.Family          // the families with a chain
+	cur   map[hostnet.Family]string // the rules as last written
 }
 
-// ProbeNAT reports whether tool's (iptables or ip6tables) nat table works
-// in ns: the kernel's nat for that family (nf_nat, with iptables-nft
-// nft_chain_nat) and the MASQUERADE target.
-// Equivalent to: ip6tables -w -t nat -n -L POSTROUTING; ip6tables -j MASQUERADE --help
-func ProbeNAT(ctx context.Context, ns, tool string) error {
-	if out, err := inNs(ctx, ns, tool, "-w", "-t", "nat", "-n", "-L", "POSTROUTING"); err != nil {
-		return fmt.Errorf("%s nat table: %w\n%s", tool, err, strings.TrimSpace(string(out)))
-	}
-	if out, err := inNs(ctx, ns, tool, "-j", "MASQUERADE", "--help"); err != nil || !strings.Contains(string(out), "to-ports") {
-		return fmt.Errorf("%s MASQUERADE target: %v\n%s", tool, err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// ipt runs tool -w -t nat ARGS in the chain's namespace.
-func (h *hostNAT) ipt(ctx context.Context, tool string, args ...string) error {
-	argv := append([]string{tool, "-w", "-t", "nat"}, args...)
-	out, err := h.run(ctx, h.ns, argv...)
+// ProbeNAT reports whether the family's nat table works in h: the
+// kernel's nat for that family (nf_nat, with iptables-nft nft_chain_nat)
+// and the MASQUERADE target.
+// Equivalent to: ip6tables-save -t nat; ip6tables -j MASQUERADE --help
+func ProbeNAT(ctx context.Context, h hostnet.Host, f hostnet.Family) error {
+	ok, err := hostnet.HasChain(ctx, h, f, "nat", "POSTROUTING")
 	if err != nil {
-		return fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%s nat table: %w", f, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s nat table: no POSTROUTING chain", f)
+	}
+	if !h.HasTarget(ctx, f, "MASQUERADE", "to-ports") {
+		return fmt.Errorf("%s nat table: no MASQUERADE target", f)
 	}
 	return nil
 }
 
-// create makes tool's chain (empty) and the jump to it; the chain is
-// recorded by the caller before.
+// create makes the family's chain (empty) and the jump to it; the chain
+// is recorded by the caller before.
 // Equivalent to: iptables -t nat -N CH; iptables -t nat -I POSTROUTING -j CH
-func (h *hostNAT) create(ctx context.Context, tool string) error {
-	if err := h.ipt(ctx, tool, "-N", h.chain); err != nil {
+func (h *hostNAT) create(ctx context.Context, f hostnet.Family) error {
+	if err := h.h.Restore(ctx, f, "nat", []string{":" + h.chain + " - [0:0]", "-I POSTROUTING -j " + h.chain}); err != nil {
 		return err
 	}
-	if err := h.ipt(ctx, tool, "-I", "POSTROUTING", "-j", h.chain); err != nil {
-		return err
-	}
-	h.tools = append(h.tools, tool)
+	h.fams = append(h.fams, f)
 	return nil
 }
 
@@ -130,34 +122,30 @@ func hostNATRules(chain string, devs []string, addrs []netip.Addr) [][]string {
 }
 
 // sync rewrites each chain whose rules differ from those for the
-// tunnels' addresses now (addrs4, addrs6 indexed like devs).
+// tunnels' addresses now (addrs4, addrs6 indexed like devs), in one batch
+// per family: the chain is never seen half-written.
 // Equivalent to: iptables -t nat -F CH; iptables -t nat -A CH -o TUN_i -s ADDR_j -j MASQUERADE …
 func (h *hostNAT) sync(ctx context.Context, devs []string, addrs4, addrs6 []netip.Addr) (bool, error) {
 	changed := false
-	for _, tool := range h.tools {
+	for _, f := range h.fams {
 		addrs := addrs4
-		if tool == "ip6tables" {
+		if f == hostnet.IPv6 {
 			addrs = addrs6
 		}
-		rules := hostNATRules(h.chain, devs, addrs)
 		var text []string
-		for _, r := range rules {
+		for _, r := range hostNATRules(h.chain, devs, addrs) {
 			text = append(text, strings.Join(r, " "))
 		}
 		want := strings.Join(text, "\n")
-		if h.cur[tool] == want {
+		if h.cur[f] == want {
 			continue
 		}
-		h.cur[tool] = "?" // written again next time if this fails half-way
-		if err := h.ipt(ctx, tool, "-F", h.chain); err != nil {
+		h.cur[f] = "?" // written again next time if this fails
+		// ":CH" empties the chain (iptables-restore --noflush).
+		if err := h.h.Restore(ctx, f, "nat", append([]string{":" + h.chain + " - [0:0]"}, text...)); err != nil {
 			return changed, err
 		}
-		for _, r := range rules {
-			if err := h.ipt(ctx, tool, r...); err != nil {
-				return changed, err
-			}
-		}
-		h.cur[tool] = want
+		h.cur[f] = want
 		changed = true
 	}
 	return changed, nil
@@ -166,9 +154,9 @@ func (h *hostNAT) sync(ctx context.Context, devs []string, addrs4, addrs6 []neti
 // describe is the chains' rules for the log: "t1 rewrites 10.8.0.6, …".
 func (h *hostNAT) describe() string {
 	var s []string
-	for _, tool := range h.tools {
-		if h.cur[tool] != "" {
-			s = append(s, strings.ReplaceAll(h.cur[tool], "\n", "; "))
+	for _, f := range h.fams {
+		if h.cur[f] != "" {
+			s = append(s, strings.ReplaceAll(h.cur[f], "\n", "; "))
 		}
 	}
 	return strings.Join(s, "; ")
@@ -177,47 +165,31 @@ func (h *hostNAT) describe() string {
 // deleteNATChain removes a host nat chain a connect run listed and every
 // jump to it, ignoring what is gone.
 // Equivalent to: iptables -t nat -D POSTROUTING -j CH; iptables -t nat -F CH; iptables -t nat -X CH
-func deleteNATChain(ctx context.Context, r Resource) error {
-	tool, ok := natTool(r.Detail)
+func deleteNATChain(ctx context.Context, h hostnet.Host, r Resource) error {
+	f, ok := natFamily(r.Detail)
 	if !ok || !strings.HasPrefix(r.Name, "ovpnperf-") {
 		return fmt.Errorf("state: bad nat chain record %+v", r)
 	}
-	for i := 0; i < 8; i++ {
-		if _, err := inNs(ctx, r.Netns, tool, "-w", "-t", "nat", "-D", "POSTROUTING", "-j", r.Name); err != nil {
-			break
-		}
+	if err := h.RemoveChain(ctx, f, "nat", r.Name); err != nil && !hostnet.IsNotExist(err) {
+		return err
 	}
-	_, _ = inNs(ctx, r.Netns, tool, "-w", "-t", "nat", "-F", r.Name)
-	_, _ = inNs(ctx, r.Netns, tool, "-w", "-t", "nat", "-X", r.Name)
 	return nil
 }
 
 // tunAddrs returns each device's IPv4 address and global IPv6 address in
-// this process's namespace (invalid where it has none).
+// h (invalid where it has none).
 // Equivalent to: ip -o addr show dev TUN
-func tunAddrs(devs []string) (v4, v6 []netip.Addr) {
+func tunAddrs(ctx context.Context, h hostnet.Host, devs []string) (v4, v6 []netip.Addr) {
 	v4 = make([]netip.Addr, len(devs))
 	v6 = make([]netip.Addr, len(devs))
 	for i, dev := range devs {
-		ifc, err := net.InterfaceByName(dev)
-		if err != nil {
-			continue
-		}
-		as, err := ifc.Addrs()
+		as, err := h.LinkAddrs(ctx, dev)
 		if err != nil {
 			continue
 		}
 		var six []netip.Addr
 		for _, a := range as {
-			n, ok := a.(*net.IPNet)
-			if !ok {
-				continue
-			}
-			ip, ok := netip.AddrFromSlice(n.IP)
-			if !ok {
-				continue
-			}
-			ip = ip.Unmap()
+			ip := a.Addr()
 			switch {
 			case ip.Is4() && !v4[i].IsValid():
 				v4[i] = ip

@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -481,12 +482,12 @@ func plural(n int) string {
 // instances' namespace, then in serve's own, where a host's physical NICs
 // are), or the devices of the instances' default routes (all routed
 // devices but the cluster's tuns and lo when there is no default route).
-func nicsFor(ctx context.Context, ns string, named []string, tunPrefix string) ([]NIC, error) {
+func nicsFor(ctx context.Context, h hostnet.Host, named []string, tunPrefix string) ([]NIC, error) {
 	var out []NIC
 	if len(named) > 0 {
 		for _, dev := range named {
-			n, err := ReadNIC(ctx, ns, dev)
-			if err != nil && ns != "" {
+			n, err := ReadNIC(ctx, h.Netns(), dev)
+			if err != nil && h.Netns() != "" {
 				n, err = ReadNIC(ctx, "", dev)
 			}
 			if err != nil {
@@ -496,7 +497,7 @@ func nicsFor(ctx context.Context, ns string, named []string, tunPrefix string) (
 		}
 		return out, nil
 	}
-	devs, err := routedDevs(ctx, ns, tunPrefix)
+	devs, err := routedDevs(ctx, h, tunPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -504,7 +505,7 @@ func nicsFor(ctx context.Context, ns string, named []string, tunPrefix string) (
 		return nil, usage.Errorf("--irq: no routed network device in the instances' namespace; name one with --nic")
 	}
 	for _, d := range devs {
-		n, err := ReadNIC(ctx, ns, d)
+		n, err := ReadNIC(ctx, h.Netns(), d)
 		if err != nil {
 			return nil, err
 		}
@@ -515,24 +516,19 @@ func nicsFor(ctx context.Context, ns string, named []string, tunPrefix string) (
 
 // routedDevs: the devices of the default routes, or of every route.
 // Equivalent to: ip [-6] route show
-func routedDevs(ctx context.Context, ns, tunPrefix string) ([]string, error) {
+func routedDevs(ctx context.Context, h hostnet.Host, tunPrefix string) ([]string, error) {
 	var def, all []string
-	for _, fam := range []string{"-4", "-6"} {
-		out, err := inNs(ctx, ns, "ip", fam, "-o", "route", "show")
+	for _, fam := range []hostnet.Family{hostnet.IPv4, hostnet.IPv6} {
+		rs, err := h.Routes(ctx, fam)
 		if err != nil {
-			return nil, fmt.Errorf("ip %s route show: %w\n%s", fam, err, out)
+			return nil, err
 		}
-		for _, l := range strings.Split(string(out), "\n") {
-			f := strings.Fields(l)
-			i := slices.Index(f, "dev")
-			if i < 0 || i+1 >= len(f) {
+		for _, r := range rs {
+			d := r.Dev
+			if d == "" || d == "lo" || strings.HasPrefix(d, tunPrefix) {
 				continue
 			}
-			d := f[i+1]
-			if d == "lo" || strings.HasPrefix(d, tunPrefix) {
-				continue
-			}
-			if f[0] == "default" && !slices.Contains(def, d) {
+			if r.Dst.Bits() == 0 && !slices.Contains(def, d) {
 				def = append(def, d)
 			}
 			if !slices.Contains(all, d) {
@@ -563,7 +559,7 @@ func (c *Cluster) irqSetup(ctx context.Context) error {
 		}
 	}
 	slices.Sort(r.InstanceCPUs)
-	if r.NICs, err = nicsFor(ctx, c.opts.Netns, c.opts.NICs, "ovpnperf"+c.id); err != nil {
+	if r.NICs, err = nicsFor(ctx, c.opts.Paths.host(c.opts.Netns), c.opts.NICs, "ovpnperf"+c.id); err != nil {
 		return err
 	}
 	r.Plan, r.Notes = PlanIRQ(r.OnlineCPUs, r.InstanceCPUs, r.NICs)

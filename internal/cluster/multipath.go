@@ -20,11 +20,14 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 )
 
 // KindMultipath is a nexthop group and its routes: Name is the group id,
@@ -36,7 +39,8 @@ var MultipathHashSysctls = []string{"net.ipv4.fib_multipath_hash_policy", "net.i
 
 // Multipath keeps prefixes routed over the member devices that are up.
 type Multipath struct {
-	Netns    string
+	// Host is the namespace of the route and its devices.
+	Host     hostnet.Host
 	Prefixes []netip.Prefix
 	Group    uint32
 	Devs     []string // member i has nexthop id Group+1+i
@@ -48,21 +52,15 @@ type Multipath struct {
 	cur string // the group as last written ("" none)
 }
 
-func (m *Multipath) ip(ctx context.Context, argv ...string) error {
-	out, err := inNs(ctx, m.Netns, append([]string{"ip"}, argv...)...)
-	if err != nil {
-		return fmt.Errorf("ip %s: %w\n%s", strings.Join(argv, " "), err, out)
-	}
-	return nil
-}
-
 // Set routes the prefixes over the devices whose index is in up (none:
 // the routes are removed). It returns whether the route changed.
 func (m *Multipath) Set(ctx context.Context, up []int) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var ids []string
+	var members []uint32
 	for _, i := range up {
+		members = append(members, m.Group+1+uint32(i))
 		ids = append(ids, strconv.Itoa(int(m.Group)+1+i))
 	}
 	want := strings.Join(ids, "/")
@@ -70,39 +68,39 @@ func (m *Multipath) Set(ctx context.Context, up []int) (bool, error) {
 		return false, nil
 	}
 	if len(up) == 0 {
-		m.removeLocked(ctx)
+		_ = m.removeLocked(ctx)
 		m.cur = ""
 		return true, nil
+	}
+	fam := hostnet.IPv4
+	if m.V6 {
+		fam = hostnet.IPv6
 	}
 	for _, i := range up {
 		// Equivalent to: ip nexthop replace id ID dev TUN (a tun
 		// recreated by a restarted instance gets a new nexthop).
-		if err := m.ip(ctx, m.family("nexthop", "replace", "id", strconv.Itoa(int(m.Group)+1+i), "dev", m.Devs[i])...); err != nil {
+		if err := m.Host.NexthopReplace(ctx, hostnet.Nexthop{ID: m.Group + 1 + uint32(i), Family: fam, Dev: m.Devs[i]}); err != nil {
 			return false, err
 		}
 	}
-	if err := m.ip(ctx, "nexthop", "replace", "id", strconv.Itoa(int(m.Group)), "group", want); err != nil {
+	// Equivalent to: ip nexthop replace id G group G+1/G+2/…
+	if err := m.Host.NexthopReplace(ctx, hostnet.Nexthop{ID: m.Group, Group: members}); err != nil {
 		return false, err
 	}
 	for _, p := range m.Prefixes {
-		if err := m.ip(ctx, "route", "replace", p.String(), "nhid", strconv.Itoa(int(m.Group))); err != nil {
+		// Equivalent to: ip route replace PREFIX nhid G
+		if err := m.Host.RouteReplace(ctx, hostnet.Route{Dst: p, NHID: m.Group}); err != nil {
 			return false, err
 		}
 	}
 	for i := range m.Devs {
 		if !containsInt(up, i) {
-			_ = m.ip(ctx, "nexthop", "del", "id", strconv.Itoa(int(m.Group)+1+i))
+			// Equivalent to: ip nexthop del id ID (out of the group now)
+			_ = m.Host.NexthopDel(ctx, m.Group+1+uint32(i))
 		}
 	}
 	m.cur = want
 	return true, nil
-}
-
-func (m *Multipath) family(argv ...string) []string {
-	if m.V6 {
-		return append([]string{"-6"}, argv...)
-	}
-	return argv
 }
 
 // Members returns the device indexes in the route now.
@@ -113,28 +111,35 @@ func (m *Multipath) Members() string {
 }
 
 // Remove deletes the routes, the group and the members.
-func (m *Multipath) Remove(ctx context.Context) {
+func (m *Multipath) Remove(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.removeLocked(ctx)
 	m.cur = ""
+	return m.removeLocked(ctx)
 }
 
-func (m *Multipath) removeLocked(ctx context.Context) {
-	removeMultipath(ctx, m.Netns, m.Group, m.Prefixes, len(m.Devs))
+func (m *Multipath) removeLocked(ctx context.Context) error {
+	return removeMultipath(ctx, m.Host, m.Group, m.Prefixes, len(m.Devs))
 }
 
-// removeMultipath deletes what a Multipath made, ignoring what is gone.
+// removeMultipath deletes what a Multipath made, ignoring what is gone. A
+// route to one of the prefixes by another nexthop is another's, and stays.
 // Equivalent to: ip route del PREFIX nhid G; ip nexthop del id G; ip nexthop del id G+i
-func removeMultipath(ctx context.Context, ns string, group uint32, prefixes []netip.Prefix, members int) {
-	g := strconv.Itoa(int(group))
+func removeMultipath(ctx context.Context, h hostnet.Host, group uint32, prefixes []netip.Prefix, members int) error {
+	var errs []error
+	keep := func(err error) {
+		if err != nil && !hostnet.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
 	for _, p := range prefixes {
-		_, _ = inNs(ctx, ns, "ip", "route", "del", p.String(), "nhid", g)
+		keep(h.RouteDel(ctx, hostnet.Route{Dst: p, NHID: group}))
 	}
-	_, _ = inNs(ctx, ns, "ip", "nexthop", "del", "id", g)
+	keep(h.NexthopDel(ctx, group))
 	for i := 1; i <= members; i++ {
-		_, _ = inNs(ctx, ns, "ip", "nexthop", "del", "id", strconv.Itoa(int(group)+i))
+		keep(h.NexthopDel(ctx, group+uint32(i)))
 	}
+	return errors.Join(errs...)
 }
 
 // Resource is the state-file record of m (made before m.Set).
@@ -143,10 +148,10 @@ func (m *Multipath) Resource() Resource {
 	for _, p := range m.Prefixes {
 		ps = append(ps, p.String())
 	}
-	return Resource{Kind: KindMultipath, Name: strconv.Itoa(int(m.Group)), Netns: m.Netns, Detail: fmt.Sprintf("%s %d", strings.Join(ps, ","), len(m.Devs))}
+	return Resource{Kind: KindMultipath, Name: strconv.Itoa(int(m.Group)), Netns: m.Host.Netns(), Detail: fmt.Sprintf("%s %d", strings.Join(ps, ","), len(m.Devs))}
 }
 
-func removeMultipathResource(ctx context.Context, r Resource) error {
+func removeMultipathResource(ctx context.Context, h hostnet.Host, r Resource) error {
 	g, err := strconv.ParseUint(r.Name, 10, 32)
 	f := strings.Fields(r.Detail)
 	if err != nil || len(f) != 2 {
@@ -164,16 +169,14 @@ func removeMultipathResource(ctx context.Context, r Resource) error {
 		}
 		ps = append(ps, p)
 	}
-	removeMultipath(ctx, r.Netns, uint32(g), ps, n)
-	return nil
+	return removeMultipath(ctx, h, uint32(g), ps, n)
 }
 
 // ProbeNexthops reports whether the kernel has nexthop objects.
 // Equivalent to: ip nexthop show
-func ProbeNexthops(ctx context.Context, ns string) error {
-	out, err := inNs(ctx, ns, "ip", "nexthop", "show")
-	if err != nil {
-		return fmt.Errorf("multipath over tunnels needs nexthop objects (Linux 5.3 or later, iproute2 with `ip nexthop`): %w\n%s", err, out)
+func ProbeNexthops(ctx context.Context, h hostnet.Host) error {
+	if _, err := h.Nexthops(ctx); err != nil {
+		return fmt.Errorf("multipath over tunnels needs nexthop objects (Linux 5.3 or later, iproute2 with `ip nexthop`): %w", err)
 	}
 	return nil
 }

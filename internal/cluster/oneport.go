@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 )
 
 // One-port mode: stock clients keep `remote HOST PORT`; the kernel picks
@@ -46,19 +49,6 @@ const (
 
 func chainName(id, proto string) string { return "ovpnperf-" + id + "-" + proto }
 
-// iptables runs iptables in a namespace ("" the host's). Production code
-// runs the real one (iptables{run: inNs}); unit tests give a run that
-// records the argv, so the rule orchestration is checked without root.
-// It is a value, not a package variable: nothing replaces it for everyone.
-type iptables struct {
-	run func(ctx context.Context, ns string, argv ...string) ([]byte, error)
-}
-
-// table runs `iptables -w -t TABLE ARGS…` in ns.
-func (t iptables) table(ctx context.Context, ns, table string, args ...string) ([]byte, error) {
-	return t.run(ctx, ns, append([]string{"iptables", "-w", "-t", table}, args...)...)
-}
-
 // onePortRules returns the rules of the cluster's chains for one protocol,
 // each the argv after `iptables -w -t TABLE`.
 func onePortRules(id, proto string, ports []uint16, backend string, rnd uint32) (mangle, nat [][]string) {
@@ -81,21 +71,21 @@ func onePortRules(id, proto string, ports []uint16, backend string, rnd uint32) 
 	return
 }
 
-// probeHMARK reports whether the HMARK target is available in ns.
-func probeHMARK(ctx context.Context, ns string) bool {
-	out, err := inNs(ctx, ns, "iptables", "-j", "HMARK", "--help")
-	return err == nil && strings.Contains(string(out), "hmark-tuple")
+// probeHMARK reports whether the HMARK target is available in h.
+// Equivalent to: iptables -j HMARK --help
+func probeHMARK(ctx context.Context, h hostnet.Host) bool {
+	return h.HasTarget(ctx, hostnet.IPv4, "HMARK", "hmark-tuple")
 }
 
-// addOnePort installs the rules for one protocol; the chain is recorded by
-// the caller before this runs.
+// addOnePort installs the rules for one protocol, one batch per table;
+// the chain is recorded by the caller before this runs.
 //
 // Equivalent to: iptables -t mangle -N CH; iptables -t mangle -A CH -j HMARK …;
 // iptables -t mangle -I PREROUTING -p P --dport PORT -j CH; likewise in nat.
-func (t iptables) addOnePort(ctx context.Context, ns, id, proto string, port uint16, ports []uint16, backend string, rnd uint32) error {
+func addOnePort(ctx context.Context, h hostnet.Host, id, proto string, port uint16, ports []uint16, backend string, rnd uint32) error {
 	ch := chainName(id, proto)
 	mangle, nat := onePortRules(id, proto, ports, backend, rnd)
-	jump := []string{"-I", "PREROUTING", "-p", proto, "--dport", strconv.Itoa(int(port)), "-j", ch}
+	jump := strings.Join([]string{"-I", "PREROUTING", "-p", proto, "--dport", strconv.Itoa(int(port)), "-j", ch}, " ")
 	for _, tb := range []struct {
 		name  string
 		rules [][]string
@@ -103,43 +93,30 @@ func (t iptables) addOnePort(ctx context.Context, ns, id, proto string, port uin
 		if len(tb.rules) == 0 {
 			continue
 		}
-		if _, err := t.table(ctx, ns, tb.name, "-N", ch); err != nil {
-			return err
-		}
+		batch := []string{":" + ch + " - [0:0]"}
 		for _, r := range tb.rules {
-			if _, err := t.table(ctx, ns, tb.name, r...); err != nil {
-				return err
-			}
+			batch = append(batch, strings.Join(r, " "))
 		}
-		if _, err := t.table(ctx, ns, tb.name, jump...); err != nil {
+		if err := h.Restore(ctx, hostnet.IPv4, tb.name, append(batch, jump)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// deleteChain removes a one-port chain and its jumps from both tables,
-// ignoring what is already gone. Detail is "proto port".
-func (t iptables) deleteChain(ctx context.Context, r Resource) error {
+// deleteChain removes a one-port chain and every jump to it from both
+// tables, ignoring what is already gone. Detail is "proto port".
+// Equivalent to: iptables -t TABLE -D PREROUTING … -j CH; iptables -t TABLE -F CH; iptables -t TABLE -X CH
+func deleteChain(ctx context.Context, h hostnet.Host, r Resource) error {
 	f := strings.Fields(r.Detail)
 	if len(f) != 2 || !strings.HasPrefix(r.Name, "ovpnperf-") {
 		return fmt.Errorf("state: bad iptables chain record %+v", r)
 	}
+	var errs []error
 	for _, table := range []string{"mangle", "nat"} {
-		// Delete every jump (a repeated rule would be left otherwise).
-		for i := 0; i < 8; i++ {
-			if _, err := t.table(ctx, r.Netns, table, "-D", "PREROUTING", "-p", f[0], "--dport", f[1], "-j", r.Name); err != nil {
-				break
-			}
+		if err := h.RemoveChain(ctx, hostnet.IPv4, table, r.Name); err != nil && !hostnet.IsNotExist(err) {
+			errs = append(errs, err)
 		}
-		_, _ = t.table(ctx, r.Netns, table, "-F", r.Name)
-		_, _ = t.table(ctx, r.Netns, table, "-X", r.Name)
 	}
-	return nil
-}
-
-// chainExists reports whether chain is present in ns's table (for leak checks).
-func chainExists(ctx context.Context, ns, table, chain string) bool {
-	_, err := iptables{run: inNs}.table(ctx, ns, table, "-n", "-L", chain)
-	return err == nil
+	return errors.Join(errs...)
 }

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"path/filepath"
+
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 )
 
 const (
@@ -25,6 +27,9 @@ type Paths struct {
 	// Connect holds the connect runs' directories; empty means
 	// DefaultConnectDir.
 	Connect string
+	// Hosts gives the network namespace a run changes ("" the caller's
+	// own); nil means the kernel's (hostnet.Open). Unit tests give fakes.
+	Hosts func(netns string) hostnet.Host
 }
 
 // StateDir is the directory of the clusters.

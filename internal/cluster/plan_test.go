@@ -2,16 +2,15 @@ package cluster
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/netip"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ovpnperf/ovpnperf/internal/golden"
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
-	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -127,30 +126,41 @@ func TestOnePortCommands(t *testing.T) {
 		{"oneport-nth.txt", "udp", BackendNth, []uint16{1195, 1196, 1197}},
 		{"oneport-hmark.txt", "tcp", BackendHMARK, []uint16{1195, 1196}},
 	} {
-		var lines []string
-		deleted := map[string]int{}
-		rec := iptables{run: func(_ context.Context, ns string, argv ...string) ([]byte, error) {
-			lines = append(lines, "["+ns+"] "+shellquote.Join(argv...))
-			// One jump per table exists: the second -D finds none, which
-			// ends the deletion loop as iptables' "Bad rule" does.
-			if slices.Contains(argv, "-D") {
-				table := argv[slices.Index(argv, "-t")+1]
-				if deleted[table]++; deleted[table] > 1 {
-					return nil, errors.New("iptables: Bad rule (does a matching rule exist in that chain?)")
-				}
-			}
-			return nil, nil
-		}}
-		if err := rec.addOnePort(context.Background(), "ovpnperf-lab-server", "ab12", tc.proto, 1194, tc.ports, tc.backend, 0x2a); err != nil {
+		fake := hostnet.NewFake("ovpnperf-lab-server")
+		h := &recordingHost{Fake: fake}
+		if err := addOnePort(context.Background(), h, "ab12", tc.proto, 1194, tc.ports, tc.backend, 0x2a); err != nil {
 			t.Fatal(err)
 		}
-		lines = append(lines, "# clean")
-		if err := rec.deleteChain(context.Background(), Resource{Netns: "ovpnperf-lab-server", Name: chainName("ab12", tc.proto), Detail: tc.proto + " 1194"}); err != nil {
+		lines := append(h.lines, "# the namespace then", fake.String())
+		// Another's chain and jump in the same tables stay.
+		if err := fake.Restore(context.Background(), hostnet.IPv4, "nat", []string{":someone-elses - [0:0]", "-A PREROUTING -p udp --dport 53 -j someone-elses"}); err != nil {
 			t.Fatal(err)
+		}
+		if err := deleteChain(context.Background(), h, Resource{Netns: "ovpnperf-lab-server", Name: chainName("ab12", tc.proto), Detail: tc.proto + " 1194"}); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, "# after clean", fake.String())
+		// Clean again: nothing left to remove is not an error.
+		if err := deleteChain(context.Background(), h, Resource{Netns: "ovpnperf-lab-server", Name: chainName("ab12", tc.proto), Detail: tc.proto + " 1194"}); err != nil {
+			t.Errorf("second clean: %v", err)
 		}
 		golden.Check(t, filepath.Join("testdata", tc.golden), []byte(strings.Join(lines, "\n")+"\n"))
 	}
-	if err := (iptables{}).deleteChain(context.Background(), Resource{Name: "someone-elses", Detail: "udp 1194"}); err == nil {
+	if err := deleteChain(context.Background(), hostnet.NewFake(""), Resource{Name: "someone-elses", Detail: "udp 1194"}); err == nil {
 		t.Error("deleteChain took a chain that is not ovpnperf's")
 	}
+}
+
+// recordingHost is a Fake that writes down each netfilter batch it is
+// given, as iptables-restore would read it.
+type recordingHost struct {
+	*hostnet.Fake
+	lines []string
+}
+
+func (r *recordingHost) Restore(ctx context.Context, f hostnet.Family, table string, rules []string) error {
+	r.lines = append(r.lines, fmt.Sprintf("[%s] %s-restore --noflush -w", r.Netns(), map[hostnet.Family]string{hostnet.IPv4: "iptables", hostnet.IPv6: "ip6tables"}[f]), "*"+table)
+	r.lines = append(r.lines, rules...)
+	r.lines = append(r.lines, "COMMIT")
+	return r.Fake.Restore(ctx, f, table, rules)
 }

@@ -80,7 +80,7 @@ func siteGroup(id string, k int) uint32 {
 // startSites sets L4 multipath hashing (recorded), records and starts one
 // route keeper per site.
 func (c *Cluster) startSites(ctx, sctx context.Context) error {
-	if err := ProbeNexthops(ctx, c.opts.Netns); err != nil {
+	if err := ProbeNexthops(ctx, c.opts.Paths.host(c.opts.Netns)); err != nil {
 		return err
 	}
 	if err := c.setSysctls(ctx, append(slices.Clone(MultipathHashSysctls), "net.ipv4.ip_forward"), "1"); err != nil {
@@ -91,7 +91,7 @@ func (c *Cluster) startSites(ctx, sctx context.Context) error {
 		devs = append(devs, s.Dev)
 	}
 	for k, site := range c.opts.Sites {
-		mp := &Multipath{Netns: c.opts.Netns, Prefixes: []netip.Prefix{site.Prefix}, Group: siteGroup(c.id, k), Devs: devs}
+		mp := &Multipath{Host: c.opts.Paths.host(c.opts.Netns), Prefixes: []netip.Prefix{site.Prefix}, Group: siteGroup(c.id, k), Devs: devs}
 		if err := c.state.record(mp.Resource()); err != nil {
 			return err
 		}
@@ -118,7 +118,7 @@ func (c *Cluster) startSites(ctx, sctx context.Context) error {
 // old value that differs.
 func (c *Cluster) setSysctls(ctx context.Context, keys []string, value string) error {
 	for _, key := range keys {
-		old, err := readSysctl(ctx, c.opts.Netns, key)
+		old, err := c.opts.Paths.host(c.opts.Netns).Sysctl(ctx, key)
 		if err != nil {
 			return err
 		}
@@ -128,7 +128,7 @@ func (c *Cluster) setSysctls(ctx context.Context, keys []string, value string) e
 		if err := c.state.record(Resource{Kind: KindSysctl, Name: key, Netns: c.opts.Netns, Detail: old, Set: value}); err != nil {
 			return err
 		}
-		if err := writeSysctl(ctx, c.opts.Netns, key, value); err != nil {
+		if _, err := c.opts.Paths.host(c.opts.Netns).SetSysctl(ctx, key, value); err != nil {
 			return err
 		}
 	}

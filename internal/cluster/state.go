@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/journal"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
@@ -251,12 +252,19 @@ func (p Paths) undoActions(id, dir string) map[string]journal.Action {
 		// A serve stopping itself undoes the rest.
 		Skip: func(e Resource) bool { return e.Pid == os.Getpid() },
 	}
-	sysctls := journal.Sysctls{Read: readSysctl, Write: writeSysctl, Allowed: func(key, value string) string {
-		if !slices.Contains(ownSysctls, key) || !sysctlValueRE.MatchString(value) {
-			return fmt.Sprintf("sysctl %.60q = %.20q", key, value)
-		}
-		return ""
-	}}
+	sysctls := journal.Sysctls{
+		Read: func(ctx context.Context, ns, key string) (string, error) { return p.host(ns).Sysctl(ctx, key) },
+		Write: func(ctx context.Context, ns, key, value string) error {
+			_, err := p.host(ns).SetSysctl(ctx, key, value)
+			return err
+		},
+		Allowed: func(key, value string) string {
+			if !slices.Contains(ownSysctls, key) || !sysctlValueRE.MatchString(value) {
+				return fmt.Sprintf("sysctl %.60q = %.20q", key, value)
+			}
+			return ""
+		},
+	}
 	// inNetns: an object whose namespace is gone went with it (a lab torn
 	// down).
 	inNetns := func(owned func(Resource) string, undo journal.Action) journal.Action {
@@ -272,23 +280,27 @@ func (p Paths) undoActions(id, dir string) map[string]journal.Action {
 	}
 	anyOf := func(Resource) string { return "" }
 	return map[string]journal.Action{
-		KindProcess:   procs.Undo,
-		KindChain:     inNetns(func(r Resource) string { return journal.ChainOwned(id, r.Name) }, iptables{run: inNs}.deleteChain),
-		KindSysctl:    inNetns(func(r Resource) string { return sysctls.Allowed(r.Name, r.Detail) }, sysctls.Undo),
-		KindSysfs:     inNetns(anyOf, restoreSysfs), // restoreSysfs checks the path
-		KindMultipath: inNetns(anyOf, removeMultipathResource),
+		KindProcess: procs.Undo,
+		KindChain: inNetns(func(r Resource) string { return journal.ChainOwned(id, r.Name) }, func(ctx context.Context, r Resource) error {
+			return deleteChain(ctx, p.host(r.Netns), r)
+		}),
+		KindSysctl: inNetns(func(r Resource) string { return sysctls.Allowed(r.Name, r.Detail) }, sysctls.Undo),
+		KindSysfs:  inNetns(anyOf, restoreSysfs), // restoreSysfs checks the path
+		KindMultipath: inNetns(anyOf, func(ctx context.Context, r Resource) error {
+			return removeMultipathResource(ctx, p.host(r.Netns), r)
+		}),
 		KindLink: inNetns(func(r Resource) string {
 			if !strings.HasPrefix(r.Name, "ovpnperf"+id+"t") {
 				return fmt.Sprintf("link %q", r.Name)
 			}
 			return ""
-		}, removeLink),
+		}, func(ctx context.Context, r Resource) error { return removeLink(ctx, p.host(r.Netns), r) }),
 		KindNATChain: inNetns(func(r Resource) string {
-			if _, ok := natTool(r.Detail); !ok || r.Name != hostNATChain(id) {
+			if _, ok := natFamily(r.Detail); !ok || r.Name != hostNATChain(id) {
 				return fmt.Sprintf("nat chain %q (%.20q)", r.Name, r.Detail)
 			}
 			return ""
-		}, deleteNATChain),
+		}, func(ctx context.Context, r Resource) error { return deleteNATChain(ctx, p.host(r.Netns), r) }),
 	}
 }
 
@@ -365,24 +377,11 @@ func runsFrom(pid int, dir string) bool {
 	return err == nil && strings.Contains(string(b), dir+"/")
 }
 
-// sysctl path of key (net.ipv4.ip_forward → /proc/sys/net/ipv4/ip_forward).
-func sysctlFile(key string) string { return "/proc/sys/" + strings.ReplaceAll(key, ".", "/") }
-
-// readSysctl reads key in namespace ns (host if empty).
-func readSysctl(ctx context.Context, ns, key string) (string, error) {
-	out, err := inNs(ctx, ns, "sysctl", "-n", key)
-	return strings.TrimSpace(string(out)), err
-}
-
-// writeSysctl sets key in ns. Equivalent to: ip netns exec NS sysctl -w KEY=VALUE
-func writeSysctl(ctx context.Context, ns, key, value string) error {
-	_, err := inNs(ctx, ns, "sysctl", "-q", "-w", key+"="+value)
-	return err
-}
-
-func inNs(ctx context.Context, ns string, argv ...string) ([]byte, error) {
-	if ns == "" {
-		return runner.Run(ctx, argv...)
+// host is the network namespace ns ("" this process's) as the run
+// changes it: p.Hosts's, or the kernel's.
+func (p Paths) host(ns string) hostnet.Host {
+	if p.Hosts != nil {
+		return p.Hosts(ns)
 	}
-	return runner.RunIn(ctx, ns, argv...)
+	return hostnet.Open(ns)
 }

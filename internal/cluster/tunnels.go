@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
@@ -103,14 +104,16 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 	if o.Interval == 0 {
 		o.Interval = DefaultTunnelInterval
 	}
-	if err := ProbeNexthops(ctx, ""); err != nil {
+	// Connect changes the namespace it runs in.
+	h := p.host("")
+	if err := ProbeNexthops(ctx, h); err != nil {
 		return err
 	}
 	path, err := runner.Path("openvpn")
 	if err != nil {
 		return err
 	}
-	if err := checkRoutesFree(ctx, o.Routes); err != nil {
+	if err := checkRoutesFree(ctx, h, o.Routes); err != nil {
 		return err
 	}
 	pushed := len(o.Routes) == 0
@@ -141,7 +144,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 	fmt.Fprintf(o.Log, "ovpnperf: connect run %s, state in %s\n", id, st.j.Path())
 	// L4 hashing, restored on the way out.
 	for _, key := range MultipathHashSysctls {
-		old, err := readSysctl(ctx, "", key)
+		old, err := h.Sysctl(ctx, key)
 		if err != nil {
 			return err
 		}
@@ -149,7 +152,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 			if err := recordHere(st, Resource{Kind: KindSysctl, Name: key, Detail: old, Set: "1"}); err != nil {
 				return err
 			}
-			if err := writeSysctl(ctx, "", key, "1"); err != nil {
+			if _, err := h.SetSysctl(ctx, key, "1"); err != nil {
 				return err
 			}
 		}
@@ -170,17 +173,17 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 	var nat *hostNAT
 	natErr := "" // the last error of nat.sync, said once
 	if !o.NoHostNAT {
-		nat = &hostNAT{chain: hostNATChain(id), cur: map[string]string{}, run: inNs}
+		nat = &hostNAT{h: h, chain: hostNATChain(id), cur: map[hostnet.Family]string{}}
 		for _, f := range natFamilies {
-			if err := ProbeNAT(ctx, "", f.tool); err != nil {
+			if err := ProbeNAT(ctx, h, f); err != nil {
 				fmt.Fprintf(o.Log, "ovpnperf: no %s source NAT here (%v): the %s packets this host sends itself get through only on the tunnel whose address they carry; a site's packets are not affected\n",
-					f.tool, strings.ReplaceAll(err.Error(), "\n", " "), f.family)
+					f, strings.ReplaceAll(err.Error(), "\n", " "), f)
 				continue
 			}
-			if err := recordHere(st, Resource{Kind: KindNATChain, Name: nat.chain, Detail: f.family}); err != nil {
+			if err := recordHere(st, Resource{Kind: KindNATChain, Name: nat.chain, Detail: f.String()}); err != nil {
 				return err
 			}
-			if err := nat.create(ctx, f.tool); err != nil {
+			if err := nat.create(ctx, f); err != nil {
 				return err
 			}
 		}
@@ -201,7 +204,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 			if len(ps) == 0 {
 				continue
 			}
-			mp := &Multipath{Prefixes: ps, Group: connectGroup(id) + uint32(k)*0x80, Devs: devs, V6: k == 1}
+			mp := &Multipath{Host: h, Prefixes: ps, Group: connectGroup(id) + uint32(k)*0x80, Devs: devs, V6: k == 1}
 			if err := recordHere(st, mp.Resource()); err != nil {
 				return err
 			}
@@ -305,7 +308,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 			}
 		}
 		if o.Distinct {
-			distinctInstances(ctx, o.Log, tuns, o.Interval)
+			distinctInstances(ctx, h, o.Log, tuns, o.Interval)
 		}
 		for _, t := range tuns {
 			if t.up && (!o.Distinct || t.subnet.IsValid()) {
@@ -313,13 +316,13 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 			}
 		}
 		if pushed && mps == nil {
-			if err := installPushed(ctx, o.Log, tuns, install); err != nil {
+			if err := installPushed(ctx, h, o.Log, tuns, install); err != nil {
 				return err
 			}
 		}
 		if nat != nil {
 			// Before the route takes a tunnel, its rules are in place.
-			a4, a6 := tunAddrs(devs)
+			a4, a6 := tunAddrs(ctx, h, devs)
 			if changed, err := nat.sync(ctx, devs, a4, a6); err != nil {
 				if err.Error() != natErr {
 					fmt.Fprintf(o.Log, "ovpnperf: host nat: %v\n", err)
@@ -358,7 +361,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 // installPushed installs the routes the first tunnel that is up was
 // pushed, once its route-up hook has written them; prefixes this
 // namespace routes already are left out, with a line saying so.
-func installPushed(ctx context.Context, log io.Writer, tuns []*tunnel, install func([]netip.Prefix) error) error {
+func installPushed(ctx context.Context, h hostnet.Host, log io.Writer, tuns []*tunnel, install func([]netip.Prefix) error) error {
 	for _, t := range tuns {
 		if !t.up {
 			continue
@@ -372,7 +375,7 @@ func installPushed(ctx context.Context, log io.Writer, tuns []*tunnel, install f
 		}
 		var free []netip.Prefix
 		for _, p := range rs {
-			if err := checkRoutesFree(ctx, []netip.Prefix{p}); err != nil {
+			if err := checkRoutesFree(ctx, h, []netip.Prefix{p}); err != nil {
 				fmt.Fprintf(log, "ovpnperf: pushed route %s left out: %v\n", p, err)
 				continue
 			}
@@ -391,18 +394,18 @@ func installPushed(ctx context.Context, log io.Writer, tuns []*tunnel, install f
 // replaces no route it did not make. (A route a killed connect left is
 // one; `cluster clean` removes it.)
 // Equivalent to: ip route show exact PREFIX
-func checkRoutesFree(ctx context.Context, ps []netip.Prefix) error {
+func checkRoutesFree(ctx context.Context, h hostnet.Host, ps []netip.Prefix) error {
 	for _, p := range ps {
-		fam := "-4"
-		if p.Addr().Is6() {
-			fam = "-6"
-		}
-		out, err := inNs(ctx, "", "ip", fam, "route", "show", "exact", p.String())
+		rs, err := hostnet.RoutesTo(ctx, h, p)
 		if err != nil {
 			return err
 		}
-		if s := strings.TrimSpace(string(out)); s != "" {
-			return usage.Errorf("route %s: this host routes it already (%s); connect replaces no route it did not make: remove it, or run `ovpnperf cluster clean` if a killed connect left it", p, strings.ReplaceAll(s, "\n", "; "))
+		if len(rs) > 0 {
+			var s []string
+			for _, r := range rs {
+				s = append(s, r.String())
+			}
+			return usage.Errorf("route %s: this host routes it already (%s); connect replaces no route it did not make: remove it, or run `ovpnperf cluster clean` if a killed connect left it", p, strings.Join(s, "; "))
 		}
 	}
 	return nil
@@ -421,21 +424,18 @@ func checkRoutesFree(ctx context.Context, ps []netip.Prefix) error {
 // the route that carries nothing until its keepalive gives up.
 //
 // Equivalent to: ip -o -4 addr show dev TUN
-func distinctInstances(ctx context.Context, log io.Writer, tuns []*tunnel, interval time.Duration) {
+func distinctInstances(ctx context.Context, h hostnet.Host, log io.Writer, tuns []*tunnel, interval time.Duration) {
 	for _, t := range tuns {
 		if !t.up || t.subnet.IsValid() {
 			continue
 		}
-		out, err := inNs(ctx, "", "ip", "-o", "-4", "addr", "show", "dev", t.dev)
+		as, err := h.LinkAddrs(ctx, t.dev)
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(out))
-		for i := range f {
-			if f[i] == "inet" && i+1 < len(f) {
-				if p, err := netip.ParsePrefix(f[i+1]); err == nil {
-					t.subnet = p.Masked()
-				}
+		for _, a := range as {
+			if a.Addr().Is4() {
+				t.subnet = a.Masked()
 			}
 		}
 	}

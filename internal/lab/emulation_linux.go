@@ -1,16 +1,15 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 )
@@ -154,23 +153,23 @@ func (l *Lab) rules(ctx context.Context, p labpath.Path, backend string) error {
 	if p.NoIPv6 {
 		v6 = nil
 	}
+	router := hostnet.Open(l.Namespace(Router))
 	for _, set := range []struct {
-		prog  string
+		tool  string
+		fam   hostnet.Family
 		rules []string
-	}{{"iptables-restore", v4}, {"ip6tables-restore", v6}} {
+	}{{"iptables", hostnet.IPv4, v4}, {"ip6tables", hostnet.IPv6, v6}} {
 		if len(set.rules) == 0 {
 			continue
 		}
 		for _, r := range set.rules {
-			if err := l.state.record(Resource{Kind: KindIptables, Name: strings.TrimSuffix(set.prog, "-restore") + " " + r, Netns: l.Namespace(Router)}); err != nil {
+			if err := l.state.record(Resource{Kind: KindIptables, Name: set.tool + " " + r, Netns: l.Namespace(Router)}); err != nil {
 				return err
 			}
 		}
 		// One iptables-restore per family keeps lab up fast.
 		// Equivalent to: ip netns exec ROUTER iptables -w -A … (each rule)
-		cmd := l.Command(ctx, Router, set.prog, "--noflush", "-w")
-		cmd.Stdin = bytes.NewBufferString("*filter\n" + strings.Join(set.rules, "\n") + "\nCOMMIT\n")
-		if _, err := runner.Output(cmd); err != nil {
+		if err := router.Restore(ctx, set.fam, "filter", set.rules); err != nil {
 			return err
 		}
 	}

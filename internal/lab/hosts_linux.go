@@ -6,13 +6,13 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -161,15 +161,10 @@ func (l *Lab) AddHost(ctx context.Context, node Node) (_ netip.Addr, err error) 
 	}
 	// IPv4 only: no IPv6 addresses, so no autoconfiguration to quiet.
 	// Equivalent to: ip netns exec NS sysctl -w net.ipv6.conf.all.disable_ipv6=1
-	if err := netns.Do(ns, func() error {
-		for _, k := range []string{"net/ipv6/conf/all/disable_ipv6", "net/ipv6/conf/default/disable_ipv6"} {
-			if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte("1"), 0o644); err != nil {
-				return fmt.Errorf("sysctl %s=1: %w", strings.ReplaceAll(k, "/", "."), err)
-			}
+	for _, k := range []string{"net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"} {
+		if _, err := hostnet.Open(ns).SetSysctl(ctx, k, "1"); err != nil {
+			return netip.Addr{}, fmt.Errorf("host %s: %w", node, err)
 		}
-		return nil
-	}); err != nil {
-		return netip.Addr{}, fmt.Errorf("host %s: %w", node, err)
 	}
 	rif := routerHostIf(i)
 	if err := l.veth(node, hostIf, Router, rif, 1500); err != nil {

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +18,7 @@ import (
 	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/journal"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -612,17 +612,12 @@ func (l *Lab) sysctls(p labpath.Path, nodes []Node) error {
 				set["net/ipv6/conf/all/forwarding"] = "1"
 			}
 		}
-		// Equivalent to: ip netns exec NS sysctl -w KEY=VALUE
-		err := netns.Do(l.Namespace(n), func() error {
-			for k, v := range set {
-				if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
-					return fmt.Errorf("sysctl %s=%s: %w", strings.ReplaceAll(k, "/", "."), v, err)
-				}
+		h := hostnet.Open(l.Namespace(n))
+		for k, v := range set {
+			// Equivalent to: ip netns exec NS sysctl -w KEY=VALUE
+			if _, err := h.SetSysctl(context.Background(), strings.ReplaceAll(k, "/", "."), v); err != nil {
+				return fmt.Errorf("%s: %w", n, err)
 			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", n, err)
 		}
 	}
 	return nil

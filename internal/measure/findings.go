@@ -101,6 +101,11 @@ const (
 	// samples, and the rule's share.
 	FigRetransmitMinPercent = "retransmit_min_percent"
 	FigLossRulePercent      = "loss_rule_percent"
+	// loss, when paced echoes answered: how many were sent and lost, and
+	// the lost share.
+	FigEchoesSentPackets = "echoes_sent_packets"
+	FigEchoesLostPackets = "echoes_lost_packets"
+	FigEchoLossPercent   = "echo_loss_percent"
 	// tun-drops.
 	FigTunDroppedPackets = "tun_dropped_packets"
 	FigTxQueueLenPackets = "txqueuelen_packets"

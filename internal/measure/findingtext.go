@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 // FindingText is the sentence of a run document's finding, rendered from
@@ -116,8 +117,22 @@ func realText(f finding.Finding) string {
 		return fmt.Sprintf("%s: window-bound: one TCP flow moved at its receiver's window over the RTT in every sample (window %.0f bytes, RTT %.1f ms: at most %s); %s.",
 			name, fg[FigWindowBytes], 1e3*fg[FigRTTSeconds], FormatRate(fg[FigWindowBps]), f.Advice) + wrong
 	case finding.Loss:
-		return fmt.Sprintf("%s: loss: TCP outside the tunnel retransmitted at least %.1f %% of its segments in every sample: the path loses packets, and a TCP flow through it (inside the tunnel too) is held by its congestion control, not by OpenVPN.",
-			name, fg[FigRetransmitMinPercent]) + wrong
+		retr := fmt.Sprintf("TCP outside the tunnel retransmitted at least %.1f %% of its segments in every sample", fg[FigRetransmitMinPercent])
+		echoes := fmt.Sprintf("%.0f of %.0f paced echoes to the host on the idle path were lost (%.1f %%)", fg[FigEchoesLostPackets], fg[FigEchoesSentPackets], fg[FigEchoLossPercent])
+		switch f.Outcome {
+		case verdict.Confirmed:
+			if _, ok := fg[FigEchoesSentPackets]; !ok {
+				// A document judged by the rule before the echoes.
+				return fmt.Sprintf("%s: loss: %s: the path loses packets, and a TCP flow through it (inside the tunnel too) is held by its congestion control, not by OpenVPN.",
+					name, retr) + wrong
+			}
+			return fmt.Sprintf("%s: loss: %s, and %s: the path loses packets on its own, and a TCP flow through it (inside the tunnel too) is held by its congestion control, not by OpenVPN.",
+				name, retr, echoes) + wrong
+		case verdict.Refuted:
+			return fmt.Sprintf("%s: loss on the path refuted: %s, but only %s, at most half the rule's %.0f %%: the retransmits are the flow overflowing the queue of the path's bottleneck, as a TCP flow that fills a path does, not a lossy path.",
+				name, retr, echoes, fg[FigLossRulePercent])
+		}
+		return fmt.Sprintf("%s: loss on the path (%s): %s; %s (%s).", name, f.Outcome, retr, f.Why, f.Decide)
 	case finding.TunDrops:
 		return fmt.Sprintf("%s: the tun device %s dropped %.0f packets before OpenVPN read them (txqueuelen %.0f): OpenVPN did not keep up with what was sent into the tunnel.",
 			name, f.Settings[SettingTunDevice], fg[FigTunDroppedPackets], fg[FigTxQueueLenPackets])

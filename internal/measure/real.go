@@ -5,6 +5,7 @@ import (
 
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -54,6 +55,20 @@ type RealPath struct {
 	MTUAdvice string `json:"mtu_advice,omitempty"`
 	// BufferAdvice is what to set when the socket dropped datagrams.
 	BufferAdvice string `json:"buffer_advice,omitempty"`
+	// LossEchoes are the paced ICMP echoes to Host sent on the idle path
+	// before the samples: what the loss finding rests on (absent in
+	// documents written before measure sent them).
+	LossEchoes *EchoCount `json:"loss_echoes,omitempty"`
+}
+
+// EchoCount is a paced echo probe's count: Sent echoes, one every
+// IntervalSeconds, of which Answered came back within 2 s. Failed says
+// why no count was read (then Sent is 0).
+type EchoCount struct {
+	Sent            int     `json:"sent"`
+	Answered        int     `json:"answered"`
+	IntervalSeconds float64 `json:"interval_seconds"`
+	Failed          string  `json:"failed,omitempty"`
 }
 
 // CaptureSummary is what the capture of one tunnel sample showed.
@@ -116,10 +131,15 @@ const (
 	// CPUBoundShare: the busiest OpenVPN thread at 90 % of a core or more
 	// in every sample is the limit (a process cannot use more than one).
 	CPUBoundShare = 0.90
-	// LossShare: outside TCP retransmitting more than 1 % of its segments
-	// in every sample is a lossy path, beyond what a queue overflowing at
-	// the bottleneck makes.
+	// LossShare: a path losing more than 1 % of its packets is lossy.
+	// The outside TCP flow retransmitting more than this share of its
+	// segments in every sample raises the question; paced echoes on the
+	// idle path answer it (lossFinding).
 	LossShare = 0.01
+	// LossEchoes echoes, one every LossEchoInterval, on the idle path
+	// before the samples: probe's count and pace, 3 s.
+	LossEchoes       = 300
+	LossEchoInterval = 10 * time.Millisecond
 )
 
 // realFindings judges an `ovpnperf measure` document: each finding names a
@@ -303,8 +323,9 @@ func directionFindings(rp *RealPath, repeat int, dir string, rows [2]int, t, o *
 	if wb, ok := windowFinding(t); ok {
 		add(wb)
 	}
-	// Loss on the path itself: outside TCP retransmitting in every sample.
-	if lf, ok := lossFinding(o); ok {
+	// Loss on the path itself: raised by outside TCP retransmitting in
+	// every sample, answered by the paced echoes.
+	if lf, ok := lossFinding(o, rp.LossEchoes); ok {
 		lf.Subject = finding.Subject{Variant: VariantOutside, Rows: []int{rows[1]}}
 		add(lf)
 	}
@@ -349,9 +370,18 @@ func windowFinding(t *Row) (finding.Finding, bool) {
 		Cites:     []string{citeBufferRTT}}, true
 }
 
-// lossFinding: outside TCP flows retransmitting more than LossShare of
-// their segments in every sample show a lossy path.
-func lossFinding(o *Row) (finding.Finding, bool) {
+// lossFinding judges whether the path loses packets on its own. The
+// outside TCP flow retransmitting more than LossShare of its segments in
+// every sample raises the question (no finding otherwise), but cannot
+// answer it: a loss-based TCP flow that fills a path overflows the
+// bottleneck's queue and retransmits on a path that loses nothing at
+// random. Paced echoes on the idle path build no queue, so their loss is
+// the path's own: more than LossShare of them lost confirms; at most half
+// of it (at least LossEchoes/2 sent) refutes, and the retransmits were the
+// flow's own queue overflowing; in between is noise; without an answered
+// echo (a document written before measure sent them, or ICMP blocked) it
+// is not tested here.
+func lossFinding(o *Row, echoes *EchoCount) (finding.Finding, bool) {
 	if len(o.Samples) < verdict.MinSamples {
 		return finding.Finding{}, false
 	}
@@ -375,7 +405,37 @@ func lossFinding(o *Row) (finding.Finding, bool) {
 		}
 		lo = min(lo, share)
 	}
-	return finding.Finding{Kind: finding.Loss,
-		Figures:   finding.Figures{FigRetransmitMinPercent: 100 * lo, FigLossRulePercent: 100 * LossShare},
-		RefutedBy: fmt.Sprintf("an outside sample retransmitting under %.0f %%", 100*LossShare)}, true
+	f := finding.Finding{Kind: finding.Loss,
+		Figures: finding.Figures{FigRetransmitMinPercent: 100 * lo, FigLossRulePercent: 100 * LossShare}}
+	if echoes == nil || echoes.Answered == 0 {
+		f.Outcome = verdict.NotTested
+		f.Why = "retransmits alone do not tell a lossy path from a flow that fills the path and overflows its bottleneck's queue, as every loss-based TCP does"
+		switch {
+		case echoes == nil:
+			f.Why += ", and no paced echo was sent"
+		case echoes.Failed != "":
+			f.Why += ", and the paced echoes failed: " + echoes.Failed
+		default:
+			f.Why += fmt.Sprintf(", and none of the %d paced echoes came back (ICMP blocked on the way, or not answered)", echoes.Sent)
+		}
+		f.Decide = "paced echoes on the idle path that come back (measure sends them to the host before the samples)"
+		return f, true
+	}
+	lost := echoes.Sent - echoes.Answered
+	share := float64(lost) / float64(echoes.Sent)
+	f.Figures[FigEchoesSentPackets] = float64(echoes.Sent)
+	f.Figures[FigEchoesLostPackets] = float64(lost)
+	f.Figures[FigEchoLossPercent] = 100 * share
+	switch {
+	case share > LossShare:
+		f.Outcome = verdict.Confirmed
+		f.RefutedBy = fmt.Sprintf("paced echoes on the idle path losing %.0f %% or less", 100*LossShare)
+	case share <= LossShare/2 && echoes.Sent >= LossEchoes/2:
+		f.Outcome = verdict.Refuted
+	default:
+		f.Outcome = verdict.Noise
+		f.Why = fmt.Sprintf("%d of %d paced echoes lost: near the %.0f %% rule, or too few echoes to tell", lost, echoes.Sent, 100*LossShare)
+		f.Decide = fmt.Sprintf("more paced echoes (%d at least)", LossEchoes)
+	}
+	return f, true
 }

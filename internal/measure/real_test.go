@@ -148,7 +148,8 @@ func TestRealFindings(t *testing.T) {
 }
 
 // One TCP flow at its window over the RTT is window-bound; outside TCP
-// retransmitting over 1 % in every sample is a lossy path.
+// retransmitting over 1 % in every sample raises loss, which without
+// paced echoes is not tested.
 func TestRealFindingsWindowAndLoss(t *testing.T) {
 	quiet := func(int) OpenVPNCounters { return OpenVPNCounters{BusiestThreadShare: 0.2} }
 	rep := withUp(realDoc([]float64{46e6, 46.5e6, 45.8e6}, []float64{47.5e6, 48e6, 47.6e6}, quiet))
@@ -159,11 +160,63 @@ func TestRealFindingsWindowAndLoss(t *testing.T) {
 		t.Errorf("%+v", w)
 	}
 	l := findingOf(t, fs, finding.Loss, NetworkReal, VariantOutside, DirectionUp)
-	if p := l.Figures[FigRetransmitMinPercent]; p < 1.9 || p > 2.1 || l.Figures[FigLossRulePercent] != 100*LossShare {
+	if p := l.Figures[FigRetransmitMinPercent]; p < 1.9 || p > 2.1 || l.Figures[FigLossRulePercent] != 100*LossShare || l.Outcome != verdict.NotTested {
 		t.Errorf("%+v", l)
 	}
 	if r := l.Subject.Rows; len(r) != 1 || rep.Rows[r[0]].Variant != VariantOutside || rep.Rows[r[0]].Direction != DirectionUp {
 		t.Errorf("loss rests on rows %v", r)
+	}
+}
+
+// Retransmits raise the question of loss; the paced echoes answer it:
+// more than 1 % lost confirms, at most half of it (of enough echoes)
+// refutes, in between is noise, and without an answered echo it is not
+// tested.
+func TestLossFindingNeedsPacedEchoes(t *testing.T) {
+	t.Parallel()
+	quiet := func(int) OpenVPNCounters { return OpenVPNCounters{BusiestThreadShare: 0.2} }
+	for _, c := range []struct {
+		name    string
+		echoes  *EchoCount
+		want    verdict.Outcome
+		figures bool
+	}{
+		{"no echoes", nil, verdict.NotTested, false},
+		{"echoes failed", &EchoCount{Failed: "ping: permission denied", IntervalSeconds: 0.01}, verdict.NotTested, false},
+		{"none answered", &EchoCount{Sent: 300, IntervalSeconds: 0.01}, verdict.NotTested, false},
+		{"all answered", &EchoCount{Sent: 300, Answered: 300, IntervalSeconds: 0.01}, verdict.Refuted, true},
+		{"one lost", &EchoCount{Sent: 300, Answered: 299, IntervalSeconds: 0.01}, verdict.Refuted, true},
+		{"too few to refute", &EchoCount{Sent: 100, Answered: 100, IntervalSeconds: 0.01}, verdict.Noise, true},
+		{"near the rule", &EchoCount{Sent: 300, Answered: 297, IntervalSeconds: 0.01}, verdict.Noise, true},
+		{"lossy", &EchoCount{Sent: 300, Answered: 285, IntervalSeconds: 0.01}, verdict.Confirmed, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := withUp(realDoc([]float64{46e6, 46.5e6, 45.8e6}, []float64{47.5e6, 48e6, 47.6e6}, quiet))
+			rep.Scenario.Real.LossEchoes = c.echoes
+			fs := Findings(rep)
+			wellFormed(t, rep, fs)
+			l := findingOf(t, fs, finding.Loss, NetworkReal, VariantOutside, DirectionUp)
+			if l.Outcome != c.want {
+				t.Errorf("outcome %q, want %q: %+v", l.Outcome, c.want, l)
+			}
+			if p := l.Figures[FigRetransmitMinPercent]; p < 1.9 || p > 2.1 {
+				t.Errorf("retransmits %.2f %%, want 2 %%", p)
+			}
+			_, has := l.Figures[FigEchoLossPercent]
+			if has != c.figures {
+				t.Errorf("echo figures %v, want %v: %v", has, c.figures, l.Figures)
+			}
+			if has {
+				lost := float64(c.echoes.Sent - c.echoes.Answered)
+				if l.Figures[FigEchoesSentPackets] != float64(c.echoes.Sent) || l.Figures[FigEchoesLostPackets] != lost ||
+					!near(l.Figures[FigEchoLossPercent], 100*lost/float64(c.echoes.Sent)) {
+					t.Errorf("figures %v", l.Figures)
+				}
+			}
+			if (l.Outcome == verdict.NotTested || l.Outcome == verdict.Noise) && (l.Why == "" || l.Decide == "") {
+				t.Errorf("undecided without why and decide: %+v", l)
+			}
+		})
 	}
 }
 

@@ -118,6 +118,15 @@ rtt min/avg/max/mdev = 300.112/300.523/301.908/0.311 ms, pipe 31
 	if _, _, _, err := ParsePing("ping: unknown host", 5); err == nil {
 		t.Fatal("no summary: no error")
 	}
+	if sent, answered, err := ParseEchoCount(out); err != nil || sent != 300 || answered != 294 {
+		t.Fatalf("echo count: %d %d %v", sent, answered, err)
+	}
+	if sent, answered, err := ParseEchoCount("5 packets transmitted, 0 received, +5 errors, 100% packet loss, time 4000ms\n"); err != nil || sent != 5 || answered != 0 {
+		t.Fatalf("echo count, none answered: %d %d %v", sent, answered, err)
+	}
+	if _, _, err := ParseEchoCount("ping: unknown host"); err == nil {
+		t.Fatal("echo count without a summary: no error")
+	}
 	lo, hi, err := ParsePingRange(out)
 	if err != nil || lo != 300112*time.Microsecond || hi != 301908*time.Microsecond {
 		t.Fatalf("range: %v %v %v", lo, hi, err)

@@ -355,6 +355,37 @@ func RoundTripsWithin(ctx context.Context, a netip.Addr, n int, interval, deadli
 	return lo, hi, err
 }
 
+// EchoCount sends n ICMP echoes to a, one every interval, and counts
+// those answered: a paced probe whose loss is the path's own, without the
+// queue a flow that fills the path builds (measure's loss finding rests
+// on it). It reads ping's standard output only; an error when ping wrote
+// no summary (no such host, no permission for the interval).
+//
+// Equivalent to: ping -n -q -c N -i INTERVAL -W 2 ADDR
+func EchoCount(ctx context.Context, a netip.Addr, n int, interval time.Duration) (sent, answered int, err error) {
+	cmd := runner.Command(ctx, "ping", "-n", "-q", "-c", strconv.Itoa(n), "-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64), "-W", "2", a.String())
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	rerr := cmd.Run()
+	sent, answered, err = ParseEchoCount(stdout.String())
+	if err != nil && rerr != nil {
+		err = fmt.Errorf("running %q: %v: %s", cmd.String(), rerr, strings.TrimSpace(stderr.String()))
+	}
+	return sent, answered, err
+}
+
+// ParseEchoCount reads the echoes sent and answered from iputils ping's
+// summary line.
+func ParseEchoCount(out string) (sent, answered int, err error) {
+	m := lossRE.FindStringSubmatch(out)
+	if m == nil {
+		return 0, 0, fmt.Errorf("no ping summary in %q", strings.TrimSpace(lastLine(out)))
+	}
+	sent, _ = strconv.Atoi(m[1])
+	answered, _ = strconv.Atoi(m[2])
+	return sent, answered, nil
+}
+
 // echoInterval is how often EchoDuring sends an ICMP echo: 5 a second,
 // 84-byte packets, nothing a sample notices.
 const echoInterval = 200 * time.Millisecond

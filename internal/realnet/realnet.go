@@ -104,6 +104,27 @@ func sizeSamples(ctx context.Context, spec *Spec) string {
 	return sizeByEcho(spec, largest, echoed, failed)
 }
 
+// echoLoss sends measure.LossEchoes ICMP echoes to host, paced, in the
+// background, and returns a function that waits for them and gives their
+// count (measure's loss finding rests on it).
+func echoLoss(ctx context.Context, host netip.Addr) func() *measure.EchoCount {
+	c := &measure.EchoCount{IntervalSeconds: measure.LossEchoInterval.Seconds()}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sent, answered, err := pathprobe.EchoCount(ctx, host, measure.LossEchoes, measure.LossEchoInterval)
+		if err != nil {
+			c.Failed = oneLine(err)
+			return
+		}
+		c.Sent, c.Answered = sent, answered
+	}()
+	return func() *measure.EchoCount {
+		<-done
+		return c
+	}
+}
+
 // sizeByEcho sizes spec's samples by the largest echo round trip where
 // spec leaves them to the path; echoed false: no echo answered (failed
 // says why), and largest means nothing.
@@ -233,7 +254,11 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	if err := CheckServer(ctx, spec); err != nil {
 		return nil, err
 	}
+	// The paced echoes that judge loss run beside the sizing echoes, on
+	// the idle path, and end before the first sample.
+	lossEchoes := echoLoss(ctx, spec.Host)
 	timing := sizeSamples(ctx, &spec)
+	echoCount := lossEchoes()
 	if spec.Progress != nil {
 		fmt.Fprintf(spec.Progress, "samples: %s\n", timing)
 	}
@@ -246,7 +271,8 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 		Host: spec.Host.String(), Tunnel: spec.Tunnel.String(),
 		OutsideDevice: outRoute.Dev, TunDevice: proc.Tun, TunMTU: tunRoute.MTU,
 		Pid: proc.Pid, Proto: proc.Socket.Proto,
-		Socket: fmt.Sprintf("%s %s → %s (inode %d)", proc.Socket.Proto, proc.Socket.Local, proc.Socket.Remote, proc.Socket.Inode),
+		Socket:     fmt.Sprintf("%s %s → %s (inode %d)", proc.Socket.Proto, proc.Socket.Local, proc.Socket.Remote, proc.Socket.Inode),
+		LossEchoes: echoCount,
 	}
 	sc := measure.Scenario{
 		Command: measure.CommandMeasure, DurationSeconds: spec.Duration.Seconds(), Repeat: spec.Repeat, Parallel: 1,
