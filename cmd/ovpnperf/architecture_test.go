@@ -15,6 +15,7 @@ import (
 // ARCHITECTURE.md's package map is the truth about layering: every package
 // has a row, every row a package, and every import goes to a lower layer.
 func TestArchitectureLayers(t *testing.T) {
+	t.Parallel()
 	root := moduleRoot(t)
 	layers := readLayerTable(t, filepath.Join(root, "ARCHITECTURE.md"))
 

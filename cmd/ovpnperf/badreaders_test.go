@@ -118,6 +118,10 @@ func badTrailer(block []byte) []byte {
 // 36 s), among them. A file cut right after a record header, or an
 // interface the file does not describe, is no longer read as a clean end
 // or a lost packet.
+//
+// Not parallel: a child's peak memory (ru_maxrss) includes the test
+// binary's own peak when the child was started (Go starts children sharing
+// its memory until exec), and tests running beside this one raise that.
 func TestAnalyzeRefusesDamagedCaptures(t *testing.T) {
 	dir := t.TempDir()
 	in := func(name string, b []byte) string {
@@ -247,6 +251,7 @@ func analyzeJSON(t *testing.T, b []byte, args ...string) map[string]any {
 // each packet with its own interface's link type, and says so; pcap and
 // pcapng records of every kind the formats have are counted.
 func TestAnalyzeReadsEveryPacket(t *testing.T) {
+	t.Parallel()
 	eth, cooked := ether(ipv4UDP(100)), sll(ipv4UDP(200))
 	ne, nc := uint32(len(eth)), uint32(len(cooked))
 	simple := byteorder.LittleEndian.AppendUint32(nil, ne)
@@ -280,6 +285,7 @@ func TestAnalyzeReadsEveryPacket(t *testing.T) {
 // IPv6 jumbograms (RFC 2675: payload length 0, the length in a hop-by-hop
 // option) are counted at their length, in a histogram bar of their own.
 func TestAnalyzeJumbogram(t *testing.T) {
+	t.Parallel()
 	const payload = 70000 // hop-by-hop header (8) + UDP header (8) + data
 	ip := make([]byte, 40+8+8+64)
 	ip[0], ip[6], ip[7] = 0x60, 0, 64 // next header: hop-by-hop
@@ -314,6 +320,7 @@ func TestAnalyzeJumbogram(t *testing.T) {
 // gives (after the link header), not at the bytes captured of it (128
 // with tcpdump -s 128).
 func TestAnalyzeOffloadLength(t *testing.T) {
+	t.Parallel()
 	frame := ether(ipv4UDP(200))[:128]
 	frame[14+2], frame[14+3] = 0, 0
 	doc := analyzeJSON(t, join(pcapFile(128, 1), pcapRecord(128, 14+30000, frame)))

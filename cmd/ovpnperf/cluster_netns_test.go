@@ -41,7 +41,7 @@ func TestClusterServeListenersInLab(t *testing.T) {
 	ovpnperf(t, "lab", "up", "--name", name).mustSucceed(t)
 	before, _ := cluster.Paths{}.List()
 
-	srv := lab.ServerV4.String()
+	srv := lab.ServerV4().String()
 	disp, metrics := net.JoinHostPort(srv, "8443"), net.JoinHostPort(srv, "9100")
 	r := startBackground(t, "cluster", "serve", "--lab", name, "--instances", "2", "--one-port", "1194",
 		"--dispatcher", disp, "--metrics", metrics)

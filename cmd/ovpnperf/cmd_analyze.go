@@ -50,7 +50,7 @@ different link types is read packet by packet with each one's link type.`,
 }
 
 func runAnalyze(ctx context.Context, stdout io.Writer, file string, o analyzeOptions) error {
-	f, err := inputfile.Open(ctx, file, inputfile.Capture)
+	f, err := inputfile.Open(ctx, file, inputfile.Capture())
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func runClusterClientConfig(ctx context.Context, w io.Writer, id string, o clust
 	if err := checkOutPath("-o/--output", o.out); err != nil {
 		return err
 	}
-	b, err := inputfile.ReadFile(ctx, o.base, inputfile.Config)
+	b, err := inputfile.ReadFile(ctx, o.base, inputfile.Config())
 	if err != nil {
 		return usage.Errorf("--base %v", err)
 	}

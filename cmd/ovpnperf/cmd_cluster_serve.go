@@ -226,7 +226,7 @@ func (o clusterServeOptions) toOptions() (cluster.Options, error) {
 		}
 	}
 	if o.public == "" && o.labName != "" {
-		o.public = lab.ServerV4.String()
+		o.public = lab.ServerV4().String()
 	}
 	if o.dispatcher != "" && o.public == "" {
 		return co, usage.Errorf("--dispatcher needs --public HOST: the address clients reach the instances at")
@@ -275,7 +275,7 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 	}
 	var pki *openvpn.PKI
 	if o.config != "" {
-		b, err := inputfile.ReadFile(ctx, o.config, inputfile.Config)
+		b, err := inputfile.ReadFile(ctx, o.config, inputfile.Config())
 		if err != nil {
 			return usage.Errorf("--config %v", err)
 		}
@@ -300,13 +300,13 @@ func runClusterServe(ctx context.Context, w io.Writer, o clusterServeOptions) er
 	}
 	if !co.Pool.IsValid() {
 		if o.config == "" {
-			co.Pool = lab.TunnelV4
+			co.Pool = lab.TunnelV4()
 		} else if co.Pool, err = serverNetwork(co.Base); err != nil {
 			return err
 		}
 	}
 	if o.public == "" && o.labName != "" {
-		o.public = lab.ServerV4.String()
+		o.public = lab.ServerV4().String()
 	}
 	if o.dispatcher != "" && o.public == "" {
 		return usage.Errorf("--dispatcher needs --public HOST: the address clients reach the instances at")

@@ -21,6 +21,7 @@ import (
 // tunnel row got worse (the routed row got better); the reverse move is
 // better (there the routed row is worse, so compare exits 1 for it).
 func TestCompareFindingsMoved(t *testing.T) {
+	t.Parallel()
 	pathBound, cpuBound := recorded("compare-path-bound.json"), recorded("compare-cpu-bound.json")
 	run := func(old, new string, code int, worseRows int) report.Comparison {
 		t.Helper()
@@ -69,6 +70,7 @@ func TestCompareFindingsMoved(t *testing.T) {
 // the socket-drops finding that appeared is worse, exit 1, with no row
 // worse; the reverse is better, exit 0.
 func TestCompareSocketDrops(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name string, drops uint64) string {
 		t.Helper()

@@ -73,7 +73,7 @@ sequential, one openssl at a time; no root needed, nothing is left behind.`,
 	intFlag(f, &opts.repeat, "repeat", "", 1, 1, 100, "measure everything this many times and report median and spread (1–100)")
 	stringListFlag(f, &opts.ciphers, "ciphers", "cipher names separated by commas, e.g. AES-256-GCM,CHACHA20-POLY1305",
 		"ciphers to measure, comma-separated (default all: "+strings.Join(cryptoCipherNames(), ",")+")")
-	intListFlag(f, &opts.sizes, "sizes", cryptobench.DefaultBlockSizes, 16, 65536, "buffer sizes of the table in bytes (16–65536, comma-separated)")
+	intListFlag(f, &opts.sizes, "sizes", cryptobench.DefaultBlockSizes(), 16, 65536, "buffer sizes of the table in bytes (16–65536, comma-separated)")
 	intFlag(f, &opts.packetBytes, "packet-bytes", "", cryptobench.DefaultPacketBytes, 16, 65536,
 		"plaintext bytes of a full-size tunnel packet for the projection (1440: inner IPv4 packet under the default mssfix 1492 mtu)")
 	return cmd
@@ -81,7 +81,7 @@ sequential, one openssl at a time; no root needed, nothing is left behind.`,
 
 func cryptoCipherNames() []string {
 	var n []string
-	for _, c := range cryptobench.DataCiphers {
+	for _, c := range cryptobench.DataCiphers() {
 		n = append(n, c.Name)
 	}
 	return n

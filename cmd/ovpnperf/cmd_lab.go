@@ -182,9 +182,9 @@ func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 	}
 	fmt.Fprintf(w, "lab %s up in %v (emulation: %s)\n", l.Name(), elapsed.Round(time.Millisecond), l.Backend())
 	fmt.Fprintf(w, "  %s\n", describePath(p))
-	fmt.Fprintf(w, "  client  %-22s %s, %s\n", l.Namespace(lab.Client), lab.ClientV4, v6(p, lab.ClientV6.String()))
-	fmt.Fprintf(w, "  router  %-22s %s / %s\n", l.Namespace(lab.Router), lab.RouterClientV4, lab.RouterServerV4)
-	fmt.Fprintf(w, "  server  %-22s %s, %s\n", l.Namespace(lab.Server), lab.ServerV4, v6(p, lab.ServerV6.String()))
+	fmt.Fprintf(w, "  client  %-22s %s, %s\n", l.Namespace(lab.Client), lab.ClientV4(), v6(p, lab.ClientV6().String()))
+	fmt.Fprintf(w, "  router  %-22s %s / %s\n", l.Namespace(lab.Router), lab.RouterClientV4(), lab.RouterServerV4())
+	fmt.Fprintf(w, "  server  %-22s %s, %s\n", l.Namespace(lab.Server), lab.ServerV4(), v6(p, lab.ServerV6().String()))
 	for _, h := range l.Hosts() {
 		fmt.Fprintf(w, "  %-7s %-22s %s (unshaped link; router %s)\n", h.Node, l.Namespace(h.Node), h.Addr, h.RouterAddr)
 	}
@@ -194,7 +194,7 @@ func runLabUp(ctx context.Context, w, errw io.Writer, o labUpOptions) error {
 		fmt.Fprintf(w, "          serve:    --registry-cert %s --registry-key %s\n", etcd.ServeCert, etcd.ServeKey)
 		fmt.Fprintf(w, "          dispatch: --registry-cert %s --registry-key %s\n", etcd.DispatchCert, etcd.DispatchKey)
 	}
-	fmt.Fprintf(w, "try: ovpnperf lab exec %s client -- ping -c 3 %s\n", l.Name(), lab.ServerV4)
+	fmt.Fprintf(w, "try: ovpnperf lab exec %s client -- ping -c 3 %s\n", l.Name(), lab.ServerV4())
 	fmt.Fprintf(w, "end: ovpnperf lab down %s\n", l.Name())
 	return nil
 }

@@ -48,7 +48,7 @@ func TestLabCommandLifeCycle(t *testing.T) {
 	if !mine.OwnerAlive || mine.Path.MTU != 1492 || mine.Path.Up.RateBitsPerSec != 20e6 || mine.Path.Down.Delay != 10*time.Millisecond || mine.Backend == "" {
 		t.Errorf("status does not show the lab's settings: %+v", *mine)
 	}
-	r = ovpnperf(t, "lab", "exec", name, "client", "--", "ping", "-c", "2", "-i", "0.2", lab.ServerV4.String()).mustSucceed(t)
+	r = ovpnperf(t, "lab", "exec", name, "client", "--", "ping", "-c", "2", "-i", "0.2", lab.ServerV4().String()).mustSucceed(t)
 	if !strings.Contains(r.stdout, "2 received") {
 		t.Errorf("ping through the lab: %s", r.stdout)
 	}

@@ -49,7 +49,7 @@ func TestLabWireBackends(t *testing.T) {
 			if !recorded {
 				t.Errorf("the state does not record %s: %+v", wire, st.Resources)
 			}
-			for _, addr := range []string{lab.ServerV4.String(), lab.ServerV6.String()} {
+			for _, addr := range []string{lab.ServerV4().String(), lab.ServerV6().String()} {
 				r = ovpnperf(t, "lab", "exec", name, "client", "--", "ping", "-c", "3", "-i", "0.2", addr).mustSucceed(t)
 				m := rttRe.FindStringSubmatch(r.stdout)
 				if m == nil {
@@ -131,7 +131,7 @@ func TestLabWireLossHitsPackets(t *testing.T) {
 	}
 	defer srv.Stop()
 	res, err := iperf.Run(ctx, func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, lab.Client, argv...) },
-		iperf.ClientOptions{Server: lab.ServerV4, Port: srv.Port(), Duration: 2 * time.Second, PathSlack: 100 * time.Millisecond})
+		iperf.ClientOptions{Server: lab.ServerV4(), Port: srv.Port(), Duration: 2 * time.Second, PathSlack: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestLabWireXDPReceiveAggregates(t *testing.T) {
 	defer srv.Stop()
 	p0, b0 := txRS()
 	res, err := iperf.Run(ctx, func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, lab.Client, argv...) },
-		iperf.ClientOptions{Server: lab.ServerV4, Port: srv.Port(), Duration: 2 * time.Second, PathSlack: 100 * time.Millisecond})
+		iperf.ClientOptions{Server: lab.ServerV4(), Port: srv.Port(), Duration: 2 * time.Second, PathSlack: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

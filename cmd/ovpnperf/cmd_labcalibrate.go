@@ -60,7 +60,7 @@ Needs root; takes about a minute.`,
 	f := c.Flags()
 	durationFlag(f, &o.duration, "duration", "", lab.DefaultCalibrationStep, time.Second, time.Minute, false, "how long each rate is offered (1s–1m)")
 	var def []int
-	for _, r := range lab.CalibrationRates {
+	for _, r := range lab.CalibrationRates() {
 		def = append(def, int(r))
 	}
 	intListFlag(f, &o.rates, "rates", def, 100, 1000000, "packet rates per direction to try, ascending, until one is not carried")

@@ -26,6 +26,7 @@ func writeConf(t *testing.T, dir, name, text string) string {
 // TestLintExitStatus: 0 clean (or info only), 1 warnings, 3 errors, 2 bad
 // usage with nothing written.
 func TestLintExitStatus(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clean := writeConf(t, dir, "clean.conf", "client\nremote vpn.example.net 1194\nremote-cert-tls server\n")
 	warn := writeConf(t, dir, "warn.conf", "client\nremote vpn.example.net\nremote-cert-tls server\nverb 6\n")
@@ -103,6 +104,7 @@ func TestLintExitStatus(t *testing.T) {
 // internal/openvpn's TestLintLogsLive) as journalctl prints it, on
 // standard input.
 func TestLintLogStdin(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../internal/openvpn/testdata/logs/lint-capped-mismatch-server.log")
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +141,7 @@ func TestLintLogStdin(t *testing.T) {
 // sarif, --fail-on, suppression comments, --target and the default target
 // (the installed openvpn's version), with the exit codes of text output.
 func TestLintPipeline(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeConf(t, dir, "a.conf", "client\ndev tun\nremote vpn.example.net 1194\nremote-cert-tls server\nfragment 1300\n")
 	writeConf(t, dir, "b.ovpn", "client\ndev tun\nremote vpn.example.net 1194\nremote-cert-tls server\nuser nobody\n")
@@ -149,7 +152,7 @@ func TestLintPipeline(t *testing.T) {
 		t.Fatalf("exit %d, want 1 and 3 lines\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, l := range lines {
-		if !lint.GCCLineRE.MatchString(l) {
+		if !lint.GCCLineRE().MatchString(l) {
 			t.Errorf("not gcc format: %q", l)
 		}
 	}

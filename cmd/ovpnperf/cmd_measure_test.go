@@ -116,7 +116,7 @@ func TestMeasurePathBound(t *testing.T) {
 	// 4 s samples: the bytes a full queue holds at the -O boundary are
 	// counted by the receiver, not the sender; over 2 s they made a
 	// receiver 10 % above its sender once on an idle machine (refused).
-	rep, _ := b.measureDoc(t, lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "4s")
+	rep, _ := b.measureDoc(t, lab.ServerV4().String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "4s")
 	rp := rep.Scenario.Real
 	if rp == nil || rep.Scenario.Command != "measure" || rep.Scenario.Networks[0].Name != "real" {
 		t.Fatalf("not a measure document: %+v", rep.Scenario)
@@ -246,7 +246,7 @@ func TestMeasureSatellitePath(t *testing.T) {
 		Up:   labpath.Link{RateBitsPerSec: 10e6, Delay: 300 * time.Millisecond},
 		Down: labpath.Link{RateBitsPerSec: 10e6, Delay: 300 * time.Millisecond},
 	}, true, nil)
-	rep, _ := b.measureDoc(t, lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--repeat", "1")
+	rep, _ := b.measureDoc(t, lab.ServerV4().String(), "--tunnel", b.tun.ServerAddr.String(), "--repeat", "1")
 	timing, _ := rep.Scenario.Extra["sample_timing"].(string)
 	if !strings.Contains(timing, "sized by the path") || !strings.Contains(timing, "window check allows") {
 		t.Errorf("samples not sized by the path: %q", timing)
@@ -271,7 +271,7 @@ func TestMeasureSatellitePath(t *testing.T) {
 	}
 	// probe --iperf3 on the same path, its sample sized by its own echoes
 	// and allowed what the echoes during it see.
-	pr := ovpnperfWithin(t, 3*time.Minute, "lab", "exec", b.lab.Name(), "client", "--", binary, "probe", lab.ServerV4.String(),
+	pr := ovpnperfWithin(t, 3*time.Minute, "lab", "exec", b.lab.Name(), "client", "--", binary, "probe", lab.ServerV4().String(),
 		"--iperf3", "5201", "--pings", "10", "--no-crypto", "--json")
 	if pr.code != 0 {
 		t.Fatalf("probe: exit %d\n%s\n%s", pr.code, pr.stdout, pr.stderr)
@@ -305,7 +305,7 @@ func measureSocketDrops(t *testing.T, b *measureBench) {
 	b.restartVariant(t, v, func(s, c *openvpn.Config) { c.Add("rcvbuf", "16384") })
 	// One sample per row: the socket drops finding needs no three (unlike
 	// path-bound and CPU-bound), and drops are counted in every sample.
-	args := []string{lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "2s", "--omit", "0s", "--direction", "down", "--repeat", "1"}
+	args := []string{lab.ServerV4().String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "2s", "--omit", "0s", "--direction", "down", "--repeat", "1"}
 	rep, _ := b.measureDoc(t, args...)
 	r := tunnelRow(t, rep, "down")
 	drops, rcv := socketDrops(r)
@@ -379,7 +379,7 @@ func measureBeforeAfterCompare(t *testing.T, b *measureBench) {
 	// 1 s samples without a warm-up: on this LAN slow start ends within
 	// milliseconds, and the jumbo tunnel is about 3× the default (three
 	// samples a side, as compare's evidence rule wants).
-	args := []string{lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "1s", "--omit", "0s", "--direction", "down"}
+	args := []string{lab.ServerV4().String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "1s", "--omit", "0s", "--direction", "down"}
 	rep, _ := b.measureDoc(t, append(args, "--out", before)...)
 	b.restartVariant(t, v, nil)
 	rep2, _ := b.measureDoc(t, append(args, "--out", after)...)
@@ -454,7 +454,7 @@ func TestMeasureFragmentation(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Text on stdout, the document in --out: one run gives both.
-	mr := b.measure(t, lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "1s", "--omit", "0s", "--direction", "up", "--capture", "--out", out)
+	mr := b.measure(t, lab.ServerV4().String(), "--tunnel", b.tun.ServerAddr.String(), "--time", "1s", "--omit", "0s", "--direction", "up", "--capture", "--out", out)
 	if mr.code != 0 {
 		t.Fatalf("measure: exit %d\nstdout:\n%s\nstderr:\n%s", mr.code, mr.stdout, mr.stderr)
 	}
@@ -521,14 +521,14 @@ func measureBadInput(t *testing.T, b *measureBench) {
 	// An iperf3 server that answers outside the tunnel only, as when the
 	// far end's firewall lets the tunnel's port through on one address.
 	srv, err := iperf.StartServer(context.Background(), func(ctx context.Context, argv ...string) *exec.Cmd { return b.lab.Command(ctx, lab.Server, argv...) },
-		iperf.ServerOptions{Bind: lab.ServerV4})
+		iperf.ServerOptions{Bind: lab.ServerV4()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Stop() })
 	dir := t.TempDir()
 	out := filepath.Join(dir, "never.json")
-	server, tun := lab.ServerV4.String(), b.tun.ServerAddr.String()
+	server, tun := lab.ServerV4().String(), b.tun.ServerAddr.String()
 	for _, c := range []struct {
 		name string
 		args []string
@@ -536,7 +536,7 @@ func measureBadInput(t *testing.T, b *measureBench) {
 		want string
 	}{
 		{"TUNNEL_ADDR not through a tun", []string{server, "--tunnel", server}, 2, "both"},
-		{"TUNNEL_ADDR outside", []string{server, "--tunnel", lab.RouterServerV4.String()}, 2, "not routed through a tun device"},
+		{"TUNNEL_ADDR outside", []string{server, "--tunnel", lab.RouterServerV4().String()}, 2, "not routed through a tun device"},
 		{"HOST through the tunnel", []string{tun, "--tunnel", b.tun.ServerAddr.Next().String()}, 2, "reached through the tun device"},
 		{"unreachable HOST", []string{"198.51.100.99", "--tunnel", tun}, 1, "no iperf3 server answers at 198.51.100.99:5201"},
 		{"no iperf3 server", []string{server, "--tunnel", tun, "--port", "5999"}, 1, "`iperf3 -s -p 5999`"},
@@ -595,7 +595,7 @@ func TestAnalyzeLabCapture(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	const pings = 5
-	if out, err := l.Command(ctx, lab.Client, "ping", "-c", "5", "-i", "0.2", "-M", "dont", "-s", "1422", lab.ServerV4.String()).CombinedOutput(); err != nil {
+	if out, err := l.Command(ctx, lab.Client, "ping", "-c", "5", "-i", "0.2", "-M", "dont", "-s", "1422", lab.ServerV4().String()).CombinedOutput(); err != nil {
 		t.Fatalf("ping: %v\n%s", err, out)
 	}
 	time.Sleep(200 * time.Millisecond)

@@ -112,11 +112,11 @@ func TestPMTUMustShow(t *testing.T) {
 		family    string
 		hop       string
 	}{
-		{"v4-1400", 1400, false, lab.ServerV4.String(), "ipv4", lab.RouterClientV4.String()},
-		{"v6-1400", 1400, false, lab.ServerV6.String(), "ipv6", lab.RouterClientV6.String()},
-		{"v4-1400-blackhole", 1400, true, lab.ServerV4.String(), "ipv4", ""},
-		{"v6-1400-blackhole", 1400, true, lab.ServerV6.String(), "ipv6", ""},
-		{"v4-1492", 1492, false, lab.ServerV4.String(), "ipv4", lab.RouterClientV4.String()},
+		{"v4-1400", 1400, false, lab.ServerV4().String(), "ipv4", lab.RouterClientV4().String()},
+		{"v6-1400", 1400, false, lab.ServerV6().String(), "ipv6", lab.RouterClientV6().String()},
+		{"v4-1400-blackhole", 1400, true, lab.ServerV4().String(), "ipv4", ""},
+		{"v6-1400-blackhole", 1400, true, lab.ServerV6().String(), "ipv6", ""},
+		{"v4-1492", 1492, false, lab.ServerV4().String(), "ipv4", lab.RouterClientV4().String()},
 	} {
 		l := labOf(t, c.mtu, c.blackhole)
 		t.Run(c.name, func(t *testing.T) {
@@ -209,11 +209,11 @@ func TestPMTUThroughTunnel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := openvpn.ServerConfig(openvpn.ServerParams{Local: lab.ServerV4, Tunnel: lab.TunnelV4, Credentials: pki.Server()})
+	srv, err := openvpn.ServerConfig(openvpn.ServerParams{Local: lab.ServerV4(), Tunnel: lab.TunnelV4(), Credentials: pki.Server()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err := openvpn.ClientConfig(openvpn.ClientParams{Remote: lab.ServerV4, Credentials: pki.Client("")})
+	cli, err := openvpn.ClientConfig(openvpn.ClientParams{Remote: lab.ServerV4(), Credentials: pki.Client("")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestPMTUThroughTunnel(t *testing.T) {
 	if err := c.WaitReady(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	far := lab.TunnelV4.Addr().Next().String()
+	far := lab.TunnelV4().Addr().Next().String()
 	out, err := runner.RunIn(ctx, l.Namespace(lab.Client), binary, "pmtu", "--through-tunnel", far, "--json")
 	if err != nil {
 		t.Fatal(err)

@@ -85,7 +85,7 @@ event (one JSON object per line with --json).`,
 	stringFlag(f, &opts.bind, "bind", "B", "", "an IP address of this host", "address to listen on (default all)")
 	f.BoolVarP(&opts.once, "once", "1", false, "exit after the first session ends")
 	f.BoolVar(&opts.json, "json", false, "print session events as JSON lines")
-	durationFlag(f, &opts.maxDuration, "max-duration", "", pps.DefaultLimits.MaxDuration, time.Millisecond, time.Hour, false, "longest test accepted; longer requests are capped")
+	durationFlag(f, &opts.maxDuration, "max-duration", "", pps.DefaultLimits().MaxDuration, time.Millisecond, time.Hour, false, "longest test accepted; longer requests are capped")
 	stringFlag(f, &opts.keyFile, "key-file", "", "", "a file only its owner can read (mode 0600)", "shared key: clients whose hello is signed with it take precedence over unauthenticated ones")
 	return cmd
 }
@@ -110,7 +110,7 @@ func runPPSServer(ctx context.Context, opts ppsServerOptions) error {
 	if err != nil {
 		return err
 	}
-	limits := pps.DefaultLimits
+	limits := pps.DefaultLimits()
 	limits.MaxDuration = opts.maxDuration
 	var mu sync.Mutex
 	enc := json.NewEncoder(opts.out)
@@ -243,10 +243,10 @@ and says so.`,
 	intFlag(f, &opts.size, "size", "l", pps.MinSize, pps.MinSize, pps.MaxSize, fmt.Sprintf("UDP payload of each probe in bytes (%d–%d)", pps.MinSize, pps.MaxSize))
 	opts.rate = 1000
 	addValue(f, &opts.rate, "rate", "b", "pps", "1000", parsePPS, "total probes per second over all flows, at least 1 (e.g. 20000, 100k, 1M); 0 = as fast as possible")
-	intFlag(f, &opts.flows, "flows", "P", 1, 1, pps.DefaultLimits.MaxFlows, "parallel flows, each its own socket and source port (1–64)")
-	durationFlag(f, &opts.duration, "duration", "t", 10*time.Second, time.Millisecond, pps.DefaultLimits.MaxDuration, false, "how long to send")
+	intFlag(f, &opts.flows, "flows", "P", 1, 1, pps.DefaultLimits().MaxFlows, "parallel flows, each its own socket and source port (1–64)")
+	durationFlag(f, &opts.duration, "duration", "t", 10*time.Second, time.Millisecond, pps.DefaultLimits().MaxDuration, false, "how long to send")
 	uintFlag(f, &opts.count, "count", "n", 1e12, "stop after this many probes over all flows (0 = no limit but --duration)")
-	durationFlag(f, &opts.timeout, "timeout", "", time.Second, time.Millisecond, pps.DefaultLimits.MaxTimeout, false, "a probe without echo after this long is lost (at most 10s)")
+	durationFlag(f, &opts.timeout, "timeout", "", time.Second, time.Millisecond, pps.DefaultLimits().MaxTimeout, false, "a probe without echo after this long is lost (at most 10s)")
 	f.BoolVar(&opts.oneWay, "one-way", false, "the server counts the probes instead of echoing them (no RTT; loss of the way there)")
 	stringFlag(f, &opts.keyFile, "key-file", "", "", "a file only its owner can read (mode 0600)", "sign the hello with the key the server was given (--key-file there), for precedence over unauthenticated clients")
 	f.BoolVar(&opts.gso, "gso", false, "send each batch as one UDP GSO write (see above: not over veth or bridges)")
@@ -285,12 +285,12 @@ func runPPSClient(ctx context.Context, opts ppsClientOptions) error {
 		return usage.Errorf("--port %d: want 1–65535", opts.port)
 	case opts.size < pps.MinSize || opts.size > pps.MaxSize:
 		return usage.Errorf("--size %d: want %d–%d bytes of UDP payload", opts.size, pps.MinSize, pps.MaxSize)
-	case opts.flows < 1 || opts.flows > pps.DefaultLimits.MaxFlows:
-		return usage.Errorf("--flows %d: want 1–%d", opts.flows, pps.DefaultLimits.MaxFlows)
-	case opts.duration < time.Millisecond || opts.duration > pps.DefaultLimits.MaxDuration:
-		return usage.Errorf("--duration %v: want 1ms–%v", opts.duration, pps.DefaultLimits.MaxDuration)
-	case opts.timeout < time.Millisecond || opts.timeout > pps.DefaultLimits.MaxTimeout:
-		return usage.Errorf("--timeout %v: want 1ms–%v", opts.timeout, pps.DefaultLimits.MaxTimeout)
+	case opts.flows < 1 || opts.flows > pps.DefaultLimits().MaxFlows:
+		return usage.Errorf("--flows %d: want 1–%d", opts.flows, pps.DefaultLimits().MaxFlows)
+	case opts.duration < time.Millisecond || opts.duration > pps.DefaultLimits().MaxDuration:
+		return usage.Errorf("--duration %v: want 1ms–%v", opts.duration, pps.DefaultLimits().MaxDuration)
+	case opts.timeout < time.Millisecond || opts.timeout > pps.DefaultLimits().MaxTimeout:
+		return usage.Errorf("--timeout %v: want 1ms–%v", opts.timeout, pps.DefaultLimits().MaxTimeout)
 	case strings.ContainsAny(opts.host, " /\x00") || opts.host == "":
 		return usage.Errorf("HOST %q: want a host name or IP address", opts.host)
 	}
@@ -379,7 +379,7 @@ func readKeyFile(flag, path string) ([]byte, error) {
 	if fi.Size() > 4096 {
 		return nil, usage.Errorf("%s %q: %d bytes, want at most 4096", flag, path, fi.Size())
 	}
-	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Key)
+	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Key())
 	if err != nil {
 		return nil, usage.Errorf("%s %v", flag, err)
 	}

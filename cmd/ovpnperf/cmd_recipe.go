@@ -274,7 +274,7 @@ func summarize(w io.Writer, reports []*measure.Report) {
 // the same documents, figures and schemas are accepted), keeping only
 // run documents of a recipe.
 func readReports(ctx context.Context, path string) ([]*measure.Report, bool, error) {
-	b, err := inputfile.ReadFile(ctx, path, inputfile.Document)
+	b, err := inputfile.ReadFile(ctx, path, inputfile.Document())
 	if err != nil {
 		return nil, false, usage.Errorf("recipe judge: %v", err)
 	}

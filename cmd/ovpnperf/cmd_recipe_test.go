@@ -13,6 +13,7 @@ import (
 // recipe judge recomputes a saved run's verdicts without root or a lab:
 // the recorded run of testdata, as text and as JSON.
 func TestRecipeJudge(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("..", "..", "internal", "recipe", "testdata", "recorded", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no recorded results: %v", err)
@@ -54,6 +55,7 @@ func TestRecipeJudge(t *testing.T) {
 }
 
 func TestRecipeJudgeBadInput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ovpnperf(t, "recipe", "judge", filepath.Join(dir, "missing.json")).mustBeUsageError(t, "no such file")
 	garbage := filepath.Join(dir, "garbage.json")

@@ -18,6 +18,7 @@ func recorded(name string) string {
 }
 
 func TestReportCommand(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "r.html")
 	ovpnperf(t, "report", recorded("labrun-default.json"), recorded("labrun-lan-jumbo.json"), "-o", out).mustSucceed(t)
 	page, err := os.ReadFile(out)
@@ -56,6 +57,7 @@ func TestReportCommand(t *testing.T) {
 }
 
 func TestCompareCommand(t *testing.T) {
+	t.Parallel()
 	lan := recorded("labrun-lan-jumbo.json")
 	// default → jumbo on the LAN: better, exit 0; the reverse is worse, exit 1.
 	r := ovpnperf(t, "compare", lan, lan, "--old-variant", "default", "--new-variant", "jumbo").mustSucceed(t)
@@ -115,6 +117,7 @@ func checkReportable(t *testing.T, out, want string) {
 // compare with one sample a side: "not enough samples to judge", exit 0,
 // in the table and in JSON (before: "worse", exit 1, from one sample).
 func TestCompareOneSample(t *testing.T) {
+	t.Parallel()
 	rep, err := measure.ReadJSON(mustOpen(t, recorded("labrun-wan-1.json")))
 	if err != nil {
 		t.Fatal(err)

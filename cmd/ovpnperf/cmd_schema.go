@@ -57,9 +57,9 @@ func runSchemaCheck(cmd *cobra.Command, files []string) error {
 	for i, f := range files {
 		var err error
 		if f == "-" {
-			docs[i], err = io.ReadAll(inputfile.Stream(cmd.Context(), cmd.InOrStdin(), "standard input", inputfile.Document))
+			docs[i], err = io.ReadAll(inputfile.Stream(cmd.Context(), cmd.InOrStdin(), "standard input", inputfile.Document()))
 		} else {
-			docs[i], err = inputfile.ReadFile(cmd.Context(), f, inputfile.Document)
+			docs[i], err = inputfile.ReadFile(cmd.Context(), f, inputfile.Document())
 		}
 		if err != nil {
 			return usage.Errorf("%v", err)

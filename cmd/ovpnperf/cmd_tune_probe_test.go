@@ -40,6 +40,7 @@ func pathDFromProbe(t *testing.T) labpath.Path {
 // half the RTT and jitter each way, and one-way losses that compound to the
 // probe's round-trip loss.
 func TestLabPathFromProbe(t *testing.T) {
+	t.Parallel()
 	p := pathDFromProbe(t)
 	if p.Up != p.Down || p.Up.RateBitsPerSec != 5e6 || p.Up.Delay != 150*time.Millisecond || p.Up.Jitter != 2*time.Millisecond {
 		t.Errorf("links %+v / %+v", p.Up, p.Down)
@@ -55,6 +56,7 @@ func TestLabPathFromProbe(t *testing.T) {
 // A probe whose pps echo measured the loss of each direction gives the
 // twin those losses, not the round trip split evenly.
 func TestLabPathFromProbePerDirectionLoss(t *testing.T) {
+	t.Parallel()
 	r, err := probe.Decode(strings.NewReader(probeDoc(`
  "rtt_ms":{"value":20,"source":"measured","method":"pps-echo"},
  "loss_percent":{"value":5,"source":"measured","method":"pps-echo"},
@@ -76,6 +78,7 @@ func TestLabPathFromProbePerDirectionLoss(t *testing.T) {
 // A probe without a path rate or an RTT cannot be twinned: the error says
 // what is missing and what to give instead.
 func TestLabPathFromProbeIncomplete(t *testing.T) {
+	t.Parallel()
 	for name, body := range map[string]string{
 		"no rate": `"rtt_ms":{"value":10,"source":"measured"},"path_rate_bps":{"value":0,"source":"not available","note":"no iperf3 server answered"}`,
 		"no rtt":  `"path_rate_bps":{"value":1e8,"source":"measured"}`,
@@ -93,6 +96,7 @@ func TestLabPathFromProbeIncomplete(t *testing.T) {
 // The best's lab run line of a twin built from a probe carries the twin's
 // path as flags, and they parse back into the same path.
 func TestPathArgsOfProbeTwin(t *testing.T) {
+	t.Parallel()
 	p := pathDFromProbe(t)
 	args := pathArgsOf(p)
 	var f pathFlags

@@ -137,7 +137,7 @@ func TestWatchPrometheus(t *testing.T) {
 	testenv.RequirePrograms(t, "prometheus")
 	start := time.Now()
 	b := newMeasureBench(t, labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6}, Down: labpath.Link{RateBitsPerSec: 20e6}}, true, nil)
-	listen := netipPort(lab.ClientV4.String(), 9479)
+	listen := netipPort(lab.ClientV4().String(), 9479)
 	hist := filepath.Join(t.TempDir(), "watch.jsonl")
 	w := startBackgroundArgv(t, "", watchArgs(b, listen, "10s", "--history", hist)...)
 	api := labtest.Prometheus(t, b.lab, lab.Client, "127.0.0.1:9090", map[string]string{"watch": listen}, promRulesFile)

@@ -155,7 +155,7 @@ func waitScrape(t *testing.T, w *bgRun, ns, addr string, d time.Duration, what s
 // watchArgs are a short watch: 1-second samples, one each, counters and
 // echoes every second, a round every every.
 func watchArgs(b *measureBench, listen, every string, more ...string) []string {
-	return append([]string{"ip", "netns", "exec", b.lab.Namespace(lab.Client), binary, "watch", lab.ServerV4.String(),
+	return append([]string{"ip", "netns", "exec", b.lab.Namespace(lab.Client), binary, "watch", lab.ServerV4().String(),
 		"--tunnel", b.tun.ServerAddr.String(), "--listen", listen, "--every", every, "--probe-interval", "1s",
 		"--time", "1s", "--omit", "0s", "--repeat", "1"}, more...)
 }
@@ -188,7 +188,7 @@ func TestWatchRoundAndInterrupt(t *testing.T) {
 	start := time.Now()
 	b := newMeasureBench(t, labpath.Path{}, true, nil)
 	ns := b.lab.Namespace(lab.Client)
-	listen := netipPort(lab.ClientV4.String(), 9477)
+	listen := netipPort(lab.ClientV4().String(), 9477)
 	hist := filepath.Join(t.TempDir(), "watch.jsonl")
 	w := startBackgroundArgv(t, "", watchArgs(b, listen, "12s", "--history", hist)...)
 	w.waitFor(t, "metrics on", 30*time.Second)
@@ -215,7 +215,7 @@ func TestWatchRoundAndInterrupt(t *testing.T) {
 			t.Errorf("echo histogram %s: count %v", path, v)
 		}
 	}
-	if got, want := len(find(ss, "ovpnperf_watch_finding")), len(finding.Kinds)*3*len(verdict.Outcomes); got != want {
+	if got, want := len(find(ss, "ovpnperf_watch_finding")), len(finding.Kinds())*3*len(verdict.Outcomes()); got != want {
 		t.Errorf("%d finding series, want %d", got, want)
 	}
 	if v := one(t, ss, "ovpnperf_watch_openvpn_up"); v != 1 {
@@ -299,7 +299,7 @@ func TestWatchNoServer(t *testing.T) {
 	start := time.Now()
 	b := newMeasureBench(t, labpath.Path{}, false, nil)
 	ns := b.lab.Namespace(lab.Client)
-	listen := netipPort(lab.ClientV4.String(), 9477)
+	listen := netipPort(lab.ClientV4().String(), 9477)
 	w := startBackgroundArgv(t, "", watchArgs(b, listen, "10s")...)
 	w.waitFor(t, "no iperf3 server", 30*time.Second)
 	ss := waitScrape(t, w, ns, listen, 30*time.Second, "a failed round", func(ss []sample) bool {
@@ -337,6 +337,7 @@ func netipPort(addr string, port int) string { return net.JoinHostPort(addr, str
 // does `schema check` of one of its lines; the lab test checks the history
 // it makes too.
 func TestWatchHistoryFollowsSchema(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(recorded("watch-history.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -358,6 +359,7 @@ func TestWatchHistoryFollowsSchema(t *testing.T) {
 // findings give, path-bound before and after the tunnel was held and
 // below-path while it was.
 func TestWatchRecordedHour(t *testing.T) {
+	t.Parallel()
 	file := recorded("watch-hour.jsonl")
 	b, err := os.ReadFile(file)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 // with its lab path) must not link the lab and its emulator: the eBPF
 // library would follow it into every command that only reads documents.
 func TestDocumentsDoNotLinkTheEmulator(t *testing.T) {
+	t.Parallel()
 	for _, pkg := range []string{"./internal/measure", "./internal/report"} {
 		list := exec.Command("go", "list", "-deps", pkg)
 		list.Dir = moduleRoot(t)

@@ -18,6 +18,7 @@ import (
 // move between pages (the design stays, measurements go to
 // docs/measurements.md); a link left behind fails here.
 func TestDocLinks(t *testing.T) {
+	t.Parallel()
 	root := moduleRoot(t)
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {

@@ -311,6 +311,7 @@ func joinContinued(lines []string) []string {
 // example is classified before it ships) and for a rule whose example is
 // gone. It needs no root.
 func TestExampleRulesComplete(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for _, e := range append(helpExamples(), docExamples(t)...) {
 		seen[e.text] = true
@@ -412,9 +413,9 @@ func (env *exampleEnv) makeFile(dir, name string) {
 	case "crypto.json":
 		b = []byte(ovpnperf(t, "crypto", "--json", "--seconds", "0.05", "--ciphers", "AES-256-GCM").mustSucceed(t).stdout)
 	case "pmtu.json":
-		b = []byte(ovpnperf(t, "lab", "exec", env.sharedLab(), "client", "--", binary, "pmtu", lab.ServerV4.String(), "--json").mustSucceed(t).stdout)
+		b = []byte(ovpnperf(t, "lab", "exec", env.sharedLab(), "client", "--", binary, "pmtu", lab.ServerV4().String(), "--json").mustSucceed(t).stdout)
 	case "path.json":
-		b = []byte(ovpnperf(t, "lab", "exec", env.sharedLab(), "client", "--", binary, "probe", lab.ServerV4.String(), "--pings", "10", "--no-crypto", "--json").mustSucceed(t).stdout)
+		b = []byte(ovpnperf(t, "lab", "exec", env.sharedLab(), "client", "--", binary, "probe", lab.ServerV4().String(), "--pings", "10", "--no-crypto", "--json").mustSucceed(t).stdout)
 	default:
 		t.Fatalf("no way to make %s", name)
 	}

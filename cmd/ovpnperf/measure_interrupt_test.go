@@ -23,7 +23,7 @@ func TestMeasureInterrupted(t *testing.T) {
 	b := newMeasureBench(t, labpath.Path{}, true, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := b.lab.Command(ctx, lab.Client, binary, "measure", lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(),
+	cmd := b.lab.Command(ctx, lab.Client, binary, "measure", lab.ServerV4().String(), "--tunnel", b.tun.ServerAddr.String(),
 		"--time", "2s", "--omit", "0s", "--repeat", "2")
 	var so bytes.Buffer
 	var se syncbuf.Buffer

@@ -21,7 +21,7 @@ import (
 func measureLoss(t *testing.T, b *measureBench) (*measure.Report, finding.Finding) {
 	t.Helper()
 	start := time.Now()
-	rep, _ := b.measureDoc(t, lab.ServerV4.String(), "--tunnel", b.tun.ServerAddr.String(), "--direction", "up", "--time", "1s", "--omit", "0")
+	rep, _ := b.measureDoc(t, lab.ServerV4().String(), "--tunnel", b.tun.ServerAddr.String(), "--direction", "up", "--time", "1s", "--omit", "0")
 	t.Logf("measure took %v; findings:\n%s", time.Since(start).Round(100*time.Millisecond), findingKeys(rep.Findings))
 	ls := findingsOf(t, rep, finding.Loss)
 	if len(ls) != 1 {

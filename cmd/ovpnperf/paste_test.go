@@ -37,6 +37,7 @@ func after(words []string, flag string) string {
 // usage error tells the user to run, pasted into sh, fixes exactly that
 // file.
 func TestPastedChmodFromPPSKeyError(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	key := filepath.Join(dir, "my 'pps' key")
 	if err := os.WriteFile(key, []byte("0123456789abcdef0123\n"), 0o644); err != nil {
@@ -63,6 +64,7 @@ func TestPastedChmodFromPPSKeyError(t *testing.T) {
 // tune's "best: ovpnperf lab run …" line gives lab run the variant the
 // search found, whatever characters it holds.
 func TestPastedTuneBestLine(t *testing.T) {
+	t.Parallel()
 	variant := "best=tun-mtu 9000;mssfix 0;setenv NOTE it's \"x\""
 	res := &tune.Result{Verdict: tune.Verdict{Found: true, Message: "found"},
 		Best: tune.Best{Name: "best", Proto: "udp", Variant: variant}}
@@ -85,6 +87,7 @@ func TestPastedTuneBestLine(t *testing.T) {
 
 // advise's "test it:" line, pasted, gives lab run advise's variant.
 func TestPastedAdviseTestLine(t *testing.T) {
+	t.Parallel()
 	a, err := advise.Advise(advise.Input{Proto: "udp", RateBitsPerSec: 1e9, RTT: 100000, PathMTU: 1500})
 	if err != nil {
 		t.Fatal(err)

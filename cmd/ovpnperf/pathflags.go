@@ -66,7 +66,7 @@ func emulatorFlag(fs *pflag.FlagSet, dst *string) {
 	*dst = labpath.EmulatorAuto
 	addValue(fs, dst, "emulator", "", "string", labpath.EmulatorAuto, func(flag, s string) (string, error) {
 		if s == "" {
-			return "", usage.Errorf("%s: empty value; want one of %s (or leave the flag out)", flag, strings.Join(labpath.EmulatorNames, ", "))
+			return "", usage.Errorf("%s: empty value; want one of %s (or leave the flag out)", flag, strings.Join(labpath.EmulatorNames(), ", "))
 		}
 		return s, labpath.CheckEmulatorName(s)
 	}, emulatorHelp)

@@ -38,9 +38,10 @@ var refusalSpan = regexp.MustCompile(`<span class="invalid" data-refusal="([^"]*
 // refusal's one sentence (Refusal.Text); the test reads the kind and the
 // figures, not the sentence.
 func TestReportRefusalsEveryKind(t *testing.T) {
+	t.Parallel()
 	rep := measure.NewReport(hostinfo.Host{}, measure.Scenario{Command: "lab run", Repeat: 3, Networks: []measure.Network{{Name: "wan"}}})
 	want := map[string]measure.Refusal{}
-	for i, k := range measure.RefusalKinds {
+	for i, k := range measure.RefusalKinds() {
 		r := findingsRow("wan", "v"+strings.Repeat("x", i), measure.PathTunnel, "up", 0)
 		rf := measure.Refusal{Kind: k, Figures: refusalFigures[k], Tries: 3, Sample: 1, Samples: 3, NotMeasured: 2}
 		switch k {
@@ -99,7 +100,7 @@ func TestReportRefusalsEveryKind(t *testing.T) {
 			t.Errorf("%s: the page says %q, the refusal's sentence is %q", k, text, rf.Text())
 		}
 	}
-	for _, k := range measure.RefusalKinds {
+	for _, k := range measure.RefusalKinds() {
 		if !seen[k] || !shown[k] {
 			t.Errorf("refusal kind %s: read back %v, on the page %v", k, seen[k], shown[k])
 		}

@@ -61,6 +61,7 @@ func tableIDs(t *testing.T) []string {
 // Every kind of document in docs/schemas.md's table has a schema file in
 // docs/schemas, every file a row, and every file compiles.
 func TestSchemaFilesMatchTable(t *testing.T) {
+	t.Parallel()
 	rows, files := tableIDs(t), schemas.IDs()
 	if len(rows) < 15 {
 		t.Fatalf("docs/schemas.md's table lists %d kinds: %v", len(rows), rows)
@@ -100,6 +101,7 @@ func TestSchemaFilesMatchTable(t *testing.T) {
 // the id as the "schema" key's only value, every object closed to
 // undocumented fields, and every numeric field described.
 func TestSchemaFilesConventions(t *testing.T) {
+	t.Parallel()
 	for _, id := range schemas.IDs() {
 		b, err := schemas.Text(id)
 		if err != nil {
@@ -169,6 +171,7 @@ func hasType(v map[string]any, want string) bool {
 // or deep in a document, a refusal kind that does not exist, a wrong
 // schema id and a missing one are each refused.
 func TestSchemaRejectsUndocumented(t *testing.T) {
+	t.Parallel()
 	run, err := os.ReadFile(recorded("labrun-wan-1.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +202,7 @@ func TestSchemaRejectsUndocumented(t *testing.T) {
 			row0(d)["refusal"] = map[string]any{"kind": "made-up"}
 		}),
 		"an unknown refusal figure": edit(func(d map[string]any) {
-			row0(d)["refusal"] = map[string]any{"kind": measure.RefusalKinds[0], "figures": map[string]any{"made_up_seconds": 1}}
+			row0(d)["refusal"] = map[string]any{"kind": measure.RefusalKinds()[0], "figures": map[string]any{"made_up_seconds": 1}}
 		}),
 		"a string for a rate": edit(func(d map[string]any) { row0(d)["median_bps"] = "fast" }),
 		"another version":     edit(func(d map[string]any) { d["schema"] = "ovpnperf/run/v9" }),
@@ -233,6 +236,7 @@ func TestSchemaRejectsUndocumented(t *testing.T) {
 // status, pmtu, probe, pps, tune, cluster, lab calibrate) and in
 // TestEveryExample, and the recorded documents below.
 func TestCommandsFollowSchemas(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	conf := filepath.Join("..", "..", "internal", "lint", "testdata", "debian", "client.conf")
 	pcap := filepath.Join("..", "..", "internal", "recipe", "testdata", "fragment", "frag1400-1400.pcap")
@@ -276,6 +280,7 @@ func TestCommandsFollowSchemas(t *testing.T) {
 // Every recorded document in the repository's testdata whose schema has a
 // file follows it: the runs and recipes that need a lab to make.
 func TestRecordedDocumentsFollowSchemas(t *testing.T) {
+	t.Parallel()
 	root := moduleRoot(t)
 	known := map[string]bool{}
 	for _, id := range schemas.IDs() {
@@ -332,6 +337,7 @@ func TestRecordedDocumentsFollowSchemas(t *testing.T) {
 // exit 1 naming the field for one that does not; one line and exit 2 for
 // a schema ovpnperf has no file for and for what is not JSON.
 func TestSchemaCheckCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good, list := recorded("labrun-wan-1.json"), recorded("recipe-all.json")
 	r := ovpnperf(t, "schema", "check", good, list).mustSucceed(t)

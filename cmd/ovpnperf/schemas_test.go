@@ -14,6 +14,7 @@ import (
 // docs/schemas.md, and every id in the current style ovpnperf/NAME/vN
 // unless the document lists it under its legacy names.
 func TestSchemasDocumented(t *testing.T) {
+	t.Parallel()
 	root := moduleRoot(t)
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "schemas.md"))
 	if err != nil {
@@ -62,6 +63,7 @@ func TestSchemasDocumented(t *testing.T) {
 // Every refusal kind and figure key a run document's rows may carry is in
 // docs/schemas.md's table of refusals, and the table names no other kind.
 func TestRefusalsDocumented(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "schemas.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -69,20 +71,20 @@ func TestRefusalsDocumented(t *testing.T) {
 	_, section, _ := strings.Cut(string(doc), "## Refusals in run documents")
 	section, _, _ = strings.Cut(section, "\n## ")
 	kinds := map[string]bool{}
-	for _, k := range measure.RefusalKinds {
+	for _, k := range measure.RefusalKinds() {
 		kinds[k] = true
 		if !strings.Contains(section, "| `"+k+"` |") {
 			t.Errorf("refusal kind %s has no row in docs/schemas.md", k)
 		}
 	}
-	for _, k := range measure.RefusalFigureKeys {
+	for _, k := range measure.RefusalFigureKeys() {
 		if !strings.Contains(section, "`"+k+"`") {
 			t.Errorf("refusal figure %s is not in docs/schemas.md", k)
 		}
 	}
 	rows := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\|").FindAllStringSubmatch(section, -1)
-	if len(rows) != len(measure.RefusalKinds) {
-		t.Errorf("docs/schemas.md lists %d refusal kinds, the code %d", len(rows), len(measure.RefusalKinds))
+	if len(rows) != len(measure.RefusalKinds()) {
+		t.Errorf("docs/schemas.md lists %d refusal kinds, the code %d", len(rows), len(measure.RefusalKinds()))
 	}
 	for _, m := range rows {
 		if !kinds[m[1]] {

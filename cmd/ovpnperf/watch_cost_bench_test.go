@@ -56,9 +56,9 @@ func BenchmarkWatchCost(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		mb := newMeasureBench(b, labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6}, Down: labpath.Link{RateBitsPerSec: 20e6}}, true, nil)
 		hist := filepath.Join(b.TempDir(), "watch.jsonl")
-		listen := netipPort(lab.ClientV4.String(), 9480)
+		listen := netipPort(lab.ClientV4().String(), 9480)
 		ctx, cancel := context.WithTimeout(context.Background(), total+5*time.Minute)
-		w := exec.CommandContext(ctx, "ip", "netns", "exec", mb.lab.Namespace(lab.Client), binary, "watch", lab.ServerV4.String(),
+		w := exec.CommandContext(ctx, "ip", "netns", "exec", mb.lab.Namespace(lab.Client), binary, "watch", lab.ServerV4().String(),
 			"--tunnel", mb.tun.ServerAddr.String(), "--listen", listen, "--every", "90s", "--probe-interval", "1s", "--history", hist)
 		if err := w.Start(); err != nil {
 			b.Fatal(err)

@@ -53,8 +53,8 @@ func BenchmarkWatchRecordedHour(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		listen := netipPort(lab.ClientV4.String(), 9478)
-		w := exec.CommandContext(ctx, "ip", "netns", "exec", mb.lab.Namespace(lab.Client), binary, "watch", lab.ServerV4.String(),
+		listen := netipPort(lab.ClientV4().String(), 9478)
+		w := exec.CommandContext(ctx, "ip", "netns", "exec", mb.lab.Namespace(lab.Client), binary, "watch", lab.ServerV4().String(),
 			"--tunnel", mb.tun.ServerAddr.String(), "--listen", listen, "--every", every, "--history", hist)
 		w.Stdout, w.Stderr = out, out
 		start := time.Now()

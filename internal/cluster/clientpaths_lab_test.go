@@ -188,10 +188,10 @@ func testClientPaths(t *testing.T, ctx context.Context, l *lab.Lab, c *cluster.C
 	var dead string
 	if err := netns.Do(l.Namespace(lab.Server), func() error {
 		var err error
-		if dl, err = net.Listen("tcp", lab.ServerV4.String()+":0"); err != nil {
+		if dl, err = net.Listen("tcp", lab.ServerV4().String()+":0"); err != nil {
 			return err
 		}
-		x, err := net.Listen("tcp", lab.ServerV4.String()+":0")
+		x, err := net.Listen("tcp", lab.ServerV4().String()+":0")
 		if err != nil {
 			return err
 		}
@@ -201,7 +201,7 @@ func testClientPaths(t *testing.T, ctx context.Context, l *lab.Lab, c *cluster.C
 		t.Fatal(err)
 	}
 	defer dl.Close()
-	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4.String()}, Strategy: cluster.LeastLoaded, RatePerSec: 20, Burst: 40}
+	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4().String()}, Strategy: cluster.LeastLoaded, RatePerSec: 20, Burst: 40}
 	go func() { _ = d.Serve(dl, pki.ServerCert(), pki.ServerKey(), pki.CACert()) }()
 
 	// Every client's config names u0's port only: landing on u1 can only
@@ -212,7 +212,7 @@ func testClientPaths(t *testing.T, ctx context.Context, l *lab.Lab, c *cluster.C
 		if _, _, err := pki.IssueClient(name); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := openvpn.ClientConfig(openvpn.ClientParams{Dev: dev, Proto: "udp", Remote: lab.ServerV4, Port: u0.Port, Credentials: pki.Client(name)})
+		cfg, err := openvpn.ClientConfig(openvpn.ClientParams{Dev: dev, Proto: "udp", Remote: lab.ServerV4(), Port: u0.Port, Credentials: pki.Client(name)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +237,7 @@ func testClientPaths(t *testing.T, ctx context.Context, l *lab.Lab, c *cluster.C
 		t.Fatal(err)
 	}
 	ccPath := filepath.Join(dir, "cluster-client.conf")
-	if out, err := exec.CommandContext(ctx, bin, "cluster", "client-config", c.ID(), "--base", basePath, "--host", lab.ServerV4.String(), "-o", ccPath).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, bin, "cluster", "client-config", c.ID(), "--base", basePath, "--host", lab.ServerV4().String(), "-o", ccPath).CombinedOutput(); err != nil {
 		t.Fatalf("cluster client-config: %v\n%s", err, out)
 	}
 	fi, err := os.Stat(ccPath)
@@ -261,7 +261,7 @@ func testClientPaths(t *testing.T, ctx context.Context, l *lab.Lab, c *cluster.C
 	}
 	var want []string
 	for _, s := range c.Specs() {
-		want = append(want, fmt.Sprintf("%s %d udp", lab.ServerV4, s.Port))
+		want = append(want, fmt.Sprintf("%s %d udp", lab.ServerV4(), s.Port))
 	}
 	if strings.Join(remotes, ",") != strings.Join(want, ",") || random != 1 {
 		t.Errorf("client-config: remotes %q, remote-random %d times; want %q and once\n%s", remotes, random, want, cc)

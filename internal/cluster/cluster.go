@@ -503,7 +503,7 @@ func (p Paths) QueryStatus(ctx context.Context, id string) (*ClusterStatus, erro
 	defer resp.Body.Close()
 	var s ClusterStatus
 	// A status is a JSON document: read no more than one may hold.
-	return &s, json.NewDecoder(io.LimitReader(resp.Body, inputfile.Document.Max)).Decode(&s)
+	return &s, json.NewDecoder(io.LimitReader(resp.Body, inputfile.Document().Max)).Decode(&s)
 }
 
 // RequestStop asks a running serve to drain and stop, and waits until its

@@ -65,7 +65,7 @@ func startClients(t testing.TB, ctx context.Context, l *lab.Lab, pki *openvpn.PK
 		}
 		c := &client{name: name, dev: fmt.Sprintf("ovpnperf-k%d", i)}
 		cs[i] = c
-		cfg, err := openvpn.ClientConfig(openvpn.ClientParams{Dev: c.dev, Proto: proto, Remote: lab.ServerV4, Port: port,
+		cfg, err := openvpn.ClientConfig(openvpn.ClientParams{Dev: c.dev, Proto: proto, Remote: lab.ServerV4(), Port: port,
 			Credentials: pki.Client(name), Management: filepath.Join(dir, name+".mgmt")})
 		if err != nil {
 			t.Fatal(err)
@@ -123,7 +123,7 @@ func startCluster(t testing.TB, l *lab.Lab, o cluster.Options, edit ...func(*ope
 		return base, err
 	}
 	if o.Pool == (netip.Prefix{}) {
-		o.Pool = lab.TunnelV4
+		o.Pool = lab.TunnelV4()
 	}
 	c, err := cluster.Start(context.Background(), o)
 	if err != nil {
@@ -263,7 +263,7 @@ const helperEnv = "OVPNPERF_TEST_CLUSTER_SERVE"
 // the environment and blocks.
 func runServeHelper() {
 	f := strings.Fields(os.Getenv(helperEnv)) // ID NETNS
-	o := cluster.Options{ID: f[0], Netns: f[1], Instances: 2, Protos: []string{"udp"}, PortBase: 1195, OnePort: 1194, Pool: lab.TunnelV4,
+	o := cluster.Options{ID: f[0], Netns: f[1], Instances: 2, Protos: []string{"udp"}, PortBase: 1195, OnePort: 1194, Pool: lab.TunnelV4(),
 		Sites: []cluster.Site{{Prefix: netip.MustParsePrefix("10.97.0.0/24"), CN: "ovpnperf client"}}}
 	o.Prepare = func(dir string) (*openvpn.Config, error) {
 		base, _, err := cluster.LabBase(dir, true)

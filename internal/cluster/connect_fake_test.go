@@ -148,7 +148,7 @@ func TestConnectUndoOnFake(t *testing.T) {
 	ctx := context.Background()
 	fake := hostnet.NewFake("")
 	p := Paths{State: t.TempDir(), Connect: t.TempDir(), Hosts: func(string) hostnet.Host { return fake }}
-	for _, k := range MultipathHashSysctls {
+	for _, k := range MultipathHashSysctls() {
 		fake.SetSysctlValue(k, "0")
 	}
 	fake.AddLink("eth0", true)
@@ -160,7 +160,7 @@ func TestConnectUndoOnFake(t *testing.T) {
 	devs := []string{"ovpnperf" + id + "t0", "ovpnperf" + id + "t1"}
 
 	// What RunTunnels does, in its order, each change recorded first.
-	for _, key := range MultipathHashSysctls {
+	for _, key := range MultipathHashSysctls() {
 		if err := recordHere(st, Resource{Kind: KindSysctl, Name: key, Detail: "0", Set: "1"}); err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +257,7 @@ func TestConnectUndoOnFake(t *testing.T) {
 	if ok, _ := fake.LinkExists(ctx, "eth0"); !ok {
 		t.Error("another's device went")
 	}
-	for _, k := range MultipathHashSysctls {
+	for _, k := range MultipathHashSysctls() {
 		if v, _ := fake.Sysctl(ctx, k); v != "0" {
 			t.Errorf("%s = %q after undo; want 0", k, v)
 		}
@@ -278,7 +278,7 @@ func TestConnectUndoOnFake(t *testing.T) {
 	if got := fake.String(); got != after {
 		t.Errorf("second undo changed the namespace:\n%s\nwas\n%s", got, after)
 	}
-	for _, k := range MultipathHashSysctls {
+	for _, k := range MultipathHashSysctls() {
 		if v, _ := fake.Sysctl(ctx, k); v != "0" {
 			t.Errorf("%s = %q after the second undo", k, v)
 		}

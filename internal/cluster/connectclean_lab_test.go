@@ -50,15 +50,15 @@ func addTunnels(t *testing.T, l *lab.Lab, o cluster.Options, edit ...func(*openv
 		o.Instances, o.Protos, o.PortBase, o.CPUs = 2, []string{"udp"}, 1195, []int{0, 1}
 	}
 	c, pki := startCluster(t, l, o, edit...)
-	dl, err := netns.Listen(l.Namespace(lab.Server), "tcp", lab.ServerV4.String()+":0")
+	dl, err := netns.Listen(l.Namespace(lab.Server), "tcp", lab.ServerV4().String()+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dl.Close() })
-	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4.String()}, Strategy: cluster.LeastLoaded}
+	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4().String()}, Strategy: cluster.LeastLoaded}
 	go func() { _ = d.Serve(dl, pki.ServerCert(), pki.ServerKey(), pki.CACert()) }()
 	dir := t.TempDir()
-	cfg, err := openvpn.ClientConfig(openvpn.ClientParams{Proto: "udp", Remote: lab.ServerV4, Port: 1195, Credentials: pki.Client("")})
+	cfg, err := openvpn.ClientConfig(openvpn.ClientParams{Proto: "udp", Remote: lab.ServerV4(), Port: 1195, Credentials: pki.Client("")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func clientSnapshot(t *testing.T, l *lab.Lab) map[string]string {
 		"routes6":  nsOut(t, ctx, l, lab.Client, "ip", "-6", "route", "show", "table", "all"),
 		"nexthops": nsOut(t, ctx, l, lab.Client, "ip", "nexthop", "show"),
 		"links":    strings.Join(names, " "),
-		"sysctls":  nsOut(t, ctx, l, lab.Client, "sysctl", "-n", cluster.MultipathHashSysctls[0], cluster.MultipathHashSysctls[1]),
+		"sysctls":  nsOut(t, ctx, l, lab.Client, "sysctl", "-n", cluster.MultipathHashSysctls()[0], cluster.MultipathHashSysctls()[1]),
 		"nat":      nsOut(t, ctx, l, lab.Client, "iptables", "-w", "-t", "nat", "-S"),
 		"nat6":     nsOut(t, ctx, l, lab.Client, "ip6tables", "-w", "-t", "nat", "-S"),
 	}
@@ -148,8 +148,8 @@ func TestConnectKilledClean(t *testing.T) {
 	defer cancel()
 	// A non-default IPv6 value shows that clean writes back the recorded
 	// value, not a default.
-	if _, err := l.Command(ctx, lab.Client, "sysctl", "-q", "-w", cluster.MultipathHashSysctls[1]+"=2").CombinedOutput(); err != nil {
-		t.Logf("note: %s=2 not accepted here; the test restores the default instead", cluster.MultipathHashSysctls[1])
+	if _, err := l.Command(ctx, lab.Client, "sysctl", "-q", "-w", cluster.MultipathHashSysctls()[1]+"=2").CombinedOutput(); err != nil {
+		t.Logf("note: %s=2 not accepted here; the test restores the default instead", cluster.MultipathHashSysctls()[1])
 	}
 	// The admin's own route and nexthop, present before and after.
 	nsOut(t, ctx, l, lab.Client, "ip", "nexthop", "add", "id", "77", "blackhole")
@@ -418,7 +418,7 @@ func TestConnectOnePortTunnels(t *testing.T) {
 	nsOut(t, ctx, l, lab.Server, "ip", "addr", "add", serverHost+"/32", "dev", "lo")
 	before := clientSnapshot(t, l)
 	logPath := filepath.Join(tl.dir, "connect.log")
-	argv := []string{os.Getenv("OVPNPERF_TEST_BINARY"), "cluster", "connect", "--one-port", lab.ServerV4.String() + ":1194",
+	argv := []string{os.Getenv("OVPNPERF_TEST_BINARY"), "cluster", "connect", "--one-port", lab.ServerV4().String() + ":1194",
 		"--tunnels", "2", "--route", serverSite.String(), "--", "--config", tl.conf}
 	conn, err := l.Start(ctx, lab.Client, logPath, argv...)
 	if err != nil {

@@ -53,7 +53,7 @@ func TestCleanDeadConnects(t *testing.T) {
 	write("a11e", cluster.ConnectState{Pid: os.Getpid(), StartTicks: ownTicks, NetnsInode: self})
 	// Dead, in an unnamed namespace that is not this one.
 	write("e15e", cluster.ConnectState{Pid: gone.Process.Pid, StartTicks: 1, NetnsInode: self + 1,
-		Resources: []cluster.Resource{{Kind: cluster.KindSysctl, Name: cluster.MultipathHashSysctls[0], Detail: "0"}}})
+		Resources: []cluster.Resource{{Kind: cluster.KindSysctl, Name: cluster.MultipathHashSysctls()[0], Detail: "0"}}})
 	if err := os.Mkdir(paths.ConnectRunDir("5a5a"), 0o700); err != nil {
 		t.Fatal(err)
 	}

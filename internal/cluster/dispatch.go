@@ -479,11 +479,11 @@ func tlsFiles(certFile, keyFile, caFile string) (tls.Certificate, *x509.CertPool
 // loadKeyPair is tls.LoadX509KeyPair reading the files as inputs (a FIFO
 // or /dev/zero named as a certificate is refused, not read forever).
 func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	c, err := inputfile.ReadFile(context.Background(), certFile, inputfile.Key)
+	c, err := inputfile.ReadFile(context.Background(), certFile, inputfile.Key())
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	k, err := inputfile.ReadFile(context.Background(), keyFile, inputfile.Key)
+	k, err := inputfile.ReadFile(context.Background(), keyFile, inputfile.Key())
 	if err != nil {
 		return tls.Certificate{}, err
 	}
@@ -491,7 +491,7 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 }
 
 func caPool(caFile string) (*x509.CertPool, error) {
-	b, err := inputfile.ReadFile(context.Background(), caFile, inputfile.Key)
+	b, err := inputfile.ReadFile(context.Background(), caFile, inputfile.Key())
 	if err != nil {
 		return nil, err
 	}

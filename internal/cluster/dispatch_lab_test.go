@@ -40,7 +40,7 @@ func TestDispatcherOverCluster(t *testing.T) {
 		{cluster.LeastLoaded, []string{"u1", "u1", "u1", "u1"}},
 		{cluster.RoundRobin, []string{"u0", "u1", "u0", "u1"}},
 	} {
-		d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4.String()}, Strategy: tc.strategy, RatePerSec: 20, Burst: 40}
+		d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4().String()}, Strategy: tc.strategy, RatePerSec: 20, Burst: 40}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -51,7 +51,7 @@ func TestDispatcherOverCluster(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s request %d: %v", tc.strategy, i, err)
 			}
-			if r.Instance != want || r.Remote != lab.ServerV4.String() || r.Port == 0 {
+			if r.Instance != want || r.Remote != lab.ServerV4().String() || r.Port == 0 {
 				t.Errorf("%s request %d: %+v, want %s", tc.strategy, i, r, want)
 			}
 		}

@@ -117,7 +117,7 @@ func (o RegistryOptions) Connect() (*clientv3.Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("registry client certificate: %w", err)
 		}
-		pem, err := inputfile.ReadFile(context.Background(), o.CA, inputfile.Key)
+		pem, err := inputfile.ReadFile(context.Background(), o.CA, inputfile.Key())
 		if err != nil {
 			return nil, fmt.Errorf("registry CA: %w", err)
 		}

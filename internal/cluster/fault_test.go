@@ -84,7 +84,7 @@ func TestKillUnderLoad(t *testing.T) {
 		done <- iperfOut{out, err}
 	}()
 	// The dispatcher, in this process, over the cluster's own registry.
-	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4.String()}, Strategy: cluster.RoundRobin}
+	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4().String()}, Strategy: cluster.RoundRobin}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -251,8 +251,8 @@ func TestStopAndClean(t *testing.T) {
 			t.Fatal(err)
 		}
 		r, err := cluster.AskConn(ctx, dialIn(t, ns, disp), tlsCfg, cluster.NewRequest("tcp"))
-		if err != nil || r.Proto != "tcp" || r.Remote != lab.ServerV4.String() {
-			t.Errorf("dispatcher of serve: %+v, %v; want a tcp instance at %s", r, err, lab.ServerV4)
+		if err != nil || r.Proto != "tcp" || r.Remote != lab.ServerV4().String() {
+			t.Errorf("dispatcher of serve: %+v, %v; want a tcp instance at %s", r, err, lab.ServerV4())
 		}
 		checkPrivate(t, cluster.Paths{}.Dir(id))
 		if b, err := exec.CommandContext(ctx, bin, "cluster", "stop", id).CombinedOutput(); err != nil {
@@ -272,7 +272,7 @@ func TestStopAndClean(t *testing.T) {
 		// The helper serves with --site: clean also restores the
 		// multipath hashing sysctls it set.
 		hash := func() string {
-			b, _ := exec.Command("ip", "netns", "exec", ns, "sysctl", "-n", cluster.MultipathHashSysctls[0], cluster.MultipathHashSysctls[1]).CombinedOutput()
+			b, _ := exec.Command("ip", "netns", "exec", ns, "sysctl", "-n", cluster.MultipathHashSysctls()[0], cluster.MultipathHashSysctls()[1]).CombinedOutput()
 			return string(b)
 		}
 		hashBefore := hash()

@@ -15,7 +15,7 @@ func LabBase(dir string, c2c bool) (*openvpn.Config, *openvpn.PKI, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg, err := openvpn.ServerConfig(openvpn.ServerParams{Tunnel: lab.TunnelV4, Credentials: pki.Server()})
+	cfg, err := openvpn.ServerConfig(openvpn.ServerParams{Tunnel: lab.TunnelV4(), Credentials: pki.Server()})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -34,8 +34,11 @@ import (
 // Detail "PREFIX[,PREFIX…] MEMBERS" (member ids are Name+1…Name+MEMBERS).
 const KindMultipath = "multipath"
 
-// MultipathHashSysctls select L4 (5-tuple) hashing of multipath routes.
-var MultipathHashSysctls = []string{"net.ipv4.fib_multipath_hash_policy", "net.ipv6.fib_multipath_hash_policy"}
+// MultipathHashSysctls select L4 (5-tuple) hashing of multipath routes
+// (IPv4, then IPv6); the slice is the caller's own.
+func MultipathHashSysctls() []string {
+	return []string{"net.ipv4.fib_multipath_hash_policy", "net.ipv6.fib_multipath_hash_policy"}
+}
 
 // Multipath keeps prefixes routed over the member devices that are up.
 type Multipath struct {

@@ -83,7 +83,7 @@ func (c *Cluster) startSites(ctx, sctx context.Context) error {
 	if err := ProbeNexthops(ctx, c.opts.Paths.host(c.opts.Netns)); err != nil {
 		return err
 	}
-	if err := c.setSysctls(ctx, append(slices.Clone(MultipathHashSysctls), "net.ipv4.ip_forward"), "1"); err != nil {
+	if err := c.setSysctls(ctx, append(MultipathHashSysctls(), "net.ipv4.ip_forward"), "1"); err != nil {
 		return err
 	}
 	var devs []string

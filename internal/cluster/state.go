@@ -366,7 +366,7 @@ func servePidTicks(st State) (uint64, bool) {
 
 // ownSysctls are the sysctls a cluster or connect run changes (and so
 // restores); their values are small integers.
-var ownSysctls = append([]string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"}, MultipathHashSysctls...)
+var ownSysctls = append([]string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"}, MultipathHashSysctls()...)
 
 var sysctlValueRE = regexp.MustCompile(`^[0-9]{1,3}$`)
 

@@ -143,7 +143,7 @@ func RunTunnels(ctx context.Context, o TunnelsOptions) (err error) {
 	}()
 	fmt.Fprintf(o.Log, "ovpnperf: connect run %s, state in %s\n", id, st.j.Path())
 	// L4 hashing, restored on the way out.
-	for _, key := range MultipathHashSysctls {
+	for _, key := range MultipathHashSysctls() {
 		old, err := h.Sysctl(ctx, key)
 		if err != nil {
 			return err

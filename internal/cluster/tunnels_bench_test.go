@@ -129,15 +129,15 @@ func tunnelsOnce(b *testing.B, tunnels, flows, seconds int, hostNAT, fromHost bo
 		Sites: []cluster.Site{{Prefix: clientSite, CN: "ovpnperf client"}}})
 	nsOut(b, ctx, l, lab.Client, "ip", "addr", "add", clientHost+"/32", "dev", "lo")
 	nsOut(b, ctx, l, lab.Server, "ip", "addr", "add", serverHost+"/32", "dev", "lo")
-	dl, err := netns.Listen(l.Namespace(lab.Server), "tcp", lab.ServerV4.String()+":0")
+	dl, err := netns.Listen(l.Namespace(lab.Server), "tcp", lab.ServerV4().String()+":0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer dl.Close()
-	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4.String()}, Strategy: cluster.LeastLoaded}
+	d := &cluster.Dispatcher{Registry: cluster.LocalRegistry{C: c, Host: lab.ServerV4().String()}, Strategy: cluster.LeastLoaded}
 	go func() { _ = d.Serve(dl, pki.ServerCert(), pki.ServerKey(), pki.CACert()) }()
 	dir := b.TempDir()
-	cfg, err := openvpn.ClientConfig(openvpn.ClientParams{Proto: "udp", Remote: lab.ServerV4, Port: 1195, Credentials: pki.Client("")})
+	cfg, err := openvpn.ClientConfig(openvpn.ClientParams{Proto: "udp", Remote: lab.ServerV4(), Port: 1195, Credentials: pki.Client("")})
 	if err != nil {
 		b.Fatal(err)
 	}

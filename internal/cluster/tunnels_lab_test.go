@@ -207,7 +207,7 @@ func TestTunnelsMultipath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	sysctls := func(n lab.Node) string {
-		return nsOut(t, context.Background(), l, n, "sysctl", "-n", cluster.MultipathHashSysctls[0], cluster.MultipathHashSysctls[1])
+		return nsOut(t, context.Background(), l, n, "sysctl", "-n", cluster.MultipathHashSysctls()[0], cluster.MultipathHashSysctls()[1])
 	}
 	before := map[lab.Node]string{lab.Client: sysctls(lab.Client), lab.Server: sysctls(lab.Server)}
 	// Runs last (after the cluster's and connect's clean-up).

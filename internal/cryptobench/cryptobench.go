@@ -37,19 +37,21 @@ type Cipher struct {
 // DataCiphers are the ciphers measured by default: OpenVPN 2.6's default
 // --data-ciphers (AES-256-GCM:AES-128-GCM:CHACHA20-POLY1305), the CBC
 // ciphers older peers still negotiate, and BF-CBC, the pre-2.4 default,
-// when OpenSSL's legacy provider has it.
-var DataCiphers = []Cipher{
-	{Name: "AES-128-GCM", AEAD: true, AES: true},
-	{Name: "AES-256-GCM", AEAD: true, AES: true},
-	{Name: "CHACHA20-POLY1305", AEAD: true},
-	{Name: "AES-128-CBC", AES: true},
-	{Name: "AES-256-CBC", AES: true},
-	{Name: "BF-CBC", Legacy: true},
+// when OpenSSL's legacy provider has it. The slice is the caller's own.
+func DataCiphers() []Cipher {
+	return []Cipher{
+		{Name: "AES-128-GCM", AEAD: true, AES: true},
+		{Name: "AES-256-GCM", AEAD: true, AES: true},
+		{Name: "CHACHA20-POLY1305", AEAD: true},
+		{Name: "AES-128-CBC", AES: true},
+		{Name: "AES-256-CBC", AES: true},
+		{Name: "BF-CBC", Legacy: true},
+	}
 }
 
 // LookupCipher finds a cipher of DataCiphers by name, case-insensitively.
 func LookupCipher(name string) (Cipher, bool) {
-	for _, c := range DataCiphers {
+	for _, c := range DataCiphers() {
 		if strings.EqualFold(c.Name, name) {
 			return c, true
 		}
@@ -81,10 +83,12 @@ const SpeedupThreshold = 1.5
 // times(2) counts in clock ticks, 1/100 s on Linux (USER_HZ).
 const TimerResolution = 10 * time.Millisecond
 
+// DefaultBlockSizes are the buffer sizes of the table; the slice is the
+// caller's own.
+func DefaultBlockSizes() []int { return []int{256, 1024, 8192} }
+
 // Defaults.
-var (
-	// DefaultBlockSizes are the buffer sizes of the table.
-	DefaultBlockSizes = []int{256, 1024, 8192}
+const (
 	// DefaultPerMeasurement keeps a full run (6 ciphers × 4 sizes × 2, plus
 	// HMAC-SHA1, plus the AEAD repeats at the packet size: 62 runs) at
 	// about 8 seconds.

@@ -21,6 +21,7 @@ func readTestdata(t testing.TB, name string) []byte {
 // -seconds S -evp NAME`, stdout and stderr kept apart as ovpnperf reads
 // them); the chacha20 one was ended early with SIGALRM as ovpnperf does.
 func TestParseSpeed(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		file      string
 		algorithm string
@@ -60,6 +61,7 @@ func TestParseSpeed(t *testing.T) {
 }
 
 func TestParseSpeedErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name           string
 		stdout, stderr string
@@ -98,6 +100,7 @@ func TestParseSpeedZeroTime(t *testing.T) {
 }
 
 func TestRateAndReliable(t *testing.T) {
+	t.Parallel()
 	base := SpeedResult{BufferBytes: 1000, Count: 100000, CPUSeconds: 0.09, BytesPerSecond: 1000 * 100000 / 0.09}
 	for _, tc := range []struct {
 		name     string
@@ -126,6 +129,7 @@ func TestRateAndReliable(t *testing.T) {
 }
 
 func TestParseIA32Cap(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		file  string
 		aesni bool

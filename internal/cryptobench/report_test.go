@@ -98,6 +98,7 @@ func TestAnalyzeCaptured(t *testing.T) {
 }
 
 func TestDecideAESNI(t *testing.T) {
+	t.Parallel()
 	yes, no := true, false
 	x86 := func(flag bool) CPUFacts { return CPUFacts{FlagAES: flag, OpenSSLSeesAESNI: &flag} }
 	for _, tc := range []struct {
@@ -140,6 +141,7 @@ func ptr(b *bool) string {
 }
 
 func TestPrefer(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		rates  map[string]float64
@@ -295,7 +297,7 @@ func TestNormalize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.Ciphers) != len(DataCiphers) || o.PacketBytes != DefaultPacketBytes || o.Repeat != 1 || o.PerMeasurement != DefaultPerMeasurement {
+	if len(o.Ciphers) != len(DataCiphers()) || o.PacketBytes != DefaultPacketBytes || o.Repeat != 1 || o.PerMeasurement != DefaultPerMeasurement {
 		t.Errorf("defaults %+v", o)
 	}
 	if got := o.sizes(); !slices.Equal(got, []int{256, 1024, 1440, 8192}) {
@@ -335,6 +337,7 @@ func TestNormalize(t *testing.T) {
 }
 
 func TestSpeedArgs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		c    cell
 		d    time.Duration

@@ -55,7 +55,7 @@ type Measurements map[cell][]SpeedResult
 // Normalize checks opts and fills in defaults.
 func (o Options) Normalize() (Options, error) {
 	if len(o.Ciphers) == 0 {
-		for _, c := range DataCiphers {
+		for _, c := range DataCiphers() {
 			o.Ciphers = append(o.Ciphers, c.Name)
 		}
 	}
@@ -71,7 +71,7 @@ func (o Options) Normalize() (Options, error) {
 	}
 	o.Ciphers = names
 	if len(o.BlockSizes) == 0 {
-		o.BlockSizes = DefaultBlockSizes
+		o.BlockSizes = DefaultBlockSizes()
 	}
 	if o.PacketBytes == 0 {
 		o.PacketBytes = DefaultPacketBytes
@@ -101,7 +101,7 @@ func (o Options) Normalize() (Options, error) {
 
 func cipherNames() string {
 	var n []string
-	for _, c := range DataCiphers {
+	for _, c := range DataCiphers() {
 		n = append(n, c.Name)
 	}
 	return strings.Join(n, ", ")

@@ -51,71 +51,73 @@ type Rule struct {
 	Replacement string
 }
 
-// Rules, by ID. Line numbers were read with
-// `git -C openvpn grep -n 'disables data channel offload' v2.6.14 v2.7.6`.
-var Rules = map[string]Rule{
-	"fragment": {ID: "fragment", Sources: src("dco.c", 241, 257),
-		Note:        "Note: --fragment disables data channel offload.",
-		Replacement: "delete fragment; make whole packets fit the path with tun-mtu (path MTU minus OpenVPN's overhead) and clamp TCP with an iptables/nft TCPMSS rule: Linux DCO never applies mssfix (dco_linux.c dco_set_peer only logs it; README.dco.md: packet manipulation, use nftables/iptables instead; docs/openvpn-facts.md#data-channel-offload-dco)"},
-	"http-proxy": {ID: "http-proxy", Sources: src("dco.c", 247, 263),
-		Note:        "Note: --http-proxy disables data channel offload.",
-		Replacement: "connect without the proxy (UDP, or TCP straight to the server) where the network allows it; through a proxy the data channel stays in userspace"},
-	"socks-proxy": {ID: "socks-proxy", Sources: src("dco.c", 253, 269),
-		Note:        "Note: --socks-proxy disables data channel offload.",
-		Replacement: "connect without the proxy where the network allows it"},
-	"no-tls": {ID: "no-tls", Sources: src("dco.c", 290, 326),
-		Note:        "No tls-client or tls-server option in configuration detected. Disabling data channel offload.",
-		Replacement: "use TLS mode (tls-server / tls-client; peer-fingerprint makes it about as simple as a static key)"},
-	"dev-type": {ID: "dev-type", Sources: src("dco.c", 297, 333),
-		Note:        "Note: dev-type not tun, disabling data channel offload.",
-		Replacement: "dev tun (DCO is layer 3 only: README.dco.md, Limitations by design); bridging needs tap and stays in userspace"},
-	"dev-node-unix": {ID: "dev-node-unix", Sources: map[string]Source{V27: {Tag27, "src/openvpn/dco.c", 339}},
-		Note:        "Note: afunix tun type selected, disabling data channel offload",
-		Replacement: "a real tun device (drop dev-node unix:…)"},
-	"dev-null": {ID: "dev-null", Sources: src("dco.c", 297, 345),
-		Note:        "Note: null tun type selected, disabling data channel offload",
-		Replacement: "dev tun"},
-	"user": {ID: "user", Sources: src("dco.c", 371, 419),
-		Note:        "--user specified but lacking CAP_SETPCAP. Cannot retain CAP_NET_ADMIN. Disabling data channel offload",
-		Replacement: "start OpenVPN with CAP_SETPCAP and CAP_NET_ADMIN in its permitted set (systemd: CapabilityBoundingSet includes both), or drop user/group and confine it with systemd instead"},
-	"topology": {ID: "topology", Sources: src("dco.c", 386, 434),
-		Note:        "Note: NOT using '--topology subnet' disables data channel offload.",
-		Replacement: "topology subnet (the server pushes it to its clients; README.dco.md: the only topology DCO servers support)"},
-	"management-query-proxy": {ID: "management-query-proxy", Sources: src("dco.c", 392, 440),
-		Note:        "Note: --management-query-proxy disables data channel offload.",
-		Replacement: "set the proxy (if any) in the config instead of asking the management interface"},
-	"data-ciphers-fallback": {ID: "data-ciphers-fallback", Sources: src("dco.c", 409, 458),
-		Note:        "Note: --data-ciphers-fallback with cipher '%s' disables data channel offload.",
-		Replacement: "upgrade the peers that cannot negotiate (before 2.4) and delete data-ciphers-fallback, or make it an AEAD cipher DCO supports (" + SupportedCiphers + ")"},
-	"compression": {ID: "compression", Sources: src("dco.c", 419, 468),
-		Note:        "Note: '--allow-compression' is not set to 'no', disabling data channel offload.",
-		Replacement: "delete comp-lzo/compress/allow-compression; while old clients still frame packets for compression, a server can use `compress migrate` (dco.c suggests it), which keeps DCO on"},
-	"data-ciphers": {ID: "data-ciphers", Sources: src("dco.c", 438, 488),
-		Note:        "Note: cipher '%s' in --data-ciphers is not supported by ovpn-dco, disabling data channel offload.",
-		Replacement: "data-ciphers with AEAD ciphers only, e.g. AES-256-GCM:AES-128-GCM:CHACHA20-POLY1305 (DCO supports " + SupportedCiphers + ")"},
-	"mktun": {ID: "mktun", Sources: src("init.c", 1141, 1113),
-		Note:        "Note: --mktun does not support DCO. Creating TUN interface.",
-		Replacement: "let OpenVPN create the DCO interface itself (no mktun)"},
-	"disable-dco": {ID: "disable-dco", Sources: src("options.c", 6045, 5916),
-		Note:        "(disable-dco: no log line; OpenVPN does not try DCO)",
-		Replacement: "delete disable-dco once the config has none of the options above"},
-	// Pushed by a server, compression framing makes a DCO client refuse
-	// the push (init.c check_compression_settings_valid; comp.c logs
-	// "Compression or compression stub framing is not allowed since
-	// data-channel offloading is enabled.").
-	"push-compression": {ID: "push-compression", Sources: src("init.c", 2622, 2611),
-		Note:        "Compression or compression stub framing is not allowed since data-channel offloading is enabled.",
-		Replacement: "stop pushing compression; `compress migrate` on the server handles clients that still ask for it"},
-	// Runtime conditions: only a probe of the host can tell.
-	"interface-exists": {ID: "interface-exists", Sources: src("dco.c", 350, 397),
-		Note:        "Interface %s exists and is not using the ovpn DCO driver. Disabling data channel offload",
-		Replacement: "delete the existing interface (ip link del NAME) or use another dev name"},
-	"kernel": {ID: "kernel", Sources: src("dco_linux.c", 1011, 1242),
-		Note:        "Note: Kernel support for ovpn interfaces missing, disabling data channel offload. Use Linux 6.16.0 or newer with ovpn support or use ovpn-backports for interface support.",
-		Replacement: "OpenVPN 2.7 with Linux 6.16 or newer built with CONFIG_OVPN (or the ovpn-backports module); OpenVPN 2.6 with the out-of-tree ovpn-dco module (Debian package openvpn-dco-dkms)"},
-	"build": {ID: "build", Sources: src("options.c", 909, 918),
-		Note:        "(openvpn --version shows no [DCO]: built without ENABLE_DCO, DCO is never tried)",
-		Replacement: "an OpenVPN build with DCO (openvpn --version lists [DCO]; Debian's 2.6 package has it)"},
+// Rules returns the rules by ID, in a map of the caller's own. Line
+// numbers were read with `git -C openvpn grep -n 'disables data channel offload' v2.6.14 v2.7.6`.
+func Rules() map[string]Rule {
+	return map[string]Rule{
+		"fragment": {ID: "fragment", Sources: src("dco.c", 241, 257),
+			Note:        "Note: --fragment disables data channel offload.",
+			Replacement: "delete fragment; make whole packets fit the path with tun-mtu (path MTU minus OpenVPN's overhead) and clamp TCP with an iptables/nft TCPMSS rule: Linux DCO never applies mssfix (dco_linux.c dco_set_peer only logs it; README.dco.md: packet manipulation, use nftables/iptables instead; docs/openvpn-facts.md#data-channel-offload-dco)"},
+		"http-proxy": {ID: "http-proxy", Sources: src("dco.c", 247, 263),
+			Note:        "Note: --http-proxy disables data channel offload.",
+			Replacement: "connect without the proxy (UDP, or TCP straight to the server) where the network allows it; through a proxy the data channel stays in userspace"},
+		"socks-proxy": {ID: "socks-proxy", Sources: src("dco.c", 253, 269),
+			Note:        "Note: --socks-proxy disables data channel offload.",
+			Replacement: "connect without the proxy where the network allows it"},
+		"no-tls": {ID: "no-tls", Sources: src("dco.c", 290, 326),
+			Note:        "No tls-client or tls-server option in configuration detected. Disabling data channel offload.",
+			Replacement: "use TLS mode (tls-server / tls-client; peer-fingerprint makes it about as simple as a static key)"},
+		"dev-type": {ID: "dev-type", Sources: src("dco.c", 297, 333),
+			Note:        "Note: dev-type not tun, disabling data channel offload.",
+			Replacement: "dev tun (DCO is layer 3 only: README.dco.md, Limitations by design); bridging needs tap and stays in userspace"},
+		"dev-node-unix": {ID: "dev-node-unix", Sources: map[string]Source{V27: {Tag27, "src/openvpn/dco.c", 339}},
+			Note:        "Note: afunix tun type selected, disabling data channel offload",
+			Replacement: "a real tun device (drop dev-node unix:…)"},
+		"dev-null": {ID: "dev-null", Sources: src("dco.c", 297, 345),
+			Note:        "Note: null tun type selected, disabling data channel offload",
+			Replacement: "dev tun"},
+		"user": {ID: "user", Sources: src("dco.c", 371, 419),
+			Note:        "--user specified but lacking CAP_SETPCAP. Cannot retain CAP_NET_ADMIN. Disabling data channel offload",
+			Replacement: "start OpenVPN with CAP_SETPCAP and CAP_NET_ADMIN in its permitted set (systemd: CapabilityBoundingSet includes both), or drop user/group and confine it with systemd instead"},
+		"topology": {ID: "topology", Sources: src("dco.c", 386, 434),
+			Note:        "Note: NOT using '--topology subnet' disables data channel offload.",
+			Replacement: "topology subnet (the server pushes it to its clients; README.dco.md: the only topology DCO servers support)"},
+		"management-query-proxy": {ID: "management-query-proxy", Sources: src("dco.c", 392, 440),
+			Note:        "Note: --management-query-proxy disables data channel offload.",
+			Replacement: "set the proxy (if any) in the config instead of asking the management interface"},
+		"data-ciphers-fallback": {ID: "data-ciphers-fallback", Sources: src("dco.c", 409, 458),
+			Note:        "Note: --data-ciphers-fallback with cipher '%s' disables data channel offload.",
+			Replacement: "upgrade the peers that cannot negotiate (before 2.4) and delete data-ciphers-fallback, or make it an AEAD cipher DCO supports (" + SupportedCiphers + ")"},
+		"compression": {ID: "compression", Sources: src("dco.c", 419, 468),
+			Note:        "Note: '--allow-compression' is not set to 'no', disabling data channel offload.",
+			Replacement: "delete comp-lzo/compress/allow-compression; while old clients still frame packets for compression, a server can use `compress migrate` (dco.c suggests it), which keeps DCO on"},
+		"data-ciphers": {ID: "data-ciphers", Sources: src("dco.c", 438, 488),
+			Note:        "Note: cipher '%s' in --data-ciphers is not supported by ovpn-dco, disabling data channel offload.",
+			Replacement: "data-ciphers with AEAD ciphers only, e.g. AES-256-GCM:AES-128-GCM:CHACHA20-POLY1305 (DCO supports " + SupportedCiphers + ")"},
+		"mktun": {ID: "mktun", Sources: src("init.c", 1141, 1113),
+			Note:        "Note: --mktun does not support DCO. Creating TUN interface.",
+			Replacement: "let OpenVPN create the DCO interface itself (no mktun)"},
+		"disable-dco": {ID: "disable-dco", Sources: src("options.c", 6045, 5916),
+			Note:        "(disable-dco: no log line; OpenVPN does not try DCO)",
+			Replacement: "delete disable-dco once the config has none of the options above"},
+		// Pushed by a server, compression framing makes a DCO client refuse
+		// the push (init.c check_compression_settings_valid; comp.c logs
+		// "Compression or compression stub framing is not allowed since
+		// data-channel offloading is enabled.").
+		"push-compression": {ID: "push-compression", Sources: src("init.c", 2622, 2611),
+			Note:        "Compression or compression stub framing is not allowed since data-channel offloading is enabled.",
+			Replacement: "stop pushing compression; `compress migrate` on the server handles clients that still ask for it"},
+		// Runtime conditions: only a probe of the host can tell.
+		"interface-exists": {ID: "interface-exists", Sources: src("dco.c", 350, 397),
+			Note:        "Interface %s exists and is not using the ovpn DCO driver. Disabling data channel offload",
+			Replacement: "delete the existing interface (ip link del NAME) or use another dev name"},
+		"kernel": {ID: "kernel", Sources: src("dco_linux.c", 1011, 1242),
+			Note:        "Note: Kernel support for ovpn interfaces missing, disabling data channel offload. Use Linux 6.16.0 or newer with ovpn support or use ovpn-backports for interface support.",
+			Replacement: "OpenVPN 2.7 with Linux 6.16 or newer built with CONFIG_OVPN (or the ovpn-backports module); OpenVPN 2.6 with the out-of-tree ovpn-dco module (Debian package openvpn-dco-dkms)"},
+		"build": {ID: "build", Sources: src("options.c", 909, 918),
+			Note:        "(openvpn --version shows no [DCO]: built without ENABLE_DCO, DCO is never tried)",
+			Replacement: "an OpenVPN build with DCO (openvpn --version lists [DCO]; Debian's 2.6 package has it)"},
+	}
 }
 
 func src(file string, l26, l27 int) map[string]Source {
@@ -261,7 +263,7 @@ func Check(f *openvpn.ConfigFile, target string) []Blocker {
 	c := Config{f}
 	var out []Blocker
 	add := func(rule string, d openvpn.PosDirective, note string) {
-		r := Rules[rule]
+		r := Rules()[rule]
 		s, ok := r.Sources[target]
 		if !ok {
 			return

@@ -12,7 +12,7 @@ import (
 // %s filled) is recognised as that rule in a log.
 func TestNotesMapBack(t *testing.T) {
 	t.Parallel()
-	for id, r := range Rules {
+	for id, r := range Rules() {
 		if strings.HasPrefix(r.Note, "(") {
 			continue // no log line (disable-dco, build)
 		}

@@ -436,7 +436,7 @@ func startServers(ctx context.Context, spec Spec, n Network, l *lab.Lab) (*iperf
 func benchSubjects(spec Spec, b *Bench) []subject {
 	var subjects []subject
 	if spec.Routed {
-		subjects = append(subjects, subject{name: Routed, target: lab.ServerV4})
+		subjects = append(subjects, subject{name: Routed, target: lab.ServerV4()})
 	}
 	for i, t := range b.Tunnels {
 		name := b.Variants[i]

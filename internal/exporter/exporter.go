@@ -200,7 +200,7 @@ func (e *Exporter) inspect(p procfs.Proc) *target {
 		ctx, cancel := context.WithTimeout(context.Background(), e.opts.ReadTimeout)
 		defer cancel()
 		so, err := parseCmdline(argv, func(path string) ([]byte, error) {
-			return inputfile.ReadFile(ctx, resolve(path), inputfile.Config)
+			return inputfile.ReadFile(ctx, resolve(path), inputfile.Config())
 		})
 		if err != nil {
 			t.why = err.Error()
@@ -406,7 +406,7 @@ func (e *Exporter) readStatus(path string) (*Status, error) {
 	for try := 0; try < 2; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), e.opts.ReadTimeout)
 		var b []byte
-		b, err = inputfile.ReadFile(ctx, path, inputfile.Status)
+		b, err = inputfile.ReadFile(ctx, path, inputfile.Status())
 		cancel()
 		if err != nil {
 			return nil, err

@@ -64,16 +64,21 @@ const (
 )
 
 // RunKinds are the kinds of run documents (lab run, measure): what
-// measure judges from rows.
-var RunKinds = []Kind{PathBound, BelowPath, CPUBound, SocketDrops, Fragmentation, WindowBound, Loss, CipherCost, TunDrops, LimitUnknown, NotRead}
+// measure judges from rows. The slice is the caller's own.
+func RunKinds() []Kind {
+	return []Kind{PathBound, BelowPath, CPUBound, SocketDrops, Fragmentation, WindowBound, Loss, CipherCost, TunDrops, LimitUnknown, NotRead}
+}
 
 // Kinds lists every kind, in the order documents list them: the run
-// kinds, then those of tune and probe documents.
-var Kinds = append(append([]Kind{}, RunKinds...), TunedFaster, NoFasterSetting, AdviseShort, PMTUBlackhole, DCOOff)
+// kinds, then those of tune and probe documents. The slice is the
+// caller's own.
+func Kinds() []Kind {
+	return append(RunKinds(), TunedFaster, NoFasterSetting, AdviseShort, PMTUBlackhole, DCOOff)
+}
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool {
-	for _, x := range Kinds {
+	for _, x := range Kinds() {
 		if k == x {
 			return true
 		}
@@ -129,10 +134,10 @@ type Finding struct {
 // whose name carries no unit-style suffix, no sentence.
 func (f Finding) Check() error {
 	if !f.Kind.Valid() {
-		return fmt.Errorf("finding kind %q is not one of %v", f.Kind, Kinds)
+		return fmt.Errorf("finding kind %q is not one of %v", f.Kind, Kinds())
 	}
 	if !f.Outcome.Valid() {
-		return fmt.Errorf("finding %s: outcome %q is not one of %v", f.Kind, f.Outcome, verdict.Outcomes)
+		return fmt.Errorf("finding %s: outcome %q is not one of %v", f.Kind, f.Outcome, verdict.Outcomes())
 	}
 	if f.Subject.Network == "" {
 		return fmt.Errorf("finding %s: no subject network", f.Kind)

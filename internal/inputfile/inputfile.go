@@ -35,26 +35,31 @@ type Kind struct {
 }
 
 // The kinds of input. The caps are far above anything real of the kind
-// and far below what would exhaust memory.
-var (
-	// Config is an OpenVPN config or an included one. Inline blocks
-	// (certificates, a CRL of a large CA) make the largest real ones a
-	// few hundred KiB.
-	Config = Kind{"config", 16 << 20}
-	// Key is a PEM certificate, key or CA bundle, or a pre-shared key.
-	Key = Kind{"key or certificate file", 1 << 20}
-	// Log is an OpenVPN log; it is streamed, so the cap only bounds
-	// the time a runaway input takes.
-	Log = Kind{"log", 4 << 30}
-	// Document is an ovpnperf JSON document (run, recipe, tune, probe,
-	// pmtu, pps, crypto, cluster status), decoded in memory.
-	Document = Kind{"JSON document", 64 << 20}
-	// Capture is a pcap file, streamed.
-	Capture = Kind{"capture", 2 << 30}
-	// Status is an OpenVPN status file (--status), read whole at each
-	// scrape: a few hundred bytes per client.
-	Status = Kind{"status file", 64 << 20}
-)
+// and far below what would exhaust memory. Each is a function, so that no
+// caller can change a cap for the others.
+
+// Config is an OpenVPN config or an included one. Inline blocks
+// (certificates, a CRL of a large CA) make the largest real ones a few
+// hundred KiB.
+func Config() Kind { return Kind{"config", 16 << 20} }
+
+// Key is a PEM certificate, key or CA bundle, or a pre-shared key.
+func Key() Kind { return Kind{"key or certificate file", 1 << 20} }
+
+// Log is an OpenVPN log; it is streamed, so the cap only bounds the time a
+// runaway input takes.
+func Log() Kind { return Kind{"log", 4 << 30} }
+
+// Document is an ovpnperf JSON document (run, recipe, tune, probe, pmtu,
+// pps, crypto, cluster status), decoded in memory.
+func Document() Kind { return Kind{"JSON document", 64 << 20} }
+
+// Capture is a pcap file, streamed.
+func Capture() Kind { return Kind{"capture", 2 << 30} }
+
+// Status is an OpenVPN status file (--status), read whole at each scrape:
+// a few hundred bytes per client.
+func Status() Kind { return Kind{"status file", 64 << 20} }
 
 // ErrNotRegular marks a path that is not a regular file.
 var ErrNotRegular = errors.New("not a regular file")

@@ -25,7 +25,7 @@ func TestRefusesNonRegular(t *testing.T) {
 	}
 	for _, p := range []string{fifo, "/dev/zero", "/dev/null", dir} {
 		done := make(chan error, 1)
-		go func() { _, err := ReadFile(context.Background(), p, Config); done <- err }()
+		go func() { _, err := ReadFile(context.Background(), p, Config()); done <- err }()
 		select {
 		case err := <-done:
 			if !errors.Is(err, ErrNotRegular) || !usage.Is(err) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), p) {
@@ -35,7 +35,7 @@ func TestRefusesNonRegular(t *testing.T) {
 			t.Fatalf("%s: still reading after 2 s", p)
 		}
 	}
-	if _, err := ReadFile(context.Background(), filepath.Join(dir, "missing"), Config); err == nil || !usage.Is(err) || !errors.Is(err, os.ErrNotExist) {
+	if _, err := ReadFile(context.Background(), filepath.Join(dir, "missing"), Config()); err == nil || !usage.Is(err) || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -71,10 +71,11 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 // A read of a stream that blocks ends when the context does.
 func TestStreamEndsWithContext(t *testing.T) {
+	t.Parallel()
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	f := Stream(ctx, pr, "stdin", Log)
+	f := Stream(ctx, pr, "stdin", Log())
 	done := make(chan error, 1)
 	go func() { _, err := io.ReadAll(f); done <- err }()
 	time.Sleep(50 * time.Millisecond)

@@ -109,5 +109,5 @@ func BenchmarkLabRouted(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srv.Stop()
-	benchRuns(b, srv, in(l, lab.Client), ClientOptions{Server: lab.ServerV4, Port: srv.Port(), Duration: 2 * time.Second, Omit: time.Second})
+	benchRuns(b, srv, in(l, lab.Client), ClientOptions{Server: lab.ServerV4(), Port: srv.Port(), Duration: 2 * time.Second, Omit: time.Second})
 }

@@ -13,6 +13,7 @@ import (
 )
 
 func TestClientArgs(t *testing.T) {
+	t.Parallel()
 	v4 := netip.MustParseAddr("198.51.100.2")
 	v6 := netip.MustParseAddr("2001:db8:5::2")
 	for _, tc := range []struct {
@@ -47,6 +48,7 @@ func TestClientArgs(t *testing.T) {
 }
 
 func TestClientArgsRefused(t *testing.T) {
+	t.Parallel()
 	v4 := netip.MustParseAddr("198.51.100.2")
 	for _, tc := range []struct {
 		name  string
@@ -71,6 +73,7 @@ func TestClientArgsRefused(t *testing.T) {
 }
 
 func TestServerArgs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		opts ServerOptions
 		want string
@@ -86,6 +89,7 @@ func TestServerArgs(t *testing.T) {
 }
 
 func TestWritePayload(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	z := filepath.Join(dir, "zeros")
 	if err := WritePayload(z, PayloadZeros, 3<<20+5); err != nil {
@@ -136,6 +140,7 @@ func TestWritePayload(t *testing.T) {
 }
 
 func TestPayloadSize(t *testing.T) {
+	t.Parallel()
 	if got := PayloadSize(50e6, 10*time.Second); got != 78125000 {
 		t.Errorf("50 Mbit/s × 10 s: %d", got)
 	}

@@ -51,13 +51,13 @@ func TestLab(t *testing.T) {
 	}{
 		{"tcp up", ClientOptions{}},
 		{"tcp down", ClientOptions{Reverse: true}},
-		{"tcp up v6", ClientOptions{Server: lab.ServerV6}},
+		{"tcp up v6", ClientOptions{Server: lab.ServerV6()}},
 		{"udp down 10M", ClientOptions{Reverse: true, UDP: true, BitrateBps: rate / 2, LengthBytes: 1200}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.opts
 			if !o.Server.IsValid() {
-				o.Server = lab.ServerV4
+				o.Server = lab.ServerV4()
 			}
 			o.Port, o.Duration = srv.Port(), 2*time.Second
 			r, consistent, err := runRetry(t, ctx, in(l, lab.Client), o)
@@ -87,7 +87,7 @@ func TestLab(t *testing.T) {
 	// WaitIdle). runOnce has no retry, so only WaitIdle can close the gap.
 	t.Run("back to back", func(t *testing.T) {
 		for i := range 8 {
-			o := ClientOptions{Server: lab.ServerV4, Port: srv.Port(), Duration: time.Second, Reverse: i%4 >= 2}
+			o := ClientOptions{Server: lab.ServerV4(), Port: srv.Port(), Duration: time.Second, Reverse: i%4 >= 2}
 			if i%2 == 1 {
 				o.UDP, o.BitrateBps, o.LengthBytes = true, rate/2, 1200
 			}
@@ -103,7 +103,7 @@ func TestLab(t *testing.T) {
 			}
 		}
 		// And through Server.Run.
-		if _, err := srv.Run(ctx, in(l, lab.Client), ClientOptions{Server: lab.ServerV4, Duration: time.Second}); err != nil && !errors.Is(err, ErrInconsistent) {
+		if _, err := srv.Run(ctx, in(l, lab.Client), ClientOptions{Server: lab.ServerV4(), Duration: time.Second}); err != nil && !errors.Is(err, ErrInconsistent) {
 			t.Error(err)
 		}
 	})
@@ -120,7 +120,7 @@ func TestLab(t *testing.T) {
 			if err := WaitListening(ctx, logPath, p.Done(), 0); err != nil {
 				t.Fatal(err)
 			}
-			r, _, err := runRetry(t, ctx, in(l, lab.Client), ClientOptions{Server: lab.ServerV4, Port: opts.Port, Duration: time.Second})
+			r, _, err := runRetry(t, ctx, in(l, lab.Client), ClientOptions{Server: lab.ServerV4(), Port: opts.Port, Duration: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,9 +19,6 @@ const (
 	PayloadZeros = "zeros"
 )
 
-// PayloadKinds lists the accepted kinds, for flag help.
-var PayloadKinds = []string{PayloadRandom, PayloadZeros}
-
 // WritePayload writes a file of size bytes of the given kind ("random" or
 // "zeros") for iperf3's -F, replacing any file at path. The file is 0600:
 // it lives in the lab's directory next to keys.

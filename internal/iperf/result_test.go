@@ -219,6 +219,7 @@ func TestParseFileRanOut(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		file, msg string
 		busy      bool
@@ -302,6 +303,7 @@ func FuzzParse(f *testing.F) {
 }
 
 func TestCheckCaptured(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		file         string
 		inconsistent bool
@@ -328,6 +330,7 @@ func TestCheckCaptured(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	// Figures seen in the lab (50 Mbit/s limiter, 1 s samples after -O 1,
 	// a busy 2-core VM), and variations around the tolerances.
 	for _, tc := range []struct {
@@ -417,6 +420,7 @@ func TestCheck(t *testing.T) {
 // idle round trip passes only with the loaded round trip, and a LAN's slack
 // keeps the check strict.
 func TestCheckRealPath(t *testing.T) {
+	t.Parallel()
 	far := Result{Requested: 3 * time.Second, SentDuration: 3 * time.Second, ReceivedDuration: 4224 * time.Millisecond,
 		SentBytes: 2621440, ReceivedBytes: 4208416, SentBitsPerSec: 6.99e6, ReceivedBitsPerSec: 7.97e6}
 	// 2.75 MB above the sender: more than one round trip's data at
@@ -454,6 +458,7 @@ func TestCheckRealPath(t *testing.T) {
 }
 
 func TestIdleLog(t *testing.T) {
+	t.Parallel()
 	// A real server log (iperf3 -s --forceflush on loopback): six tests,
 	// then the banner for test #7 and SIGTERM.
 	log := readFileString(t, "server_log.txt")
@@ -490,6 +495,7 @@ func TestIdleLog(t *testing.T) {
 }
 
 func TestRefusedAtStart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		file  string
 		retry bool
@@ -516,6 +522,7 @@ func TestRefusedAtStart(t *testing.T) {
 // iperf3's message; a refusal then a result gives the result; a test that
 // moved data and failed is not tried again.
 func TestRunRetriesOnlyTestsThatDidNotStart(t *testing.T) {
+	t.Parallel()
 	abs := func(name string) string {
 		p, err := filepath.Abs(filepath.Join("testdata", name))
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 // rounded to nothing) is sized like any other short path, not given the
 // no-echo warm-up.
 func TestRealPathTiming(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name                string
 		largest             time.Duration

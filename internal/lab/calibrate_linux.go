@@ -54,8 +54,10 @@ const (
 )
 
 // CalibrationRates are the packet rates per direction tried, ascending,
-// until one is not carried.
-var CalibrationRates = []float64{5e3, 10e3, 15e3, 20e3, 25e3, 30e3, 40e3, 50e3, 60e3, 80e3, 100e3}
+// until one is not carried; the slice is the caller's own.
+func CalibrationRates() []float64 {
+	return []float64{5e3, 10e3, 15e3, 20e3, 25e3, 30e3, 40e3, 50e3, 60e3, 80e3, 100e3}
+}
 
 // CalibrateOptions configure Calibrate.
 type CalibrateOptions struct {
@@ -88,7 +90,7 @@ func (o CalibrateOptions) withDefaults() CalibrateOptions {
 		o.StepDuration = DefaultCalibrationStep
 	}
 	if o.Rates == nil {
-		o.Rates = CalibrationRates
+		o.Rates = CalibrationRates()
 	}
 	return o
 }

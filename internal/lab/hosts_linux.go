@@ -254,7 +254,7 @@ func (l *Lab) permanentNeighbour(node Node, ifname string, a netip.Addr, peerNod
 // of a lab is left.
 func NamespacesOf(name string) []string {
 	var out []string
-	for _, n := range append(Nodes[:len(Nodes):len(Nodes)], Wire) {
+	for _, n := range append(Nodes(), Wire) {
 		if ns := NamespaceName(name, n); netns.Exists(ns) {
 			out = append(out, ns)
 		}

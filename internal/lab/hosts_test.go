@@ -91,8 +91,8 @@ func TestHosts(t *testing.T) {
 	ping("web1", "198.18.2.2")
 	ping("web2", "198.18.3.2")
 	ping("etcd", "198.18.1.2")
-	ping("web1", lab.ClientV4.String())
-	ping("web2", lab.ServerV4.String())
+	ping("web1", lab.ClientV4().String())
+	ping("web2", lab.ServerV4().String())
 
 	// A process in a host is a lab process: lab down stops it.
 	p, err := l.Start(ctx, "web2", "", "sleep", "300")

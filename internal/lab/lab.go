@@ -41,8 +41,8 @@ const (
 	Server Node = "server"
 )
 
-// Nodes lists the nodes in creation order.
-var Nodes = []Node{Client, Router, Server}
+// Nodes lists the nodes in creation order; the slice is the caller's own.
+func Nodes() []Node { return []Node{Client, Router, Server} }
 
 // Wire is the namespace of a lab whose emulator is a bump in the wire
 // (WireBackend): it has no addresses, is not one of Nodes and runs
@@ -50,22 +50,39 @@ var Nodes = []Node{Client, Router, Server}
 const Wire Node = "wire"
 
 // Addresses of the lab. Every lab uses the same ones: each lives in its own
-// namespaces, so labs never collide. Documentation ranges only.
-var (
-	ClientV4       = netip.MustParseAddr("192.0.2.2")
-	RouterClientV4 = netip.MustParseAddr("192.0.2.1")
-	RouterServerV4 = netip.MustParseAddr("198.51.100.1")
-	ServerV4       = netip.MustParseAddr("198.51.100.2")
-	ClientV6       = netip.MustParseAddr("2001:db8:c::2")
-	RouterClientV6 = netip.MustParseAddr("2001:db8:c::1")
-	RouterServerV6 = netip.MustParseAddr("2001:db8:5::1")
-	ServerV6       = netip.MustParseAddr("2001:db8:5::2")
+// namespaces, so labs never collide. Documentation ranges only. They are
+// functions, so that no caller can move a lab's address for the others.
 
-	// TunnelV4 and TunnelV6 are free for tunnels built across the lab
-	// (OpenVPN's server subnet), sliced as callers need.
-	TunnelV4 = netip.MustParsePrefix("203.0.113.0/24")
-	TunnelV6 = netip.MustParsePrefix("2001:db8:7::/64")
-)
+// ClientV4 is the client's IPv4 address.
+func ClientV4() netip.Addr { return netip.MustParseAddr("192.0.2.2") }
+
+// RouterClientV4 is the router's IPv4 address on the client's segment.
+func RouterClientV4() netip.Addr { return netip.MustParseAddr("192.0.2.1") }
+
+// RouterServerV4 is the router's IPv4 address on the server's segment.
+func RouterServerV4() netip.Addr { return netip.MustParseAddr("198.51.100.1") }
+
+// ServerV4 is the server's IPv4 address.
+func ServerV4() netip.Addr { return netip.MustParseAddr("198.51.100.2") }
+
+// ClientV6 is the client's IPv6 address.
+func ClientV6() netip.Addr { return netip.MustParseAddr("2001:db8:c::2") }
+
+// RouterClientV6 is the router's IPv6 address on the client's segment.
+func RouterClientV6() netip.Addr { return netip.MustParseAddr("2001:db8:c::1") }
+
+// RouterServerV6 is the router's IPv6 address on the server's segment.
+func RouterServerV6() netip.Addr { return netip.MustParseAddr("2001:db8:5::1") }
+
+// ServerV6 is the server's IPv6 address.
+func ServerV6() netip.Addr { return netip.MustParseAddr("2001:db8:5::2") }
+
+// TunnelV4 is free for tunnels built across the lab (OpenVPN's server
+// subnet), sliced as callers need.
+func TunnelV4() netip.Prefix { return netip.MustParsePrefix("203.0.113.0/24") }
+
+// TunnelV6 is TunnelV4's IPv6 counterpart.
+func TunnelV6() netip.Prefix { return netip.MustParsePrefix("2001:db8:7::/64") }
 
 // Host is a host that AddHost put behind the router, beside client and
 // server, with its own segment of HostNet: host i is 198.18.i.2 and the
@@ -80,7 +97,7 @@ type Host struct {
 // HostNet holds the segments of hosts added with AddHost: the RFC 2544
 // benchmarking range, which no real network routes, like the documentation
 // ranges of client and server.
-var HostNet = netip.MustParsePrefix("198.18.0.0/15")
+func HostNet() netip.Prefix { return netip.MustParsePrefix("198.18.0.0/15") }
 
 // MaxHosts is how many hosts one lab can have: one /24 of 198.18.0.0/16 each.
 const MaxHosts = 254

@@ -42,14 +42,14 @@ func run(t *testing.T, l *lab.Lab, n lab.Node, argv ...string) (string, error) {
 // leaving out the first two seconds of slow start.
 func iperfTCP(t *testing.T, l *lab.Lab, seconds int) float64 {
 	t.Helper()
-	srv, err := l.Start(context.Background(), lab.Server, "", "iperf3", "-s", "-1", "-B", lab.ServerV4.String())
+	srv, err := l.Start(context.Background(), lab.Server, "", "iperf3", "-s", "-1", "-B", lab.ServerV4().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
 	var out string
 	for i := 0; i < 50; i++ { // the server needs a moment to listen
-		out, err = run(t, l, lab.Client, "iperf3", "-J", "-c", lab.ServerV4.String(), "-t", strconv.Itoa(seconds), "-O", "2")
+		out, err = run(t, l, lab.Client, "iperf3", "-J", "-c", lab.ServerV4().String(), "-t", strconv.Itoa(seconds), "-O", "2")
 		if err == nil || !strings.Contains(out, "connect") {
 			break
 		}
@@ -79,7 +79,7 @@ func TestRateAndRTT(t *testing.T) {
 		Up:   labpath.Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond},
 		Down: labpath.Link{RateBitsPerSec: 20e6, Delay: 50 * time.Millisecond},
 	})
-	out, err := run(t, l, lab.Client, "ping", "-c", "10", "-i", "0.2", lab.ServerV4.String())
+	out, err := run(t, l, lab.Client, "ping", "-c", "10", "-i", "0.2", lab.ServerV4().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +111,10 @@ func TestMTUAndBlackhole(t *testing.T) {
 	for _, blackhole := range []bool{false, true} {
 		t.Run(fmt.Sprintf("blackhole=%v", blackhole), func(t *testing.T) {
 			l := labtest.New(t, labpath.Path{MTU: 1400, ICMPBlackhole: blackhole})
-			if out, err := run(t, l, lab.Client, "ping", "-M", "do", "-s", "1372", "-c", "1", "-W", "2", lab.ServerV4.String()); err != nil {
+			if out, err := run(t, l, lab.Client, "ping", "-M", "do", "-s", "1372", "-c", "1", "-W", "2", lab.ServerV4().String()); err != nil {
 				t.Fatalf("1372-byte DF ping should pass: %v\n%s", err, out)
 			}
-			out, err := run(t, l, lab.Client, "ping", "-M", "do", "-s", "1373", "-c", "1", "-W", "2", lab.ServerV4.String())
+			out, err := run(t, l, lab.Client, "ping", "-M", "do", "-s", "1373", "-c", "1", "-W", "2", lab.ServerV4().String())
 			if err == nil {
 				t.Fatalf("1373-byte DF ping passed a 1400-byte MTU:\n%s", out)
 			}
@@ -126,10 +126,10 @@ func TestMTUAndBlackhole(t *testing.T) {
 				t.Errorf("no \"frag needed\" for a 1373-byte DF ping:\n%s", out)
 			}
 			// IPv6: 1400 − 40 − 8 = 1352 bytes of payload fit.
-			if out, err := run(t, l, lab.Client, "ping", "-6", "-M", "do", "-s", "1352", "-c", "1", "-W", "2", lab.ServerV6.String()); err != nil {
+			if out, err := run(t, l, lab.Client, "ping", "-6", "-M", "do", "-s", "1352", "-c", "1", "-W", "2", lab.ServerV6().String()); err != nil {
 				t.Fatalf("1352-byte IPv6 ping should pass: %v\n%s", err, out)
 			}
-			out, err = run(t, l, lab.Client, "ping", "-6", "-M", "do", "-s", "1353", "-c", "1", "-W", "2", lab.ServerV6.String())
+			out, err = run(t, l, lab.Client, "ping", "-6", "-M", "do", "-s", "1353", "-c", "1", "-W", "2", lab.ServerV6().String())
 			if err == nil {
 				t.Fatalf("1353-byte IPv6 ping passed a 1400-byte MTU:\n%s", out)
 			}
@@ -143,7 +143,7 @@ func TestMTUAndBlackhole(t *testing.T) {
 
 func floodLoss(t *testing.T, l *lab.Lab, count int) float64 {
 	t.Helper()
-	out, _ := run(t, l, lab.Client, "ping", "-f", "-c", strconv.Itoa(count), "-W", "1", lab.ServerV4.String())
+	out, _ := run(t, l, lab.Client, "ping", "-f", "-c", strconv.Itoa(count), "-W", "1", lab.ServerV4().String())
 	m := pingLossRe.FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no loss figures in ping output:\n%s", out)
@@ -223,7 +223,7 @@ func TestCleanAfterOwnerKilled(t *testing.T) {
 		t.Errorf("clean did not report %s (cleaned %v)", name, cleaned)
 	}
 	labtest.CheckGone(t, name)
-	if _, err := run(t, other, lab.Client, "ping", "-c", "1", "-W", "2", lab.ServerV4.String()); err != nil {
+	if _, err := run(t, other, lab.Client, "ping", "-c", "1", "-W", "2", lab.ServerV4().String()); err != nil {
 		t.Errorf("the live lab stopped working after clean: %v", err)
 	}
 }
@@ -345,14 +345,14 @@ func TestHelperMeasuringCreator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := l.Start(context.Background(), lab.Server, "", "iperf3", "-s", "-B", lab.ServerV4.String())
+	srv, err := l.Start(context.Background(), lab.Server, "", "iperf3", "-s", "-B", lab.ServerV4().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cli *exec.Cmd
 	for i := 0; i < 50; i++ {
 		time.Sleep(100 * time.Millisecond)
-		cli = l.Command(context.Background(), lab.Client, "iperf3", "-c", lab.ServerV4.String(), "-t", "60", "-b", "1M")
+		cli = l.Command(context.Background(), lab.Client, "iperf3", "-c", lab.ServerV4().String(), "-t", "60", "-b", "1M")
 		if err := cli.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +376,7 @@ func TestNameInUseAndCancel(t *testing.T) {
 	if err == nil || !usage.Is(err) {
 		t.Fatalf("second lab with the same name: want a usage error, got %v", err)
 	}
-	if _, err := run(t, l, lab.Client, "ping", "-c", "1", "-W", "2", lab.ServerV4.String()); err != nil {
+	if _, err := run(t, l, lab.Client, "ping", "-c", "1", "-W", "2", lab.ServerV4().String()); err != nil {
 		t.Fatalf("the first lab broke: %v", err)
 	}
 	for _, after := range []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 60 * time.Millisecond} {
@@ -397,7 +397,7 @@ func TestParallelLabs(t *testing.T) {
 	a := labtest.New(t, labpath.Path{})
 	b := labtest.New(t, labpath.Path{MTU: 1300})
 	for _, l := range []*lab.Lab{a, b} {
-		if out, err := run(t, l, lab.Client, "ping", "-c", "1", "-W", "2", lab.ServerV6.String()); err != nil {
+		if out, err := run(t, l, lab.Client, "ping", "-c", "1", "-W", "2", lab.ServerV6().String()); err != nil {
 			t.Errorf("lab %s: %v\n%s", l.Name(), err, out)
 		}
 	}
@@ -443,7 +443,7 @@ func TestFirstPacketNotDelayed(t *testing.T) {
 	testenv.Exclusive(t)
 	testenv.RequirePrograms(t, "ping")
 	l := labtest.New(t, labpath.Path{})
-	for _, a := range []string{lab.ServerV6.String(), lab.ServerV4.String()} {
+	for _, a := range []string{lab.ServerV6().String(), lab.ServerV4().String()} {
 		out, err := run(t, l, lab.Client, "ping", "-c", "1", "-W", "2", a)
 		if err != nil {
 			t.Fatal(err)

@@ -117,17 +117,17 @@ func (l *Lab) Command(ctx context.Context, n Node, argv ...string) *exec.Cmd {
 func Addr(n Node, family int) netip.Addr {
 	switch {
 	case n == Client && family == 6:
-		return ClientV6
+		return ClientV6()
 	case n == Client:
-		return ClientV4
+		return ClientV4()
 	case n == Server && family == 6:
-		return ServerV6
+		return ServerV6()
 	case n == Server:
-		return ServerV4
+		return ServerV4()
 	case family == 6:
-		return RouterClientV6
+		return RouterClientV6()
 	}
-	return RouterClientV4
+	return RouterClientV4()
 }
 
 // NewName returns a random lab id.
@@ -230,9 +230,9 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 // build creates namespaces, links, addresses, routes, qdiscs and rules.
 func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 	p := opts.Path
-	nodes := Nodes
+	nodes := Nodes()
 	if WireBackend(backend) {
-		nodes = append(nodes[:len(nodes):len(nodes)], Wire)
+		nodes = append(nodes, Wire)
 	}
 	for _, n := range nodes {
 		ns := l.Namespace(n)
@@ -282,13 +282,13 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 		bits   int
 	}
 	addrs := []addr{
-		{Client, clientIf, ClientV4, 24}, {Router, routerClientIf, RouterClientV4, 24},
-		{Router, routerServerIf, RouterServerV4, 24}, {Server, serverIf, ServerV4, 24},
+		{Client, clientIf, ClientV4(), 24}, {Router, routerClientIf, RouterClientV4(), 24},
+		{Router, routerServerIf, RouterServerV4(), 24}, {Server, serverIf, ServerV4(), 24},
 	}
 	if !p.NoIPv6 {
 		addrs = append(addrs,
-			addr{Client, clientIf, ClientV6, 64}, addr{Router, routerClientIf, RouterClientV6, 64},
-			addr{Router, routerServerIf, RouterServerV6, 64}, addr{Server, serverIf, ServerV6, 64})
+			addr{Client, clientIf, ClientV6(), 64}, addr{Router, routerClientIf, RouterClientV6(), 64},
+			addr{Router, routerServerIf, RouterServerV6(), 64}, addr{Server, serverIf, ServerV6(), 64})
 	}
 	for _, a := range addrs {
 		if err := l.withHandle(a.node, func(h *netlink.Handle) error {
@@ -330,15 +330,15 @@ func (l *Lab) build(ctx context.Context, opts Options, backend string) error {
 	routes := []struct {
 		node Node
 		gw   netip.Addr
-	}{{Client, RouterClientV4}, {Server, RouterServerV4}}
+	}{{Client, RouterClientV4()}, {Server, RouterServerV4()}}
 	if !p.NoIPv6 {
 		routes = append(routes, struct {
 			node Node
 			gw   netip.Addr
-		}{Client, RouterClientV6}, struct {
+		}{Client, RouterClientV6()}, struct {
 			node Node
 			gw   netip.Addr
-		}{Server, RouterServerV6})
+		}{Server, RouterServerV6()})
 	}
 	for _, r := range routes {
 		if err := l.withHandle(r.node, func(h *netlink.Handle) error {
@@ -518,10 +518,10 @@ func (l *Lab) neighbours(p labpath.Path) error {
 		peerIf   string
 	}
 	entries := []entry{
-		{Client, clientIf, []netip.Addr{RouterClientV4, RouterClientV6}, Router, routerClientIf},
-		{Router, routerClientIf, []netip.Addr{ClientV4, ClientV6}, Client, clientIf},
-		{Router, routerServerIf, []netip.Addr{ServerV4, ServerV6}, Server, serverIf},
-		{Server, serverIf, []netip.Addr{RouterServerV4, RouterServerV6}, Router, routerServerIf},
+		{Client, clientIf, []netip.Addr{RouterClientV4(), RouterClientV6()}, Router, routerClientIf},
+		{Router, routerClientIf, []netip.Addr{ClientV4(), ClientV6()}, Client, clientIf},
+		{Router, routerServerIf, []netip.Addr{ServerV4(), ServerV6()}, Server, serverIf},
+		{Server, serverIf, []netip.Addr{RouterServerV4(), RouterServerV6()}, Router, routerServerIf},
 	}
 	for _, e := range entries {
 		hw, err := mac(e.peerNode, e.peerIf)

@@ -12,11 +12,12 @@ import (
 // parser then and stops; ignore-unknown-option makes it skip the line.
 func (v *view) arity() {
 	ignored := v.ignoredOptions()
+	arity26 := openvpn.Arity26()
 	for _, d := range v.f.Directives {
 		if d.Inline {
 			continue
 		}
-		ar, ok := openvpn.Arity26[d.Name]
+		ar, ok := arity26[d.Name]
 		if !ok {
 			continue
 		}

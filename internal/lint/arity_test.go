@@ -24,7 +24,7 @@ func TestArityAgreesWithOpenVPN(t *testing.T) {
 	dir := t.TempDir()
 	type probe struct{ line, conf string }
 	var probes []probe
-	for name, ar := range openvpn.Arity26 {
+	for name, ar := range openvpn.Arity26() {
 		var counts []int
 		if ar[0] > 0 {
 			counts = append(counts, ar[0]-1)

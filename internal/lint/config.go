@@ -192,7 +192,7 @@ func (v *view) options() {
 			}
 			continue
 		}
-		if st, ok := openvpn.RemovedOptions[d.Name]; ok {
+		if st, ok := openvpn.RemovedOption(d.Name); ok {
 			f := Finding{Rule: "removed-option", Severity: Error, Category: Compatibility,
 				Problem: fmt.Sprintf("%s was removed in OpenVPN %s; 2.6 refuses the config.", d.Name, st.Since),
 				Reason:  st.Note + "."}

@@ -106,7 +106,7 @@ func TestDCOEveryOption(t *testing.T) {
 				continue
 			}
 			f := got[0]
-			src := dco.Rules[c.rule].Sources[target]
+			src := dco.Rules()[c.rule].Sources[target]
 			tag := map[string]string{dco.V26: "v2.6.14", dco.V27: "v2.7.6"}[target]
 			if f.Line != c.line || !strings.Contains(f.Problem, "OpenVPN "+target) || !strings.Contains(f.Reason, src.String()) || !strings.Contains(f.Reason, tag) {
 				t.Errorf("%s: finding at line %d (want %d) does not name OpenVPN %s and %s:\n%s\n%s", name, f.Line, c.line, target, src, f.Problem, f.Reason)
@@ -128,7 +128,7 @@ func TestDCOEveryOption(t *testing.T) {
 	}
 	// Every config rule of the dco package is exercised (kernel, build
 	// and interface-exists are the host's, probed by ovpnperf probe).
-	for id := range dco.Rules {
+	for id := range dco.Rules() {
 		switch id {
 		case "kernel", "build", "interface-exists":
 			continue
@@ -281,7 +281,7 @@ func TestSARIFValidates(t *testing.T) {
 		if r.RuleID != fs[i].Rule || loc.Region.StartLine != max(fs[i].Line, 1) || loc.ArtifactLocation.URI != fs[i].File {
 			t.Errorf("result %d: %+v, finding %+v", i, r, fs[i])
 		}
-		if !strings.HasPrefix(help[r.RuleID], Rules[r.RuleID].Help) || Rules[r.RuleID].Help == "" {
+		if !strings.HasPrefix(help[r.RuleID], Rules()[r.RuleID].Help) || Rules()[r.RuleID].Help == "" {
 			t.Errorf("rule %s: help %q", r.RuleID, help[r.RuleID])
 		}
 	}
@@ -296,9 +296,9 @@ func TestGCCFormat(t *testing.T) {
 		t.Fatalf("%d lines for %d findings", len(lines), len(fs))
 	}
 	for i, l := range lines {
-		m := GCCLineRE.FindStringSubmatch(l)
+		m := GCCLineRE().FindStringSubmatch(l)
 		if m == nil {
-			t.Errorf("line %q does not match %v", l, GCCLineRE)
+			t.Errorf("line %q does not match %v", l, GCCLineRE())
 			continue
 		}
 		if m[1] != fs[i].File || m[2] != fmt.Sprint(max(fs[i].Line, 1)) || m[4] != fs[i].Severity || m[6] != fs[i].Rule {
@@ -368,7 +368,7 @@ func TestRuleCatalog(t *testing.T) {
 			}
 			b, _ := os.ReadFile(p)
 			for _, m := range ruleLitRE.FindAllStringSubmatch(string(b), -1) {
-				if _, ok := Rules[m[1]]; !ok {
+				if _, ok := Rules()[m[1]]; !ok {
 					t.Errorf("%s: rule %q is not in Rules (format.go) nor docs/lint.md's list", p, m[1])
 				}
 			}
@@ -378,7 +378,7 @@ func TestRuleCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for id := range Rules {
+	for id := range Rules() {
 		if !strings.Contains(string(doc), "`"+id+"`") {
 			t.Errorf("rule %s is not listed in docs/lint.md", id)
 		}

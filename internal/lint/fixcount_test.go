@@ -43,6 +43,7 @@ func TestFixCountsOnlyAppliedEdits(t *testing.T) {
 // The chmod command of key-file-mode, pasted into sh, fixes exactly the
 // file named, whatever characters its name holds.
 func TestKeyFileChmodIsPasteable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	key := filepath.Join(dir, "it's a key")
 	if err := os.WriteFile(key, []byte("k\n"), 0o644); err != nil {

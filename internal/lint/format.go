@@ -18,68 +18,73 @@ type RuleDoc struct {
 	Help     string
 }
 
-// Rules documents every rule lint can report (docs/lint.md lists them too).
-var Rules = map[string]RuleDoc{
-	"parse-error":                 {Error, "OpenVPN's config reader refuses this line (options.c parse_line/read_config_file); nothing after it was checked."},
-	"unknown-inline-block":        {Error, "An <inline> block OpenVPN does not read; it stops at it."},
-	"removed-option":              {Error, "An option removed from OpenVPN; the target version refuses the config. The finding names the replacement."},
-	"deprecated-option":           {Warning, "An option deprecated in OpenVPN; it still works but will be removed."},
-	"unknown-option":              {Error, "An option the target OpenVPN does not know: it stops with \"Unrecognized option\"."},
-	"not-a-config":                {Error, "A file included with `config` whose first directive (comments aside) is no OpenVPN option: not a config (it may hold secrets, so none of its text is shown)."},
-	"parameter-count":             {Error, "An option with fewer or more parameters than OpenVPN 2.6 accepts: it stops with \"Unrecognized option or missing or extra parameter(s)\"."},
-	"compression":                 {Warning, "Compression before encryption leaks plaintext through packet sizes (VORACLE) and keeps DCO off."},
-	"weak-cipher":                 {Error, "A 64-bit block or single-DES cipher (SWEET32)."},
-	"cipher-without-data-ciphers": {Warning, "--cipher without --data-ciphers: OpenVPN 2.6 negotiates from data-ciphers and ignores --cipher."},
-	"tls-auth":                    {Info, "tls-auth leaves the TLS handshake readable; tls-crypt also encrypts it at no data-channel cost."},
-	"remote-cert-tls":             {Warning, "A client that does not check the server certificate's key usage (remote-cert-tls server)."},
-	"script-security":             {Warning, "script-security 3 passes passwords to scripts in environment variables."},
-	"management-password":         {Warning, "A TCP management interface without a password file."},
-	"duplicate-cn":                {Warning, "duplicate-cn lets many clients share one certificate."},
-	"key-file-mode":               {Warning, "A key file that group or others can read."},
-	"verb":                        {Warning, "verb 5 or more logs per packet."},
-	"socket-buffer":               {Warning, "sndbuf/rcvbuf judged by the rule advise follows: over TCP transport below the bandwidth-delay product (warning) or the OS default; over UDP raised or lowered from the OS default (info), except below 4 MiB with a jumbo tunnel (info)."},
-	"socket-buffer-asymmetric":    {Info, "sndbuf and rcvbuf set differently."},
-	"fragment":                    {Warning, "OpenVPN's own fragmentation: 4 bytes per packet, and DCO off."},
-	"tun-mtu-path":                {Warning, "tun-mtu plus OpenVPN's overhead larger than the path MTU."},
-	"tcp-nodelay":                 {Info, "A TCP server without tcp-nodelay (a published LAN figure; not tested here)."},
-	"no-encryption":               {Error, "A data channel without encryption: cipher none where it takes effect, none in data-ciphers or data-ciphers-fallback (a warning for cipher none that 2.6 ignores in client/server mode)."},
-	"no-authentication":           {Error, "auth none with a CBC cipher (or none): packets are not authenticated."},
-	"old-peer-cipher":             {Info, "No cipher line in a config with options of pre-2.4 configs: OpenVPN 2.6 refuses such old peers unless BF-CBC is in data-ciphers or data-ciphers-fallback."},
-	"fast-io":                     {Info, "fast-io where it has no effect."},
-	"txqueuelen":                  {Warning, "The pre-2.5 tun queue length of 100 packets."},
-	"dco-off":                     {Warning, "An option that turns data channel offload (DCO) off on Linux with the target OpenVPN version (dco.c), or a pushed option DCO clients refuse; the finding names the source line and the replacement."},
-	"dh-missing":                  {Error, "A TLS server without a dh line: OpenVPN 2.6 refuses it (dh none is enough)."},
-	"v27-compression":             {Warning, "OpenVPN 2.7 never compresses on send; allow-compression yes means asym."},
-	"v27-secret":                  {Error, "OpenVPN 2.7 refuses static-key mode (secret) unless allow-deprecated-insecure-static-crypto is set."},
-	"v27-topology":                {Warning, "A tun server without a topology line: net30 on 2.6, subnet on 2.7."},
-	"v27-dh":                      {Info, "OpenVPN 2.7 defaults to dh none."},
-	"v27-persist-key":             {Info, "persist-key is the default in OpenVPN 2.7."},
-	"v27-fast-io":                 {Info, "OpenVPN 2.7 ignores fast-io."},
-	"v27-reneg":                   {Info, "OpenVPN 2.7 ignores reneg-bytes/reneg-pkts when DCO is in use."},
-	"log-buffer-capped":           {Warning, "The log shows the kernel granted smaller socket buffers than the config asked for."},
-	"log-buffer-small":            {Warning, "A TCP transport's configured socket buffer in force is below the path's bandwidth-delay product."},
-	"log-cipher-mismatch":         {Error, "The peers found no data cipher in common."},
-	"log-data-cipher":             {Warning, "The negotiated data cipher is CBC, none or weak."},
-	"log-compression":             {Warning, "The log shows compression in use."},
-	"log-packet-too-large":        {Warning, "The log shows packets too large for the tun or path MTU."},
-	"log-replay":                  {Warning, "Replay / bad packet ID warnings (mostly reordering over UDP)."},
-	"log-long-lines":              {Info, "Log lines longer than 64 KiB, read cut short; the rest of the log was read."},
-	"log-restarts":                {Warning, "A reconnect storm."},
-	"log-mtu":                     {Info, "The tun MTU in force makes packets larger than the path MTU."},
-	"log-dco":                     {Warning, "The log says data channel offload is off, and why."},
+// Rules documents every rule lint can report (docs/lint.md lists them too),
+// in a map of the caller's own.
+func Rules() map[string]RuleDoc {
+	return map[string]RuleDoc{
+		"parse-error":                 {Error, "OpenVPN's config reader refuses this line (options.c parse_line/read_config_file); nothing after it was checked."},
+		"unknown-inline-block":        {Error, "An <inline> block OpenVPN does not read; it stops at it."},
+		"removed-option":              {Error, "An option removed from OpenVPN; the target version refuses the config. The finding names the replacement."},
+		"deprecated-option":           {Warning, "An option deprecated in OpenVPN; it still works but will be removed."},
+		"unknown-option":              {Error, "An option the target OpenVPN does not know: it stops with \"Unrecognized option\"."},
+		"not-a-config":                {Error, "A file included with `config` whose first directive (comments aside) is no OpenVPN option: not a config (it may hold secrets, so none of its text is shown)."},
+		"parameter-count":             {Error, "An option with fewer or more parameters than OpenVPN 2.6 accepts: it stops with \"Unrecognized option or missing or extra parameter(s)\"."},
+		"compression":                 {Warning, "Compression before encryption leaks plaintext through packet sizes (VORACLE) and keeps DCO off."},
+		"weak-cipher":                 {Error, "A 64-bit block or single-DES cipher (SWEET32)."},
+		"cipher-without-data-ciphers": {Warning, "--cipher without --data-ciphers: OpenVPN 2.6 negotiates from data-ciphers and ignores --cipher."},
+		"tls-auth":                    {Info, "tls-auth leaves the TLS handshake readable; tls-crypt also encrypts it at no data-channel cost."},
+		"remote-cert-tls":             {Warning, "A client that does not check the server certificate's key usage (remote-cert-tls server)."},
+		"script-security":             {Warning, "script-security 3 passes passwords to scripts in environment variables."},
+		"management-password":         {Warning, "A TCP management interface without a password file."},
+		"duplicate-cn":                {Warning, "duplicate-cn lets many clients share one certificate."},
+		"key-file-mode":               {Warning, "A key file that group or others can read."},
+		"verb":                        {Warning, "verb 5 or more logs per packet."},
+		"socket-buffer":               {Warning, "sndbuf/rcvbuf judged by the rule advise follows: over TCP transport below the bandwidth-delay product (warning) or the OS default; over UDP raised or lowered from the OS default (info), except below 4 MiB with a jumbo tunnel (info)."},
+		"socket-buffer-asymmetric":    {Info, "sndbuf and rcvbuf set differently."},
+		"fragment":                    {Warning, "OpenVPN's own fragmentation: 4 bytes per packet, and DCO off."},
+		"tun-mtu-path":                {Warning, "tun-mtu plus OpenVPN's overhead larger than the path MTU."},
+		"tcp-nodelay":                 {Info, "A TCP server without tcp-nodelay (a published LAN figure; not tested here)."},
+		"no-encryption":               {Error, "A data channel without encryption: cipher none where it takes effect, none in data-ciphers or data-ciphers-fallback (a warning for cipher none that 2.6 ignores in client/server mode)."},
+		"no-authentication":           {Error, "auth none with a CBC cipher (or none): packets are not authenticated."},
+		"old-peer-cipher":             {Info, "No cipher line in a config with options of pre-2.4 configs: OpenVPN 2.6 refuses such old peers unless BF-CBC is in data-ciphers or data-ciphers-fallback."},
+		"fast-io":                     {Info, "fast-io where it has no effect."},
+		"txqueuelen":                  {Warning, "The pre-2.5 tun queue length of 100 packets."},
+		"dco-off":                     {Warning, "An option that turns data channel offload (DCO) off on Linux with the target OpenVPN version (dco.c), or a pushed option DCO clients refuse; the finding names the source line and the replacement."},
+		"dh-missing":                  {Error, "A TLS server without a dh line: OpenVPN 2.6 refuses it (dh none is enough)."},
+		"v27-compression":             {Warning, "OpenVPN 2.7 never compresses on send; allow-compression yes means asym."},
+		"v27-secret":                  {Error, "OpenVPN 2.7 refuses static-key mode (secret) unless allow-deprecated-insecure-static-crypto is set."},
+		"v27-topology":                {Warning, "A tun server without a topology line: net30 on 2.6, subnet on 2.7."},
+		"v27-dh":                      {Info, "OpenVPN 2.7 defaults to dh none."},
+		"v27-persist-key":             {Info, "persist-key is the default in OpenVPN 2.7."},
+		"v27-fast-io":                 {Info, "OpenVPN 2.7 ignores fast-io."},
+		"v27-reneg":                   {Info, "OpenVPN 2.7 ignores reneg-bytes/reneg-pkts when DCO is in use."},
+		"log-buffer-capped":           {Warning, "The log shows the kernel granted smaller socket buffers than the config asked for."},
+		"log-buffer-small":            {Warning, "A TCP transport's configured socket buffer in force is below the path's bandwidth-delay product."},
+		"log-cipher-mismatch":         {Error, "The peers found no data cipher in common."},
+		"log-data-cipher":             {Warning, "The negotiated data cipher is CBC, none or weak."},
+		"log-compression":             {Warning, "The log shows compression in use."},
+		"log-packet-too-large":        {Warning, "The log shows packets too large for the tun or path MTU."},
+		"log-replay":                  {Warning, "Replay / bad packet ID warnings (mostly reordering over UDP)."},
+		"log-long-lines":              {Info, "Log lines longer than 64 KiB, read cut short; the rest of the log was read."},
+		"log-restarts":                {Warning, "A reconnect storm."},
+		"log-mtu":                     {Info, "The tun MTU in force makes packets larger than the path MTU."},
+		"log-dco":                     {Warning, "The log says data channel offload is off, and why."},
+	}
 }
 
 // ruleHelp is the rule's help text; a rule missing from Rules still gets
 // one (so new rules never break SARIF output).
 func ruleHelp(id string) string {
-	if d, ok := Rules[id]; ok {
+	if d, ok := Rules()[id]; ok {
 		return d.Help
 	}
 	return "ovpnperf lint rule " + id + "."
 }
 
-// GCCLineRE matches one line of --format gcc output.
-var GCCLineRE = regexp.MustCompile(`^(.+):(\d+):(\d+): (error|warning|info): (.*) \[([a-z0-9-]+)\]$`)
+// GCCLineRE returns a pattern matching one line of --format gcc output.
+func GCCLineRE() *regexp.Regexp {
+	return regexp.MustCompile(`^(.+):(\d+):(\d+): (error|warning|info): (.*) \[([a-z0-9-]+)\]$`)
+}
 
 // GCC writes one line per finding as compilers do,
 // file:line:col: severity: message [rule]; editors and CI log parsers
@@ -186,7 +191,7 @@ func SARIF(fs []Finding, version string) ([]byte, error) {
 	for i, id := range sorted {
 		index[id] = i
 		sev := Warning
-		if d, ok := Rules[id]; ok {
+		if d, ok := Rules()[id]; ok {
 			sev = d.Severity
 		}
 		h := ruleHelp(id)

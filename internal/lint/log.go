@@ -141,7 +141,7 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 			continue
 		}
 		dcoOff = true
-		rule := dco.Rules[r]
+		rule := dco.Rules()[r]
 		var srcs []string
 		for _, t := range []string{dco.V26, dco.V27} {
 			if s, ok := rule.Sources[t]; ok {
@@ -159,7 +159,7 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 	if e, ok := rep.First(openvpn.EventDCO); ok && !dcoOff && rep.DCOVersion == "N/A" {
 		add(Finding{Rule: "log-dco", Severity: Info, Category: Performance,
 			Problem: "DCO off because the kernel has no DCO module (DCO version: N/A): the data channel runs in userspace.",
-			Reason:  "openvpn --version and the log print \"DCO version: N/A\" when /sys/module/ovpn (2.7) or /sys/module/ovpn_dco_v2 (2.6) is missing (dco_linux.c dco_version_string). Instead: " + dco.Rules["kernel"].Replacement + ". " + dcoCost}, e.Line)
+			Reason:  "openvpn --version and the log print \"DCO version: N/A\" when /sys/module/ovpn (2.7) or /sys/module/ovpn_dco_v2 (2.6) is missing (dco_linux.c dco_version_string). Instead: " + dco.Rules()["kernel"].Replacement + ". " + dcoCost}, e.Line)
 	}
 	if rep.LongLines > 0 {
 		add(Finding{Rule: "log-long-lines", Severity: Info, Category: Operations,

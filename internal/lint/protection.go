@@ -26,7 +26,7 @@ func (v *view) protection() {
 			*x.to = arg(d, 0)
 		}
 	}
-	for _, name := range shared.OldPeerOptions {
+	for _, name := range shared.OldPeerOptions() {
 		if v.has(name) {
 			c.OldPeerSigns = append(c.OldPeerSigns, name)
 		}

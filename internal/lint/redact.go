@@ -129,7 +129,7 @@ func notConfigs(cfg *openvpn.ConfigFile, secret map[string]map[int]bool, out map
 		// directives follow its config line.
 		if len(inc.Directives) > 0 {
 			d := inc.Directives[0]
-			_, removed := openvpn.RemovedOptions[d.Name]
+			_, removed := openvpn.RemovedOption(d.Name)
 			if !d.Inline && !secret[inc.Path][d.Pos.Line] && !openvpn.KnownOption26(d.Name) && !options27[d.Name] && !removed {
 				out[inc.Path] = d.Pos.Line
 			}

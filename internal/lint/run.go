@@ -140,7 +140,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.Findings = append(rep.Findings, Finding{Rule: "parse-error", Severity: Error, Category: Compatibility,
 				File: perr.File, Line: perr.Line, Problem: fmt.Sprintf("column %d: %s.", perr.Col, perr.Msg),
 				Reason: "OpenVPN 2.6's config reader (options.c parse_line/read_config_file) refuses this line, so nothing else was checked.", Decision: true})
-			if b, rerr := inputfile.ReadFile(ctx, perr.File, inputfile.Config); rerr == nil {
+			if b, rerr := inputfile.ReadFile(ctx, perr.File, inputfile.Config()); rerr == nil {
 				lines[perr.File] = strings.Split(string(b), "\n")
 			}
 			cfgs = append(cfgs, nil)
@@ -154,9 +154,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.Log != "" {
 		name := "stdin"
-		var r io.Reader = inputfile.Stream(ctx, o.Stdin, name, inputfile.Log)
+		var r io.Reader = inputfile.Stream(ctx, o.Stdin, name, inputfile.Log())
 		if o.Log != "-" {
-			f, err := inputfile.Open(ctx, o.Log, inputfile.Log)
+			f, err := inputfile.Open(ctx, o.Log, inputfile.Log())
 			if err != nil {
 				return nil, usage.Errorf("lint: --log %v", err)
 			}

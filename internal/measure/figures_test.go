@@ -9,6 +9,7 @@ import (
 // may be below 0 (a compressing tunnel's datagrams are smaller than what
 // they carry).
 func TestCheckFiguresSizesAndCounts(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		doc, want string // want "" = accepted
 	}{

@@ -132,6 +132,7 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a)
 // The findings are computed from the rows: a CPU-bound LAN where cipher none
 // is no faster, and a WAN where the tunnel keeps 96 %.
 func TestFindings(t *testing.T) {
+	t.Parallel()
 	mk := findingRow
 	rep := &Report{Scenario: Scenario{Repeat: 3, Networks: []Network{{Name: "lan"}, {Name: "wan"}, {Name: "wan2"}, {Name: "lossy"}}}}
 	rep.Rows = []Row{
@@ -206,6 +207,7 @@ func TestFindings(t *testing.T) {
 // gave "the path is the limit" and "OpenVPN is the limit"), and a run with
 // --repeat 1 is told what would decide it.
 func TestFindingsNeedTheVerdictRules(t *testing.T) {
+	t.Parallel()
 	mk := findingRow
 	rep := &Report{Scenario: Scenario{Repeat: 1, Networks: []Network{{Name: "wan"}, {Name: "lan"}}}}
 	rep.Rows = []Row{
@@ -229,6 +231,7 @@ func TestFindingsNeedTheVerdictRules(t *testing.T) {
 // A recipe's document is judged by its verdicts: it has findings [] (not
 // absent), and a document's findings survive a JSON round trip.
 func TestFindingsInTheDocument(t *testing.T) {
+	t.Parallel()
 	rep := &Report{Schema: Schema, Scenario: Scenario{Command: "lab run", Repeat: 3, Networks: []Network{{Name: "wan"}}}}
 	rep.Rows = []Row{findingRow("wan", "routed", PathRouted, "up", 0, 48, 48, 48), findingRow("wan", "default", PathTunnel, "up", 26, 46, 46.1, 46.2)}
 	var b strings.Builder

@@ -17,6 +17,7 @@ import (
 )
 
 func TestFormat(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		got, want string
 	}{
@@ -45,6 +46,7 @@ func TestFormat(t *testing.T) {
 
 // TestRowJSONKeys pins the JSON contract of lab run and the recipes.
 func TestRowJSONKeys(t *testing.T) {
+	t.Parallel()
 	r := Row{Network: "wan", Variant: "default", Path: PathTunnel, Direction: DirectionUp, Proto: "udp",
 		CPUSecondsPerGB: map[string]float64{"server": 1}, Valid: true}
 	r.AddSample(47e6)
@@ -120,6 +122,7 @@ func sampleReport() *Report {
 }
 
 func TestFillRatios(t *testing.T) {
+	t.Parallel()
 	rep := sampleReport()
 	want := map[string]float64{
 		"wan default up":   46.1e6 / 47.9e6,
@@ -150,6 +153,7 @@ func TestFillRatios(t *testing.T) {
 }
 
 func TestFillRatiosPrefersSameProto(t *testing.T) {
+	t.Parallel()
 	rep := &Report{Rows: []Row{
 		{Network: "n", Variant: "routed", Path: PathRouted, Direction: "up", Proto: "tcp", MedianBps: 100, Valid: true},
 		{Network: "n", Variant: "routed", Path: PathRouted, Direction: "up", Proto: "udp", MedianBps: 50, Valid: true},
@@ -164,6 +168,7 @@ func TestFillRatiosPrefersSameProto(t *testing.T) {
 }
 
 func TestRefuseKeepsFirstReason(t *testing.T) {
+	t.Parallel()
 	r := Row{Valid: true}
 	r.Refuse(Refusal{Kind: RefusalError, Detail: "first"})
 	r.Refuse(Refusal{Kind: RefusalNoValidSample})
@@ -173,6 +178,7 @@ func TestRefuseKeepsFirstReason(t *testing.T) {
 }
 
 func TestJSONRoundTrip(t *testing.T) {
+	t.Parallel()
 	rep := sampleReport()
 	var buf bytes.Buffer
 	if err := rep.WriteJSON(&buf); err != nil {
@@ -207,6 +213,7 @@ func TestJSONRoundTrip(t *testing.T) {
 }
 
 func TestHostString(t *testing.T) {
+	t.Parallel()
 	h := sampleReport().Host
 	want := "AMD EPYC, 2 CPUs, AES-NI; Linux 6.18.44 x86_64; OpenVPN 2.6.14; iperf3 3.12; emulation nfqueue"
 	if got := h.String(); got != want {
@@ -250,6 +257,7 @@ func recipeReport() *Report {
 }
 
 func TestNewRow(t *testing.T) {
+	t.Parallel()
 	r := NewRow("wan", "default", PathTunnel, DirectionDown, "udp")
 	if !r.Valid || r.Key() != "wan/default/down/udp" || r.SamplesBps != nil {
 		t.Errorf("%+v %s", r, r.Key())
@@ -259,6 +267,7 @@ func TestNewRow(t *testing.T) {
 // TestReportJSONGolden pins the whole document of schema ovpnperf/run/v2:
 // a changed key or shape shows up here first.
 func TestReportJSONGolden(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	rep := recipeReport()
 	rep.Started = time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC)
@@ -279,6 +288,7 @@ func TestReportJSONGolden(t *testing.T) {
 // TestReadJSONVersions: v2 documents and the v1 documents written before
 // rows[].samples existed are read; any other schema is refused by name.
 func TestReadJSONVersions(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		schema string
 		ok     bool
@@ -298,6 +308,7 @@ func TestReadJSONVersions(t *testing.T) {
 // interrupted measure printed them as "ok"), and leaves the others and
 // the rows marked not tested alone.
 func TestInvalidateUnsampled(t *testing.T) {
+	t.Parallel()
 	rep := &Report{Schema: Schema}
 	done := NewRow("lan", "routed", PathRouted, DirectionUp, "tcp")
 	for _, v := range []float64{1e8, 1.1e8, 0.9e8} {

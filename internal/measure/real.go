@@ -131,14 +131,15 @@ const (
 	// CPUBoundShare: the busiest OpenVPN thread at 90 % of a core or more
 	// in every sample is the limit (a process cannot use more than one).
 	CPUBoundShare = 0.90
-	// LossShare: a path losing more than 1 % of its packets is lossy.
-	// The outside TCP flow retransmitting more than this share of its
+	// LossShare: a path losing more than 1 % of its packets is lossy
+	// (verdict.LossShare, the paced-echo rule probe judges by too). The
+	// outside TCP flow retransmitting more than this share of its
 	// segments in every sample raises the question; paced echoes on the
-	// idle path answer it (lossFinding).
-	LossShare = 0.01
+	// idle path answer it (lossFinding, by verdict.JudgeEchoLoss).
+	LossShare = verdict.LossShare
 	// LossEchoes echoes, one every LossEchoInterval, on the idle path
 	// before the samples: probe's count and pace, 3 s.
-	LossEchoes       = 300
+	LossEchoes       = verdict.LossEchoes
 	LossEchoInterval = 10 * time.Millisecond
 )
 
@@ -376,11 +377,12 @@ func windowFinding(t *Row) (finding.Finding, bool) {
 // answer it: a loss-based TCP flow that fills a path overflows the
 // bottleneck's queue and retransmits on a path that loses nothing at
 // random. Paced echoes on the idle path build no queue, so their loss is
-// the path's own: more than LossShare of them lost confirms; at most half
-// of it (at least LossEchoes/2 sent) refutes, and the retransmits were the
-// flow's own queue overflowing; in between is noise; without an answered
-// echo (a document written before measure sent them, or ICMP blocked) it
-// is not tested here.
+// the path's own, and verdict.JudgeEchoLoss judges it as it does probe's:
+// more than LossShare of them lost confirms; at most half of it (at least
+// verdict.LossMinEchoes sent) refutes, and the retransmits were the flow's
+// own queue overflowing; in between is noise; without an answered echo (a
+// document written before measure sent them, or ICMP blocked) it is not
+// tested here.
 func lossFinding(o *Row, echoes *EchoCount) (finding.Finding, bool) {
 	if len(o.Samples) < verdict.MinSamples {
 		return finding.Finding{}, false
@@ -407,8 +409,14 @@ func lossFinding(o *Row, echoes *EchoCount) (finding.Finding, bool) {
 	}
 	f := finding.Finding{Kind: finding.Loss,
 		Figures: finding.Figures{FigRetransmitMinPercent: 100 * lo, FigLossRulePercent: 100 * LossShare}}
-	if echoes == nil || echoes.Answered == 0 {
-		f.Outcome = verdict.NotTested
+	var j verdict.EchoLoss
+	if echoes != nil && echoes.Failed == "" {
+		j = verdict.JudgeEchoLoss(echoes.Sent, echoes.Answered)
+	} else {
+		j = verdict.EchoLoss{Outcome: verdict.NotTested, Reason: verdict.EchoesNoneAnswered}
+	}
+	f.Outcome = j.Outcome
+	if j.Outcome == verdict.NotTested {
 		f.Why = "retransmits alone do not tell a lossy path from a flow that fills the path and overflows its bottleneck's queue, as every loss-based TCP does"
 		switch {
 		case echoes == nil:
@@ -421,20 +429,14 @@ func lossFinding(o *Row, echoes *EchoCount) (finding.Finding, bool) {
 		f.Decide = "paced echoes on the idle path that come back (measure sends them to the host before the samples)"
 		return f, true
 	}
-	lost := echoes.Sent - echoes.Answered
-	share := float64(lost) / float64(echoes.Sent)
-	f.Figures[FigEchoesSentPackets] = float64(echoes.Sent)
-	f.Figures[FigEchoesLostPackets] = float64(lost)
-	f.Figures[FigEchoLossPercent] = 100 * share
-	switch {
-	case share > LossShare:
-		f.Outcome = verdict.Confirmed
+	f.Figures[FigEchoesSentPackets] = float64(j.Sent)
+	f.Figures[FigEchoesLostPackets] = float64(j.Lost)
+	f.Figures[FigEchoLossPercent] = j.LostPercent
+	switch j.Outcome {
+	case verdict.Confirmed:
 		f.RefutedBy = fmt.Sprintf("paced echoes on the idle path losing %.0f %% or less", 100*LossShare)
-	case share <= LossShare/2 && echoes.Sent >= LossEchoes/2:
-		f.Outcome = verdict.Refuted
-	default:
-		f.Outcome = verdict.Noise
-		f.Why = fmt.Sprintf("%d of %d paced echoes lost: near the %.0f %% rule, or too few echoes to tell", lost, echoes.Sent, 100*LossShare)
+	case verdict.Noise:
+		f.Why = fmt.Sprintf("%d of %d paced echoes lost: near the %.0f %% rule, or too few echoes to tell", j.Lost, j.Sent, 100*LossShare)
 		f.Decide = fmt.Sprintf("more paced echoes (%d at least)", LossEchoes)
 	}
 	return f, true

@@ -247,7 +247,7 @@ func TestEveryKindIsMade(t *testing.T) {
 			made[f.Kind] = true
 		}
 	}
-	for _, k := range finding.RunKinds {
+	for _, k := range finding.RunKinds() {
 		if !made[k] {
 			t.Errorf("no test document makes a %s finding", k)
 		}

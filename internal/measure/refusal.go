@@ -84,11 +84,13 @@ const (
 )
 
 // RefusalKinds are every Refusal.Kind, in the order docs/schemas.md lists
-// them.
-var RefusalKinds = []string{
-	RefusalEmulatorLate, RefusalEmulatorStall, RefusalEmulatorLost,
-	RefusalWindowEndedEarly, RefusalWindowShort, RefusalWindowLong, RefusalReceiverAboveSender,
-	RefusalPayloadShort, RefusalIperfError, RefusalNoEcho, RefusalNoValidSample, RefusalNotMeasured, RefusalError,
+// them; the slice is the caller's own.
+func RefusalKinds() []string {
+	return []string{
+		RefusalEmulatorLate, RefusalEmulatorStall, RefusalEmulatorLost,
+		RefusalWindowEndedEarly, RefusalWindowShort, RefusalWindowLong, RefusalReceiverAboveSender,
+		RefusalPayloadShort, RefusalIperfError, RefusalNoEcho, RefusalNoValidSample, RefusalNotMeasured, RefusalError,
+	}
 }
 
 // Figure keys of a refusal (Refusal.Figures).
@@ -136,14 +138,17 @@ const (
 	FigureSentProbePackets = "sent_packets"
 )
 
-// RefusalFigureKeys are every key Refusal.Figures may hold.
-var RefusalFigureKeys = []string{
-	FigureReleasedPackets, FigureLatePackets, FigureLatePercent, FigureLateMeanSeconds,
-	FigureStalledPackets, FigureStallSeconds, FigureLostPackets,
-	FigureHostBusyPercent, FigureHostStealPercent, FigureLoad1m, FigureLoad5m, FigureLoad15m, FigureCPUs,
-	FigureWindowSeconds, FigureRequestedSeconds, FigureLimitSeconds, FigurePathSlackSeconds, FigureTolerancePercent,
-	FigureReceivedBps, FigureReceivedBytes, FigureReceivedSeconds, FigureSentBps, FigureSentBytes, FigureSentSeconds,
-	FigureAbovePercent, FigureRequestedBytes, FigureSentProbePackets,
+// RefusalFigureKeys are every key Refusal.Figures may hold; the slice is
+// the caller's own.
+func RefusalFigureKeys() []string {
+	return []string{
+		FigureReleasedPackets, FigureLatePackets, FigureLatePercent, FigureLateMeanSeconds,
+		FigureStalledPackets, FigureStallSeconds, FigureLostPackets,
+		FigureHostBusyPercent, FigureHostStealPercent, FigureLoad1m, FigureLoad5m, FigureLoad15m, FigureCPUs,
+		FigureWindowSeconds, FigureRequestedSeconds, FigureLimitSeconds, FigurePathSlackSeconds, FigureTolerancePercent,
+		FigureReceivedBps, FigureReceivedBytes, FigureReceivedSeconds, FigureSentBps, FigureSentBytes, FigureSentSeconds,
+		FigureAbovePercent, FigureRequestedBytes, FigureSentProbePackets,
+	}
 }
 
 // Figure returns a figure and whether the refusal has it.

@@ -11,6 +11,7 @@ import (
 // renderer this test checks; today's wording, so that documents and logs
 // read as before.
 func TestRefusalText(t *testing.T) {
+	t.Parallel()
 	host := func(f Figures) Figures { f[FigureHostBusyPercent], f[FigureHostStealPercent] = 30.4, 13.25; return f }
 	for _, c := range []struct {
 		r    Refusal
@@ -37,6 +38,7 @@ func TestRefusalText(t *testing.T) {
 // The row carries the refusal in its JSON beside the sentence, and a
 // document without it (written before) reads with none.
 func TestRefusalJSON(t *testing.T) {
+	t.Parallel()
 	r := NewRow("wan", "default", PathTunnel, DirectionUp, "udp")
 	r.Refuse(Refusal{Kind: RefusalEmulatorStall, Figures: Figures{FigureStalledPackets: 2, FigureStallSeconds: 0.05, FigureHostStealPercent: 0, FigureHostBusyPercent: 12}})
 	b, err := json.Marshal(r)
@@ -67,14 +69,15 @@ func TestRefusalJSON(t *testing.T) {
 // Every kind and figure key is distinct and named in the units the
 // documents use.
 func TestRefusalKindsAndKeys(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
-	for _, k := range append(append([]string{}, RefusalKinds...), RefusalFigureKeys...) {
+	for _, k := range append(append([]string{}, RefusalKinds()...), RefusalFigureKeys()...) {
 		if seen[k] || k == "" {
 			t.Errorf("%q named twice or empty", k)
 		}
 		seen[k] = true
 	}
-	if len(RefusalKinds) < 10 || len(RefusalFigureKeys) < 20 {
-		t.Errorf("%d kinds, %d figure keys: lists shorter than the constants", len(RefusalKinds), len(RefusalFigureKeys))
+	if len(RefusalKinds()) < 10 || len(RefusalFigureKeys()) < 20 {
+		t.Errorf("%d kinds, %d figure keys: lists shorter than the constants", len(RefusalKinds()), len(RefusalFigureKeys()))
 	}
 }

@@ -1,6 +1,8 @@
 package openvpn
 
-// Arity26 is how many parameters OpenVPN 2.6.14 accepts after each option
+import "maps"
+
+// Arity26 returns, in a map of the caller's own, how many parameters OpenVPN 2.6.14 accepts after each option
 // name: {least, most}, most -1 for no limit. A line outside these bounds
 // matches no branch of add_option (src/openvpn/options.c), which then stops
 // with "Unrecognized option or missing or extra parameter(s)".
@@ -11,7 +13,10 @@ package openvpn
 // Options whose branch tests parameters in alternatives (redirect-gateway,
 // crl-verify, echo, http-proxy-retry, preresolve) are left out and never
 // refused on arity. An inline block (<ca>…</ca>) stands for one parameter.
-var Arity26 = map[string][2]int{
+func Arity26() map[string][2]int { return maps.Clone(arity26) }
+
+// arity26 is Arity26's table.
+var arity26 = map[string][2]int{
 	"allow-compression":               {1, 1},
 	"allow-nonadmin":                  {0, 1},
 	"allow-pull-fqdn":                 {0, 0},

@@ -79,7 +79,7 @@ func ReadConfigFile(path string) (*ConfigFile, error) {
 }
 
 func readConfigFile(path string, stack []string, depth int) (*ConfigFile, error) {
-	data, err := inputfile.ReadFile(context.Background(), path, inputfile.Config)
+	data, err := inputfile.ReadFile(context.Background(), path, inputfile.Config())
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +90,11 @@ func readConfigFile(path string, stack []string, depth int) (*ConfigFile, error)
 		}
 		// The decompressed text has the same cap as a plain config.
 		var b bytes.Buffer
-		if _, err := b.ReadFrom(io.LimitReader(zr, inputfile.Config.Max+1)); err != nil {
+		if _, err := b.ReadFrom(io.LimitReader(zr, inputfile.Config().Max+1)); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if int64(b.Len()) > inputfile.Config.Max {
-			return nil, usage.Wrap(&inputfile.Error{Path: path, Kind: inputfile.Config, Err: inputfile.ErrTooLarge})
+		if int64(b.Len()) > inputfile.Config().Max {
+			return nil, usage.Wrap(&inputfile.Error{Path: path, Kind: inputfile.Config(), Err: inputfile.ErrTooLarge})
 		}
 		data = b.Bytes()
 	}

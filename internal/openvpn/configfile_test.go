@@ -120,7 +120,7 @@ func TestOptionTables(t *testing.T) {
 			t.Errorf("%s should be a 2.6 option", n)
 		}
 	}
-	for n, st := range RemovedOptions {
+	for n, st := range removedOptions {
 		if st.Removed && KnownOption26(n) && !strings.Contains(st.Note, "options.c 2.6") {
 			t.Errorf("%s: in 2.6's option list but marked removed without citing options.c's refusal", n)
 		}

@@ -20,6 +20,7 @@ var testCred = Credentials{CA: "/run/ovpnperf/LAB/pki/ca.crt", Cert: "/run/ovpnp
 	Key: "/run/ovpnperf/LAB/pki/server.key", TLSCrypt: "/run/ovpnperf/LAB/pki/tls-crypt.key"}
 
 func TestLabConfigsGolden(t *testing.T) {
+	t.Parallel()
 	pki := &PKI{Dir: "/run/ovpnperf/LAB/pki"}
 	tests := []struct {
 		name    string
@@ -73,6 +74,7 @@ func TestLabConfigsGolden(t *testing.T) {
 }
 
 func TestLabConfigParams(t *testing.T) {
+	t.Parallel()
 	ok := ServerParams{Tunnel: netip.MustParsePrefix("203.0.113.0/24"), Credentials: testCred}
 	if _, err := ServerConfig(ok); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ func readLines(t *testing.T, name string) []string {
 }
 
 func TestParseMgmtLine(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want MgmtLine
@@ -69,6 +70,7 @@ func FuzzParseMgmtLine(f *testing.F) {
 }
 
 func TestParseStatusCaptured(t *testing.T) {
+	t.Parallel()
 	s := ParseStatus(readLines(t, "server-status3.txt"))
 	if !strings.HasPrefix(s.Title, "OpenVPN 2.6.14") {
 		t.Errorf("title %q", s.Title)
@@ -95,6 +97,7 @@ func TestParseStatusCaptured(t *testing.T) {
 }
 
 func TestParseStateAndLoadStats(t *testing.T) {
+	t.Parallel()
 	st, err := ParseState(readLines(t, "server-state.txt")[0])
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +166,7 @@ func fakeManagement(t *testing.T, replies map[string][]string) string {
 }
 
 func TestManagementFake(t *testing.T) {
+	t.Parallel()
 	path := fakeManagement(t, map[string][]string{
 		"state":          append(readLines(t, "server-state.txt"), "END"),
 		"status 3":       append(readLines(t, "server-status3.txt"), "END"),

@@ -2,12 +2,12 @@ package openvpn
 
 import "strings"
 
-// Options26 lists every option name OpenVPN 2.6.14's add_option
+// optionNames26 lists every option name OpenVPN 2.6.14's add_option
 // (src/openvpn/options.c) compares p[0] with: the names 2.6 reads from a
 // config file on some platform or build. Extracted from the source with
 // grep 'streq(p[0], "…")'. Some of them 2.6 reads only to refuse or ignore
-// them; RemovedOptions says which.
-var Options26 = strings.Fields(`
+// them; removedOptions says which.
+var optionNames26 = strings.Fields(`
 allow-compression allow-nonadmin allow-pull-fqdn allow-recursive-routing askpass auth 
 auth-gen-token auth-gen-token-secret auth-nocache auth-retry auth-token auth-token-user 
 auth-user-pass auth-user-pass-optional auth-user-pass-verify bcast-buffers bind bind-dev 
@@ -71,12 +71,19 @@ type OptionStatus struct {
 	Note string
 }
 
-// RemovedOptions are options OpenVPN 2.3–2.5 accepted that 2.6 refuses
+// RemovedOption reports whether OpenVPN 2.6 refuses or deprecates an
+// option name that earlier versions accepted, and how.
+func RemovedOption(name string) (OptionStatus, bool) {
+	st, ok := removedOptions[name]
+	return st, ok
+}
+
+// removedOptions are options OpenVPN 2.3–2.5 accepted that 2.6 refuses
 // or only accepts with a deprecation warning. Sources: the option names
 // in options.c of v2.3.18, v2.4.12, v2.5.11 missing from v2.6.14, the
 // explicit "removed"/"DEPRECATED" messages in v2.6.14's options.c, and
 // Changes.rst "Deprecated features" of 2.5 and 2.6.
-var RemovedOptions = map[string]OptionStatus{
+var removedOptions = map[string]OptionStatus{
 	"ncp-disable":              {true, "2.6", "", "Changes.rst 2.6: ncp-disable has been removed (a debug option for the first cipher negotiation)"},
 	"keysize":                  {true, "2.6", "", "Changes.rst 2.6: --keysize only applied to variable-key ciphers (BF, CAST, RC2), which 2.6 no longer supports"},
 	"inetd":                    {true, "2.6", "", "Changes.rst 2.6: inetd has been removed"},
@@ -101,13 +108,13 @@ var RemovedOptions = map[string]OptionStatus{
 }
 
 var options26 = func() map[string]bool {
-	m := make(map[string]bool, len(Options26))
-	for _, n := range Options26 {
+	m := make(map[string]bool, len(optionNames26))
+	for _, n := range optionNames26 {
 		m[n] = true
 	}
 	return m
 }()
 
 // KnownOption26 reports whether OpenVPN 2.6 knows the option name at all
-// (it may still refuse it: see RemovedOptions).
+// (it may still refuse it: see RemovedOption).
 func KnownOption26(name string) bool { return options26[name] }

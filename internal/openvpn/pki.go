@@ -273,7 +273,7 @@ func LoadPKI(dir string) (*PKI, error) {
 	if err := p.check(p.ClientCert(), p.ClientKey(), x509.ExtKeyUsageClientAuth); err != nil {
 		return nil, err
 	}
-	tc, err := inputfile.ReadFile(context.Background(), p.TLSCrypt(), inputfile.Key)
+	tc, err := inputfile.ReadFile(context.Background(), p.TLSCrypt(), inputfile.Key())
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +313,7 @@ func (p *PKI) check(certPath, keyPath string, eku x509.ExtKeyUsage) error {
 }
 
 func readCert(path string) (*x509.Certificate, error) {
-	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Key)
+	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Key())
 	if err != nil {
 		return nil, err
 	}
@@ -329,7 +329,7 @@ func readCert(path string) (*x509.Certificate, error) {
 }
 
 func readKey(path string) (*ecdsa.PrivateKey, error) {
-	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Key)
+	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Key())
 	if err != nil {
 		return nil, err
 	}

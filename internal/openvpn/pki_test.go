@@ -14,6 +14,7 @@ import (
 )
 
 func TestNewPKI(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "pki")
 	p, err := NewPKI(dir)
 	if err != nil {

@@ -65,6 +65,7 @@ func testConfig() *Config {
 }
 
 func TestStartWritesConfigAndWaits(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	launch, argv := fakeLauncher([]string{"OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)]", ReadyLine}, false)
 	p, err := StartWith(context.Background(), launch, testConfig(), dir, "server")
@@ -95,6 +96,7 @@ func TestStartWritesConfigAndWaits(t *testing.T) {
 }
 
 func TestWaitReadyErrors(t *testing.T) {
+	t.Parallel()
 	var many []string
 	for i := 0; i < 30; i++ {
 		many = append(many, "line "+strconv.Itoa(i))
@@ -147,6 +149,7 @@ func TestWaitReadyErrors(t *testing.T) {
 }
 
 func TestStartRefuses(t *testing.T) {
+	t.Parallel()
 	launch, _ := fakeLauncher(nil, true)
 	dir := t.TempDir()
 	if _, err := StartWith(context.Background(), launch, testConfig(), dir, "../x"); err == nil {

@@ -33,14 +33,14 @@ func (s Side) String() string {
 	return fmt.Sprintf("Side(%d)", uint8(s))
 }
 
-// Ciphers are the data-channel ciphers a variant may name, in the order
+// variantCiphers are the data-channel ciphers a variant may name, in the order
 // error messages list them. BF-CBC needs OpenSSL 3's legacy provider: add
 // `providers legacy default` to the variant.
-var Ciphers = []string{"AES-256-GCM", "AES-128-GCM", "CHACHA20-POLY1305", "AES-256-CBC", "AES-128-CBC", "BF-CBC", "none"}
+var variantCiphers = []string{"AES-256-GCM", "AES-128-GCM", "CHACHA20-POLY1305", "AES-256-CBC", "AES-128-CBC", "BF-CBC", "none"}
 
-// Digests are the HMAC digests `auth` accepts in a variant (ignored by
+// variantDigests are the HMAC digests `auth` accepts in a variant (ignored by
 // OpenVPN for AEAD ciphers).
-var Digests = []string{"SHA1", "SHA256", "SHA384", "SHA512", "none"}
+var variantDigests = []string{"SHA1", "SHA256", "SHA384", "SHA512", "none"}
 
 // spec describes one directive a variant may set.
 type spec struct {
@@ -63,7 +63,7 @@ func init() {
 		"data-ciphers":          {side: BothSides, form: "data-ciphers CIPHER[:CIPHER…]", check: cipherList},
 		"data-ciphers-fallback": {side: BothSides, form: "data-ciphers-fallback CIPHER", check: oneCipher},
 		"cipher":                {side: BothSides, form: "cipher CIPHER", check: fallbackCipher},
-		"auth":                  {side: BothSides, form: "auth DIGEST", check: oneOf(Digests, true)},
+		"auth":                  {side: BothSides, form: "auth DIGEST", check: oneOf(variantDigests, true)},
 		"tun-mtu":               {side: BothSides, form: "tun-mtu N (68-65535)", check: number(68, 65535), pushable: true},
 		"tun-mtu-max":           {side: ClientSide, form: "tun-mtu-max N (68-65536)", check: number(68, 65536)},
 		"mssfix":                {side: BothSides, form: "mssfix [N (0-65535) [mtu|fixed]]", check: mssfix},
@@ -498,9 +498,9 @@ func oneCipher(args []string) ([]string, error) {
 	if err := wantArgs(args, 1, 1); err != nil {
 		return nil, err
 	}
-	c, ok := canonical(Ciphers, args[0])
+	c, ok := canonical(variantCiphers, args[0])
 	if !ok {
-		return nil, fmt.Errorf("unknown cipher %q (accepted: %s)", args[0], strings.Join(Ciphers, ", "))
+		return nil, fmt.Errorf("unknown cipher %q (accepted: %s)", args[0], strings.Join(variantCiphers, ", "))
 	}
 	return []string{c}, nil
 }
@@ -522,9 +522,9 @@ func cipherList(args []string) ([]string, error) {
 	}
 	var out []string
 	for _, n := range strings.Split(args[0], ":") {
-		c, ok := canonical(Ciphers, n)
+		c, ok := canonical(variantCiphers, n)
 		if !ok {
-			return nil, fmt.Errorf("unknown cipher %q (accepted: %s)", n, strings.Join(Ciphers, ", "))
+			return nil, fmt.Errorf("unknown cipher %q (accepted: %s)", n, strings.Join(variantCiphers, ", "))
 		}
 		out = append(out, c)
 	}

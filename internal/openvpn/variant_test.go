@@ -51,6 +51,7 @@ func TestParseVariant(t *testing.T) {
 }
 
 func TestParseVariantErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"bad=data-ciphers FOO", `variant "bad": data-ciphers: unknown cipher "FOO" (accepted: AES-256-GCM, AES-128-GCM, CHACHA20-POLY1305, AES-256-CBC, AES-128-CBC, BF-CBC, none)`},
 		{"bad=data-ciphers AES-256-GCM:FOO", `variant "bad": data-ciphers: unknown cipher "FOO"`},

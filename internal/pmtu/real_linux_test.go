@@ -32,9 +32,9 @@ func newLab(t *testing.T, c pathCase) *lab.Lab {
 
 func serverAddr(f Family) netip.Addr {
 	if f == IPv6 {
-		return lab.ServerV6
+		return lab.ServerV6()
 	}
-	return lab.ServerV4
+	return lab.ServerV4()
 }
 
 // newRealProber opens the raw-socket prober in a namespace.
@@ -92,7 +92,7 @@ func TestProberErrors(t *testing.T) {
 	// ICMP "network unreachable" back, and the error names the router.
 	p := newRealProber(t, l.Namespace(lab.Client), netip.MustParseAddr("203.0.113.99"))
 	_, err := Search(context.Background(), p, Options{Timeout: 500 * time.Millisecond})
-	if err == nil || !strings.Contains(err.Error(), "unreachable") || !strings.Contains(err.Error(), lab.RouterClientV4.String()) {
+	if err == nil || !strings.Contains(err.Error(), "unreachable") || !strings.Contains(err.Error(), lab.RouterClientV4().String()) {
 		t.Errorf("Search to an unrouted address: %v, want 'network unreachable' from the router", err)
 	}
 	// In the router itself there is no route at all: the error comes

@@ -30,11 +30,11 @@ func newTunnel(t *testing.T, c pathCase, variant string, directives ...openvpn.D
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := openvpn.ServerConfig(openvpn.ServerParams{Local: lab.ServerV4, Tunnel: lab.TunnelV4, Credentials: pki.Server(), Verb: 4})
+	srv, err := openvpn.ServerConfig(openvpn.ServerParams{Local: lab.ServerV4(), Tunnel: lab.TunnelV4(), Credentials: pki.Server(), Verb: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err := openvpn.ClientConfig(openvpn.ClientParams{Remote: lab.ServerV4, Credentials: pki.Client(""), Verb: 4})
+	cli, err := openvpn.ClientConfig(openvpn.ClientParams{Remote: lab.ServerV4(), Credentials: pki.Client(""), Verb: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func newTunnel(t *testing.T, c pathCase, variant string, directives ...openvpn.D
 
 // serverTunnelAddr is the server's address inside the tunnel: the first of
 // lab.TunnelV4, as openvpn.ServerConfig's `server` directive assigns it.
-var serverTunnelAddr = lab.TunnelV4.Addr().Next()
+var serverTunnelAddr = lab.TunnelV4().Addr().Next()
 
 // OpenVPN's own mss_fix for `mssfix 1492 mtu` (the 2.6 default) and for an
 // explicit `mssfix 1400 mtu` equals DataChannel.MSS, for AEAD and CBC.

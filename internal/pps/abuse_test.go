@@ -128,7 +128,7 @@ func TestServerAuthenticatedPrecedence(t *testing.T) {
 // authenticated client.
 func TestLoopbackHelloFloodDoesNotLockOut(t *testing.T) {
 	leakCheck(t)
-	limits := DefaultLimits
+	limits := DefaultLimits()
 	limits.MaxSessions = 4
 	s := &Server{Addr: "127.0.0.1:0", Limits: limits, Key: testKey}
 	addr := serveForTest(t, s).String()

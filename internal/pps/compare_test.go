@@ -93,7 +93,7 @@ func BenchmarkGeneratorRates(b *testing.B) {
 		spPort  = 11111
 	)
 	sp, err := l.Start(ctx, lab.Server, filepath.Join(l.Dir(), "sockperf-server.log"),
-		"sockperf", "server", "-i", lab.ServerV4.String(), "-p", strconv.Itoa(spPort))
+		"sockperf", "server", "-i", lab.ServerV4().String(), "-p", strconv.Itoa(spPort))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func BenchmarkGeneratorRates(b *testing.B) {
 	labCmd := func(n lab.Node) iperf.CommandFunc {
 		return func(ctx context.Context, argv ...string) *exec.Cmd { return l.Command(ctx, n, argv...) }
 	}
-	ip, err := iperf.StartServer(ctx, labCmd(lab.Server), iperf.ServerOptions{Bind: lab.ServerV4})
+	ip, err := iperf.StartServer(ctx, labCmd(lab.Server), iperf.ServerOptions{Bind: lab.ServerV4()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,14 +114,14 @@ func BenchmarkGeneratorRates(b *testing.B) {
 	}
 	const port = 7007
 	ps, err := l.Start(ctx, lab.Server, filepath.Join(l.Dir(), "pps-server.log"),
-		bin, "pps", "server", "--bind", lab.ServerV4.String(), "--port", strconv.Itoa(port))
+		bin, "pps", "server", "--bind", lab.ServerV4().String(), "--port", strconv.Itoa(port))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ps.Stop()
 	time.Sleep(500 * time.Millisecond) // sockperf and pps servers give no ready signal
 	ovpnperfRun := func(flows int, oneWay bool) *Result {
-		argv := []string{bin, "pps", "client", lab.ServerV4.String(),
+		argv := []string{bin, "pps", "client", lab.ServerV4().String(),
 			"--port", strconv.Itoa(port), "--rate", "0", "--flows", strconv.Itoa(flows),
 			"--duration", strconv.Itoa(seconds) + "s", "--json"}
 		if oneWay {
@@ -143,7 +143,7 @@ func BenchmarkGeneratorRates(b *testing.B) {
 	for range b.N {
 		for rep := range reps {
 			out, err := runner.Output(l.Command(ctx, lab.Client, "sockperf", "throughput",
-				"-i", lab.ServerV4.String(), "-p", strconv.Itoa(spPort), "-m", "18", "-t", strconv.Itoa(seconds)))
+				"-i", lab.ServerV4().String(), "-p", strconv.Itoa(spPort), "-m", "18", "-t", strconv.Itoa(seconds)))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -154,7 +154,7 @@ func BenchmarkGeneratorRates(b *testing.B) {
 			spSent = append(spSent, r)
 
 			ir, err := iperf.Run(ctx, labCmd(lab.Client), iperf.ClientOptions{
-				Server: lab.ServerV4, Port: ip.Port(), UDP: true, LengthBytes: 18, BitrateBps: 0,
+				Server: lab.ServerV4(), Port: ip.Port(), UDP: true, LengthBytes: 18, BitrateBps: 0,
 				Duration: seconds * time.Second})
 			if err != nil {
 				b.Fatal(err)

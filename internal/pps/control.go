@@ -142,15 +142,17 @@ type Limits struct {
 	IdleTimeout time.Duration `json:"-"`
 }
 
-// DefaultLimits are the limits of `ovpnperf pps server`.
-var DefaultLimits = Limits{
-	MaxDuration:  300 * time.Second,
-	MaxFlows:     64,
-	MaxSize:      MaxSize,
-	MaxTimeout:   10 * time.Second,
-	MaxSessions:  16,
-	MaxPerSource: 2,
-	IdleTimeout:  2 * time.Second,
+// DefaultLimits returns the limits of `ovpnperf pps server`.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxDuration:  300 * time.Second,
+		MaxFlows:     64,
+		MaxSize:      MaxSize,
+		MaxTimeout:   10 * time.Second,
+		MaxSessions:  16,
+		MaxPerSource: 2,
+		IdleTimeout:  2 * time.Second,
+	}
 }
 
 // ServerReport is what the server counted for a session.

@@ -127,6 +127,7 @@ func TestParseControlRejects(t *testing.T) {
 }
 
 func TestLimitsCheck(t *testing.T) {
+	t.Parallel()
 	ok := Params{RatePPS: 1000, Size: 18, Duration: 10 * time.Second, Flows: 1, Timeout: time.Second}
 	with := func(f func(*Params)) Params { p := ok; f(&p); return p }
 	for _, tc := range []struct {
@@ -143,7 +144,7 @@ func TestLimitsCheck(t *testing.T) {
 		{with(func(p *Params) { p.Timeout = 11 * time.Second }), "timeout"},
 		{with(func(p *Params) { p.RatePPS = 0 }), ""},
 	} {
-		_, err := DefaultLimits.Check(tc.p)
+		_, err := DefaultLimits().Check(tc.p)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%+v refused: %v", tc.p, err)
@@ -151,9 +152,9 @@ func TestLimitsCheck(t *testing.T) {
 			t.Errorf("%+v: err %v, want one mentioning %q", tc.p, err, tc.want)
 		}
 	}
-	p, err := DefaultLimits.Check(with(func(p *Params) { p.Duration = time.Hour }))
-	if err != nil || p.Duration != DefaultLimits.MaxDuration {
-		t.Errorf("an hour: %v, %v; want capped at %v", p.Duration, err, DefaultLimits.MaxDuration)
+	p, err := DefaultLimits().Check(with(func(p *Params) { p.Duration = time.Hour }))
+	if err != nil || p.Duration != DefaultLimits().MaxDuration {
+		t.Errorf("an hour: %v, %v; want capped at %v", p.Duration, err, DefaultLimits().MaxDuration)
 	}
 }
 
@@ -172,7 +173,7 @@ func FuzzParseControl(f *testing.F) {
 			return
 		}
 		if c.Type == MsgHello {
-			_, _ = DefaultLimits.Check(c.Params)
+			_, _ = DefaultLimits().Check(c.Params)
 		}
 		if c.Version != Version {
 			return

@@ -16,6 +16,7 @@ import (
 )
 
 func TestGSOBatch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ size, want int }{
 		{MinSize, gsoSegments}, {1400, 46}, {MaxSize, 1}, {30000, 2},
 	} {
@@ -31,6 +32,7 @@ func TestGSOBatch(t *testing.T) {
 // Each segment of a GSO write is a whole probe: what the kernel cuts at
 // every size bytes must decode as consecutive probes with padding intact.
 func TestFillGSOSegments(t *testing.T) {
+	t.Parallel()
 	const size, n = 40, 5
 	buf := make([]byte, 8*size)
 	b := fillGSO(buf, size, n, Probe{Session: 7, Flow: 2, Seq: 0xfffffffe, SentNs: 12345})
@@ -58,7 +60,7 @@ func TestFillGSOSegments(t *testing.T) {
 func TestLoopbackGSO(t *testing.T) {
 	testenv.Exclusive(t)
 	leakCheck(t)
-	addr, _ := startServer(t, DefaultLimits)
+	addr, _ := startServer(t, DefaultLimits())
 	for _, oneWay := range []bool{false, true} {
 		res, err := Run(context.Background(), Config{
 			Server: addr,
@@ -85,9 +87,9 @@ func TestLoopbackGSO(t *testing.T) {
 // client the path MTU, is lost with or without GSO.
 func TestLabGSOFallsBack(t *testing.T) {
 	l := labtest.New(t, labpath.Path{MTU: 1400})
-	port := labServer(t, l, lab.ServerV4)
+	port := labServer(t, l, lab.ServerV4())
 	res, err := Run(context.Background(), Config{
-		Server: net.JoinHostPort(lab.ServerV4.String(), strconv.Itoa(port)),
+		Server: net.JoinHostPort(lab.ServerV4().String(), strconv.Itoa(port)),
 		Params: Params{RatePPS: 1000, Size: 1400, Duration: time.Second, Flows: 1, Timeout: time.Second},
 		OpenIn: inNetns(l, lab.Client),
 		GSO:    true,

@@ -88,10 +88,10 @@ func TestLabLoss(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := labtest.New(t, labpath.Path{Up: labpath.Link{LossPercent: tc.up}, Down: labpath.Link{LossPercent: tc.down}})
-			port := labServer(t, l, lab.ServerV4)
+			port := labServer(t, l, lab.ServerV4())
 			// 2000 pps × 5 s = 10 000 probes: the binomial spread of a
 			// 5 % loss is 0.2 %, far inside the tolerance.
-			res := labRun(t, l, lab.ServerV4, port, Params{RatePPS: 2000, Size: MinSize, Duration: 5 * time.Second, Flows: 2, Timeout: time.Second})
+			res := labRun(t, l, lab.ServerV4(), port, Params{RatePPS: 2000, Size: MinSize, Duration: 5 * time.Second, Flows: 2, Timeout: time.Second})
 			dropped := checkEmulator(t, l)
 			t.Logf("sent %d received %d lost %d (%.2f%%), late %d dup %d, rtt p50 %.0fus p99 %.0fus, server received %+v",
 				res.Sent, res.Received, res.Lost, res.LossPercent, res.Late, res.Duplicates, res.RTTP50Us, res.RTTP99Us, res.ServerReport)
@@ -126,8 +126,8 @@ func TestLabLoss(t *testing.T) {
 // must show the delay, and nothing may be lost.
 func TestLabDelayAndIPv6(t *testing.T) {
 	l := labtest.New(t, labpath.Path{Up: labpath.Link{Delay: 10 * time.Millisecond}, Down: labpath.Link{Delay: 10 * time.Millisecond}})
-	port := labServer(t, l, lab.ServerV6)
-	res := labRun(t, l, lab.ServerV6, port, Params{RatePPS: 1000, Size: 512, Duration: 2 * time.Second, Flows: 1, Timeout: time.Second})
+	port := labServer(t, l, lab.ServerV6())
+	res := labRun(t, l, lab.ServerV6(), port, Params{RatePPS: 1000, Size: 512, Duration: 2 * time.Second, Flows: 1, Timeout: time.Second})
 	checkEmulator(t, l)
 	t.Logf("sent %d received %d lost %d, rtt p50 %.0fus p99 %.0fus", res.Sent, res.Received, res.Lost, res.RTTP50Us, res.RTTP99Us)
 	if res.Lost != 0 || res.Received != res.Sent {
@@ -145,7 +145,7 @@ func TestLabUnreachable(t *testing.T) {
 	l := labtest.New(t, labpath.Path{})
 	start := time.Now()
 	_, err := Run(context.Background(), Config{
-		Server: net.JoinHostPort(lab.RouterServerV4.Next().Next().String(), "7007"), // 198.51.100.3: no such host
+		Server: net.JoinHostPort(lab.RouterServerV4().Next().Next().String(), "7007"), // 198.51.100.3: no such host
 		Params: Params{RatePPS: 100, Size: MinSize, Duration: time.Second, Flows: 1, Timeout: time.Second},
 		OpenIn: inNetns(l, lab.Client),
 	})

@@ -64,7 +64,7 @@ func serveForTest(t testing.TB, s *Server) net.Addr {
 func TestLoopbackNoLossAtModestRate(t *testing.T) {
 	testenv.Exclusive(t)
 	leakCheck(t)
-	addr, events := startServer(t, DefaultLimits)
+	addr, events := startServer(t, DefaultLimits())
 	var lines []Interval
 	res, err := Run(context.Background(), Config{
 		Server:   addr,
@@ -129,7 +129,7 @@ func waitEvent(t *testing.T, events chan Event, want string) map[string]bool {
 
 func TestLoopbackCountBoundsTheRun(t *testing.T) {
 	leakCheck(t)
-	addr, _ := startServer(t, DefaultLimits)
+	addr, _ := startServer(t, DefaultLimits())
 	res, err := Run(context.Background(), Config{
 		Server: addr,
 		Params: Params{RatePPS: 0, Size: 512, Duration: 10 * time.Second, Flows: 3, Timeout: time.Second},
@@ -232,7 +232,7 @@ func TestServerRefusesOutOfLimits(t *testing.T) {
 
 func TestServerSurvivesGarbage(t *testing.T) {
 	leakCheck(t)
-	addr, _ := startServer(t, DefaultLimits)
+	addr, _ := startServer(t, DefaultLimits())
 	c, err := net.Dial("udp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestServerSurvivesGarbage(t *testing.T) {
 //
 //	go test -run XXX -bench Loopback -benchtime 1x ./internal/pps
 func BenchmarkLoopback(b *testing.B) {
-	addr, _ := startServer(&testing.T{}, DefaultLimits)
+	addr, _ := startServer(&testing.T{}, DefaultLimits())
 	for range b.N {
 		res, err := Run(context.Background(), Config{Server: addr, Params: Params{RatePPS: 0, Size: MinSize, Duration: 2 * time.Second, Flows: 1, Timeout: time.Second}})
 		if err != nil {
@@ -279,7 +279,7 @@ func BenchmarkLoopback(b *testing.B) {
 // answer each client in its own family.
 func TestDualStackServer(t *testing.T) {
 	leakCheck(t)
-	addr, _ := startServerOn(t, ":0", DefaultLimits)
+	addr, _ := startServerOn(t, ":0", DefaultLimits())
 	_, port, _ := net.SplitHostPort(addr)
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		if host == "::1" {
@@ -306,7 +306,7 @@ func TestDualStackServer(t *testing.T) {
 // session is closed.
 func TestInterruptedRun(t *testing.T) {
 	leakCheck(t)
-	addr, events := startServer(t, DefaultLimits)
+	addr, events := startServer(t, DefaultLimits())
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(700*time.Millisecond, cancel)
 	start := time.Now()
@@ -327,7 +327,7 @@ func TestInterruptedRun(t *testing.T) {
 // with SO_REUSEPORT, but a second server must not join them.
 func TestSecondServerOnSamePortFails(t *testing.T) {
 	leakCheck(t)
-	addr, _ := startServer(t, DefaultLimits)
+	addr, _ := startServer(t, DefaultLimits())
 	s := &Server{Addr: addr}
 	err := s.Serve(context.Background())
 	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {

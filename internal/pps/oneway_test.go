@@ -52,7 +52,7 @@ func checkOneWay(t *testing.T, res *Result) {
 func TestLoopbackOneWay(t *testing.T) {
 	testenv.Exclusive(t)
 	leakCheck(t)
-	addr, _ := startServer(t, DefaultLimits)
+	addr, _ := startServer(t, DefaultLimits())
 	var lines []Interval
 	res, err := Run(context.Background(), Config{
 		Server:   addr,
@@ -80,7 +80,7 @@ func TestLoopbackOneWay(t *testing.T) {
 // The series is longer than one page, and the run is bounded by --count.
 func TestLoopbackOneWayPagesAndCount(t *testing.T) {
 	leakCheck(t)
-	addr, _ := startServer(t, DefaultLimits)
+	addr, _ := startServer(t, DefaultLimits())
 	res, err := Run(context.Background(), Config{
 		Server: addr,
 		Params: Params{RatePPS: 0, Size: 64, Duration: 60 * time.Second, Flows: 3, Timeout: 100 * time.Millisecond, OneWay: true},
@@ -129,7 +129,7 @@ func TestOneWayAgainstOldServer(t *testing.T) {
 			var r *Control
 			switch c.Type {
 			case MsgHello:
-				r = &Control{Version: Version, Type: MsgAccept, Nonce: c.Nonce, Session: 9, Params: c.Params, Limits: DefaultLimits}
+				r = &Control{Version: Version, Type: MsgAccept, Nonce: c.Nonce, Session: 9, Params: c.Params, Limits: DefaultLimits()}
 			case MsgFinish:
 				r = &Control{Version: Version, Type: MsgReport, Nonce: c.Nonce, Session: 9}
 			default:
@@ -160,9 +160,9 @@ func TestOneWayAgainstOldServer(t *testing.T) {
 func TestLabOneWayLoss(t *testing.T) {
 	testenv.Exclusive(t)
 	l := labtest.New(t, labpath.Path{Up: labpath.Link{LossPercent: 5}, Down: labpath.Link{LossPercent: 5}})
-	port := labServer(t, l, lab.ServerV4)
+	port := labServer(t, l, lab.ServerV4())
 	p := Params{RatePPS: 2000, Size: MinSize, Duration: 5 * time.Second, Flows: 2, Timeout: time.Second, OneWay: true}
-	res := labRun(t, l, lab.ServerV4, port, p)
+	res := labRun(t, l, lab.ServerV4(), port, p)
 	dropped := checkEmulator(t, l)
 	t.Logf("sent %d, server received %d, lost %d (%.2f%%), emulator dropped %d", res.Sent, res.Received, res.Lost, res.LossPercent, dropped)
 	checkOneWay(t, res)

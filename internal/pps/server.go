@@ -147,7 +147,7 @@ func (s *Server) init() {
 func (s *Server) Serve(ctx context.Context) error {
 	s.init()
 	if s.Limits == (Limits{}) {
-		s.Limits = DefaultLimits
+		s.Limits = DefaultLimits()
 	}
 	s.sessions = map[uint32]*session{}
 	s.byNonce = map[[16]byte]*session{}
@@ -527,7 +527,7 @@ func (s *Server) accept(c *Control, client netip.Addr, now time.Time, authed boo
 	ss = &session{id: id, nonce: c.Nonce, client: client, params: p, accepted: now, authed: authed}
 	idle := s.Limits.IdleTimeout
 	if idle <= 0 {
-		idle = DefaultLimits.IdleTimeout
+		idle = DefaultLimits().IdleTimeout
 	}
 	ss.idleAt = now.Add(idle + p.Timeout)
 	ss.cpuUser, ss.cpuSys = cpuTime()

@@ -50,6 +50,7 @@ func lastReply(t *testing.T, rc *recordConn) *Control {
 }
 
 func TestServerSessions(t *testing.T) {
+	t.Parallel()
 	s := newTestServer()
 	rc := &recordConn{}
 	now := time.Now()
@@ -137,6 +138,7 @@ func FuzzServerControl(f *testing.F) {
 // TestServerOneWaySeries: a one-way session's counts by send second are
 // served in pages after the finish, only to the client that opened it.
 func TestServerOneWaySeries(t *testing.T) {
+	t.Parallel()
 	s := newTestServer()
 	rc := &recordConn{}
 	now := time.Now()

@@ -98,7 +98,7 @@ func dcoFields(ctx context.Context, p *Path, configPath string) error {
 		name := d.Args[0]
 		if name != "tun" && name != "tap" && name != "null" {
 			if kind, err := linkKind(name); err == nil && kind != "ovpn" && kind != "ovpn-dco" {
-				r := dco.Rules["interface-exists"]
+				r := dco.Rules()["interface-exists"]
 				why = append(why, fmt.Sprintf("interface %s exists and is a %q link, not a DCO interface (%s)", name, kind, r.Sources[target]))
 			}
 		}

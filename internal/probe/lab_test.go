@@ -36,7 +36,7 @@ func ppsServer(t *testing.T, l *lab.Lab, key []byte) (port int, authed func() bo
 	t.Helper()
 	var mu sync.Mutex
 	signed := false
-	s := &pps.Server{Addr: net.JoinHostPort(lab.ServerV4.String(), "0"), Key: key,
+	s := &pps.Server{Addr: net.JoinHostPort(lab.ServerV4().String(), "0"), Key: key,
 		OpenIn: func(open func() error) error { return netns.Do(l.Namespace(lab.Server), open) },
 		Events: func(e pps.Event) {
 			mu.Lock()
@@ -63,7 +63,7 @@ func runProbe(t *testing.T, l *lab.Lab, args ...string) *Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	argv := append([]string{labtest.Binary(), "probe", lab.ServerV4.String(), "--no-crypto", "--json"}, args...)
+	argv := append([]string{labtest.Binary(), "probe", lab.ServerV4().String(), "--no-crypto", "--json"}, args...)
 	cmd := l.Command(ctx, lab.Client, argv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -137,11 +137,19 @@ func TestLabPPSEchoLossOneDirection(t *testing.T) {
 	if !authed() {
 		t.Error("the pps server accepted no signed hello: --pps-key-file was not used")
 	}
+	// The counts behind the percents are in the document, each way's too.
+	e := p.LossEchoes
+	if e.Source != Measured || e.Method != MethodPPSEcho || e.Value.Sent != n || e.Value.Up == nil || e.Value.Down == nil ||
+		math.Abs(100*float64(e.Value.Sent-e.Value.Answered)/float64(e.Value.Sent)-p.LossPercent.Value) > 1e-9 ||
+		math.Abs(100*float64(e.Value.Up.Sent-e.Value.Up.Arrived)/float64(e.Value.Up.Sent)-p.LossUpPercent.Value) > 1e-9 {
+		t.Errorf("echo counts %+v (up %+v, down %+v), want %d sent and the loss fields' percents", e, e.Value.Up, e.Value.Down, n)
+	}
 	loss := 0
 	for _, f := range rep.Findings {
 		if f.Kind == finding.Loss {
 			loss++
-			if f.Outcome != verdict.Confirmed || f.Figures["loss_up_percent"] != p.LossUpPercent.Value || f.Figures["loss_percent"] != p.LossPercent.Value || f.Settings["method"] != MethodPPSEcho {
+			if f.Outcome != verdict.Confirmed || f.Figures["loss_up_percent"] != p.LossUpPercent.Value || f.Figures["loss_percent"] != p.LossPercent.Value || f.Settings["method"] != MethodPPSEcho ||
+				f.Figures["echoes_sent_packets"] != n || f.Figures["echoes_lost_packets"] != float64(e.Value.Sent-e.Value.Answered) {
 				t.Errorf("loss finding %+v", f)
 			}
 		}
@@ -173,6 +181,7 @@ func TestLabProbeFallsBackToICMP(t *testing.T) {
 	rep := runProbe(t, l, "--pings", "100")
 	p := rep.Path
 	checkICMP(t, p, "no pps server answered")
+	checkTooFew(t, rep)
 	if p.Interface.Value != dev || !p.Offloads.Known() || p.Offloads.Method != MethodEthtoolIoctl {
 		t.Fatalf("interface %+v, offloads %+v: want %s's read by %s", p.Interface, p.Offloads, dev, MethodEthtoolIoctl)
 	}
@@ -203,6 +212,20 @@ func checkICMP(t *testing.T, p Path, why string) {
 	}
 	if p.LossUpPercent.Known() || p.LossDownPercent.Known() || !strings.Contains(p.LossUpPercent.Note, "round trips only") {
 		t.Errorf("per-direction loss claimed over ICMP: up %+v down %+v", p.LossUpPercent, p.LossDownPercent)
+	}
+	if e := p.LossEchoes; e.Source != Measured || e.Method != MethodICMPEcho || e.Value.Sent != 100 || e.Value.Answered != 100 || e.Value.Up != nil || e.Value.Down != nil {
+		t.Errorf("ICMP echo counts %+v, want 100 of 100 answered and no one-way counts", e)
+	}
+}
+
+// checkTooFew: 100 echoes, none lost, are too few to refute loss (the
+// rule needs 150): the loss finding is noise, and says what would decide.
+func checkTooFew(t *testing.T, rep *Report) {
+	t.Helper()
+	for _, f := range rep.Findings {
+		if f.Kind == finding.Loss && (f.Outcome != verdict.Noise || f.Figures["echoes_sent_packets"] != 100 || f.Decide == "") {
+			t.Errorf("loss finding of 100 echoes none lost: %+v", f)
+		}
 	}
 }
 

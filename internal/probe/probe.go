@@ -64,6 +64,25 @@ func missing[T any](why string) Field[T]    { return Field[T]{Source: NotAvailab
 // by records the method that produced (or failed to produce) the field.
 func (f Field[T]) by(method string) Field[T] { f.Method = method; return f }
 
+// Echoes are the counts of the paced echoes RTT, jitter and loss were
+// measured with: Sent, of which Answered came back in time (the round
+// trip). Up and Down are the one-way counts, known only from a pps echo
+// whose server reported its own (Up: the probes sent and those that
+// reached the server; Down: the echoes the server sent and those that
+// came back, late ones included).
+type Echoes struct {
+	Sent     int     `json:"sent"`
+	Answered int     `json:"answered"`
+	Up       *OneWay `json:"up,omitempty"`
+	Down     *OneWay `json:"down,omitempty"`
+}
+
+// OneWay counts the packets sent one way and those that arrived.
+type OneWay struct {
+	Sent    int `json:"sent"`
+	Arrived int `json:"arrived"`
+}
+
 // PMTU is a path MTU result of one family.
 type PMTU struct {
 	Bytes     int  `json:"bytes"`
@@ -84,6 +103,12 @@ type Path struct {
 	// apart. Absent in older documents.
 	LossUpPercent   Field[float64] `json:"loss_up_percent"`
 	LossDownPercent Field[float64] `json:"loss_down_percent"`
+	// LossEchoes are the counts behind the loss fields, what the loss
+	// finding is judged on (verdict.JudgeEchoLoss, the rule measure's
+	// loss finding uses too); the method is the loss field's. Absent in
+	// older documents, whose loss finding is judged from LossPercent
+	// alone where the rule needs no count.
+	LossEchoes Field[Echoes] `json:"loss_echoes"`
 	// ThroughputBitsPerSec is one TCP flow's iperf3 goodput towards HOST;
 	// PathRateBitsPerSec the IP-layer rate it implies (goodput ×
 	// 1514/1448), only when the path showed no loss (a lossy path's TCP
@@ -134,7 +159,7 @@ func (e *LoadError) Error() string { return e.Msg }
 
 // Load reads a probe file.
 func Load(file string) (*Report, error) {
-	f, err := inputfile.Open(context.Background(), file, inputfile.Document)
+	f, err := inputfile.Open(context.Background(), file, inputfile.Document())
 	if err != nil {
 		return nil, &LoadError{fmt.Sprintf("probe file %v", err)}
 	}
@@ -194,7 +219,7 @@ func (p Path) sources() map[string]string {
 	return map[string]string{
 		"pmtu_ipv4": p.PMTUIPv4.Source, "pmtu_ipv6": p.PMTUIPv6.Source, "rtt_ms": p.RTTMillis.Source,
 		"jitter_ms": p.JitterMs.Source, "loss_percent": p.LossPercent.Source,
-		"loss_up_percent": p.LossUpPercent.Source, "loss_down_percent": p.LossDownPercent.Source,
+		"loss_up_percent": p.LossUpPercent.Source, "loss_down_percent": p.LossDownPercent.Source, "loss_echoes": p.LossEchoes.Source,
 		"aes_256_gcm_bytes_per_sec_per_core": p.AESGCMBytesPerSec.Source, "chacha20_poly1305_bytes_per_sec_per_core": p.ChaChaBytesPerSec.Source,
 		"interface": p.Interface.Source, "interface_mtu": p.InterfaceMTU.Source, "offloads": p.Offloads.Source, "throughput_bps": p.ThroughputBitsPerSec.Source,
 		"path_rate_bps": p.PathRateBitsPerSec.Source, "openvpn_version": p.OpenVPNVersion.Source, "dco_available": p.DCO.Source,

@@ -203,7 +203,17 @@ func TestPPSFields(t *testing.T) {
 	if rtt.Value != 10.1 || jit.Value != 0.25 || loss.Value != 6 || up.Value != 5 || math.Abs(down.Value-100*8.0/950) > 1e-9 {
 		t.Errorf("rtt %v jitter %v loss %v up %v down %v", rtt.Value, jit.Value, loss.Value, up.Value, down.Value)
 	}
+	// The counts behind those percents: 940 of 1000 in time; up 950 of
+	// 1000; down 942 of 950.
+	e := PPSEchoes(r)
+	if e.Source != Measured || e.Method != MethodPPSEcho || e.Value.Sent != 1000 || e.Value.Answered != 940 ||
+		e.Value.Up == nil || *e.Value.Up != (OneWay{Sent: 1000, Arrived: 950}) || e.Value.Down == nil || *e.Value.Down != (OneWay{Sent: 950, Arrived: 942}) {
+		t.Errorf("echo counts %+v", e)
+	}
 	r.ServerReport = nil
+	if e := PPSEchoes(r); e.Value.Up != nil || e.Value.Down != nil || e.Value.Answered != 940 {
+		t.Errorf("echo counts without the server's report %+v", e)
+	}
 	_, _, loss, up, down = PPSFields(r)
 	if !loss.Known() || up.Known() || down.Known() || !strings.Contains(up.Note, "round trip") {
 		t.Errorf("without the server's report: loss %+v up %+v down %+v", loss, up, down)
@@ -237,8 +247,12 @@ func TestFindings(t *testing.T) {
 	if f, ok := got["dco-off/host"]; !ok || f.Outcome != verdict.Confirmed {
 		t.Errorf("dco-off host: %+v", f)
 	}
-	if _, ok := got["loss/"]; ok || len(got) != 2 {
-		t.Errorf("findings %+v, want the black hole and DCO off alone (no loss was measured)", r.Findings)
+	// goodProbe's 0 % has no count of echoes behind it: the rule needs
+	// one to refute, so loss is not tested, and no count is made up.
+	if f, ok := got["loss/"]; !ok || f.Outcome != verdict.NotTested || f.Why == "" || f.Decide == "" || len(got) != 3 {
+		t.Errorf("findings %+v, want the black hole, DCO off and loss not tested (a percent without its count)", r.Findings)
+	} else if _, has := f.Figures["echoes_sent_packets"]; has {
+		t.Errorf("a count of echoes made up: %v", f.Figures)
 	}
 	r.Path.LossPercent = measured(2.5, "ICMP echo, 195 of 200 answered").by(MethodICMPEcho)
 	r.Path.DCO = read(true, "x")
@@ -249,6 +263,14 @@ func TestFindings(t *testing.T) {
 	if _, ok := got["dco-off/host"]; ok {
 		t.Errorf("dco-off with DCO available: %+v", got)
 	}
+	// With the counts, the rule judges them: 1 of 300 lost refutes, and
+	// the finding carries the counts.
+	r.Path.LossPercent = measured(100.0/300, "ICMP echo, 299 of 300 answered").by(MethodICMPEcho)
+	r.Path.LossEchoes = measured(Echoes{Sent: 300, Answered: 299}, "x").by(MethodICMPEcho)
+	if f := kinds(Findings(&Report{Host: r.Host, Path: r.Path}))["loss/"]; f.Outcome != verdict.Refuted || f.Figures["echoes_sent_packets"] != 300 || f.Figures["echoes_lost_packets"] != 1 || f.Advice != "" {
+		t.Errorf("loss refuted by counts: %+v", f)
+	}
+	r.Path.LossEchoes = Field[Echoes]{}
 	r.Path.LossPercent = missing[float64]("no echo came back")
 	if f := kinds(Findings(&Report{Host: r.Host, Path: r.Path}))["loss/"]; f.Outcome != verdict.NotTested || f.Decide == "" {
 		t.Errorf("loss not available: %+v", f)

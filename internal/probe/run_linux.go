@@ -78,7 +78,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	logf("path MTU")
 	p.PMTUIPv4 = probePMTU(ctx, v4, "IPv4")
 	p.PMTUIPv6 = probePMTU(ctx, v6, "IPv6")
-	p.RTTMillis, p.JitterMs, p.LossPercent, p.LossUpPercent, p.LossDownPercent = echoes(ctx, first, o, logf)
+	p.RTTMillis, p.JitterMs, p.LossPercent, p.LossUpPercent, p.LossDownPercent, p.LossEchoes = echoes(ctx, first, o, logf)
 	if o.IPerf3Port != 0 {
 		logf("throughput: iperf3 for %v", o.IPerf3Duration)
 		opts, timing := iperfTiming(p.RTTMillis, p.JitterMs, o.IPerf3Duration)
@@ -230,8 +230,9 @@ func probePMTU(ctx context.Context, a netip.Addr, fam string) Field[PMTU] {
 // echoes measures RTT, jitter and loss: over a pps echo when a pps server
 // answers on o.PPSPort, with loss per direction from the server's counts;
 // otherwise (or when the pps test fails) over ICMP echoes, round trip only,
-// with the reason the pps echo was not used in the notes.
-func echoes(ctx context.Context, a netip.Addr, o Options, logf func(string, ...any)) (rtt, jitter, loss, up, down Field[float64]) {
+// with the reason the pps echo was not used in the notes. counts are the
+// echoes sent and answered (and one way, from a pps server's report).
+func echoes(ctx context.Context, a netip.Addr, o Options, logf func(string, ...any)) (rtt, jitter, loss, up, down Field[float64], counts Field[Echoes]) {
 	why := "no --pps-port given"
 	if o.PPSPort != 0 {
 		logf("RTT, jitter and loss: %d pps echoes to udp port %d", o.Pings, o.PPSPort)
@@ -247,7 +248,8 @@ func echoes(ctx context.Context, a netip.Addr, o Options, logf func(string, ...a
 			Key:              o.PPSKey,
 		})
 		if err == nil {
-			return PPSFields(res)
+			rtt, jitter, loss, up, down = PPSFields(res)
+			return rtt, jitter, loss, up, down, PPSEchoes(res)
 		}
 		if ctx.Err() != nil {
 			why = ctx.Err().Error()
@@ -257,7 +259,7 @@ func echoes(ctx context.Context, a netip.Addr, o Options, logf func(string, ...a
 		logf("pps echo not used (%s): ICMP echoes instead", why)
 	}
 	logf("RTT, jitter and loss: %d ICMP echoes", o.Pings)
-	rtt, jitter, loss = ping(ctx, a, o.Pings, o.Interval)
+	rtt, jitter, loss, counts = ping(ctx, a, o.Pings, o.Interval)
 	fallback := "pps echo at udp port " + strconv.Itoa(o.PPSPort) + " not used: " + why
 	if o.PPSPort == 0 {
 		fallback = "pps echo not tried (--pps-port 0)"
@@ -266,8 +268,9 @@ func echoes(ctx context.Context, a netip.Addr, o Options, logf func(string, ...a
 		*f = f.by(MethodICMPEcho)
 		f.Note += "; " + fallback
 	}
+	counts = counts.by(MethodICMPEcho)
 	noDir := missing[float64]("ICMP echo counts round trips only: it cannot tell a lost request from a lost reply (" + fallback + ")").by(MethodICMPEcho)
-	return rtt, jitter, loss, noDir, noDir
+	return rtt, jitter, loss, noDir, noDir, counts
 }
 
 // PPSFields turns a pps echo run into the probe's fields. The round-trip
@@ -307,26 +310,50 @@ func PPSFields(r *pps.Result) (rtt, jitter, loss, up, down Field[float64]) {
 	return rtt, jitter, loss, up, down
 }
 
+// PPSEchoes are the counts of a pps echo run: the probes sent and echoed
+// in time, and with the server's report the counts of each way (as
+// PPSFields takes its per-direction loss from).
+func PPSEchoes(r *pps.Result) Field[Echoes] {
+	e := Echoes{Sent: int(r.Sent), Answered: int(min(r.Received, r.Sent))}
+	note := fmt.Sprintf("pps echo to %s: %d of %d probes echoed in time", r.Server, e.Answered, e.Sent)
+	if sr := r.ServerReport; sr != nil && r.Sent > 0 {
+		e.Up = &OneWay{Sent: int(r.Sent), Arrived: int(min(sr.Received, r.Sent))}
+		if sr.Echoed > 0 {
+			e.Down = &OneWay{Sent: int(sr.Echoed), Arrived: int(min(r.Received+r.Late, sr.Echoed))}
+		}
+	}
+	return measured(e, note).by(MethodPPSEcho)
+}
+
 var (
 	lossRE = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received.*?([\d.]+)% packet loss`)
 	rttRE  = regexp.MustCompile(`rtt min/avg/max/mdev = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms`)
 )
 
-// ping sends ICMP echoes with iputils ping.
+// ping sends ICMP echoes with iputils ping; counts are the echoes sent
+// and answered, read from the same summary as loss. The summary is read
+// from stdout alone; stderr goes into the reason of a failure.
 //
 // Equivalent to: ping -n -q -c N -i 0.01 -W 2 ADDR
-func ping(ctx context.Context, a netip.Addr, n int, interval time.Duration) (rtt, jitter, loss Field[float64]) {
+func ping(ctx context.Context, a netip.Addr, n int, interval time.Duration) (rtt, jitter, loss Field[float64], counts Field[Echoes]) {
 	cmd := runner.Command(ctx, "ping", "-n", "-q", "-c", strconv.Itoa(n), "-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64), "-W", "2", a.String())
-	out, err := cmd.CombinedOutput()
-	rtt, jitter, loss, perr := ParsePing(string(out), n)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	out := stdout.String()
+	rtt, jitter, loss, perr := ParsePing(out, n)
 	if perr != nil {
 		why := perr.Error()
 		if err != nil {
-			why = fmt.Sprintf("running %q: %v: %s", cmd.String(), err, strings.TrimSpace(string(out)))
+			why = fmt.Sprintf("running %q: %v: %s", cmd.String(), err, strings.TrimSpace(stderr.String()+" "+out))
 		}
-		return missing[float64](why), missing[float64](why), missing[float64](why)
+		return missing[float64](why), missing[float64](why), missing[float64](why), missing[Echoes](why)
 	}
-	return rtt, jitter, loss
+	sent, answered, cerr := ParseEchoCount(out)
+	if cerr != nil {
+		return rtt, jitter, loss, missing[Echoes](cerr.Error())
+	}
+	return rtt, jitter, loss, measured(Echoes{Sent: sent, Answered: answered}, loss.Note)
 }
 
 // RoundTrips sends n ICMP echoes to a and returns the smallest and the

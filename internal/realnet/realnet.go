@@ -526,7 +526,7 @@ func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string
 	ctr = vpnproc.Sub(before, after)
 	if td != nil {
 		td.Stop()
-		fh, err := inputfile.Open(ctx, td.File, inputfile.Capture)
+		fh, err := inputfile.Open(ctx, td.File, inputfile.Capture())
 		if err != nil {
 			return nil, loaded, ctr, nil, fmt.Errorf("reading the capture: %w", err)
 		}
@@ -554,7 +554,7 @@ func sample(ctx context.Context, spec Spec, proc *vpnproc.Process, outDev string
 
 // keepCapture puts the capture made at tmp in place at path.
 func keepCapture(ctx context.Context, tmp, path string) error {
-	src, err := inputfile.Open(ctx, tmp, inputfile.Capture)
+	src, err := inputfile.Open(ctx, tmp, inputfile.Capture())
 	if err != nil {
 		return fmt.Errorf("reading the capture: %w", err)
 	}

@@ -41,6 +41,7 @@ func compressionTestLogs(t *testing.T) map[string][]string {
 }
 
 func TestCompressionVerdicts(t *testing.T) {
+	t.Parallel()
 	logs := compressionTestLogs(t)
 	if got := compressionLogLine(logs["lzo-noallow/server"], "not compressed"); !strings.Contains(got, `unless "allow-compression yes" is also set`) {
 		t.Fatalf("lzo-noallow server log: %q", logs["lzo-noallow/server"])
@@ -175,6 +176,7 @@ func TestCompressionRecipe(t *testing.T) {
 // what experiment writes as a file (beyond it, samples would send a fixed
 // amount and last minutes on the line without compression).
 func TestZerosFileBitsPerSec(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line uint64
 		d    time.Duration

@@ -326,7 +326,7 @@ func fragCaptureRun(ctx context.Context, l *lab.Lab, variant string, t *tunnel.T
 			return nil, fmt.Errorf("tcpdump: %w", err)
 		}
 	}
-	f, err := inputfile.Open(ctx, file, inputfile.Capture)
+	f, err := inputfile.Open(ctx, file, inputfile.Capture())
 	if err != nil {
 		return nil, err
 	}

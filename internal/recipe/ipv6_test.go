@@ -15,6 +15,7 @@ import (
 // mtu → inner MSS 1400 for IPv4, 1380 for IPv6 over IPv4 UDP with GCM)
 // and against the sizes a full packet must come to.
 func TestIPv6Budget(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		innerIPv6, ts        bool
 		mss, payload, wire   int
@@ -51,6 +52,7 @@ func ipv6Row(network, variant, dir string, mbit ...float64) measure.Row {
 }
 
 func TestInterleavedRatios(t *testing.T) {
+	t.Parallel()
 	a := ipv6Row("", "a", "up", 90, 50, 99)
 	b := ipv6Row("", "b", "up", 100, 50, 100)
 	for _, tc := range []struct {
@@ -74,6 +76,7 @@ func TestInterleavedRatios(t *testing.T) {
 }
 
 func TestIPv6Verdicts(t *testing.T) {
+	t.Parallel()
 	probes := map[string]ipv6MSSProbe{"ipv4": {1388, 1388, true}, "ipv6": {1368, 1368, true}}
 	v6 := ipv6Variant + experiment.InnerIPv6Suffix
 	for _, tc := range []struct {

@@ -293,7 +293,7 @@ func (mb *mtuBench) close() {
 // for the default cipher.
 func (mb *mtuBench) searchOuter(ctx context.Context) error {
 	var err error
-	if mb.outer, err = mb.prober(lab.ServerV4); err != nil {
+	if mb.outer, err = mb.prober(lab.ServerV4()); err != nil {
 		return err
 	}
 	if mb.first, err = pmtu.Search(ctx, mb.outer, pmtu.Options{}); err != nil {

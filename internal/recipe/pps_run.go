@@ -157,7 +157,7 @@ func ppsUpBench(ctx context.Context, o Options, path labpath.Path, vs []openvpn.
 	if lab.UserspaceBackend(b.Lab.Backend()) {
 		prog.Logf("pps: the path's delay, jitter or loss runs through the userspace emulator, which a flood overruns: samples it cannot keep up with are marked invalid")
 	}
-	subs := []ppsSubject{{name: experiment.Routed, target: lab.ServerV4}}
+	subs := []ppsSubject{{name: experiment.Routed, target: lab.ServerV4()}}
 	for i, v := range vs {
 		prog.Logf("pps: starting OpenVPN %s", v.Name)
 		t, err := b.AddTunnel(ctx, tunnel.Options{Variant: v, Slot: i, Proto: openvpn.UDP})
@@ -248,7 +248,7 @@ func ppsInNetns(l *lab.Lab, n lab.Node) func(func() error) error {
 // addresses of the lab's server namespace (its lab address and every
 // tunnel's inner address), and returns its port and a function that stops it.
 func ppsStartServer(ctx context.Context, l *lab.Lab) (int, func() error, error) {
-	s := &pps.Server{Addr: ":0", Limits: pps.DefaultLimits, OpenIn: ppsInNetns(l, lab.Server)}
+	s := &pps.Server{Addr: ":0", Limits: pps.DefaultLimits(), OpenIn: ppsInNetns(l, lab.Server)}
 	a, stop, err := s.Start(ctx)
 	if err != nil {
 		return 0, nil, fmt.Errorf("pps server in %s: %w", l.Namespace(lab.Server), err)

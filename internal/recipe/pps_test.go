@@ -33,6 +33,7 @@ func ppsTestRow(variant string, size int, rates []float64, cpu []float64) measur
 
 // The verdicts follow the figures: made-up reports, one per situation.
 func TestPPSVerdicts(t *testing.T) {
+	t.Parallel()
 	type rates struct {
 		variant string
 		size    int
@@ -180,6 +181,7 @@ func TestPPSFragmentNote(t *testing.T) {
 // a lab with the recipe's tunnels (OpenVPN 2.6.14, 2026-11-22), including CBC at 1400: IPv4 length
 // 1500 with more-fragments, then 28 at offset 1480.
 func TestPPSOuterBytes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		variant string
 		size    int

@@ -92,7 +92,7 @@ func All() []Recipe {
 		out = append(out, r)
 	}
 	order := map[string]int{}
-	for i, n := range Order {
+	for i, n := range runOrder {
 		order[n] = i + 1
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -111,8 +111,8 @@ func All() []Recipe {
 	return out
 }
 
-// Order is the running order of `recipe all`: cheap and fundamental first.
-var Order = []string{"mtu", "ciphers", "ipv6", "compression", "fragment", "tcp", "buffers", "shaper", "pps", "instances"}
+// runOrder is the running order of `recipe all`: cheap and fundamental first.
+var runOrder = []string{"mtu", "ciphers", "ipv6", "compression", "fragment", "tcp", "buffers", "shaper", "pps", "instances"}
 
 // Lookup finds a recipe by name.
 func Lookup(name string) (Recipe, bool) {

@@ -106,7 +106,7 @@ func shaperTbf(l *lab.Lab, dev string) error {
 // initialized at 100000 bytes per second", the PUSH_REPLY, or a refusal),
 // without their timestamps.
 func shaperLogLines(path string) ([]string, error) {
-	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Log)
+	b, err := inputfile.ReadFile(context.Background(), path, inputfile.Log())
 	if err != nil {
 		return nil, err
 	}

@@ -72,6 +72,7 @@ func shaperReport(log []string, path labpath.Path, baseUp, baseDown, shaperUp, s
 }
 
 func TestShaperVerdicts(t *testing.T) {
+	t.Parallel()
 	client, err := shaperLogLines(filepath.Join("testdata", "shaper", "shaper-client.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +131,7 @@ func TestShaperVerdicts(t *testing.T) {
 
 // The tun queue probe's verdict, from saved figures.
 func TestShaperQueueVerdict(t *testing.T) {
+	t.Parallel()
 	probe := func(def, set []float64, defErr string) map[string]shaperQueueResult {
 		return map[string]shaperQueueResult{
 			"500": {TxQueueLen: 500, IdleRTTMs: []float64{0.3, 0.3, 0.4}, LoadedRTTMs: def, LoadedSent: 20, UploadBps: 7e5, DownloadError: defErr},

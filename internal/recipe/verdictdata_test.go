@@ -16,6 +16,7 @@ import (
 // the recipe cut as a condition with its figure, and verdicts of every
 // basis and condition follow docs/schemas/run.v2.json.
 func TestVerdictDataInSchema(t *testing.T) {
+	t.Parallel()
 	reps := readRecorded(t, filepath.Join("testdata", "recorded", "shaper-2026-11-23T1035.json"))
 	if len(reps) != 1 {
 		t.Fatalf("%d documents", len(reps))

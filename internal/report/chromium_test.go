@@ -285,6 +285,7 @@ func hasAxis(got seen, unit string) bool {
 }
 
 func TestInChromium(t *testing.T) {
+	t.Parallel()
 	b := chromium(t)
 
 	t.Run("labrun", func(t *testing.T) {

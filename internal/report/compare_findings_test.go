@@ -16,6 +16,7 @@ func fnd(k finding.Kind, variant, dir string, o verdict.Outcome) finding.Finding
 // worse, one that goes better; an outcome that changes on another kind
 // has no verdict; equal findings are no change.
 func TestCompareFindings(t *testing.T) {
+	t.Parallel()
 	c := verdict.Confirmed
 	type want struct {
 		change  string

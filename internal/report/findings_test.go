@@ -17,6 +17,7 @@ import (
 // before them (judged on reading); the page shows each record's sentence
 // with its kind and outcome.
 func TestTuneAndProbeFindings(t *testing.T) {
+	t.Parallel()
 	const probeDoc = `{"schema":"ovpnperf/probe/v1","host":"198.51.100.2","time":"2026-11-23T10:00:00Z","path":{
  "pmtu_ipv4":{"value":{"bytes":1400,"blackhole":true},"source":"measured"},
  "loss_percent":{"value":1.5,"source":"measured","note":"ICMP echo, 197 of 200 answered","method":"icmp-echo"},
@@ -89,6 +90,7 @@ func TestTuneAndProbeFindings(t *testing.T) {
 // A tune document of today's schema keeps its findings through writing
 // and reading; one whose finding is not well formed is refused.
 func TestTuneV3Findings(t *testing.T) {
+	t.Parallel()
 	d := load(t, "tune-blackhole.json")[0]
 	b, err := json.Marshal(d.Tune)
 	if err != nil {

@@ -44,6 +44,7 @@ func benchDocs(t *testing.T) []Document {
 // a change of the renderer shows as a diff of testdata/golden (go test
 // -update rewrites them).
 func TestGoldenPages(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		docs func(t *testing.T) []Document

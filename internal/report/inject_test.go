@@ -131,6 +131,7 @@ func injectCases() []injectCase {
 // The strings are found by reflection, so a new field is covered without
 // a change here.
 func TestInjection(t *testing.T) {
+	t.Parallel()
 	for _, c := range injectCases() {
 		t.Run(c.name, func(t *testing.T) {
 			proto := c.root(t)

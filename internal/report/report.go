@@ -172,7 +172,7 @@ func Parse(file string, data []byte) ([]Document, error) { return Reader{}.Parse
 // Load reads the documents of one file: one document, or a JSON array of
 // them (`recipe all --out`).
 func (r Reader) Load(path string) ([]Document, error) {
-	data, err := inputfile.ReadFile(context.Background(), path, inputfile.Document)
+	data, err := inputfile.ReadFile(context.Background(), path, inputfile.Document())
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 // Documents are told apart by their schema key; an unknown or missing one
 // is refused with ErrUnknownSchema naming it and the known ones.
 func TestParseDispatch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, doc string
 		want      string // schema, or "" for an error
@@ -66,6 +67,7 @@ func TestParseDispatch(t *testing.T) {
 // `recipe all --out` writes a list; each element is a document, and a bad
 // element is named by its index.
 func TestParseList(t *testing.T) {
+	t.Parallel()
 	docs, err := Parse("all.json", []byte(`[{"schema":"ovpnperf/run/v2","scenario":{"command":"recipe mtu"}},{"schema":"ovpnperf/run/v2","scenario":{"command":"recipe tcp"}}]`))
 	if err != nil || len(docs) != 2 || docs[1].Run.Scenario.Command != "recipe tcp" || docs[1].File != "all.json[1]" {
 		t.Fatalf("%+v, %v", docs, err)
@@ -83,6 +85,7 @@ func TestParseList(t *testing.T) {
 // CSP that forbids fetching, dark and print styles; every chart has a title
 // and description; text from the documents is escaped.
 func TestPageSelfContained(t *testing.T) {
+	t.Parallel()
 	docs := load(t, "labrun-default.json")
 	docs[0].Run.Rows[2].Variant = `<script>alert(1)</script>`
 	var buf bytes.Buffer
@@ -108,6 +111,7 @@ func TestPageSelfContained(t *testing.T) {
 // A v1 document (no per-interval figures) still renders, and says why the
 // series are missing.
 func TestV1Renders(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("testdata", "labrun-default.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +139,7 @@ func TestV1Renders(t *testing.T) {
 // The crypto document measured on this project's machine renders its
 // cipher bars; pps and pmtu documents render their charts.
 func TestBenchmarkSections(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("..", "cryptobench", "testdata", "report-epyc.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -181,6 +186,7 @@ func row(network, variant, dir string, samples ...float64) measure.Row {
 // "no change" however wide); rows missing or invalid on a side are not
 // comparable.
 func TestCompareRule(t *testing.T) {
+	t.Parallel()
 	old := &measure.Report{Rows: []measure.Row{
 		row("lan", "a", "up", 100, 110, 120),
 		row("lan", "tight", "up", 100, 101, 102),
@@ -228,6 +234,7 @@ func TestCompareRule(t *testing.T) {
 // row is "not enough samples", whatever the medians, and the comparison is
 // not worse (before, 100 → 50 with one sample each was "worse", exit 1).
 func TestCompareNeedsMinSamples(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		old, new []float64
 		want     string
@@ -255,6 +262,7 @@ func TestCompareNeedsMinSamples(t *testing.T) {
 // down at ×0.96–×1.02; the others spread up to ×0.31–×1.51 and cannot
 // tell).
 func TestCompareRecorded(t *testing.T) {
+	t.Parallel()
 	lan := load(t, "labrun-lan-jumbo.json")[0].Run
 	for _, c := range Compare(lan, lan, CompareOptions{OldVariant: "default", NewVariant: "jumbo"}) {
 		if c.Verdict != Better || c.New.Min <= c.Old.Max {
@@ -312,6 +320,7 @@ func counts(cs []Change) map[string]int {
 // A run document that carries the host's emulator ceiling shows it beside
 // the link emulation, escaped; one without shows no such fact.
 func TestEmulatorCeilingFact(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("testdata", "labrun-default.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ func strict(t *testing.T, file string, v any) {
 }
 
 func TestTuneAndClusterDocuments(t *testing.T) {
+	t.Parallel()
 	for _, f := range []string{"tune-blackhole.json", "tune-lossy.json"} {
 		var r tunedoc.Result
 		strict(t, f, &r)
@@ -97,6 +98,7 @@ func TestTuneAndClusterDocuments(t *testing.T) {
 // TestClusterMarshalled: a status as serve's control socket encodes it
 // (clusterdoc.Status through encoding/json) is read back by report.
 func TestClusterMarshalled(t *testing.T) {
+	t.Parallel()
 	b, err := json.Marshal(clusterdoc.Status{ID: "ab12", OnePort: 1194, Backend: "iptables-nth",
 		Instances: []clusterdoc.Instance{{Name: "u0", State: clusterdoc.StateUp, Proto: "udp", Port: 1195, Clients: 3, BytesIn: 5e6, BytesOut: 7e6, Restarts: 6, CrashLoop: true, LastExit: "exit status 1"}}})
 	if err != nil {
@@ -120,6 +122,7 @@ func TestClusterMarshalled(t *testing.T) {
 // A tune document of schema 1 (rounds pooled) is read and judged again
 // by the round-by-round rules.
 func TestTuneV1Judged(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "tune", "testdata", "tune-blackhole.json"))
 	if err != nil {
 		t.Fatal(err)

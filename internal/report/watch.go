@@ -105,7 +105,7 @@ func (p *page) watch(d *Document) {
 		counts[r.Result]++
 	}
 	var parts []string
-	for _, res := range watchdoc.Results {
+	for _, res := range watchdoc.Results() {
 		if counts[res] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[res], res))
 		}

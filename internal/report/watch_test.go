@@ -15,6 +15,7 @@ import (
 // document of its rounds; the page has a band per direction of each
 // measured round, named by its limit, and a table row per round.
 func TestWatchHistory(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("testdata", "watch-history.jsonl"))
 	if err != nil {
 		t.Fatal(err)

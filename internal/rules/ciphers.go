@@ -198,5 +198,8 @@ func inList(c, list string) bool {
 }
 
 // OldPeerOptions are options found in configs written for OpenVPN before
-// 2.4, the versions without cipher negotiation.
-var OldPeerOptions = []string{"ns-cert-type", "tls-remote", "key-method", "keysize", "no-iv", "comp-lzo"}
+// 2.4, the versions without cipher negotiation; the slice is the caller's
+// own.
+func OldPeerOptions() []string {
+	return []string{"ns-cert-type", "tls-remote", "key-method", "keysize", "no-iv", "comp-lzo"}
+}

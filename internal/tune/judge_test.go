@@ -42,6 +42,7 @@ func round(best, def Samples) [2]Samples { return [2]Samples{best, def} }
 // reason's kind and the rounds it is written from. Fabricated sample sets
 // on both sides of the line.
 func TestJudge(t *testing.T) {
+	t.Parallel()
 	def := Samples{"up": mbit(17, 18, 19), "down": mbit(17, 18, 19)}
 	fast := Samples{"up": mbit(25, 26, 27), "down": mbit(25, 26, 27)}
 	upOnly := Samples{"up": mbit(25, 26, 27), "down": mbit(17, 18, 19)}
@@ -114,6 +115,7 @@ func TestJudge(t *testing.T) {
 // renderVerdict is the one place a verdict's message and reason are
 // written, from its typed fields; these are its sentences.
 func TestRenderVerdict(t *testing.T) {
+	t.Parallel()
 	recs := map[string]DirRecord{"up": {Faster: 3, Unjudge: 3}, "down": {Unjudge: 6}}
 	v := Verdict{Found: true, Candidate: "advise", Best: "advise", Records: recs}
 	renderVerdict(&v, both)

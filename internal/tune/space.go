@@ -37,8 +37,8 @@ const (
 	AxisDCO = "dco"
 )
 
-// BaseAxes lists the built-in axes in search order.
-var BaseAxes = []string{AxisMTU, AxisBuffers, AxisProto, AxisCipher, AxisTxQueueLen, AxisFastIO}
+// baseAxes lists the built-in axes in search order.
+var baseAxes = []string{AxisMTU, AxisBuffers, AxisProto, AxisCipher, AxisTxQueueLen, AxisFastIO}
 
 // directiveAxis says which axis a variant directive belongs to.
 var directiveAxis = map[string]string{
@@ -92,10 +92,10 @@ func (c Candidate) Body() string {
 }
 
 func (c Candidate) axisOrder() []string {
-	order := append([]string(nil), BaseAxes...)
+	order := append([]string(nil), baseAxes...)
 	var extra []string
 	for a := range c.Settings {
-		if !contains(BaseAxes, a) {
+		if !contains(baseAxes, a) {
 			extra = append(extra, a)
 		}
 	}
@@ -265,7 +265,7 @@ func Space(o SpaceOptions) []Axis {
 		}
 		var extra []string
 		for a := range o.Advice.Settings {
-			if !contains(BaseAxes, a) {
+			if !contains(baseAxes, a) {
 				extra = append(extra, a)
 			}
 		}
@@ -289,7 +289,7 @@ func Space(o SpaceOptions) []Axis {
 func ParseFix(s string) (axis, value string, err error) {
 	eq := strings.IndexByte(s, '=')
 	if eq < 0 {
-		return "", "", usage.Errorf("--fix %q: want AXIS=VALUE with AXIS one of %s", s, strings.Join(BaseAxes, ", "))
+		return "", "", usage.Errorf("--fix %q: want AXIS=VALUE with AXIS one of %s", s, strings.Join(baseAxes, ", "))
 	}
 	axis, raw := s[:eq], strings.TrimSpace(s[eq+1:])
 	bad := func(want string) (string, string, error) {
@@ -311,7 +311,7 @@ func ParseFix(s string) (axis, value string, err error) {
 		return bad("on|off")
 	}
 	if raw == "default" {
-		if !contains(BaseAxes, axis) {
+		if !contains(baseAxes, axis) {
 			return bad("…")
 		}
 		return axis, "", nil
@@ -331,7 +331,7 @@ func ParseFix(s string) (axis, value string, err error) {
 	case AxisMTU:
 		body = raw
 	default:
-		return "", "", usage.Errorf("--fix %q: unknown axis %s; want one of %s", s, axis, strings.Join(BaseAxes, ", "))
+		return "", "", usage.Errorf("--fix %q: unknown axis %s; want one of %s", s, axis, strings.Join(baseAxes, ", "))
 	}
 	v, err := openvpn.ParseVariant("fix=" + body)
 	if err != nil {

@@ -206,6 +206,7 @@ func TestSearchStopsOnBudgetAndInterrupt(t *testing.T) {
 }
 
 func TestSpaceAndFix(t *testing.T) {
+	t.Parallel()
 	ax := Space(SpaceOptions{PathMTU: 1400, BufferCap: 4 << 20, Fixed: map[string]string{AxisProto: "udp"}})
 	if got := strings.Join(ax[0].Values, "|"); got != "|mssfix 1400 mtu|fragment 1400 mtu|tun-mtu 9000;mssfix 0" {
 		t.Errorf("mtu axis %q", got)
@@ -275,6 +276,7 @@ func TestSearchSurvivesAFailedRound(t *testing.T) {
 // faster than advise's mssfix (93.6/94.7 vs 90.7/91.2 Mbit/s). On a lossy
 // path it is left out and the run says why.
 func TestSpaceJumbo(t *testing.T) {
+	t.Parallel()
 	mtuAxis := func(o SpaceOptions) []string { return Space(o)[0].Values }
 	for _, tc := range []struct {
 		name  string

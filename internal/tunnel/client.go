@@ -65,9 +65,9 @@ func (t *Tunnel) AddClient(ctx context.Context, l *lab.Lab, name string) (_ *Cli
 		return nil, fmt.Errorf("tunnel slot %d already has %d extra clients", t.Slot, MaxExtraClients)
 	}
 	role := fmt.Sprintf("client%d-%s", n, name)
-	remote := lab.ServerV4
+	remote := lab.ServerV4()
 	if t.IPv6Transport {
-		remote = lab.ServerV6
+		remote = lab.ServerV6()
 	}
 	c := &Client{Name: name, Dev: fmt.Sprintf("ovpnperf-c%d-%d", t.Slot, n)}
 	cfg, err := openvpn.ClientConfig(openvpn.ClientParams{

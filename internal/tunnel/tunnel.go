@@ -63,7 +63,7 @@ type Tunnel struct {
 
 // Subnet returns the /28 of slot i.
 func Subnet(slot int) netip.Prefix {
-	b := lab.TunnelV4.Addr().As4()
+	b := lab.TunnelV4().Addr().As4()
 	b[3] = byte(16 * slot)
 	return netip.PrefixFrom(netip.AddrFrom4(b), 28)
 }
@@ -72,7 +72,7 @@ func Subnet(slot int) netip.Prefix {
 // lab.TunnelV6, 2001:db8:7::i:0/112 (OpenVPN 2.6.14 takes /64 to /124 for
 // server-ipv6: "network must be between /64 and /124").
 func Subnet6(slot int) netip.Prefix {
-	b := lab.TunnelV6.Addr().As16()
+	b := lab.TunnelV6().Addr().As16()
 	b[12], b[13] = byte(slot>>8), byte(slot)
 	return netip.PrefixFrom(netip.AddrFrom16(b), 112)
 }
@@ -210,9 +210,9 @@ func configs(o Options, dir string, srvCreds, cliCreds openvpn.Credentials) (srv
 	}
 	subnet := Subnet(o.Slot)
 	port := uint16(BasePort + o.Slot)
-	remote := lab.ServerV4
+	remote := lab.ServerV4()
 	if o.IPv6Transport {
-		remote = lab.ServerV6
+		remote = lab.ServerV6()
 	}
 	srvCfg, err = openvpn.ServerConfig(openvpn.ServerParams{
 		Dev: serverDev(o.Slot), Proto: o.Proto, IPv6: o.IPv6Transport,

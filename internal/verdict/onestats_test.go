@@ -16,6 +16,7 @@ import (
 // statistics drift apart (one rounds, the other interpolates), and then a
 // document and a verdict disagree about the same samples.
 func TestStatisticsLiveOnlyHere(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
 	seen := 0

@@ -50,12 +50,13 @@ const (
 	NotTested Outcome = "not tested here"
 )
 
-// Outcomes lists every outcome, for validation and tables.
-var Outcomes = []Outcome{Confirmed, Changed, Refuted, Noise, NotTested}
+// Outcomes lists every outcome, for validation and tables; the slice is
+// the caller's own.
+func Outcomes() []Outcome { return []Outcome{Confirmed, Changed, Refuted, Noise, NotTested} }
 
 // Valid reports whether o is one of Outcomes (the empty outcome is not).
 func (o Outcome) Valid() bool {
-	for _, x := range Outcomes {
+	for _, x := range Outcomes() {
 		if o == x {
 			return true
 		}

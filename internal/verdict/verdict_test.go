@@ -9,7 +9,7 @@ import (
 
 func TestOutcomeValid(t *testing.T) {
 	t.Parallel()
-	for _, o := range Outcomes {
+	for _, o := range Outcomes() {
 		if !o.Valid() {
 			t.Errorf("%q not valid", o)
 		}
@@ -33,6 +33,7 @@ func TestOf(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
+	t.Parallel()
 	nan := math.NaN()
 	for _, tc := range []struct {
 		xs               []float64
@@ -91,6 +92,7 @@ func percentile(xs []float64, p float64) float64 {
 // documents recorded, so documents keep their figures; and within a
 // rounding of the midpoint (lo+hi)/2 that Of took before.
 func TestMedianIsPercentile50(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for n := 1; n <= 12; n++ {
 		for range 2000 {
@@ -119,6 +121,7 @@ func TestMedianIsPercentile50(t *testing.T) {
 }
 
 func TestSpreadOverlaps(t *testing.T) {
+	t.Parallel()
 	a := Of([]float64{10, 12, 11})
 	b := Of([]float64{11.5, 13, 14})
 	c := Of([]float64{20, 21})
@@ -164,6 +167,7 @@ func TestRatiosPairedAndUnpaired(t *testing.T) {
 }
 
 func TestFaster(t *testing.T) {
+	t.Parallel()
 	b := []float64{100, 101, 102}
 	for _, tc := range []struct {
 		name string
@@ -188,6 +192,7 @@ func TestFaster(t *testing.T) {
 }
 
 func TestWithin(t *testing.T) {
+	t.Parallel()
 	base := []float64{100, 100, 100}
 	w := Unchanged(0.1)
 	for _, tc := range []struct {
@@ -237,6 +242,7 @@ func TestWithin(t *testing.T) {
 }
 
 func TestLimitedTo(t *testing.T) {
+	t.Parallel()
 	m := Margins{Over: 1.1, Under: 0.6, Free: 1.5}
 	const limit = 1e6
 	for _, tc := range []struct {
@@ -272,6 +278,7 @@ func TestLimitedTo(t *testing.T) {
 // its Why is the shortfall's sentence (Shortfall.String, the renderer,
 // whose sentences are checked here too).
 func TestShortfall(t *testing.T) {
+	t.Parallel()
 	w := Unchanged(0.1)
 	for _, c := range []struct {
 		name        string

@@ -17,8 +17,8 @@ import (
 // doubling to about 26 s, the default of the Prometheus smokeping prober
 // (SuperQ/smokeping_prober), so that a dashboard made for it reads these
 // histograms too. An echo is given up after 2 s (ping -W 2): the buckets
-// above stay empty.
-var EchoBuckets = prometheus.ExponentialBuckets(50e-6, 2, 20)
+// above stay empty. The slice is the caller's own.
+func EchoBuckets() []float64 { return prometheus.ExponentialBuckets(50e-6, 2, 20) }
 
 // Label values of the finding metric for a finding about no one
 // direction.
@@ -74,20 +74,20 @@ func newMetrics() *metrics {
 	m.load = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ovpnperf_watch_tunnel_load_ratio",
 		Help: "The tunnel's traffic before the last round over its last measured rate (the larger direction): the skip rule's figure."})
 	m.rtt = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ovpnperf_watch_echo_rtt_seconds",
-		Help: "Round trips of single ICMP echoes to the far end, inside and outside the tunnel, between active rounds.", Buckets: EchoBuckets}, []string{"path"})
+		Help: "Round trips of single ICMP echoes to the far end, inside and outside the tunnel, between active rounds.", Buckets: EchoBuckets()}, []string{"path"})
 	m.lost = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ovpnperf_watch_echo_lost_total",
 		Help: "ICMP echoes without an answer within 2 s, by path."}, []string{"path"})
 	m.reg.MustRegister(m.rounds, m.skipped, m.failed, m.refused, m.running, m.lastTime, m.lastDur, m.rate, m.finding, m.load, m.rtt, m.lost, &counterCollector{m})
-	for _, r := range watchdoc.Results {
+	for _, r := range watchdoc.Results() {
 		m.rounds.WithLabelValues(r)
 	}
-	for _, r := range watchdoc.SkipReasons {
+	for _, r := range watchdoc.SkipReasons() {
 		m.skipped.WithLabelValues(r)
 	}
-	for _, k := range watchdoc.FailureKinds {
+	for _, k := range watchdoc.FailureKinds() {
 		m.failed.WithLabelValues(k)
 	}
-	for _, k := range measure.RefusalKinds {
+	for _, k := range measure.RefusalKinds() {
 		m.refused.WithLabelValues(k)
 	}
 	for _, p := range []string{watchdoc.PathInside, watchdoc.PathOutside} {
@@ -100,9 +100,9 @@ func newMetrics() *metrics {
 // setFindings sets the finding series from one measured round: every kind
 // × direction × outcome is 0 but the ones the round found.
 func (m *metrics) setFindings(fs []finding.Finding) {
-	for _, k := range finding.Kinds {
+	for _, k := range finding.Kinds() {
 		for _, d := range []string{measure.DirectionUp, measure.DirectionDown, directionAll} {
-			for _, o := range verdict.Outcomes {
+			for _, o := range verdict.Outcomes() {
 				m.finding.WithLabelValues(string(k), d, string(o)).Set(0)
 			}
 		}

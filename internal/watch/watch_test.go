@@ -27,6 +27,7 @@ func counters(up, down uint64) (a, b vpnproc.Counters) {
 }
 
 func TestBusy(t *testing.T) {
+	t.Parallel()
 	const last = 100e6 // bit/s measured inside the tunnel last time
 	for _, c := range []struct {
 		name             string
@@ -72,6 +73,7 @@ func round(seq int, pad int) watchdoc.Round {
 }
 
 func TestHistoryRotation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "watch.jsonl")
 	h, err := OpenHistory(path, 1000)
@@ -127,6 +129,7 @@ func TestHistoryRotation(t *testing.T) {
 }
 
 func TestHistoryRefusesLinksAndDevices(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	target := filepath.Join(dir, "target")
 	os.WriteFile(target, nil, 0o644)
@@ -143,6 +146,7 @@ func TestHistoryRefusesLinksAndDevices(t *testing.T) {
 }
 
 func TestReadCutLastLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "h")
 	h, err := OpenHistory(path, 1<<20)
@@ -163,6 +167,7 @@ func TestReadCutLastLine(t *testing.T) {
 }
 
 func TestFindingSeries(t *testing.T) {
+	t.Parallel()
 	m := newMetrics()
 	m.setFindings([]finding.Finding{
 		{Kind: finding.PathBound, Subject: finding.Subject{Network: measure.NetworkReal, Direction: measure.DirectionUp}, Outcome: verdict.Confirmed},
@@ -189,7 +194,7 @@ func TestFindingSeries(t *testing.T) {
 			}
 		}
 	}
-	if want := len(finding.Kinds) * 3 * len(verdict.Outcomes); series != want {
+	if want := len(finding.Kinds()) * 3 * len(verdict.Outcomes()); series != want {
 		t.Errorf("%d finding series, want every kind × direction × outcome: %d", series, want)
 	}
 	if len(ones) != 2 || !ones["path-bound/up/confirmed"] || !ones["not-read/all/not tested here"] {
@@ -201,6 +206,7 @@ func TestFindingSeries(t *testing.T) {
 // findings set, passes `promtool check metrics` (Prometheus's naming and
 // type conventions). The lab test pipes a real scrape through it too.
 func TestMetricsPromtool(t *testing.T) {
+	t.Parallel()
 	testenv.RequirePrograms(t, "promtool")
 	m := newMetrics()
 	for _, proto := range []string{"udp", "tcp"} {

@@ -40,8 +40,10 @@ const (
 const EmulatorAuto = "auto"
 
 // EmulatorNames are the values of Path.Emulator (and --emulator), in the
-// order help texts list them.
-var EmulatorNames = []string{EmulatorAuto, BackendNFQueue, BackendNetem, BackendAFPacket, BackendAFXDP}
+// order help texts list them; the slice is the caller's own.
+func EmulatorNames() []string {
+	return []string{EmulatorAuto, BackendNFQueue, BackendNetem, BackendAFPacket, BackendAFXDP}
+}
 
 // CheckEmulatorName refuses a Path.Emulator that names no backend; "" is
 // auto. Whether this host has the backend is EmulationChoice's question.
@@ -49,12 +51,12 @@ func CheckEmulatorName(name string) error {
 	if name == "" {
 		return nil
 	}
-	for _, n := range EmulatorNames {
+	for _, n := range EmulatorNames() {
 		if name == n {
 			return nil
 		}
 	}
-	return usage.Errorf("--emulator %q: want one of %s", name, strings.Join(EmulatorNames, ", "))
+	return usage.Errorf("--emulator %q: want one of %s", name, strings.Join(EmulatorNames(), ", "))
 }
 
 // Link is the emulation applied to one direction of the path.

@@ -31,8 +31,9 @@ const (
 	ResultFailed = "failed"
 )
 
-// Results lists every result, in the order metrics and pages show them.
-var Results = []string{ResultOK, ResultPartial, ResultSkipped, ResultFailed}
+// Results lists every result, in the order metrics and pages show them;
+// the slice is the caller's own.
+func Results() []string { return []string{ResultOK, ResultPartial, ResultSkipped, ResultFailed} }
 
 // Why a round was skipped.
 const (
@@ -44,8 +45,9 @@ const (
 	SkipNoOpenVPN = "no-openvpn"
 )
 
-// SkipReasons lists every reason a round is skipped.
-var SkipReasons = []string{SkipBusy, SkipNoOpenVPN}
+// SkipReasons lists every reason a round is skipped; the slice is the
+// caller's own.
+func SkipReasons() []string { return []string{SkipBusy, SkipNoOpenVPN} }
 
 // Why a round failed, beside the refusal kinds of its rows
 // (measure.RefusalKinds).
@@ -60,8 +62,11 @@ const (
 	FailError = "error"
 )
 
-// FailureKinds lists every kind of failed round.
-var FailureKinds = []string{FailNoServer, FailOpenVPNGone, FailNoValidRow, FailError}
+// FailureKinds lists every kind of failed round; the slice is the
+// caller's own.
+func FailureKinds() []string {
+	return []string{FailNoServer, FailOpenVPNGone, FailNoValidRow, FailError}
+}
 
 // Round is one line of the history.
 type Round struct {
@@ -130,11 +135,11 @@ func (r *Round) Check() error {
 		return fmt.Errorf("schema %q, want %s", r.Schema, Schema)
 	}
 	okResult := false
-	for _, x := range Results {
+	for _, x := range Results() {
 		okResult = okResult || r.Result == x
 	}
 	if !okResult {
-		return fmt.Errorf("round %d: result %q is not one of %v", r.Seq, r.Result, Results)
+		return fmt.Errorf("round %d: result %q is not one of %v", r.Seq, r.Result, Results())
 	}
 	if r.Run != nil {
 		if err := r.Run.CheckRows(); err != nil {
