@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ovpnperf/ovpnperf/internal/advise"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/probe"
+	"github.com/ovpnperf/ovpnperf/internal/rules"
 	"github.com/ovpnperf/ovpnperf/internal/shellquote"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -67,18 +69,18 @@ accepts as it is, so the advice can be tested in a lab.`,
 	f.StringVar(&o.rate, "rate", "", "bottleneck rate of the path (e.g. 20mbit)")
 	f.StringVar(&o.rtt, "rtt", "", "round-trip time (e.g. 200ms)")
 	f.StringVar(&o.loss, "loss", "", "packet loss (e.g. 2%)")
-	f.IntVar(&o.pmtu, "pmtu", 0, "outer path MTU in bytes (576–65535)")
+	rangeFlag(f, &o.pmtu, "pmtu", "", 0, rules.PathMTURange(), "outer path MTU in bytes (%s)")
 	f.BoolVar(&o.blackhole, "blackhole", false, "ICMP \"too big\" errors are lost on the path")
 	f.StringVar(&o.proto, "proto", "", "OpenVPN transport: udp or tcp (default udp)")
 	f.BoolVar(&o.outer6, "outer-ipv6", false, "the tunnel runs over IPv6")
-	intFlag(f, &o.clients, "clients", "", 0, 1, 1<<20, "concurrent clients (default 1)")
+	rangeFlag(f, &o.clients, "clients", "", 0, advise.ClientsRange(), "concurrent clients, %s (default "+strconv.Itoa(advise.DefaultClients)+")")
 	f.StringVar(&o.openvpn, "openvpn", "", "OpenVPN version: 2.5 or 2.6 (default: the probe's, else 2.6)")
 	f.StringVar(&o.dco, "dco", "", "data-channel offload on the server: yes or no")
 	f.StringVar(&o.clientOS, "client-os", "", "linux, windows, macos or android (default linux)")
 	// 1e6 MB/s (1 TB/s per core) is far beyond any CPU: a larger figure is a typo.
 	floatFlag(f, &o.cryptoMBps, "crypto", 0, 0.01, 1e6, "server's AES-256-GCM speed per core in MB/s (openssl speed)")
 	floatFlag(f, &o.chachaMBps, "crypto-chacha", 0, 0.01, 1e6, "server's CHACHA20-POLY1305 speed per core in MB/s")
-	floatFlag(f, &o.packetRate, "packet-rate", 0, 1, 1e8, "full-size packets/s one userspace OpenVPN forwards per core on the server, measured (default: an assumed 45000)")
+	floatFlag(f, &o.packetRate, "packet-rate", 0, 1, 1e8, "full-size packets/s one userspace OpenVPN forwards per core on the server, measured (default: an assumed "+strconv.Itoa(rules.DefaultPacketsPerSecPerCore)+")")
 	f.BoolVar(&o.json, "json", false, "print the advice as JSON")
 	f.StringVar(&o.format, "format", "text", "text or conf (ready-to-paste server.conf / client.conf / sysctl.conf fragments)")
 	return c

@@ -27,7 +27,7 @@ func TestAdviseBadInput(t *testing.T) {
 	ovpnperf(t, "advise", "--loss", "150%").mustBeUsageError(t, "100%")
 	ovpnperf(t, "advise", "--probe", other).mustBeUsageError(t, `schema "ovpnperf/run/v1"`)
 	ovpnperf(t, "advise", "--probe", trunc).mustBeUsageError(t, "truncated")
-	ovpnperf(t, "advise", "--pmtu", "100").mustBeUsageError(t, "pmtu 100")
+	ovpnperf(t, "advise", "--pmtu", "100").mustBeUsageError(t, `--pmtu "100"`)
 	ovpnperf(t, "advise", "--rate", "10mbit", "--openvpn", "2.4").mustBeUsageError(t, "2.5 or 2.6")
 	ovpnperf(t, "advise").mustBeUsageError(t, "needs a path")
 	ovpnperf(t, "probe", "x", "--pings", "1").mustBeUsageError(t, "--pings")

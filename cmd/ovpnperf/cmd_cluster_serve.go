@@ -94,7 +94,7 @@ func newClusterServe() (*cobra.Command, *clusterServeOptions) {
 	floatFlag(f, &o.rate, "rate", 20, 0, 1e6, "dispatcher requests per second per source address (burst twice that; 0: no limit)")
 	f.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on ADDR:PORT/metrics")
 	f.BoolVar(&o.perClient, "per-client-metrics", false, "also export bytes per client, labelled by common name (same names summed)")
-	intFlag(f, &o.perClientMax, "per-client-max", "", cluster.DefaultPerClientMax, 1, 100000, "with --per-client-metrics: export at most this many clients per scrape, the busiest (the rest are counted in ovpnperf_cluster_client_series_dropped)")
+	clientsCapFlag(f, &o.perClientMax, "per-client-max", cluster.DefaultPerClientMax, "with --per-client-metrics: export at most this many clients per scrape (%s), the busiest (the rest are counted in ovpnperf_cluster_client_series_dropped)")
 	f.DurationVar(&o.drain, "drain", 2*time.Second, "on stop, how long instances keep running after the dispatcher stops assigning")
 	f.StringVar(&o.irq, "irq", cluster.IRQOff, "NIC interrupt and RPS/XPS placement: off, plan (print it) or apply (write it; stop and clean restore the old values)")
 	f.StringSliceVar(&o.nics, "nic", nil, "with --irq: the device(s) carrying the instances' traffic (default: the devices of the instances' routes)")

@@ -48,7 +48,7 @@ ovpnperf_openvpn_*; docs/exporter.md lists them.`,
 	f := c.Flags()
 	f.StringVar(&o.listen, "listen", "", "serve /metrics on ADDR:PORT (required)")
 	f.BoolVar(&o.clientLabels, "client-labels", false, "also export bytes per client, labelled by common name")
-	intFlag(f, &o.maxClients, "max-clients", "", exporter.DefaultMaxClients, 1, 100000, "with --client-labels: export at most this many clients per scrape, the busiest (the rest are counted in ovpnperf_openvpn_client_series_dropped)")
+	clientsCapFlag(f, &o.maxClients, "max-clients", exporter.DefaultMaxClients, "with --client-labels: export at most this many clients per scrape (%s), the busiest (the rest are counted in ovpnperf_openvpn_client_series_dropped)")
 	return c
 }
 

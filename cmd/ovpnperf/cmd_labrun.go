@@ -42,8 +42,11 @@ type labRunOptions struct {
 	emulator  string
 }
 
-func newLabRunCommand() *cobra.Command {
-	var o labRunOptions
+func newLabRunCommand() *cobra.Command { return labRunCommand(new(labRunOptions)) }
+
+// labRunCommand is the command with its options parsed into o (the flag tests
+// read them).
+func labRunCommand(o *labRunOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "run [flags]",
 		Short: "Run real OpenVPN across an emulated path and measure it against the bare routed path",
@@ -90,21 +93,19 @@ module.`,
   ovpnperf lab run --rate 50mbit --variant dco --variant default`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runLabRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+			return runLabRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), *o)
 		},
 	}
 	f := c.Flags()
 	o.flags.bind(f)
 	emulatorFlag(f, &o.emulator)
 	f.StringArrayVar(&o.variants, "variant", nil, "OpenVPN variant to measure (repeatable): a built-in name or NAME=DIRECTIVE ARGS;…")
-	f.StringVar(&o.proto, "proto", "udp", "OpenVPN transport: udp or tcp")
-	intFlag(f, &o.repeat, "repeat", "", 3, 1, 50, "samples per row, interleaved across variants (1–50)")
-	durationFlag(f, &o.duration, "time", "", 2*time.Second, time.Second, 300*time.Second, true, "length of each iperf3 sample (whole seconds, 1s–300s)")
-	durationFlag(f, &o.omit, "omit", "", time.Second, 0, 60*time.Second, true, "warm-up left out of each sample (iperf3 -O; whole seconds)")
-	f.Lookup("time").DefValue = timeRule
-	f.Lookup("omit").DefValue = omitRule
-	intFlag(f, &o.parallel, "parallel", "", 1, 1, 32, "parallel iperf3 streams (1–32)")
-	stringFlag(f, &o.payload, "payload", "", "", "random or zeros", "send a file of random or zeros data instead of iperf3's own (for compression experiments)")
+	f.StringVar(&o.proto, "proto", experiment.DefaultProto, "OpenVPN transport: "+openvpn.UDP+" or "+openvpn.TCP)
+	rangeFlag(f, &o.repeat, "repeat", "", experiment.DefaultRepeat, experiment.RepeatRange(), "samples per row, interleaved across variants (%s)")
+	sampleTimeFlags(f, &o.duration, &o.omit, "", timeRule, omitRule)
+	rangeFlag(f, &o.parallel, "parallel", "", experiment.DefaultParallel, experiment.ParallelRange(), "parallel iperf3 streams (%s)")
+	payloads := strings.Join(experiment.Payloads(), " or ")
+	stringFlag(f, &o.payload, "payload", "", "", payloads, "send a file of "+payloads+" data instead of iperf3's own (for compression experiments)")
 	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
 	f.StringVar(&o.network, "network", "both", "built-in path(s) to measure when no path flag is given: lan, wan or both")
 	f.BoolVar(&o.noRouted, "no-routed", false, "skip the routed baseline")
@@ -137,40 +138,16 @@ func builtinNetworks(wanVariants []openvpn.Variant) []experiment.Network {
 var pathFlagNames = []string{"rate", "up-rate", "down-rate", "rtt", "up-delay", "down-delay", "jitter", "up-jitter", "down-jitter", "loss", "up-loss", "down-loss", "mtu", "queue-bytes", "icmp-blackhole", "no-ipv6"}
 
 // buildSpec validates every option and turns them into an experiment, before
-// anything is created.
+// anything is created; it asks nothing of the host (runLabRun checks the
+// emulator).
 func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 	spec := experiment.Spec{Command: command, Routed: !o.noRouted, Retries: iperf.Retries, Proto: o.proto, Repeat: o.repeat,
 		Duration: o.duration, Omit: o.omit, Parallel: o.parallel, Payload: o.payload, PKIDir: o.pki}
-	if o.proto != "udp" && o.proto != "tcp" {
-		return spec, usage.Errorf("--proto %q: want udp or tcp", o.proto)
-	}
-	// The sample length follows from the path unless given (see
-	// experiment.SampleTiming); resolved after the networks are known.
-	if o.repeat < 1 || o.repeat > 50 {
-		return spec, usage.Errorf("--repeat %d: want 1–50", o.repeat)
-	}
-	if o.duration < time.Second || o.duration > 300*time.Second || o.duration%time.Second != 0 {
-		return spec, usage.Errorf("--time %v: want whole seconds from 1s to 300s (iperf3 -t)", o.duration)
-	}
-	if o.omit < 0 || o.omit > 60*time.Second || o.omit%time.Second != 0 {
-		return spec, usage.Errorf("--omit %v: want whole seconds from 0s to 60s (iperf3 -O)", o.omit)
-	}
-	if o.parallel < 1 || o.parallel > 32 {
-		return spec, usage.Errorf("--parallel %d: want 1–32", o.parallel)
-	}
-	switch o.payload {
-	case "", "random", "zeros":
-	default:
-		return spec, usage.Errorf("--payload %q: want random or zeros", o.payload)
-	}
-	switch o.direction {
-	case "both":
-		spec.Directions = []string{measure.DirectionUp, measure.DirectionDown}
-	case "up", "down":
-		spec.Directions = []string{o.direction}
-	default:
+	dirs, ok := experiment.Directions(o.direction)
+	if !ok {
 		return spec, usage.Errorf("--direction %q: want up, down or both", o.direction)
 	}
+	spec.Directions = dirs
 	seen := map[string]bool{}
 	for _, s := range o.variants {
 		v, err := openvpn.ParseVariant(s)
@@ -191,9 +168,6 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 			}
 			spec.Variants = append(spec.Variants, v)
 		}
-	}
-	if len(spec.Variants) > 16 {
-		return spec, usage.Errorf("--variant: at most 16 variants in one run")
 	}
 	custom := o.flags.given()
 	if custom {
@@ -220,16 +194,19 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 			return spec, usage.Errorf("--network %q: want lan, wan or both", o.network)
 		}
 	}
-	if err := lab.CheckEmulator(o.emulator); err != nil {
+	// The sample length follows from the path unless given (see
+	// experiment.SampleTiming); the ranges are experiment's, checked
+	// here, before anything is built.
+	o.sampleTiming(&spec)
+	if err := spec.Validate(); err != nil {
 		return spec, err
 	}
 	for i := range spec.Networks {
 		spec.Networks[i].Path.Emulator = o.emulator
 	}
-	o.sampleTiming(&spec)
 	if o.name != "" {
 		if err := lab.ValidateName(o.name + "-lan"); err != nil {
-			return spec, usage.Errorf("--name %q: want 1–16 lower-case letters, digits or dashes", o.name)
+			return spec, usage.Errorf("--name %q: want 1–%d lower-case letters, digits or dashes", o.name, lab.MaxNameLen-len("-lan"))
 		}
 		spec.LabName = o.name
 	}
@@ -248,10 +225,10 @@ func (o labRunOptions) buildSpec(command string) (experiment.Spec, error) {
 }
 
 // The default sample timing, in words, for help texts (the rule is
-// experiment.SampleTiming's).
-const (
-	omitRule = "from the path: its TCP slow start, at least 1s"
-	timeRule = "from the path: 2s, or 4 round trips or 10 loaded round trips if longer"
+// experiment.SampleTiming's, iperf's).
+var (
+	omitRule = "from the path: " + iperf.WarmupRule()
+	timeRule = "from the path: " + iperf.TimeRule(0)
 )
 
 // sampleTiming sets the sample length and warm-up the user did not give
@@ -277,6 +254,11 @@ func (o labRunOptions) sampleTiming(spec *experiment.Spec) {
 func runLabRun(ctx context.Context, stdout, stderr io.Writer, o labRunOptions) error {
 	spec, err := o.buildSpec("lab run")
 	if err != nil {
+		return err
+	}
+	// Whether this host has the emulator asked for: a fact of the host,
+	// checked before anything is built.
+	if err := lab.CheckEmulator(o.emulator); err != nil {
 		return err
 	}
 	if err := lab.Preflight(); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lint"
+	"github.com/ovpnperf/ovpnperf/internal/rules"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
@@ -103,7 +104,7 @@ never printed.`,
 	f.StringVar(&o.log, "log", "", "also read this OpenVPN log (- for standard input)")
 	f.StringVar(&o.rtt, "rtt", "", "round-trip time of the path, e.g. 200ms")
 	f.StringVar(&o.rate, "rate", "", "bottleneck rate of the path, e.g. 100mbit")
-	f.IntVar(&o.pmtu, "pmtu", 0, "path MTU between the peers in bytes (ovpnperf pmtu measures it)")
+	rangeFlag(f, &o.pmtu, "pmtu", "", 0, rules.PathMTURange(), "path MTU between the peers in bytes, %s (ovpnperf pmtu measures it)")
 	f.BoolVar(&o.json, "json", false, "print the findings as JSON (same as --format json)")
 	f.StringVar(&o.format, "format", "text", "output format: text, gcc, json or sarif")
 	f.StringVar(&o.target, "target", "", "OpenVPN version to check for: 2.6 or 2.7 (default: the installed openvpn's)")
@@ -138,8 +139,8 @@ func runLint(o lintOptions) error {
 		}
 		o.context.RateBitsPerSec = r
 	}
-	if o.pmtu != 0 && (o.pmtu < 576 || o.pmtu > 65535) {
-		return usage.Errorf("--pmtu %d: want a path MTU between 576 and 65535 bytes", o.pmtu)
+	if r := rules.PathMTURange(); o.pmtu != 0 && !r.Contains(o.pmtu) {
+		return usage.Errorf("--pmtu %d: want a path MTU of %s bytes", o.pmtu, r)
 	}
 	o.context.PathMTU = o.pmtu
 	ctx := o.ctx

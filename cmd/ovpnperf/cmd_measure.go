@@ -6,16 +6,21 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/ui"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
 func init() {
@@ -37,8 +42,11 @@ type measureOptions struct {
 	html      string
 }
 
-func newMeasureCommand() *cobra.Command {
-	var o measureOptions
+func newMeasureCommand() *cobra.Command { return measureCommand(new(measureOptions)) }
+
+// measureCommand is the command with its options parsed into o (the flag tests
+// read them).
+func measureCommand(o *measureOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "measure HOST --tunnel TUNNEL_ADDR",
 		Short: "Measure your own OpenVPN tunnel against the path outside it, and name what limits it",
@@ -88,20 +96,17 @@ processes' file descriptors).`,
   ovpnperf compare before.json after.json`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return runMeasure(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a[0], o)
+			return runMeasure(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a[0], *o)
 		},
 	}
 	f := c.Flags()
 	stringFlag(f, &o.tunnel, "tunnel", "", "", "an IP address", "the far end's address inside the tunnel (required)")
 	intFlag(f, &o.pid, "pid", "", 0, 0, 1<<22, "the local OpenVPN process (default: the one holding the tun device the route to --tunnel uses)")
-	intFlag(f, &o.port, "port", "p", 5201, 1, 65535, "the far end's iperf3 server port")
-	intFlag(f, &o.repeat, "repeat", "", 3, 1, 50, "samples per row, interleaved (1–50; findings need 3)")
-	durationFlag(f, &o.duration, "time", "t", 0, time.Second, 300*time.Second, true, "length of each iperf3 sample (whole seconds, 1s–300s)")
-	durationFlag(f, &o.omit, "omit", "", -1, 0, 60*time.Second, true, "warm-up left out of each sample (iperf3 -O; whole seconds)")
-	f.Lookup("time").DefValue = measureTimeRule
-	f.Lookup("omit").DefValue = measureOmitRule
+	iperf3PortFlag(f, &o.port)
+	rangeFlag(f, &o.repeat, "repeat", "", experiment.DefaultRepeat, experiment.RepeatRange(), "samples per row, interleaved (%s; findings need "+strconv.Itoa(verdict.MinSamples)+")")
+	sampleTimeFlags(f, &o.duration, &o.omit, "t", measureTimeRule, measureOmitRule)
 	f.StringVar(&o.direction, "direction", "both", "up (this host → HOST), down or both")
-	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default AES-256-GCM, OpenVPN 2.6's first choice)")
+	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default "+overhead.DefaultCipher+", OpenVPN 2.6's first choice)")
 	f.BoolVar(&o.capture, "capture", false, "capture the outer packets of one tunnel sample with tcpdump and analyse them")
 	f.BoolVar(&o.json, "json", false, "print one JSON document (schema "+measure.Schema+") instead of tables")
 	stringFlag(f, &o.out, "out", "", "", "a file path", "also write the JSON document to this file (checked before the run)")
@@ -110,10 +115,10 @@ processes' file descriptors).`,
 }
 
 // The sample defaults of measure: lab run's rule at the round trip the
-// echoes measure (iperf.SampleTiming), at least 5 s.
-const (
-	measureTimeRule = "from the path: 5s, or 4 round trips or 10 loaded round trips (twice the largest echo) if longer, by ICMP echoes to both addresses"
-	measureOmitRule = "from the path: its TCP slow start, at least 1s; 2s if no echo answers"
+// echoes measure (iperf.RealPathTiming), at least realnet.MinDuration.
+var (
+	measureTimeRule = "from the path: " + iperf.TimeRule(realnet.MinDuration) + " (a loaded round trip is twice the largest echo), by ICMP echoes to both addresses"
+	measureOmitRule = "from the path: " + iperf.WarmupRule() + "; " + iperf.NoEchoWarmup.String() + " if no echo answers"
 )
 
 func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o measureOptions) error {
@@ -124,13 +129,8 @@ func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o
 	if err != nil {
 		return err
 	}
-	var dirs []string
-	switch o.direction {
-	case "both":
-		dirs = []string{measure.DirectionUp, measure.DirectionDown}
-	case "up", "down":
-		dirs = []string{o.direction}
-	default:
+	dirs, ok := experiment.Directions(o.direction)
+	if !ok {
 		return usage.Errorf("--direction %q: want up, down or both", o.direction)
 	}
 	if err := checkOutPath("--out", o.out); err != nil {
@@ -160,6 +160,9 @@ func runMeasure(ctx context.Context, stdout, stderr io.Writer, hostArg string, o
 	spec := realnet.Spec{Host: host, Tunnel: tun, Pid: o.pid, Port: o.port, Repeat: o.repeat,
 		Duration: o.duration, Omit: o.omit, Cipher: o.cipher, Capture: o.capture, Directions: dirs}
 	spec.CaptureFile = pcap
+	if err := spec.Validate(); err != nil {
+		return err
+	}
 	if !o.json {
 		spec.Progress = stderr
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -76,9 +77,9 @@ after net.ipv4.route.mtu_expires); pmtu leaves nothing else behind.`,
 	f := c.Flags()
 	f.BoolVarP(&o.ipv4, "ipv4", "4", false, "probe over IPv4 only")
 	f.BoolVarP(&o.ipv6, "ipv6", "6", false, "probe over IPv6 only")
-	durationFlag(f, &o.timeout, "timeout", "", 2*time.Second, 50*time.Millisecond, time.Minute, false, "longest wait for one round of answers (raise it for paths with RTT above ~1.5 s)")
-	intFlag(f, &o.max, "max", "", 0, 68, 65535, "largest probe in bytes, whole IP packet, 68–65535 (default: the MTU of the outgoing interface)")
-	f.StringVar(&o.cipher, "cipher", "AES-256-GCM", "OpenVPN data cipher for the translation ("+strings.Join(pmtu.Ciphers(), ", ")+")")
+	durationRangeFlag(f, &o.timeout, "timeout", "", pmtu.DefaultTimeout, pmtu.TimeoutRange(), "longest wait for one round of answers, %s (raise it for paths with RTT above ~1.5 s)")
+	rangeFlag(f, &o.max, "max", "", 0, pmtu.MaxRange(), "largest probe in bytes, whole IP packet, %s (default: the MTU of the outgoing interface)")
+	f.StringVar(&o.cipher, "cipher", overhead.DefaultCipher, "OpenVPN data cipher for the translation ("+strings.Join(pmtu.Ciphers(), ", ")+")")
 	f.StringVar(&o.auth, "auth", "SHA1", "OpenVPN --auth digest for the translation (used by CBC ciphers only)")
 	stringFlag(f, &o.throughTunnel, "through-tunnel", "", "", "the far end's tunnel address, e.g. 10.8.0.1", "probe ADDR, the far tunnel address, through a running tunnel")
 	f.BoolVar(&o.json, "json", false, "print the result as JSON")
@@ -96,11 +97,11 @@ func (o pmtuOptions) validate() error {
 	if o.host != "" && o.throughTunnel != "" {
 		return usage.Errorf("give either HOST or --through-tunnel ADDR, not both")
 	}
-	if o.timeout < 50*time.Millisecond || o.timeout > time.Minute {
-		return usage.Errorf("--timeout %v out of range: use 50ms … 1m", o.timeout)
+	if r := pmtu.TimeoutRange(); !r.Contains(o.timeout) {
+		return usage.Errorf("--timeout %v out of range: use %s", o.timeout, r)
 	}
-	if o.max != 0 && (o.max < 68 || o.max > 65535) {
-		return usage.Errorf("--max %d out of range: use 68 … 65535 bytes", o.max)
+	if r := pmtu.MaxRange(); o.max != 0 && !r.Contains(o.max) {
+		return usage.Errorf("--max %d out of range: use %s bytes", o.max, r)
 	}
 	if _, err := (pmtu.DataChannel{Cipher: o.cipher, Auth: o.auth}).Overhead(pmtu.Transport{Proto: "udp", Family: pmtu.IPv4}, 1000); err != nil {
 		return usage.Errorf("%v", err)

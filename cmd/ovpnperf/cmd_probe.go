@@ -77,11 +77,11 @@ why). Needs root (or CAP_NET_RAW) for the path-MTU probes.`,
 		},
 	}
 	f := c.Flags()
-	intFlag(f, &o.pings, "pings", "", 300, 10, 10000, "echoes for RTT, jitter and loss (10–10000), 10 ms apart")
+	rangeFlag(f, &o.pings, "pings", "", probe.DefaultPings, probe.PingsRange(), "echoes for RTT, jitter and loss (%s), "+probe.DefaultInterval.String()+" apart")
 	intFlag(f, &o.ppsPort, "pps-port", "", defaultPPSPort, 0, 65535, "UDP port of an ovpnperf pps server on HOST for the echoes (0: ICMP only)")
 	stringFlag(f, &o.ppsKeyFile, "pps-key-file", "", "", "a file only its owner can read (mode 0600)", "shared key to sign the pps hello, as pps client --key-file")
 	intFlag(f, &o.iperf3Port, "iperf3", "", 0, 1, 65535, "measure throughput against an iperf3 server on this `PORT` of HOST")
-	f.DurationVar(&o.iperf3Time, "iperf3-time", 5*time.Second, "length of the iperf3 test (1s–60s); a long path lengthens it to ten times twice the echo round trip, at most a minute, with a warm-up for slow start")
+	durationRangeFlag(f, &o.iperf3Time, "iperf3-time", "", probe.DefaultIPerf3Duration, probe.IPerf3DurationRange(), "length of the iperf3 test (%s); a long path lengthens it to ten times twice the echo round trip, at most a minute, with a warm-up for slow start")
 	f.BoolVar(&o.noCrypto, "no-crypto", false, "skip the local cipher speed test")
 	f.StringVar(&o.config, "config", "", "an OpenVPN config `FILE`: say whether DCO would be used for it here, and every reason not")
 	f.BoolVar(&o.json, "json", false, "print the path description as JSON")
@@ -90,12 +90,12 @@ why). Needs root (or CAP_NET_RAW) for the path-MTU probes.`,
 
 func runProbe(ctx context.Context, o probeOptions) error {
 	switch {
-	case o.pings < 10 || o.pings > 10000:
-		return usage.Errorf("--pings %d: want 10–10000", o.pings)
+	case !probe.PingsRange().Contains(o.pings):
+		return usage.Errorf("--pings %d: want %s", o.pings, probe.PingsRange())
 	case o.iperf3Port < 0 || o.iperf3Port > 65535:
 		return usage.Errorf("--iperf3 %d: not a port", o.iperf3Port)
-	case o.iperf3Time < time.Second || o.iperf3Time > time.Minute:
-		return usage.Errorf("--iperf3-time %v: want 1s–60s", o.iperf3Time)
+	case !probe.IPerf3DurationRange().Contains(o.iperf3Time):
+		return usage.Errorf("--iperf3-time %v: want %s", o.iperf3Time, probe.IPerf3DurationRange())
 	case strings.TrimSpace(o.host) == "" || strings.HasPrefix(o.host, "-"):
 		return usage.Errorf("probe needs a HOST name or address")
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
@@ -39,8 +41,11 @@ type recipeOptions struct {
 	name     string
 }
 
-func newRecipeCommand() *cobra.Command {
-	var o recipeOptions
+func newRecipeCommand() *cobra.Command { return recipeCommand(new(recipeOptions)) }
+
+// recipeCommand is the command with its options parsed into o (the flag tests
+// read them).
+func recipeCommand(o *recipeOptions) *cobra.Command {
 	var names []string
 	for _, r := range recipe.All() {
 		names = append(names, r.Name)
@@ -83,13 +88,13 @@ measuring anything, and lists the verdicts that differ from the saved ones.`,
 			if a[0] == "judge" {
 				return runRecipeJudge(cmd.Context(), cmd.OutOrStdout(), a[1], o.json)
 			}
-			return runRecipe(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a[0], o)
+			return runRecipe(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a[0], *o)
 		},
 	}
 	f := c.Flags()
 	o.flags.bind(f)
-	intFlag(f, &o.repeat, "repeat", "", 0, 1, 50, "samples per row, 1–50 (default: the recipe's, usually 3)")
-	durationFlag(f, &o.duration, "time", "", 0, time.Second, 300*time.Second, true, "length of each throughput sample in whole seconds, 1s–300s (default: the recipe's)")
+	rangeFlag(f, &o.repeat, "repeat", "", 0, experiment.RepeatRange(), "samples per row, %s (default: the recipe's, usually "+strconv.Itoa(experiment.DefaultRepeat)+")")
+	durationRangeFlag(f, &o.duration, "time", "", 0, experiment.SampleTimeRange(), "length of each throughput sample in whole seconds, %s (default: the recipe's)")
 	f.BoolVar(&o.json, "json", false, "print JSON (one report; with all, a list of reports)")
 	stringFlag(f, &o.out, "out", "", "", "a file path", "also write the JSON to this file (checked before the run)")
 	stringFlag(f, &o.html, "html", "", "", "a file path", "also write the report page (as `ovpnperf report` makes it) to this file")
@@ -199,12 +204,6 @@ func (o recipeOptions) recipeOptions() (recipe.Options, error) {
 		}
 		opts.Path = &p
 	}
-	if o.repeat < 0 || o.repeat > 50 {
-		return opts, usage.Errorf("--repeat %d: want 1–50", o.repeat)
-	}
-	if o.duration < 0 || o.duration > 300*time.Second || o.duration%time.Second != 0 {
-		return opts, usage.Errorf("--time %v: want whole seconds from 1s to 300s", o.duration)
-	}
 	if err := checkOutPath("--out", o.out); err != nil {
 		return opts, err
 	}
@@ -218,11 +217,11 @@ func (o recipeOptions) recipeOptions() (recipe.Options, error) {
 	}
 	if o.name != "" {
 		if err := lab.ValidateName(o.name + "-xxxxx"); err != nil {
-			return opts, usage.Errorf("--name %q: want 1–14 lower-case letters, digits or dashes", o.name)
+			return opts, usage.Errorf("--name %q: want 1–%d lower-case letters, digits or dashes", o.name, lab.MaxNameLen-len("-xxxxx"))
 		}
 	}
 	opts.Repeat, opts.Duration, opts.PKIDir, opts.LabName = o.repeat, o.duration, o.pki, o.name
-	return opts, nil
+	return opts, opts.Validate()
 }
 
 // recipeListSchema names the document of `recipe list --json`.

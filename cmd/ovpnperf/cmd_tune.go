@@ -47,8 +47,11 @@ type tuneOptions struct {
 	pki       string
 }
 
-func newTuneCommand() *cobra.Command {
-	var o tuneOptions
+func newTuneCommand() *cobra.Command { return tuneCommand(new(tuneOptions)) }
+
+// tuneCommand is the command with its options parsed into o (the flag tests
+// read them).
+func tuneCommand(o *tuneOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "tune [flags]",
 		Short: "Search a lab twin of a path for an OpenVPN configuration faster than the defaults and advise's",
@@ -77,19 +80,19 @@ prints the best so far.`,
   ovpnperf tune --rate 5mbit --rtt 300ms --loss 2% --allow-tcp --json`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runTune(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+			return runTune(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), *o)
 		},
 	}
 	f := c.Flags()
 	o.flags.bind(f)
 	f.StringVar(&o.probe, "probe", "", "build the twin from this probe JSON (ovpnperf probe) instead of path flags")
-	f.DurationVar(&o.budget, "budget", 10*time.Minute, "stop the search after this long and report the best so far (30s–24h)")
+	durationRangeFlag(f, &o.budget, "budget", "", tune.DefaultBudget, tune.BudgetRange(), "stop the search after this long and report the best so far (%s)")
 	f.StringArrayVar(&o.fix, "fix", nil, "pin a parameter (repeatable): proto=udp|tcp, cipher=CIPHER|default, mtu='DIRECTIVES'|default, buffers=BYTES|default, txqueuelen=N|default, fast-io=on|off")
 	f.BoolVar(&o.allowTCP, "allow-tcp", false, "let the search try OpenVPN over TCP")
 	f.StringVar(&o.start, "start", "", "a starting variant of your own (NAME=DIRECTIVES…), used in place of advise's")
-	intFlag(f, &o.repeat, "repeat", "", 3, tune.MinSamples, 20, "samples per candidate and round, interleaved (3–20; 3 are needed to call a difference beyond the spread)")
-	f.DurationVar(&o.duration, "time", 2*time.Second, "length of each iperf3 sample (whole seconds, 1s–60s)")
-	f.DurationVar(&o.omit, "omit", time.Second, "warm-up left out of each sample (iperf3 -O; whole seconds)")
+	rangeFlag(f, &o.repeat, "repeat", "", tune.MinSamples, tune.RepeatRange(), "samples per candidate and round, interleaved (%s; "+strconv.Itoa(tune.MinSamples)+" are needed to call a difference beyond the spread)")
+	durationRangeFlag(f, &o.duration, "time", "", 0, tune.SampleTimeRange(), "length of each iperf3 sample (whole seconds, %s)")
+	durationRangeFlag(f, &o.omit, "omit", "", 0, experiment.OmitRange(), "warm-up left out of each sample (iperf3 -O; whole seconds, %s)")
 	f.Lookup("time").DefValue = timeRule
 	f.Lookup("omit").DefValue = omitRule
 	f.StringVar(&o.direction, "direction", "both", "up (client→server), down (server→client) or both")
@@ -116,25 +119,11 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 	if err := checkOutPath("--html", o.html); err != nil {
 		return s, err
 	}
-	if o.budget < 30*time.Second || o.budget > 24*time.Hour {
-		return s, usage.Errorf("--budget %v: want 30s–24h", o.budget)
+	if r := tune.BudgetRange(); !r.Contains(o.budget) {
+		return s, usage.Errorf("--budget %v: want %s", o.budget, r)
 	}
-	if o.repeat < tune.MinSamples || o.repeat > 20 {
-		return s, usage.Errorf("--repeat %d: want %d–20", o.repeat, tune.MinSamples)
-	}
-	if o.duration < time.Second || o.duration > 60*time.Second || o.duration%time.Second != 0 {
-		return s, usage.Errorf("--time %v: want whole seconds from 1s to 60s (iperf3 -t)", o.duration)
-	}
-	if o.omit < 0 || o.omit > 60*time.Second || o.omit%time.Second != 0 {
-		return s, usage.Errorf("--omit %v: want whole seconds from 0s to 60s (iperf3 -O)", o.omit)
-	}
-	var dirs []string
-	switch o.direction {
-	case "both":
-		dirs = []string{measure.DirectionUp, measure.DirectionDown}
-	case "up", "down":
-		dirs = []string{o.direction}
-	default:
+	dirs, ok := experiment.Directions(o.direction)
+	if !ok {
 		return s, usage.Errorf("--direction %q: want up, down or both", o.direction)
 	}
 	fixed := map[string]string{}
@@ -216,7 +205,7 @@ func (o tuneOptions) setup() (tuneSetup, error) {
 	if o.flags.fs != nil && !o.flags.fs.Changed("omit") {
 		s.twin.Omit = w
 	}
-	return s, nil
+	return s, s.twin.Validate()
 }
 
 // pathArgs renders the path flags the user gave, for the lab run line.

@@ -15,9 +15,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ovpnperf/ovpnperf/internal/experiment"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
+	"github.com/ovpnperf/ovpnperf/internal/verdict"
 	"github.com/ovpnperf/ovpnperf/internal/watch"
 )
 
@@ -45,8 +48,11 @@ const (
 	historyMaxLeast   = 1 << 20
 )
 
-func newWatchCommand() *cobra.Command {
-	var o watchOptions
+func newWatchCommand() *cobra.Command { return watchCommand(new(watchOptions)) }
+
+// watchCommand is the command with its options parsed into o (the flag tests
+// read them).
+func watchCommand(o *watchOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "watch HOST --tunnel TUNNEL_ADDR --listen ADDR:PORT",
 		Short: "Watch your own OpenVPN tunnel over time: counters and echoes always, measure's samples every interval, as Prometheus metrics",
@@ -76,24 +82,21 @@ process's file descriptors). docs/watch.md lists the metrics.`,
   ovpnperf watch 198.51.100.7 --tunnel 10.8.0.1 --every 1h --listen 127.0.0.1:9477 --history /var/lib/ovpnperf/watch.jsonl`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			return runWatch(cmd.Context(), cmd.ErrOrStderr(), a[0], o)
+			return runWatch(cmd.Context(), cmd.ErrOrStderr(), a[0], *o)
 		},
 	}
 	f := c.Flags()
 	stringFlag(f, &o.tunnel, "tunnel", "", "", "an IP address", "the far end's address inside the tunnel (required)")
 	stringFlag(f, &o.listen, "listen", "", "", "ADDR:PORT", "serve Prometheus /metrics on ADDR:PORT (required)")
 	intFlag(f, &o.pid, "pid", "", 0, 0, 1<<22, "the local OpenVPN process (default: the one holding the tun device the route to --tunnel uses)")
-	intFlag(f, &o.port, "port", "p", 5201, 1, 65535, "the far end's iperf3 server port")
-	durationFlag(f, &o.every, "every", "", 15*time.Minute, 10*time.Second, 24*time.Hour, true, "time between the starts of two active rounds (10s–24h)")
-	durationFlag(f, &o.probe, "probe-interval", "", watch.DefaultProbeInterval, time.Second, 10*time.Minute, true, "how often counters are read and echoes sent between rounds")
+	iperf3PortFlag(f, &o.port)
+	durationRangeFlag(f, &o.every, "every", "", watch.DefaultEvery, watch.EveryRange(), "time between the starts of two active rounds (%s)")
+	durationRangeFlag(f, &o.probe, "probe-interval", "", watch.DefaultProbeInterval, watch.ProbeIntervalRange(), "how often counters are read and echoes sent between rounds (%s)")
 	stringFlag(f, &o.history, "history", "", "", "a file path", "append each round to this file as a JSON line")
-	sizeFlag(f, &o.historyMax, "history-max", historyMaxDefault, historyMaxLeast, historyMaxDefault, "size at which the history moves to FILE.1 and starts again (1MiB–64MiB)")
-	intFlag(f, &o.repeat, "repeat", "", 3, 1, 50, "samples per row in each round, interleaved (1–50; findings need 3)")
-	durationFlag(f, &o.duration, "time", "t", 0, time.Second, 300*time.Second, true, "length of each iperf3 sample (whole seconds, 1s–300s)")
-	durationFlag(f, &o.omit, "omit", "", -1, 0, 60*time.Second, true, "warm-up left out of each sample (iperf3 -O; whole seconds)")
-	f.Lookup("time").DefValue = measureTimeRule
-	f.Lookup("omit").DefValue = measureOmitRule
-	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default AES-256-GCM)")
+	sizeFlag(f, &o.historyMax, "history-max", historyMaxDefault, historyMaxLeast, historyMaxDefault, "size at which the history moves to FILE.1 and starts again ("+formatSize(historyMaxLeast)+"–"+formatSize(historyMaxDefault)+")")
+	rangeFlag(f, &o.repeat, "repeat", "", experiment.DefaultRepeat, experiment.RepeatRange(), "samples per row in each round, interleaved (%s; findings need "+strconv.Itoa(verdict.MinSamples)+")")
+	sampleTimeFlags(f, &o.duration, &o.omit, "t", measureTimeRule, measureOmitRule)
+	stringFlag(f, &o.cipher, "cipher", "", "", "a data cipher", "the tunnel's data cipher, for the overhead model (default "+overhead.DefaultCipher+")")
 	return c
 }
 
@@ -102,7 +105,7 @@ process's file descriptors). docs/watch.md lists the metrics.`,
 func sizeFlag(fs *pflag.FlagSet, dst *int64, name string, def, lo, hi int64, help string) {
 	*dst = def
 	form := fmt.Sprintf("a size from %s to %s (e.g. 64MiB)", formatSize(lo), formatSize(hi))
-	addValue(fs, dst, name, "", "size", formatSize(def), func(flag, s string) (int64, error) {
+	v := addValue(fs, dst, name, "", "size", formatSize(def), func(flag, s string) (int64, error) {
 		num, mult := s, int64(1)
 		for _, u := range []struct {
 			suffix string
@@ -119,6 +122,7 @@ func sizeFlag(fs *pflag.FlagSet, dst *int64, name string, def, lo, hi int64, hel
 		}
 		return n * mult, nil
 	}, help)
+	v.bounds = [2]string{strconv.FormatInt(lo, 10), strconv.FormatInt(hi, 10)}
 }
 
 func formatSize(n int64) string {
@@ -161,6 +165,9 @@ func runWatch(ctx context.Context, stderr io.Writer, hostArg string, o watchOpti
 	}
 	spec := realnet.Spec{Host: host, Tunnel: tun, Pid: o.pid, Port: o.port, Repeat: o.repeat,
 		Duration: o.duration, Omit: o.omit, Cipher: o.cipher}
+	if err := spec.Validate(); err != nil {
+		return err
+	}
 	opts := watch.Options{Spec: spec, Every: o.every, ProbeInterval: o.probe, Log: stderr, Argv: os.Args}
 	w, err := watch.New(opts)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
@@ -30,7 +31,20 @@ type value[T any] struct {
 	dst   *T
 	text  string
 	parse func(flag, s string) (T, error)
+	// bounds are the least and the largest value accepted, as typed on a
+	// command line (empty for a flag without a range).
+	bounds [2]string
 }
+
+// boundedValue is a flag with a range: what the bound tests walk.
+type boundedValue interface {
+	pflag.Value
+	Bounds() (lo, hi string)
+}
+
+// Bounds returns the least and the largest value the flag accepts, as
+// typed on a command line ("" for a flag without a range).
+func (v *value[T]) Bounds() (lo, hi string) { return v.bounds[0], v.bounds[1] }
 
 func (v *value[T]) Set(s string) error {
 	x, err := v.parse(v.flag, s)
@@ -53,9 +67,10 @@ func flagLabel(name, short string) string {
 	return "--" + name
 }
 
-func addValue[T any](fs *pflag.FlagSet, dst *T, name, short, typ, def string, parse func(flag, s string) (T, error), help string) {
+func addValue[T any](fs *pflag.FlagSet, dst *T, name, short, typ, def string, parse func(flag, s string) (T, error), help string) *value[T] {
 	v := &value[T]{flag: flagLabel(name, short), typ: typ, dst: dst, text: def, parse: parse}
 	fs.VarP(v, name, short, help)
+	return v
 }
 
 // flagError turns pflag's errors into usage errors: ours come back as they
@@ -74,20 +89,34 @@ func flagError(err error) error {
 // intFlag registers an int flag accepting min..max.
 func intFlag(fs *pflag.FlagSet, dst *int, name, short string, def, lo, hi int, help string) {
 	*dst = def
-	addValue(fs, dst, name, short, "int", strconv.Itoa(def), func(flag, s string) (int, error) {
+	v := addValue(fs, dst, name, short, "int", strconv.Itoa(def), func(flag, s string) (int, error) {
 		n, err := parseInt(flag, s, int64(lo), int64(hi))
 		return int(n), err
 	}, help)
+	v.bounds = [2]string{strconv.Itoa(lo), strconv.Itoa(hi)}
+}
+
+// rangeFlag registers an int flag accepting r; help is a format whose
+// one %s is the range ("1–50"), so the help shows the range checked.
+func rangeFlag(fs *pflag.FlagSet, dst *int, name, short string, def int, r bounds.Int, help string) {
+	intFlag(fs, dst, name, short, def, r.Min, r.Max, fmt.Sprintf(help, r))
+}
+
+// durationRangeFlag registers a duration flag accepting r; help is a
+// format whose one %s is the range ("1s–5m").
+func durationRangeFlag(fs *pflag.FlagSet, dst *time.Duration, name, short string, def time.Duration, r bounds.Duration, help string) {
+	durationFlag(fs, dst, name, short, def, r.Min, r.Max, r.Whole, fmt.Sprintf(help, r))
 }
 
 // portFlag registers a port flag accepting 1..65535; def 0 is a flag
 // not given (0 is never a port a user means).
 func portFlag(fs *pflag.FlagSet, dst *uint16, name string, def uint16, help string) {
 	*dst = def
-	addValue(fs, dst, name, "", "port", strconv.Itoa(int(def)), func(flag, s string) (uint16, error) {
+	v := addValue(fs, dst, name, "", "port", strconv.Itoa(int(def)), func(flag, s string) (uint16, error) {
 		n, err := parseInt(flag, s, 1, 65535)
 		return uint16(n), err
 	}, help)
+	v.bounds = [2]string{"1", "65535"}
 }
 
 // decimalRE is a whole number as people write it: no base prefix (0x,
@@ -120,25 +149,28 @@ func parseInt(flag, s string, lo, hi int64) (int64, error) {
 
 // uintFlag registers a uint64 count accepting 0..hi.
 func uintFlag(fs *pflag.FlagSet, dst *uint64, name, short string, hi uint64, help string) {
-	addValue(fs, dst, name, short, "uint", "0", func(flag, s string) (uint64, error) {
+	v := addValue(fs, dst, name, short, "uint", "0", func(flag, s string) (uint64, error) {
 		n, err := parseInt(flag, s, 0, int64(min(hi, math.MaxInt64)))
 		return uint64(n), err
 	}, help)
+	v.bounds = [2]string{"0", strconv.FormatUint(min(hi, math.MaxInt64), 10)}
 }
 
 // durationFlag registers a Go duration ("2s", "500ms", "1m") accepting
 // lo..hi, and only whole seconds when whole is set (iperf3 takes seconds).
 func durationFlag(fs *pflag.FlagSet, dst *time.Duration, name, short string, def, lo, hi time.Duration, whole bool, help string) {
 	*dst = def
-	addValue(fs, dst, name, short, "duration", def.String(), func(flag, s string) (time.Duration, error) {
+	v := addValue(fs, dst, name, short, "duration", def.String(), func(flag, s string) (time.Duration, error) {
 		return parseDuration(flag, s, lo, hi, whole)
 	}, help)
+	v.bounds = [2]string{lo.String(), hi.String()}
 }
 
 func parseDuration(flag, s string, lo, hi time.Duration, whole bool) (time.Duration, error) {
-	form := fmt.Sprintf("a duration with a unit from %v to %v, e.g. %v", lo, hi, max(lo, min(2*time.Second, hi)))
+	eg := bounds.FormatDuration(max(lo, min(2*time.Second, hi)))
+	form := fmt.Sprintf("a duration with a unit from %s to %s, e.g. %s", bounds.FormatDuration(lo), bounds.FormatDuration(hi), eg)
 	if whole {
-		form = fmt.Sprintf("whole seconds with a unit from %v to %v, e.g. %v", lo, hi, max(lo, min(2*time.Second, hi)))
+		form = fmt.Sprintf("whole seconds with a unit from %s to %s, e.g. %s", bounds.FormatDuration(lo), bounds.FormatDuration(hi), eg)
 	}
 	t := strings.TrimSpace(s)
 	if t == "" {
@@ -163,7 +195,7 @@ func parseDuration(flag, s string, lo, hi time.Duration, whole bool) (time.Durat
 // floatFlag registers a plain number accepting lo..hi.
 func floatFlag(fs *pflag.FlagSet, dst *float64, name string, def, lo, hi float64, help string) {
 	*dst = def
-	addValue(fs, dst, name, "", "float", strconv.FormatFloat(def, 'g', -1, 64), func(flag, s string) (float64, error) {
+	v := addValue(fs, dst, name, "", "float", strconv.FormatFloat(def, 'g', -1, 64), func(flag, s string) (float64, error) {
 		form := fmt.Sprintf("a number from %g to %g", lo, hi)
 		t := strings.TrimSpace(s)
 		if t == "" {
@@ -178,6 +210,7 @@ func floatFlag(fs *pflag.FlagSet, dst *float64, name string, def, lo, hi float64
 		}
 		return v, nil
 	}, help)
+	v.bounds = [2]string{strconv.FormatFloat(lo, 'g', -1, 64), strconv.FormatFloat(hi, 'g', -1, 64)}
 }
 
 // intListFlag registers a comma-separated list of whole numbers in lo..hi;
@@ -188,7 +221,7 @@ func intListFlag(fs *pflag.FlagSet, dst *[]int, name string, def []int, lo, hi i
 	for _, d := range def {
 		ds = append(ds, strconv.Itoa(d))
 	}
-	addValue(fs, dst, name, "", "ints", strings.Join(ds, ","), func(flag, s string) ([]int, error) {
+	v := addValue(fs, dst, name, "", "ints", strings.Join(ds, ","), func(flag, s string) ([]int, error) {
 		if strings.TrimSpace(s) == "" {
 			return nil, usage.Errorf("%s: empty list; want whole numbers from %d to %d separated by commas, e.g. 256,1024", flag, lo, hi)
 		}
@@ -202,6 +235,7 @@ func intListFlag(fs *pflag.FlagSet, dst *[]int, name string, def []int, lo, hi i
 		}
 		return out, nil
 	}, help)
+	v.bounds = [2]string{strconv.Itoa(lo), strconv.Itoa(hi)}
 }
 
 // stringListFlag registers a comma-separated list of non-empty words.

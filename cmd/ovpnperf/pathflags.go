@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -51,8 +52,8 @@ func (f *pathFlags) bind(fs *pflag.FlagSet) {
 	percentFlag(fs, &f.loss, "loss", "random loss applied to each direction (e.g. 0.5%)")
 	percentFlag(fs, &f.upLoss, "up-loss", "random loss client→server (overrides --loss)")
 	percentFlag(fs, &f.downLoss, "down-loss", "random loss server→client (overrides --loss)")
-	intFlag(fs, &f.mtu, "mtu", "", 0, labpath.MinMTUv4, labpath.MaxMTU, "MTU of the router–server segment, the path-MTU bottleneck (576–65535; default 1500)")
-	intFlag(fs, &f.queueBytes, "queue-bytes", "", 0, 1, labpath.MaxQueueBytes, "bottleneck buffer of each rate limiter in bytes (default: one bandwidth-delay product, at least 64 KiB, at most 1 GiB)")
+	intFlag(fs, &f.mtu, "mtu", "", 0, labpath.MinMTUv4, labpath.MaxMTU, fmt.Sprintf("MTU of the router–server segment, the path-MTU bottleneck (%d–%d; default %d)", labpath.MinMTUv4, labpath.MaxMTU, labpath.DefaultMTU))
+	intFlag(fs, &f.queueBytes, "queue-bytes", "", 0, 1, labpath.MaxQueueBytes, fmt.Sprintf("bottleneck buffer of each rate limiter in bytes (default: one bandwidth-delay product, at least %s, at most %s)", formatSize(labpath.MinDefaultQueueBytes), formatSize(labpath.MaxQueueBytes)))
 	fs.BoolVar(&f.icmpBlackhole, "icmp-blackhole", false, "drop ICMP \"fragmentation needed\" / ICMPv6 \"packet too big\" at the router (breaks PMTU discovery)")
 	fs.BoolVar(&f.noIPv6, "no-ipv6", false, "build an IPv4-only lab (needed for an MTU below 1280)")
 }
@@ -129,7 +130,7 @@ func (f *pathFlags) path() (labpath.Path, error) {
 		return p, usage.Errorf("--queue-bytes %d: below two full-size frames (%d bytes at MTU %d), every packet would be dropped; want %d–%d", f.queueBytes, p.MinQueueBytes(), p.EffectiveMTU(), p.MinQueueBytes(), labpath.MaxQueueBytes)
 	}
 	if p.Up.Delay+p.Down.Delay > labpath.MaxRTT {
-		return p, usage.Errorf("round trip %v (--rtt, --up-delay, --down-delay): over the 10s limit", p.Up.Delay+p.Down.Delay)
+		return p, usage.Errorf("round trip %v (--rtt, --up-delay, --down-delay): over the %v limit", p.Up.Delay+p.Down.Delay, labpath.MaxRTT)
 	}
 	return p, p.Validate()
 }
@@ -147,7 +148,7 @@ func queueWarnings(p labpath.Path) []string {
 		}
 		if q, clamped := p.QueueBytesFor(d.l.RateBitsPerSec); clamped {
 			out = append(out, "warning: "+d.name+": one bandwidth-delay product at "+lab.FormatRate(d.l.RateBitsPerSec)+" over "+(p.Up.Delay+p.Down.Delay).String()+
-				" exceeds the 1 GiB a rate limiter can queue; using "+formatBytes(q)+" (set --queue-bytes to choose)")
+				" exceeds the "+formatSize(labpath.MaxQueueBytes)+" a rate limiter can queue; using "+formatBytes(q)+" (set --queue-bytes to choose)")
 		}
 	}
 	return out

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/rules"
 )
@@ -165,10 +166,10 @@ func (in *Input) Validate() error {
 		return bad("jitter %v: must not be negative", in.Jitter)
 	case in.LossPercent < 0 || in.LossPercent > 100 || math.IsNaN(in.LossPercent):
 		return bad("loss %v%%: must be between 0 and 100", in.LossPercent)
-	case in.PathMTU != 0 && (in.PathMTU < 576 || in.PathMTU > 65535):
-		return bad("pmtu %d: must be between 576 and 65535 bytes", in.PathMTU)
-	case in.Clients < 0 || in.Clients > 100000:
-		return bad("clients %d: must be between 1 and 100000", in.Clients)
+	case in.PathMTU != 0 && !rules.PathMTURange().Contains(in.PathMTU):
+		return bad("pmtu %d: must be %s bytes", in.PathMTU, rules.PathMTURange())
+	case in.Clients != 0 && !ClientsRange().Contains(in.Clients):
+		return bad("clients %d: must be %s", in.Clients, ClientsRange())
 	case in.CryptoBytesPerSec < 0 || in.ChaChaBytesPerSec < 0 || in.PacketsPerSecPerCore < 0:
 		return bad("crypto and packet speeds must not be negative")
 	case in.RmemMax < 0 || in.WmemMax < 0:
@@ -195,7 +196,7 @@ func (in *Input) Validate() error {
 		return bad("client-os %q: linux, windows, macos or android", in.ClientOS)
 	}
 	if in.Clients == 0 {
-		in.Clients = 1
+		in.Clients = DefaultClients
 	}
 	if in.DCO && in.OpenVPN == "2.5" {
 		return bad("dco: OpenVPN 2.5 has no data-channel offload (2.6 or later)")
@@ -530,3 +531,9 @@ func (b *builder) dcoNote() {
 	}
 	b.a.DCONote = ("the prediction is bound by one OpenVPN process's CPU (" + b.a.Ceilings[0].Binding + "): data channel offload (DCO) would move the data channel into the kernel. It takes OpenVPN 2.7 with Linux 6.16 or newer built with CONFIG_OVPN (or the ovpn-backports module), or OpenVPN 2.6 with the out-of-tree ovpn-dco module (Debian package openvpn-dco-dkms), and a config without the options that turn it off (fragment, compression framing, non-AEAD ciphers, proxies, tap, a server without topology subnet: `ovpnperf lint --target 2.7 CONFIG` names each; `ovpnperf probe HOST --config CONFIG` checks the host). Then run advise with --dco yes (docs/openvpn-facts.md#data-channel-offload-dco)")
 }
+
+// DefaultClients is Input.Clients' default: one client.
+const DefaultClients = 1
+
+// ClientsRange is the concurrent clients advise takes.
+func ClientsRange() bounds.Int { return bounds.Int{Min: 1, Max: 100000} }

@@ -16,6 +16,16 @@ import (
 // Prometheus).
 const Undef = "UNDEF"
 
+// The cap on the keys a scrape exports, the same for the exporter's
+// --max-clients and cluster serve's --per-client-max.
+const (
+	// DefaultMax keeps the series of a scrape in the hundreds.
+	DefaultMax = 100
+	// LargestMax is the largest cap a user may set: beyond it a scrape
+	// would carry more series than a Prometheus target should.
+	LargestMax = 100000
+)
+
 // Row is one client row: Group is what the series are per (an instance, a
 // process), Name its common name.
 type Row struct {

@@ -15,7 +15,7 @@ import (
 
 // DefaultPerClientMax is how many per-client keys (instance, common name)
 // a scrape exports when Options.PerClientMax is zero.
-const DefaultPerClientMax = 100
+const DefaultPerClientMax = clientseries.DefaultMax
 
 // collector reads the supervisors' state at scrape time, so a metric is
 // never staler than the last management poll. Names follow Prometheus's

@@ -29,21 +29,15 @@ import (
 )
 
 // Run measures spec and returns the report. Labs are torn down on return,
-// also on error and when ctx is cancelled.
+// also on error and when ctx is cancelled. Options left zero take their
+// defaults (Spec.WithDefaults); one outside its range is refused before
+// anything is built (Spec.Validate).
 func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
-	if spec.Repeat < 1 {
-		spec.Repeat = 1
-	}
-	if spec.Proto == "" {
-		spec.Proto = "udp"
-	}
-	if len(spec.Directions) == 0 {
-		spec.Directions = []string{measure.DirectionUp, measure.DirectionDown}
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return nil, err
 	}
 	for _, n := range spec.Networks {
-		if len(n.variants(spec)) > tunnel.MaxSlots {
-			return nil, fmt.Errorf("at most %d variants at once", tunnel.MaxSlots)
-		}
 		names := map[string]bool{}
 		for _, v := range n.variants(spec) {
 			names[v.Name] = true
@@ -78,7 +72,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	}
 	sc := measure.Scenario{
 		Command: spec.Command, DurationSeconds: spec.Duration.Seconds(), Repeat: spec.Repeat,
-		Parallel: max(spec.Parallel, 1), Extra: map[string]any{"proto": spec.Proto, "payload": payloadName(spec.Payload)},
+		Parallel: spec.Parallel, Extra: map[string]any{"proto": spec.Proto, "payload": payloadName(spec.Payload)},
 	}
 	for k, v := range spec.Extra {
 		sc.Extra[k] = v

@@ -53,7 +53,7 @@ func sample(ctx context.Context, l *lab.Lab, spec Spec, n Network, s subject, di
 	if s.tun != nil {
 		opts.PathSlack += tunQueueDrain(n.Path)
 	}
-	if n.payload(spec) == "zeros" {
+	if n.payload(spec) == iperf.PayloadZeros {
 		// A compressing tunnel may carry zeros faster than the link.
 		opts.PathRateBitsPerSec = 0
 	}

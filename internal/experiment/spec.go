@@ -55,17 +55,24 @@ type Spec struct {
 	// Variants are the tunnels; Routed adds the bare path as baseline.
 	Variants []openvpn.Variant
 	Routed   bool
-	// Proto is the tunnels' transport, "udp" or "tcp"; Protos overrides it
+	// Proto is the tunnels' transport, "udp" or "tcp" ("": DefaultProto);
+	// Protos overrides it
 	// for the variants it names, so UDP and TCP tunnels can be compared in
 	// one interleaved run.
 	Proto  string
 	Protos map[string]string
 	// Directions: measure.DirectionUp (client→server) and/or DirectionDown.
+	// Empty measures both.
 	Directions []string
-	Repeat     int
-	// Duration of each sample and the warm-up left out of it (iperf3 -t, -O).
+	// Repeat is the samples per row (RepeatRange; 0: DefaultRepeat).
+	Repeat int
+	// Duration of each sample and the warm-up left out of it (iperf3 -t,
+	// -O; SampleTimeRange and OmitRange). Duration 0 takes the longest
+	// SampleTiming of the networks' paths; Omit 0 is no warm-up.
 	Duration, Omit time.Duration
-	Parallel       int
+	// Parallel is the iperf3 streams of a sample (ParallelRange; 0:
+	// DefaultParallel).
+	Parallel int
 	// Payload is "" (iperf3's own data), "random" or "zeros".
 	Payload string
 	// LabName names the labs (NAME, or NAME-NETWORK with several

@@ -52,7 +52,7 @@ import (
 
 // DefaultMaxClients is how many per-client keys a scrape exports with
 // client labels on when Options.MaxClients is zero.
-const DefaultMaxClients = 100
+const DefaultMaxClients = clientseries.DefaultMax
 
 // Options configure an exporter.
 type Options struct {

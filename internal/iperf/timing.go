@@ -1,6 +1,7 @@
 package iperf
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -107,3 +108,13 @@ const NoEchoWarmup = 2 * time.Second
 func ceilSeconds(d time.Duration) time.Duration {
 	return (d + time.Second - 1) / time.Second * time.Second
 }
+
+// TimeRule is SampleTiming's rule for the measured length in words, for a
+// help text, with least as the shortest sample (0: the rule's own).
+func TimeRule(least time.Duration) string {
+	return fmt.Sprintf("%v, or %d round trips or %d loaded round trips if longer", max(least, minSampleTime), sampleRoundTrips, edgeRoundTrips)
+}
+
+// WarmupRule is SampleTiming's rule for the warm-up in words, for a help
+// text.
+func WarmupRule() string { return fmt.Sprintf("its TCP slow start, at least %v", minWarmup) }

@@ -1,6 +1,7 @@
 package iperf
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,5 +28,20 @@ func TestRealPathTiming(t *testing.T) {
 		if d != c.duration || w != c.omit || slack != c.slk {
 			t.Errorf("%s: -t %v -O %v slack %v, want -t %v -O %v slack %v", c.name, d, w, slack, c.duration, c.omit, c.slk)
 		}
+	}
+}
+
+// The rules in words name the figures SampleTiming gives a path of no
+// round trip: the help texts cannot drift from the rule.
+func TestTimingRulesInWords(t *testing.T) {
+	d, w := SampleTiming(0, 0, 0)
+	if got := TimeRule(0); !strings.HasPrefix(got, d.String()+",") {
+		t.Errorf("TimeRule(0) = %q, want it to start with the shortest sample %v", got, d)
+	}
+	if got := TimeRule(d + time.Second); !strings.HasPrefix(got, (d+time.Second).String()+",") {
+		t.Errorf("TimeRule(%v) = %q, want that floor first", d+time.Second, got)
+	}
+	if got := WarmupRule(); !strings.HasSuffix(got, "at least "+w.String()) {
+		t.Errorf("WarmupRule() = %q, want it to end with the least warm-up %v", got, w)
 	}
 }

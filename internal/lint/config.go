@@ -9,6 +9,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	shared "github.com/ovpnperf/ovpnperf/internal/rules"
 	"github.com/ovpnperf/ovpnperf/internal/shellquote"
@@ -108,7 +109,7 @@ func (v *view) dataCipher() string {
 	if d, ok := v.last("data-ciphers"); ok {
 		return strings.Split(arg(d, 0), ":")[0]
 	}
-	return "AES-256-GCM"
+	return overhead.DefaultCipher
 }
 
 func (v *view) add(f Finding, d openvpn.PosDirective) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/dco"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	shared "github.com/ovpnperf/ovpnperf/internal/rules"
 )
@@ -115,7 +116,7 @@ func CheckLog(rep *openvpn.LogReport, name string, cfg *openvpn.ConfigFile, ctx 
 		}
 		cipher := rep.DataCipher
 		if cipher == "" || cipher == "none" {
-			cipher = "AES-256-GCM"
+			cipher = overhead.DefaultCipher
 		}
 		dc := pmtu.DataChannel{Cipher: cipher, Auth: rep.DataAuth}
 		if over, err := dc.Overhead(pmtu.Transport{Proto: "udp", Family: pmtu.IPv4}, rep.TunMTU); err == nil && rep.TunMTU+over > ctx.PathMTU {

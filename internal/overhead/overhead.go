@@ -31,6 +31,12 @@ type cipherSpec struct {
 	tag   int
 }
 
+// DefaultCipher is the data cipher two OpenVPN 2.6 peers negotiate
+// without a data-ciphers line: the first of its default data-ciphers
+// (AES-256-GCM:AES-128-GCM:CHACHA20-POLY1305). DataChannel's zero Cipher
+// is this one, and so is every command's --cipher left out.
+const DefaultCipher = "AES-256-GCM"
+
 var ciphers = map[string]cipherSpec{
 	"AES-128-GCM":       {aead: true, tag: 16},
 	"AES-192-GCM":       {aead: true, tag: 16},
@@ -135,7 +141,7 @@ type Frame struct {
 func New(dc DataChannel, t Transport) (Frame, error) {
 	name := strings.ToUpper(dc.Cipher)
 	if name == "" {
-		name = "AES-256-GCM"
+		name = DefaultCipher
 	}
 	spec, ok := ciphers[name]
 	if !ok {

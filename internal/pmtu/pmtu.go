@@ -37,6 +37,8 @@ import (
 	"net/netip"
 	"sort"
 	"time"
+
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 )
 
 // Family is the IP version probed.
@@ -58,9 +60,9 @@ func (f Family) String() string {
 // MinMTU is the smallest MTU a link of the family may have (RFC 791, RFC 8200).
 func (f Family) MinMTU() int {
 	if f == IPv6 {
-		return 1280
+		return overhead.MinIPv6MTU
 	}
-	return 68
+	return overhead.MinIPv4LinkMTU
 }
 
 // HeaderBytes is the size of the IP header of a probe (no options, no
@@ -165,7 +167,8 @@ type Prober interface {
 type Options struct {
 	// Max caps the largest probe size; 0 means the local interface MTU.
 	Max int
-	// Timeout is the longest wait for one round of answers (default 2 s):
+	// Timeout is the longest wait for one round of answers (0:
+	// DefaultTimeout; pmtu's --timeout takes TimeoutRange):
 	// on a path with a larger round-trip time probes count as lost.
 	Timeout time.Duration
 	// MinRoundWait is the shortest wait for a round that has seen replies
@@ -180,7 +183,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Timeout <= 0 {
-		o.Timeout = 2 * time.Second
+		o.Timeout = DefaultTimeout
 	}
 	if o.MinRoundWait <= 0 {
 		o.MinRoundWait = 300 * time.Millisecond
@@ -239,7 +242,7 @@ func Search(ctx context.Context, p Prober, opts Options) (Result, error) {
 	fam := p.Family()
 	res := Result{Family: fam, LocalMTU: p.LocalMTU()}
 
-	maxSize := 65535
+	maxSize := overhead.MaxIPPacket
 	if res.LocalMTU > 0 {
 		maxSize = res.LocalMTU
 	}

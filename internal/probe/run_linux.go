@@ -21,14 +21,16 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/pmtu"
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
 // Options tune a probe.
 type Options struct {
 	Host string
-	// Pings is the number of echoes for RTT, jitter and loss (default
-	// 300), sent every Interval (default 10 ms): UDP probes to a pps
-	// server when one answers on PPSPort, ICMP echoes otherwise.
+	// Pings is the number of echoes for RTT, jitter and loss
+	// (PingsRange; 0: DefaultPings), sent every Interval (0:
+	// DefaultInterval): UDP probes to a pps server when one answers on
+	// PPSPort, ICMP echoes otherwise.
 	Pings    int
 	Interval time.Duration
 	// PPSPort is the UDP port of an `ovpnperf pps server` on HOST; 0 does
@@ -37,7 +39,8 @@ type Options struct {
 	PPSPort int
 	PPSKey  []byte
 	// IPerf3Port, if not 0, measures one TCP flow's throughput against an
-	// iperf3 server there for IPerf3Duration (default 5 s).
+	// iperf3 server there for IPerf3Duration (IPerf3DurationRange; 0:
+	// DefaultIPerf3Duration).
 	IPerf3Port     int
 	IPerf3Duration time.Duration
 	// Config, if set, is an OpenVPN config: the probe says whether DCO
@@ -53,13 +56,19 @@ type Options struct {
 // cannot be made becomes a "not available" field with the reason.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Pings == 0 {
-		o.Pings = 300
+		o.Pings = DefaultPings
 	}
 	if o.Interval == 0 {
-		o.Interval = 10 * time.Millisecond
+		o.Interval = DefaultInterval
 	}
 	if o.IPerf3Duration == 0 {
-		o.IPerf3Duration = 5 * time.Second
+		o.IPerf3Duration = DefaultIPerf3Duration
+	}
+	if r := PingsRange(); !r.Contains(o.Pings) {
+		return nil, usage.Errorf("--pings %d: want %s", o.Pings, r)
+	}
+	if r := IPerf3DurationRange(); !r.Contains(o.IPerf3Duration) {
+		return nil, usage.Errorf("--iperf3-time %v: want %s", o.IPerf3Duration, r)
 	}
 	logf := o.Logf
 	if logf == nil {

@@ -51,12 +51,15 @@ type Spec struct {
 	Host, Tunnel netip.Addr
 	// Pid names the OpenVPN process; 0 finds it from the tun device.
 	Pid int
-	// Port of the far end's iperf3 server (0: 5201).
-	Port   int
+	// Port of the far end's iperf3 server (0: iperf.DefaultPort).
+	Port int
+	// Repeat is the samples per row (experiment.RepeatRange; 0:
+	// experiment.DefaultRepeat).
 	Repeat int
 	// Duration and Omit are each sample's length and warm-up (iperf3 -t
-	// and -O); Duration 0 and Omit < 0 size them by the path's round
-	// trip (iperf.SampleTiming's rule), measured with ICMP echoes.
+	// and -O, experiment.SampleTimeRange and OmitRange); Duration 0 and
+	// Omit < 0 size them by the path's round trip (iperf.SampleTiming's
+	// rule), measured with ICMP echoes.
 	Duration time.Duration
 	Omit     time.Duration
 	// PathSlack is how much longer than asked a sample's measuring window
@@ -80,9 +83,10 @@ type Spec struct {
 	Progress   io.Writer
 }
 
-// Sample default: at least 5 s measured (iperf3's default is 10 s; lab run
-// takes 2 s), longer where the path needs it (iperf.RealPathTiming).
-const minDuration = 5 * time.Second
+// MinDuration is the shortest sample measure sizes by the path: 5 s
+// measured (iperf3's default is 10 s; lab run takes 2 s), longer where the
+// path needs it (iperf.RealPathTiming).
+const MinDuration = 5 * time.Second
 
 // sizeSamples measures the round trip to the far end outside and inside the
 // tunnel with ICMP echoes and, where spec leaves them to the path, sizes
@@ -139,7 +143,7 @@ func sizeByEcho(spec *Spec, largest time.Duration, echoed bool, failed []string)
 	var how string
 	d, w, slack := iperf.RealPathTiming(largest, echoed)
 	spec.echoed = echoed
-	spec.Duration = cmp.Or(spec.Duration, max(minDuration, d))
+	spec.Duration = cmp.Or(spec.Duration, max(MinDuration, d))
 	if spec.Omit < 0 {
 		spec.Omit = w
 	}
@@ -224,6 +228,37 @@ func CheckServer(ctx context.Context, spec Spec) error {
 	return nil
 }
 
+// WithDefaults returns spec with Repeat and Port filled when zero; the
+// sample's length and warm-up are sized by the path in Run.
+func (spec Spec) WithDefaults() Spec {
+	spec.Repeat = cmp.Or(spec.Repeat, experiment.DefaultRepeat)
+	spec.Port = cmp.Or(spec.Port, iperf.DefaultPort)
+	return spec
+}
+
+// Validate refuses options outside the ranges measure's and watch's flags
+// take (experiment's, lab run's too), naming the flag, as a usage error.
+func (spec Spec) Validate() error {
+	if r := experiment.RepeatRange(); !r.Contains(spec.Repeat) {
+		return usage.Errorf("--repeat %d: want %s samples per row", spec.Repeat, r)
+	}
+	if r := experiment.SampleTimeRange(); spec.Duration != 0 && !r.Contains(spec.Duration) {
+		return usage.Errorf("--time %v: want whole seconds from %s (iperf3 -t)", spec.Duration, r)
+	}
+	if r := experiment.OmitRange(); spec.Omit >= 0 && !r.Contains(spec.Omit) {
+		return usage.Errorf("--omit %v: want whole seconds from %s (iperf3 -O)", spec.Omit, r)
+	}
+	if spec.Port < 1 || spec.Port > 65535 {
+		return usage.Errorf("--port %d: want 1–65535", spec.Port)
+	}
+	for _, d := range spec.Directions {
+		if d != measure.DirectionUp && d != measure.DirectionDown {
+			return usage.Errorf("--direction %q: want up, down or both", d)
+		}
+	}
+	return nil
+}
+
 // Retries is how often a sample whose iperf3 figures contradict each other
 // (iperf.ErrInconsistent) is measured again, as `lab run` does.
 const Retries = iperf.Retries
@@ -240,11 +275,9 @@ type subject struct {
 // Run measures spec. A partial report comes back with an error when the run
 // was cut short.
 func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
-	if spec.Repeat < 1 {
-		spec.Repeat = 1
-	}
-	if spec.Port == 0 {
-		spec.Port = iperf.DefaultPort
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return nil, err
 	}
 	loc, err := Locate(spec.Host, spec.Tunnel, spec.Pid)
 	if err != nil {
@@ -378,7 +411,7 @@ func finish(rep *measure.Report, rp *measure.RealPath, spec Spec, proc *vpnproc.
 	}
 	cipher := spec.Cipher
 	if cipher == "" {
-		cipher = "AES-256-GCM"
+		cipher = overhead.DefaultCipher
 	}
 	rp.ModelCipher = cipher
 	tr := overhead.Transport{Proto: rp.Proto, IPv6: !spec.Host.Is4()}

@@ -42,7 +42,7 @@ func TestSizeByEcho(t *testing.T) {
 		spec := Spec{Omit: -1}
 		how := sizeByEcho(&spec, largest, true, nil)
 		d, w, slack := iperf.RealPathTiming(largest, true)
-		if spec.Duration != max(minDuration, d) || spec.Omit != w || spec.PathSlack != slack || !spec.echoed || !strings.Contains(how, "sized by the path") || !strings.Contains(how, "largest echo round trip") {
+		if spec.Duration != max(MinDuration, d) || spec.Omit != w || spec.PathSlack != slack || !spec.echoed || !strings.Contains(how, "sized by the path") || !strings.Contains(how, "largest echo round trip") {
 			t.Errorf("%v: -t %v -O %v slack %v (%s), the rule %v -O %v slack %v", largest, spec.Duration, spec.Omit, spec.PathSlack, how, d, w, slack)
 		}
 	}
@@ -52,7 +52,7 @@ func TestSizeByEcho(t *testing.T) {
 	}
 	spec = Spec{Omit: -1}
 	how := sizeByEcho(&spec, 0, false, []string{"10.0.0.1: 100% packet loss"})
-	if spec.Duration != minDuration || spec.Omit != iperf.NoEchoWarmup || spec.PathSlack != 0 || spec.echoed || !strings.Contains(how, "no ICMP echo") || !strings.Contains(how, "defaults") {
+	if spec.Duration != MinDuration || spec.Omit != iperf.NoEchoWarmup || spec.PathSlack != 0 || spec.echoed || !strings.Contains(how, "no ICMP echo") || !strings.Contains(how, "defaults") {
 		t.Errorf("no echo: -t %v -O %v slack %v (%s)", spec.Duration, spec.Omit, spec.PathSlack, how)
 	}
 }

@@ -77,7 +77,7 @@ type ipv6Budget struct {
 // default data channel (AES-256-GCM, P_DATA_V2) adds over UDP/IPv4,
 // outer headers excluded.
 func defaultDataChannelBytes() int {
-	f, err := overhead.New(overhead.DataChannel{Cipher: "AES-256-GCM"}, overhead.Transport{Proto: "udp"})
+	f, err := overhead.New(overhead.DataChannel{Cipher: overhead.DefaultCipher}, overhead.Transport{Proto: "udp"})
 	if err != nil {
 		panic(err) // a constant configuration the model knows
 	}

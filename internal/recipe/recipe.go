@@ -13,10 +13,12 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -37,6 +39,19 @@ type Options struct {
 	// runs their owners (experiment.Spec.Lab); the zero value is the
 	// host's and this executable.
 	Lab lab.Env
+}
+
+// Validate refuses a Repeat or Duration outside experiment's ranges (0
+// leaves the recipe's own), naming the flag, as a usage error: the check of
+// every recipe, also of those that do not measure through experiment.Run.
+func (o Options) Validate() error {
+	if r := experiment.RepeatRange(); o.Repeat != 0 && !r.Contains(o.Repeat) {
+		return usage.Errorf("--repeat %d: want %s samples per row", o.Repeat, r)
+	}
+	if r := experiment.SampleTimeRange(); o.Duration != 0 && !r.Contains(o.Duration) {
+		return usage.Errorf("--time %v: want whole seconds from %s", o.Duration, r)
+	}
+	return nil
 }
 
 // repeat returns the user's repeat count or the recipe's default.

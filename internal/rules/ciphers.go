@@ -3,10 +3,12 @@ package rules
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ovpnperf/ovpnperf/internal/overhead"
 )
 
 // DefaultDataCiphers is OpenVPN 2.6's data-ciphers default.
-const DefaultDataCiphers = "AES-256-GCM:AES-128-GCM:CHACHA20-POLY1305"
+const DefaultDataCiphers = overhead.DefaultCipher + ":AES-128-GCM:CHACHA20-POLY1305"
 
 // AESNIFloor: AES-256-GCM at ~1400-byte buffers runs above 1 GB/s per
 // core with AES-NI on any x86 of the last decade; below it the CPU lacks
@@ -24,7 +26,7 @@ func ChooseCipher(aesBps, chachaBps float64, dco bool) (string, *Setting) {
 			"without AES-NI ChaCha20-Poly1305 is the faster AEAD on this CPU; AES-GCM stays as fallback for clients without it",
 			fmt.Sprintf("CHACHA20-POLY1305 %.0f MB/s vs AES-256-GCM %.0f MB/s per core", chachaBps/1e6, aesBps/1e6)}
 	}
-	return "AES-256-GCM", nil
+	return overhead.DefaultCipher, nil
 }
 
 // WeakCipher reports 64-bit-block and single-DES ciphers.

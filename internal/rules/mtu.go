@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/overhead"
 )
 
@@ -187,3 +188,9 @@ func TCPNodelay() Undecided {
 // TCPNodelayEvidence is the measurement behind tcp-nodelay, quoted by
 // advise and lint alike.
 const TCPNodelayEvidence = "it depends on the path: swept on three TCP lab paths with tun-mtu 1500, tcp-nodelay was ×1.38–1.64 faster on a CPU-bound LAN, ×0.93–0.96 slower at 50 ms and 50 Mbit/s, ×1.33 faster up and no different down at 300 ms and 10 Mbit/s; with tun-mtu 9000 it made no difference beyond the spread in five of six path-directions (docs/measurements.md#tcp-transport-sweep). The OpenVPN cookbook measured 115 Mbit/s without and 146 Mbit/s with it on one LAN"
+
+// PathMTURange is the path MTU advise and lint take: from the datagram
+// every IPv4 host accepts to the largest IP packet.
+func PathMTURange() bounds.Int {
+	return bounds.Int{Min: overhead.MinIPv4MTU, Max: overhead.MaxIPPacket}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
 )
 
 // TwinOptions say how the lab twin measures.
@@ -40,6 +41,9 @@ type TwinOptions struct {
 // behind measured again (twice) and otherwise left out, as in lab run.
 func Twin(o TwinOptions) MeasureFunc {
 	return func(ctx context.Context, round int, cands []Named) (map[string]Samples, []string, error) {
+		if err := o.Validate(); err != nil {
+			return nil, nil, err
+		}
 		spec := experiment.Spec{Command: "tune", Retries: iperf.Retries, Proto: "udp", Protos: map[string]string{},
 			Directions: o.Directions, Repeat: o.Repeat, Duration: o.Duration, Omit: o.Omit, PKIDir: o.PKIDir,
 			Progress: o.Progress,
@@ -178,4 +182,19 @@ func readCaps() map[string]int {
 		m[k], _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
 	return m
+}
+
+// Validate refuses a twin whose samples are outside tune's ranges, naming
+// the flag, as a usage error.
+func (o TwinOptions) Validate() error {
+	if r := RepeatRange(); !r.Contains(o.Repeat) {
+		return usage.Errorf("--repeat %d: want %s", o.Repeat, r)
+	}
+	if r := SampleTimeRange(); !r.Contains(o.Duration) {
+		return usage.Errorf("--time %v: want whole seconds from %s (iperf3 -t)", o.Duration, r)
+	}
+	if r := experiment.OmitRange(); !r.Contains(o.Omit) {
+		return usage.Errorf("--omit %v: want whole seconds from %s (iperf3 -O)", o.Omit, r)
+	}
+	return nil
 }

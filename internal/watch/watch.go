@@ -29,10 +29,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ovpnperf/ovpnperf/internal/bounds"
 	"github.com/ovpnperf/ovpnperf/internal/finding"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
 	pathprobe "github.com/ovpnperf/ovpnperf/internal/probe"
 	"github.com/ovpnperf/ovpnperf/internal/realnet"
+	"github.com/ovpnperf/ovpnperf/internal/usage"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 	"github.com/ovpnperf/ovpnperf/internal/vpnproc"
 	"github.com/ovpnperf/ovpnperf/internal/watch/watchdoc"
@@ -44,11 +46,12 @@ type Options struct {
 	// end, the tunnel, the OpenVPN pid (0: found from the tun device),
 	// the sample sizes. Its Progress is not used.
 	Spec realnet.Spec
-	// Every is the time between the starts of two active rounds; each
-	// start is put off by up to a tenth of it, at random (Jitter).
+	// Every is the time between the starts of two active rounds
+	// (EveryRange); each start is put off by up to a tenth of it, at
+	// random (Jitter).
 	Every time.Duration
 	// ProbeInterval is how often the counters are read and the echoes
-	// sent (0: DefaultProbeInterval).
+	// sent (ProbeIntervalRange; 0: DefaultProbeInterval).
 	ProbeInterval time.Duration
 	// SkipShare is the share of the last measured tunnel rate from which
 	// the tunnel counts as busy and a round is skipped (0:
@@ -60,8 +63,22 @@ type Options struct {
 	Argv []string
 }
 
+// EveryRange is the time between two rounds that watch accepts: at least
+// 10 s, at most a day.
+func EveryRange() bounds.Duration {
+	return bounds.Duration{Min: 10 * time.Second, Max: 24 * time.Hour, Whole: true}
+}
+
+// ProbeIntervalRange is the interval of the counter reads and echoes: at
+// least a second, at most 10 minutes.
+func ProbeIntervalRange() bounds.Duration {
+	return bounds.Duration{Min: time.Second, Max: 10 * time.Minute, Whole: true}
+}
+
 // Defaults of Options.
 const (
+	// DefaultEvery is watch's --every: four rounds an hour.
+	DefaultEvery         = 15 * time.Minute
 	DefaultProbeInterval = 5 * time.Second
 	// DefaultSkipShare: a tunnel carrying a fifth of its last measured
 	// rate is in use; a round would take the rest from its users and
@@ -100,8 +117,17 @@ func New(opts Options) (*Watcher, error) {
 	if opts.Every <= 0 {
 		return nil, errors.New("watch: no interval between rounds")
 	}
-	if opts.ProbeInterval <= 0 {
+	if r := EveryRange(); !r.Contains(opts.Every) {
+		return nil, usage.Errorf("--every %v: want whole seconds from %s", opts.Every, r)
+	}
+	if opts.ProbeInterval == 0 {
 		opts.ProbeInterval = DefaultProbeInterval
+	}
+	if r := ProbeIntervalRange(); !r.Contains(opts.ProbeInterval) {
+		return nil, usage.Errorf("--probe-interval %v: want whole seconds from %s", opts.ProbeInterval, r)
+	}
+	if err := opts.Spec.WithDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	if opts.SkipShare <= 0 {
 		opts.SkipShare = DefaultSkipShare

@@ -14,13 +14,21 @@ import (
 
 // Limits on what a lab accepts.
 const (
-	MaxRTT   = 10 * time.Second
+	MaxRTT = 10 * time.Second
+	// The MTU limits are IP's, overhead's MinIPv4MTU, MinIPv6MTU and
+	// MaxIPPacket: typed again here because overhead's lab tests import
+	// this package (TestLimitsAreIPs checks they agree).
 	MinMTUv4 = 576
 	MinMTUv6 = 1280
 	MaxMTU   = 65535
 	// MaxQueueBytes bounds a rate limiter's queue: tbf takes a 32-bit
 	// byte count, and a gigabyte already holds a second at 8 Gbit/s.
 	MaxQueueBytes = 1 << 30
+	// DefaultMTU is the bottleneck's MTU when the path sets none.
+	DefaultMTU = 1500
+	// MinDefaultQueueBytes is the floor of the queue a rate limiter gets
+	// by default (QueueBytesFor).
+	MinDefaultQueueBytes = 64 << 10
 )
 
 // Emulation backends, as a lab's state and host.emulation_backend name them.
@@ -103,7 +111,7 @@ type Path struct {
 // EffectiveMTU returns the MTU of the bottleneck segment.
 func (p Path) EffectiveMTU() int {
 	if p.MTU == 0 {
-		return 1500
+		return DefaultMTU
 	}
 	return p.MTU
 }
@@ -123,7 +131,7 @@ func (p Path) QueueBytesFor(rateBits uint64) (bytes uint32, clamped bool) {
 	// The floor: 5 ms at the rate, at least 64 KiB. Veth hands the limiter
 	// 64 KiB GSO aggregates, and a queue that holds only one of them cuts
 	// TCP short (docs/measurements.md#the-rate-limiters-queue-floor).
-	q := max(bdp, float64(rateBits)/8*0.005, 64<<10)
+	q := max(bdp, float64(rateBits)/8*0.005, MinDefaultQueueBytes)
 	if q > MaxQueueBytes {
 		return MaxQueueBytes, true
 	}
@@ -154,7 +162,7 @@ func (p Path) Validate() error {
 		}
 	}
 	if p.Up.Delay+p.Down.Delay > MaxRTT {
-		return usage.Errorf("--up-delay %v + --down-delay %v: round trip over the 10s limit", p.Up.Delay, p.Down.Delay)
+		return usage.Errorf("--up-delay %v + --down-delay %v: round trip over the %v limit", p.Up.Delay, p.Down.Delay, MaxRTT)
 	}
 	if p.MTU != 0 {
 		switch {
