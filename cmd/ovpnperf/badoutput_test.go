@@ -107,9 +107,17 @@ func TestOutputSpecialFilesRefused(t *testing.T) {
 	if err != nil || nullBefore.Mode()&os.ModeCharDevice == 0 {
 		t.Fatalf("/dev/null is not a character device before the test: %v %v", nullBefore, err)
 	}
+	// The cases are parallel (each has its own directory and makes
+	// nothing): this check runs after all of them.
+	t.Cleanup(func() {
+		if nullAfter, err := os.Lstat("/dev/null"); err != nil || nullAfter.Mode() != nullBefore.Mode() {
+			t.Errorf("/dev/null changed: %v %v", nullAfter, err)
+		}
+	})
 	for _, c := range outputCases(t) {
 		for _, kind := range kinds {
 			t.Run(kind+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
 				dir := t.TempDir()
 				target := filepath.Join(dir, "out"+c.suffix)
 				if !strings.HasPrefix(c.suffix, ".") {
@@ -148,6 +156,7 @@ func TestOutputSpecialFilesRefused(t *testing.T) {
 				continue // --out, or the config, in the same directory is refused first
 			}
 			t.Run(where.name+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
 				dir := t.TempDir()
 				var target string
 				switch where.name {
@@ -178,10 +187,6 @@ func TestOutputSpecialFilesRefused(t *testing.T) {
 				}
 			})
 		}
-	}
-	nullAfter, err := os.Lstat("/dev/null")
-	if err != nil || nullAfter.Mode() != nullBefore.Mode() {
-		t.Fatalf("/dev/null changed: %v %v", nullAfter, err)
 	}
 }
 

@@ -141,7 +141,7 @@ var exampleRules = map[string]exampleRule{
 	"ovpnperf lab run --rate 50mbit --rtt 20ms --variant default --repeat 3 --json":                  {skip: labRunLength},
 	"ovpnperf lab run --variant default --variant jumbo --variant 'gcm128=data-ciphers AES-128-GCM'": {skip: labRunLength},
 	"ovpnperf lab run --rate 50mbit --variant dco --variant default":                                 {skip: labRunLength + "; and this kernel has no DCO driver (the dco variant falls back to userspace)"},
-	"ovpnperf lab run --rate 15mbit --rtt 150ms --proto tcp --variant default":                       {add: []string{"--time", "1s", "--repeat", "1"}, shorten: "one 1-second sample per row instead of three of 2 s"},
+	"ovpnperf lab run --rate 15mbit --rtt 150ms --proto tcp --variant default":                       {add: []string{"--time", "1s", "--omit", "0s", "--repeat", "1"}, shorten: "one 1-second sample per row without a warm-up instead of three of 2 s after 1 s each"},
 	"ovpnperf lab run --json --out run.json && ovpnperf report run.json -o run.html":                 {skip: labRunLength + "; report is run here on recorded runs"},
 	"./scripts/install.sh && ./bin/ovpnperf lab run":                                                 {skip: "installs Debian packages on the host, then " + labRunLength},
 	"ovpnperf lab up --name branch --rate 15mbit --rtt 150ms":                                        {},

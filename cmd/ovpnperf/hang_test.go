@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +24,7 @@ import (
 func hangingPrograms(t *testing.T) ([]string, string) {
 	t.Helper()
 	dir := t.TempDir()
-	marker := fmt.Sprintf("%d.%d", 600+os.Getpid()%100, time.Now().Nanosecond()%1000)
+	marker := fmt.Sprintf("%d.%d%d", 600+os.Getpid()%100, time.Now().Nanosecond()%1000, hangingSeq.Add(1))
 	for _, p := range []string{"openvpn", "iperf3"} {
 		if err := os.WriteFile(filepath.Join(dir, p), []byte("#!/bin/sh\nsleep "+marker+"\necho never\n"), 0o755); err != nil {
 			t.Fatal(err)
@@ -52,6 +54,10 @@ func hangingPrograms(t *testing.T) ([]string, string) {
 	return append(env, "PATH="+dir+":"+os.Getenv("PATH")), marker
 }
 
+// hangingSeq tells apart the markers of one process's calls of
+// hangingPrograms.
+var hangingSeq atomic.Int64
+
 // sleepsWith lists the processes running `sleep MARKER`.
 func sleepsWith(marker string) []string {
 	var out []string
@@ -73,12 +79,11 @@ func TestVersionDoesNotWaitForHangingPrograms(t *testing.T) {
 	// It waits on the commands' 5 s time-outs, bounded at 40 s: it
 	// overlaps the other tests that judge no rate.
 	t.Parallel()
-	env, marker := hangingPrograms(t)
 	conf := filepath.Join(t.TempDir(), "c.conf")
 	if err := os.WriteFile(conf, []byte("client\ndev tun\nremote 192.0.2.1 1194\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
+	cases := []struct {
 		args []string
 		want string
 	}{
@@ -87,38 +92,62 @@ func TestVersionDoesNotWaitForHangingPrograms(t *testing.T) {
 		{[]string{"version", "--json"}, `"openvpn": "unknown (` + "`openvpn --version`" + ` did not answer within 5s)"`},
 		{[]string{"--version"}, "openvpn:  unknown"},
 		{[]string{"lint", conf}, ""},
-	} {
-		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+	}
+	// Each case has its own hanging programs and sleeps, and the cases
+	// run at the same time: their 5 s waits overlap (as parallel
+	// subtests they waited for the package's few parallel slots).
+	type run struct {
+		so, se   bytes.Buffer
+		err      error
+		took     time.Duration
+		timedOut bool
+		left     []string // the case's sleeps still running 3 s after it ended
+	}
+	runs := make([]*run, len(cases))
+	var wg sync.WaitGroup
+	for i, c := range cases {
+		env, marker := hangingPrograms(t)
+		r := &run{}
+		runs[i] = r
+		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, binary, c.args...)
 			cmd.Env = env
-			var so, se bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &so, &se
+			cmd.Stdout, cmd.Stderr = &r.so, &r.se
 			start := time.Now()
-			err := cmd.Run()
-			took := time.Since(start)
-			if ctx.Err() != nil {
-				t.Fatalf("still running after 40 s (stderr %q)", se.String())
-			}
-			var ee *exec.ExitError
-			if err != nil && !(errors.As(err, &ee) && c.args[0] == "lint") {
-				t.Fatalf("%v\nstdout %s\nstderr %s", err, so.String(), se.String())
-			}
-			if !strings.Contains(so.String(), c.want) {
-				t.Errorf("output does not say %q:\n%s\nstderr %s", c.want, so.String(), se.String())
-			}
-			t.Logf("took %v", took)
+			r.err = cmd.Run()
+			r.took = time.Since(start)
+			r.timedOut = ctx.Err() != nil
 			// The killed programs' children go with them.
 			deadline := time.Now().Add(3 * time.Second)
 			for len(sleepsWith(marker)) > 0 && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
 			}
-			if p := sleepsWith(marker); len(p) > 0 {
-				t.Errorf("the hanging programs' sleeps still run: %v", p)
-				for _, pid := range p {
+			if r.left = sleepsWith(marker); len(r.left) > 0 {
+				for _, pid := range r.left {
 					exec.Command("kill", pid).Run()
 				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, c := range cases {
+		r := runs[i]
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			if r.timedOut {
+				t.Fatalf("still running after 40 s (stderr %q)", r.se.String())
+			}
+			var ee *exec.ExitError
+			if r.err != nil && !(errors.As(r.err, &ee) && c.args[0] == "lint") {
+				t.Fatalf("%v\nstdout %s\nstderr %s", r.err, r.so.String(), r.se.String())
+			}
+			if !strings.Contains(r.so.String(), c.want) {
+				t.Errorf("output does not say %q:\n%s\nstderr %s", c.want, r.so.String(), r.se.String())
+			}
+			t.Logf("took %v", r.took)
+			if len(r.left) > 0 {
+				t.Errorf("the hanging programs' sleeps still run: %v", r.left)
 			}
 		})
 	}

@@ -20,6 +20,9 @@ import (
 // with status 130. A real tunnel and iperf3 server in a lab; SIGINT to
 // the binary (ip netns exec runs it in place).
 func TestMeasureInterrupted(t *testing.T) {
+	// It judges the exit status and the rows' table, not a rate, and its
+	// lab is its own: it overlaps the other tests that judge none.
+	t.Parallel()
 	b := newMeasureBench(t, labpath.Path{}, true, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -66,6 +66,9 @@ func TestNumberFlagsDecimalAndNonZero(t *testing.T) {
 	for _, c := range cases {
 		args := append(strings.Fields(c.cmd)[1:], "--"+c.flag+"="+c.value)
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			// Each case is a refused command line that makes nothing:
+			// the cases share nothing and overlap.
+			t.Parallel()
 			r, _ := runLimited(t, 10*time.Second, nil, args...)
 			r.mustBeUsageError(t, c.label)
 		})

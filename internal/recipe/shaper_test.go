@@ -177,7 +177,7 @@ func TestShaperPrediction(t *testing.T) {
 
 func TestShaperRecipe(t *testing.T) {
 	testenv.Exclusive(t)
-	rep := runForTest(t, runShaper, Options{Repeat: 1, Duration: 3 * time.Second}, "iperf3")
+	rep := runForTest(t, runShaper, Options{Repeat: 1, Duration: 2 * time.Second}, "iperf3")
 	if len(rep.Rows) != 6 {
 		t.Errorf("%d rows, want 6", len(rep.Rows))
 	}
