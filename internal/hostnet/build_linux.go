@@ -168,6 +168,19 @@ func (k kernel) routeViaReplace(r Route) error {
 }
 
 func (k kernel) QdiscAdd(ctx context.Context, name string, q Qdisc) error {
+	return k.qdisc(name, q, false)
+}
+
+func (k kernel) QdiscReplace(ctx context.Context, name string, q Qdisc) error {
+	return k.qdisc(name, q, true)
+}
+
+// qdisc adds q to the device, or with replace puts it in its place.
+func (k kernel) qdisc(name string, q Qdisc, replace bool) error {
+	verb := "add"
+	if replace {
+		verb = "replace"
+	}
 	return k.withHandle(func(h *netlink.Handle) error {
 		l, err := k.link(h, name)
 		if err != nil {
@@ -180,20 +193,60 @@ func (k kernel) QdiscAdd(ctx context.Context, name string, q Qdisc) error {
 		var nq netlink.Qdisc
 		switch q.Kind {
 		case Netem:
-			// Equivalent to: tc -n NS qdisc add dev IF (root|parent P:1) handle H: netem
+			// Equivalent to: tc -n NS qdisc (add|replace) dev IF (root|parent P:1) handle H: netem
 			//   delay D JITTER loss L% limit N
 			nq = netlink.NewNetem(attrs, netlink.NetemQdiscAttrs{Latency: uint32(q.Delay / time.Microsecond),
 				Jitter: uint32(q.Jitter / time.Microsecond), Loss: float32(q.LossPercent), Limit: q.Limit})
 		case Tbf:
-			// Equivalent to: tc -n NS qdisc add dev IF (root|parent P:1) handle H: tbf
+			// Equivalent to: tc -n NS qdisc (add|replace) dev IF (root|parent P:1) handle H: tbf
 			//   rate RATE burst BURST limit LIMIT
 			nq = &netlink.Tbf{QdiscAttrs: attrs, Rate: q.Rate, Limit: q.Limit, Buffer: netlink.Xmittime(q.Rate, q.Burst)}
 		default:
 			return fmt.Errorf("qdisc %q on %s in %s: not a kind ovpnperf uses", q.Kind, name, k.where())
 		}
-		if err := h.QdiscAdd(nq); err != nil {
-			return fmt.Errorf("tc qdisc add dev %s handle %d: %s in %s: %w", name, q.Handle, q.Kind, k.where(), err)
+		if replace {
+			err = h.QdiscReplace(nq)
+		} else {
+			err = h.QdiscAdd(nq)
+		}
+		if err != nil {
+			return fmt.Errorf("tc qdisc %s dev %s handle %d: %s in %s: %w", verb, name, q.Handle, q.Kind, k.where(), err)
 		}
 		return nil
 	})
+}
+
+func (k kernel) LinkSetTxQLen(ctx context.Context, name string, n int) error {
+	if n < 0 {
+		return fmt.Errorf("txqueuelen %d of %s in %s: not a queue length", n, name, k.where())
+	}
+	return k.withHandle(func(h *netlink.Handle) error {
+		l, err := k.link(h, name)
+		if err != nil {
+			return err
+		}
+		// Equivalent to: ip -n NS link set dev IF txqueuelen N
+		if err := h.LinkSetTxQLen(l, n); err != nil {
+			return fmt.Errorf("ip link set dev %s txqueuelen %d in %s: %w", name, n, k.where(), err)
+		}
+		return nil
+	})
+}
+
+func (k kernel) LinkStats(ctx context.Context, name string) (LinkStats, error) {
+	var st LinkStats
+	err := k.withHandle(func(h *netlink.Handle) error {
+		// Equivalent to: ip -n NS -s link show dev IF
+		l, err := k.link(h, name)
+		if err != nil {
+			return fmt.Errorf("reading the counters of %s: %w", name, err)
+		}
+		s := l.Attrs().Statistics
+		if s == nil {
+			return fmt.Errorf("%s in %s has no packet counters", name, k.where())
+		}
+		st = LinkStats{RxPackets: s.RxPackets, TxPackets: s.TxPackets}
+		return nil
+	})
+	return st, err
 }

@@ -45,6 +45,8 @@ type fakeLink struct {
 	addrs  []netip.Prefix
 	neighs map[netip.Addr]net.HardwareAddr
 	qdiscs []Qdisc
+	txqlen int
+	stats  LinkStats
 }
 
 type fakeTable struct {
@@ -61,15 +63,63 @@ func NewFake(ns string) *Fake {
 	for _, fam := range []Family{IPv4, IPv6} {
 		f.AddTarget(fam, "MASQUERADE", "to-ports")
 	}
-	f.links["lo"] = &fakeLink{mtu: 65536}
+	f.links["lo"] = &fakeLink{mtu: 65536, txqlen: defaultTxQLen}
 	return f
 }
 
-// AddLink makes a device (up or down) with addresses.
+// defaultTxQLen is the transmit queue Linux gives lo and a veth.
+const defaultTxQLen = 1000
+
+// AddLink makes a device (up or down) with addresses and a transmit queue
+// of 1000 packets.
 func (f *Fake) AddLink(name string, up bool, addrs ...netip.Prefix) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.links[name] = &fakeLink{up: up, addrs: addrs}
+	f.links[name] = &fakeLink{up: up, addrs: addrs, txqlen: defaultTxQLen}
+}
+
+// SetLinkStats sets a device's packet counters (the traffic a Fake has
+// not carried).
+func (f *Fake) SetLinkStats(name string, st LinkStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l := f.links[name]; l != nil {
+		l.stats = st
+	}
+}
+
+// TxQLen is a device's transmit queue in packets; 0 for a missing device.
+func (f *Fake) TxQLen(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l := f.links[name]; l != nil {
+		return l.txqlen
+	}
+	return 0
+}
+
+func (f *Fake) LinkSetTxQLen(ctx context.Context, name string, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n < 0 {
+		return fmt.Errorf("txqueuelen %d of %s in %s: not a queue length", n, name, f.where())
+	}
+	l, ok := f.links[name]
+	if !ok {
+		return notExist("link " + name + " in " + f.where())
+	}
+	l.txqlen = n
+	return nil
+}
+
+func (f *Fake) LinkStats(ctx context.Context, name string) (LinkStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return LinkStats{}, fmt.Errorf("reading the counters of %s: %w", name, notExist("link "+name+" in "+f.where()))
+	}
+	return l.stats, nil
 }
 
 // SetLinkAddrs gives a device its addresses (a tunnel that connected).
@@ -165,8 +215,8 @@ func (f *Fake) VethAdd(ctx context.Context, name string, mtu int, peer, peerNetn
 			return fmt.Errorf("%s: file exists", what)
 		}
 	}
-	f.links[name] = &fakeLink{mtu: mtu, peer: peer, mac: f.newMAC()}
-	f.links[peer] = &fakeLink{mtu: mtu, peer: name, mac: f.newMAC()}
+	f.links[name] = &fakeLink{mtu: mtu, peer: peer, mac: f.newMAC(), txqlen: defaultTxQLen}
+	f.links[peer] = &fakeLink{mtu: mtu, peer: name, mac: f.newMAC(), txqlen: defaultTxQLen}
 	return nil
 }
 
@@ -276,6 +326,53 @@ func (f *Fake) QdiscAdd(ctx context.Context, name string, q Qdisc) error {
 	}
 	l.qdiscs = append(l.qdiscs, q)
 	return nil
+}
+
+func (f *Fake) QdiscReplace(ctx context.Context, name string, q Qdisc) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return notExist("link " + name + " in " + f.where())
+	}
+	what := fmt.Sprintf("tc qdisc replace dev %s handle %d: %s in %s", name, q.Handle, q.Kind, f.where())
+	if q.Kind != Netem && q.Kind != Tbf {
+		return fmt.Errorf("qdisc %q on %s in %s: not a kind ovpnperf uses", q.Kind, name, f.where())
+	}
+	if q.Parent != 0 && !slices.ContainsFunc(l.qdiscs, func(x Qdisc) bool { return x.Handle == q.Parent }) {
+		return notExist(what + ": the parent qdisc")
+	}
+	i := slices.IndexFunc(l.qdiscs, func(x Qdisc) bool { return x.Parent == q.Parent })
+	if i >= 0 && l.qdiscs[i].Handle == q.Handle {
+		if l.qdiscs[i].Kind != q.Kind {
+			return fmt.Errorf("%s: invalid argument (the qdisc of this handle is a %s)", what, l.qdiscs[i].Kind)
+		}
+		l.qdiscs[i] = q
+		return nil
+	}
+	if slices.ContainsFunc(l.qdiscs, func(x Qdisc) bool { return x.Handle == q.Handle }) {
+		// The kernel would move that qdisc here; ovpnperf never asks it to.
+		return fmt.Errorf("%s: the handle is another place's (a Fake does not move qdiscs)", what)
+	}
+	if i >= 0 {
+		l.qdiscs = removeQdisc(l.qdiscs, l.qdiscs[i].Handle)
+	}
+	l.qdiscs = append(l.qdiscs, q)
+	return nil
+}
+
+// removeQdisc is qs without the qdisc of handle and those under it.
+func removeQdisc(qs []Qdisc, handle uint16) []Qdisc {
+	gone := map[uint16]bool{handle: true}
+	for grew := true; grew; {
+		grew = false
+		for _, x := range qs {
+			if x.Parent != 0 && gone[x.Parent] && !gone[x.Handle] {
+				gone[x.Handle], grew = true, true
+			}
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(qs), func(x Qdisc) bool { return gone[x.Handle] })
 }
 
 // Qdiscs lists a device's qdiscs in the order they were added; nil for a

@@ -127,6 +127,12 @@ const (
 	Tbf   = "tbf"
 )
 
+// LinkStats are a device's packet counters since it was made: received
+// (rx) and sent (tx) packets.
+type LinkStats struct {
+	RxPackets, TxPackets uint64
+}
+
 // Nexthop is a nexthop object: a device (Dev, Family), or a group of
 // other nexthops (Group, Family 0).
 type Nexthop struct {
@@ -155,6 +161,10 @@ type Host interface {
 	LinkSetUp(ctx context.Context, name string) error
 	// LinkMAC is a device's hardware address.
 	LinkMAC(ctx context.Context, name string) (net.HardwareAddr, error)
+	// LinkSetTxQLen sets a device's transmit queue, in packets.
+	LinkSetTxQLen(ctx context.Context, name string, n int) error
+	// LinkStats reads a device's packet counters.
+	LinkStats(ctx context.Context, name string) (LinkStats, error)
 	// LinkDel deletes a device (and with it its nexthops, the groups left
 	// empty and the routes over them).
 	LinkDel(ctx context.Context, name string) error
@@ -171,6 +181,11 @@ type Host interface {
 	// QdiscAdd adds a qdisc to a device; a root or a class that has one
 	// already is refused.
 	QdiscAdd(ctx context.Context, name string, q Qdisc) error
+	// QdiscReplace adds q, or replaces the qdisc in q's place (the root,
+	// or PARENT:1): one of q's handle and kind takes q's parameters, one
+	// of another handle goes with the qdiscs under it; one of q's handle
+	// and another kind is refused.
+	QdiscReplace(ctx context.Context, name string, q Qdisc) error
 
 	// Routes lists the main table's routes of a family, sorted.
 	Routes(ctx context.Context, f Family) ([]Route, error)

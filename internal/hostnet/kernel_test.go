@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/netns"
@@ -48,6 +49,23 @@ var sequence = []step{
 		}
 		return h.VethAdd(ctx, "d1", 1500, "p1", h.Netns())
 	}, false, false},
+	{"counters of a link that is down", func(ctx context.Context, h hostnet.Host) error {
+		st, err := h.LinkStats(ctx, "d0")
+		if err == nil && st != (hostnet.LinkStats{}) {
+			return fmt.Errorf("counters of d0, never up: %+v", st)
+		}
+		return err
+	}, false, false},
+	{"counters of a missing link", func(ctx context.Context, h hostnet.Host) error {
+		_, err := h.LinkStats(ctx, "d9")
+		return err
+	}, true, true},
+	{"txqueuelen", func(ctx context.Context, h hostnet.Host) error {
+		return h.LinkSetTxQLen(ctx, "d0", 50)
+	}, false, false},
+	{"txqueuelen of a missing link", func(ctx context.Context, h hostnet.Host) error {
+		return h.LinkSetTxQLen(ctx, "d9", 50)
+	}, true, true},
 	{"a veth of a name taken", func(ctx context.Context, h hostnet.Host) error {
 		return h.VethAdd(ctx, "d2", 1500, "p0", h.Netns())
 	}, true, false},
@@ -122,6 +140,27 @@ var sequence = []step{
 	{"a qdisc under a missing one", func(ctx context.Context, h hostnet.Host) error {
 		return h.QdiscAdd(ctx, "d0", hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 4, Parent: 7, Rate: 125000, Burst: 16 << 10, Limit: 30000})
 	}, true, true},
+	{"replace where there is no qdisc", func(ctx context.Context, h hostnet.Host) error {
+		if err := h.QdiscReplace(ctx, "p0", hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 1, Rate: 100000, Burst: 5000, Limit: 20000}); err != nil {
+			return err
+		}
+		return h.QdiscAdd(ctx, "p0", hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 2, Parent: 1, Rate: 250000, Burst: 16 << 10, Limit: 30000})
+	}, false, false},
+	{"replace a qdisc's parameters", func(ctx context.Context, h hostnet.Host) error {
+		return h.QdiscReplace(ctx, "p0", hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 1, Rate: 50000, Burst: 5000, Limit: 20000})
+	}, false, false},
+	{"replace a qdisc by another kind", func(ctx context.Context, h hostnet.Host) error {
+		return h.QdiscReplace(ctx, "p0", hostnet.Qdisc{Kind: hostnet.Netem, Handle: 1, Delay: time.Millisecond, Limit: 1000})
+	}, true, false},
+	{"replace a qdisc under a missing one", func(ctx context.Context, h hostnet.Host) error {
+		return h.QdiscReplace(ctx, "p0", hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 4, Parent: 7, Rate: 125000, Burst: 16 << 10, Limit: 30000})
+	}, true, true},
+	{"replace a qdisc on a missing link", func(ctx context.Context, h hostnet.Host) error {
+		return h.QdiscReplace(ctx, "d9", hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 1, Rate: 125000, Burst: 16 << 10, Limit: 30000})
+	}, true, true},
+	{"replace a root by another handle", func(ctx context.Context, h hostnet.Host) error {
+		return h.QdiscReplace(ctx, "p0", hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 5, Rate: 100000, Burst: 5000, Limit: 20000})
+	}, false, false},
 	{"members", func(ctx context.Context, h hostnet.Host) error {
 		for _, n := range []hostnet.Nexthop{{ID: 1, Family: hostnet.IPv4, Dev: "d0"}, {ID: 2, Family: hostnet.IPv4, Dev: "d1"},
 			{ID: 3, Family: hostnet.IPv6, Dev: "d0"}, {ID: 4, Family: hostnet.IPv6, Dev: "d1"}} {
@@ -216,8 +255,10 @@ type view struct {
 	Links []string
 	// Addrs are d0's addresses but the link-local ones.
 	Addrs []netip.Prefix
-	// Qdiscs are d0's, kind and handles only.
-	Qdiscs []hostnet.Qdisc
+	// Qdiscs are d0's, P0Qdiscs p0's: kind, handles and a tbf's rate.
+	Qdiscs, P0Qdiscs []hostnet.Qdisc
+	// TxQLen is d0's transmit queue.
+	TxQLen int
 	// Neighbours are d0's permanent ones, each with whether its
 	// hardware address is p0's.
 	Neighbours map[netip.Addr]bool
@@ -295,12 +336,18 @@ func look(t *testing.T, ctx context.Context, h hostnet.Host) view {
 	case *hostnet.Fake:
 		neighs = h.Neighbours("d0")
 		for _, q := range h.Qdiscs("d0") {
-			v.Qdiscs = append(v.Qdiscs, hostnet.Qdisc{Kind: q.Kind, Handle: q.Handle, Parent: q.Parent})
+			v.Qdiscs = append(v.Qdiscs, hostnet.Qdisc{Kind: q.Kind, Handle: q.Handle, Parent: q.Parent, Rate: q.Rate})
 		}
+		for _, q := range h.Qdiscs("p0") {
+			v.P0Qdiscs = append(v.P0Qdiscs, hostnet.Qdisc{Kind: q.Kind, Handle: q.Handle, Parent: q.Parent, Rate: q.Rate})
+		}
+		v.TxQLen = h.TxQLen("d0")
 	default:
 		if slices.Contains(v.Links, "d0") {
 			v.Qdiscs = kernelQdiscs(t, h.Netns(), "d0")
+			v.P0Qdiscs = kernelQdiscs(t, h.Netns(), "p0")
 			neighs = kernelNeighbours(t, h.Netns(), "d0")
+			v.TxQLen = kernelTxQLen(t, h.Netns(), "d0")
 		}
 	}
 	if len(neighs) > 0 {
@@ -345,8 +392,24 @@ func kernelNeighbours(t *testing.T, ns, dev string) map[netip.Addr]net.HardwareA
 	return m
 }
 
+// kernelTxQLen is a device's transmit queue as ip shows it.
+func kernelTxQLen(t *testing.T, ns, dev string) int {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", ns, "-json", "link", "show", "dev", dev).Output()
+	if err != nil {
+		t.Fatalf("ip -n %s -json link show dev %s: %v", ns, dev, err)
+	}
+	var js []struct {
+		TxQLen int `json:"txqlen"`
+	}
+	if err := json.Unmarshal(out, &js); err != nil || len(js) != 1 {
+		t.Fatalf("ip -json link show: %v: %s", err, out)
+	}
+	return js[0].TxQLen
+}
+
 // kernelQdiscs lists a device's qdiscs as tc shows them, but the default
-// ones (handle 0:), kind and handles only.
+// ones (handle 0:): kind, handles and a tbf's rate (bytes per second).
 func kernelQdiscs(t *testing.T, ns, dev string) []hostnet.Qdisc {
 	t.Helper()
 	out, err := exec.Command("tc", "-n", ns, "-json", "qdisc", "show", "dev", dev).Output()
@@ -354,9 +417,12 @@ func kernelQdiscs(t *testing.T, ns, dev string) []hostnet.Qdisc {
 		t.Fatalf("tc -n %s -json qdisc show dev %s: %v", ns, dev, err)
 	}
 	var js []struct {
-		Kind   string `json:"kind"`
-		Handle string `json:"handle"`
-		Parent string `json:"parent"`
+		Kind    string `json:"kind"`
+		Handle  string `json:"handle"`
+		Parent  string `json:"parent"`
+		Options struct {
+			Rate uint64 `json:"rate"`
+		} `json:"options"`
 	}
 	if err := json.Unmarshal(out, &js); err != nil {
 		t.Fatalf("tc -json qdisc show: %v: %s", err, out)
@@ -375,6 +441,9 @@ func kernelQdiscs(t *testing.T, ns, dev string) []hostnet.Qdisc {
 			continue
 		}
 		q := hostnet.Qdisc{Kind: j.Kind, Handle: major(j.Handle)}
+		if j.Kind == hostnet.Tbf {
+			q.Rate = j.Options.Rate
+		}
 		if j.Parent != "" {
 			q.Parent = major(j.Parent)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/cpuacct"
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/hostinfo/hostcollect"
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
@@ -274,7 +275,8 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 	if err != nil {
 		return err
 	}
-	tun0, err := ppsTunPackets(l, s.tun)
+	srv, cli := labHost(l, lab.Server), labHost(l, lab.Client)
+	tun0, err := ppsTunPackets(ctx, srv, cli, s.tun)
 	if err != nil {
 		return err
 	}
@@ -296,7 +298,7 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 		return fmt.Errorf("an OpenVPN process died during the sample: %w", err)
 	}
 	busy1, busyErr1 := cpuacct.ReadSystem()
-	tun1, err := ppsTunPackets(l, s.tun)
+	tun1, err := ppsTunPackets(ctx, srv, cli, s.tun)
 	if err != nil {
 		return err
 	}
@@ -351,31 +353,23 @@ func ppsSample(ctx context.Context, l *lab.Lab, port int, s ppsSubject, size int
 // packets its reader took (drops at a full queue are tx_dropped), rx those
 // it wrote. Each is one packet the process encrypted and sent or received
 // and decrypted, so CPU time over their number is its cost per packet,
-// whatever was lost elsewhere. Nil for the routed path.
+// whatever was lost elsewhere. srv and cli are the lab's server and
+// client namespaces. Nil for the routed path.
 //
 // Equivalent to: ip -n NS -s link show dev ovpnperf-sN (and -cN).
-func ppsTunPackets(l *lab.Lab, t *tunnel.Tunnel) (map[string]uint64, error) {
+func ppsTunPackets(ctx context.Context, srv, cli hostnet.Host, t *tunnel.Tunnel) (map[string]uint64, error) {
 	if t == nil {
 		return nil, nil
 	}
-	srv, cli := t.Devs()
+	srvDev, cliDev := t.Devs()
 	out := map[string]uint64{}
 	for side, nd := range map[string]struct {
-		node lab.Node
-		dev  string
-	}{"server": {lab.Server, srv}, "client": {lab.Client, cli}} {
-		h, err := netns.Handle(l.Namespace(nd.node))
+		h   hostnet.Host
+		dev string
+	}{"server": {srv, srvDev}, "client": {cli, cliDev}} {
+		st, err := nd.h.LinkStats(ctx, nd.dev)
 		if err != nil {
 			return nil, err
-		}
-		link, err := h.LinkByName(nd.dev)
-		h.Close()
-		if err != nil {
-			return nil, fmt.Errorf("reading the counters of %s in %s: %w", nd.dev, l.Namespace(nd.node), err)
-		}
-		st := link.Attrs().Statistics
-		if st == nil {
-			return nil, fmt.Errorf("%s in %s has no packet counters", nd.dev, l.Namespace(nd.node))
 		}
 		out[side] = st.RxPackets + st.TxPackets
 	}

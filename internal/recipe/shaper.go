@@ -8,15 +8,13 @@ import (
 	"time"
 
 	"github.com/ovpnperf/ovpnperf/internal/finding"
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/inputfile"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
-
-	"github.com/vishvananda/netlink"
 
 	"github.com/ovpnperf/ovpnperf/internal/experiment"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
-	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/openvpn"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
@@ -70,36 +68,25 @@ func shaperPrediction() (outer, inner, payload int) {
 	return b.Wire(), b.Wire() - b.DataChannel - b.OuterL4 - b.OuterIP, b.Payload()
 }
 
-// shaperTbf limits the server's tun device to shaperBytesPerSec. The qdisc
-// lives on the tun device, which OpenVPN creates and deletes: it goes with
-// the OpenVPN process (and the namespace with the lab), so it is not
-// recorded in the lab's state.
+// shaperTbf limits the server's tun device (in srv, the lab's server
+// namespace) to shaperBytesPerSec. The qdisc lives on the tun device, which
+// OpenVPN creates and deletes: it goes with the OpenVPN process (and the
+// namespace with the lab), so it is not recorded in the lab's state.
 //
 // Equivalent to: ip netns exec SERVER tc qdisc replace dev DEV root handle 1:
 // tbf rate 800kbit burst 5000 limit 20000
-func shaperTbf(l *lab.Lab, dev string) error {
-	h, err := netns.Handle(l.Namespace(lab.Server))
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	link, err := h.LinkByName(dev)
-	if err != nil {
-		return fmt.Errorf("server tun device %s: %w", dev, err)
-	}
+func shaperTbf(ctx context.Context, srv hostnet.Host, dev string) error {
 	const burst = 5000  // bytes: three full packets
 	const limit = 20000 // bytes: 200 ms at the rate
-	q := &netlink.Tbf{
-		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
-		Rate:       shaperBytesPerSec,
-		Limit:      limit,
-		Buffer:     netlink.Xmittime(shaperBytesPerSec, burst),
-	}
-	if err := h.QdiscReplace(q); err != nil {
-		return fmt.Errorf("tbf on %s in %s: %w", dev, l.Namespace(lab.Server), err)
+	q := hostnet.Qdisc{Kind: hostnet.Tbf, Handle: 1, Rate: shaperBytesPerSec, Burst: burst, Limit: limit}
+	if err := srv.QdiscReplace(ctx, dev, q); err != nil {
+		return fmt.Errorf("tbf on the server's tun device %s: %w", dev, err)
 	}
 	return nil
 }
+
+// labHost is the Host of a lab node's namespace.
+func labHost(l *lab.Lab, n lab.Node) hostnet.Host { return hostnet.Open(l.Namespace(n)) }
 
 // shaperLogLines returns the lines of an OpenVPN log that mention the
 // shaper ("OPTIONS IMPORT: traffic shaper enabled", "Output Traffic Shaping
@@ -160,7 +147,7 @@ func runShaper(ctx context.Context, o Options) (*measure.Report, error) {
 				if t.ServerLog != nil && t.ServerLog.TunDev != "" {
 					tcDev = t.ServerLog.TunDev
 				}
-				return shaperTbf(l, tcDev)
+				return shaperTbf(ctx, labHost(l, lab.Server), tcDev)
 			}
 			return nil
 		},

@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ovpnperf/ovpnperf/internal/hostnet"
 	"github.com/ovpnperf/ovpnperf/internal/iperf"
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
-	"github.com/ovpnperf/ovpnperf/internal/netns"
 	"github.com/ovpnperf/ovpnperf/internal/tunnel"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
@@ -54,21 +54,13 @@ const (
 	shaperProbePortDown = iperf.DefaultPort + 11
 )
 
-// setTxQueueLen sets the tun queue of the client's device.
+// setTxQueueLen sets the tun queue of the client's device (in cli, the
+// lab's client namespace).
 //
 // Equivalent to: ip netns exec CLIENT ip link set dev DEV txqueuelen N
-func setTxQueueLen(l *lab.Lab, dev string, n int) error {
-	h, err := netns.Handle(l.Namespace(lab.Client))
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	link, err := h.LinkByName(dev)
-	if err != nil {
-		return fmt.Errorf("client tun device %s: %w", dev, err)
-	}
-	if err := h.LinkSetTxQLen(link, n); err != nil {
-		return fmt.Errorf("txqueuelen %d on %s: %w", n, dev, err)
+func setTxQueueLen(ctx context.Context, cli hostnet.Host, dev string, n int) error {
+	if err := cli.LinkSetTxQLen(ctx, dev, n); err != nil {
+		return fmt.Errorf("txqueuelen %d on the client's tun device %s: %w", n, dev, err)
 	}
 	return nil
 }
@@ -80,10 +72,11 @@ func shaperQueueProbe(ctx context.Context, l *lab.Lab, t *tunnel.Tunnel) map[str
 	if t.ClientLog != nil && t.ClientLog.TunDev != "" {
 		dev = t.ClientLog.TunDev
 	}
+	cli := labHost(l, lab.Client)
 	out := map[string]shaperQueueResult{}
 	for _, q := range []int{shaperDefaultTxQueueLen, shaperTxQueueLen} {
 		res := shaperQueueResult{TxQueueLen: q}
-		if err := setTxQueueLen(l, dev, q); err != nil {
+		if err := setTxQueueLen(ctx, cli, dev, q); err != nil {
 			res.Error = err.Error()
 		} else if err := shaperQueueRun(ctx, l, t, &res); err != nil {
 			res.Error = err.Error()
