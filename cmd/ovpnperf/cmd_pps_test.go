@@ -12,6 +12,8 @@ import (
 
 	"github.com/ovpnperf/ovpnperf/internal/pps"
 	"github.com/ovpnperf/ovpnperf/internal/runner"
+	"github.com/ovpnperf/ovpnperf/internal/syncbuf"
+	"github.com/ovpnperf/ovpnperf/internal/testenv"
 )
 
 func TestParsePPS(t *testing.T) {
@@ -138,10 +140,16 @@ func TestPPSClientServer(t *testing.T) {
 // TestPPSServerOnce: with --once the server exits by itself after the
 // session, leaving nothing behind.
 func TestPPSServerOnce(t *testing.T) {
+	// The host lock before the server starts: the clients below take it
+	// (ovpnperf), and a wait for another checkout's measuring test must
+	// not use up the server's minute.
+	testenv.Shared(t)
 	port := freeUDPPort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv := runner.Command(ctx, binary, "pps", "server", "--bind", "127.0.0.1", "--port", port, "--once", "--json")
+	var srvErr syncbuf.Buffer
+	srv.Stderr = &srvErr
 	out, err := srv.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +180,9 @@ func TestPPSServerOnce(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	r.mustSucceed(t)
+	if r.code != 0 {
+		t.Fatalf("client: exit %d\n%s\nserver's stderr:\n%s", r.code, r.stderr, srvErr.String())
+	}
 	select {
 	case err := <-done:
 		if err != nil {
