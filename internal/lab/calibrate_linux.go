@@ -87,6 +87,9 @@ type CalibrateOptions struct {
 	// Emulator is the backend to measure, as Path.Emulator: "" for the
 	// one this host's labs use by default.
 	Emulator string
+	// Env is where the calibration's labs live and which program owns
+	// them, as Options.Env.
+	Env Env
 }
 
 // CalibrationTime is the longest a calibration with these options takes:
@@ -154,7 +157,7 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (ceilingdoc.Ceiling, err
 		// all, as lab run measures a refused sample again: the step is
 		// its last try.
 		for try := 1; try <= CalibrationTries; try++ {
-			if step, err = calibrateStep(ctx, name, rate, o.StepDuration, c.Backend); err != nil {
+			if step, err = calibrateStep(ctx, o.Env, name, rate, o.StepDuration, c.Backend); err != nil {
 				return c, err
 			}
 			step.Tries = try
@@ -187,9 +190,9 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (ceilingdoc.Ceiling, err
 
 // calibrateStep offers rate packets a second each way through a fresh lab
 // for d and returns what each direction saw.
-func calibrateStep(ctx context.Context, name string, rate float64, d time.Duration, backend string) (_ ceilingdoc.Step, err error) {
+func calibrateStep(ctx context.Context, env Env, name string, rate float64, d time.Duration, backend string) (_ ceilingdoc.Step, err error) {
 	step := ceilingdoc.Step{RatePPS: rate}
-	l, err := Up(ctx, Options{Name: name, Path: calibrationPath(backend), Ephemeral: true})
+	l, err := Up(ctx, Options{Name: name, Path: calibrationPath(backend), Ephemeral: true, Env: env})
 	if err != nil {
 		return step, err
 	}

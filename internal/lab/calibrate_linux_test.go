@@ -28,7 +28,7 @@ func TestCalibrate(t *testing.T) {
 	var progress bytes.Buffer
 	start := time.Now()
 	rates := []float64{1000, 2000}
-	c, err := lab.Calibrate(context.Background(), lab.CalibrateOptions{Name: name, StepDuration: time.Second,
+	c, err := lab.Calibrate(context.Background(), lab.CalibrateOptions{Name: name, StepDuration: time.Second, Env: labtest.Env(),
 		Rates: rates, Progress: &progress, Version: "test", Argv: []string{"ovpnperf", "lab", "calibrate"}})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestCalibrateInterrupted(t *testing.T) {
 	name := "cal-" + lab.NewName()
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(2*time.Second, cancel)
-	_, err := lab.Calibrate(ctx, lab.CalibrateOptions{Name: name, StepDuration: time.Minute, Rates: []float64{1000}})
+	_, err := lab.Calibrate(ctx, lab.CalibrateOptions{Name: name, StepDuration: time.Minute, Rates: []float64{1000}, Env: labtest.Env()})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("interrupted calibration: %v, want context.Canceled", err)
 	}
