@@ -68,8 +68,9 @@ trip; without --time and --omit the samples follow from it as lab run's do
 (a satellite path's slow start takes seconds), and iperf3's measuring window
 may run up to twice the largest echo longer than asked (the receiver's
 window ends a round trip after the sender's). How the samples were sized is
-printed and kept in the document (scenario.extra.sample_timing). Beside
-them, 300 ICMP echoes to HOST, one every 10 ms, count what the idle path
+printed and kept in the document (scenario.extra.sample_timing). When TCP
+outside the tunnel retransmitted more than 1 % in every sample, 300 ICMP
+echoes to HOST after the samples, one every 10 ms, count what the idle path
 loses (scenario.real.loss_echoes).
 
 Findings name the limit only when every sample shows it: path-bound (the tunnel

@@ -98,6 +98,18 @@ func (b *measureBench) measureDoc(t *testing.T, args ...string) (*measure.Report
 	if err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
+	// The paced echoes are sent exactly when an outside row raises the
+	// loss question.
+	raised := false
+	for i := range rep.Rows {
+		if rep.Rows[i].Variant == measure.VariantOutside {
+			_, q := measure.LossQuestion(&rep.Rows[i])
+			raised = raised || q
+		}
+	}
+	if rp := rep.Scenario.Real; rp != nil && (rp.LossEchoes != nil) != raised {
+		t.Errorf("loss question raised %v, paced echoes %+v", raised, rp.LossEchoes)
+	}
 	return rep, r
 }
 

@@ -371,6 +371,37 @@ func windowFinding(t *Row) (finding.Finding, bool) {
 		Cites:     []string{citeBufferRTT}}, true
 }
 
+// LossQuestion is whether outside row o raises the loss question: its TCP
+// flow retransmitted more than LossShare of its segments in every sample
+// (at least verdict.MinSamples); lo is the lowest sample's share. measure
+// sends its paced echoes only then, and lossFinding judges them.
+func LossQuestion(o *Row) (lo float64, raised bool) {
+	if len(o.Samples) < verdict.MinSamples {
+		return 0, false
+	}
+	lo = 1.0
+	for _, s := range o.Samples {
+		var retr int64
+		var bytes float64
+		for _, iv := range s.Intervals {
+			if iv.Retransmits < 0 {
+				return 0, false // not reported (reverse tests)
+			}
+			retr += iv.Retransmits
+			bytes += iv.Bps / 8 * (iv.EndSeconds - iv.StartSeconds)
+		}
+		if bytes <= 0 {
+			return 0, false
+		}
+		share := float64(retr) / (bytes / overhead.TCPSegmentBytes)
+		if share <= LossShare {
+			return 0, false
+		}
+		lo = min(lo, share)
+	}
+	return lo, true
+}
+
 // lossFinding judges whether the path loses packets on its own. The
 // outside TCP flow retransmitting more than LossShare of its segments in
 // every sample raises the question (no finding otherwise), but cannot
@@ -384,28 +415,9 @@ func windowFinding(t *Row) (finding.Finding, bool) {
 // document written before measure sent them, or ICMP blocked) it is not
 // tested here.
 func lossFinding(o *Row, echoes *EchoCount) (finding.Finding, bool) {
-	if len(o.Samples) < verdict.MinSamples {
+	lo, raised := LossQuestion(o)
+	if !raised {
 		return finding.Finding{}, false
-	}
-	lo := 1.0
-	for _, s := range o.Samples {
-		var retr int64
-		var bytes float64
-		for _, iv := range s.Intervals {
-			if iv.Retransmits < 0 {
-				return finding.Finding{}, false // not reported (reverse tests)
-			}
-			retr += iv.Retransmits
-			bytes += iv.Bps / 8 * (iv.EndSeconds - iv.StartSeconds)
-		}
-		if bytes <= 0 {
-			return finding.Finding{}, false
-		}
-		share := float64(retr) / (bytes / overhead.TCPSegmentBytes)
-		if share <= LossShare {
-			return finding.Finding{}, false
-		}
-		lo = min(lo, share)
 	}
 	f := finding.Finding{Kind: finding.Loss,
 		Figures: finding.Figures{FigRetransmitMinPercent: 100 * lo, FigLossRulePercent: 100 * LossShare}}

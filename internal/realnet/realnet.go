@@ -108,25 +108,33 @@ func sizeSamples(ctx context.Context, spec *Spec) string {
 	return sizeByEcho(spec, largest, echoed, failed)
 }
 
-// echoLoss sends measure.LossEchoes ICMP echoes to host, paced, in the
-// background, and returns a function that waits for them and gives their
-// count (measure's loss finding rests on it).
-func echoLoss(ctx context.Context, host netip.Addr) func() *measure.EchoCount {
-	c := &measure.EchoCount{IntervalSeconds: measure.LossEchoInterval.Seconds()}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sent, answered, err := pathprobe.EchoCount(ctx, host, measure.LossEchoes, measure.LossEchoInterval)
-		if err != nil {
-			c.Failed = oneLine(err)
-			return
+// askLoss sends measure.LossEchoes ICMP echoes to the host, paced, once
+// the samples are done and the path is idle again, when an outside row
+// raises the loss question (measure.LossQuestion: its TCP flow
+// retransmitted more than 1 % in every sample); their count decides
+// measure's loss finding. Nil when no row raises it: no finding needs
+// them, and a run spends no 3 s on them.
+func askLoss(ctx context.Context, spec Spec, rep *measure.Report, prog *ui.Progress) *measure.EchoCount {
+	raised := false
+	for i := range rep.Rows {
+		if r := &rep.Rows[i]; r.Variant == measure.VariantOutside {
+			if _, q := measure.LossQuestion(r); q {
+				raised = true
+			}
 		}
-		c.Sent, c.Answered = sent, answered
-	}()
-	return func() *measure.EchoCount {
-		<-done
+	}
+	if !raised || ctx.Err() != nil {
+		return nil
+	}
+	prog.Logf("outside TCP retransmitted more than %.0f %% in every sample: %d paced echoes decide whether the path loses packets", 100*measure.LossShare, measure.LossEchoes)
+	c := &measure.EchoCount{IntervalSeconds: measure.LossEchoInterval.Seconds()}
+	sent, answered, err := pathprobe.EchoCount(ctx, spec.Host, measure.LossEchoes, measure.LossEchoInterval)
+	if err != nil {
+		c.Failed = oneLine(err)
 		return c
 	}
+	c.Sent, c.Answered = sent, answered
+	return c
 }
 
 // sizeByEcho sizes spec's samples by the largest echo round trip where
@@ -282,11 +290,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 	if err := CheckServer(ctx, spec); err != nil {
 		return nil, err
 	}
-	// The paced echoes that judge loss run beside the sizing echoes, on
-	// the idle path, and end before the first sample.
-	lossEchoes := echoLoss(ctx, spec.Host)
 	timing := sizeSamples(ctx, &spec)
-	echoCount := lossEchoes()
 	if spec.Progress != nil {
 		fmt.Fprintf(spec.Progress, "samples: %s\n", timing)
 	}
@@ -299,8 +303,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 		Host: spec.Host.String(), Tunnel: spec.Tunnel.String(),
 		OutsideDevice: outRoute.Dev, TunDevice: proc.Tun, TunMTU: tunRoute.MTU,
 		Pid: proc.Pid, Proto: proc.Socket.Proto,
-		Socket:     fmt.Sprintf("%s %s → %s (inode %d)", proc.Socket.Proto, proc.Socket.Local, proc.Socket.Remote, proc.Socket.Inode),
-		LossEchoes: echoCount,
+		Socket: fmt.Sprintf("%s %s → %s (inode %d)", proc.Socket.Proto, proc.Socket.Local, proc.Socket.Remote, proc.Socket.Inode),
 	}
 	sc := measure.Scenario{
 		Command: measure.CommandMeasure, DurationSeconds: spec.Duration.Seconds(), Repeat: spec.Repeat, Parallel: 1,
@@ -389,6 +392,7 @@ func Run(ctx context.Context, spec Spec) (*measure.Report, error) {
 			rep.Rows[i].Refuse(measure.Refusal{Kind: measure.RefusalNoValidSample})
 		}
 	}
+	rp.LossEchoes = askLoss(ctx, spec, rep, prog)
 	return finish(rep, rp, spec, proc, capRes), nil
 }
 
