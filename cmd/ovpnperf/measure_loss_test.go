@@ -46,8 +46,15 @@ func measureLoss(t *testing.T, b *measureBench) (*measure.Report, finding.Findin
 // segments in every sample, but the path loses nothing on its own: every
 // paced echo comes back, and loss is refuted. The rule before read the
 // retransmits alone and confirmed a lossy path here.
+//
+// It is a tolerant test (testenv.Tolerant): scripts/test.sh runs it beside
+// the measuring tests. What it judges holds under load: the rate limiter's
+// queue overflows whatever the CPUs do (retransmits of 9–16 % against the
+// 1 % that raises the question, at load 2.8–10.7), and echoes cross a
+// kernel-only path (no emulator) that loses none of them.
 func TestMeasureLossRateLimitOnly(t *testing.T) {
-	testenv.Exclusive(t)
+	testenv.Tolerant(t)
+	t.Parallel()
 	b := newMeasureBench(t, labpath.Path{Up: labpath.Link{RateBitsPerSec: 20e6}, Down: labpath.Link{RateBitsPerSec: 20e6}}, true, nil)
 	_, l := measureLoss(t, b)
 	if l.Outcome != verdict.Refuted {
@@ -56,7 +63,7 @@ func TestMeasureLossRateLimitOnly(t *testing.T) {
 	if l.Figures[measure.FigEchoLossPercent] > 100*measure.LossShare/2 {
 		t.Errorf("echoes lost %.2f %% on a path without random loss", l.Figures[measure.FigEchoLossPercent])
 	}
-	b.checkNothingLeft(t)
+	b.checkNoProcessLeft(t)
 }
 
 // The same path losing 3 % of packets at random each way (the lab's
