@@ -92,10 +92,11 @@ func ProbeNAT(ctx context.Context, h hostnet.Host, f hostnet.Family) error {
 }
 
 // create makes the family's chain (empty) and the jump to it; the chain
-// is recorded by the caller before.
+// is recorded by the caller before. -N refuses a chain that exists (it
+// is not this run's), and the batch then changes nothing.
 // Equivalent to: iptables -t nat -N CH; iptables -t nat -I POSTROUTING -j CH
 func (h *hostNAT) create(ctx context.Context, f hostnet.Family) error {
-	if err := h.h.Restore(ctx, f, "nat", []string{":" + h.chain + " - [0:0]", "-I POSTROUTING -j " + h.chain}); err != nil {
+	if err := h.h.Restore(ctx, f, "nat", []string{"-N " + h.chain, "-I POSTROUTING -j " + h.chain}); err != nil {
 		return err
 	}
 	h.fams = append(h.fams, f)

@@ -93,7 +93,7 @@ func addOnePort(ctx context.Context, h hostnet.Host, id, proto string, port uint
 		if len(tb.rules) == 0 {
 			continue
 		}
-		batch := []string{":" + ch + " - [0:0]"}
+		batch := []string{"-N " + ch} // refused, with the batch, when the chain exists
 		for _, r := range tb.rules {
 			batch = append(batch, strings.Join(r, " "))
 		}

@@ -646,6 +646,9 @@ func (f *Fake) Restore(ctx context.Context, fam Family, table string, rules []st
 	if t == nil {
 		return checkTable(table)
 	}
+	if err := checkRuleLines(rules); err != nil {
+		return err
+	}
 	c := t.clone()
 	for n, line := range rules {
 		if err := c.apply(line); err != nil {

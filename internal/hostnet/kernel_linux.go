@@ -445,6 +445,20 @@ func iptablesTool(f Family, suffix string) string {
 	return "iptables" + suffix
 }
 
+// checkRuleLines refuses a rule line that would be more than one line of
+// the batch: a newline or carriage return in it, or a line that opens or
+// commits a table. Restore's callers build rules from their own names and
+// typed addresses; this keeps it so for whatever a caller passes.
+func checkRuleLines(rules []string) error {
+	for _, r := range rules {
+		t := strings.TrimSpace(r)
+		if strings.ContainsAny(r, "\n\r\x00") || strings.HasPrefix(t, "*") || strings.HasPrefix(t, "COMMIT") {
+			return fmt.Errorf("netfilter rule %q: not one line of a table's rules", r)
+		}
+	}
+	return nil
+}
+
 func checkTable(table string) error {
 	if _, ok := builtinChains[table]; !ok {
 		return fmt.Errorf("netfilter table %q: not one ovpnperf uses", table)
@@ -454,6 +468,9 @@ func checkTable(table string) error {
 
 func (k kernel) Restore(ctx context.Context, f Family, table string, rules []string) error {
 	if err := checkTable(table); err != nil {
+		return err
+	}
+	if err := checkRuleLines(rules); err != nil {
 		return err
 	}
 	in := "*" + table + "\n" + strings.Join(rules, "\n") + "\nCOMMIT\n"

@@ -222,6 +222,14 @@ var sequence = []step{
 	{"rewrite chain", func(ctx context.Context, h hostnet.Host) error {
 		return h.Restore(ctx, hostnet.IPv4, "nat", []string{":" + nat + " - [0:0]", "-A " + nat + " -o d0 -s 10.8.0.10/32 -j MASQUERADE"})
 	}, false, false},
+	{"make a chain that exists", func(ctx context.Context, h hostnet.Host) error {
+		// -N refuses it, and the batch leaves the chain and its jumps as
+		// they were (":CH - [0:0]" would have emptied it).
+		return h.Restore(ctx, hostnet.IPv4, "nat", []string{"-N " + nat, "-I POSTROUTING -j " + nat})
+	}, true, false},
+	{"a rule of two lines", func(ctx context.Context, h hostnet.Host) error {
+		return h.Restore(ctx, hostnet.IPv4, "nat", []string{"-A " + nat + " -j ACCEPT\n-A POSTROUTING -j ACCEPT"})
+	}, true, false},
 	{"delete a chain jumped to", func(ctx context.Context, h hostnet.Host) error {
 		return h.Restore(ctx, hostnet.IPv4, "nat", []string{"-F " + nat, "-X " + nat})
 	}, true, false},
