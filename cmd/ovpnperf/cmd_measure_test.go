@@ -107,7 +107,9 @@ func (b *measureBench) measureDoc(t *testing.T, args ...string) (*measure.Report
 			raised = raised || q
 		}
 	}
-	if rp := rep.Scenario.Real; rp != nil && (rp.LossEchoes != nil) != raised {
+	if rp := rep.Scenario.Real; rp == nil {
+		t.Fatalf("measure document without scenario.real:\n%s", r.stdout)
+	} else if (rp.LossEchoes != nil) != raised {
 		t.Errorf("loss question raised %v, paced echoes %+v", raised, rp.LossEchoes)
 	}
 	return rep, r

@@ -56,8 +56,9 @@ type RealPath struct {
 	// BufferAdvice is what to set when the socket dropped datagrams.
 	BufferAdvice string `json:"buffer_advice,omitempty"`
 	// LossEchoes are the paced ICMP echoes to Host sent on the idle path
-	// before the samples: what the loss finding rests on (absent in
-	// documents written before measure sent them).
+	// after the samples when an outside row raised the loss question
+	// (LossQuestion): what the loss finding rests on (absent when no row
+	// raised it, and in documents written before measure sent them).
 	LossEchoes *EchoCount `json:"loss_echoes,omitempty"`
 }
 
@@ -138,7 +139,7 @@ const (
 	// idle path answer it (lossFinding, by verdict.JudgeEchoLoss).
 	LossShare = verdict.LossShare
 	// LossEchoes echoes, one every LossEchoInterval, on the idle path
-	// before the samples: probe's count and pace, 3 s.
+	// after the samples: probe's count and pace, 3 s.
 	LossEchoes       = verdict.LossEchoes
 	LossEchoInterval = 10 * time.Millisecond
 )
@@ -438,7 +439,7 @@ func lossFinding(o *Row, echoes *EchoCount) (finding.Finding, bool) {
 		default:
 			f.Why += fmt.Sprintf(", and none of the %d paced echoes came back (ICMP blocked on the way, or not answered)", echoes.Sent)
 		}
-		f.Decide = "paced echoes on the idle path that come back (measure sends them to the host before the samples)"
+		f.Decide = "paced echoes on the idle path that come back (measure sends them to the host after the samples)"
 		return f, true
 	}
 	f.Figures[FigEchoesSentPackets] = float64(j.Sent)

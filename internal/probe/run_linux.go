@@ -117,7 +117,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	case !p.ThroughputBitsPerSec.Known():
 		p.PathRateBitsPerSec = missing[float64]("needs the iperf3 throughput")
 	case !p.LossPercent.Known() || p.LossPercent.Value > 0:
-		p.PathRateBitsPerSec = missing[float64]("the path loses packets (or loss is unknown): TCP goodput is loss-bound, not the link rate; give advise --rate")
+		// Any lost echo, not the loss rule's 1 %: a share of a percent
+		// already holds one TCP flow below the link on a long path.
+		p.PathRateBitsPerSec = missing[float64]("echoes were lost (or loss is unknown): one TCP flow's goodput may be held by loss, not by the link rate; give advise --rate")
 	default:
 		p.PathRateBitsPerSec = measured(p.ThroughputBitsPerSec.Value/overhead.TCPGoodputShare, fmt.Sprintf("iperf3 goodput × %d/%d (Ethernet+IP+TCP headers with timestamps)", overhead.TCPFrameBytes, overhead.TCPSegmentBytes))
 	}
