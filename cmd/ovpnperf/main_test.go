@@ -21,6 +21,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	labtest.RefuseLabOwner()
 	bin, cleanup, err := labtest.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

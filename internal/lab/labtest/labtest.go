@@ -45,10 +45,7 @@ const binaryEnv = "OVPNPERF_TEST_BINARY"
 // built without Env's Owner) would run every test in the lab's router
 // namespace; it exits with an error instead.
 func Main(m *testing.M) {
-	if len(os.Args) > 2 && os.Args[1] == "lab" && os.Args[2] == "owner" {
-		fmt.Fprintf(os.Stderr, "%s is a test binary, not ovpnperf: build labs with lab.Options{Env: labtest.Env()}\n", os.Args[0])
-		os.Exit(2)
-	}
+	RefuseLabOwner()
 	_, cleanup, err := Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -57,6 +54,17 @@ func Main(m *testing.M) {
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
+}
+
+// RefuseLabOwner ends a test binary started as a lab's owner (`lab owner
+// NAME`: a lab built without Env takes its own executable for ovpnperf)
+// with one line and status 2, instead of running its tests in the lab.
+// A TestMain that does not call Main calls it first.
+func RefuseLabOwner() {
+	if len(os.Args) > 2 && os.Args[1] == "lab" && os.Args[2] == "owner" {
+		fmt.Fprintf(os.Stderr, "%s is a test binary, not ovpnperf: build labs with lab.Options{Env: labtest.Env()}\n", os.Args[0])
+		os.Exit(2)
+	}
 }
 
 // Binary is the ovpnperf that Main built, to run as a user would.
