@@ -42,6 +42,10 @@ type measureOptions struct {
 	html      string
 }
 
+// pct writes a share (0.01) as the help texts' percent ("1"): the help
+// says the rules' thresholds from their constants.
+func pct(share float64) string { return strconv.FormatFloat(100*share, 'f', -1, 64) }
+
 func newMeasureCommand() *cobra.Command { return measureCommand(new(measureOptions)) }
 
 // measureCommand is the command with its options parsed into o (the flag tests
@@ -69,18 +73,18 @@ trip; without --time and --omit the samples follow from it as lab run's do
 may run up to twice the largest echo longer than asked (the receiver's
 window ends a round trip after the sender's). How the samples were sized is
 printed and kept in the document (scenario.extra.sample_timing). When TCP
-outside the tunnel retransmitted more than 1 % in every sample, 300 ICMP
-echoes to HOST after the samples, one every 10 ms, count what the idle path
+outside the tunnel retransmitted more than ` + pct(measure.LossShare) + ` % in every sample, ` + strconv.Itoa(measure.LossEchoes) + ` ICMP
+echoes to HOST after the samples, one every ` + measure.LossEchoInterval.String() + `, count what the idle path
 loses (scenario.real.loss_echoes).
 
 Findings name the limit only when every sample shows it: path-bound (the tunnel
-carries what the overhead model predicts of the outside rate, ±5 %), CPU-bound
-(OpenVPN's busiest thread at 90 % of a core or more), socket drops (with the
+carries what the overhead model predicts of the outside rate, ±` + pct(measure.PathBoundTolerance) + ` %), CPU-bound
+(OpenVPN's busiest thread at ` + pct(measure.CPUBoundShare) + ` % of a core or more), socket drops (with the
 buffer it got and what to set), fragmentation (with the MTU advice),
-window-bound and loss (outside TCP retransmitting over 1 % in every
+window-bound and loss (outside TCP retransmitting over ` + pct(measure.LossShare) + ` % in every
 sample raises it; the paced echoes decide it, since a TCP flow that fills a
 path overflows its bottleneck's queue on a path that loses nothing: more
-than 1 % of them lost confirms, 0.5 % or less refutes); each says what
+than ` + pct(measure.LossShare) + ` % of them lost confirms, ` + pct(measure.LossShare/2) + ` % or less refutes); each says what
 would show it wrong.
 
 --json prints the run document (network "real") that ` + "`ovpnperf report`" + ` draws and
