@@ -113,18 +113,41 @@ func (spec Spec) WithDefaults() Spec {
 	return spec
 }
 
+// CheckRepeat, CheckSampleTime and CheckOmit refuse a sample option outside
+// its range, naming the flag, as a usage error: the one check, and the one
+// sentence, of every command that takes these flags (lab run, recipe,
+// measure, watch; tune's --omit).
+func CheckRepeat(n int) error {
+	if r := RepeatRange(); !r.Contains(n) {
+		return usage.Errorf("--repeat %d: want %s samples per row", n, r)
+	}
+	return nil
+}
+
+// CheckSampleTime: see CheckRepeat.
+func CheckSampleTime(d time.Duration) error {
+	if r := SampleTimeRange(); !r.Contains(d) {
+		return usage.Errorf("--time %v: want whole seconds from %s (iperf3 -t)", d, r)
+	}
+	return nil
+}
+
+// CheckOmit: see CheckRepeat.
+func CheckOmit(d time.Duration) error {
+	if r := OmitRange(); !r.Contains(d) {
+		return usage.Errorf("--omit %v: want whole seconds from %s (iperf3 -O)", d, r)
+	}
+	return nil
+}
+
 // Validate refuses a spec whose sample options are outside their ranges
 // (a zero left for WithDefaults is refused too: call it first), naming the
 // lab run flag that sets each, as a usage error.
 func (spec Spec) Validate() error {
-	if r := RepeatRange(); !r.Contains(spec.Repeat) {
-		return usage.Errorf("--repeat %d: want %s samples per row", spec.Repeat, r)
-	}
-	if r := SampleTimeRange(); !r.Contains(spec.Duration) {
-		return usage.Errorf("--time %v: want whole seconds from %s (iperf3 -t)", spec.Duration, r)
-	}
-	if r := OmitRange(); !r.Contains(spec.Omit) {
-		return usage.Errorf("--omit %v: want whole seconds from %s (iperf3 -O)", spec.Omit, r)
+	for _, err := range []error{CheckRepeat(spec.Repeat), CheckSampleTime(spec.Duration), CheckOmit(spec.Omit)} {
+		if err != nil {
+			return err
+		}
 	}
 	for _, n := range spec.Networks {
 		if r := OmitRange(); n.Omit != nil && !r.Contains(*n.Omit) {

@@ -247,14 +247,18 @@ func (spec Spec) WithDefaults() Spec {
 // Validate refuses options outside the ranges measure's and watch's flags
 // take (experiment's, lab run's too), naming the flag, as a usage error.
 func (spec Spec) Validate() error {
-	if r := experiment.RepeatRange(); !r.Contains(spec.Repeat) {
-		return usage.Errorf("--repeat %d: want %s samples per row", spec.Repeat, r)
+	if err := experiment.CheckRepeat(spec.Repeat); err != nil {
+		return err
 	}
-	if r := experiment.SampleTimeRange(); spec.Duration != 0 && !r.Contains(spec.Duration) {
-		return usage.Errorf("--time %v: want whole seconds from %s (iperf3 -t)", spec.Duration, r)
+	if spec.Duration != 0 { // 0: sized by the path's round trip
+		if err := experiment.CheckSampleTime(spec.Duration); err != nil {
+			return err
+		}
 	}
-	if r := experiment.OmitRange(); spec.Omit >= 0 && !r.Contains(spec.Omit) {
-		return usage.Errorf("--omit %v: want whole seconds from %s (iperf3 -O)", spec.Omit, r)
+	if spec.Omit >= 0 { // negative: sized by the path's round trip
+		if err := experiment.CheckOmit(spec.Omit); err != nil {
+			return err
+		}
 	}
 	if spec.Port < 1 || spec.Port > 65535 {
 		return usage.Errorf("--port %d: want 1–65535", spec.Port)

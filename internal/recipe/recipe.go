@@ -18,7 +18,6 @@ import (
 	"github.com/ovpnperf/ovpnperf/internal/lab"
 	"github.com/ovpnperf/ovpnperf/internal/lab/labpath"
 	"github.com/ovpnperf/ovpnperf/internal/measure"
-	"github.com/ovpnperf/ovpnperf/internal/usage"
 	"github.com/ovpnperf/ovpnperf/internal/verdict"
 )
 
@@ -45,11 +44,13 @@ type Options struct {
 // leaves the recipe's own), naming the flag, as a usage error: the check of
 // every recipe, also of those that do not measure through experiment.Run.
 func (o Options) Validate() error {
-	if r := experiment.RepeatRange(); o.Repeat != 0 && !r.Contains(o.Repeat) {
-		return usage.Errorf("--repeat %d: want %s samples per row", o.Repeat, r)
+	if o.Repeat != 0 {
+		if err := experiment.CheckRepeat(o.Repeat); err != nil {
+			return err
+		}
 	}
-	if r := experiment.SampleTimeRange(); o.Duration != 0 && !r.Contains(o.Duration) {
-		return usage.Errorf("--time %v: want whole seconds from %s", o.Duration, r)
+	if o.Duration != 0 {
+		return experiment.CheckSampleTime(o.Duration)
 	}
 	return nil
 }

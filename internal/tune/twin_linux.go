@@ -193,8 +193,8 @@ func (o TwinOptions) Validate() error {
 	if r := SampleTimeRange(); !r.Contains(o.Duration) {
 		return usage.Errorf("--time %v: want whole seconds from %s (iperf3 -t)", o.Duration, r)
 	}
-	if r := experiment.OmitRange(); !r.Contains(o.Omit) {
-		return usage.Errorf("--omit %v: want whole seconds from %s (iperf3 -O)", o.Omit, r)
+	if err := experiment.CheckOmit(o.Omit); err != nil {
+		return err
 	}
 	return nil
 }
